@@ -1,0 +1,93 @@
+"""What each `measure:` kind accepts and reports (controller side; no torch here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from clustercheck import units
+from clustercheck.schema import Fields, at_least, between, one_of
+
+DTYPES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
+CANONICAL_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    scopes: tuple[str, ...]
+    metrics: dict[str, str]  # metric -> unit
+    parse: Callable[[Fields], dict[str, Any]]
+    description: str
+
+
+def _sizes(f: Fields) -> list[int]:
+    if "sizes" in f.data:
+        raw = f.get("sizes", list)
+        if not raw:
+            raise f.error("sizes", "needs at least one size")
+        try:
+            sizes = [units.parse_size(s) for s in raw]
+        except ValueError as exc:
+            raise f.error("sizes", str(exc)) from None
+        if len(set(sizes)) != len(sizes):
+            raise f.error("sizes", "lists a size twice")
+        for other in ("min_bytes", "max_bytes", "step_factor"):
+            if other in f.data:
+                raise f.error(other, "give either sizes or min_bytes/max_bytes/step_factor, not both")
+        return sorted(sizes)
+    lo = _size(f, "min_bytes", "1MiB")
+    hi = _size(f, "max_bytes", "16MiB")
+    factor = f.get("step_factor", int, 2, check=at_least(2))
+    if hi < lo:
+        raise f.error("max_bytes", f"must be >= min_bytes ({lo}), got {hi}")
+    sizes = []
+    size = lo
+    while size <= hi:
+        sizes.append(size)
+        size *= factor
+    if len(sizes) > 64:
+        raise f.error("max_bytes", f"the sweep has {len(sizes)} sizes; at most 64")
+    return sizes
+
+
+def _size(f: Fields, key: str, default: str) -> int:
+    raw = f.get(key, (int, str), default)
+    try:
+        return units.parse_size(raw)
+    except ValueError as exc:
+        raise f.error(key, str(exc)) from None
+
+
+def _collective_params(f: Fields) -> dict[str, Any]:
+    sizes = _sizes(f)
+    dtype = f.get("dtype", str, "float32", check=one_of(*DTYPES))
+    dtype = CANONICAL_DTYPE.get(dtype, dtype)
+    elt = DTYPES[dtype]
+    for s in sizes:
+        if s < elt:
+            raise f.error("sizes", f"size {s} B is smaller than one {dtype} element")
+    judge = _size(f, "judge_at", str(sizes[-1])) if "judge_at" in f.data else sizes[-1]
+    if judge not in sizes:
+        raise f.error("judge_at", f"{judge} B is not one of the swept sizes "
+                                  f"({', '.join(units.format_size(s) for s in sizes)})")
+    params = {
+        "sizes": sizes,
+        "dtype": dtype,
+        "warmup": f.get("warmup", int, 5, check=between(0, 10_000)),
+        "iters": f.get("iters", int, 20, check=between(1, 100_000)),
+        "check_iters": f.get("check_iters", int, 1, check=between(0, 1_000)),
+        "judge_at": judge,
+    }
+    f.done()
+    return params
+
+
+KINDS: dict[str, Kind] = {
+    "all_reduce": Kind(
+        "all_reduce", ("node", "cluster"),
+        {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"},
+        _collective_params,
+        "torch.distributed all_reduce (sum) over a size sweep, timed and checked as nccl-tests does",
+    ),
+}

@@ -1,0 +1,48 @@
+"""Rank-side measurements. Each task kind maps to a function run by every rank of a pool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class RankContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: torch.device
+    host: str
+
+    def describe(self) -> dict[str, Any]:
+        import os
+
+        info: dict[str, Any] = {"rank": self.rank, "host": self.host, "pid": os.getpid(),
+                                "device": str(self.device), "backend": self.backend,
+                                "torch": torch.__version__}
+        if self.device.type == "cuda":
+            info["gpu"] = torch.cuda.get_device_name(self.device)
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            info["cuda"] = torch.version.cuda
+        return info
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
+    from clustercheck.measure import collectives
+
+    runners: dict[str, Callable[[RankContext, dict[str, Any]], dict[str, Any]]] = {
+        "all_reduce": collectives.all_reduce,
+        "ping": lambda c, p: c.describe(),
+    }
+    try:
+        runner = runners[task["op"]]
+    except KeyError:
+        raise ValueError(f"unknown task {task.get('op')!r}") from None
+    return runner(ctx, task.get("params", {}))

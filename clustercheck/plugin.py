@@ -1,0 +1,199 @@
+"""pytest wiring only: options, collection of suite files, outcomes, record, summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from clustercheck.errors import UserError
+from clustercheck.paths import data_dir, display
+from clustercheck.pool import HarnessError
+from clustercheck.results import now
+from clustercheck.session import CheckSession, NoThreshold, Options, Outcome, Skip
+from clustercheck.suite import CheckSpec, is_suite_file, load_suite
+
+session_key = pytest.StashKey[CheckSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("clustercheck", "clustercheck (GPU cluster acceptance)")
+    g.addoption("--platform", default=None,
+                help="threshold profile to judge against (a file name in --thresholds without .yaml); "
+                     "default: detected from the hardware")
+    g.addoption("--thresholds", default=None, type=Path, metavar="DIR",
+                help="directory of threshold profiles (default: the shipped thresholds/)")
+    g.addoption("--ranks", default=None, type=int, metavar="N",
+                help="rank processes on this node (default: one per GPU; 2 without GPUs)")
+    g.addoption("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                help="torch.distributed backend (default: nccl with GPUs, gloo without)")
+    g.addoption("--cc-out", default=Path("clustercheck-out"), type=Path, metavar="DIR",
+                help="where each run writes its record and reports, in DIR/<time>-<platform>/ "
+                     "(default: clustercheck-out)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ranks = config.getoption("ranks")
+    if ranks is not None and not 1 <= ranks <= 1024:
+        raise pytest.UsageError(f"--ranks must be between 1 and 1024, got {ranks}")
+    options = Options(platform=config.getoption("platform"),
+                      thresholds=config.getoption("thresholds") or data_dir("thresholds"),
+                      ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"))
+    config.stash[session_key] = CheckSession(options, list(sys.argv))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    explicit = parent.session.isinitpath(file_path)
+    if (explicit or file_path.parent.name == "suites") and is_suite_file(file_path):
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SuiteFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            suite = load_suite(self.path, display(self.path))
+        except UserError as exc:
+            raise self.CollectError(str(exc)) from None
+        host = _local_host()
+        for check in suite.checks:
+            if check.scope == "node":
+                yield CheckItem.from_parent(self, name=f"{check.id}[{host}]", check=check, node=host)
+            else:
+                yield CheckItem.from_parent(self, name=check.id, check=check, node=None)
+
+
+def _local_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+class CheckFailed(Exception):
+    """The hardware missed a limit (outcome *failed*)."""
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, check: CheckSpec, node: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+        self.node = node
+        self.outcome: Outcome | None = None
+        self.t0 = 0.0
+
+    def setup(self) -> None:
+        """Measuring happens in setup, so that a harness problem is a pytest *error*, not a failure."""
+        session = self.config.stash[session_key]
+        self.t0 = time.monotonic()
+        try:
+            self.outcome = session.measure(self.check)
+        except Skip as exc:
+            pytest.skip(str(exc))
+        props = self.user_properties
+        props.append(("platform", session.profile.name if session.profile else ""))
+        for i, v in enumerate(self.outcome.verdicts):
+            if i == 0:
+                props += [("metric", v.metric), ("measured", v.measured), ("limit", v.limit.value),
+                          ("unit", v.unit), ("margin", round(v.margin, 6))]
+            props += [(f"{v.metric}.measured", v.measured), (f"{v.metric}.limit", f"{v.limit.op} {v.limit.value}"),
+                      (f"{v.metric}.unit", v.unit)]
+
+    def runtest(self) -> None:
+        assert self.outcome is not None
+        failed = [v for v in self.outcome.verdicts if not v.passed]
+        if failed:
+            raise CheckFailed(failure_text(failed))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.check.line - 1, f"{self.check.measure}: {self.name}"
+
+
+def failure_text(failed: list[Any]) -> str:
+    """1-3 lines: metric, measured, limit with unit and margin, worst rank; then where the limit comes from."""
+    lines = [v.line() for v in failed]
+    lines.append("limit from " + "; ".join(dict.fromkeys(v.limit.provenance() for v in failed)))
+    return "\n".join(lines[:3] if len(failed) <= 2 else [lines[0], f"... and {len(failed) - 1} more", lines[-1]])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    checks = [i for i in items if isinstance(i, CheckItem)]
+    if not checks or config.option.collectonly:
+        return
+    files = list(dict.fromkeys(i.check.file for i in checks))
+    try:
+        config.stash[session_key].start([i.check for i in checks], files)
+    except UserError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    if not isinstance(item, CheckItem):
+        return report
+    exc = call.excinfo.value if call.excinfo else None
+    if isinstance(exc, (HarnessError, NoThreshold)):
+        report.longrepr = str(exc)  # a harness message, not a traceback of the harness
+    if call.when == "setup" and not report.passed or call.when == "call":
+        item.config.stash[session_key].add_result(_entry(item, report))
+    return report
+
+
+def _entry(item: CheckItem, report: pytest.TestReport) -> dict[str, Any]:
+    outcome = "error" if report.when == "setup" and report.failed else report.outcome
+    message = ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2]).removeprefix("Skipped: ")
+    elif report.failed:
+        message = str(report.longrepr)
+    entry: dict[str, Any] = {
+        "type": "result", "nodeid": item.nodeid, "name": item.name, "check": item.check.id,
+        "measure": item.check.measure, "scope": item.check.scope, "node": item.node,
+        "suite_file": item.check.file, "line": item.check.line, "description": item.check.description,
+        "params": item.check.params, "outcome": outcome, "message": message,
+        "duration": round(time.monotonic() - item.t0, 3) if item.t0 else 0.0, "finished": now(),
+    }
+    if item.outcome is not None:
+        m = item.outcome.measurement
+        entry.update(metrics={k: {"value": v, "unit": m.units[k]} for k, v in m.metrics.items()},
+                     verdicts=[v.as_dict() for v in item.outcome.verdicts], rows=m.rows, worst=m.worst,
+                     judged_at=m.judged_at, pool=item.outcome.pool)
+    return entry
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
+    cs = config.stash[session_key]
+    if not cs.started or cs.facts is None or cs.profile is None:
+        return None
+    how = "given with --platform" if cs.options.platform else "detected"
+    return [f"clustercheck: platform {cs.profile.name} ({how}; {cs.facts.gpu_count} GPU(s), host {cs.facts.host}); "
+            f"{cs.nranks} {cs.backend} rank(s); run dir {display(cs.run_dir) if cs.run_dir else '-'}"]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[session_key].finish()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    cs = config.stash[session_key]
+    if not cs.started or cs.run_dir is None:
+        return
+    from clustercheck.report.terminal import summary_lines
+
+    terminalreporter.section("clustercheck")
+    for line in summary_lines(cs.results):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line("")
+    for name in ("run.jsonl", "junit.xml", "results.json", "report.html"):
+        terminalreporter.write_line(f"  {name:<13} {display(cs.run_dir / name)}")

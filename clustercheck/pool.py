@@ -1,0 +1,178 @@
+"""Long-lived rank processes, one pool per launch environment, driven through a c10d TCPStore.
+
+Starting torch and a process group costs seconds, so a pool is started once and reused by every
+check with the same (backend, ranks, env); NCCL reads some variables once per process, so a check
+with another environment gets its own pool. The controller posts `task/<seq>` and each rank
+answers `result/<seq>/<rank>`; a dead or silent rank ends the pool, and the next check gets a
+fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    backend: str  # nccl or gloo
+    nranks: int
+    env: tuple[tuple[str, str], ...] = ()
+
+
+class HarnessError(Exception):
+    """The harness could not measure (rank died, hung, raised): an *error* outcome, never *failed*."""
+
+
+class WorkerPool:
+    def __init__(self, key: PoolKey, log_dir: Path, number: int) -> None:
+        self.key = key
+        self.log_dir = log_dir
+        self.number = number
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self.ranks: list[dict[str, Any]] = []
+        self.seq = 0
+        self.store: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        import torch.distributed as dist
+
+        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=START_TIMEOUT))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base = dict(os.environ)
+        base.update(self.key.env)
+        base.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
+        if self.key.backend == "gloo":
+            base.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        for rank in range(self.key.nranks):
+            env = dict(base, CC_RANK=str(rank), CC_LOCAL_RANK=str(rank), CC_WORLD_SIZE=str(self.key.nranks),
+                       CC_BACKEND=self.key.backend, CC_STORE_HOST="127.0.0.1", CC_STORE_PORT=str(self.store.port))
+            log = self.log_dir / f"pool{self.number}-rank{rank}.log"
+            self.logs.append(log)
+            with log.open("wb") as out:
+                self.procs.append(subprocess.Popen([sys.executable, "-m", "clustercheck.worker"], env=env,
+                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                                   start_new_session=True))
+        keys = [f"ready/{r}" for r in range(self.key.nranks)]
+        self._wait(keys, START_TIMEOUT, "starting the ranks")
+        self.ranks = [json.loads(self.store.get(k)) for k in keys]
+
+    def alive(self) -> bool:
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+    def close(self, *, kill: bool = False) -> None:
+        if not kill and self.alive() and self.store is not None:
+            self.seq += 1
+            self.store.set(f"task/{self.seq}", json.dumps({"op": "exit"}))
+            deadline = time.monotonic() + 10
+            for p in self.procs:
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+        self.store = None
+
+    # -- tasks -----------------------------------------------------------------------------
+    def run(self, op: str, params: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+        """Run one task on every rank; return each rank's result in rank order, or raise HarnessError."""
+        self.seq += 1
+        self.store.set(f"task/{self.seq}", json.dumps({"op": op, "params": params}))
+        keys = [f"result/{self.seq}/{r}" for r in range(self.key.nranks)]
+        self._wait(keys, timeout, op)
+        results = []
+        for rank, k in enumerate(keys):
+            payload = json.loads(self.store.get(k))
+            if not payload["ok"]:
+                raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
+            results.append(payload["result"])
+        return results
+
+    def _wait(self, keys: list[str], timeout: float, what: str) -> None:
+        """Wait for keys, watching the ranks; backs off from 1 ms so short checks pay no latency."""
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while not self.store.check(keys):
+            for rank, p in enumerate(self.procs):
+                if p.poll() is not None:
+                    raise HarnessError(f"rank {rank} ({self._host(rank)}) exited with code {p.returncode} "
+                                       f"while {what}; last output:\n{self.tail(rank)}")
+            for rank, k in enumerate(keys):
+                if k.startswith("result/") and self.store.check([k]):
+                    payload = json.loads(self.store.get(k))
+                    if not payload["ok"]:  # the others are probably stuck in a collective: don't wait
+                        raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
+            if time.monotonic() > deadline:
+                missing = [r for r, k in enumerate(keys) if not self.store.check([k])]
+                raise HarnessError(f"timed out after {timeout:g} s while {what}; no answer from rank(s) "
+                                   f"{', '.join(f'{r} ({self._host(r)})' for r in missing)}; last output of rank "
+                                   f"{missing[0]}:\n{self.tail(missing[0])}")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _host(self, rank: int) -> str:
+        return self.ranks[rank]["host"] if rank < len(self.ranks) else "localhost"
+
+    def tail(self, rank: int, lines: int = 8) -> str:
+        try:
+            with self.logs[rank].open("rb") as fh:
+                return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+        except (OSError, IndexError):
+            return "(no output)"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+class PoolManager:
+    """Pools by launch environment; a pool that failed is dropped and replaced on next use."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.pools: dict[PoolKey, WorkerPool] = {}
+        self.starts = 0
+
+    def get(self, key: PoolKey) -> WorkerPool:
+        pool = self.pools.get(key)
+        if pool is not None and pool.alive():
+            return pool
+        if pool is not None:
+            self.discard(key)
+        self.starts += 1
+        pool = WorkerPool(key, self.log_dir, self.starts)
+        self.pools[key] = pool
+        try:
+            pool.start()
+        except BaseException:
+            self.discard(key)
+            raise
+        return pool
+
+    def discard(self, key: PoolKey) -> None:
+        pool = self.pools.pop(key, None)
+        if pool is not None:
+            pool.close(kill=True)
+
+    def close(self) -> None:
+        for key in list(self.pools):
+            pool = self.pools.pop(key)
+            pool.close()

@@ -1,0 +1,158 @@
+"""Measurements, verdicts and the run record (JSONL, one line appended and flushed per result)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from clustercheck import formulas, units
+from clustercheck.thresholds import Limit
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one check measured: headline metrics (value, unit) plus the per-size table."""
+
+    metrics: dict[str, float]
+    units: dict[str, str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    worst: str | None = None  # the slowest rank at the judged size, e.g. "rank 1 (node7)"
+    judged_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    measured: float
+    unit: str
+    limit: Limit
+    passed: bool
+    margin: float
+    worst: str | None = None
+
+    def line(self) -> str:
+        state = "meets" if self.passed else "misses"
+        worst = f"; worst {self.worst}" if self.worst and not self.passed else ""
+        return (f"{self.metric} {fmt(self.measured)} {self.unit} {state} the limit {self.limit.describe()} "
+                f"(margin {fmt_margin(self.margin, self.limit.value)}){worst}")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "limit"}
+        d.update(op=self.limit.op, limit=self.limit.value, expression=self.limit.expression,
+                 source=self.limit.source, origin=self.limit.origin, spec_sources=list(self.limit.spec_sources))
+        return d
+
+
+def fmt(value: float) -> str:
+    if value != value:  # NaN
+        return "nan"
+    if value == int(value) and abs(value) < 1e9:
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+
+
+def fmt_margin(margin: float, limit: float) -> str:
+    return f"{margin * 100:+.1f}%" if limit else f"{margin:+g}"
+
+
+def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
+    verdicts = []
+    for metric, limit in limits.items():
+        measured = units.convert(m.metrics[metric], m.units[metric], limit.unit)
+        verdicts.append(Verdict(metric, measured, limit.unit, limit, limit.passes(measured),
+                                limit.margin(measured), m.worst))
+    return verdicts
+
+
+def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
+                      judge_at: int) -> Measurement:
+    """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it)."""
+    rows = []
+    judged: dict[str, Any] | None = None
+    for by_rank in zip(*[r["rows"] for r in per_rank]):
+        size = by_rank[0]["size"]
+        seconds = [r["seconds"] for r in by_rank]
+        t, alg, bus = formulas.bandwidths(collective, size, seconds)
+        slowest = max(range(len(seconds)), key=seconds.__getitem__)
+        row = {"size": size, "count": by_rank[0]["count"], "dtype": per_rank[0]["dtype"],
+               "time_us": t * 1e6, "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
+               "rank_time_us": [s * 1e6 for s in seconds], "slowest_rank": slowest}
+        rows.append(row)
+        if size == judge_at:
+            judged = row
+    if judged is None:  # judge_at is a swept size by construction; keep the last as a fallback
+        judged = rows[-1]
+    worst = judged["slowest_rank"]
+    return Measurement(
+        metrics={"busbw": judged["busbw"], "algbw": judged["algbw"], "time_us": judged["time_us"],
+                 "avg_busbw": sum(r["busbw"] for r in rows) / len(rows), "wrong": float(sum(r["wrong"] for r in rows))},
+        units={"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"},
+        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=judged["size"])
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def sha256(path: str | Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+class RunRecord:
+    """Append-only JSONL: a `run` header, one `result` per item as soon as it is known, an `end` line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())  # a killed controller must not lose a finished measurement
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def read_record(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    """(header, results, end) from a run record; a torn last line (killed writer) is ignored."""
+    header: dict[str, Any] = {}
+    results: list[dict[str, Any]] = []
+    end = None
+    for entry in _lines(path):
+        kind = entry.get("type")
+        if kind == "run":
+            header = entry
+        elif kind == "result":
+            results.append(entry)
+        elif kind == "end":
+            end = entry
+    return header, results, end
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    out = dict.fromkeys(OUTCOMES, 0)
+    for r in results:
+        out[r["outcome"]] += 1
+    return out

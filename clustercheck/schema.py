@@ -1,0 +1,86 @@
+"""Checking parsed YAML against what we accept: unknown keys refused, types and ranges checked."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, TypeVar
+
+from clustercheck.errors import UserError
+from clustercheck.yamlfile import Mapping
+
+T = TypeVar("T")
+
+
+class Fields:
+    """Reads the keys of one YAML mapping; `done()` refuses any key nobody asked for."""
+
+    def __init__(self, data: object, file: str, path: str, line: int = 0) -> None:
+        if not isinstance(data, dict):
+            raise UserError(f"expected a mapping, got {_kind(data)}", file=file, line=line or None,
+                            key=path or None)
+        self.data = data
+        self.file = file
+        self.path = path
+        self.line = getattr(data, "line", 0) or line
+        self.seen: set[str] = set()
+
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def line_of(self, key: str) -> int:
+        return self.data.line_of(key) if isinstance(self.data, Mapping) else self.line
+
+    def error(self, key: str, message: str) -> UserError:
+        return UserError(message, file=self.file, line=self.line_of(key) or None, key=self.key_path(key))
+
+    def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ..., *,
+            check: Callable[[Any], str | None] | None = None) -> Any:
+        self.seen.add(key)
+        if key not in self.data or self.data[key] is None and default is not ...:
+            if default is ...:
+                raise UserError("required key is missing", file=self.file, line=self.line or None,
+                                key=self.key_path(key))
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            ok, value = True, float(value)
+        if not ok:
+            want = " or ".join(_NAMES.get(k, k.__name__) for k in kinds)
+            raise self.error(key, f"expected {want}, got {_kind(value)}")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                raise self.error(key, problem)
+        return value
+
+    def done(self) -> None:
+        for key in self.data:
+            if key not in self.seen:
+                hint = difflib.get_close_matches(key, sorted(self.seen), n=1)
+                also = f"; did you mean {hint[0]!r}?" if hint else f"; valid keys: {', '.join(sorted(self.seen))}"
+                raise self.error(key, f"unknown key{also}")
+
+
+_NAMES = {str: "text", int: "an integer", float: "a number", bool: "true/false", list: "a list", dict: "a mapping"}
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    return _NAMES.get(type(value), type(value).__name__) if not isinstance(value, dict) else "a mapping"
+
+
+def at_least(lo: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be >= {lo}, got {v}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}, got {v}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}; got {v!r}"

@@ -1,0 +1,187 @@
+"""CheckSession: one clustercheck run inside a pytest session (options, platform, pools, record).
+Plain objects only; plugin.py wires them to pytest."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from clustercheck import platform as platform_mod
+from clustercheck.checks import KINDS
+from clustercheck.errors import UserError
+from clustercheck.paths import display
+from clustercheck.pool import HarnessError, PoolKey, PoolManager
+from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now,
+                                  reduce_collective, sha256)
+from clustercheck.suite import CheckSpec
+from clustercheck.thresholds import Limit, Profile, load_named
+
+
+@dataclass(frozen=True)
+class Options:
+    platform: str | None
+    thresholds: Path
+    ranks: int | None
+    backend: str  # auto, gloo or nccl
+    out: Path
+
+
+class Skip(Exception):
+    """Hardware or layout absent: the check does not apply here."""
+
+
+class NoThreshold(Exception):
+    """The platform profile has no limit for this check: an error, never a silent pass."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    measurement: Measurement
+    verdicts: list[Verdict]
+    pool: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+
+# Correctness is not a threshold a platform may relax: any wrong element fails (nccl-tests #wrong).
+WRONG_LIMIT_SOURCE = "correctness: every element of a reduction on exactly summable data must match (nccl-tests #wrong)"
+
+
+class CheckSession:
+    def __init__(self, options: Options, argv: list[str]) -> None:
+        self.options = options
+        self.argv = argv
+        self.started = False
+        self.facts: platform_mod.Facts | None = None
+        self.profile: Profile | None = None
+        self.pools: PoolManager | None = None
+        self.record: RunRecord | None = None
+        self.run_dir: Path | None = None
+        self.results: list[dict[str, Any]] = []
+        self.backend = "gloo"
+        self.nranks = 2
+        self.nodes: list[str] = []
+
+    # -- start -----------------------------------------------------------------------------
+    def start(self, checks: list[CheckSpec], suite_files: list[str]) -> None:
+        """Detect the platform, load and cross-check thresholds, open the run record. UserError on mistakes."""
+        self.facts = platform_mod.read_facts()
+        opts = self.options
+        if opts.platform:
+            self.profile = load_named(opts.thresholds, opts.platform)
+        else:
+            self.profile = platform_mod.detect(opts.thresholds, self.facts)
+        for check in checks:
+            self._check_metrics(check)
+        gpus = self.facts.gpu_count
+        self.backend = opts.backend if opts.backend != "auto" else ("nccl" if gpus else "gloo")
+        self.nranks = opts.ranks or (gpus if self.backend == "nccl" and gpus else 2)
+        self.nodes = [self.facts.host]
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
+        self.run_dir.mkdir(parents=True)
+        _point_latest(opts.out, self.run_dir)
+        self.pools = PoolManager(self.run_dir / "logs")
+        self.record = RunRecord(self.run_dir / "run.jsonl")
+        self.record.append({
+            "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
+            "platform": self.profile.name, "platform_detected": not opts.platform,
+            "thresholds": {"file": self.profile.file, "sha256": sha256(self.profile.file)},
+            "suites": [{"file": f, "sha256": sha256(f)} for f in suite_files],
+            "facts": self.facts.as_dict(), "launcher": "local", "backend": self.backend, "ranks": self.nranks,
+            "nodes": self.nodes, "python": sys.executable,
+        })
+        self.started = True
+
+    def _check_metrics(self, check: CheckSpec) -> None:
+        assert self.profile is not None
+        limits = self.profile.limits_for(check.id) or {}
+        known = KINDS[check.measure].metrics
+        for metric, limit in limits.items():
+            if metric not in known:
+                file, _, line = limit.origin.rpartition(":")
+                raise UserError(f"{check.measure} reports no metric {metric!r} (it reports {', '.join(known)})",
+                                file=file, line=int(line), key=f"checks.{check.id}.{metric}")
+            if limit.unit != known[metric] and not _convertible(limit.unit, known[metric]):
+                file, _, line = limit.origin.rpartition(":")
+                raise UserError(f"unit {limit.unit} does not fit {metric}, which is measured in {known[metric]}",
+                                file=file, line=int(line), key=f"checks.{check.id}.{metric}.unit")
+
+    # -- one check -------------------------------------------------------------------------
+    def limits_for(self, check: CheckSpec) -> dict[str, Limit]:
+        assert self.profile is not None
+        limits = self.profile.limits_for(check.id)
+        if not limits:
+            raise NoThreshold(f"no threshold for check {check.id!r} on platform {self.profile.name!r} "
+                              f"({self.profile.file}); add one under checks.{check.id}")
+        return limits
+
+    def measure(self, check: CheckSpec) -> Outcome:
+        assert self.pools is not None and self.profile is not None
+        limits = self.limits_for(check)
+        if check.measure == "all_reduce" and self.nranks < 2:
+            raise Skip("all_reduce over a single rank moves no data between devices (busbw factor 0)")
+        key = PoolKey(self.backend, self.nranks, check.env)
+        pool = self.pools.get(key)
+        try:
+            per_rank = pool.run(check.measure, check.params, check.timeout)
+        except HarnessError:
+            self.pools.discard(key)
+            raise
+        hosts = [r["host"] for r in pool.ranks]
+        m = reduce_collective(check.measure, per_rank, hosts, check.params["judge_at"])
+        verdicts = evaluate(m, {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)})
+        return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
+                                     "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
+
+    def add_result(self, entry: dict[str, Any]) -> None:
+        self.results.append(entry)
+        if self.record is not None:
+            self.record.append(entry)
+
+    # -- end -------------------------------------------------------------------------------
+    def finish(self) -> None:
+        if not self.started:
+            return
+        assert self.pools is not None and self.record is not None and self.run_dir is not None
+        self.pools.close()
+        self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
+                            "pool_starts": self.pools.starts})
+        self.record.close()
+        from clustercheck.report import render_all
+
+        render_all(self.run_dir / "run.jsonl", self.run_dir)
+
+
+def _wrong_limit(check: CheckSpec) -> Limit:
+    return Limit(check.id, "wrong", "==", 0.0, "count", "== 0", WRONG_LIMIT_SOURCE, "built in")
+
+
+def _convertible(a: str, b: str) -> bool:
+    from clustercheck import units
+
+    return units.UNITS[a][0] == units.UNITS[b][0]
+
+
+def _unique(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def _point_latest(out: Path, run_dir: Path) -> None:
+    link = out / "latest"
+    try:
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(run_dir.name)
+    except OSError:
+        pass  # a convenience only

@@ -1,0 +1,112 @@
+"""Suite files (`suites/*.yaml`) -> frozen CheckSpecs that remember their file and line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustercheck import yamlfile
+from clustercheck.checks import KINDS
+from clustercheck.errors import UserError
+from clustercheck.schema import Fields, between, one_of
+
+SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    measure: str
+    scope: str
+    params: dict[str, Any] = field(hash=False)
+    env: tuple[tuple[str, str], ...]
+    timeout: float
+    description: str
+    file: str
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    file: str
+    checks: tuple[CheckSpec, ...]
+
+
+def load_suite(path: Path, display: str | None = None) -> Suite:
+    name = display or str(path)
+    doc = yamlfile.load(path, name)
+    top = Fields(doc, name, "")
+    suite_name = top.get("suite", str, path.stem)
+    description = top.get("description", str, "")
+    defaults = Fields(top.get("defaults", dict, {}), name, "defaults", top.line_of("defaults"))
+    default_timeout = defaults.get("timeout", float, DEFAULT_TIMEOUT, check=between(1, 86_400))
+    default_env = _env(defaults, ())
+    defaults.done()
+    raw_checks = top.get("checks", list)
+    top.done()
+    if not raw_checks:
+        raise top.error("checks", "a suite needs at least one check")
+    checks: list[CheckSpec] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_checks):
+        f = Fields(raw, name, f"checks[{index}]", top.line_of("checks"))
+        check_id = f.get("id", str, check=_valid_id)
+        if check_id in seen:
+            raise f.error("id", f"duplicate check id {check_id!r} (first at line {seen[check_id]})")
+        seen[check_id] = f.line
+        measure = f.get("measure", str, check=one_of(*KINDS))
+        kind = KINDS[measure]
+        scope = f.get("scope", str, kind.scopes[0], check=one_of(*SCOPES))
+        if scope not in kind.scopes:
+            raise f.error("scope", f"{measure} supports scope {', '.join(kind.scopes)}, not {scope!r}")
+        timeout = f.get("timeout", float, default_timeout, check=between(1, 86_400))
+        env = _env(f, default_env)
+        params_f = Fields(f.get("params", dict, {}), name, f.key_path("params"), f.line_of("params"))
+        params = kind.parse(params_f)
+        checks.append(CheckSpec(check_id, measure, scope, params, env, timeout,
+                                f.get("description", str, ""), name, f.line))
+        f.done()
+    return Suite(suite_name, description, name, tuple(checks))
+
+
+def _valid_id(value: str) -> str | None:
+    if not value.strip() or any(c in value for c in "\n\r\t"):
+        return "must be a non-empty single-line name"
+    if "::" in value or "[" in value or "]" in value:
+        return "must not contain '::', '[' or ']' (pytest uses them in test ids)"
+    return None
+
+
+def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    raw = f.get("env", dict, None)
+    if raw is None:
+        return inherited
+    env = dict(inherited)
+    for key, value in raw.items():
+        if not _ENV_NAME.match(key):
+            raise f.error("env", f"{key!r} is not a valid environment variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise f.error("env", f"{key}: expected text or a number")
+        env[key] = str(value)
+    return tuple(sorted(env.items()))
+
+
+def is_suite_file(path: Path) -> bool:
+    """A YAML file is a suite when it has a top-level `checks:` list (cheap pre-check for collection)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return any(line.startswith("checks:") for line in fh)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+

@@ -1,0 +1,61 @@
+"""Byte sizes and measurement units."""
+
+from __future__ import annotations
+
+import re
+
+# nccl-tests reads "16M" as 16 MiB; we accept that and the explicit KiB/MiB/GiB forms.
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def parse_size(value: object) -> int:
+    """Return a byte count from an int or text such as '16MiB', '16M', '1GiB', '512'."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size such as 16MiB, got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"size must be positive, got {value}")
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m:
+            number = int(m.group(1))
+            if number > 0:
+                return number << _SIZE_SHIFT[m.group(2).upper()]
+    raise ValueError(f"expected a size such as 16MiB, 1GiB or 4096, got {value!r}")
+
+
+def format_size(nbytes: int) -> str:
+    for suffix, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{suffix}"
+    return f"{nbytes}B"
+
+
+# Every unit a threshold may name, with its family and factor to the family's base unit.
+UNITS: dict[str, tuple[str, float]] = {
+    "GB/s": ("bandwidth", 1e9),
+    "MB/s": ("bandwidth", 1e6),
+    "Gb/s": ("bandwidth", 1e9 / 8),
+    "GiB/s": ("bandwidth", float(1 << 30)),
+    "us": ("time", 1e-6),
+    "ms": ("time", 1e-3),
+    "s": ("time", 1.0),
+    "count": ("count", 1.0),
+    "ratio": ("ratio", 1.0),
+    "%": ("ratio", 0.01),
+    "C": ("temperature", 1.0),
+    "TFLOP/s": ("flops", 1e12),
+}
+
+
+def convert(value: float, from_unit: str, to_unit: str) -> float:
+    """Convert between units of one family; ValueError when they differ in kind."""
+    if from_unit == to_unit:
+        return value
+    fam_a, fa = UNITS[from_unit]
+    fam_b, fb = UNITS[to_unit]
+    if fam_a != fam_b:
+        raise ValueError(f"cannot convert {from_unit} to {to_unit}")
+    return value * fa / fb

@@ -1,0 +1,82 @@
+"""Rank process: `python -m clustercheck.worker`. Joins the process group once, then runs tasks
+posted by the controller on the c10d store until told to exit. Imports no pytest."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any
+
+# The controller's liveness is the store connection; a short wait lets us notice its death quickly.
+_POLL = timedelta(seconds=5)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this rank when the process that started it dies (no strays)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def main() -> int:
+    _die_with_parent()
+    import torch
+    import torch.distributed as dist
+
+    from clustercheck.measure import RankContext, run_task
+
+    env = os.environ
+    rank, world = int(env["CC_RANK"]), int(env["CC_WORLD_SIZE"])
+    local_rank = int(env.get("CC_LOCAL_RANK", rank))
+    backend = env["CC_BACKEND"]
+    store = dist.TCPStore(env["CC_STORE_HOST"], int(env["CC_STORE_PORT"]), is_master=False,
+                          timeout=_POLL)
+    device = torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
+    dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
+                            timeout=pg_timeout)
+    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device,
+                      host=socket.gethostname())
+    store.set(f"ready/{rank}", json.dumps(ctx.describe()))
+    seq = 0
+    while True:
+        seq += 1
+        task = _next_task(store, seq)
+        if task is None or task.get("op") == "exit":
+            break
+        payload: dict[str, Any]
+        try:
+            payload = {"ok": True, "result": run_task(ctx, task)}
+        except Exception as exc:  # reported to the controller as a harness error, with the traceback
+            payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            print(payload["traceback"], file=sys.stderr, flush=True)
+        store.set(f"result/{seq}/{rank}", json.dumps(payload))
+    dist.destroy_process_group()
+    return 0
+
+
+def _next_task(store: Any, seq: int) -> dict[str, Any] | None:
+    import torch.distributed as dist
+
+    while True:
+        try:
+            return json.loads(store.get(f"task/{seq}"))
+        except dist.DistNetworkError:
+            return None  # the controller is gone: leave quietly
+        except dist.DistStoreError:
+            continue  # no task yet
+
+
+if __name__ == "__main__":
+    sys.exit(main())
