@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from clustercheck import formulas, units
+from clustercheck.units import fmt
 from clustercheck.thresholds import Limit
 
 SCHEMA_VERSION = 1
@@ -49,14 +50,6 @@ class Verdict:
         d.update(op=self.limit.op, limit=self.limit.value, expression=self.limit.expression,
                  source=self.limit.source, origin=self.limit.origin, spec_sources=list(self.limit.spec_sources))
         return d
-
-
-def fmt(value: float) -> str:
-    if value != value:  # NaN
-        return "nan"
-    if value == int(value) and abs(value) < 1e9:
-        return str(int(value))
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
 
 
 def fmt_margin(margin: float, limit: float) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from clustercheck import specs, units, yamlfile
 from clustercheck.paths import display
+from clustercheck.units import fmt
 from clustercheck.errors import UserError
 from clustercheck.expr import ExprError, Quantity, parse_limit
 from clustercheck.schema import Fields, one_of
@@ -41,17 +42,13 @@ class Limit:
         return (diff / abs(self.value) if self.value else diff) + 0.0  # + 0.0 turns -0.0 into 0.0
 
     def describe(self) -> str:
-        return f"{self.op} {_num(self.value)} {self.unit}"
+        return f"{self.op} {fmt(self.value)} {self.unit}"
 
     def provenance(self) -> str:
         text = f"{self.expression!r} ({self.origin})"
         if self.source:
             text += f"; {self.source}"
         return text
-
-
-def _num(value: float) -> str:
-    return f"{value:.4g}" if value != int(value) or abs(value) >= 1e6 else str(int(value))
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ def load_profile(path: Path, display: str | None = None) -> Profile:
     def resolve(spec_name: str, spec_field: str) -> Quantity:
         spec_value = specs.lookup(hardware.get(spec_name, spec_name), spec_field)
         return Quantity(spec_value.value, spec_value.unit,
-                        (f"spec.{spec_name}.{spec_field} = {_num(spec_value.value)} {spec_value.unit}: {spec_value.source}",))
+                        (f"spec.{spec_name}.{spec_field} = {fmt(spec_value.value)} {spec_value.unit}: {spec_value.source}",))
 
     checks_raw = top.get("checks", dict, {})
     checks_f = Fields(checks_raw, name, "checks", top.line_of("checks"))

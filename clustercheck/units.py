@@ -59,3 +59,12 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
     if fam_a != fam_b:
         raise ValueError(f"cannot convert {from_unit} to {to_unit}")
     return value * fa / fb
+
+
+def fmt(value: float) -> str:
+    """A number as people read it: integers whole, others to 4 significant digits."""
+    if value != value:  # NaN
+        return "nan"
+    if value == int(value) and abs(value) < 1e9:
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"

@@ -1,0 +1,5 @@
+import sys
+
+from clustercheck.cli import main
+
+sys.exit(main())

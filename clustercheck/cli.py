@@ -1,0 +1,146 @@
+"""The `clustercheck` command: run | report | platforms. `run` is pytest with the suites chosen for you."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clustercheck import __version__
+from clustercheck.errors import UserError
+from clustercheck.paths import data_dir, display
+
+DEFAULT_CPU_SUITE = "cpu-smoke"
+DEFAULT_GPU_SUITE = "quick-gate-nvlink8"
+
+EPILOG = """\
+examples:
+  clustercheck run                         the default suite for this machine (cpu-smoke without GPUs)
+  clustercheck run quick-gate-nvlink8 -x   a shipped suite by name; stop at the first failure
+  clustercheck run my-suite.yaml --platform h100-sxm-8x -k allreduce
+  clustercheck report clustercheck-out/latest   re-render the reports of a saved run
+  clustercheck platforms show cpu          every threshold of a profile, resolved, with its source
+
+exit codes: 0 all passed; 1 a check failed or could not measure (error); 2 bad input or interrupted;
+4 usage error; 5 nothing collected.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="clustercheck", description="Acceptance tests for GPU clusters, run by pytest.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"clustercheck {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run suites and write JUnit, HTML and JSON",
+                         description="Run suites (names from suites/ or paths). Arguments not listed here "
+                                     "(-k, -x, -v, --junitxml, ...) go to pytest unchanged.")
+    run.add_argument("suites", nargs="*", metavar="SUITE",
+                     help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
+                          f"{DEFAULT_GPU_SUITE} with)")
+    run.add_argument("--platform", help="threshold profile to judge against (default: detected)")
+    run.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
+    run.add_argument("--ranks", type=int, metavar="N", help="rank processes (default: one per GPU; 2 without)")
+    run.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
+                     help="reports go to DIR/<time>-<platform>/ and DIR/latest (default: clustercheck-out)")
+    rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
+    rep.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")
+    plat.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+    plat.add_argument("name", nargs="?")
+    plat.add_argument("--thresholds", type=Path, metavar="DIR")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, rest = _parser().parse_known_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args, rest)
+        if rest:
+            _parser().error(f"unrecognized arguments: {' '.join(rest)}")
+        if args.command == "report":
+            return _report(args.run)
+        if args.command == "platforms":
+            return _platforms(args)
+        _parser().print_help()
+        return 4
+    except UserError as exc:
+        print(f"clustercheck: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def resolve_suite(name: str) -> Path:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise UserError(f"no such suite file: {name}")
+        return path
+    shipped = data_dir("suites") / f"{name}.yaml"
+    if not shipped.is_file():
+        known = ", ".join(sorted(p.stem for p in data_dir("suites").glob("*.yaml")))
+        raise UserError(f"no suite named {name!r} (shipped suites: {known})")
+    return shipped
+
+
+def _run(args: argparse.Namespace, rest: list[str]) -> int:
+    import pytest
+
+    from clustercheck.platform import read_facts
+    from clustercheck.suite import load_suite
+    from clustercheck.thresholds import load_named, load_profile
+
+    names = args.suites or [DEFAULT_GPU_SUITE if read_facts().gpu_count else DEFAULT_CPU_SUITE]
+    paths = [resolve_suite(n) for n in names]
+    for path in paths:  # refuse bad input in one line before pytest starts
+        load_suite(path, display(path))
+    thresholds = args.thresholds or data_dir("thresholds")
+    if args.platform:
+        load_named(thresholds, args.platform)
+    else:
+        for profile in sorted(thresholds.glob("*.yaml")):
+            load_profile(profile, display(profile))
+    pytest_args = [*map(str, paths), "--thresholds", str(thresholds), "--backend", args.backend,
+                   "--cc-out", str(args.out), "-p", "no:cacheprovider", *rest]
+    if args.platform:
+        pytest_args += ["--platform", args.platform]
+    if args.ranks is not None:
+        pytest_args += ["--ranks", str(args.ranks)]
+    return int(pytest.main(pytest_args))
+
+
+def _report(run: Path) -> int:
+    from clustercheck.report import render_all
+
+    record = run / "run.jsonl" if run.is_dir() else run
+    if not record.is_file():
+        raise UserError(f"no run record at {record}")
+    for kind, path in render_all(record, record.parent).items():
+        print(f"{kind:<6} {display(path)}")
+    return 0
+
+
+def _platforms(args: argparse.Namespace) -> int:
+    from clustercheck.thresholds import load_named, load_profile
+
+    directory = args.thresholds or data_dir("thresholds")
+    if args.action == "list":
+        for path in sorted(directory.glob("*.yaml")):
+            profile = load_profile(path, display(path))
+            detect = ", ".join(f"{k}={v}" for k, v in profile.detect.items())
+            hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
+            print(f"{profile.name:<20} {profile.description}")
+            print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)}")
+        return 0
+    if not args.name:
+        raise UserError("platforms show needs a profile name")
+    profile = load_named(directory, args.name)
+    print(f"{profile.name}: {profile.description} ({profile.file})")
+    for check, limits in profile.limits.items():
+        for metric, limit in limits.items():
+            print(f"  {check}.{metric} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
+            for src in limit.spec_sources:
+                print(f"      {src}")
+            if limit.source:
+                print(f"      source: {limit.source}")
+    return 0
