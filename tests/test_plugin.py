@@ -157,4 +157,4 @@ def test_yaml_outside_suites_dir_is_not_collected_unless_named(project: pytest.P
     res = project.runpytest_subprocess(*RUN, "--collect-only", "-q")
     assert "other.yaml" not in res.stdout.str()
     res = project.runpytest_subprocess("other.yaml", *RUN, "--collect-only", "-q")
-    res.stdout.fnmatch_lines(["other.yaml::ok[*]"])
+    assert "other.yaml::ok[" in res.stdout.str()
