@@ -57,6 +57,9 @@ class WorkerPool:
         base.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
         if self.key.backend == "gloo":
             base.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        # Ranks share this node's cores; as torchrun does, keep each rank's intra-op threads from
+        # oversubscribing them (which slows CPU-side work and distorts gloo timings).
+        base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.key.nranks)))
         for rank in range(self.key.nranks):
             env = dict(base, CC_RANK=str(rank), CC_LOCAL_RANK=str(rank), CC_WORLD_SIZE=str(self.key.nranks),
                        CC_BACKEND=self.key.backend, CC_STORE_HOST="127.0.0.1", CC_STORE_PORT=str(self.store.port))

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from clustercheck.measure import RankContext
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-_CHUNK = 1 << 24  # elements per chunk when building or checking data, to bound temporary memory
+_PERIOD = 1021  # prime; the check data repeats every n * _PERIOD elements
 
 
 def _barrier(ctx: RankContext) -> None:
@@ -23,25 +23,35 @@ def _barrier(ctx: RankContext) -> None:
         dist.barrier()
 
 
+def _pattern(ctx: RankContext, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One period of the check data: which rank owns each element, and the value it holds there.
+
+    Element i is owned by rank (i + seed) % n and holds 1, 2 or 3 there (a hash of i and seed), 0 on
+    every other rank: each reduced element is exactly 1, 2 or 3 in any dtype and summation order,
+    and a lost, doubled or misplaced contribution changes it. Built once per period and tiled, so
+    checking costs a compare, not per-element arithmetic."""
+    j = torch.arange(ctx.world_size * _PERIOD, device=ctx.device, dtype=torch.int64)
+    value = 1 + ((j * 2654435761 + seed * 40503) % 1_000_003) % 3
+    return (j + seed) % ctx.world_size, value
+
+
+def _tiles(buf: torch.Tensor, period: int) -> tuple[torch.Tensor, torch.Tensor]:
+    full = buf.numel() // period
+    return buf[: full * period].view(full, period), buf[full * period:]
+
+
 def _fill_exact(buf: torch.Tensor, ctx: RankContext, seed: int) -> None:
-    """Element i is owned by rank (i + seed) % n and holds 1 + (31 i + seed) % 3 there, 0 elsewhere:
-    every reduced element is exactly 1, 2 or 3 in any dtype and any summation order, and a lost,
-    doubled or misplaced contribution changes it."""
-    n = ctx.world_size
-    for start in range(0, buf.numel(), _CHUNK):
-        idx = torch.arange(start, min(start + _CHUNK, buf.numel()), device=buf.device, dtype=torch.int64)
-        mine = (idx + seed) % n == ctx.rank
-        vals = 1 + (idx * 31 + seed) % 3
-        buf[start:start + idx.numel()] = torch.where(mine, vals, torch.zeros_like(vals)).to(buf.dtype)
+    owner, value = _pattern(ctx, seed)
+    tile = torch.where(owner == ctx.rank, value, torch.zeros_like(value)).to(buf.dtype)
+    body, rest = _tiles(buf, tile.numel())
+    body.copy_(tile.expand_as(body))
+    rest.copy_(tile[: rest.numel()])
 
 
-def _count_wrong_sum(buf: torch.Tensor, seed: int) -> int:
-    wrong = 0
-    for start in range(0, buf.numel(), _CHUNK):
-        idx = torch.arange(start, min(start + _CHUNK, buf.numel()), device=buf.device, dtype=torch.int64)
-        expected = (1 + (idx * 31 + seed) % 3).to(buf.dtype)
-        wrong += int((buf[start:start + idx.numel()] != expected).sum().item())
-    return wrong
+def _count_wrong_sum(buf: torch.Tensor, ctx: RankContext, seed: int) -> int:
+    expected = _pattern(ctx, seed)[1].to(buf.dtype)
+    body, rest = _tiles(buf, expected.numel())
+    return int((body != expected).sum().item()) + int((rest != expected[: rest.numel()]).sum().item())
 
 
 def all_reduce(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +75,7 @@ def all_reduce(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
             seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
             _fill_exact(buf, ctx, seed)
             dist.all_reduce(buf)
-            wrong += _count_wrong_sum(buf, seed)
+            wrong += _count_wrong_sum(buf, ctx, seed)
         rows.append({"size": count * elt, "count": count, "seconds": seconds, "wrong": wrong})
         del buf
     return {"rows": rows, "dtype": p["dtype"]}

@@ -48,12 +48,12 @@ cmd_install() {
     log "installed: $(find_bin slurmctld) $(find_bin munged)"
 }
 
-# Absolute, normalised state dir.
+# Absolute, normalised state dir (created only when $2 == create).
 resolve_dir() {
     local d=${1:-$DEFAULT_DIR}
     [[ -n $d && $d != / ]] || die "refusing state dir '$d'"
-    mkdir -p "$d"
-    (cd "$d" && pwd -P)
+    if [[ ${2:-} == create ]]; then mkdir -p "$d"; fi
+    if [[ -d $d ]]; then (cd "$d" && pwd -P); else echo "$d"; fi
 }
 
 # Print N distinct free TCP ports on 127.0.0.1.
@@ -69,6 +69,16 @@ while len(ports) < n:
         ports.append(p)
 print(" ".join(map(str, ports)))
 EOF
+}
+free_ports_fallback() {  # no python3: random ports nobody answers on
+    local n=$1 p out=()
+    while ((${#out[@]} < n)); do
+        p=$((20000 + RANDOM % 40000))
+        [[ " ${out[*]} " == *" $p "* ]] && continue
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+        out+=("$p")
+    done
+    echo "${out[*]}"
 }
 
 # List of "name:pidfile" for all daemons of DIR (order = stop order).
@@ -178,9 +188,21 @@ print_logs() {
     done
 }
 
+# Print the logs, tear down what was started (unless CC_SLURM_KEEP_ON_FAIL=1)
+# and exit 1.
+fail_start() {
+    local dir=$1; shift
+    print_logs "$dir"
+    log "ERROR: $*"
+    if [[ ${CC_SLURM_KEEP_ON_FAIL:-0} != 1 ]]; then
+        cmd_stop "$dir" || true
+    fi
+    exit 1
+}
+
 cmd_start() {
     local dir slurmctld slurmd munged mungekey
-    dir=$(resolve_dir "${1:-}")
+    dir=$(resolve_dir "${1:-}" create)
     slurmctld=$(find_bin slurmctld) || die "slurmctld not found (run: $0 install)"
     slurmd=$(find_bin slurmd)       || die "slurmd not found (run: $0 install)"
     munged=$(find_bin munged)       || die "munged not found (run: $0 install)"
@@ -215,16 +237,20 @@ cmd_start() {
         --pid-file="$dir/run/munged.pid" \
         --log-file="$dir/log/munged.log" \
         --seed-file="$dir/munge/munged.seed" \
-        || { print_logs "$dir"; die "munged failed to start"; }
+        || { fail_start "$dir" "munged failed to start"; }
     if command -v munge >/dev/null; then
         munge -n --socket="$dir/munge/munge.socket" \
             | unmunge --socket="$dir/munge/munge.socket" >/dev/null \
-            || { print_logs "$dir"; die "munge self-test failed"; }
+            || { fail_start "$dir" "munge self-test failed"; }
     fi
 
     # --- slurm.conf + env.sh ---------------------------------------------
     local ports
-    read -r -a ports <<<"$(free_ports 4)"
+    if command -v python3 >/dev/null; then
+        read -r -a ports <<<"$(free_ports 4)"
+    else
+        read -r -a ports <<<"$(free_ports_fallback 4)"
+    fi
     write_config "$dir" "${ports[0]}" "${ports[@]:1}"
     cat >"$dir/env.sh" <<EOF
 # source this file to talk to the cc-slurm test cluster in $dir
@@ -238,13 +264,13 @@ EOF
     log "starting slurmctld (port ${ports[0]})"
     CC_SLURM_DIR=$dir SLURM_CONF=$dir/slurm.conf \
         "$slurmctld" -f "$dir/slurm.conf" -c -i \
-        || { print_logs "$dir"; die "slurmctld failed to start"; }
+        || { fail_start "$dir" "slurmctld failed to start"; }
     local n
     for n in "${NODES[@]}"; do
         log "starting slurmd -N $n"
         CC_SLURM_DIR=$dir SLURM_CONF=$dir/slurm.conf \
             "$slurmd" -f "$dir/slurm.conf" -N "$n" \
-            || { print_logs "$dir"; die "slurmd $n failed to start"; }
+            || { fail_start "$dir" "slurmd $n failed to start"; }
     done
 
     # --- wait for all nodes idle -------------------------------------------
@@ -256,8 +282,7 @@ EOF
         if ((SECONDS >= deadline)); then
             log "nodes not idle after ${START_TIMEOUT}s; sinfo:"
             echo "$out" >&2
-            print_logs "$dir"
-            exit 1
+            fail_start "$dir" "cluster did not come up"
         fi
         sleep 1
     done
@@ -288,13 +313,14 @@ cmd_stop() {
     local dir entry name pf pid
     dir=$(resolve_dir "${1:-}")
     [[ -f $dir/$MARKER ]] || { log "$dir is not a cc-slurm dir; nothing to stop"; return 0; }
+    [[ $(id -u) -eq 0 ]] || die "stop needs root (the daemons run as root)"
 
     # Cancel running jobs so slurmd/slurmstepd can clean up their tasks.
     if [[ -f $dir/slurm.conf ]] && [[ -n $(running_daemons "$dir" | grep '^slurmctld:' || true) ]]; then
         local jobs
         jobs=$(SLURM_CONF=$dir/slurm.conf timeout 10 squeue -h -o %i 2>/dev/null || true)
         if [[ -n $jobs ]]; then
-            log "cancelling jobs: $(echo $jobs)"
+            log "cancelling jobs: ${jobs//$'\n'/ }"
             # shellcheck disable=SC2086
             SLURM_CONF=$dir/slurm.conf timeout 10 scancel $jobs 2>/dev/null || true
             sleep 2
@@ -318,7 +344,7 @@ cmd_stop() {
     strays=$(our_pids "$dir" || true)
     if [[ -n $strays ]]; then
         log "ERROR: processes of $dir still alive:"
-        ps -o pid,args -p "$(echo $strays | tr ' ' ',')" >&2 || true
+        ps -o pid,args -p "$(paste -sd, <<<"$strays")" >&2 || true
         exit 1
     fi
     rm -f "$dir/munge/munge.socket" "$dir/munge/munge.socket.lock"

@@ -1,0 +1,224 @@
+"""clustercheck.results: per-rank rows -> nccl-tests style measurement, verdicts with unit conversion,
+and the append-only JSONL run record that survives a killed writer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clustercheck.results import (Measurement, RunRecord, counts, evaluate, fmt, fmt_margin, read_record,
+                                  reduce_collective)
+from clustercheck.thresholds import Limit
+
+HOSTS = ["node-a", "node-a", "node-b", "node-b"]
+
+
+def rank(rows: list[tuple[int, float, int]], dtype: str = "float32") -> dict:
+    """One rank's result as the worker returns it: (size, seconds, wrong) per swept size."""
+    return {"dtype": dtype, "rows": [{"size": s, "count": s // 4, "seconds": t, "wrong": w} for s, t, w in rows]}
+
+
+# Four ranks, two sizes. At 1 MB rank 3 is slowest; at 4 MB rank 1 is.
+PER_RANK = [
+    rank([(1_000_000, 1e-3, 0), (4_000_000, 2e-3, 0)]),
+    rank([(1_000_000, 1e-3, 1), (4_000_000, 5e-3, 0)]),
+    rank([(1_000_000, 2e-3, 0), (4_000_000, 3e-3, 2)]),
+    rank([(1_000_000, 4e-3, 0), (4_000_000, 2e-3, 0)]),
+]
+
+
+def limit(metric: str, op: str, value: float, unit: str) -> Limit:
+    return Limit("chk", metric, op, value, unit, f"{op} {value}", "test source", "t.yaml:3")
+
+
+# -- reduce_collective ---------------------------------------------------------------------------
+
+def test_row_time_is_the_mean_across_ranks():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    assert [r["time_us"] for r in m.rows] == [pytest.approx(2000.0), pytest.approx(3000.0)]
+    assert m.rows[1]["rank_time_us"] == [pytest.approx(x) for x in (2000.0, 5000.0, 3000.0, 2000.0)]
+
+
+def test_bandwidths_come_from_the_mean_time_and_the_rank_count():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    small, large = m.rows
+    assert small["algbw"] == pytest.approx(1_000_000 / 2e-3 / 1e9)          # 0.5 GB/s
+    assert small["busbw"] == pytest.approx(0.5 * 2 * 3 / 4)                  # x 2(n-1)/n, n = 4
+    assert large["algbw"] == pytest.approx(4_000_000 / 3e-3 / 1e9)
+    assert large["busbw"] == pytest.approx(large["algbw"] * 1.5)
+
+
+def test_wrong_is_summed_over_ranks_per_row_and_over_rows_in_the_metric():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    assert [r["wrong"] for r in m.rows] == [1, 2]
+    assert m.metrics["wrong"] == 3.0
+
+
+def test_metrics_are_those_of_the_judged_size():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 1_000_000)
+    assert m.judged_at == 1_000_000
+    assert m.metrics["time_us"] == pytest.approx(2000.0)
+    assert m.metrics["algbw"] == pytest.approx(0.5)
+    assert m.metrics["busbw"] == pytest.approx(0.75)
+
+
+def test_metrics_at_the_largest_size():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    assert m.judged_at == 4_000_000
+    assert m.metrics["busbw"] == pytest.approx(4_000_000 / 3e-3 / 1e9 * 1.5)
+
+
+def test_avg_busbw_is_the_mean_over_all_sizes():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 1_000_000)
+    assert m.metrics["avg_busbw"] == pytest.approx((m.rows[0]["busbw"] + m.rows[1]["busbw"]) / 2)
+
+
+def test_worst_is_the_slowest_rank_at_the_judged_size_with_its_host():
+    assert reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000).worst == "rank 1 (node-a)"
+    assert reduce_collective("all_reduce", PER_RANK, HOSTS, 1_000_000).worst == "rank 3 (node-b)"
+
+
+def test_rows_keep_size_count_dtype_and_slowest_rank():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    assert [(r["size"], r["count"], r["dtype"], r["slowest_rank"]) for r in m.rows] == [
+        (1_000_000, 250_000, "float32", 3), (4_000_000, 1_000_000, "float32", 1)]
+
+
+def test_measurement_units():
+    m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
+    assert m.units == {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"}
+    assert set(m.metrics) == set(m.units)
+
+
+def test_two_ranks_use_factor_one():
+    m = reduce_collective("all_reduce", PER_RANK[:2], HOSTS[:2], 1_000_000)
+    assert m.metrics["busbw"] == pytest.approx(m.metrics["algbw"])
+
+
+# -- evaluate ----------------------------------------------------------------------------------
+
+MEASURED = Measurement(metrics={"busbw": 400.0, "time_us": 1500.0, "wrong": 0.0},
+                       units={"busbw": "GB/s", "time_us": "us", "wrong": "count"}, worst="rank 5 (node-b)")
+
+
+def test_evaluate_converts_to_the_limit_unit():
+    (v,) = evaluate(MEASURED, {"busbw": limit("busbw", ">=", 3000.0, "Gb/s")})
+    assert (v.measured, v.unit) == (pytest.approx(3200.0), "Gb/s")
+    assert v.passed
+    assert v.margin == pytest.approx(200 / 3000)
+
+
+def test_evaluate_converts_time_units():
+    (v,) = evaluate(MEASURED, {"time_us": limit("time_us", "<=", 1.0, "ms")})
+    assert v.measured == pytest.approx(1.5)
+    assert not v.passed
+    assert v.margin == pytest.approx(-0.5)
+
+
+def test_evaluate_one_verdict_per_limit_in_order():
+    verdicts = evaluate(MEASURED, {"busbw": limit("busbw", ">=", 450.0, "GB/s"),
+                                   "wrong": limit("wrong", "==", 0.0, "count")})
+    assert [(v.metric, v.passed) for v in verdicts] == [("busbw", False), ("wrong", True)]
+    assert verdicts[0].margin == pytest.approx(-50 / 450)
+    assert verdicts[1].margin == 0.0
+
+
+def test_failed_verdict_line_names_the_worst_rank():
+    (v,) = evaluate(MEASURED, {"busbw": limit("busbw", ">=", 450.0, "GB/s")})
+    assert v.line() == "busbw 400 GB/s misses the limit >= 450 GB/s (margin -11.1%); worst rank 5 (node-b)"
+
+
+def test_passed_verdict_line_has_no_worst_rank():
+    (v,) = evaluate(MEASURED, {"busbw": limit("busbw", ">=", 300.0, "GB/s")})
+    assert v.line() == "busbw 400 GB/s meets the limit >= 300 GB/s (margin +33.3%)"
+
+
+def test_verdict_as_dict_carries_the_limit_provenance():
+    (v,) = evaluate(MEASURED, {"busbw": limit("busbw", ">=", 300.0, "GB/s")})
+    d = v.as_dict()
+    assert d["op"] == ">=" and d["limit"] == 300.0 and d["origin"] == "t.yaml:3"
+    assert d["source"] == "test source" and d["expression"] == ">= 300.0"
+    assert "limit" in d and not isinstance(d["limit"], dict)
+    json.dumps(d)
+
+
+def test_fmt_and_fmt_margin():
+    assert (fmt(400.0), fmt(328.5), fmt(float("nan"))) == ("400", "328.5", "nan")
+    assert fmt_margin(-0.1111, 450.0) == "-11.1%"
+    assert fmt_margin(-3.0, 0.0) == "-3"
+
+
+# -- RunRecord and read_record -------------------------------------------------------------------
+
+HEADER = {"type": "run", "schema": 1, "platform": "cpu"}
+RESULTS = [{"type": "result", "id": "a", "outcome": "passed"}, {"type": "result", "id": "b", "outcome": "failed"}]
+END = {"type": "end", "counts": {"passed": 1, "failed": 1}}
+
+
+def write_record(path: Path, entries: list[dict]) -> None:
+    record = RunRecord(path)
+    for entry in entries:
+        record.append(entry)
+    record.close()
+
+
+def test_each_append_is_one_json_line(tmp_path):
+    path = tmp_path / "run" / "run.jsonl"
+    write_record(path, [HEADER, *RESULTS, END])
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [HEADER, *RESULTS, END]
+    assert path.read_text(encoding="utf-8").endswith("\n")
+
+
+def test_each_entry_is_on_disk_before_close(tmp_path):
+    path = tmp_path / "run.jsonl"
+    record = RunRecord(path)
+    record.append(HEADER)
+    record.append(RESULTS[0])
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2  # read while the writer is still open
+    record.close()
+
+
+def test_values_json_cannot_encode_are_written_as_text(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_record(path, [{"type": "run", "cwd": Path("/somewhere")}])
+    assert read_record(path)[0]["cwd"] == "/somewhere"
+
+
+def test_read_record_splits_header_results_and_end(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER, *RESULTS, END])
+    header, results, end = read_record(path)
+    assert (header, results, end) == (HEADER, RESULTS, END)
+
+
+def test_reopening_a_record_appends(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER, RESULTS[0]])
+    write_record(path, [RESULTS[1]])
+    assert read_record(path)[1] == RESULTS
+
+
+def test_read_record_ignores_a_torn_last_line(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER, RESULTS[0]])
+    torn = json.dumps({"type": "result", "id": "b", "outcome": "failed"}, sort_keys=True)
+    with path.open("a", encoding="utf-8") as fh:  # the writer was killed half-way through this line
+        fh.write(torn[: len(torn) // 2])
+    header, results, end = read_record(path)
+    assert header == HEADER
+    assert results == [RESULTS[0]]
+    assert end is None
+
+
+def test_run_without_end_line_reads_as_unfinished(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER, *RESULTS])
+    assert read_record(path) == (HEADER, RESULTS, None)
+
+
+def test_counts_per_outcome():
+    results = [{"outcome": o} for o in ("passed", "passed", "failed", "error")]
+    assert counts(results) == {"passed": 2, "failed": 1, "error": 1, "skipped": 0}
