@@ -33,6 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cc-out", default=Path("clustercheck-out"), type=Path, metavar="DIR",
                 help="where each run writes its record and reports, in DIR/<time>-<platform>/ "
                      "(default: clustercheck-out)")
+    g.addoption("--cc-inject-fault", action="append", default=[], metavar="CHECK:KIND[@RANK]",
+                help="for testing clustercheck itself: make a rank hang, crash, raise or corrupt its "
+                     "result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,8 +44,20 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--ranks must be between 1 and 1024, got {ranks}")
     options = Options(platform=config.getoption("platform"),
                       thresholds=config.getoption("thresholds") or data_dir("thresholds"),
-                      ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"))
+                      ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"),
+                      faults=dict(_fault(text) for text in config.getoption("cc_inject_fault")))
     config.stash[session_key] = CheckSession(options, list(sys.argv))
+
+
+FAULTS = ("hang", "crash", "raise", "corrupt")
+
+
+def _fault(text: str) -> tuple[str, tuple[str, int | None]]:
+    check, _, spec = text.rpartition(":")
+    kind, _, rank = spec.partition("@")
+    if not check or kind not in FAULTS or rank and not rank.isdigit():
+        raise pytest.UsageError(f"--cc-inject-fault {text!r}: expected CHECK:KIND[@RANK], KIND one of {', '.join(FAULTS)}")
+    return check, (kind, int(rank) if rank else None)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -181,8 +196,8 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
             f"{cs.nranks} {cs.backend} rank(s); run dir {display(cs.run_dir) if cs.run_dir else '-'}"]
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    session.config.stash[session_key].finish()
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[session_key].finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

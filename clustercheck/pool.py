@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 START_TIMEOUT = 180.0
 
@@ -116,8 +117,8 @@ class WorkerPool:
         while not self.store.check(keys):
             for rank, p in enumerate(self.procs):
                 if p.poll() is not None:
-                    raise HarnessError(f"rank {rank} ({self._host(rank)}) exited with code {p.returncode} "
-                                       f"while {what}; last output:\n{self.tail(rank)}")
+                    raise HarnessError(f"rank {rank} ({self._host(rank)}) {_exit_text(p.returncode)} during "
+                                       f"{what}{self._quote([rank])}")
             for rank, k in enumerate(keys):
                 if k.startswith("result/") and self.store.check([k]):
                     payload = json.loads(self.store.get(k))
@@ -125,11 +126,17 @@ class WorkerPool:
                         raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
             if time.monotonic() > deadline:
                 missing = [r for r, k in enumerate(keys) if not self.store.check([k])]
-                raise HarnessError(f"timed out after {timeout:g} s while {what}; no answer from rank(s) "
-                                   f"{', '.join(f'{r} ({self._host(r)})' for r in missing)}; last output of rank "
-                                   f"{missing[0]}:\n{self.tail(missing[0])}")
+                names = ", ".join(f"rank {r} ({self._host(r)})" for r in missing)
+                raise HarnessError(f"timed out after {timeout:g} s during {what}: no answer from {names}"
+                                   f"{self._quote(missing)}")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _quote(self, ranks: list[int], lines: int = 6) -> str:
+        """The last output lines of these ranks (those that wrote any), to say what they were doing."""
+        parts = [f"\n--- rank {r} last output ({self.logs[r]}):\n{text}" for r in ranks
+                 if (text := self.tail(r, lines))]
+        return "".join(parts) if parts else " (no output from them)"
 
     def _host(self, rank: int) -> str:
         return self.ranks[rank]["host"] if rank < len(self.ranks) else "localhost"
@@ -139,18 +146,28 @@ class WorkerPool:
             with self.logs[rank].open("rb") as fh:
                 return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
         except (OSError, IndexError):
-            return "(no output)"
+            return ""
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
 
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 class PoolManager:
     """Pools by launch environment; a pool that failed is dropped and replaced on next use."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, on_start: Callable[[WorkerPool], None] | None = None) -> None:
         self.log_dir = log_dir
+        self.on_start = on_start
         self.pools: dict[PoolKey, WorkerPool] = {}
         self.starts = 0
 
@@ -168,6 +185,8 @@ class PoolManager:
         except BaseException:
             self.discard(key)
             raise
+        if self.on_start is not None:
+            self.on_start(pool)
         return pool
 
     def discard(self, key: PoolKey) -> None:
@@ -175,7 +194,6 @@ class PoolManager:
         if pool is not None:
             pool.close(kill=True)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         for key in list(self.pools):
-            pool = self.pools.pop(key)
-            pool.close()
+            self.pools.pop(key).close(kill=kill)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from clustercheck import platform as platform_mod
 from clustercheck.checks import KINDS
 from clustercheck.errors import UserError
 from clustercheck.paths import display
-from clustercheck.pool import HarnessError, PoolKey, PoolManager
+from clustercheck.pool import HarnessError, PoolKey, PoolManager, WorkerPool
 from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now,
                                   reduce_collective, sha256)
 from clustercheck.suite import CheckSpec
@@ -28,6 +28,7 @@ class Options:
     ranks: int | None
     backend: str  # auto, gloo or nccl
     out: Path
+    faults: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # check id -> (kind, rank)
 
 
 class Skip(Exception):
@@ -87,8 +88,8 @@ class CheckSession:
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
         self.run_dir.mkdir(parents=True)
         _point_latest(opts.out, self.run_dir)
-        self.pools = PoolManager(self.run_dir / "logs")
         self.record = RunRecord(self.run_dir / "run.jsonl")
+        self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started)
         self.record.append({
             "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
             "platform": self.profile.name, "platform_detected": not opts.platform,
@@ -98,6 +99,11 @@ class CheckSession:
             "nodes": self.nodes, "python": sys.executable,
         })
         self.started = True
+
+    def _pool_started(self, pool: WorkerPool) -> None:
+        assert self.record is not None
+        self.record.append({"type": "pool", "number": pool.number, "backend": pool.key.backend,
+                            "ranks": pool.ranks, "env": dict(pool.key.env), "pids": pool.pids, "started": now()})
 
     def _check_metrics(self, check: CheckSpec) -> None:
         assert self.profile is not None
@@ -130,7 +136,7 @@ class CheckSession:
         key = PoolKey(self.backend, self.nranks, check.env)
         pool = self.pools.get(key)
         try:
-            per_rank = pool.run(check.measure, check.params, check.timeout)
+            per_rank = pool.run(check.measure, self._params(check), check.timeout)
         except HarnessError:
             self.pools.discard(key)
             raise
@@ -140,19 +146,26 @@ class CheckSession:
         return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
                                      "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
 
+    def _params(self, check: CheckSpec) -> dict[str, Any]:
+        fault = self.options.faults.get(check.id)
+        if fault is None:
+            return check.params
+        kind, rank = fault
+        return {**check.params, "fault": {"kind": kind, "rank": self.nranks - 1 if rank is None else rank}}
+
     def add_result(self, entry: dict[str, Any]) -> None:
         self.results.append(entry)
         if self.record is not None:
             self.record.append(entry)
 
     # -- end -------------------------------------------------------------------------------
-    def finish(self) -> None:
+    def finish(self, interrupted: bool = False) -> None:
         if not self.started:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
-        self.pools.close()
+        self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
         self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
-                            "pool_starts": self.pools.starts})
+                            "pool_starts": self.pools.starts, "interrupted": interrupted})
         self.record.close()
         from clustercheck.report import render_all
 

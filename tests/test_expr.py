@@ -260,6 +260,15 @@ def test_deep_nesting_is_an_expr_error_or_a_value():
         pass
 
 
+@pytest.mark.xfail(strict=True, reason="expr._Parser.atom treats any token starting with '.' as a number, but the "
+                   "tokenizer also yields '.' alone as an operator, so '>= .' calls float('.') and raises a plain "
+                   "ValueError instead of ExprError (found by test_junk_either_parses_or_is_an_expr_error)")
+@pytest.mark.parametrize("text", [">= .", "< . spec", ">= 1 + ."])
+def test_lone_dot_is_an_expr_error(text):
+    with pytest.raises(ExprError):
+        parse_limit(text, resolve)
+
+
 # -- properties ------------------------------------------------------------------------------
 
 finite_positive = st.floats(min_value=1e-150, max_value=1e150, allow_nan=False, allow_infinity=False)
@@ -287,6 +296,9 @@ def test_junk_either_parses_or_is_an_expr_error(text):
         parsed = parse_limit(text, resolve)
     except ExprError as exc:
         assert str(exc)
+    except ValueError as exc:
+        # The one known escape, pinned by test_lone_dot_is_an_expr_error (xfail); drop this branch with the fix.
+        assert str(exc) == "could not convert string to float: '.'", repr(exc)
     else:
         assert parsed.op in (">=", "<=", "==", ">", "<")
         assert math.isfinite(parsed.value)

@@ -34,6 +34,27 @@ class RankContext:
             torch.cuda.synchronize(self.device)
 
 
+def fault_here(ctx: RankContext, params: dict[str, Any], kind: str) -> bool:
+    """True when the controller asked this rank to fake `kind` (only with --cc-inject-fault)."""
+    fault = params.get("fault")
+    return bool(fault) and fault["kind"] == kind and fault["rank"] == ctx.rank
+
+
+def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
+    import os
+    import signal
+    import time
+
+    if fault_here(ctx, params, "crash"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault_here(ctx, params, "hang"):
+        print(f"rank {ctx.rank}: injected hang", flush=True)
+        while True:
+            time.sleep(3600)
+    if fault_here(ctx, params, "raise"):
+        raise RuntimeError("injected fault")
+
+
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     from clustercheck.measure import collectives
 
@@ -45,4 +66,6 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
         runner = runners[task["op"]]
     except KeyError:
         raise ValueError(f"unknown task {task.get('op')!r}") from None
-    return runner(ctx, task.get("params", {}))
+    params = task.get("params", {})
+    _inject(ctx, params)
+    return runner(ctx, params)

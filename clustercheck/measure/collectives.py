@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from clustercheck.measure import RankContext
+from clustercheck.measure import RankContext, fault_here
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _PERIOD = 1021  # prime; the check data repeats every n * _PERIOD elements
@@ -75,6 +75,8 @@ def all_reduce(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
             seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
             _fill_exact(buf, ctx, seed)
             dist.all_reduce(buf)
+            if fault_here(ctx, p, "corrupt"):
+                buf[buf.numel() // 2] += 1  # test-only: one wrong element on this rank
             wrong += _count_wrong_sum(buf, ctx, seed)
         rows.append({"size": count * elt, "count": count, "seconds": seconds, "wrong": wrong})
         del buf

@@ -120,6 +120,22 @@ our_pids() {
     done
 }
 
+# PIDs of all descendants of PID (children first-level first).
+descendants() {
+    ps -e -o pid=,ppid= | awk -v root="$1" '
+        { parent[$1] = $2; order[NR] = $1 }
+        END {
+            want[root] = 1; changed = 1
+            while (changed) {
+                changed = 0
+                for (i = 1; i <= NR; i++) {
+                    p = order[i]
+                    if (!(p in want) && (parent[p] in want)) { want[p] = 1; changed = 1; print p }
+                }
+            }
+        }'
+}
+
 running_daemons() {
     local dir=$1 entry name pf pid
     while IFS= read -r entry; do
@@ -335,11 +351,24 @@ cmd_stop() {
         rm -f "$pf"
     done < <(pidfiles "$dir")
 
-    # Strays (e.g. slurmstepd of a killed step) still carrying our marker.
-    local strays p
+    # Strays still carrying our marker, e.g. slurmstepd left behind when
+    # slurmctld/slurmd died before the job could be cancelled. slurmstepd
+    # ignores SIGTERM, so: SIGKILL its task processes (its descendants, found
+    # by PID lineage -- they don't carry the marker), then SIGKILL it.
+    local strays p c comm
     strays=$(our_pids "$dir" || true)
     for p in $strays; do
-        kill_wait "stray $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60)" "$p" "$dir"
+        pid_alive "$p" || continue
+        comm=$(cat "/proc/$p/comm" 2>/dev/null || true)
+        if [[ $comm == slurmstepd ]]; then
+            for c in $(descendants "$p"); do
+                log "killing task pid $c of stray slurmstepd $p"
+                kill -KILL "$c" 2>/dev/null || true
+            done
+            log "killing stray slurmstepd (pid $p)"
+            kill -KILL "$p" 2>/dev/null || true
+        fi
+        kill_wait "stray $comm" "$p" "$dir"
     done
     strays=$(our_pids "$dir" || true)
     if [[ -n $strays ]]; then

@@ -1,0 +1,165 @@
+"""Hangs, crashes, corrupt results and a killed or interrupted controller, with the real pool.
+Faults are injected with --cc-inject-fault (test-only); every test asserts no rank is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write_suite
+
+THRESHOLDS = "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n" + "".join(
+    f"  {c}: {{busbw: {{limit: '>= 0', unit: GB/s}}}}\n" for c in "abcd")
+
+
+def check(cid: str, timeout: int = 60) -> str:
+    return f"  - id: {cid}\n    measure: all_reduce\n    timeout: {timeout}\n    params: {{sizes: [1KiB], iters: 2}}\n"
+
+
+@pytest.fixture
+def fproject(project: pytest.Pytester) -> pytest.Pytester:
+    (project.path / "thresholds" / "cpu.yaml").write_text(THRESHOLDS)
+    return project
+
+
+def record(p: Path) -> list[dict]:
+    return [json.loads(line) for line in (p / "out" / "latest" / "run.jsonl").read_text().splitlines() if line.strip()]
+
+
+def rank_pids(lines: list[dict]) -> list[int]:
+    return [pid for x in lines if x["type"] == "pool" for pid in x["pids"]]
+
+
+def assert_all_gone(pids: list[int], within: float = 10.0) -> None:
+    assert pids, "no rank pids recorded"
+    deadline = time.monotonic() + within
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.1)
+    assert not alive, f"ranks left behind: {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not a leak of ours once its parent is gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
+
+
+def test_hang_is_an_error_within_timeout_and_the_rest_runs_on_a_fresh_pool(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + check("a", timeout=4) + check("b"))
+    start = time.monotonic()
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:hang")
+    assert time.monotonic() - start < 4 + 30  # timeout plus pool starts, not the 10-minute PG timeout
+    res.assert_outcomes(passed=1, errors=1)
+    res.stdout.fnmatch_lines(["*timed out after 4 s during all_reduce: no answer from rank 0 (*), rank 1 (*)",
+                              "*rank 1 last output*", "*injected hang*"])
+    lines = record(fproject.path)
+    assert [x["number"] for x in lines if x["type"] == "pool"] == [1, 2]
+    assert [x["outcome"] for x in lines if x["type"] == "result"] == ["error", "passed"]
+    assert (fproject.path / "out" / "latest" / "report.html").is_file()
+    assert_all_gone(rank_pids(lines))
+
+
+def test_crashed_rank_is_an_error_and_the_suite_goes_on(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + check("a") + check("b"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:crash@0")
+    res.assert_outcomes(passed=1, errors=1)
+    res.stdout.fnmatch_lines(["*rank 0 (*) was killed by SIGKILL during all_reduce*"])
+    assert_all_gone(rank_pids(record(fproject.path)))
+
+
+def test_rank_exception_is_an_error_with_its_message(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + check("a") + check("b"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:raise@1")
+    res.assert_outcomes(passed=1, errors=1)
+    res.stdout.fnmatch_lines(["*rank 1 (*) raised RuntimeError: injected fault*"])
+    assert_all_gone(rank_pids(record(fproject.path)))
+
+
+def test_corrupt_result_is_counted_wrong_and_fails(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + check("a"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:corrupt")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*wrong 1 count misses the limit == 0 count*"])
+    (result,) = [x for x in record(fproject.path) if x["type"] == "result"]
+    assert result["outcome"] == "failed" and result["metrics"]["wrong"]["value"] == 1
+
+
+def test_bad_fault_option_is_a_usage_error(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + check("a"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:explode")
+    assert res.ret == 4
+    res.stderr.fnmatch_lines(["*--cc-inject-fault 'a:explode': expected CHECK:KIND*"])
+
+
+def _start_controller(p: pytest.Pytester) -> subprocess.Popen[bytes]:
+    write_suite(p, "checks:\n" + check("a") + check("b") + check("c", timeout=120) + check("d"))
+    return subprocess.Popen([sys.executable, "-m", "pytest", "suites/s.yaml", *RUN, "--cc-inject-fault", "c:hang"],
+                            cwd=p.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for_results(p: Path, n: int, timeout: float = 60) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            lines = record(p)
+            if sum(x["type"] == "result" for x in lines) >= n:
+                return lines
+        except (OSError, json.JSONDecodeError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} results after {timeout} s")
+
+
+def test_controller_sigkill_keeps_finished_results_and_leaves_no_rank(fproject: pytest.Pytester) -> None:
+    proc = _start_controller(fproject)
+    try:
+        _wait_for_results(fproject.path, 2)
+        time.sleep(0.5)  # check c is now hanging
+        proc.kill()
+        proc.wait(10)
+    finally:
+        proc.kill()
+    lines = record(fproject.path)
+    assert [x["outcome"] for x in lines if x["type"] == "result"] == ["passed", "passed"]
+    assert_all_gone(rank_pids(lines))
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "report", "out/latest"], cwd=fproject.path,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    html = (fproject.path / "out" / "latest" / "report.html").read_text()
+    assert "run did not finish" in html and "2 passed" in html
+
+
+def test_sigint_stops_cleanly_ends_ranks_and_writes_reports(fproject: pytest.Pytester) -> None:
+    proc = _start_controller(fproject)
+    try:
+        _wait_for_results(fproject.path, 2)
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - start < 15
+    assert proc.returncode == 2, out.decode()
+    lines = record(fproject.path)
+    assert lines[-1]["type"] == "end" and lines[-1]["interrupted"] is True
+    assert (fproject.path / "out" / "latest" / "results.json").is_file()
+    assert (fproject.path / "out" / "latest" / "report.html").is_file()
+    assert_all_gone(rank_pids(lines))
