@@ -9,9 +9,9 @@ fresh one.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
+
+from clustercheck import wire
 
 START_TIMEOUT = 180.0
 
@@ -45,13 +47,18 @@ class WorkerPool:
         self.ranks: list[dict[str, Any]] = []
         self.seq = 0
         self.store: Any = None
+        self.key_hex = wire.new_key()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         import torch.distributed as dist
 
-        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=START_TIMEOUT))
+        # Listen on loopback only: local ranks need nothing more (TCPStore alone binds every interface).
+        listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        port = listener.getsockname()[1]
+        self.store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=START_TIMEOUT),
+                                   master_listen_fd=listener.detach())  # the store owns and closes it
         self.log_dir.mkdir(parents=True, exist_ok=True)
         base = dict(os.environ)
         base.update(self.key.env)
@@ -63,7 +70,8 @@ class WorkerPool:
         base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.key.nranks)))
         for rank in range(self.key.nranks):
             env = dict(base, CC_RANK=str(rank), CC_LOCAL_RANK=str(rank), CC_WORLD_SIZE=str(self.key.nranks),
-                       CC_BACKEND=self.key.backend, CC_STORE_HOST="127.0.0.1", CC_STORE_PORT=str(self.store.port))
+                       CC_BACKEND=self.key.backend, CC_STORE_HOST="127.0.0.1", CC_STORE_PORT=str(port),
+                       **{wire.TOKEN_ENV: self.key_hex})
             log = self.log_dir / f"pool{self.number}-rank{rank}.log"
             self.logs.append(log)
             with log.open("wb") as out:
@@ -72,7 +80,7 @@ class WorkerPool:
                                                    start_new_session=True))
         keys = [f"ready/{r}" for r in range(self.key.nranks)]
         self._wait(keys, START_TIMEOUT, "starting the ranks")
-        self.ranks = [json.loads(self.store.get(k)) for k in keys]
+        self.ranks = [self._read(k) for k in keys]
 
     def alive(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
@@ -80,7 +88,7 @@ class WorkerPool:
     def close(self, *, kill: bool = False) -> None:
         if not kill and self.alive() and self.store is not None:
             self.seq += 1
-            self.store.set(f"task/{self.seq}", json.dumps({"op": "exit"}))
+            self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": "exit"}))
             deadline = time.monotonic() + 10
             for p in self.procs:
                 try:
@@ -99,12 +107,12 @@ class WorkerPool:
     def run(self, op: str, params: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
         """Run one task on every rank; return each rank's result in rank order, or raise HarnessError."""
         self.seq += 1
-        self.store.set(f"task/{self.seq}", json.dumps({"op": op, "params": params}))
+        self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": op, "params": params}))
         keys = [f"result/{self.seq}/{r}" for r in range(self.key.nranks)]
         self._wait(keys, timeout, op)
         results = []
         for rank, k in enumerate(keys):
-            payload = json.loads(self.store.get(k))
+            payload = self._read(k)
             if not payload["ok"]:
                 raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
             results.append(payload["result"])
@@ -121,7 +129,7 @@ class WorkerPool:
                                        f"{what}{self._quote([rank])}")
             for rank, k in enumerate(keys):
                 if k.startswith("result/") and self.store.check([k]):
-                    payload = json.loads(self.store.get(k))
+                    payload = self._read(k)
                     if not payload["ok"]:  # the others are probably stuck in a collective: don't wait
                         raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
             if time.monotonic() > deadline:
@@ -131,6 +139,12 @@ class WorkerPool:
                                    f"{self._quote(missing)}")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _read(self, key: str) -> Any:
+        try:
+            return wire.unseal(self.key_hex, self.store.get(key))
+        except wire.Forged as exc:
+            raise HarnessError(f"{key}: {exc}") from None
 
     def _quote(self, ranks: list[int], lines: int = 6) -> str:
         """The last output lines of these ranks (those that wrote any), to say what they were doing."""

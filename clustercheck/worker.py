@@ -4,7 +4,6 @@ posted by the controller on the c10d store until told to exit. Imports no pytest
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -12,6 +11,8 @@ import sys
 import traceback
 from datetime import timedelta
 from typing import Any
+
+from clustercheck import wire
 
 # The controller's liveness is the store connection; a short wait lets us notice its death quickly.
 _POLL = timedelta(seconds=5)
@@ -48,11 +49,12 @@ def main() -> int:
                             timeout=pg_timeout)
     ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device,
                       host=socket.gethostname())
-    store.set(f"ready/{rank}", json.dumps(ctx.describe()))
+    key = env.pop(wire.TOKEN_ENV)
+    store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
     seq = 0
     while True:
         seq += 1
-        task = _next_task(store, seq)
+        task = _next_task(store, seq, key)
         if task is None or task.get("op") == "exit":
             break
         payload: dict[str, Any]
@@ -61,17 +63,20 @@ def main() -> int:
         except Exception as exc:  # reported to the controller as a harness error, with the traceback
             payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
             print(payload["traceback"], file=sys.stderr, flush=True)
-        store.set(f"result/{seq}/{rank}", json.dumps(payload))
+        store.set(f"result/{seq}/{rank}", wire.seal(key, payload))
     dist.destroy_process_group()
     return 0
 
 
-def _next_task(store: Any, seq: int) -> dict[str, Any] | None:
+def _next_task(store: Any, seq: int, key: str) -> dict[str, Any] | None:
     import torch.distributed as dist
 
     while True:
         try:
-            return json.loads(store.get(f"task/{seq}"))
+            return wire.unseal(key, store.get(f"task/{seq}"))
+        except wire.Forged as exc:  # not from our controller: refuse to run anything and leave
+            print(f"refusing task {seq}: {exc}", file=sys.stderr, flush=True)
+            return None
         except dist.DistNetworkError:
             return None  # the controller is gone: leave quietly
         except dist.DistStoreError:

@@ -1,0 +1,80 @@
+"""The rank pool with real processes: reuse, the control plane's exposure, forged messages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from clustercheck import wire
+from clustercheck.pool import HarnessError, PoolKey, PoolManager
+
+PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024}
+
+
+@pytest.fixture
+def pools(tmp_path: Path):
+    manager = PoolManager(tmp_path / "logs")
+    yield manager
+    manager.close(kill=True)
+
+
+def _client(port: int):
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10))
+
+
+def test_same_key_reuses_the_pool_and_another_env_starts_one(pools: PoolManager) -> None:
+    a = pools.get(PoolKey("gloo", 2))
+    pids = a.pids
+    a.run("all_reduce", PARAMS, 60)
+    assert pools.get(PoolKey("gloo", 2)) is a and a.pids == pids
+    b = pools.get(PoolKey("gloo", 2, (("CC_EXAMPLE", "1"),)))
+    assert b is not a and pools.starts == 2
+
+
+def test_control_plane_listens_on_loopback_only(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 2))
+    port = pool.store.port
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, _, hexport = local.rpartition(":")
+            if state == "0A" and int(hexport, 16) == port:
+                listening.append(addr)
+    assert listening == ["0100007F"]  # 127.0.0.1, and nothing on other interfaces or IPv6
+
+
+def test_forged_result_is_refused_not_counted(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 2))
+    intruder = _client(pool.store.port)
+    forged = {"ok": True, "result": {"rows": [{"size": 1024, "count": 256, "seconds": 1e-9, "wrong": 0}],
+                                     "dtype": "float32"}}
+    for rank in range(2):  # the next task is seq 1; rank 1 will hang so only the forgery is there
+        intruder.set(f"result/1/{rank}", wire.seal("not-the-pool-key", forged))
+    with pytest.raises(HarnessError, match="failed verification"):
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "hang", "rank": 1}}, 30)
+
+
+def test_forged_task_is_not_run_by_the_ranks(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 2))
+    intruder = _client(pool.store.port)
+    intruder.set("task/1", wire.seal("not-the-pool-key", {"op": "all_reduce", "params": PARAMS}))
+    for proc in pool.procs:  # the ranks read it, refuse it and leave
+        proc.wait(30)
+    with pytest.raises(HarnessError, match="exited with code 0"):
+        pool.run("all_reduce", PARAMS, 30)  # the ranks refused task 1 and left
+    assert "refusing task 1" in pool.tail(0)
+
+
+def test_seal_round_trip_and_tamper() -> None:
+    key = wire.new_key()
+    assert wire.unseal(key, wire.seal(key, {"a": [1, 2]})) == {"a": [1, 2]}
+    sealed = wire.seal(key, {"wrong": 0}).replace('\\"wrong\\": 0', '\\"wrong\\": 1')
+    with pytest.raises(wire.Forged):
+        wire.unseal(key, sealed)
+    with pytest.raises(wire.Forged):
+        wire.unseal(key, "not json")
