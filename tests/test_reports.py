@@ -1,0 +1,108 @@
+"""Reports rendered from a run record: escaping, re-rendering, JUnit structure, the terminal table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from clustercheck.report import render_all
+from clustercheck.report.terminal import summary_lines
+
+EVIL = "<script>alert(1)</script>"
+
+
+def _verdict(metric: str, measured: float, limit: float, passed: bool) -> dict:
+    return {"metric": metric, "measured": measured, "unit": "GB/s", "op": ">=", "limit": limit, "passed": passed,
+            "margin": (measured - limit) / limit, "worst": f"rank 1 ({EVIL})", "expression": f">= {limit}",
+            "source": "a source & more", "origin": "thresholds/cpu.yaml:9", "spec_sources": []}
+
+
+def write_record(path: Path) -> Path:
+    rows = [{"size": s, "count": s // 4, "dtype": "float32", "time_us": 10.0, "algbw": s / 1e5, "busbw": s / 1e5,
+             "wrong": 0, "rank_time_us": [10.0, 10.0], "slowest_rank": 1} for s in (1024, 4096, 16384)]
+    lines = [
+        {"type": "run", "schema": 1, "started": "2026-01-01T00:00:00+00:00", "argv": ["clustercheck", "run"],
+         "platform": "cpu", "platform_detected": True, "facts": {"host": EVIL, "gpu_count": 0},
+         "thresholds": {"file": "thresholds/cpu.yaml", "sha256": "ab"}, "suites": [{"file": "suites/s.yaml", "sha256": "cd"}],
+         "launcher": "local", "backend": "gloo", "ranks": 2},
+        {"type": "result", "name": f"{EVIL}[{EVIL}]", "check": EVIL, "node": EVIL, "measure": "all_reduce",
+         "scope": "node", "suite_file": "suites/s.yaml", "line": 3, "outcome": "failed", "duration": 1.5,
+         "message": f"busbw 0.1 GB/s misses the limit {EVIL}", "verdicts": [_verdict("busbw", 0.1, 1.0, False)],
+         "rows": rows, "judged_at": 16384, "finished": "2026-01-01T00:00:02+00:00"},
+        {"type": "result", "name": "b", "check": "b", "node": None, "measure": "all_reduce", "scope": "cluster",
+         "suite_file": "suites/s.yaml", "line": 9, "outcome": "error", "duration": 0.1, "message": "rank 0 died"},
+        {"type": "result", "name": "c", "check": "c", "node": None, "measure": "all_reduce", "scope": "cluster",
+         "suite_file": "suites/s.yaml", "line": 12, "outcome": "skipped", "duration": 0.0, "message": "one rank"},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_html_and_junit_escape_ids_and_hosts(tmp_path: Path) -> None:
+    paths = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)
+    html = paths["html"].read_text()
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    junit = paths["junit"].read_bytes()
+    assert b"<script>" not in junit
+    root = ET.fromstring(junit)  # parses: the XML is well formed
+    names = [c.get("name") for c in root.iter("testcase")]
+    assert names[0] == f"{EVIL}[{EVIL}]"
+    assert root.find("testsuite").get("hostname") == EVIL
+
+
+def test_junit_outcomes_counts_and_properties(tmp_path: Path) -> None:
+    paths = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)
+    root = ET.parse(paths["junit"]).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("3", "1", "1", "1")
+    cases = root.findall(".//testcase")
+    assert cases[0].find("failure") is not None and cases[1].find("error") is not None
+    assert cases[2].find("skipped") is not None
+    props = {p.get("name"): p.get("value") for p in cases[0].find("properties")}
+    assert props["measured"] == "0.1" and props["limit"] == "1" and props["unit"] == "GB/s"
+    assert props["limit_source"] == "thresholds/cpu.yaml:9"
+
+
+def test_html_has_summary_plot_and_provenance(tmp_path: Path) -> None:
+    html = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)["html"].read_text()
+    assert "1 failed" in html and "1 error" in html and "1 skipped" in html
+    assert html.count("<polyline") == 1 and "limit 1" in html
+    assert "a source &amp; more" in html and "thresholds/cpu.yaml:9" in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+
+
+def test_report_command_reproduces_the_live_reports(project: pytest.Pytester) -> None:
+    from conftest import small_check, write_suite
+
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    run = (project.path / "out" / "latest").resolve()
+    live = {n: (run / n).read_bytes() for n in ("report.html", "junit.xml", "results.json")}
+    for n in live:
+        (run / n).unlink()
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert {n: (run / n).read_bytes() for n in live} == live
+
+
+def test_report_on_a_missing_run_is_a_one_line_error(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(tmp_path / "nope")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"clustercheck: error: no run record at {tmp_path / 'nope'}"]
+
+
+def test_terminal_table_lines_up_and_shows_every_outcome(tmp_path: Path) -> None:
+    from clustercheck.results import read_record
+
+    _, results, _ = read_record(write_record(tmp_path / "run.jsonl"))
+    lines = summary_lines(results)
+    assert lines[0].split() == ["check", "metric", "measured", "limit", "margin", "verdict"]
+    assert "FAIL" in lines[1] and "-90.0%" in lines[1]
+    assert lines[2].rstrip().endswith("ERROR: rank 0 died") and lines[3].rstrip().endswith("SKIPPED: one rank")
+    assert lines[1].index("busbw") == lines[0].index("metric")  # columns line up
