@@ -8,6 +8,7 @@ from typing import Any, Callable
 from clustercheck import units
 from clustercheck.schema import Fields, at_least, between, one_of
 
+MAX_SIZE = 256 << 30  # bytes per buffer; far above any GPU's all_reduce sweep, far below a typo like 1TiB
 DTYPES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
 CANONICAL_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -64,9 +65,13 @@ def _collective_params(f: Fields) -> dict[str, Any]:
     dtype = f.get("dtype", str, "float32", check=one_of(*DTYPES))
     dtype = CANONICAL_DTYPE.get(dtype, dtype)
     elt = DTYPES[dtype]
+    size_key = "sizes" if "sizes" in f.data else "min_bytes"
     for s in sizes:
-        if s < elt:
-            raise f.error("sizes", f"size {s} B is smaller than one {dtype} element")
+        if s % elt:
+            raise f.error(size_key, f"size {s} B is not a whole number of {dtype} elements ({elt} B each)")
+        if s > MAX_SIZE:
+            raise f.error(size_key if s == sizes[0] else ("sizes" if size_key == "sizes" else "max_bytes"),
+                          f"size {units.format_size(s)} is above the {units.format_size(MAX_SIZE)} limit")
     judge = _size(f, "judge_at", str(sizes[-1])) if "judge_at" in f.data else sizes[-1]
     if judge not in sizes:
         raise f.error("judge_at", f"{judge} B is not one of the swept sizes "

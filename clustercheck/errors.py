@@ -19,4 +19,5 @@ class UserError(Exception):
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
         key = f"{self.key}: " if self.key else ""
-        return f"{where}{key}{self.message}"
+        text = f"{where}{key}{self.message}"
+        return text.replace("\r", "\\r").replace("\n", "\\n")  # always one line, whatever a key holds

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 OPS = (">=", "<=", "==", ">", "<")
+MAX_DEPTH = 50  # parentheses and unary minus; keeps the recursive parser far from Python's stack limit
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
                     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>>=|<=|==|[-+*/().%<>]))")
 
@@ -62,6 +63,7 @@ class _Parser:
     def __init__(self, text: str, resolve: Resolver) -> None:
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0
         self.resolve = resolve
 
     def peek(self) -> str | None:
@@ -120,11 +122,17 @@ class _Parser:
         return left
 
     def unary(self) -> Quantity:
-        if self.peek() == "-":
-            self.take()
-            q = self.unary()
-            return Quantity(-q.value, q.unit, q.sources)
-        return self.atom()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels")
+        try:
+            if self.peek() == "-":
+                self.take()
+                q = self.unary()
+                return Quantity(-q.value, q.unit, q.sources)
+            return self.atom()
+        finally:
+            self.depth -= 1
 
     def atom(self) -> Quantity:
         tok = self.take("a number, 'spec.<name>.<field>' or '('")
@@ -132,7 +140,7 @@ class _Parser:
             q = self.sum()
             self.expect(")")
             return q
-        if tok[0].isdigit() or tok[0] == ".":
+        if tok[0].isdigit() or tok[0] == "." and len(tok) > 1:
             value = float(tok)
             if self.peek() == "%":
                 self.take()

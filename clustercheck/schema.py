@@ -38,7 +38,9 @@ class Fields:
         self.seen.add(key)
         if key not in self.data or self.data[key] is None and default is not ...:
             if default is ...:
-                raise UserError("required key is missing", file=self.file, line=self.line or None,
+                typo = difflib.get_close_matches(key, [k for k in self.data if isinstance(k, str)], n=1)
+                hint = f" (found {typo[0]!r}: a typo?)" if typo else ""
+                raise UserError(f"required key is missing{hint}", file=self.file, line=self.line or None,
                                 key=self.key_path(key))
             return default
         value = self.data[key]

@@ -125,6 +125,8 @@ def _limit(parent: Fields, check_id: str, metric: str, file: str, resolve: objec
     try:
         parsed = parse_limit(expression, resolve)  # type: ignore[arg-type]
         value = units.convert(parsed.value, parsed.unit, unit) if parsed.unit else parsed.value
+        if not math.isfinite(value):
+            raise ExprError(f"the limit is not a finite number in {unit}")
     except (ExprError, ValueError) as exc:
         raise f.error("limit", f"bad threshold expression {expression!r}: {exc}") from None
     return Limit(check_id, metric, parsed.op, value, unit, expression, source,

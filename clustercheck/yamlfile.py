@@ -25,17 +25,24 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Mapping:
-    loader.flatten_mapping(node)
+    explicit = sum(k.tag != "tag:yaml.org,2002:merge" for k, _ in node.value)
+    loader.flatten_mapping(node)  # merged (<<) pairs now come first; explicit keys may override them
+    merged = len(node.value) - explicit
     out = Mapping()
     out.line = node.start_mark.line + 1
     out.key_lines = {}
-    for key_node, value_node in node.value:
+    explicit_keys: set[str] = set()
+    for index, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str):
             raise UserError("mapping keys must be strings", file=loader.name,
                             line=key_node.start_mark.line + 1, key=str(key))
-        if key in out:
-            raise UserError("duplicate key", file=loader.name, line=key_node.start_mark.line + 1, key=key)
+        if index >= merged:
+            if key in explicit_keys:
+                raise UserError("duplicate key", file=loader.name, line=key_node.start_mark.line + 1, key=key)
+            explicit_keys.add(key)
+        elif key in out:
+            continue  # of several merged mappings, the first one given wins (YAML merge key spec)
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
     return out

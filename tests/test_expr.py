@@ -249,9 +249,6 @@ def test_expr_error_is_a_value_error():
     assert issubclass(ExprError, ValueError)
 
 
-@pytest.mark.xfail(strict=True, reason="expr._Parser is recursive descent with no depth limit: ~250 nested "
-                   "parentheses (or a long run of unary minus) raise RecursionError, not ExprError, and "
-                   "thresholds.load_profile only turns ExprError/ValueError into a UserError")
 def test_deep_nesting_is_an_expr_error_or_a_value():
     text = ">= " + "(" * 400 + "1" + ")" * 400
     try:
@@ -260,9 +257,6 @@ def test_deep_nesting_is_an_expr_error_or_a_value():
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="expr._Parser.atom treats any token starting with '.' as a number, but the "
-                   "tokenizer also yields '.' alone as an operator, so '>= .' calls float('.') and raises a plain "
-                   "ValueError instead of ExprError (found by test_junk_either_parses_or_is_an_expr_error)")
 @pytest.mark.parametrize("text", [">= .", "< . spec", ">= 1 + ."])
 def test_lone_dot_is_an_expr_error(text):
     with pytest.raises(ExprError):
@@ -296,9 +290,6 @@ def test_junk_either_parses_or_is_an_expr_error(text):
         parsed = parse_limit(text, resolve)
     except ExprError as exc:
         assert str(exc)
-    except ValueError as exc:
-        # The one known escape, pinned by test_lone_dot_is_an_expr_error (xfail); drop this branch with the fix.
-        assert str(exc) == "could not convert string to float: '.'", repr(exc)
     else:
         assert parsed.op in (">=", "<=", "==", ">", "<")
         assert math.isfinite(parsed.value)

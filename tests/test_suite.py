@@ -210,9 +210,6 @@ def test_two_byte_size_fits_bf16(tmp_path):
     assert check_of(tmp_path, "      sizes: [2]\n      dtype: bf16\n").params["sizes"] == [2]
 
 
-@pytest.mark.xfail(strict=True, reason="checks._collective_params accepts sizes that are not a whole number of "
-                   "dtype elements; the worker (measure/collectives.py) rounds them down to count*elt, so "
-                   "results.reduce_collective never finds judge_at and silently judges the last row instead")
 def test_size_not_a_multiple_of_the_element_is_refused(tmp_path):
     error_of(tmp_path, one_check("      sizes: [1001, 4096]\n      judge_at: 1001\n"))
 
@@ -397,8 +394,6 @@ def test_sizes_and_other_sweep_keys_both_given(tmp_path, key):
     assert_points_at(exc, tmp_path, 6, f"checks[0].params.{key}")
 
 
-@pytest.mark.xfail(strict=True, reason="checks._collective_params blames the key `sizes` for a too-small size "
-                   "even when the sizes came from min_bytes (no `sizes` key exists in the file)")
 def test_too_small_sweep_start_names_min_bytes(tmp_path):
     exc = error_of(tmp_path, one_check("      min_bytes: 1\n      max_bytes: 1KiB\n"))
     assert exc.key == "checks[0].params.min_bytes"
@@ -478,8 +473,6 @@ def test_env_not_a_mapping(tmp_path):
     assert_points_at(exc, tmp_path, 4, "checks[0].env")
 
 
-@pytest.mark.xfail(strict=True, reason="UserError.__str__ prints the key path raw, so a quoted key containing a "
-                   "newline (\"it\\ners\") makes a two-line error; the message text uses !r but the key does not")
 def test_unknown_key_with_a_newline_still_prints_one_line(tmp_path):
     error_of(tmp_path, one_check('      sizes: [16MiB]\n      "it\\ners": 3\n'))
 

@@ -311,9 +311,6 @@ def test_metric_not_a_mapping(tmp_path):
     assert_points_at(exc, tmp_path, 12, "checks.c.busbw")
 
 
-@pytest.mark.xfail(strict=True, reason="thresholds._limit checks the limit is finite before unit conversion, "
-                   "not after: 1e305 * 450 GB/s is finite but is inf in MB/s, and Limit.describe() then raises "
-                   "OverflowError in int(value)")
 def test_limit_that_overflows_in_its_unit_is_refused(tmp_path):
     error_of(tmp_path, one_limit(">= 1e305 * spec.nvlink.unidirectional", "MB/s"))
 

@@ -102,9 +102,6 @@ def test_merge_key_without_override_is_accepted(tmp_path):
     assert doc["x"] == {"a": 1, "z": 2, "c": 3}
 
 
-@pytest.mark.xfail(strict=True, reason="yamlfile treats a key given next to a `<<` merge as a duplicate "
-                   "(flatten_mapping puts the merged keys first); YAML merge semantics say the explicit "
-                   "key overrides the merged one, as yaml.safe_load does")
 def test_explicit_key_overrides_a_merged_key(tmp_path):
     doc = yamlfile.load(write(tmp_path, "base: &b {a: 1, z: 2}\nx:\n  <<: *b\n  a: 5\n"))
     assert doc["x"] == {"a": 5, "z": 2}
