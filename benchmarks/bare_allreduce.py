@@ -33,10 +33,14 @@ def main() -> None:
             t = torch.tensor([(time.perf_counter() - start) / ITERS], dtype=torch.float64)
             dist.all_reduce(t)
             mean = t.item() / n
-            idx = torch.arange(buf.numel())
-            buf.copy_(torch.where((idx + check) % n == rank, 1 + (idx * 31 + check) % 3, 0).float())
+            # exact-sum check data, one period of n*1021 elements tiled (as clustercheck does)
+            j = torch.arange(n * 1021)
+            value = (1 + ((j * 2654435761 + check * 40503) % 1_000_003) % 3).float()
+            tile = torch.where((j + check) % n == rank, value, torch.zeros_like(value))
+            reps = -(-buf.numel() // tile.numel())
+            buf.copy_(tile.repeat(reps)[: buf.numel()])
             dist.all_reduce(buf)
-            wrong = int((buf != (1 + (idx * 31 + check) % 3).float()).sum())
+            wrong = int((buf != value.repeat(reps)[: buf.numel()]).sum())
             algbw = size / mean / 1e9
             rows[size] = {"time_us": mean * 1e6, "algbw": algbw, "busbw": algbw * 2 * (n - 1) / n, "wrong": wrong}
         if rank == 0:

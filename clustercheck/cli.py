@@ -127,7 +127,7 @@ def _platforms(args: argparse.Namespace) -> int:
     if args.action == "list":
         for path in sorted(directory.glob("*.yaml")):
             profile = load_profile(path, display(path))
-            detect = ", ".join(f"{k}={v}" for k, v in profile.detect.items())
+            detect = ", ".join(f"{k}={_show(v)}" for k, v in profile.detect.items())
             hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
             print(f"{profile.name:<20} {profile.description}")
             print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)}")
@@ -144,3 +144,9 @@ def _platforms(args: argparse.Namespace) -> int:
             if limit.source:
                 print(f"      source: {limit.source}")
     return 0
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):  # PCI device ids
+        return "[" + ", ".join(f"0x{v:04x}" for v in value) + "]"
+    return str(value)

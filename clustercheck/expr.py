@@ -155,7 +155,9 @@ class _Parser:
                 return self.resolve(name, field)
             except KeyError as exc:
                 raise ExprError(str(exc.args[0])) from None
-        raise ExprError(f"unknown name {tok!r}; only numbers and spec.<name>.<field> are allowed")
+        if tok[0].isalpha() or tok[0] == "_":
+            raise ExprError(f"unknown name {tok!r}; only numbers and spec.<name>.<field> are allowed")
+        raise ExprError(f"expected a number, 'spec.<name>.<field>' or '(', found {tok!r}")
 
     def _name(self, what: str) -> str:
         tok = self.take(what)

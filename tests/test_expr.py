@@ -226,7 +226,7 @@ def test_number_over_quantity_is_refused():
     (">= (1 + 2", "expected ')'"),
     (">= ((1)", "expected ')'"),
     (">= 1 + 2)", "unexpected ')'"),
-    (">= ()", "only numbers and spec.<name>.<field> are allowed"),
+    (">= ()", "expected a number, 'spec.<name>.<field>' or '(', found ')'"),
     (">= 1 @ 2", "unexpected character '@'"),
     (">= 1; 2", "unexpected character ';'"),
     (">= 'a'", "unexpected character"),

@@ -1,0 +1,87 @@
+"""The clustercheck command: one-line errors before pytest starts, platforms, help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CPU_THRESHOLDS, small_check
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=300)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("suite", "message"), [
+    ("checks:\n  - id: ok\n    measure: all_reduce\n   params: {}\n", "s.yaml:4: YAML syntax error: *"),
+    ("checks:\n  - id: ok\n    measure: all_reduce\n    scpoe: node\n", "s.yaml:4: checks[0].scpoe: unknown key; did you mean 'scope'?"),
+    ("checks:\n  - id: ok\n    measure: all_reduce\n    params: {sizes: [12 MB/s]}\n",
+     "s.yaml:4: checks[0].params.sizes: expected a size such as 16MiB, 1GiB or 4096, got '12 MB/s'"),
+])
+def test_bad_suite_is_one_line_exit_2(tree: Path, suite: str, message: str) -> None:
+    (tree / "s.yaml").write_text(suite)
+    out = cc("run", "s.yaml", "--thresholds", "th", cwd=tree)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clustercheck: error: ")
+    text = lines[0].removeprefix("clustercheck: error: ")
+    assert text.startswith(message[:-1]) if message.endswith("*") else text == message
+
+
+def test_bad_threshold_expression_is_one_line_exit_2(tree: Path) -> None:
+    (tree / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS.replace('">= 0.000001"', '">= 0.8 ** spec.nvlink.x"'))
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", cwd=tree)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "clustercheck: error: th/cpu.yaml:7: checks.ok.busbw.limit: bad threshold expression "
+        "'>= 0.8 ** spec.nvlink.x': expected a number, 'spec.<name>.<field>' or '(', found '*'"]
+
+
+def test_unknown_suite_name_lists_the_shipped_ones() -> None:
+    out = cc("run", "no-such-suite")
+    assert out.returncode == 2
+    assert "no suite named 'no-such-suite' (shipped suites: cpu-smoke, quick-gate-nvlink8)" in out.stderr
+
+
+def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
+    (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "-k", "ok", cwd=tree)
+    assert out.returncode == 0, out.stdout
+    assert "1 passed, 1 deselected" in out.stdout
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    assert out.returncode == 1
+    assert (tree / "o" / "latest" / "junit.xml").is_file()
+
+
+def test_platforms_lists_and_shows_resolved_limits() -> None:
+    out = cc("platforms")
+    assert out.returncode == 0
+    assert "cpu " in out.stdout and "h100-sxm-8x" in out.stdout and "pci_device_ids=[0x2330]" in out.stdout
+    out = cc("platforms", "show", "h100-sxm-8x")
+    assert "allreduce-ring.busbw >= 328.5 GB/s  = '>= 0.73 * spec.nvlink.unidirectional'" in out.stdout
+    assert "spec.nvlink.unidirectional = 450 GB/s" in out.stdout
+    out = cc("platforms", "show", "a999")
+    assert out.returncode == 2 and "no threshold profile 'a999'" in out.stderr
+
+
+def test_help_explains_commands_and_exit_codes() -> None:
+    out = cc("--help")
+    assert out.returncode == 0
+    for text in ("run", "report", "platforms", "exit codes", "cpu-smoke"):
+        assert text in out.stdout
+    run_help = cc("run", "--help").stdout
+    assert "go to pytest unchanged" in run_help and "--platform" in run_help
