@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from clustercheck import units
+from clustercheck.formulas import PLACEMENTS
 from clustercheck.schema import Fields, at_least, between, one_of
 
 MAX_SIZE = 256 << 30  # bytes per buffer; far above any GPU's all_reduce sweep, far below a typo like 1TiB
@@ -83,16 +84,39 @@ def _collective_params(f: Fields) -> dict[str, Any]:
         "iters": f.get("iters", int, 20, check=between(1, 100_000)),
         "check_iters": f.get("check_iters", int, 1, check=between(0, 1_000)),
         "judge_at": judge,
+        "per_iteration": f.get("per_iteration", bool, True),
+        "cuda_graph": f.get("cuda_graph", int, 0, check=between(0, 10_000)),
     }
-    f.done()
     return params
 
 
+def _collective_parser(collective: str) -> Callable[[Fields], dict[str, Any]]:
+    available = PLACEMENTS[collective]
+
+    def parse(f: Fields) -> dict[str, Any]:
+        params = _collective_params(f)
+        placements = f.get("placements", list, list(available))
+        if not placements or any(p not in available for p in placements) or len(set(placements)) != len(placements):
+            raise f.error("placements", f"{collective} can run {' and '.join(available)}-place "
+                                        f"(as a list: {list(available)}), got {placements!r}")
+        params["placements"] = [p for p in available if p in placements]
+        f.done()
+        return params
+
+    return parse
+
+
+COLLECTIVE_METRICS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+                      "iter_cv": "ratio"}
+_COLLECTIVE_TEXT = {
+    "all_reduce": "all_reduce (sum), in place", "all_gather": "all_gather, out of place and in place",
+    "reduce_scatter": "reduce_scatter (sum), out of place and in place", "alltoall": "alltoall, out of place",
+    "broadcast": "broadcast from rank 0, in place", "reduce": "reduce (sum) to rank 0, in place",
+    "sendrecv": "each rank sends to the next and receives from the previous",
+}
+
 KINDS: dict[str, Kind] = {
-    "all_reduce": Kind(
-        "all_reduce", ("node", "cluster"),
-        {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"},
-        _collective_params,
-        "torch.distributed all_reduce (sum) over a size sweep, timed and checked as nccl-tests does",
-    ),
+    name: Kind(name, ("node", "cluster"), COLLECTIVE_METRICS, _collective_parser(name),
+               f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does")
+    for name, text in _COLLECTIVE_TEXT.items()
 }

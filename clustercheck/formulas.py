@@ -6,6 +6,7 @@ buffers really moved and t the time per operation, averaged across ranks *before
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import fmean
 
 
@@ -34,3 +35,35 @@ def bandwidths(collective: str, nbytes: int, per_rank_seconds: list[float]) -> t
     t = mean_time(per_rank_seconds)
     alg = algbw_gbs(nbytes, t)
     return t, alg, alg * busbw_factor(collective, len(per_rank_seconds))
+
+
+# Placements torch offers per collective: its all_reduce, broadcast and reduce are in-place only;
+# alltoall and sendrecv have no in-place form that is safe on NCCL.
+PLACEMENTS = {
+    "all_reduce": ("in",), "broadcast": ("in",), "reduce": ("in",),
+    "all_gather": ("out", "in"), "reduce_scatter": ("out", "in"),
+    "alltoall": ("out",), "sendrecv": ("out",),
+}
+_PER_RANK = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter", "hypercube")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Buffer sizes for one requested size, as nccl-tests' GetCollByteCount computes them."""
+
+    param_count: int  # the `count` column: per-rank count for all_gather, reduce_scatter, alltoall
+    send_count: int
+    recv_count: int
+    algbw_bytes: int  # S in algbw = S / t: the bytes the buffers really moved
+    size: int  # the `size` column: max(send, recv) bytes
+
+
+def layout(collective: str, size: int, elt: int, nranks: int) -> Layout:
+    count = size // elt
+    if collective in _PER_RANK:
+        # per-rank counts are rounded down to a multiple of 16 bytes: (count/nranks) & ~(16/eltSize-1)
+        base = (count // nranks) & ~(max(1, 16 // elt) - 1)
+        send, recv = {"all_gather": (base, base * nranks), "reduce_scatter": (base * nranks, base),
+                      "alltoall": (base * nranks, base * nranks)}[collective]
+        return Layout(base, send, recv, base * elt * nranks, max(send, recv) * elt)
+    return Layout(count, count, count, count * elt, count * elt)

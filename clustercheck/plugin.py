@@ -13,7 +13,7 @@ from clustercheck.errors import UserError
 from clustercheck.paths import data_dir, display
 from clustercheck.pool import HarnessError
 from clustercheck.results import now
-from clustercheck.session import CheckSession, NoThreshold, Options, Outcome, Skip
+from clustercheck.session import CheckSession, NoThreshold, Options, Outcome, SizeTooSmall, Skip
 from clustercheck.suite import CheckSpec, is_suite_file, load_suite
 
 session_key = pytest.StashKey[CheckSession]()
@@ -158,7 +158,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not isinstance(item, CheckItem):
         return report
     exc = call.excinfo.value if call.excinfo else None
-    if isinstance(exc, (HarnessError, NoThreshold)):
+    if isinstance(exc, (HarnessError, NoThreshold, SizeTooSmall)):
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
     if call.when == "setup" and not report.passed or call.when == "call":
         item.config.stash[session_key].add_result(_entry(item, report))

@@ -8,6 +8,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import fmean, median, pstdev
 from typing import Any, Iterator
 
 from clustercheck import formulas, units
@@ -65,30 +66,43 @@ def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
     return verdicts
 
 
+def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, float]:
+    """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
+    (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept."""
+    if not per_rank_iters or not all(per_rank_iters):
+        return {}
+    times = [max(column) * 1e6 for column in zip(*per_rank_iters)]
+    mean = fmean(times)
+    return {"iter_us_min": min(times), "iter_us_median": median(times), "iter_us_max": max(times),
+            "iter_cv": pstdev(times) / mean if mean else 0.0, "iter_us": times}
+
+
 def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
                       judge_at: int) -> Measurement:
-    """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it)."""
+    """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it);
+    the headline metrics come from the judged size, the worse placement where there are two."""
     rows = []
-    judged: dict[str, Any] | None = None
     for by_rank in zip(*[r["rows"] for r in per_rank]):
-        size = by_rank[0]["size"]
+        first = by_rank[0]
         seconds = [r["seconds"] for r in by_rank]
-        t, alg, bus = formulas.bandwidths(collective, size, seconds)
-        slowest = max(range(len(seconds)), key=seconds.__getitem__)
-        row = {"size": size, "count": by_rank[0]["count"], "dtype": per_rank[0]["dtype"],
-               "time_us": t * 1e6, "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
-               "rank_time_us": [s * 1e6 for s in seconds], "slowest_rank": slowest}
-        rows.append(row)
-        if size == judge_at:
-            judged = row
-    if judged is None:  # judge_at is a swept size by construction; keep the last as a fallback
-        judged = rows[-1]
-    worst = judged["slowest_rank"]
+        t, alg, bus = formulas.bandwidths(collective, first["bytes"], seconds)
+        rows.append({"size": first["size"], "count": first["count"], "bytes": first["bytes"],
+                     "placement": first["placement"], "dtype": per_rank[0]["dtype"], "time_us": t * 1e6,
+                     "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
+                     "rank_time_us": [s * 1e6 for s in seconds],
+                     "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
+                     **iteration_stats([r["iter_seconds"] for r in by_rank])})
+    judged = [r for r in rows if r["size"] == judge_at] or [r for r in rows if r["size"] == rows[-1]["size"]]
+    worst_row = min(judged, key=lambda r: r["busbw"])
+    worst = worst_row["slowest_rank"]
     return Measurement(
-        metrics={"busbw": judged["busbw"], "algbw": judged["algbw"], "time_us": judged["time_us"],
-                 "avg_busbw": sum(r["busbw"] for r in rows) / len(rows), "wrong": float(sum(r["wrong"] for r in rows))},
-        units={"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"},
-        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=judged["size"])
+        metrics={"busbw": worst_row["busbw"], "algbw": worst_row["algbw"],
+                 "time_us": max(r["time_us"] for r in judged),
+                 "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
+                 "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
+        units={"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+               "iter_cv": "ratio"},
+        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"])
 
 
 def now() -> str:

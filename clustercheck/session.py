@@ -35,6 +35,10 @@ class Skip(Exception):
     """Hardware or layout absent: the check does not apply here."""
 
 
+class SizeTooSmall(Exception):
+    """A size that moves no data with this many ranks: a harness error naming the suite line."""
+
+
 class NoThreshold(Exception):
     """The platform profile has no limit for this check: an error, never a silent pass."""
 
@@ -131,8 +135,9 @@ class CheckSession:
     def measure(self, check: CheckSpec) -> Outcome:
         assert self.pools is not None and self.profile is not None
         limits = self.limits_for(check)
-        if check.measure == "all_reduce" and self.nranks < 2:
-            raise Skip("all_reduce over a single rank moves no data between devices (busbw factor 0)")
+        if self.nranks < 2:
+            raise Skip(f"{check.measure} over a single rank moves no data between devices")
+        self._check_layouts(check)
         key = PoolKey(self.backend, self.nranks, check.env)
         pool = self.pools.get(key)
         try:
@@ -145,6 +150,15 @@ class CheckSession:
         verdicts = evaluate(m, {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)})
         return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
                                      "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
+
+    def _check_layouts(self, check: CheckSpec) -> None:
+        from clustercheck.checks import DTYPES
+        from clustercheck.formulas import layout
+
+        for size in check.params["sizes"]:
+            if layout(check.measure, size, DTYPES[check.params["dtype"]], self.nranks).param_count == 0:
+                raise SizeTooSmall(f"{check.where}: {check.measure} of {size} B over {self.nranks} ranks moves "
+                                   f"nothing (nccl-tests rounds per-rank counts down to 16 B); use larger sizes")
 
     def _params(self, check: CheckSpec) -> dict[str, Any]:
         fault = self.options.faults.get(check.id)

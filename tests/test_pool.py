@@ -10,7 +10,8 @@ import pytest
 from clustercheck import wire
 from clustercheck.pool import HarnessError, PoolKey, PoolManager
 
-PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024}
+PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
+          "placements": ["in"]}
 
 
 @pytest.fixture
@@ -51,7 +52,8 @@ def test_control_plane_listens_on_loopback_only(pools: PoolManager) -> None:
 def test_forged_result_is_refused_not_counted(pools: PoolManager) -> None:
     pool = pools.get(PoolKey("gloo", 2))
     intruder = _client(pool.store.port)
-    forged = {"ok": True, "result": {"rows": [{"size": 1024, "count": 256, "seconds": 1e-9, "wrong": 0}],
+    forged = {"ok": True, "result": {"rows": [{"size": 1024, "count": 256, "bytes": 1024, "placement": "in",
+                                               "seconds": 1e-9, "iter_seconds": [], "wrong": 0}],
                                      "dtype": "float32"}}
     for rank in range(2):  # the next task is seq 1; rank 1 will hang so only the forgery is there
         intruder.set(f"result/1/{rank}", wire.seal("not-the-pool-key", forged))

@@ -4,6 +4,7 @@ and the append-only JSONL run record that survives a killed writer."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ HOSTS = ["node-a", "node-a", "node-b", "node-b"]
 
 def rank(rows: list[tuple[int, float, int]], dtype: str = "float32") -> dict:
     """One rank's result as the worker returns it: (size, seconds, wrong) per swept size."""
-    return {"dtype": dtype, "rows": [{"size": s, "count": s // 4, "seconds": t, "wrong": w} for s, t, w in rows]}
+    return {"dtype": dtype, "rows": [{"size": s, "count": s // 4, "bytes": s, "placement": "in", "seconds": t,
+                                      "iter_seconds": [], "wrong": w} for s, t, w in rows]}
 
 
 # Four ranks, two sizes. At 1 MB rank 3 is slowest; at 4 MB rank 1 is.
@@ -88,7 +90,8 @@ def test_rows_keep_size_count_dtype_and_slowest_rank():
 
 def test_measurement_units():
     m = reduce_collective("all_reduce", PER_RANK, HOSTS, 4_000_000)
-    assert m.units == {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count"}
+    assert m.units == {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+                       "iter_cv": "ratio"}
     assert set(m.metrics) == set(m.units)
 
 
@@ -222,3 +225,23 @@ def test_run_without_end_line_reads_as_unfinished(tmp_path):
 def test_counts_per_outcome():
     results = [{"outcome": o} for o in ("passed", "passed", "failed", "error")]
     assert counts(results) == {"passed": 2, "failed": 1, "error": 1, "skipped": 0}
+
+
+def test_iteration_stats_take_the_slowest_rank_per_iteration():
+    from clustercheck.results import iteration_stats
+
+    stats = iteration_stats([[1e-6, 5e-6, 3e-6], [2e-6, 1e-6, 3e-6]])
+    assert stats["iter_us"] == pytest.approx([2.0, 5.0, 3.0])
+    assert (stats["iter_us_min"], stats["iter_us_median"], stats["iter_us_max"]) == pytest.approx((2.0, 3.0, 5.0))
+    assert stats["iter_cv"] == pytest.approx(statistics.pstdev([2, 5, 3]) / statistics.fmean([2, 5, 3]))
+    assert iteration_stats([[], []]) == {}
+
+
+def test_two_placements_are_judged_by_the_worse_one():
+    per_rank = [{"dtype": "float32", "rows": [
+        {"size": 1024, "count": 128, "bytes": 1024, "placement": p, "seconds": t, "iter_seconds": [], "wrong": 0}
+        for p, t in (("out", 1e-6), ("in", 2e-6))]} for _ in range(2)]
+    m = reduce_collective("all_gather", per_rank, ["a", "b"], 1024)
+    assert [r["placement"] for r in m.rows] == ["out", "in"]
+    assert m.metrics["busbw"] == pytest.approx(1024 / 2e-6 / 1e9 * 0.5)
+    assert m.metrics["time_us"] == pytest.approx(2.0)

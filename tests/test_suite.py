@@ -112,7 +112,8 @@ def test_scope_defaults_to_the_measures_first_scope(tmp_path):
 def test_params_defaults(tmp_path):
     params = load_suite(write(tmp_path, VALID)).checks[0].params
     assert params == {"sizes": [MiB, 16 * MiB], "dtype": "float32", "warmup": 5, "iters": 20,
-                      "check_iters": 1, "judge_at": 16 * MiB}
+                      "check_iters": 1, "judge_at": 16 * MiB, "per_iteration": True, "cuda_graph": 0,
+                      "placements": ["in"]}
 
 
 def test_explicit_params_are_kept(tmp_path):

@@ -34,6 +34,9 @@ class RankContext:
             torch.cuda.synchronize(self.device)
 
 
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+
+
 def fault_here(ctx: RankContext, params: dict[str, Any], kind: str) -> bool:
     """True when the controller asked this rank to fake `kind` (only with --cc-inject-fault)."""
     fault = params.get("fault")
@@ -59,13 +62,15 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     from clustercheck.measure import collectives
 
     runners: dict[str, Callable[[RankContext, dict[str, Any]], dict[str, Any]]] = {
-        "all_reduce": collectives.all_reduce,
         "ping": lambda c, p: c.describe(),
     }
-    try:
-        runner = runners[task["op"]]
-    except KeyError:
-        raise ValueError(f"unknown task {task.get('op')!r}") from None
+    op = task.get("op")
     params = task.get("params", {})
+    if op in COLLECTIVES:
+        runner, params = collectives.collective, {**params, "collective": op}
+    elif op in runners:
+        runner = runners[op]
+    else:
+        raise ValueError(f"unknown task {op!r}")
     _inject(ctx, params)
     return runner(ctx, params)

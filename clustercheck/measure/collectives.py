@@ -1,19 +1,25 @@
-"""Collectives timed the nccl-tests way (src/common.cu): warm-up, barrier, a CPU clock around
-`iters` back-to-back launches closed by a device sync, time / iters; then `check_iters` runs on
-fresh data whose reduction is exact in any order, counting wrong elements (#wrong)."""
+"""Collectives timed the nccl-tests way (src/common.cu): warm-up, barrier, a CPU clock around `iters`
+back-to-back launches closed by a device sync, time / iters. Optionally a second pass times each
+iteration (CUDA events on GPUs, so the headline number stays the nccl-tests one), and a CUDA-graph
+mode replays the captured launches (nccl-tests -G). Then `check_iters` runs on fresh data whose
+result is exact in any dtype and order, counting wrong elements (#wrong)."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+from clustercheck.formulas import Layout, layout
 from clustercheck.measure import RankContext, fault_here
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-_PERIOD = 1021  # prime; the check data repeats every n * _PERIOD elements
+_PERIOD = 1021  # prime; check data repeats every _PERIOD (or n x _PERIOD) elements
+# torch 2.13 renamed the tensor forms; keep working from 2.3 on
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
 def _barrier(ctx: RankContext) -> None:
@@ -23,61 +29,179 @@ def _barrier(ctx: RankContext) -> None:
         dist.barrier()
 
 
-def _pattern(ctx: RankContext, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One period of the check data: which rank owns each element, and the value it holds there.
-
-    Element i is owned by rank (i + seed) % n and holds 1, 2 or 3 there (a hash of i and seed), 0 on
-    every other rank: each reduced element is exactly 1, 2 or 3 in any dtype and summation order,
-    and a lost, doubled or misplaced contribution changes it. Built once per period and tiled, so
-    checking costs a compare, not per-element arithmetic."""
-    j = torch.arange(ctx.world_size * _PERIOD, device=ctx.device, dtype=torch.int64)
-    value = 1 + ((j * 2654435761 + seed * 40503) % 1_000_003) % 3
-    return (j + seed) % ctx.world_size, value
+# -- exactly checkable data ------------------------------------------------------------------------
+def _values(ctx: RankContext, seed: int, salt: int, period: int = _PERIOD) -> torch.Tensor:
+    """One period of values in {1, 2, 3}: exact in every dtype, a hash of position, seed and salt."""
+    j = torch.arange(period, device=ctx.device, dtype=torch.int64)
+    return 1 + ((j * 2654435761 + seed * 40503 + salt * 9973) % 1_000_003) % 3
 
 
-def _tiles(buf: torch.Tensor, period: int) -> tuple[torch.Tensor, torch.Tensor]:
-    full = buf.numel() // period
-    return buf[: full * period].view(full, period), buf[full * period:]
+def _owned(ctx: RankContext, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For reductions: element j is owned by rank (j + seed) % n, which holds its value; the others
+    hold 0. Each reduced element is exactly its value, and a lost, doubled or misplaced contribution
+    changes it. Returns (this rank's period, the expected period)."""
+    n = ctx.world_size
+    value = _values(ctx, seed, 0, n * _PERIOD)
+    owner = (torch.arange(n * _PERIOD, device=ctx.device) + seed) % n
+    return torch.where(owner == ctx.rank, value, torch.zeros_like(value)), value
 
 
-def _fill_exact(buf: torch.Tensor, ctx: RankContext, seed: int) -> None:
-    owner, value = _pattern(ctx, seed)
-    tile = torch.where(owner == ctx.rank, value, torch.zeros_like(value)).to(buf.dtype)
-    body, rest = _tiles(buf, tile.numel())
-    body.copy_(tile.expand_as(body))
-    rest.copy_(tile[: rest.numel()])
+def _fill(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> None:
+    """buf[i] = period[(offset + i) % len(period)], without per-element arithmetic."""
+    tile = torch.roll(period, -(offset % period.numel())).to(buf.dtype)
+    full = buf.numel() // tile.numel()
+    buf[: full * tile.numel()].view(full, tile.numel()).copy_(tile.expand(full, tile.numel()))
+    buf[full * tile.numel():].copy_(tile[: buf.numel() - full * tile.numel()])
 
 
-def _count_wrong_sum(buf: torch.Tensor, ctx: RankContext, seed: int) -> int:
-    expected = _pattern(ctx, seed)[1].to(buf.dtype)
-    body, rest = _tiles(buf, expected.numel())
-    return int((body != expected).sum().item()) + int((rest != expected[: rest.numel()]).sum().item())
+def _wrong(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> int:
+    tile = torch.roll(period, -(offset % period.numel())).to(buf.dtype)
+    full = buf.numel() // tile.numel()
+    body = buf[: full * tile.numel()].view(full, tile.numel())
+    rest = buf[full * tile.numel():]
+    return int((body != tile).sum().item()) + int((rest != tile[: rest.numel()]).sum().item())
 
 
-def all_reduce(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+class Bench:
+    """Buffers, the operation and its exact check for one collective, size and placement."""
+
+    def __init__(self, ctx: RankContext, coll: str, lay: Layout, dtype: torch.dtype, inplace: bool) -> None:
+        self.ctx, self.coll, self.lay, self.inplace = ctx, coll, lay, inplace
+        n, r, dev = ctx.world_size, ctx.rank, ctx.device
+        self.recv = torch.empty(lay.recv_count, dtype=dtype, device=dev)
+        if inplace and coll == "all_gather":
+            self.send = self.recv[r * lay.send_count:(r + 1) * lay.send_count]
+        elif inplace and coll == "reduce_scatter":
+            self.send = torch.empty(lay.send_count, dtype=dtype, device=dev)
+            self.recv = self.send[r * lay.recv_count:(r + 1) * lay.recv_count]
+        elif inplace:  # all_reduce, broadcast, reduce work on one buffer
+            self.send = self.recv
+        else:
+            self.send = torch.empty(lay.send_count, dtype=dtype, device=dev)
+        self.peer_next, self.peer_prev = (r + 1) % n, (r - 1) % n
+
+    def op(self) -> None:
+        c = self.coll
+        if c == "all_reduce":
+            dist.all_reduce(self.recv)
+        elif c == "broadcast":
+            dist.broadcast(self.recv, src=0)
+        elif c == "reduce":
+            dist.reduce(self.recv, dst=0)
+        elif c == "all_gather":
+            _all_gather(self.recv, self.send)
+        elif c == "reduce_scatter":
+            _reduce_scatter(self.recv, self.send)
+        elif c == "alltoall":
+            dist.all_to_all_single(self.recv, self.send)
+        elif c == "sendrecv":
+            ops = [dist.P2POp(dist.isend, self.send, self.peer_next), dist.P2POp(dist.irecv, self.recv, self.peer_prev)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+        else:
+            raise ValueError(f"unknown collective {c!r}")
+
+    def fill_random(self) -> None:
+        self.send.copy_(torch.rand(self.send.numel(), device=self.ctx.device))
+
+    def fill_check(self, seed: int) -> None:
+        ctx, c, r, n = self.ctx, self.coll, self.ctx.rank, self.ctx.world_size
+        self.recv.zero_()
+        if c in ("all_reduce", "reduce"):
+            _fill(self.recv, _owned(ctx, seed)[0])
+        elif c == "reduce_scatter":
+            _fill(self.send, _owned(ctx, seed)[0])
+        elif c == "broadcast" and r == 0:
+            _fill(self.recv, _values(ctx, seed, 0))
+        elif c in ("all_gather", "sendrecv"):
+            _fill(self.send, _values(ctx, seed, r + 1))
+        elif c == "alltoall":
+            block = self.lay.param_count
+            for dest in range(n):
+                _fill(self.send[dest * block:(dest + 1) * block], _values(ctx, seed, r * n + dest + 1))
+
+    def count_wrong(self, seed: int) -> int:
+        ctx, c, r, n = self.ctx, self.coll, self.ctx.rank, self.ctx.world_size
+        if c == "all_reduce" or c == "reduce" and r == 0:
+            return _wrong(self.recv, _owned(ctx, seed)[1])
+        if c == "reduce":
+            return 0  # only the root's buffer is defined after a reduce
+        if c == "reduce_scatter":
+            return _wrong(self.recv, _owned(ctx, seed)[1], offset=r * self.lay.recv_count)
+        if c == "broadcast":
+            return _wrong(self.recv, _values(ctx, seed, 0))
+        if c == "sendrecv":
+            return _wrong(self.recv, _values(ctx, seed, self.peer_prev + 1))
+        block = self.lay.param_count
+        salts = {"all_gather": lambda s: s + 1, "alltoall": lambda s: s * n + r + 1}[c]
+        return sum(_wrong(self.recv[s * block:(s + 1) * block], _values(ctx, seed, salts(s))) for s in range(n))
+
+
+def _timed(ctx: RankContext, op: Callable[[], None], iters: int, graph_launches: int) -> tuple[float, list[float]]:
+    """Seconds per op the nccl-tests way; per-iteration times (s) come along only on the CPU, where
+    a timestamp costs nothing next to an op."""
+    ctx.sync()
+    _barrier(ctx)
+    if graph_launches:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(iters):
+                op()
+        ctx.sync()
+        _barrier(ctx)
+        start = time.perf_counter()
+        for _ in range(graph_launches):
+            graph.replay()
+        ctx.sync()
+        return (time.perf_counter() - start) / iters / graph_launches, []
+    stamps = [time.perf_counter()]
+    cpu = ctx.device.type == "cpu"
+    for _ in range(iters):
+        op()
+        if cpu:
+            stamps.append(time.perf_counter())
+    ctx.sync()
+    end = time.perf_counter()
+    return (end - stamps[0]) / iters, [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def _event_times(ctx: RankContext, op: Callable[[], None], iters: int) -> list[float]:
+    """Per-iteration GPU times (s) from CUDA events, in a pass of its own (nccl-tests -I analogue)."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    ctx.sync()
+    _barrier(ctx)
+    events[0].record()
+    for k in range(iters):
+        op()
+        events[k + 1].record()
+    ctx.sync()
+    return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+
+
+def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+    coll = p["collective"]
     dtype = DTYPES[p["dtype"]]
     elt = torch.tensor([], dtype=dtype).element_size()
     rows = []
     for size in p["sizes"]:
-        count = size // elt
-        buf = torch.rand(count, device=ctx.device).to(dtype)
-        for _ in range(p["warmup"]):
-            dist.all_reduce(buf)
-        ctx.sync()
-        _barrier(ctx)
-        start = time.perf_counter()
-        for _ in range(p["iters"]):
-            dist.all_reduce(buf)
-        ctx.sync()
-        seconds = (time.perf_counter() - start) / p["iters"]
-        wrong = 0
-        for c in range(p["check_iters"]):
-            seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
-            _fill_exact(buf, ctx, seed)
-            dist.all_reduce(buf)
-            if fault_here(ctx, p, "corrupt"):
-                buf[buf.numel() // 2] += 1  # test-only: one wrong element on this rank
-            wrong += _count_wrong_sum(buf, ctx, seed)
-        rows.append({"size": count * elt, "count": count, "seconds": seconds, "wrong": wrong})
-        del buf
+        lay = layout(coll, size, elt, ctx.world_size)
+        for placement in p["placements"]:
+            bench = Bench(ctx, coll, lay, dtype, inplace=placement == "in")
+            bench.fill_random()
+            for _ in range(p["warmup"]):
+                bench.op()
+            seconds, per_iter = _timed(ctx, bench.op, p["iters"], p.get("cuda_graph", 0))
+            if ctx.device.type == "cuda" and p.get("per_iteration", True):
+                per_iter = _event_times(ctx, bench.op, p["iters"])
+            wrong = 0
+            for c in range(p["check_iters"]):
+                seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
+                bench.fill_check(seed)
+                bench.op()
+                if fault_here(ctx, p, "corrupt") and bench.recv.numel():
+                    bench.recv[bench.recv.numel() // 2] += 1  # test-only: one wrong element on this rank
+                wrong += bench.count_wrong(seed)
+            rows.append({"size": lay.size, "count": lay.param_count, "bytes": lay.algbw_bytes,
+                         "placement": placement, "seconds": seconds, "iter_seconds": per_iter, "wrong": wrong})
+            del bench
     return {"rows": rows, "dtype": p["dtype"]}
