@@ -106,6 +106,35 @@ def _collective_parser(collective: str) -> Callable[[Fields], dict[str, Any]]:
     return parse
 
 
+def _copy_parser(size: str, loops: int, extra: Callable[[Fields, dict[str, Any]], None] | None = None
+                 ) -> Callable[[Fields], dict[str, Any]]:
+    def parse(f: Fields) -> dict[str, Any]:
+        params = {"size": _size(f, "size", size), "loops": f.get("loops", int, loops, check=between(1, 10_000)),
+                  "samples": f.get("samples", int, 3, check=between(1, 1_000))}
+        if params["size"] % 4 or params["size"] > MAX_SIZE:
+            raise f.error("size", f"must be a multiple of 4 bytes and at most {units.format_size(MAX_SIZE)}")
+        if extra:
+            extra(f, params)
+        f.done()
+        return params
+
+    return parse
+
+
+def _p2p_extra(f: Fields, params: dict[str, Any]) -> None:
+    params["bidirectional"] = f.get("bidirectional", bool, True)
+
+
+def _gemm_params(f: Fields) -> dict[str, Any]:
+    params = {"m": f.get("m", int, 8192, check=between(16, 65_536)),
+              "dtype": f.get("dtype", str, "auto", check=one_of("auto", *DTYPES)),
+              "loops": f.get("loops", int, 20, check=between(1, 100_000)),
+              "samples": f.get("samples", int, 3, check=between(1, 1_000))}
+    params["dtype"] = CANONICAL_DTYPE.get(params["dtype"], params["dtype"])
+    f.done()
+    return params
+
+
 COLLECTIVE_METRICS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
                       "iter_cv": "ratio"}
 _COLLECTIVE_TEXT = {
@@ -120,3 +149,19 @@ KINDS: dict[str, Kind] = {
                f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does")
     for name, text in _COLLECTIVE_TEXT.items()
 }
+KINDS.update({
+    "host_device": Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, _copy_parser("256MiB", 16),
+                        "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node"),
+    "device_memory": Kind("device_memory", ("gpu",), {"bandwidth": "GB/s"}, _copy_parser("1GiB", 16),
+                          "device-to-device copy on each GPU: bytes copied per second (memory traffic is twice)"),
+    "host_memory": Kind("host_memory", ("node",), {"bandwidth": "GB/s"}, _copy_parser("256MiB", 8),
+                        "host memory copy bandwidth, one rank at a time (bytes copied per second)"),
+    "gemm": Kind("gemm", ("gpu", "node"), {"tflops": "TFLOP/s"}, _gemm_params,
+                 "square matrix multiply throughput per device (bf16 on GPUs, fp32 on CPUs by default)"),
+    "p2p": Kind("p2p", ("gpu-pair",), {"unidirectional": "GB/s", "bidirectional": "GB/s", "p2p_min": "GB/s",
+                                       "p2p_median": "GB/s", "p2p_min_ratio": "ratio", "asymmetry_max": "ratio",
+                                       "ratio_to_median": "ratio"},
+                _copy_parser("256MiB", 16, _p2p_extra),
+                "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios"),
+})
+GPU_ONLY = ("host_device", "device_memory", "p2p")

@@ -19,6 +19,7 @@ examples:
   clustercheck run quick-gate-nvlink8 -x   a shipped suite by name; stop at the first failure
   clustercheck run my-suite.yaml --platform h100-sxm-8x -k allreduce
   clustercheck report clustercheck-out/latest   re-render the reports of a saved run
+  clustercheck compare 20260101-120000-cpu  regressions of clustercheck-out/latest against a saved run
   clustercheck platforms show cpu          every threshold of a profile, resolved, with its source
 
 exit codes: 0 all passed; 1 a check failed or could not measure (error); 2 bad input or interrupted;
@@ -45,10 +46,24 @@ def _parser() -> argparse.ArgumentParser:
                      help="reports go to DIR/<time>-<platform>/ and DIR/latest (default: clustercheck-out)")
     rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
     rep.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    cmp = sub.add_parser("compare", help="list per-metric regressions of a run against a baseline run",
+                         description="Compare two saved runs item by item (matched by check id and node/GPU/pair) "
+                                     "and metric (those with a limit; its operator says whether higher or lower "
+                                     "is better). Exit 1 when any metric got worse by the tolerance or more.")
+    cmp.add_argument("baseline", metavar="BASELINE", help="a run directory, its run.jsonl, or a run name under --out")
+    cmp.add_argument("current", nargs="?", metavar="RUN", help="the run to judge (default: OUT/latest)")
+    cmp.add_argument("--tolerance", type=_tolerance, default=0.05, metavar="T",
+                     help="relative change that counts, as a fraction or percentage (default: 0.05 = 5%%)")
+    cmp.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
+                     help="the history directory that holds saved runs (default: clustercheck-out)")
+    cmp.add_argument("--all", action="store_true", help="also list metrics that did not change beyond the tolerance")
     plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")
     plat.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     plat.add_argument("name", nargs="?")
     plat.add_argument("--thresholds", type=Path, metavar="DIR")
+    from clustercheck.probes.cli import add_parser as add_probe_parser
+
+    add_probe_parser(sub)
     return p
 
 
@@ -63,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.run)
         if args.command == "platforms":
             return _platforms(args)
+        if args.command == "probe":
+            from clustercheck.probes.cli import main as probe_main
+
+            return probe_main(args)
+        if args.command == "compare":
+            return _compare(args)
         _parser().print_help()
         return 4
     except UserError as exc:
@@ -120,6 +141,25 @@ def _report(run: Path) -> int:
     return 0
 
 
+def _tolerance(text: str) -> float:
+    from clustercheck.compare import parse_tolerance
+
+    return parse_tolerance(text)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from clustercheck.compare import compare, load_run, report_lines
+
+    baseline = load_run(args.baseline, args.out)
+    current = load_run(args.current if args.current else args.out / "latest", args.out)
+    result = compare(baseline, current, args.tolerance)
+    print(f"baseline {display(baseline.path.parent)} ({baseline.describe()})")
+    print(f"run      {display(current.path.parent)} ({current.describe()})")
+    for line in report_lines(result, show_same=args.all):
+        print(line)
+    return 1 if result.regressions else 0
+
+
 def _platforms(args: argparse.Namespace) -> int:
     from clustercheck.thresholds import load_named, load_profile
 
@@ -131,11 +171,14 @@ def _platforms(args: argparse.Namespace) -> int:
             hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
             print(f"{profile.name:<20} {profile.description}")
             print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)}")
+            _print_specs(profile.hardware, indent=22)
         return 0
     if not args.name:
         raise UserError("platforms show needs a profile name")
     profile = load_named(directory, args.name)
     print(f"{profile.name}: {profile.description} ({profile.file})")
+    if profile.expect:
+        print("  expect (probes): " + ", ".join(f"{k}={v}" for k, v in profile.expect.items()))
     for check, limits in profile.limits.items():
         for metric, limit in limits.items():
             print(f"  {check}.{metric} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
@@ -150,3 +193,14 @@ def _show(value: object) -> str:
     if isinstance(value, tuple):  # PCI device ids
         return "[" + ", ".join(f"0x{v:04x}" for v in value) + "]"
     return str(value)
+
+
+def _print_specs(hardware: dict[str, str], indent: int) -> None:
+    """Every spec value a profile's hardware roles point at, with unit, then its sources once each."""
+    from clustercheck.specs import SPECS
+
+    for role, spec in hardware.items():
+        values = ", ".join(f"{f} {v.value:g} {v.unit}" for f, v in SPECS[spec].items())
+        print(f"{'':<{indent}}spec.{role} = {spec}: {values}")
+        for source in dict.fromkeys(v.source for v in SPECS[spec].values()):
+            print(f"{'':<{indent + 4}}source: {source}")

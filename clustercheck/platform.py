@@ -29,11 +29,24 @@ class Facts:
     cpu_count: int = 0
     os: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    # Accelerators seen on the PCI bus (sysfs), whatever their driver: an AMD or Intel Gaudi box, or NVIDIA
+    # GPUs without a working driver, must not look like a CPU-only machine to detection.
+    pci_accelerators: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pci_device_ids"] = [f"0x{i:04x}" for i in self.pci_device_ids]
+        d["pci_accelerators"] = [f"0x{i:04x}" for i in self.pci_accelerators]
         return d
+
+    @property
+    def accelerator_count(self) -> int:
+        """GPUs by NVML, else accelerators on the PCI bus."""
+        return self.gpu_count or len(self.pci_accelerators)
+
+    @property
+    def device_ids(self) -> tuple[int, ...]:
+        return self.pci_device_ids or tuple(sorted(set(self.pci_accelerators)))
 
 
 def _versions() -> dict[str, str]:
@@ -46,9 +59,34 @@ def _versions() -> dict[str, str]:
     return out
 
 
+# PCI vendors whose display/processing-accelerator functions are accelerators we have profiles for:
+# NVIDIA, AMD, Habana (pci-ids database vendor ids 10de, 1002, 1da3).
+_ACCEL_VENDORS = (0x10DE, 0x1002, 0x1DA3)
+
+
+def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ...]:
+    """Device ids of accelerator functions in sysfs (display class 0x03 or processing accelerator 0x12)."""
+    ids = []
+    try:
+        devices = sorted(root.iterdir())
+    except OSError:
+        return ()
+    for dev in devices:
+        try:
+            cls = int((dev / "class").read_text(), 16)
+            vendor = int((dev / "vendor").read_text(), 16)
+            device = int((dev / "device").read_text(), 16)
+        except (OSError, ValueError):
+            continue
+        if cls >> 16 in (0x03, 0x12) and vendor in _ACCEL_VENDORS:
+            ids.append(device)
+    return tuple(ids)
+
+
 def read_facts() -> Facts:
     common = dict(host=socket.gethostname(), cpu_count=os.cpu_count() or 0,
-                  os=f"{_platform.system()} {_platform.release()}", versions=_versions())
+                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
+                  pci_accelerators=pci_accelerators())
     try:
         import pynvml
 
@@ -89,11 +127,16 @@ def matches(profile: Profile, facts: Facts) -> bool:
     if not profile.detect:
         return False
     for key, want in profile.detect.items():
-        have: object = getattr(facts, key)
-        if key == "pci_device_ids":
-            if not facts.pci_device_ids or not set(facts.pci_device_ids) <= set(want):  # type: ignore[arg-type]
+        if key == "gpu_count":
+            have: object = facts.accelerator_count
+        elif key == "pci_device_ids":
+            have = facts.device_ids
+            if not have or not set(have) <= set(want):  # type: ignore[arg-type]
                 return False
-        elif have != want:
+            continue
+        else:
+            have = getattr(facts, key)  # nvlinks_per_gpu: None (unknown) never equals a number
+        if have != want:
             return False
     return True
 
@@ -102,8 +145,7 @@ def detect(directory: Path, facts: Facts) -> Profile:
     """The single profile whose detect block matches; a clear error when none or several do."""
     profiles = [load_profile(p, display(p)) for p in sorted(directory.glob("*.yaml"))]
     found = [p for p in profiles if matches(p, facts)]
-    summary = (f"{facts.gpu_count} GPU(s) {', '.join(sorted(set(facts.gpu_names))) or ''} "
-               f"pci ids {[f'0x{i:04x}' for i in facts.pci_device_ids]} nvlinks/GPU {facts.nvlinks_per_gpu}")
+    summary = describe(facts)
     if not found:
         raise UserError(f"no threshold profile in {directory} matches this machine ({summary.strip()}); "
                         f"pick one with --platform")
@@ -111,3 +153,10 @@ def detect(directory: Path, facts: Facts) -> Profile:
         raise UserError(f"several profiles match this machine ({', '.join(p.name for p in found)}); "
                         f"pick one with --platform")
     return found[0]
+
+
+def describe(facts: Facts) -> str:
+    """The facts detection uses, in one line (printed and recorded with the chosen profile)."""
+    names = ", ".join(sorted(set(facts.gpu_names)))
+    return (f"{facts.accelerator_count} GPU(s){' ' + names if names else ''}, "
+            f"pci ids {[f'0x{i:04x}' for i in facts.device_ids]}, nvlinks/GPU {facts.nvlinks_per_gpu}")

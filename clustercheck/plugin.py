@@ -12,7 +12,7 @@ import pytest
 from clustercheck.errors import UserError
 from clustercheck.paths import data_dir, display
 from clustercheck.pool import HarnessError
-from clustercheck.results import now
+from clustercheck.results import NotMeasured, now
 from clustercheck.session import CheckSession, NoThreshold, Options, Outcome, SizeTooSmall, Skip
 from clustercheck.suite import CheckSpec, is_suite_file, load_suite
 
@@ -77,7 +77,7 @@ class SuiteFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         host = _local_host()
         for check in suite.checks:
-            if check.scope == "node":
+            if check.scope != "cluster":
                 yield CheckItem.from_parent(self, name=f"{check.id}[{host}]", check=check, node=host)
             else:
                 yield CheckItem.from_parent(self, name=check.id, check=check, node=None)
@@ -158,7 +158,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not isinstance(item, CheckItem):
         return report
     exc = call.excinfo.value if call.excinfo else None
-    if isinstance(exc, (HarnessError, NoThreshold, SizeTooSmall)):
+    if isinstance(exc, (HarnessError, NoThreshold, SizeTooSmall, NotMeasured)):
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
     if call.when == "setup" and not report.passed or call.when == "call":
         item.config.stash[session_key].add_result(_entry(item, report))

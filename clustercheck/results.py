@@ -28,6 +28,11 @@ class Measurement:
     rows: list[dict[str, Any]] = field(default_factory=list)
     worst: str | None = None  # the slowest rank at the judged size, e.g. "rank 1 (node7)"
     judged_at: int | None = None
+    subjects: dict[str, dict[str, float]] = field(default_factory=dict)  # e.g. GPU3 -> {h2d: 52.1}
+
+
+class NotMeasured(Exception):
+    """A limit names a metric the measurement did not produce here: a harness error, not a failure."""
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,13 @@ class Verdict:
     passed: bool
     margin: float
     worst: str | None = None
+    subject: str | None = None  # the GPU, pair or rank this verdict is about, when not the whole check
 
     def line(self) -> str:
         state = "meets" if self.passed else "misses"
-        worst = f"; worst {self.worst}" if self.worst and not self.passed else ""
-        return (f"{self.metric} {fmt(self.measured)} {self.unit} {state} the limit {self.limit.describe()} "
+        worst = f"; worst {self.worst}" if self.worst and not self.passed and not self.subject else ""
+        who = f"{self.subject} " if self.subject else ""
+        return (f"{who}{self.metric} {fmt(self.measured)} {self.unit} {state} the limit {self.limit.describe()} "
                 f"(margin {fmt_margin(self.margin, self.limit.value)}){worst}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -58,12 +65,74 @@ def fmt_margin(margin: float, limit: float) -> str:
 
 
 def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
+    """One verdict per limit on a check-wide metric, or one per subject (GPU, pair) on a per-subject one."""
     verdicts = []
     for metric, limit in limits.items():
-        measured = units.convert(m.metrics[metric], m.units[metric], limit.unit)
-        verdicts.append(Verdict(metric, measured, limit.unit, limit, limit.passes(measured),
-                                limit.margin(measured), m.worst))
+        found: list[tuple[str | None, float]] = [(s, values[metric]) for s, values in m.subjects.items()
+                                                  if metric in values]
+        if not found and metric in m.metrics:
+            found = [(None, m.metrics[metric])]
+        if not found:
+            raise NotMeasured(f"the limit on {metric!r} ({limit.origin}) has nothing to judge: this run did not "
+                              f"measure {metric} (measured: {', '.join(sorted(m.metrics)) or 'per-subject values'})")
+        for subject, value in found:
+            measured = units.convert(value, m.units[metric], limit.unit)
+            verdicts.append(Verdict(metric, measured, limit.unit, limit, limit.passes(measured),
+                                    limit.margin(measured), m.worst, subject))
     return verdicts
+
+
+def _summaries(per_rank: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for result in per_rank:
+        for subject, values in result["subjects"].items():
+            merged.setdefault(subject, {}).update(values)
+    return dict(sorted(merged.items(), key=lambda kv: _natural(kv[0])))
+
+
+def _natural(text: str) -> list[Any]:
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def reduce_subjects(per_rank: list[dict[str, Any]], units_of: dict[str, str]) -> Measurement:
+    """Per-GPU (or per-rank) medians with their spread; the headline of each metric is its worst subject
+    (all these metrics are higher-is-better)."""
+    merged = _summaries(per_rank)
+    subjects = {s: {k: v["median"] for k, v in values.items() if isinstance(v, dict)} for s, values in merged.items()}
+    rows = [{"subject": s, "metric": k, **v} for s, values in merged.items() for k, v in values.items()
+            if isinstance(v, dict)]
+    metrics = {k: min(vals[k] for vals in subjects.values() if k in vals)
+               for k in units_of if any(k in vals for vals in subjects.values())}
+    first = next(iter(metrics), None)
+    worst = min(subjects, key=lambda s: subjects[s].get(first, float("inf"))) if first else None
+    return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects)
+
+
+def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str]) -> Measurement:
+    """The p2p matrix: per ordered pair its bandwidth and ratio to the node median, per unordered pair the
+    bidirectional sum and asymmetry; node-wide min, median, min/median and the worst asymmetry."""
+    merged = _summaries(per_rank)
+    uni = {s: v["unidirectional"]["median"] for s, v in merged.items() if "unidirectional" in v}
+    mid = median(uni.values())
+    subjects: dict[str, dict[str, float]] = {s: {"unidirectional": b, "ratio_to_median": b / mid} for s, b in uni.items()}
+    asym = []
+    for s, b in uni.items():
+        a, _, c = s.partition("->")
+        back = uni.get(f"{c}->{a}")
+        if back is not None and _natural(a) < _natural(c):
+            asym.append(abs(b - back) / max(b, back))
+            share = merged.get(f"{a}->{c}:bidir", {}).get("share", {}).get("median")
+            share_back = merged.get(f"{c}->{a}:bidir", {}).get("share", {}).get("median")
+            if share is not None and share_back is not None:
+                subjects[f"{a}<->{c}"] = {"bidirectional": share + share_back}
+    rows = [{"subject": s, "metric": "unidirectional", **v["unidirectional"],
+             "peer_access": v.get("peer_access")} for s, v in merged.items() if "unidirectional" in v]
+    worst = min(uni, key=uni.__getitem__)
+    metrics = {"p2p_min": uni[worst], "p2p_median": mid, "p2p_min_ratio": uni[worst] / mid,
+               "asymmetry_max": max(asym, default=0.0)}
+    return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects)
 
 
 def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, float]:

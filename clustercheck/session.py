@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck import platform as platform_mod
-from clustercheck.checks import KINDS
+from clustercheck.checks import GPU_ONLY, KINDS
+from clustercheck.formulas import PLACEMENTS as COLLECTIVES
 from clustercheck.errors import UserError
 from clustercheck.paths import display
 from clustercheck.pool import HarnessError, PoolKey, PoolManager, WorkerPool
 from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now,
-                                  reduce_collective, sha256)
+                                  reduce_collective, reduce_p2p, reduce_subjects, sha256)
 from clustercheck.suite import CheckSpec
 from clustercheck.thresholds import Limit, Profile, load_named
 
@@ -135,9 +136,13 @@ class CheckSession:
     def measure(self, check: CheckSpec) -> Outcome:
         assert self.pools is not None and self.profile is not None
         limits = self.limits_for(check)
-        if self.nranks < 2:
+        collective = check.measure in COLLECTIVES
+        if check.measure in GPU_ONLY and self.backend != "nccl":
+            raise Skip(f"{check.measure} needs GPUs and this node has none")
+        if (collective or check.measure == "p2p") and self.nranks < 2:
             raise Skip(f"{check.measure} over a single rank moves no data between devices")
-        self._check_layouts(check)
+        if collective:
+            self._check_layouts(check)
         key = PoolKey(self.backend, self.nranks, check.env)
         pool = self.pools.get(key)
         try:
@@ -146,8 +151,15 @@ class CheckSession:
             self.pools.discard(key)
             raise
         hosts = [r["host"] for r in pool.ranks]
-        m = reduce_collective(check.measure, per_rank, hosts, check.params["judge_at"])
-        verdicts = evaluate(m, {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)})
+        metric_units = KINDS[check.measure].metrics
+        if collective:
+            m = reduce_collective(check.measure, per_rank, hosts, check.params["judge_at"])
+            limits = {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)}
+        elif check.measure == "p2p":
+            m = reduce_p2p(per_rank, metric_units)
+        else:
+            m = reduce_subjects(per_rank, metric_units)
+        verdicts = evaluate(m, limits)
         return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
                                      "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
 

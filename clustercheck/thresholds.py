@@ -11,6 +11,7 @@ from clustercheck.paths import display
 from clustercheck.units import fmt
 from clustercheck.errors import UserError
 from clustercheck.expr import ExprError, Quantity, parse_limit
+from clustercheck.probes import check_expect
 from clustercheck.schema import Fields, one_of
 
 
@@ -59,6 +60,7 @@ class Profile:
     detect: dict[str, object]
     hardware: dict[str, str]
     limits: dict[str, dict[str, Limit]] = field(default_factory=dict)
+    expect: dict[str, object] = field(default_factory=dict)  # what probes judge against (probes.EXPECT_KEYS)
 
     def limits_for(self, check_id: str) -> dict[str, Limit] | None:
         return self.limits.get(check_id)
@@ -112,8 +114,10 @@ def load_profile(path: Path, display: str | None = None) -> Profile:
             limits[check_id][metric] = _limit(metrics_f, check_id, metric, name, resolve)
         metrics_f.done()
     checks_f.done()
+    expect_raw = top.get("expect", dict, None)
+    expect = {} if expect_raw is None else check_expect(expect_raw, name, "expect", top.line_of("expect"))
     top.done()
-    return Profile(platform, name, description, detect, hardware, limits)
+    return Profile(platform, name, description, detect, hardware, limits, expect)
 
 
 def _limit(parent: Fields, check_id: str, metric: str, file: str, resolve: object) -> Limit:

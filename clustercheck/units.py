@@ -47,6 +47,8 @@ UNITS: dict[str, tuple[str, float]] = {
     "%": ("ratio", 0.01),
     "C": ("temperature", 1.0),
     "TFLOP/s": ("flops", 1e12),
+    "GT/s": ("transfer rate", 1e9),   # PCIe lane signalling, used by the spec table
+    "GB": ("size", 1e9),              # memory capacity, used by the spec table
 }
 
 

@@ -18,6 +18,20 @@ checks:
 """
 
 
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any(item.get_closest_marker("gpu") for item in items) and not _has_gpu():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none visible to torch here)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
+
+
 def small_check(check_id: str, **extra: str) -> str:
     lines = [f"  - id: {check_id}", "    measure: all_reduce", "    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}"]
     lines += [f"    {k}: {v}" for k, v in extra.items()]

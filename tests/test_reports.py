@@ -59,11 +59,14 @@ def test_html_and_junit_escape_ids_and_hosts(tmp_path: Path) -> None:
 def test_junit_outcomes_counts_and_properties(tmp_path: Path) -> None:
     paths = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)
     root = ET.parse(paths["junit"]).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("3", "1", "1", "1")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
+    suites = root.findall("testsuite")  # one per item: the schema allows properties only on a testsuite
+    assert [s.get("skipped") for s in suites] == ["0", "0", "1"]
     cases = root.findall(".//testcase")
     assert cases[0].find("failure") is not None and cases[1].find("error") is not None
     assert cases[2].find("skipped") is not None
-    props = {p.get("name"): p.get("value") for p in cases[0].find("properties")}
+    assert [s.get("name") for s in suites] == [f"s::{EVIL}[{EVIL}]", "s::b", "s::c"]
+    props = {p.get("name"): p.get("value") for p in suites[0].find("properties")}
     assert props["measured"] == "0.1" and props["limit"] == "1" and props["unit"] == "GB/s"
     assert props["limit_source"] == "thresholds/cpu.yaml:9"
 
@@ -82,7 +85,7 @@ def test_report_command_reproduces_the_live_reports(project: pytest.Pytester) ->
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
     project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     run = (project.path / "out" / "latest").resolve()
-    live = {n: (run / n).read_bytes() for n in ("report.html", "junit.xml", "results.json")}
+    live = {n: (run / n).read_bytes() for n in ("report.html", "junit.xml", "results.json", "sla.json")}
     for n in live:
         (run / n).unlink()
     out = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)

@@ -61,8 +61,12 @@ def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     from clustercheck.measure import collectives
 
+    from clustercheck.measure import copies
+
     runners: dict[str, Callable[[RankContext, dict[str, Any]], dict[str, Any]]] = {
         "ping": lambda c, p: c.describe(),
+        "host_device": copies.host_device, "device_memory": copies.device_memory,
+        "host_memory": copies.host_memory, "gemm": copies.gemm, "p2p": copies.p2p,
     }
     op = task.get("op")
     params = task.get("params", {})

@@ -1,4 +1,4 @@
-"""Reports rendered from the run record: JSON results, JUnit XML, HTML."""
+"""Reports rendered from the run record: JSON results, SLA evidence, JUnit XML, HTML."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from clustercheck.results import SCHEMA_VERSION, counts, read_record
 def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
     from clustercheck.report.html import render_html
     from clustercheck.report.junit import render_junit
+    from clustercheck.report.sla import evidence
 
     header, results, end = read_record(record)
-    paths = {"json": out_dir / "results.json", "junit": out_dir / "junit.xml", "html": out_dir / "report.html"}
+    paths = {"json": out_dir / "results.json", "sla": out_dir / "sla.json", "junit": out_dir / "junit.xml",
+             "html": out_dir / "report.html"}
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), "results": results}
     paths["json"].write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    sla = evidence(header, results, end)
+    paths["sla"].write_text(json.dumps(sla, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
     paths["junit"].write_bytes(render_junit(header, results))
-    paths["html"].write_text(render_html(header, results, end), encoding="utf-8")
+    paths["html"].write_text(render_html(header, results, end, sla), encoding="utf-8")
     return paths

@@ -1,64 +1,108 @@
-"""JUnit XML from the run record, through junit-xml (structure, escaping) plus per-testcase properties,
-which junit-xml lacks and Jenkins and GitLab display."""
+"""JUnit XML from the run record, valid against the Jenkins xunit plugin's junit-10.xsd (the schema pytest
+checks its own xunit2 output against; tests/schemas/). That schema allows <properties> only on a
+<testsuite>, so every item gets a testsuite of its own carrying its measured/limit/unit/margin
+properties, with one <testcase> inside. Testcase names are stable across runs: `name` is the check id
+plus its node/GPU/pair (`allreduce-sweep[node7]`), `classname` is the suite file's stem."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
+from pathlib import PurePath
 from typing import Any
 
-from junit_xml import TestCase, TestSuite
+from clustercheck.results import fmt, fmt_margin
 
-from clustercheck.results import fmt
-
-
-def _case(r: dict[str, Any]) -> TestCase:
-    classname = r["suite_file"].rsplit(".", 1)[0].replace("/", ".")
-    case = TestCase(r["name"], classname=classname, elapsed_sec=r.get("duration", 0.0), file=r["suite_file"],
-                    line=r["line"], timestamp=r.get("finished"))
-    first = (r.get("message") or "").splitlines()[:1]
-    if r["outcome"] == "failed":
-        case.add_failure_info(message=first[0] if first else "failed", output=r["message"], failure_type="threshold")
-    elif r["outcome"] == "error":
-        case.add_error_info(message=first[0] if first else "error", output=r["message"], error_type="harness")
-    elif r["outcome"] == "skipped":
-        case.add_skipped_info(message=r.get("message") or "skipped")
-    return case
+# characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
+_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def properties(r: dict[str, Any], platform: str) -> list[tuple[str, str]]:
-    props = [("check", r["check"]), ("platform", platform), ("outcome", r["outcome"])]
+def _clean(value: object) -> str:
+    return _ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def classname(r: dict[str, Any]) -> str:
+    return PurePath(r["suite_file"]).stem
+
+
+def testcase_id(r: dict[str, Any]) -> str:
+    """The stable key of one item across runs: `<suite stem>::<check id>[<node/GPU/pair>]`."""
+    return f"{classname(r)}::{r['name']}"
+
+
+def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str]]:
+    props = [("id", testcase_id(r)), ("check", r["check"]), ("platform", header.get("platform", "")),
+             ("outcome", r["outcome"])]
     if r.get("node"):
         props.append(("node", r["node"]))
     for i, v in enumerate(r.get("verdicts") or []):
         if i == 0:
             props += [("metric", v["metric"]), ("measured", fmt(v["measured"])), ("limit", fmt(v["limit"])),
                       ("unit", v["unit"]), ("margin", f"{v['margin']:.6g}"), ("limit_source", v["origin"])]
-        props += [(f"{v['metric']}.measured", fmt(v["measured"])),
-                  (f"{v['metric']}.limit", f"{v['op']} {fmt(v['limit'])}"), (f"{v['metric']}.unit", v["unit"])]
+        m = v["metric"]
+        props += [(f"{m}.measured", fmt(v["measured"])), (f"{m}.limit", f"{v['op']} {fmt(v['limit'])}"),
+                  (f"{m}.unit", v["unit"]), (f"{m}.margin", f"{v['margin']:.6g}"),
+                  (f"{m}.verdict", "pass" if v["passed"] else "fail")]
+    if r.get("worst"):
+        props.append(("worst", r["worst"]))
+    props += [("suite_file", r["suite_file"]), ("line", str(r["line"])),
+              ("thresholds", (header.get("thresholds") or {}).get("file", ""))]
     return props
 
 
+def verdict_lines(r: dict[str, Any]) -> list[str]:
+    """What the CI page shows as the testcase's output: one line per verdict, with provenance."""
+    lines = []
+    for v in r.get("verdicts") or []:
+        lines.append(f"{v['metric']}: measured {fmt(v['measured'])} {v['unit']}, limit {v['op']} {fmt(v['limit'])} "
+                     f"{v['unit']}, margin {fmt_margin(v['margin'], v['limit'])}: {'pass' if v['passed'] else 'FAIL'}")
+        source = f"; {v['source']}" if v.get("source") else ""
+        lines.append(f"  limit from {v['expression']!r} ({v['origin']}){source}")
+    if r.get("worst"):
+        lines.append(f"worst: {r['worst']}")
+    return lines
+
+
+def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) -> ET.Element:
+    el = ET.SubElement(parent, tag, {k: _clean(v) for k, v in attrs.items()})
+    if text:
+        el.text = _clean(text)
+    return el
+
+
 def render_junit(header: dict[str, Any], results: list[dict[str, Any]]) -> bytes:
-    platform = header.get("platform", "")
-    by_file: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        by_file.setdefault(r["suite_file"], []).append(r)
+    host = (header.get("facts") or {}).get("host") or ""
     root = ET.Element("testsuites", name="clustercheck")
-    totals = dict(tests=0, failures=0, errors=0, skipped=0)
-    for file, rs in by_file.items():
-        suite = TestSuite(file, [_case(r) for r in rs], hostname=(header.get("facts") or {}).get("host"),
-                          timestamp=header.get("started"),
-                          properties={"platform": platform, "thresholds": (header.get("thresholds") or {}).get("file", "")})
-        element = suite.build_xml_doc()
-        for case_el, r in zip(element.iter("testcase"), rs):
-            props_el = ET.Element("properties")
-            for name, value in properties(r, platform):
-                ET.SubElement(props_el, "property", name=name, value=str(value))
-            case_el.insert(0, props_el)
-        for key in totals:
-            totals[key] += int(element.get(key, "0") or 0)
-        root.append(element)
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    seconds = 0.0
+    for r in results:
+        outcome = r["outcome"]
+        duration = float(r.get("duration") or 0.0)
+        suite = _el(root, "testsuite", name=testcase_id(r), tests=1, failures=int(outcome == "failed"),
+                    errors=int(outcome == "error"), skipped=int(outcome == "skipped"), time=f"{duration:.3f}",
+                    timestamp=r.get("finished") or header.get("started") or "", hostname=r.get("node") or host,
+                    package=classname(r), file=r["suite_file"])
+        props = _el(suite, "properties")
+        for name, value in properties(r, header):
+            _el(props, "property", name=name, value=value)
+        case = _el(suite, "testcase", name=r["name"], classname=classname(r), time=f"{duration:.3f}")
+        message = r.get("message") or ""
+        first = message.splitlines()[0] if message.strip() else outcome
+        if outcome == "failed":  # the hardware missed a limit or a result was wrong
+            _el(case, "failure", message, message=first, type="threshold")
+        elif outcome == "error":  # the harness could not measure
+            _el(case, "error", message, message=first, type="harness")
+        elif outcome == "skipped":
+            _el(case, "skipped", None, message=first)
+        out = verdict_lines(r)
+        if out:
+            _el(case, "system-out", "\n".join(out) + "\n")
+        totals["tests"] += 1
+        totals["failures"] += outcome == "failed"
+        totals["errors"] += outcome == "error"
+        seconds += duration
     for key, value in totals.items():
         root.set(key, str(value))
+    root.set("time", f"{seconds:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -1,0 +1,142 @@
+"""`clustercheck probe NAME [--input FILE] [--expect K=V ...] [--platform P]` and `probe all` / `--list`.
+
+Exit codes: 0 every verdict passed (or the probe was skipped: "SKIPPED: reason"); 1 a verdict failed;
+2 bad input (an unreadable or unparsable --input, a bad --expect, an unknown probe or platform);
+3 the probe could not run here (error: it crashed or could not parse the live tool's output).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from clustercheck.errors import UserError
+
+EPILOG = """\
+examples:
+  clustercheck probe --list                          every probe, what it judges and what --input holds
+  clustercheck probe all                             every probe on this machine
+  clustercheck probe pci-acs --input lspci-vvv.txt   judge evidence a vendor sent
+  clustercheck probe topo --input topo.txt --platform h100-sxm-8x
+  clustercheck probe nvlink --input nvlink-s.txt --expect nvlinks_per_gpu=18
+
+exit codes: 0 passed or skipped; 1 a verdict failed; 2 bad input; 3 the probe could not run (error).
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("probe", help="judge a system property live or from captured tool output",
+                       description="Run a probe on this machine, or judge captured output with --input.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", nargs="?", metavar="NAME", help="a probe (see --list) or 'all'")
+    p.add_argument("--list", action="store_true", help="list the probes")
+    p.add_argument("--input", type=Path, metavar="FILE", help="captured tool output to judge instead of this machine")
+    p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
+                   help="an expectation, e.g. nvlinks_per_gpu=18 or topology.gpu_gpu=NV18 (overrides the profile)")
+    p.add_argument("--platform", help="take expectations from this threshold profile (default: detected when live)")
+    p.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
+
+
+def main(args: argparse.Namespace) -> int:
+    from clustercheck import probes
+
+    if args.list:
+        for name in probes.NAMES:
+            pr = probes.get(name)
+            keys = f"; expect: {', '.join(pr.expect_keys)}" if pr.expect_keys else ""
+            print(f"{name:<10} [{pr.scope}] {pr.description}")
+            print(f"{'':<10} --input: {pr.input_help}{keys}")
+        return 0
+    if not args.name:
+        raise UserError("probe needs a NAME (see clustercheck probe --list) or 'all'")
+    if args.name != "all":
+        try:
+            probe = probes.get(args.name)
+        except KeyError as exc:
+            raise UserError(str(exc.args[0])) from None
+    if args.input is not None and args.name == "all":
+        raise UserError("--input judges one probe's evidence; name the probe, e.g. clustercheck probe topo --input FILE")
+    expect = _expectations(args, live=args.input is None)
+    if args.name == "all":
+        return _all(expect)
+    if args.input is None:
+        return _report(probes.run_live(probe, expect))
+    text = _read(args.input)
+    try:
+        parsed = probe.parse(text)
+    except probes.ProbeParseError as exc:
+        raise UserError(f"{args.input}: cannot judge it as {probe.input_help}: {exc}") from None
+    try:
+        verdicts = tuple(probe.judge(parsed, expect))
+    except probes.ProbeSkip as exc:
+        return _report(probes.ProbeOutcome(probe.name, "skipped", reason=exc.reason))
+    failed = any(not v.passed for v in verdicts)
+    return _report(probes.ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
+    from clustercheck.paths import data_dir
+    from clustercheck.probes import parse_expect_args
+    from clustercheck.thresholds import load_named
+
+    directory = args.thresholds or data_dir("thresholds")
+    expect: dict[str, Any] = {}
+    if args.platform:
+        profile = load_named(directory, args.platform)
+        expect = dict(profile.expect)
+        print(f"platform: {profile.name} (--platform)")
+    elif live:
+        from clustercheck.platform import describe, detect, read_facts
+
+        facts = read_facts()
+        try:
+            profile = detect(directory, facts)
+            expect = dict(profile.expect)
+            print(f"platform: {profile.name} (detected: {describe(facts)})")
+        except UserError:
+            print(f"platform: none matched ({describe(facts)}); judging without platform expectations "
+                  f"(pick one with --platform)")
+    expect.update(parse_expect_args(args.expect))
+    return expect
+
+
+def _report(outcome: Any) -> int:
+    if outcome.outcome == "skipped":
+        print(f"SKIPPED: {outcome.reason}")
+        return 0
+    if outcome.outcome == "error":
+        print(f"ERROR: {outcome.name}: {outcome.reason}")
+        return 3
+    for v in outcome.verdicts:
+        print(f"{'PASS' if v.passed else 'FAIL'} {v.line()}")
+    bad = outcome.failures
+    print(f"{outcome.name}: {outcome.outcome} ({len(outcome.verdicts) - len(bad)} passed, {len(bad)} failed)")
+    return 1 if bad else 0
+
+
+def _all(expect: dict[str, Any]) -> int:
+    from clustercheck.probes.run_all import run_node_health
+
+    results = run_node_health(expect)
+    for name, outcome, detail in results:
+        if isinstance(detail, str):
+            print(f"{outcome.upper():<8} {name:<10} {detail}")
+            continue
+        shown = [v for v in detail if not v.passed] or list(detail)
+        print(f"{outcome.upper():<8} {name:<10} {shown[0].line()}")
+        for v in shown[1:]:
+            print(f"{'':<8} {'':<10} {v.line()}")
+    outcomes = [o for _, o, _ in results]
+    print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
+    if "failed" in outcomes:
+        return 1
+    return 3 if "error" in outcomes else 0
+

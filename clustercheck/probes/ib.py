@@ -1,0 +1,152 @@
+"""InfiniBand / RoCE ports: state and rate, from `ibstat`, `ibv_devinfo` or /sys/class/infiniband.
+
+Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure check_hw_ib, reference/
+healthchecks.md 1), at the platform's `ib_rate_gbps` where given (e.g. 400 for NDR), and at least
+`ib_ports` ports must be active.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+
+SYSFS = Path("/sys/class/infiniband")
+
+
+@dataclass(frozen=True)
+class IbPort:
+    device: str
+    port: int
+    state: str              # ACTIVE, DOWN, INIT, ARMED, POLLING ...
+    phys_state: str | None
+    rate_gbps: float | None
+    link_layer: str | None
+
+    @property
+    def subject(self) -> str:
+        return f"{self.device}/{self.port}"
+
+
+def parse(text: str) -> tuple[IbPort, ...]:
+    lines = evidence_lines(text)
+    if any(l.startswith("CA '") for l in lines):
+        return _ibstat(lines)
+    if any(l.strip().startswith("hca_id:") for l in lines):
+        return _devinfo(lines)
+    raise ProbeParseError("expected `ibstat` (CA 'mlx5_0' ... Port 1:) or `ibv_devinfo` (hca_id: ... port: 1) output")
+
+
+def _norm_state(value: str) -> str:
+    return re.sub(r"\s*\(\d+\)$", "", value).replace("PORT_", "").upper()
+
+
+def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
+    out, dev, port, fields = [], "", None, {}  # type: ignore[var-annotated]
+
+    def close() -> None:
+        if port is not None:
+            rate = fields.get("Rate")
+            out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
+                              float(rate) if rate and re.match(r"^[\d.]+$", rate) else None, fields.get("Link layer")))
+
+    for l in lines:
+        m = re.match(r"^CA '([^']+)'", l)
+        pm = re.match(r"^\s+Port (\d+):\s*$", l)
+        if m:
+            close()
+            dev, port, fields = m.group(1), None, {}
+        elif pm:
+            close()
+            port, fields = int(pm.group(1)), {}
+        elif port is not None and ":" in l:
+            k, _, v = l.strip().partition(":")
+            fields[k.strip()] = v.strip()
+    close()
+    if not out:
+        raise ProbeParseError("ibstat output without any 'Port N:' section")
+    return tuple(out)
+
+
+def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
+    out, dev, port, fields = [], "", None, {}  # type: ignore[var-annotated]
+
+    def close() -> None:
+        if port is not None:
+            rate = None
+            w = re.match(r"(\d+)X", fields.get("active_width", ""))
+            s = re.match(r"([\d.]+) Gbps", fields.get("active_speed", ""))
+            if w and s:
+                rate = int(w.group(1)) * float(s.group(1))
+            phys = fields.get("phys_state")
+            out.append(IbPort(dev, port, _norm_state(fields.get("state", "?")),
+                              _norm_state(phys) if phys else None, rate, fields.get("link_layer")))
+
+    for l in lines:
+        s = l.strip()
+        if s.startswith("hca_id:"):
+            close()
+            dev, port, fields = s.partition(":")[2].strip(), None, {}
+        elif re.match(r"^port:\s*\d+$", s):
+            close()
+            port, fields = int(s.partition(":")[2]), {}
+        elif port is not None and ":" in s:
+            k, _, v = s.partition(":")
+            fields[k.strip()] = v.strip()
+    close()
+    if not out:
+        raise ProbeParseError("ibv_devinfo output without any 'port: N' section")
+    return tuple(out)
+
+
+def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    want_rate = expect.get("ib_rate_gbps")
+    out = []
+    for p in ports:
+        layer = f", {p.link_layer}" if p.link_layer else ""
+        rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
+        if p.state != "ACTIVE":
+            phys = f" (physical {p.phys_state})" if p.phys_state else ""
+            out.append(ProbeVerdict(p.subject, "port state", False, f"{p.state}{phys}{layer}: no RDMA traffic "
+                                    "through this port", p.state, "ACTIVE"))
+        elif want_rate and p.rate_gbps is not None and p.rate_gbps < float(want_rate):
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE{rate}, platform expects {want_rate:g} Gb/s",
+                                    p.rate_gbps, want_rate))
+        else:
+            out.append(ProbeVerdict(p.subject, "port state", True, f"ACTIVE{rate}{layer}", p.state, "ACTIVE"))
+    want_ports = expect.get("ib_ports")
+    if want_ports is not None:
+        active = sum(p.state == "ACTIVE" for p in ports)
+        out.append(ProbeVerdict("node", "active ports", active >= want_ports,
+                                f"{active} of {len(ports)} ports active, platform expects {want_ports}", active, want_ports))
+    return out
+
+
+def collect() -> tuple[IbPort, ...]:
+    if not SYSFS.is_dir() or not any(SYSFS.iterdir()):
+        raise ProbeSkip("no InfiniBand/RoCE device (/sys/class/infiniband is empty or absent)")
+    out = []
+    for dev in sorted(SYSFS.iterdir()):
+        for port in sorted((dev / "ports").iterdir(), key=lambda p: int(p.name)):
+            state = (port / "state").read_text().strip()          # "4: ACTIVE"
+            phys = (port / "phys_state").read_text().strip()      # "5: LinkUp"
+            rate = re.match(r"([\d.]+)", (port / "rate").read_text())  # "400 Gb/sec (4X NDR)"
+            layer = (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None
+            out.append(IbPort(dev.name, int(port.name), state.partition(":")[2].strip().upper(),
+                              phys.partition(":")[2].strip(), float(rate.group(1)) if rate else None, layer))
+    return tuple(out)
+
+
+PROBE = Probe(
+    name="ib",
+    description="InfiniBand/RoCE ports: state and rate",
+    input_help="`ibstat` or `ibv_devinfo` output",
+    scope="node",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("ib_rate_gbps", "ib_ports"),
+)

@@ -1,0 +1,38 @@
+"""GPU<->NIC NUMA affinity: every GPU's nearest NIC must be on its own CPU socket.
+
+A GPU whose nearest NIC is only reachable at SYS crosses the inter-socket link (QPI/UPI/xGMI) for every
+GPUDirect RDMA transfer (nvidia-smi topo -m legend). Evidence: `nvidia-smi topo -m`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeSkip, ProbeVerdict, topo
+
+
+def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    if not m.nics:
+        raise ProbeSkip("no NIC in the topology matrix: nothing to pair GPUs with")
+    numa = dict(m.numa)
+    out = []
+    for g in m.gpus:
+        nic, level = topo._nearest_nic(m, g)  # type: ignore[misc]
+        where = f" (GPU NUMA node {numa[g]})" if numa.get(g) not in (None, "", "N/A") else ""
+        ok = level != "SYS"
+        out.append(ProbeVerdict(g, "GPU-NIC NUMA affinity", ok,
+                                f"nearest NIC {m.nic_label(nic)} at {level}{where}" +
+                                ("" if ok else ": every RDMA transfer crosses the CPU socket interconnect"),
+                                measured=level, expected="PIX, PXB, PHB or NODE"))
+    return out
+
+
+PROBE = Probe(
+    name="numa",
+    description="GPU<->NIC NUMA affinity (nearest NIC of each GPU on the same socket)",
+    input_help="`nvidia-smi topo -m` output",
+    scope="gpu",
+    parse=topo.parse,
+    collect=topo.collect_text,
+    judge=judge,
+)

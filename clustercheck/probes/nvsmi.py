@@ -1,0 +1,104 @@
+"""`nvidia-smi -q` (also `-a`) as data: the header and one record per GPU, keyed by indented path
+("PCI/GPU Link Info/Link Width/Current"). Shared by the pcie-link, ecc, throttle and versions probes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from clustercheck.probes import ProbeParseError, ProbeSkip, evidence_lines
+
+_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
+
+
+@dataclass(frozen=True)
+class NvsmiGpu:
+    bus_id: str
+    index: int                                  # order in the output, as nvidia-smi numbers GPUs
+    fields: tuple[tuple[str, str], ...]         # (path, value), paths joined by "/"
+
+    def get(self, *paths: str) -> str | None:
+        """The first of `paths` present (layouts differ across driver versions)."""
+        d = dict(self.fields)
+        for p in paths:
+            if p in d:
+                return d[p]
+        return None
+
+    def under(self, prefix: str) -> dict[str, str]:
+        return {k[len(prefix) + 1:]: v for k, v in self.fields if k.startswith(prefix + "/")}
+
+    @property
+    def name(self) -> str:
+        return f"GPU{self.index}"
+
+    @property
+    def product(self) -> str:
+        return self.get("Product Name") or "unknown GPU"
+
+
+@dataclass(frozen=True)
+class NvsmiReport:
+    header: tuple[tuple[str, str], ...]
+    gpus: tuple[NvsmiGpu, ...]
+
+    def head(self, key: str) -> str | None:
+        return dict(self.header).get(key)
+
+
+def parse(text: str) -> NvsmiReport:
+    header: list[tuple[str, str]] = []
+    gpus: list[NvsmiGpu] = []
+    current: list[tuple[str, str]] | None = None
+    bus = ""
+    stack: list[tuple[int, str]] = []  # (indent, section name)
+    for line in evidence_lines(text):
+        if not line.strip() or line.strip().startswith("=") or line.strip() == "...":
+            continue
+        m = _GPU.match(line)
+        if m:
+            if current is not None:
+                gpus.append(NvsmiGpu(bus, len(gpus), tuple(current)))
+            current, bus, stack = [], m.group(1), []
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, sep, value = line.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if current is None:
+            if sep and indent == 0:
+                header.append((key, value))
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = "/".join([s for _, s in stack] + [key])
+        if sep and value:
+            current.append((path, value))
+        else:
+            stack.append((indent, key))
+    if current is not None:
+        gpus.append(NvsmiGpu(bus, len(gpus), tuple(current)))
+    if not gpus and not any(k == "Driver Version" for k, _ in header):
+        raise ProbeParseError("expected `nvidia-smi -q` output: 'Driver Version : ...' and 'GPU 00000000:19:00.0' "
+                              "sections")
+    return NvsmiReport(tuple(header), tuple(gpus))
+
+
+def collect_text() -> str:
+    """`nvidia-smi -q` on this machine; ProbeSkip without the tool or a GPU."""
+    tool = shutil.which("nvidia-smi")
+    if not tool:
+        raise ProbeSkip("nvidia-smi not found: no NVIDIA driver on this machine")
+    out = subprocess.run([tool, "-q"], capture_output=True, text=True, timeout=120, check=False)
+    if out.returncode != 0:
+        raise ProbeSkip(f"nvidia-smi -q failed (exit {out.returncode}): {out.stdout.strip()[:200] or out.stderr.strip()[:200]}")
+    return out.stdout
+
+
+def number(value: str | None) -> float | None:
+    """'33 C' -> 33.0, '16x' -> 16.0, 'N/A' -> None."""
+    if value is None:
+        return None
+    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+    return float(m.group(1)) if m else None

@@ -1,0 +1,208 @@
+"""PCIe ACS redirect on bridges (reference/measurement.md 5.4).
+
+ACS request/completion redirect sends peer-to-peer TLPs up to the root complex, which slows GPUDirect
+P2P and RDMA or hangs it (NCCL troubleshooting guide). A device whose ACSCtl has ReqRedir+ or CmpltRedir+
+fails and is named. Evidence: `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended
+capability read from /sys/bus/pci/devices/*/config, falling back to lspci.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+
+FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
+_FLAG = re.compile(r"\b([A-Za-z]+)([+-])")
+_ACS_CAP_ID = 0x000D
+SYSFS = Path("/sys/bus/pci/devices")
+
+
+@dataclass(frozen=True)
+class AcsDevice:
+    subject: str                      # the BDF, or "ACSCtl line N" for grep output without device lines
+    description: str                  # the lspci device line after the BDF
+    bridge: bool
+    ctl: tuple[tuple[str, bool], ...]
+
+    def flag(self, name: str) -> bool:
+        return dict(self.ctl).get(name, False)
+
+    @property
+    def redirect(self) -> bool:
+        return self.flag("ReqRedir") or self.flag("CmpltRedir")
+
+
+@dataclass(frozen=True)
+class AcsScan:
+    devices: tuple[AcsDevice, ...]    # devices with an ACS control register
+    scanned: int                      # devices looked at
+    origin: str                       # "lspci" or "sysfs"
+    note: str = ""                    # scope and IOMMU state, for the report
+
+
+def parse(text: str) -> AcsScan:
+    devices: list[AcsDevice] = []
+    headers = 0
+    current: tuple[str, str] | None = None
+    for number, line in enumerate(evidence_lines(text), 1):
+        m = _HEADER.match(line)
+        if m:
+            headers += 1
+            current = (m.group(1), m.group(2))
+            continue
+        stripped = line.strip()
+        if not stripped.startswith("ACSCtl:"):
+            continue
+        flags = tuple((name, sign == "+") for name, sign in _FLAG.findall(stripped[len("ACSCtl:"):]))
+        if not any(name in FLAGS for name, _ in flags):
+            raise ProbeParseError(f"line {number}: an ACSCtl line without flags such as 'ReqRedir+': {stripped!r}")
+        if current is None:  # `lspci -vvv | grep ACSCtl` keeps no device lines
+            devices.append(AcsDevice(f"ACSCtl line {len(devices) + 1}", "", False, flags))
+        else:
+            bdf, desc = current
+            devices.append(AcsDevice(_full_bdf(bdf), desc, _is_bridge(desc), flags))
+    if not headers and not devices:
+        raise ProbeParseError("expected `lspci -vvv` output: device lines such as "
+                              "'0000:02:08.0 PCI bridge: ...' with 'ACSCtl:' lines under them")
+    return AcsScan(tuple(devices), headers or len(devices), "lspci")
+
+
+def _full_bdf(bdf: str) -> str:
+    return bdf if bdf.count(":") == 2 else f"0000:{bdf}"
+
+
+def _is_bridge(description: str) -> bool:
+    return "PCI bridge" in description or "[0604]" in description
+
+
+def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    allowed = bool(expect.get("acs_redirect", False))
+    if not scan.devices:
+        return [ProbeVerdict("node", "ACS redirect", True,
+                             f"{scan.scanned} PCI device(s) read ({scan.origin}), none has an ACS capability"
+                             + (f"; {scan.note}" if scan.note else ""), measured=0, expected="no redirect")]
+    out = []
+    for dev in scan.devices:
+        on = " ".join(f"{f}{'+' if dev.flag(f) else '-'}" for f in ("ReqRedir", "CmpltRedir"))
+        kind = "bridge" if dev.bridge else "device"
+        what = f" {dev.description}" if dev.description else ""
+        if dev.redirect and not allowed:
+            detail = (f"{on} on {kind}{what}: peer-to-peer traffic is redirected to the root complex; "
+                      f"disable with `setpci -s {dev.subject} ECAP_ACS+0x6.w=0000` or in the BIOS")
+        else:
+            detail = f"{on} on {kind}{what}" + ("" if not dev.redirect else " (allowed by expect)")
+        out.append(ProbeVerdict(dev.subject, "ACS redirect", not dev.redirect or allowed, detail,
+                                measured=on, expected="ReqRedir- CmpltRedir-" if not allowed else "any"))
+    return out
+
+
+# -- live ---------------------------------------------------------------------------------
+
+def collect() -> AcsScan | str:
+    if not SYSFS.is_dir():
+        raise ProbeSkip("no /sys/bus/pci: not a Linux machine with PCI")
+    names = sorted(p.name for p in SYSFS.iterdir())
+    keep = _on_accelerator_paths(names)
+    devices: list[AcsDevice] = []
+    for name in keep:
+        config = (SYSFS / name / "config").read_bytes()
+        if len(config) == 64 and (SYSFS / name / "config").stat().st_size > 64:
+            return _lspci_fallback("reading PCIe extended config space needs root")
+        ctl = acs_control(config)
+        if ctl is not None:
+            cls = int((SYSFS / name / "class").read_text(), 16)
+            devices.append(AcsDevice(name, _sysfs_desc(name, cls), cls >> 8 == 0x0604,
+                                     tuple((f, bool(ctl >> i & 1)) for i, f in enumerate(FLAGS))))
+    scope = (f"bridges above GPUs/NICs ({len(keep)} of {len(names)} devices)" if len(keep) != len(names)
+             else "all devices (no GPU or NIC found)")
+    return AcsScan(tuple(devices), len(keep), "sysfs", f"{scope}; IOMMU: {_iommu_state()}")
+
+
+def acs_control(config: bytes) -> int | None:
+    """ACSCtl word of a device's config space, or None without an ACS capability (walks the PCIe
+    extended capability list from 0x100: ID in bits 15:0, next pointer in bits 31:20)."""
+    offset, seen = 0x100, 0
+    while 0x100 <= offset and offset + 8 <= len(config) and seen < 128:
+        header = int.from_bytes(config[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if header & 0xFFFF == _ACS_CAP_ID:
+            return int.from_bytes(config[offset + 6:offset + 8], "little")
+        offset, seen = (header >> 20) & 0xFFC, seen + 1
+    return None
+
+
+def _on_accelerator_paths(names: list[str]) -> list[str]:
+    """The bridges between GPUs/NICs and the root (what P2P and RDMA traverse); all devices when
+    there is no GPU or NIC, so ACS is still reported on whatever bridges exist."""
+    ends = [n for n in names if _class_of(n) >> 16 in (0x03, 0x12) or _class_of(n) >> 8 in (0x0200, 0x0207)]
+    ends = [n for n in ends if _vendor_of(n) != 0x1AF4]  # virtio NICs are not RDMA paths
+    if not ends:
+        return names
+    keep: set[str] = set()
+    for n in ends:
+        for part in (SYSFS / n).resolve().parts:
+            if part in names:
+                keep.add(part)
+    return sorted(keep)
+
+
+def _class_of(name: str) -> int:
+    try:
+        return int((SYSFS / name / "class").read_text(), 16)
+    except (OSError, ValueError):
+        return 0
+
+
+def _vendor_of(name: str) -> int:
+    try:
+        return int((SYSFS / name / "vendor").read_text(), 16)
+    except (OSError, ValueError):
+        return 0
+
+
+def _sysfs_desc(name: str, cls: int) -> str:
+    return f"class {cls >> 8:04x} [{_vendor_of(name):04x}:{_read(SYSFS / name / 'device')[2:]}]"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _iommu_state() -> str:
+    groups = Path("/sys/kernel/iommu_groups")
+    count = len(list(groups.iterdir())) if groups.is_dir() else 0
+    cmdline = " ".join(w for w in _read(Path("/proc/cmdline")).split() if "iommu" in w)
+    return f"{count} IOMMU group(s)" + (f", cmdline {cmdline}" if cmdline else "")
+
+
+def _lspci_fallback(why: str) -> str:
+    lspci = shutil.which("lspci")
+    if not lspci:
+        raise ProbeSkip(f"{why}, and lspci is not installed")
+    out = subprocess.run([lspci, "-vvv"], capture_output=True, text=True, timeout=60, check=False)
+    if "access denied" in out.stdout:
+        raise ProbeSkip(f"{why} (lspci shows '<access denied>')")
+    return out.stdout
+
+
+PROBE = Probe(
+    name="pci-acs",
+    description="PCIe ACS request/completion redirect on bridges in GPU<->GPU and GPU<->NIC paths",
+    input_help="`sudo lspci -vvv` output (or `sudo lspci -vvv | grep ACSCtl`)",
+    scope="node",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("acs_redirect",),
+)

@@ -1,0 +1,153 @@
+"""PCIe link generation and width, current vs max, for GPUs (nvidia-smi -q) and any device (lspci -vvv).
+
+A link trained below its maximum (a GPU at x2 of x16, a root port "downgraded") halves host<->device and
+GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (reference/measurement.md
+5.6), so a generation below max says "re-check under load"; a narrower width is never a power state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, nvsmi
+
+_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
+_SPEED = re.compile(r"Speed\s+([\d.]+)GT/s.*?Width\s+x(\d+)")
+_GEN_OF_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
+SYSFS = Path("/sys/bus/pci/devices")
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    subject: str
+    description: str
+    gen_current: int | None
+    gen_max: int | None
+    width_current: int | None
+    width_max: int | None
+    gpu: bool
+
+
+def parse(text: str) -> tuple[PcieLink, ...]:
+    if "GPU Link Info" in text or "NVSMI LOG" in text:
+        return _from_nvsmi(nvsmi.parse(text))
+    return _from_lspci(text)
+
+
+def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
+    out = []
+    for g in report.gpus:
+        base = "PCI/GPU Link Info"
+        gen_c = nvsmi.number(g.get(f"{base}/PCIe Generation/Current"))
+        gen_m = nvsmi.number(g.get(f"{base}/PCIe Generation/Max"))
+        w_c = nvsmi.number(g.get(f"{base}/Link Width/Current"))
+        w_m = nvsmi.number(g.get(f"{base}/Link Width/Max"))
+        if None in (gen_c, gen_m, w_c, w_m):
+            continue  # an excerpt without the PCI section (e.g. retired pages only)
+        out.append(PcieLink(g.name, f"{g.product} {g.bus_id}", int(gen_c), int(gen_m), int(w_c), int(w_m), True))  # type: ignore[arg-type]
+    if not out:
+        raise ProbeParseError("expected `nvidia-smi -q` with a 'GPU Link Info' section (PCIe Generation, "
+                              "Link Width) for at least one GPU")
+    return tuple(out)
+
+
+def _from_lspci(text: str) -> tuple[PcieLink, ...]:
+    out = []
+    cur: tuple[str, str] | None = None
+    cap: tuple[int, int] | None = None
+    for number, line in enumerate(evidence_lines(text), 1):
+        m = _HEADER.match(line)
+        if m:
+            cur, cap = (m.group(1) if m.group(1).count(":") == 2 else f"0000:{m.group(1)}", m.group(2)), None
+            continue
+        s = line.strip()
+        if cur is None or not (s.startswith("LnkCap:") or s.startswith("LnkSta:")):
+            continue
+        sm = _SPEED.search(s)
+        if not sm:
+            raise ProbeParseError(f"line {number}: expected 'Speed NGT/s, Width xN' in {s!r}")
+        gen = _GEN_OF_GTS.get(float(sm.group(1)))
+        width = int(sm.group(2))
+        if s.startswith("LnkCap:"):
+            cap = (gen or 0, width)
+        elif cap is not None:
+            gpu = "NVIDIA" in cur[1] and ("3D" in cur[1] or "VGA" in cur[1])
+            out.append(PcieLink(cur[0], cur[1], gen, cap[0], width, cap[1], gpu))
+            cap = None
+    if not out:
+        raise ProbeParseError("expected `nvidia-smi -q` output or `lspci -vvv` with LnkCap:/LnkSta: lines "
+                              "under device lines such as '0000:21:00.0 Ethernet controller: ...'")
+    return tuple(out)
+
+
+def judge(links: tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out = []
+    want_gen, want_width = expect.get("pcie_gen"), expect.get("pcie_width")
+    for link in links:
+        measured = f"Gen{link.gen_current} x{link.width_current}"
+        maximum = f"Gen{link.gen_max} x{link.width_max}"
+        if link.width_current == 0:
+            out.append(ProbeVerdict(link.subject, "PCIe link", True, f"no link trained (x0 of x{link.width_max}): "
+                                    f"empty slot or nothing attached ({link.description})", measured, maximum))
+            continue
+        problems = []
+        if link.width_current is not None and link.width_max is not None and link.width_current < link.width_max:
+            problems.append(f"width x{link.width_current} below x{link.width_max}")
+        if link.gen_current is not None and link.gen_max and link.gen_current < link.gen_max:
+            problems.append(f"Gen{link.gen_current} below Gen{link.gen_max}"
+                            + (" (idle GPUs lower the generation: re-check under load)" if link.gpu else ""))
+        if link.gpu and want_width and (link.width_max or 0) < want_width:
+            problems.append(f"max width x{link.width_max} below the platform's x{want_width}")
+        if link.gpu and want_gen and (link.gen_max or 0) < want_gen:
+            problems.append(f"max Gen{link.gen_max} below the platform's Gen{want_gen}")
+        detail = "; ".join(problems) if problems else f"{measured} of {maximum}"
+        out.append(ProbeVerdict(link.subject, "PCIe link", not problems, f"{detail} ({link.description})",
+                                measured, maximum))
+    return out
+
+
+def collect() -> tuple[PcieLink, ...]:
+    """GPUs (display class) and NICs (network, InfiniBand) from sysfs link attributes; no root needed."""
+    if not SYSFS.is_dir():
+        raise ProbeSkip("no /sys/bus/pci on this machine")
+    out = []
+    for dev in sorted(SYSFS.iterdir()):
+        cls = int(_read(dev / "class") or "0", 16)
+        if not (cls >> 16 in (0x03, 0x12) or cls >> 8 in (0x0200, 0x0207)):
+            continue
+        speed_c, speed_m = _read(dev / "current_link_speed"), _read(dev / "max_link_speed")
+        width_c, width_m = _read(dev / "current_link_width"), _read(dev / "max_link_width")
+        if not (speed_c and speed_m and width_c and width_m):
+            continue  # virtual devices have no PCIe link
+        out.append(PcieLink(dev.name, f"class {cls >> 8:04x} [{_read(dev / 'vendor')[2:]}:{_read(dev / 'device')[2:]}]",
+                            _gen(speed_c), _gen(speed_m), int(width_c), int(width_m), cls >> 16 in (0x03, 0x12)))
+    if not out:
+        raise ProbeSkip("no GPU or NIC with a PCIe link in /sys/bus/pci (virtual devices only)")
+    return tuple(out)
+
+
+def _gen(speed: str) -> int | None:
+    m = re.match(r"([\d.]+)\s*GT/s", speed)
+    return _GEN_OF_GTS.get(float(m.group(1))) if m else None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+PROBE = Probe(
+    name="pcie-link",
+    description="PCIe link generation and width, current vs max, for GPUs and NICs",
+    input_help="`nvidia-smi -q` output, or `sudo lspci -vvv` (LnkCap/LnkSta)",
+    scope="gpu",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("pcie_gen", "pcie_width"),
+)

@@ -1,0 +1,65 @@
+"""Clock throttle reasons and temperature per GPU, from `nvidia-smi -q`.
+
+Hardware slowdown, thermal slowdown (HW or SW) and power-brake slowdown fail: the GPU runs below its clocks
+for a reason outside the workload (NVML clocks event reasons, reference/measurement.md 5.6; Azure treats
+anything but idle and SW power cap as throttled). Temperature fails above `gpu_temp_max_c` (default 84 C,
+Meta GCM check-nvidia-smi, reference/healthchecks.md 3) or at the GPU's own slowdown temperature.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, nvsmi
+
+BAD_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
+TEMP_MAX_C = 84.0
+
+
+def parse(text: str) -> nvsmi.NvsmiReport:
+    report = nvsmi.parse(text)
+    if not any(_reasons(g) or g.get("Temperature/GPU Current Temp") for g in report.gpus):
+        raise ProbeParseError("expected `nvidia-smi -q` with 'Clocks Event Reasons' (or 'Clocks Throttle "
+                              "Reasons') and 'Temperature' sections")
+    return report
+
+
+def _reasons(g: nvsmi.NvsmiGpu) -> dict[str, str]:
+    return g.under("Clocks Event Reasons") or g.under("Clocks Throttle Reasons")
+
+
+def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    limit = float(expect.get("gpu_temp_max_c", TEMP_MAX_C))
+    out = []
+    for g in report.gpus:
+        subject = f"{g.name} ({g.bus_id})"
+        reasons = {k.rsplit("/", 1)[-1]: v for k, v in _reasons(g).items()}
+        if reasons:
+            active = [r for r in BAD_REASONS if reasons.get(r) == "Active"]
+            out.append(ProbeVerdict(subject, "clock throttling", not active,
+                                    f"active: {', '.join(active)}" if active else
+                                    "no hardware, thermal or power-brake slowdown",
+                                    measured=", ".join(active) or "none", expected="none of " + ", ".join(BAD_REASONS)))
+        temp = nvsmi.number(g.get("Temperature/GPU Current Temp"))
+        if temp is not None:
+            slowdown = nvsmi.number(g.get("Temperature/GPU Slowdown Temp"))
+            cap = min(limit, slowdown) if slowdown and slowdown > 0 else limit
+            out.append(ProbeVerdict(subject, "temperature", temp <= cap, f"{temp:g} C (limit {cap:g} C)",
+                                    measured=temp, expected=f"<= {cap:g} C"))
+    return out
+
+
+def collect() -> str:
+    return nvsmi.collect_text()
+
+
+PROBE = Probe(
+    name="throttle",
+    description="clock throttle reasons (HW/thermal/power-brake slowdown) and GPU temperature",
+    input_help="`nvidia-smi -q` output",
+    scope="gpu",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("gpu_temp_max_c",),
+)

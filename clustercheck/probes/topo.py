@@ -1,0 +1,181 @@
+"""GPU topology matrix (`nvidia-smi topo -m`) against the platform's expectation.
+
+Levels, best first: NV# (a bonded set of # NVLinks), PIX, PXB, PHB, NODE, SYS. A profile says what every
+GPU pair must show (`topology.gpu_gpu: NV18`), that GPUs come in NVLink-bridged pairs
+(`topology.nvlink_pairs: NV4` with `gpu_gpu: [NODE, SYS]` for the rest), and how near each GPU's closest
+NIC must be (`topology.gpu_nic: [PIX, PXB]`). Without a profile, NVLink pairs must at least agree with
+each other: one pair at NV12 among NV18 pairs is a degraded link.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+
+_LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
+_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+_TRAILER = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID", "...")
+_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    devices: tuple[str, ...]                       # column order: GPU0.., NIC0.. or mlx5_0..
+    links: tuple[tuple[str, str, str], ...]        # (row, column, level) for every off-diagonal cell
+    numa: tuple[tuple[str, str], ...] = ()         # GPU -> NUMA Affinity
+    nic_names: tuple[tuple[str, str], ...] = ()    # NIC0 -> mlx5_0 from the NIC legend
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(d for d in self.devices if re.fullmatch(r"GPU\d+", d))
+
+    @property
+    def nics(self) -> tuple[str, ...]:
+        return tuple(d for d in self.devices if d not in self.gpus)
+
+    def level(self, a: str, b: str) -> str:
+        return dict(((r, c), lv) for r, c, lv in self.links)[(a, b)]
+
+    def nic_label(self, nic: str) -> str:
+        name = dict(self.nic_names).get(nic)
+        return f"{nic} ({name})" if name else nic
+
+
+def _split(line: str) -> list[str]:
+    return [c.strip() for c in line.split("\t")] if "\t" in line else re.split(r"\s{2,}", line.strip())
+
+
+def parse(text: str) -> TopoMatrix:
+    lines = evidence_lines(text)
+    # the header is indented (its first cell is empty); rows start at column 0 with the device name
+    head = next((i for i, l in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", l)), None)
+    if head is None:
+        raise ProbeParseError("expected `nvidia-smi topo -m` output: a header line with GPU0 GPU1 ... and one row per device")
+    cols = [c for c in _split(lines[head]) if c]
+    devices = []
+    for c in cols:
+        if c in _TRAILER:
+            break
+        devices.append(c)
+    trailer = cols[len(devices):]
+    numa_at = trailer.index("NUMA Affinity") if "NUMA Affinity" in trailer else None
+    links: list[tuple[str, str, str]] = []
+    numa: list[tuple[str, str]] = []
+    seen = []
+    for number, line in enumerate(lines[head + 1:], head + 2):
+        cells = _split(line)
+        if not cells or cells[0] not in devices:
+            if seen and not line.strip():
+                break  # the matrix ends at the first blank line after it
+            continue
+        name, values = cells[0], cells[1:]
+        if len(values) < len(devices):
+            raise ProbeParseError(f"line {number}: row {name} has {len(values)} cells for {len(devices)} devices")
+        for col, value in zip(devices, values):
+            if not _LEVEL.match(value):
+                raise ProbeParseError(f"line {number}: row {name}, column {col}: {value!r} is not a topology level "
+                                      f"(X, NV#, PIX, PXB, PHB, NODE, SYS)")
+            if col != name:
+                links.append((name, col, value))
+        if numa_at is not None and len(values) > len(devices) + numa_at and name.startswith("GPU"):
+            numa.append((name, values[len(devices) + numa_at]))
+        seen.append(name)
+    if not [d for d in seen if d.startswith("GPU")]:
+        raise ProbeParseError("expected `nvidia-smi topo -m` rows starting with GPU0, GPU1, ... under the header")
+    legend = tuple((m.group(1), m.group(2)) for m in map(_LEGEND.match, lines) if m)
+    return TopoMatrix(tuple(d for d in devices if d in seen), tuple(l for l in links if l[1] in seen),
+                      tuple(numa), legend)
+
+
+def _levels(value: object) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) else (str(value),)
+
+
+def judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    topo: Mapping[str, Any] = expect.get("topology") or {}
+    gpus = m.gpus
+    out: list[ProbeVerdict] = []
+    want_count = expect.get("gpu_count")
+    if want_count is not None:
+        out.append(ProbeVerdict("node", "GPUs in topology", len(gpus) == want_count,
+                                f"{len(gpus)} GPU(s) in the matrix, platform expects {want_count}", len(gpus), want_count))
+    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+    bridged: set[tuple[str, str]] = set()
+    if "nvlink_pairs" in topo:
+        want = topo["nvlink_pairs"]
+        for g in gpus:
+            partners = [h for h in gpus if h != g and m.level(g, h) == want]
+            ok = len(partners) == 1
+            out.append(ProbeVerdict(g, "NVLink bridge partner", ok,
+                                    f"bridged to {partners[0]} at {want}" if ok else
+                                    f"{len(partners)} GPUs at {want} ({', '.join(partners) or 'none'}); expected exactly one",
+                                    measured=len(partners), expected=1))
+            bridged.update((g, h) for h in partners)
+    if "gpu_gpu" in topo:
+        allowed = _levels(topo["gpu_gpu"])
+        bad = [(a, b) for a, b in pairs if (a, b) not in bridged and m.level(a, b) not in allowed]
+        for a, b in bad:
+            out.append(ProbeVerdict(f"{a}-{b}", "GPU link level", False,
+                                    f"{m.level(a, b)}, expected {' or '.join(allowed)}", m.level(a, b), allowed))
+        if not bad:
+            out.append(ProbeVerdict("GPU pairs", "GPU link level", True,
+                                    f"all {len(pairs) - len(bridged) // 2} pairs at {' or '.join(allowed)}", expected=allowed))
+    elif "nvlink_pairs" not in topo:
+        nv = {p: int(m.level(*p)[2:]) for p in pairs if m.level(*p).startswith("NV")}
+        top = max(nv.values(), default=0)
+        weak = [p for p, n in nv.items() if n < top]
+        for a, b in weak:
+            out.append(ProbeVerdict(f"{a}-{b}", "GPU link level", False,
+                                    f"NV{nv[(a, b)]} while other pairs have NV{top}: degraded NVLink bonding",
+                                    f"NV{nv[(a, b)]}", f"NV{top}"))
+        if not weak:
+            summary = ", ".join(f"{lv} x{n}" for lv, n in _count(m.level(*p) for p in pairs))
+            out.append(ProbeVerdict("GPU pairs", "GPU link level", True, f"{len(gpus)} GPUs; pairs: {summary or 'none'}"))
+    if "gpu_nic" in topo:
+        allowed = _levels(topo["gpu_nic"])
+        for g in gpus:
+            best = _nearest_nic(m, g)
+            ok = best is not None and best[1] in allowed
+            out.append(ProbeVerdict(g, "nearest NIC", ok,
+                                    f"{m.nic_label(best[0])} at {best[1]}" if best else "no NIC in the matrix",
+                                    best[1] if best else None, allowed))
+    return out
+
+
+def _nearest_nic(m: TopoMatrix, gpu: str) -> tuple[str, str] | None:
+    options = [(n, m.level(gpu, n)) for n in m.nics]
+    return min(options, key=lambda o: _RANK.get(o[1], 0)) if options else None
+
+
+def _count(levels: Any) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for lv in levels:
+        counts[lv] = counts.get(lv, 0) + 1
+    return sorted(counts.items())
+
+
+def collect_text() -> str:
+    tool = shutil.which("nvidia-smi")
+    if not tool:
+        raise ProbeSkip("nvidia-smi not found: no NVIDIA driver on this machine")
+    out = subprocess.run([tool, "topo", "-m"], capture_output=True, text=True, timeout=120, check=False)
+    if out.returncode != 0:
+        raise ProbeSkip(f"nvidia-smi topo -m failed (exit {out.returncode}): {out.stdout.strip()[:200]}")
+    return out.stdout
+
+
+PROBE = Probe(
+    name="topo",
+    description="GPU topology matrix (NV#/PIX/PXB/PHB/NODE/SYS) vs the platform's expectation",
+    input_help="`nvidia-smi topo -m` output",
+    scope="node",
+    parse=parse,
+    collect=collect_text,
+    judge=judge,
+    expect_keys=("gpu_count", "topology"),
+)

@@ -1,0 +1,120 @@
+"""Inventory: GPU count and model, driver, CUDA, NCCL and torch versions.
+
+Evidence: `nvidia-smi -q` (driver, CUDA, GPUs) and/or `name: version` lines (torch: 2.4.0, nccl: 2.21.5,
+as `python -c 'import torch; print(torch.__version__)'` and friends print them). Live: NVML through
+clustercheck.platform and the installed torch. Minimum versions come from the platform's expect block.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, nvsmi
+
+_KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    gpu_count: int | None
+    gpu_models: tuple[str, ...]
+    driver: str | None
+    cuda: str | None
+    nccl: str | None
+    torch: str | None
+    python: str | None
+
+
+def parse(text: str) -> Inventory:
+    values: dict[str, str] = {}
+    models: list[str] = []
+    if "NVSMI LOG" in text or "Driver Version" in text:
+        report = nvsmi.parse(text)
+        for key, name in (("Driver Version", "driver"), ("CUDA Version", "cuda"), ("Attached GPUs", "gpu_count")):
+            if report.head(key):
+                values[name] = report.head(key)  # type: ignore[assignment]
+        models = [g.product for g in report.gpus if g.get("Product Name")]
+    for line in evidence_lines(text):
+        m = _KV.match(line)
+        if m:
+            key = m.group(1).lower()
+            if key == "gpu_model":
+                models.append(m.group(2).strip())
+            else:
+                values.setdefault(key, m.group(2).strip())
+    if not values and not models:
+        raise ProbeParseError("expected `nvidia-smi -q` (Driver Version, CUDA Version, Attached GPUs) or "
+                              "'name: version' lines for torch, nccl, cuda, driver")
+    count = values.get("gpu_count")
+    return Inventory(int(count) if count and count.isdigit() else None, tuple(models), values.get("driver"),
+                     values.get("cuda"), values.get("nccl"), values.get("torch"), values.get("python"))
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text or "")[:4])
+
+
+def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out = []
+    models = ", ".join(sorted(set(inv.gpu_models))) or "no model listed"
+    want = expect.get("gpu_count")
+    if want is not None:
+        out.append(ProbeVerdict("node", "GPU count", inv.gpu_count == want, f"{inv.gpu_count} GPU(s) ({models}), "
+                                f"platform expects {want}", inv.gpu_count, want))
+    want_model = expect.get("gpu_model")
+    if want_model:
+        wrong = [m for m in inv.gpu_models if want_model not in m]
+        ok = bool(inv.gpu_models) and not wrong
+        out.append(ProbeVerdict("node", "GPU model", ok, f"{models}; expected every GPU to be a {want_model}",
+                                models, want_model))
+    for key in ("driver", "cuda", "nccl", "torch"):
+        minimum = expect.get(f"{key}_min")
+        if not minimum:
+            continue
+        have = getattr(inv, key)
+        ok = have is not None and _version(have) >= _version(str(minimum))
+        out.append(ProbeVerdict("node", f"{key} version", ok, f"{key} {have or 'not found'}, minimum {minimum}",
+                                have, f">= {minimum}"))
+    summary = ", ".join(f"{k} {getattr(inv, k)}" for k in ("driver", "cuda", "nccl", "torch", "python")
+                        if getattr(inv, k))
+    out.append(ProbeVerdict("node", "inventory", True,
+                            f"{inv.gpu_count if inv.gpu_count is not None else '?'} GPU(s) ({models}); "
+                            f"{summary or 'no versions found'}", measured=summary))
+    return out
+
+
+def collect() -> Inventory:
+    from importlib import metadata
+
+    from clustercheck.platform import read_facts
+
+    facts = read_facts()
+    torch_v = nccl_v = cuda_v = None
+    try:
+        torch_v = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        pass
+    if torch_v:
+        import torch  # heavy: only here, when the probe runs
+
+        cuda_v = torch.version.cuda
+        if cuda_v and torch.cuda.is_available():
+            nccl = torch.cuda.nccl.version()
+            nccl_v = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+    return Inventory(facts.gpu_count, tuple(facts.gpu_names), facts.driver, facts.cuda_driver or cuda_v, nccl_v,
+                     torch_v, _platform.python_version())
+
+
+PROBE = Probe(
+    name="versions",
+    description="inventory: GPU count and model, driver, CUDA, NCCL, torch versions",
+    input_help="`nvidia-smi -q` output and/or 'torch: X' / 'nccl: X' lines",
+    scope="node",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("gpu_count", "gpu_model", "driver_min", "cuda_min", "nccl_min", "torch_min"),
+)

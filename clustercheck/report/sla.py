@@ -1,0 +1,60 @@
+"""SLA evidence: for every judged metric, the spec value, the threshold and where it came from, the
+measured value with its spread over iterations, the sizes, and the environment. Built from the run
+record only; written as sla.json and shown as a section of report.html."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SLA_SCHEMA = 1
+_SPREAD = ("iter_us_min", "iter_us_median", "iter_us_max")
+
+
+def spread(r: dict[str, Any], v: dict[str, Any]) -> dict[str, float] | None:
+    """min/median/max of the metric over timed iterations at the judged size, or None when the record
+    holds no per-iteration times. Bandwidths scale as 1/time from the headline value (same bytes)."""
+    judged = [row for row in r.get("rows") or [] if row.get("size") == r.get("judged_at")]
+    row = next((x for x in judged if all(k in x for k in _SPREAD)), None)
+    if row is None or not row.get("time_us"):
+        return None
+    t_min, t_med, t_max = (float(row[k]) for k in _SPREAD)
+    if v["metric"] in ("time_us",) and v["unit"] == "us":
+        return {"min": t_min, "median": t_med, "max": t_max, "iterations": len(row.get("iter_us") or [])}
+    if v["metric"] in ("busbw", "algbw") and t_min > 0:
+        scale = float(v["measured"]) * float(row["time_us"])  # value x time is constant for fixed bytes
+        return {"min": scale / t_max, "median": scale / t_med, "max": scale / t_min,
+                "iterations": len(row.get("iter_us") or [])}
+    return None
+
+
+def evidence(header: dict[str, Any], results: list[dict[str, Any]], end: dict[str, Any] | None) -> dict[str, Any]:
+    from clustercheck.report.junit import testcase_id
+
+    checks = []
+    for r in results:
+        sizes = (r.get("params") or {}).get("sizes") or sorted({row["size"] for row in r.get("rows") or [] if "size" in row})
+        entry: dict[str, Any] = {
+            "id": testcase_id(r), "check": r["check"], "node": r.get("node"), "outcome": r["outcome"],
+            "measure": r.get("measure"), "sizes": sizes, "judged_at": r.get("judged_at"),
+            "iterations": (r.get("params") or {}).get("iters"), "worst": r.get("worst"),
+            "defined_at": f"{r.get('suite_file')}:{r.get('line')}", "metrics": []}
+        if not r.get("verdicts"):
+            entry["message"] = r.get("message") or ""
+        for v in r.get("verdicts") or []:
+            entry["metrics"].append({
+                "metric": v["metric"], "unit": v["unit"], "passed": v["passed"],
+                "threshold": {"op": v["op"], "value": v["limit"], "expression": v["expression"],
+                              "source": v.get("source") or "", "origin": v["origin"]},
+                "spec": list(v.get("spec_sources") or []),
+                "measured": v["measured"], "spread": spread(r, v), "margin": v["margin"]})
+        checks.append(entry)
+    facts = header.get("facts") or {}
+    return {
+        "schema": SLA_SCHEMA, "platform": header.get("platform"), "platform_detected": header.get("platform_detected"),
+        "started": header.get("started"), "finished": (end or {}).get("finished"), "complete": end is not None,
+        "environment": {"facts": facts, "versions": facts.get("versions") or {}, "nodes": header.get("nodes"),
+                        "launcher": header.get("launcher"), "backend": header.get("backend"),
+                        "ranks": header.get("ranks")},
+        "inputs": {"argv": header.get("argv"), "thresholds": header.get("thresholds"), "suites": header.get("suites")},
+        "checks": checks,
+    }

@@ -1,0 +1,141 @@
+"""clustercheck compare: two saved run records, per-metric regressions with direction from the limit."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.compare import classify, compare, load_run, parse_tolerance, report_lines
+from clustercheck.errors import UserError
+
+
+def verdict(metric: str, measured: float, op: str, limit: float, unit: str) -> dict:
+    passed = {">=": measured >= limit, "<=": measured <= limit, "==": measured == limit}[op]
+    return {"metric": metric, "measured": measured, "unit": unit, "op": op, "limit": limit, "passed": passed,
+            "margin": 0.0, "worst": "rank 1 (n1)", "expression": f"{op} {limit}", "source": "test",
+            "origin": "thresholds/cpu.yaml:9", "spec_sources": []}
+
+
+def result(name: str, node: str | None, verdicts: list[dict], outcome: str = "passed") -> dict:
+    return {"type": "result", "name": f"{name}[{node}]" if node else name, "check": name, "node": node,
+            "measure": "all_reduce", "scope": "node" if node else "cluster", "suite_file": "/x/suites/gate.yaml",
+            "line": 3, "outcome": outcome, "duration": 1.0, "message": "", "verdicts": verdicts,
+            "finished": "2026-01-01T00:00:02+00:00"}
+
+
+def save(run_dir: Path, results: list[dict], started: str = "2026-01-01T00:00:00+00:00", schema: int = 1) -> Path:
+    run_dir.mkdir(parents=True)
+    lines = [{"type": "run", "schema": schema, "started": started, "argv": ["clustercheck", "run"], "platform": "cpu",
+              "platform_detected": True, "facts": {"host": "n1"}, "suites": [], "thresholds": {}},
+             *results, {"type": "end", "finished": "2026-01-01T00:01:00+00:00", "counts": {}, "interrupted": False}]
+    (run_dir / "run.jsonl").write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    return run_dir
+
+
+def two_runs(tmp_path: Path, busbw_now: float = 90.0, time_now: float = 100.0) -> tuple[Path, Path]:
+    base = save(tmp_path / "hist" / "20260101-000000-cpu", [
+        result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s"), verdict("wrong", 0, "==", 0, "count")]),
+        result("allreduce", "n2", [verdict("busbw", 100.0, ">=", 50, "GB/s")]),
+        result("latency", None, [verdict("time_us", 100.0, "<=", 500, "us")]),
+        result("gone", None, [verdict("busbw", 1.0, ">=", 0.5, "GB/s")]),
+    ])
+    now = save(tmp_path / "hist" / "20260102-000000-cpu", [
+        result("allreduce", "n1", [verdict("busbw", busbw_now, ">=", 50, "GB/s"), verdict("wrong", 3, "==", 0, "count")]),
+        result("allreduce", "n2", [verdict("busbw", 103.0, ">=", 50, "GB/s")]),
+        result("latency", None, [verdict("time_us", time_now, "<=", 500, "us")]),
+        result("new", None, [verdict("busbw", 1.0, ">=", 0.5, "GB/s")]),
+    ], started="2026-01-02T00:00:00+00:00")
+    return base, now
+
+
+def test_direction_comes_from_the_limit_operator(tmp_path: Path) -> None:
+    base, now = two_runs(tmp_path, busbw_now=90.0, time_now=120.0)
+    c = compare(load_run(base), load_run(now), tolerance=0.05)
+    regressions = {(ch.item, ch.metric): ch for ch in c.regressions}
+    assert set(regressions) == {("gate::allreduce[n1]", "busbw"), ("gate::latency", "time_us")}
+    busbw = regressions[("gate::allreduce[n1]", "busbw")]
+    assert (busbw.baseline, busbw.current, busbw.direction) == (100.0, 90.0, "higher")
+    assert math.isclose(busbw.change, -0.10)
+    assert regressions[("gate::latency", "time_us")].direction == "lower"
+    assert [ch.item for ch in c.changes if ch.kind == "same"] == ["gate::allreduce[n2]"]  # +3% < 5%
+    assert not any(ch.metric == "wrong" for ch in c.changes)  # '==' has no direction
+    assert ("gate::new", "not in the baseline") in c.not_compared and ("gate::gone", "not in this run") in c.not_compared
+
+
+def test_better_numbers_are_improvements_not_regressions(tmp_path: Path) -> None:
+    base, now = two_runs(tmp_path, busbw_now=120.0, time_now=50.0)
+    c = compare(load_run(base), load_run(now))
+    assert c.regressions == []
+    assert {(ch.item, ch.metric) for ch in c.improvements} == {("gate::allreduce[n1]", "busbw"), ("gate::latency", "time_us")}
+
+
+@pytest.mark.parametrize(("direction", "change", "kind"), [
+    ("higher", -0.05, "regression"), ("higher", -0.0499, "same"), ("higher", 0.05, "improvement"),
+    ("lower", 0.05, "regression"), ("lower", -0.2, "improvement"), ("lower", 0.0, "same"),
+    ("higher", -math.inf, "regression"),
+])
+def test_a_change_equal_to_the_tolerance_counts(direction: str, change: float, kind: str) -> None:
+    assert classify(direction, change, 0.05) == kind
+
+
+def test_an_item_that_could_not_measure_now_is_listed_not_compared(tmp_path: Path) -> None:
+    base = save(tmp_path / "a", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    now = save(tmp_path / "b", [result("allreduce", "n1", [], outcome="error")])
+    c = compare(load_run(base), load_run(now))
+    assert c.changes == [] and c.not_compared == [("gate::allreduce[n1]", "no measurement in this run (error)")]
+    assert report_lines(c)[-1] == "0 metric(s) compared at tolerance 5%: 0 regression(s), 0 improvement(s), 1 not compared"
+
+
+def test_bad_records_are_one_line_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no run record at"):
+        load_run(tmp_path / "missing")
+    (tmp_path / "garbage.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(UserError, match="not a run record"):
+        load_run(tmp_path / "garbage.jsonl")
+    (tmp_path / "empty.jsonl").write_text('{"type": "result"}\n[1, 2]\n')
+    with pytest.raises(UserError, match="not a run record"):
+        load_run(tmp_path / "empty.jsonl")
+    future = save(tmp_path / "future", [], schema=2)
+    with pytest.raises(UserError, match="run record schema 2; this clustercheck reads schema 1"):
+        load_run(future)
+
+
+def test_tolerance_takes_fractions_and_percentages() -> None:
+    assert parse_tolerance("0.1") == 0.1 and parse_tolerance("5%") == 0.05
+    import argparse
+
+    for bad in ("x", "-1", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_tolerance(bad)
+
+
+def cc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clustercheck", "compare", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def test_compare_command_exit_codes_and_default_run(tmp_path: Path) -> None:
+    base, now = two_runs(tmp_path, busbw_now=90.0, time_now=100.0)
+    (tmp_path / "hist" / "latest").symlink_to(now.name)
+    out = cc(base.name, "--out", "hist", cwd=tmp_path)  # a run name under --out, RUN defaults to latest
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "baseline hist/20260101-000000-cpu (cpu, started 2026-01-01T00:00:00+00:00)"
+    assert lines[1] == "run      hist/20260102-000000-cpu (cpu, started 2026-01-02T00:00:00+00:00)"
+    assert lines[2].split() == ["REGRESSION", "gate::allreduce[n1]", "busbw", "100", "->", "90", "GB/s", "-10.0%",
+                                "higher", "is", "better"]
+    assert lines[-1] == "3 metric(s) compared at tolerance 5%: 1 regression(s), 0 improvement(s), 2 not compared"
+
+    out = cc(str(base), str(now), "--tolerance", "15%", cwd=tmp_path)
+    assert out.returncode == 0 and "REGRESSION" not in out.stdout
+    assert out.stdout.splitlines()[-1].startswith("3 metric(s) compared at tolerance 15%: 0 regression(s)")
+
+    (now / "run.jsonl").write_text("not json\n")
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [f"clustercheck: error: {now / 'run.jsonl'}: not a run record (no 'run' header line)"]

@@ -1,0 +1,95 @@
+"""Detection over the shipped profiles: each platform's facts match exactly one profile; variants (12 of
+18 NVLinks, unknown driver state, MI325X) match none and the error says --platform."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercheck.errors import UserError
+from clustercheck.platform import Facts, detect, matches, pci_accelerators
+from clustercheck.thresholds import load_profile
+
+THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
+PROFILES = {p.stem: load_profile(p) for p in sorted(THRESHOLDS.glob("*.yaml"))}
+
+
+def facts(count: int, ids: tuple[int, ...] = (), links: int | None = None, pci: tuple[int, ...] = ()) -> Facts:
+    return Facts(host="h", gpu_count=count, pci_device_ids=ids, nvlinks_per_gpu=links, pci_accelerators=pci)
+
+
+@pytest.mark.parametrize("want, f", [
+    ("cpu", facts(0)),
+    ("h100-sxm-8x", facts(8, (0x2330,), 18)),
+    ("h200-sxm-8x", facts(8, (0x2335,), 18)),
+    ("a100-sxm-8x", facts(8, (0x20b2,), 12)),
+    ("a100-sxm-8x", facts(8, (0x20b0,), 12)),
+    ("b200-8x", facts(8, (0x2901,), 18)),
+    ("gh200", facts(1, (0x2342,), 0)),
+    ("a40-nvbridge-8x", facts(8, (0x2235,), 4)),
+    ("mi300x-8x", facts(0, pci=(0x74a1,) * 8)),
+])
+def test_each_platform_matches_exactly_one_profile(want, f):
+    assert [n for n, p in PROFILES.items() if matches(p, f)] == [want]
+    assert detect(THRESHOLDS, f).name == want
+
+
+@pytest.mark.parametrize("f", [
+    facts(8, (0x2330,), 12),                   # NC H100 v5: 12 of 18 NVLinks (aznhc #162)
+    facts(8, (0x2330,), None),                 # NVLink count unknown
+    facts(4, (0x2330,), 18),                   # half a node
+    facts(8, (0x2330, 0x20b2), 18),            # mixed GPUs
+    facts(8, (0x26b9,), 0),                    # L40S, no NVLink
+    facts(0, pci=(0x74a5,) * 8),               # MI325X: no profile yet
+    facts(0, pci=(0x2330,) * 8),               # H100s on the bus, driver not loaded
+])
+def test_variants_match_no_profile_and_the_error_says_platform(f):
+    assert not [n for n, p in PROFILES.items() if matches(p, f)]
+    with pytest.raises(UserError, match="--platform"):
+        detect(THRESHOLDS, f)
+
+
+def test_pci_accelerators_reads_class_vendor_device(tmp_path):
+    for name, cls, vendor, device in [("0000:00:01.0", "0x030200", "0x10de", "0x2330"),
+                                      ("0000:00:02.0", "0x060400", "0x10de", "0x1af1"),
+                                      ("0000:00:03.0", "0x120000", "0x1002", "0x74a1"),
+                                      ("0000:00:04.0", "0x030000", "0x1a03", "0x2000")]:  # BMC VGA: not ours
+        d = tmp_path / name
+        d.mkdir()
+        (d / "class").write_text(cls + "\n")
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text(device + "\n")
+    assert pci_accelerators(tmp_path) == (0x2330, 0x74A1)
+
+
+def test_profiles_carry_probe_expectations():
+    assert PROFILES["h100-sxm-8x"].expect["topology"] == {"gpu_gpu": "NV18"}
+    assert PROFILES["a40-nvbridge-8x"].expect["topology"]["nvlink_pairs"] == "NV4"
+    assert PROFILES["cpu"].expect == {"gpu_count": 0, "acs_redirect": False}
+
+
+def test_bad_expect_block_is_one_line_with_file_line_key(tmp_path):
+    path = tmp_path / "lab.yaml"
+    path.write_text("platform: lab\ndetect: {}\nexpect:\n  topology:\n    gpu_gpu: NV99X\n")
+    with pytest.raises(UserError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"{path}:5: expect.topology.gpu_gpu: ")
+    path.write_text("platform: lab\ndetect: {}\nexpect:\n  nvlinks_per_gpus: 18\n")
+    with pytest.raises(UserError, match="did you mean 'nvlinks_per_gpu'"):
+        load_profile(path)
+
+
+@pytest.mark.parametrize("name", ["h100-sxm-8x", "h200-sxm-8x", "a100-sxm-8x", "b200-8x", "a40-nvbridge-8x", "mi300x-8x"])
+def test_eight_gpu_profiles_have_collective_p2p_copy_and_memory_limits(name):
+    limits = PROFILES[name].limits
+    for check, metric in [("allreduce-default", "busbw"), ("allreduce-ring", "busbw"), ("p2p-matrix", "p2p_min"),
+                          ("h2d-copy", "bandwidth"), ("d2h-copy", "bandwidth"), ("device-memory", "bandwidth")]:
+        assert limits[check][metric].unit == "GB/s" and limits[check][metric].source
+
+
+def test_nvls_floor_may_exceed_the_link_spec_but_ring_may_not():
+    h100 = PROFILES["h100-sxm-8x"].limits
+    assert h100["allreduce-default"]["busbw"].value == 430
+    assert h100["allreduce-ring"]["busbw"].value < 450
+    assert h100["h2d-copy"]["bandwidth"].value == pytest.approx(0.75 * 63.02)

@@ -1,0 +1,156 @@
+"""The HTML report of a real CPU run in real headless Chromium (Debian's `chromium`), driven over the
+DevTools protocol: it renders (screenshot), shows the summary and at least one plot, and the page makes
+no network request besides its own file:// load (every Network.requestWillBeSent is recorded)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import small_check, write_suite
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+ws_client = pytest.importorskip("websockets.sync.client", reason="websockets (the 'test' extra) speaks CDP")
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--window-size=1200,900"]
+
+
+class Browser:
+    """One headless Chromium and one page, over a CDP websocket; every event is kept in `events`."""
+
+    def __init__(self, profile: Path) -> None:
+        assert CHROMIUM is not None
+        self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                                      "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.is_file() and len(port_file.read_text().splitlines()) >= 2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else ""
+                self.close()
+                pytest.fail(f"chromium did not open its DevTools port: {err[-2000:]}")
+            time.sleep(0.05)
+        port, path = port_file.read_text().splitlines()[:2]
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(
+            ws_client.connect(f"ws://127.0.0.1:{port}{path}", max_size=None, open_timeout=30))
+        self.events: list[dict[str, Any]] = []
+        self._id = 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+
+    def call(self, method: str, session: str | None = None, timeout: float = 30, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        self.ws.send(json.dumps(msg))
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise AssertionError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+
+    def page(self, method: str, **params: Any) -> dict[str, Any]:
+        return self.call(method, self.session, **params)
+
+    def wait_for(self, method: str, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                if event.get("method") == method and event.get("sessionId") == self.session:
+                    return event
+            reply = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            self.events.append(reply)
+
+    def page_events(self, method: str) -> list[dict[str, Any]]:
+        return [e["params"] for e in self.events if e.get("method") == method and e.get("sessionId") == self.session]
+
+    def js(self, expression: str) -> Any:
+        out = self.page("Runtime.evaluate", expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in out, out
+        return out["result"].get("value")
+
+    def load(self, url: str) -> None:
+        for domain in ("Network.enable", "Page.enable", "Log.enable", "Runtime.enable"):
+            self.page(domain)
+        self.page("Page.navigate", url=url)
+        self.wait_for("Page.loadEventFired")
+        time.sleep(0.5)  # let anything a late script or style might fetch show up
+        self.js("1")  # and drain the events that arrived meanwhile
+
+    def requests(self) -> list[str]:
+        return [e["request"]["url"] for e in self.page_events("Network.requestWillBeSent")]
+
+    def screenshot(self, path: Path) -> bytes:
+        data = base64.b64decode(self.page("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"])
+        path.write_bytes(data)
+        return data
+
+    def close(self) -> None:
+        if getattr(self, "_stack", None) is not None:
+            self._stack.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    b = Browser(tmp_path / "chromium-profile")
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def test_the_recorder_sees_a_request_when_a_page_makes_one(browser: Browser, tmp_path: Path) -> None:
+    """Control: the same recording reports an external fetch, so an empty record below means something."""
+    page = tmp_path / "leaky.html"
+    page.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/pixel.png"></body></html>')
+    browser.load(page.as_uri())
+    assert browser.requests() == [page.as_uri(), "http://127.0.0.1:9/pixel.png"]
+
+
+def test_report_of_a_cpu_run_renders_offline_with_summary_and_plots(project: pytest.Pytester, browser: Browser,
+                                                                    tmp_path: Path) -> None:
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    assert res.ret == 1  # too-fast fails on purpose: the summary must show both outcomes
+    report = (project.path / "out" / "latest" / "report.html").resolve()
+    browser.load(report.as_uri())
+
+    assert browser.requests() == [report.as_uri()], "the report fetched something besides itself"
+    failed = [e for e in browser.page_events("Network.loadingFailed")]
+    assert failed == []
+    problems = [e["entry"] for e in browser.page_events("Log.entryAdded") if e["entry"]["level"] in ("error", "warning")]
+    assert problems == []  # e.g. a Content-Security-Policy violation would be logged here
+
+    summary = browser.js("document.querySelector('p.summary').innerText")
+    assert "1 passed" in summary and "1 failed" in summary and "0 error" in summary
+    plots = browser.js("[...document.querySelectorAll('svg.plot')].map(s => { const r = s.getBoundingClientRect();"
+                       " return [r.width, r.height, s.querySelectorAll('polyline').length]; })")
+    assert len(plots) >= 1 and all(w > 100 and h > 100 and lines == 1 for w, h, lines in plots), plots
+    assert browser.js("document.title").startswith("clustercheck cpu")
+
+    png = browser.screenshot(tmp_path / "report.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width >= 800 and height >= 900, (width, height)  # the full page, not an empty viewport

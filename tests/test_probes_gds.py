@@ -1,0 +1,58 @@
+"""gds: gdscheck -p (three GDS versions) and nvidia-fs stats; truncated output is refused as bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercheck.probes import ProbeParseError, gds
+from evidence import files, ids, text
+
+G = "gdscheck"
+FIXTURES = files(G)
+EXPECTED = {  # file -> (supported transports, GPUs) ; None: refused
+    "gdscheck-p-2xa100pcie-gds1.0-nvme-nvmeof-supported": (["NVMe", "NVMeOF"], 2),
+    "gdscheck-p-4x-rtx6000ada-gds1.14-nvme-supported-stelline": (["NVMe"], 4),
+    "gdscheck-p-gds1.14-noindent-truncated": None,
+    "gdscheck-p-h100pcie-gds1.15-nvme-supported": (["NVMe", "NFS"], 1),
+    "proc-driver-nvidia-fs-stats-stelline": "stats",
+}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=ids(FIXTURES))
+def test_every_fixture(path):
+    want = EXPECTED[path.stem]
+    if want is None:
+        with pytest.raises(ProbeParseError, match="incomplete"):
+            gds.parse(path.read_text())
+        return
+    parsed = gds.parse(path.read_text())
+    if want == "stats":
+        assert isinstance(parsed, gds.NvfsStats) and dict(parsed.ops)["Read"] == 0
+    else:
+        assert [t for t, v in parsed.transports if v == "Supported"] == want[0]
+        assert len(parsed.gpus) == want[1] and parsed.verification == "Platform verification succeeded"
+    assert all(v.passed for v in gds.judge(parsed, {}))
+
+
+def test_no_supported_transport_fails():
+    raw = text(G, "gdscheck-p-h100pcie-gds1.15-nvme-supported.txt").replace(": Supported", ": Unsupported")
+    failed = [v for v in gds.judge(gds.parse(raw), {}) if not v.passed]
+    assert [(v.subject, v.what) for v in failed] == [("gdscheck", "storage transport")]
+
+
+def test_compat_mode_fails_only_when_the_platform_forbids_it():
+    parsed = gds.parse(text(G, "gdscheck-p-h100pcie-gds1.15-nvme-supported.txt"))  # use_compat_mode : true
+    assert all(v.passed for v in gds.judge(parsed, {}))
+    failed = [v for v in gds.judge(parsed, {"gds_compat_mode": False}) if not v.passed]
+    assert [v.subject for v in failed] == ["cufile.json"]
+
+
+def test_nvfs_error_counter_fails():
+    raw = text(G, "proc-driver-nvidia-fs-stats-stelline.txt").replace("Reads                : err=0", "Reads                : err=7")
+    verdict = gds.judge(gds.parse(raw), {})[0]
+    assert not verdict.passed and "Reads err=7" in verdict.detail
+
+
+def test_unrelated_text_is_a_parse_error():
+    with pytest.raises(ProbeParseError):
+        gds.parse("NVMe : Supported\n")

@@ -1,0 +1,48 @@
+"""ib: ibstat and ibv_devinfo fixtures; down ports and slow ports fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercheck.probes import ProbeParseError, ib
+from evidence import files, ids, text
+
+IB_FIXTURES = files("ibstat") + files("ibv_devinfo")
+EXPECTED = {  # file -> {port: state}
+    "2x-connectx3-mlx4-dualport-fdr56-active": {"mlx4_0/1": "ACTIVE", "mlx4_0/2": "ACTIVE", "mlx4_1/1": "ACTIVE", "mlx4_1/2": "ACTIVE"},
+    "2x-connectx3-mlx4-dualport-port2-down": {"mlx4_1/1": "ACTIVE", "mlx4_1/2": "DOWN", "mlx4_0/1": "ACTIVE", "mlx4_0/2": "DOWN"},
+    "4x-cx7-all-port-down-ethernet-stelline-asus": {f"mlx5_{i}/1": "DOWN" for i in range(4)},
+    "connectx3-mlx4_1-port2-verbose": {"mlx4_1/2": "DOWN"},
+    "cx7-mlx5_1-ethernet-stelline": {"mlx5_1/1": "ACTIVE"},
+}
+
+
+@pytest.mark.parametrize("path", IB_FIXTURES, ids=ids(IB_FIXTURES))
+def test_every_fixture_parses_port_states(path):
+    ports = ib.parse(path.read_text())
+    assert {p.subject: p.state for p in ports} == EXPECTED[path.stem]
+    verdicts = ib.judge(ports, {})
+    assert [v.passed for v in verdicts] == [s == "ACTIVE" for s in EXPECTED[path.stem].values()]
+
+
+def test_ibstat_rate_against_the_platform_rate():
+    ports = ib.parse(text("ibstat", "2x-connectx3-mlx4-dualport-fdr56-active.txt"))
+    assert all(p.rate_gbps == 56 and p.link_layer == "InfiniBand" for p in ports)
+    assert all(v.passed for v in ib.judge(ports, {"ib_rate_gbps": 56}))
+    assert not any(v.passed for v in ib.judge(ports, {"ib_rate_gbps": 400}))
+
+
+def test_verbose_devinfo_rate_and_physical_state():
+    (port,) = ib.parse(text("ibv_devinfo", "connectx3-mlx4_1-port2-verbose.txt"))
+    assert (port.rate_gbps, port.phys_state) == (10.0, "POLLING")
+
+
+def test_active_port_count_expectation():
+    ports = ib.parse(text("ibv_devinfo", "2x-connectx3-mlx4-dualport-port2-down.txt"))
+    node = [v for v in ib.judge(ports, {"ib_ports": 4}) if v.subject == "node"][0]
+    assert not node.passed and node.measured == 2
+
+
+def test_not_ib_output_is_a_parse_error():
+    with pytest.raises(ProbeParseError):
+        ib.parse("mlx5_0 port 1 ACTIVE\n")

@@ -1,0 +1,50 @@
+"""SLA evidence (sla.json and the HTML section) and the per-node drill-down, from a run record."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from test_reports import EVIL, write_record
+
+from clustercheck.report import render_all
+from clustercheck.report.sla import spread
+
+
+def test_sla_json_has_threshold_source_sizes_and_environment(tmp_path: Path) -> None:
+    paths = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)
+    sla = json.loads(paths["sla"].read_text())
+    assert sla["schema"] == 1 and sla["platform"] == "cpu" and sla["complete"] is False  # no `end` line
+    assert sla["environment"]["facts"]["host"] == EVIL
+    assert sla["inputs"]["thresholds"] == {"file": "thresholds/cpu.yaml", "sha256": "ab"}
+    first, error, skipped = sla["checks"]
+    assert first["id"] == f"s::{EVIL}[{EVIL}]" and first["sizes"] == [1024, 4096, 16384] and first["judged_at"] == 16384
+    m = first["metrics"][0]
+    assert m["threshold"] == {"op": ">=", "value": 1.0, "expression": ">= 1.0", "source": "a source & more",
+                              "origin": "thresholds/cpu.yaml:9"}
+    assert m["measured"] == 0.1 and m["spread"] is None  # this record kept no per-iteration times
+    assert error["metrics"] == [] and error["message"] == "rank 0 died" and skipped["outcome"] == "skipped"
+
+
+def test_spread_over_iterations_scales_bandwidth_by_time() -> None:
+    row = {"size": 1024, "time_us": 10.0, "iter_us_min": 8.0, "iter_us_median": 10.0, "iter_us_max": 20.0,
+           "iter_us": [8.0, 10.0, 20.0]}
+    r = {"judged_at": 1024, "rows": [row]}
+    bw = spread(r, {"metric": "busbw", "unit": "GB/s", "measured": 2.0})
+    assert bw is not None and bw["iterations"] == 3
+    assert math.isclose(bw["min"], 1.0) and math.isclose(bw["median"], 2.0) and math.isclose(bw["max"], 2.5)
+    t = spread(r, {"metric": "time_us", "unit": "us", "measured": 10.0})
+    assert t == {"min": 8.0, "median": 10.0, "max": 20.0, "iterations": 3}
+    assert spread(r, {"metric": "wrong", "unit": "count", "measured": 0}) is None
+
+
+def test_html_sla_section_and_node_drill_down_are_escaped(tmp_path: Path) -> None:
+    html = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)["html"].read_text()
+    assert '<h2 id="sla">SLA evidence</h2>' in html and '<h2 id="nodes">Nodes</h2>' in html
+    sla = html[html.index('id="sla"'):html.index('id="environment"')]
+    assert "a source &amp; more" in sla and "judged at 16KiB" in sla and "FAIL" in sla
+    nodes = html[html.index('id="nodes"'):html.index('id="checks"')]
+    assert "<b>&lt;script&gt;alert(1)&lt;/script&gt;</b>" in nodes and "(cluster)" in nodes
+    assert 'href="#check-1"' in nodes and '<h2 id="check-1">' in html
+    assert "<script" not in html
