@@ -165,3 +165,17 @@ KINDS.update({
                 "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios"),
 })
 GPU_ONLY = ("host_device", "device_memory", "p2p")
+
+
+def _probe_params(f: Fields) -> dict[str, Any]:
+    from clustercheck.probes import NAMES, check_expect
+
+    name = f.get("probe", str, check=one_of(*NAMES))
+    expect = check_expect(f.get("expect", dict, {}), f.file, f.key_path("expect"), f.line_of("expect"))
+    f.done()
+    return {"probe": name, "expect": expect}
+
+
+KINDS["probe"] = Kind("probe", ("node",), {}, _probe_params,
+                      "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
+                      "run on each node's first rank")

@@ -108,13 +108,14 @@ class CheckItem(pytest.Item):
         try:
             self.outcome = session.measure(self.check)
         except Skip as exc:
-            pytest.skip(str(exc))
+            # report the suite line, not this file, as where the skip comes from (-rs)
+            raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
         props = self.user_properties
         props.append(("platform", session.profile.name if session.profile else ""))
         for i, v in enumerate(self.outcome.verdicts):
             if i == 0:
                 props += [("metric", v.metric), ("measured", v.measured), ("limit", v.limit.value),
-                          ("unit", v.unit), ("margin", round(v.margin, 6))]
+                          ("unit", v.unit), ("margin", "" if v.margin is None else round(v.margin, 6))]
             props += [(f"{v.metric}.measured", v.measured), (f"{v.metric}.limit", f"{v.limit.op} {v.limit.value}"),
                       (f"{v.metric}.unit", v.unit)]
 

@@ -42,11 +42,14 @@ class Verdict:
     unit: str
     limit: Limit
     passed: bool
-    margin: float
+    margin: float | None
     worst: str | None = None
     subject: str | None = None  # the GPU, pair or rank this verdict is about, when not the whole check
+    detail: str | None = None  # a probe's own one-line explanation (probe verdicts have no numeric margin)
 
     def line(self) -> str:
+        if self.detail is not None:
+            return f"{self.subject}: {self.metric}: {self.detail}"
         state = "meets" if self.passed else "misses"
         worst = f"; worst {self.worst}" if self.worst and not self.passed and not self.subject else ""
         who = f"{self.subject} " if self.subject else ""
@@ -60,7 +63,10 @@ class Verdict:
         return d
 
 
-def fmt_margin(margin: float, limit: float) -> str:
+def fmt_margin(margin: float | None, limit: float | str) -> str:
+    """Relative when the limit is a non-zero number; absolute at 0; '-' for probe verdicts (no margin)."""
+    if margin is None or isinstance(limit, str):
+        return "-"
     return f"{margin * 100:+.1f}%" if limit else f"{margin:+g}"
 
 

@@ -135,6 +135,8 @@ class CheckSession:
 
     def measure(self, check: CheckSpec) -> Outcome:
         assert self.pools is not None and self.profile is not None
+        if check.measure == "probe":
+            return self._probe(check)
         limits = self.limits_for(check)
         collective = check.measure in COLLECTIVES
         if check.measure in GPU_ONLY and self.backend != "nccl":
@@ -160,6 +162,31 @@ class CheckSession:
         else:
             m = reduce_subjects(per_rank, metric_units)
         verdicts = evaluate(m, limits)
+        return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
+                                     "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
+
+    def _probe(self, check: CheckSpec) -> Outcome:
+        """A probe judged against the profile's expect: block, overridden by the check's own expect:."""
+        assert self.pools is not None and self.profile is not None
+        expect = {**self.profile.expect, **check.params["expect"]}
+        key = PoolKey(self.backend, self.nranks, check.env)
+        pool = self.pools.get(key)
+        try:
+            per_rank = pool.run("probe", {"probe": check.params["probe"], "expect": expect}, check.timeout)
+        except HarnessError:
+            self.pools.discard(key)
+            raise
+        result = per_rank[0]
+        if result["outcome"] == "skipped":
+            raise Skip(result["reason"])
+        if result["outcome"] == "error":
+            raise HarnessError(f"probe {check.params['probe']} on {result['host']}: {result['reason']}")
+        origin = f"{self.profile.file} expect" if self.profile.expect else "the probe's built-in expectation"
+        verdicts = [Verdict(v["what"], v["measured"], "",  # type: ignore[arg-type]
+                            Limit(check.id, v["what"], "", v["expected"] or "-", "", str(v["expected"] or "-"),  # type: ignore[arg-type]
+                                  v["detail"], origin), v["passed"], None, subject=v["subject"], detail=v["detail"])
+                    for v in result["verdicts"]]
+        m = Measurement(metrics={}, units={}, worst=next((v.subject for v in verdicts if not v.passed), None))
         return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
                                      "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
 

@@ -63,8 +63,13 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
     return value * fa / fb
 
 
-def fmt(value: float) -> str:
-    """A number as people read it: integers whole, others to 4 significant digits."""
+def fmt(value: float | str | None) -> str:
+    """A number as people read it: integers whole, others to 4 significant digits; text as it is
+    (a probe's measured value may be 'NV12' or 'ReqRedir+')."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
     if value != value:  # NaN
         return "nan"
     if value == int(value) and abs(value) < 1e9:

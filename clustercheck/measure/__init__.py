@@ -58,6 +58,19 @@ def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
         raise RuntimeError("injected fault")
 
 
+def _probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Run a system probe on the node's first rank; the others have nothing to add."""
+    if ctx.local_rank != 0:
+        return {}
+    from clustercheck.probes import get, run_live
+
+    outcome = run_live(get(params["probe"]), params["expect"])
+    return {"outcome": outcome.outcome, "reason": outcome.reason, "host": ctx.host,
+            "verdicts": [{"subject": v.subject, "what": v.what, "passed": v.passed, "detail": v.detail,
+                          "measured": None if v.measured is None else str(v.measured),
+                          "expected": None if v.expected is None else str(v.expected)} for v in outcome.verdicts]}
+
+
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     from clustercheck.measure import collectives
 
@@ -67,6 +80,7 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
         "ping": lambda c, p: c.describe(),
         "host_device": copies.host_device, "device_memory": copies.device_memory,
         "host_memory": copies.host_memory, "gemm": copies.gemm, "p2p": copies.p2p,
+        "probe": _probe,
     }
     op = task.get("op")
     params = task.get("params", {})

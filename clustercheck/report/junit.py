@@ -38,16 +38,20 @@ def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str
     for i, v in enumerate(r.get("verdicts") or []):
         if i == 0:
             props += [("metric", v["metric"]), ("measured", fmt(v["measured"])), ("limit", fmt(v["limit"])),
-                      ("unit", v["unit"]), ("margin", f"{v['margin']:.6g}"), ("limit_source", v["origin"])]
+                      ("unit", v["unit"]), ("margin", _margin(v)), ("limit_source", v["origin"])]
         m = v["metric"]
         props += [(f"{m}.measured", fmt(v["measured"])), (f"{m}.limit", f"{v['op']} {fmt(v['limit'])}"),
-                  (f"{m}.unit", v["unit"]), (f"{m}.margin", f"{v['margin']:.6g}"),
+                  (f"{m}.unit", v["unit"]), (f"{m}.margin", _margin(v)),
                   (f"{m}.verdict", "pass" if v["passed"] else "fail")]
     if r.get("worst"):
         props.append(("worst", r["worst"]))
     props += [("suite_file", r["suite_file"]), ("line", str(r["line"])),
               ("thresholds", (header.get("thresholds") or {}).get("file", ""))]
     return props
+
+
+def _margin(v: dict[str, Any]) -> str:
+    return "" if v.get("margin") is None else f"{v['margin']:.6g}"
 
 
 def verdict_lines(r: dict[str, Any]) -> list[str]:
