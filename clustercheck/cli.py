@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
     run.add_argument("--ranks", type=int, metavar="N", help="rank processes (default: one per GPU; 2 without)")
     run.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    run.add_argument("--compare", metavar="BASELINE",
+                     help="judge each item also against the same item of a saved run (dir, run.jsonl or a run "
+                          "name under --out); a metric worse by --compare-tolerance fails that item")
+    run.add_argument("--compare-tolerance", metavar="FRACTION", default="5%",
+                     help="how much worse than the baseline a metric may get: 0.05 or 5%% (default 5%%)")
+    run.add_argument("--progress", action="store_true", default=None,
+                     help="a progress line per check on stderr (default: when stderr is a terminal)")
     run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
                      help="reports go to DIR/<time>-<platform>/ and DIR/latest (default: clustercheck-out)")
     rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
@@ -127,6 +134,10 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
         pytest_args += ["--platform", args.platform]
     if args.ranks is not None:
         pytest_args += ["--ranks", str(args.ranks)]
+    if args.compare:
+        pytest_args += ["--compare", args.compare, "--compare-tolerance", args.compare_tolerance]
+    if args.progress:
+        pytest_args.append("--cc-progress")
     return int(pytest.main(pytest_args))
 
 

@@ -109,7 +109,9 @@ def relative(baseline: float, current: float) -> float:
 
 
 def _verdicts(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {v["metric"]: v for v in r.get("verdicts") or [] if v.get("op") in _DIRECTION}
+    """Directional verdicts by metric, and by subject where there is one (`h2d[GPU3]`)."""
+    return {v["metric"] + (f"[{v['subject']}]" if v.get("subject") else ""): v
+            for v in r.get("verdicts") or [] if v.get("op") in _DIRECTION}
 
 
 def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
@@ -182,3 +184,24 @@ def parse_tolerance(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"tolerance must be >= 0, got {text!r}")
     return value
+
+
+def regression_verdicts(baseline: dict[str, Any] | None, verdicts: list[dict[str, Any]], tolerance: float,
+                        origin: str) -> list[dict[str, Any]]:
+    """For `--compare` during a run: one verdict per directional metric of this item against the
+    baseline's same item, failing when it got worse by the tolerance or more."""
+    if baseline is None:
+        return []
+    old = _verdicts(baseline)
+    out = []
+    for key, v in _verdicts({"verdicts": verdicts}).items():
+        o = old.get(key)
+        if o is None or o["unit"] != v["unit"] or _DIRECTION[o["op"]] != _DIRECTION[v["op"]]:
+            continue
+        direction = _DIRECTION[v["op"]]
+        change = relative(float(o["measured"]), float(v["measured"]))
+        limit = -tolerance if direction == HIGHER else tolerance
+        out.append({"metric": f"{v['metric']} vs baseline", "subject": v.get("subject"), "change": change,
+                    "baseline": float(o["measured"]), "op": ">=" if direction == HIGHER else "<=", "limit": limit,
+                    "passed": classify(direction, change, tolerance) != "regression", "origin": origin})
+    return out

@@ -33,6 +33,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cc-out", default=Path("clustercheck-out"), type=Path, metavar="DIR",
                 help="where each run writes its record and reports, in DIR/<time>-<platform>/ "
                      "(default: clustercheck-out)")
+    g.addoption("--compare", default=None, metavar="BASELINE",
+                help="judge each item also against the same item of a saved run (a run directory, its run.jsonl, "
+                     "or a run name under --cc-out): a metric worse by --compare-tolerance fails the item")
+    g.addoption("--compare-tolerance", default="5%", metavar="FRACTION",
+                help="how much worse than the baseline a metric may get, e.g. 0.05 or 5%% (default 5%%)")
+    g.addoption("--cc-progress", action="store_true", default=None,
+                help="print a progress line per check (current check, node, done/total, time left) on stderr; "
+                     "default: on when stderr is a terminal")
     g.addoption("--cc-inject-fault", action="append", default=[], metavar="CHECK:KIND[@RANK]",
                 help="for testing clustercheck itself: make a rank hang, crash, raise or corrupt its "
                      "result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last)")
@@ -45,8 +53,20 @@ def pytest_configure(config: pytest.Config) -> None:
     options = Options(platform=config.getoption("platform"),
                       thresholds=config.getoption("thresholds") or data_dir("thresholds"),
                       ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"),
-                      faults=dict(_fault(text) for text in config.getoption("cc_inject_fault")))
+                      faults=dict(_fault(text) for text in config.getoption("cc_inject_fault")),
+                      compare=config.getoption("compare"), tolerance=_tolerance(config.getoption("compare_tolerance")))
     config.stash[session_key] = CheckSession(options, list(sys.argv))
+
+
+def _tolerance(text: str) -> float:
+    import argparse
+
+    from clustercheck.compare import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"--compare-tolerance: {exc}") from None
 
 
 FAULTS = ("hang", "crash", "raise", "corrupt")
@@ -106,7 +126,7 @@ class CheckItem(pytest.Item):
         session = self.config.stash[session_key]
         self.t0 = time.monotonic()
         try:
-            self.outcome = session.measure(self.check)
+            self.outcome = session.measure(self.check, f"{self.path.stem}::{self.name}")
         except Skip as exc:
             # report the suite line, not this file, as where the skip comes from (-rs)
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
@@ -151,6 +171,48 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.stash[session_key].start([i.check for i in checks], files)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    wanted = config.getoption("cc_progress")
+    if wanted or wanted is None and sys.stderr.isatty():
+        config.stash[progress_key] = Progress(len(checks))
+
+
+class Progress:
+    """One line per check on stderr: which check, which node, done/total, elapsed and time left
+    (mean duration of the checks done so far times those left)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.t0 = total, 0, time.monotonic()
+
+    def start(self, item: CheckItem) -> None:
+        elapsed = time.monotonic() - self.t0
+        left = f", about {_clock(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
+        where = f" on {item.node}" if item.node else ""
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():  # the line is for the person watching, not the report
+            sys.stderr.write(f"clustercheck [{self.done + 1}/{self.total}] {item.check.id}{where}, "
+                             f"elapsed {_clock(elapsed)}{left}\n")
+            sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+progress_key = pytest.StashKey[Progress]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    progress = item.config.stash.get(progress_key, None)
+    if progress is not None and isinstance(item, CheckItem):
+        progress.start(item)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    progress = item.config.stash.get(progress_key, None)
+    if progress is not None and isinstance(item, CheckItem):
+        progress.done += 1
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,6 +20,7 @@ from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdic
                                   reduce_collective, reduce_p2p, reduce_subjects, sha256)
 from clustercheck.suite import CheckSpec
 from clustercheck.thresholds import Limit, Profile, load_named
+from clustercheck.units import fmt
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Options:
     backend: str  # auto, gloo or nccl
     out: Path
     faults: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # check id -> (kind, rank)
+    compare: str | None = None  # a saved run to judge regressions against, item by item
+    tolerance: float = 0.05
 
 
 class Skip(Exception):
@@ -73,6 +76,8 @@ class CheckSession:
         self.backend = "gloo"
         self.nranks = 2
         self.nodes: list[str] = []
+        self.baseline: dict[str, dict[str, Any]] = {}  # testcase id -> the baseline run's result
+        self.baseline_path = ""
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[str]) -> None:
@@ -85,6 +90,13 @@ class CheckSession:
             self.profile = platform_mod.detect(opts.thresholds, self.facts)
         for check in checks:
             self._check_metrics(check)
+        if opts.compare:
+            from clustercheck.compare import load_run
+            from clustercheck.report.junit import testcase_id
+
+            run = load_run(opts.compare, opts.out)
+            self.baseline = {testcase_id(r): r for r in run.results}
+            self.baseline_path = display(run.path)
         gpus = self.facts.gpu_count
         self.backend = opts.backend if opts.backend != "auto" else ("nccl" if gpus else "gloo")
         self.nranks = opts.ranks or (gpus if self.backend == "nccl" and gpus else 2)
@@ -133,7 +145,28 @@ class CheckSession:
                               f"({self.profile.file}); add one under checks.{check.id}")
         return limits
 
-    def measure(self, check: CheckSpec) -> Outcome:
+    def measure(self, check: CheckSpec, item_id: str = "") -> Outcome:
+        outcome = self._measure(check)
+        if not self.options.compare:
+            return outcome
+        return Outcome(outcome.measurement, outcome.verdicts + self._regressions(check, item_id, outcome.verdicts),
+                       outcome.pool)
+
+    def _regressions(self, check: CheckSpec, item_id: str, verdicts: list[Verdict]) -> list[Verdict]:
+        from clustercheck.compare import regression_verdicts
+
+        found = regression_verdicts(self.baseline.get(item_id), [v.as_dict() for v in verdicts],
+                                    self.options.tolerance, f"--compare {self.baseline_path}")
+        out = []
+        for r in found:
+            limit = Limit(check.id, r["metric"], r["op"], r["limit"], "ratio",
+                          f"change {r['op']} {r['limit']:+.0%}", f"baseline measured {fmt(r['baseline'])}",
+                          r["origin"])
+            out.append(Verdict(r["metric"], r["change"], "ratio", limit, r["passed"], limit.margin(r["change"]),
+                               subject=r["subject"]))
+        return out
+
+    def _measure(self, check: CheckSpec) -> Outcome:
         assert self.pools is not None and self.profile is not None
         if check.measure == "probe":
             return self._probe(check)

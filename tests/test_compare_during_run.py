@@ -1,0 +1,51 @@
+"""--compare BASELINE during a run: a regression verdict on each item, as it is measured; progress lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import small_check, write_suite
+
+RUN = ("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+
+
+def latest(p: pytest.Pytester) -> dict:
+    return json.loads((p.path / "out" / "latest" / "results.json").read_text())
+
+
+def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok"))
+    project.runpytest_subprocess(*RUN).assert_outcomes(passed=1)
+    baseline = (project.path / "out" / "latest").resolve()
+    # make the baseline look 10x faster than anything this machine does: the new run must regress
+    record = baseline / "run.jsonl"
+    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    for x in lines:
+        for v in x.get("verdicts") or []:
+            if v["metric"] == "busbw":
+                v["measured"] *= 10
+    record.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*busbw vs baseline -0.* ratio misses the limit >= -0.05 ratio*"])
+    (result,) = latest(project)["results"]
+    reg = [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
+    assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]
+    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline), "--compare-tolerance", "95%")
+    res.assert_outcomes(passed=1)
+
+
+def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest_subprocess(*RUN, "--compare", "nowhere")
+    assert res.ret == 4
+    res.stderr.fnmatch_lines(["ERROR: no run record at *nowhere*"])
+
+
+def test_progress_lines_name_check_node_count_and_time_left(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", scope="cluster"))
+    res = project.runpytest_subprocess(*RUN, "--cc-progress")
+    res.stderr.fnmatch_lines(["clustercheck [[]1/2] ok on *, elapsed 0:0?",
+                              "clustercheck [[]2/2] too-fast, elapsed *, about *:?? left"])
