@@ -145,7 +145,7 @@ _COLLECTIVE_TEXT = {
 }
 
 KINDS: dict[str, Kind] = {
-    name: Kind(name, ("node", "cluster"), COLLECTIVE_METRICS, _collective_parser(name),
+    name: Kind(name, ("node", "cluster", "pair"), COLLECTIVE_METRICS, _collective_parser(name),
                f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does")
     for name, text in _COLLECTIVE_TEXT.items()
 }

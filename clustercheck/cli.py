@@ -42,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
     run.add_argument("--ranks", type=int, metavar="N", help="rank processes (default: one per GPU; 2 without)")
     run.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    run.add_argument("--launcher", choices=("local", "slurm", "hosts"), default="local",
+                     help="local: this machine; slurm: srun on every node of the allocation (inside salloc or "
+                          "sbatch); hosts: --hosts started with --host-command")
+    run.add_argument("--hosts", metavar="HOSTLIST", help="nodes for --launcher hosts, e.g. node[01-04]")
+    run.add_argument("--host-command", metavar="TEMPLATE", default="ssh {host} {python}",
+                     help="how to run Python on a host; {host} and {python} are filled in; split like a shell "
+                          "would, never run by one (default: 'ssh {host} {python}')")
+    run.add_argument("--pair-strategy", choices=("rounds", "random"), default="rounds",
+                     help="scope pair: all node pairs in rounds of disjoint pairs, or one round of random pairs")
+    run.add_argument("--drain", action="store_true", help="drain every node on the exclusion list (scontrol)")
+    run.add_argument("--drain-dry-run", action="store_true", help="print the scontrol drain commands, run none")
     run.add_argument("--compare", metavar="BASELINE",
                      help="judge each item also against the same item of a saved run (dir, run.jsonl or a run "
                           "name under --out); a metric worse by --compare-tolerance fails that item")
@@ -64,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
                      help="the history directory that holds saved runs (default: clustercheck-out)")
     cmp.add_argument("--all", action="store_true", help="also list metrics that did not change beyond the tolerance")
+    res = sub.add_parser("resume", help="resume Slurm nodes that clustercheck drained (never others)",
+                         description="Resume drained nodes whose reason starts with 'clustercheck:'. Nodes "
+                                     "drained for any other reason are listed and left alone.")
+    res.add_argument("nodes", nargs="?", metavar="HOSTLIST", help="only these nodes (default: all)")
+    res.add_argument("--dry-run", action="store_true", help="print the scontrol commands, run none")
     plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")
     plat.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     plat.add_argument("name", nargs="?")
@@ -85,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.run)
         if args.command == "platforms":
             return _platforms(args)
+        if args.command == "resume":
+            return _resume(args)
         if args.command == "probe":
             from clustercheck.probes.cli import main as probe_main
 
@@ -136,6 +154,11 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
         pytest_args += ["--ranks", str(args.ranks)]
     if args.compare:
         pytest_args += ["--compare", args.compare, "--compare-tolerance", args.compare_tolerance]
+    pytest_args += ["--launcher", args.launcher, "--host-command", args.host_command,
+                    "--pair-strategy", args.pair_strategy]
+    if args.hosts:
+        pytest_args += ["--hosts", args.hosts]
+    pytest_args += ["--drain"] * args.drain + ["--drain-dry-run"] * args.drain_dry_run
     if args.progress:
         pytest_args.append("--cc-progress")
     return int(pytest.main(pytest_args))
@@ -215,3 +238,34 @@ def _print_specs(hardware: dict[str, str], indent: int) -> None:
         print(f"{'':<{indent}}spec.{role} = {spec}: {values}")
         for source in dict.fromkeys(v.source for v in SPECS[spec].values()):
             print(f"{'':<{indent + 4}}source: {source}")
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import shlex
+
+    import hostlist
+
+    from clustercheck import exclude
+
+    rc, out = exclude.run(["scontrol", "show", "node", "-o"])
+    if rc != 0:
+        raise UserError(f"scontrol show node failed: {out.splitlines()[-1] if out else rc}")
+    ours, others = exclude.drained_by_us(out)
+    wanted = set(hostlist.expand_hostlist(args.nodes)) if args.nodes else None
+    status = 0
+    for node in ours:
+        if wanted is not None and node not in wanted:
+            continue
+        cmd = ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+        if args.dry_run:
+            print(f"would run: {shlex.join(cmd)}")
+            continue
+        code, text = exclude.run(cmd)
+        print(f"resumed {node}" if code == 0 else f"could not resume {node}: {text}")
+        status = status or (code != 0)
+    for node, reason in others:
+        if wanted is None or node in wanted:
+            print(f"left alone {node}: drained for {reason!r}, not by clustercheck")
+    if not ours:
+        print("no node is drained by clustercheck")
+    return int(status)

@@ -14,6 +14,7 @@ from clustercheck.paths import data_dir, display
 from clustercheck.pool import HarnessError
 from clustercheck.results import NotMeasured, now
 from clustercheck.session import CheckSession, NoThreshold, Options, Outcome, SizeTooSmall, Skip
+from clustercheck.pairs import pair_name, schedule
 from clustercheck.suite import CheckSpec, is_suite_file, load_suite
 
 session_key = pytest.StashKey[CheckSession]()
@@ -33,6 +34,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cc-out", default=Path("clustercheck-out"), type=Path, metavar="DIR",
                 help="where each run writes its record and reports, in DIR/<time>-<platform>/ "
                      "(default: clustercheck-out)")
+    g.addoption("--launcher", default="local", choices=("local", "slurm", "hosts"),
+                help="how ranks start: local (this machine), slurm (srun inside salloc/sbatch), hosts "
+                     "(--hosts with --host-command)")
+    g.addoption("--hosts", default=None, metavar="HOSTLIST",
+                help="nodes for --launcher hosts, in Slurm hostlist syntax (node[01-04],gpu7)")
+    g.addoption("--host-command", default="ssh {host} {python}", metavar="TEMPLATE",
+                help="how --launcher hosts runs Python on a host; split like a shell would, never run by one; "
+                     "{host} and {python} are filled in (default: 'ssh {host} {python}')")
+    g.addoption("--pair-strategy", default="rounds", choices=("rounds", "random"),
+                help="scope pair: every node pair in rounds of disjoint pairs, or one round of random pairs")
+    g.addoption("--pair-seed", default=0, type=int, help="seed of --pair-strategy random")
+    g.addoption("--drain", action="store_true",
+                help="drain (scontrol) every node on the exclusion list, with reason 'clustercheck: ...'")
+    g.addoption("--drain-dry-run", action="store_true",
+                help="print the scontrol commands --drain would run, run nothing")
     g.addoption("--compare", default=None, metavar="BASELINE",
                 help="judge each item also against the same item of a saved run (a run directory, its run.jsonl, "
                      "or a run name under --cc-out): a metric worse by --compare-tolerance fails the item")
@@ -43,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "default: on when stderr is a terminal")
     g.addoption("--cc-inject-fault", action="append", default=[], metavar="CHECK:KIND[@RANK]",
                 help="for testing clustercheck itself: make a rank hang, crash, raise or corrupt its "
-                     "result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last)")
+                     "result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last), or make "
+                     "every rank wait 2 s before measuring (delay)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,8 +71,15 @@ def pytest_configure(config: pytest.Config) -> None:
                       thresholds=config.getoption("thresholds") or data_dir("thresholds"),
                       ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"),
                       faults=dict(_fault(text) for text in config.getoption("cc_inject_fault")),
-                      compare=config.getoption("compare"), tolerance=_tolerance(config.getoption("compare_tolerance")))
-    config.stash[session_key] = CheckSession(options, list(sys.argv))
+                      compare=config.getoption("compare"), tolerance=_tolerance(config.getoption("compare_tolerance")),
+                      launcher=config.getoption("launcher"), hosts=config.getoption("hosts"),
+                      host_command=config.getoption("host_command"), pair_strategy=config.getoption("pair_strategy"),
+                      pair_seed=config.getoption("pair_seed"), drain=config.getoption("drain"),
+                      drain_dry_run=config.getoption("drain_dry_run"))
+    try:
+        config.stash[session_key] = CheckSession(options, list(sys.argv))
+    except UserError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _tolerance(text: str) -> float:
@@ -69,7 +93,7 @@ def _tolerance(text: str) -> float:
         raise pytest.UsageError(f"--compare-tolerance: {exc}") from None
 
 
-FAULTS = ("hang", "crash", "raise", "corrupt")
+FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
 
 
 def _fault(text: str) -> tuple[str, tuple[str, int | None]]:
@@ -95,18 +119,19 @@ class SuiteFile(pytest.File):
             suite = load_suite(self.path, display(self.path))
         except UserError as exc:
             raise self.CollectError(str(exc)) from None
-        host = _local_host()
+        cs = self.config.stash[session_key]
+        nodes = list(cs.launcher.nodes)
         for check in suite.checks:
-            if check.scope != "cluster":
-                yield CheckItem.from_parent(self, name=f"{check.id}[{host}]", check=check, node=host)
-            else:
+            if check.scope == "cluster":
                 yield CheckItem.from_parent(self, name=check.id, check=check, node=None)
-
-
-def _local_host() -> str:
-    import socket
-
-    return socket.gethostname()
+            elif check.scope == "pair":
+                for pairs in schedule(cs.options.pair_strategy, nodes, cs.options.pair_seed):
+                    for pair in pairs:
+                        yield CheckItem.from_parent(self, name=f"{check.id}[{pair_name(pair)}]", check=check,
+                                                    node=pair_name(pair))
+            else:
+                for node in nodes:
+                    yield CheckItem.from_parent(self, name=f"{check.id}[{node}]", check=check, node=node)
 
 
 class CheckFailed(Exception):
@@ -126,7 +151,7 @@ class CheckItem(pytest.Item):
         session = self.config.stash[session_key]
         self.t0 = time.monotonic()
         try:
-            self.outcome = session.measure(self.check, f"{self.path.stem}::{self.name}")
+            self.outcome = session.measure(self.check, f"{self.path.stem}::{self.name}", self.node)
         except Skip as exc:
             # report the suite line, not this file, as where the skip comes from (-rs)
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
@@ -238,6 +263,7 @@ def _entry(item: CheckItem, report: pytest.TestReport) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "type": "result", "nodeid": item.nodeid, "name": item.name, "check": item.check.id,
         "measure": item.check.measure, "scope": item.check.scope, "node": item.node,
+        "nodes": item.node.split(",") if item.node else list(item.config.stash[session_key].nodes),
         "suite_file": item.check.file, "line": item.check.line, "description": item.check.description,
         "params": item.check.params, "outcome": outcome, "message": message,
         "duration": round(time.monotonic() - item.t0, 3) if item.t0 else 0.0, "finished": now(),
@@ -273,5 +299,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in summary_lines(cs.results):
         terminalreporter.write_line(line)
     terminalreporter.write_line("")
-    for name in ("run.jsonl", "junit.xml", "results.json", "report.html"):
+    ex = cs.exclusion
+    if ex.get("hostlist"):
+        terminalreporter.write_line(f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", red=True)
+        for node, why in ex["reasons"].items():
+            terminalreporter.write_line(f"  {node}: {why}")
+        for d in ex["drain"]:
+            import shlex
+
+            state = "would run" if d["rc"] is None else f"ran (exit {d['rc']})"
+            terminalreporter.write_line(f"  drain {state}: {shlex.join(d['command'])}")
+    elif len(cs.nodes) > 1 or ex:
+        terminalreporter.write_line("exclude: none (no node failed a check)")
+    for name in ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt"):
         terminalreporter.write_line(f"  {name:<13} {display(cs.run_dir / name)}")

@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clustercheck import wire
+from clustercheck.launch import Launcher, LocalLauncher
 
 START_TIMEOUT = 180.0
 
@@ -38,10 +38,11 @@ class HarnessError(Exception):
 
 
 class WorkerPool:
-    def __init__(self, key: PoolKey, log_dir: Path, number: int) -> None:
+    def __init__(self, key: PoolKey, log_dir: Path, number: int, launcher: Launcher | None = None) -> None:
         self.key = key
         self.log_dir = log_dir
         self.number = number
+        self.launcher = launcher or LocalLauncher()
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
         self.ranks: list[dict[str, Any]] = []
@@ -53,31 +54,31 @@ class WorkerPool:
     def start(self) -> None:
         import torch.distributed as dist
 
-        # Listen on loopback only: local ranks need nothing more (TCPStore alone binds every interface).
-        listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        # The local launcher listens on loopback only (TCPStore alone would bind every interface);
+        # multi-node launchers must listen where the other nodes reach us.
+        bind, advertised = self.launcher.store_bind()
+        listener = socket.create_server((bind, 0), backlog=1024)
         port = listener.getsockname()[1]
-        self.store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+        self.store = dist.TCPStore(advertised, port, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=START_TIMEOUT),
                                    master_listen_fd=listener.detach())  # the store owns and closes it
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        base = dict(os.environ)
-        base.update(self.key.env)
-        base.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
-        if self.key.backend == "gloo":
-            base.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        # Ranks share this node's cores; as torchrun does, keep each rank's intra-op threads from
+        env = dict(os.environ)
+        env.update(self.key.env)
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
+        if self.key.backend == "gloo" and self.launcher.kind == "local":
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        # Ranks share a node's cores; as torchrun does, keep each rank's intra-op threads from
         # oversubscribing them (which slows CPU-side work and distorts gloo timings).
-        base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.key.nranks)))
-        for rank in range(self.key.nranks):
-            env = dict(base, CC_RANK=str(rank), CC_LOCAL_RANK=str(rank), CC_WORLD_SIZE=str(self.key.nranks),
-                       CC_BACKEND=self.key.backend, CC_STORE_HOST="127.0.0.1", CC_STORE_PORT=str(port),
-                       **{wire.TOKEN_ENV: self.key_hex})
-            log = self.log_dir / f"pool{self.number}-rank{rank}.log"
-            self.logs.append(log)
-            with log.open("wb") as out:
-                self.procs.append(subprocess.Popen([sys.executable, "-m", "clustercheck.worker"], env=env,
-                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                                   start_new_session=True))
+        per_node = max(1, self.key.nranks // max(1, len(self.launcher.nodes)))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // per_node)))
+        env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend, CC_STORE_HOST=advertised,
+                   CC_STORE_PORT=str(port))
+        env.pop(wire.TOKEN_ENV, None)
+        self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
+        if self.launcher.kind == "slurm":
+            self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
+        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs)
         keys = [f"ready/{r}" for r in range(self.key.nranks)]
         self._wait(keys, START_TIMEOUT, "starting the ranks")
         self.ranks = [self._read(k) for k in keys]
@@ -104,10 +105,12 @@ class WorkerPool:
         self.store = None
 
     # -- tasks -----------------------------------------------------------------------------
-    def run(self, op: str, params: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
-        """Run one task on every rank; return each rank's result in rank order, or raise HarnessError."""
+    def run(self, op: str, params: dict[str, Any], timeout: float,
+            groups: list[list[int]] | None = None) -> list[dict[str, Any]]:
+        """Run one task on every rank (inside `groups` of global ranks at once, when given); return each
+        rank's result in rank order, or raise HarnessError."""
         self.seq += 1
-        self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": op, "params": params}))
+        self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": op, "params": params, "groups": groups}))
         keys = [f"result/{self.seq}/{r}" for r in range(self.key.nranks)]
         self._wait(keys, timeout, op)
         results = []
@@ -123,10 +126,13 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         delay = 0.001
         while not self.store.check(keys):
-            for rank, p in enumerate(self.procs):
+            for i, p in enumerate(self.procs):
                 if p.poll() is not None:
-                    raise HarnessError(f"rank {rank} ({self._host(rank)}) {_exit_text(p.returncode)} during "
-                                       f"{what}{self._quote([rank])}")
+                    if len(self.procs) == 1 and self.key.nranks > 1:  # srun: one process for every rank
+                        raise HarnessError(f"srun (all {self.key.nranks} ranks) {_exit_text(p.returncode)} during "
+                                           f"{what}\n--- last output ({self.logs[0]}):\n{self._raw_tail()}")
+                    raise HarnessError(f"rank {i} ({self._host(i)}) {_exit_text(p.returncode)} during "
+                                       f"{what}{self._quote([i])}")
             for rank, k in enumerate(keys):
                 if k.startswith("result/") and self.store.check([k]):
                     payload = self._read(k)
@@ -146,9 +152,16 @@ class WorkerPool:
         except wire.Forged as exc:
             raise HarnessError(f"{key}: {exc}") from None
 
+    def _raw_tail(self, lines: int = 12) -> str:
+        try:
+            with self.logs[0].open("rb") as fh:
+                return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+        except OSError:
+            return ""
+
     def _quote(self, ranks: list[int], lines: int = 6) -> str:
         """The last output lines of these ranks (those that wrote any), to say what they were doing."""
-        parts = [f"\n--- rank {r} last output ({self.logs[r]}):\n{text}" for r in ranks
+        parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks
                  if (text := self.tail(r, lines))]
         return "".join(parts) if parts else " (no output from them)"
 
@@ -156,9 +169,15 @@ class WorkerPool:
         return self.ranks[rank]["host"] if rank < len(self.ranks) else "localhost"
 
     def tail(self, rank: int, lines: int = 8) -> str:
+        """The last lines this rank wrote (from srun's merged, rank-prefixed log under Slurm)."""
+        shared = len(self.logs) == 1 and self.key.nranks > 1
         try:
-            with self.logs[rank].open("rb") as fh:
-                return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+            with self.logs[0 if shared else rank].open("rb") as fh:
+                if not shared:
+                    return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+                prefix = f"{rank}: ".encode()
+                return b"".join(deque((ln for ln in fh if ln.lstrip().startswith(prefix)), maxlen=lines)
+                                ).decode(errors="replace").rstrip()
         except (OSError, IndexError):
             return ""
 
@@ -179,9 +198,11 @@ def _exit_text(code: int | None) -> str:
 class PoolManager:
     """Pools by launch environment; a pool that failed is dropped and replaced on next use."""
 
-    def __init__(self, log_dir: Path, on_start: Callable[[WorkerPool], None] | None = None) -> None:
+    def __init__(self, log_dir: Path, on_start: Callable[[WorkerPool], None] | None = None,
+                 launcher: Launcher | None = None) -> None:
         self.log_dir = log_dir
         self.on_start = on_start
+        self.launcher = launcher or LocalLauncher()
         self.pools: dict[PoolKey, WorkerPool] = {}
         self.starts = 0
 
@@ -192,7 +213,7 @@ class PoolManager:
         if pool is not None:
             self.discard(key)
         self.starts += 1
-        pool = WorkerPool(key, self.log_dir, self.starts)
+        pool = WorkerPool(key, self.log_dir, self.starts, self.launcher)
         self.pools[key] = pool
         try:
             pool.start()

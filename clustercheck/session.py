@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 from clustercheck import platform as platform_mod
 from clustercheck.checks import GPU_ONLY, KINDS
 from clustercheck.formulas import PLACEMENTS as COLLECTIVES
+from clustercheck.launch import make_launcher
+from clustercheck.pairs import pair_name, schedule
 from clustercheck.errors import UserError
 from clustercheck.paths import display
 from clustercheck.pool import HarnessError, PoolKey, PoolManager, WorkerPool
@@ -32,6 +35,13 @@ class Options:
     out: Path
     faults: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # check id -> (kind, rank)
     compare: str | None = None  # a saved run to judge regressions against, item by item
+    launcher: str = "local"
+    hosts: str | None = None
+    host_command: str = "ssh {host} {python}"
+    pair_strategy: str = "rounds"
+    pair_seed: int = 0
+    drain: bool = False
+    drain_dry_run: bool = False
     tolerance: float = 0.05
 
 
@@ -65,6 +75,7 @@ WRONG_LIMIT_SOURCE = "correctness: every element of a reduction on exactly summa
 class CheckSession:
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
+        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command)
         self.argv = argv
         self.started = False
         self.facts: platform_mod.Facts | None = None
@@ -75,7 +86,10 @@ class CheckSession:
         self.results: list[dict[str, Any]] = []
         self.backend = "gloo"
         self.nranks = 2
+        self.per_node = 2
         self.nodes: list[str] = []
+        self._cache: dict[str, dict[str | None, Outcome] | Exception] = {}
+        self.exclusion: dict[str, Any] = {}
         self.baseline: dict[str, dict[str, Any]] = {}  # testcase id -> the baseline run's result
         self.baseline_path = ""
 
@@ -99,20 +113,22 @@ class CheckSession:
             self.baseline_path = display(run.path)
         gpus = self.facts.gpu_count
         self.backend = opts.backend if opts.backend != "auto" else ("nccl" if gpus else "gloo")
-        self.nranks = opts.ranks or (gpus if self.backend == "nccl" and gpus else 2)
-        self.nodes = [self.facts.host]
+        self.per_node = opts.ranks or (gpus if self.backend == "nccl" and gpus else 2)
+        self.nodes = list(self.launcher.nodes)
+        self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
         self.run_dir.mkdir(parents=True)
         _point_latest(opts.out, self.run_dir)
         self.record = RunRecord(self.run_dir / "run.jsonl")
-        self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started)
+        self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
         self.record.append({
             "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
             "platform": self.profile.name, "platform_detected": not opts.platform,
             "thresholds": {"file": self.profile.file, "sha256": sha256(self.profile.file)},
             "suites": [{"file": f, "sha256": sha256(f)} for f in suite_files],
-            "facts": self.facts.as_dict(), "launcher": "local", "backend": self.backend, "ranks": self.nranks,
+            "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
+            "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
         })
         self.started = True
@@ -145,12 +161,41 @@ class CheckSession:
                               f"({self.profile.file}); add one under checks.{check.id}")
         return limits
 
-    def measure(self, check: CheckSpec, item_id: str = "") -> Outcome:
-        outcome = self._measure(check)
+    def measure(self, check: CheckSpec, item_id: str = "", where: str | None = None) -> Outcome:
+        """The outcome of one item: `where` is its node, node pair ("a,b") or None for scope cluster.
+        The first item of a check measures every node (or pair) at once; the others read the cache."""
+        if check.id not in self._cache:
+            try:
+                self._cache[check.id] = self._measure_all(check)
+            except Exception as exc:  # every item of the check gets the same error or skip
+                self._cache[check.id] = exc
+        found = self._cache[check.id]
+        if isinstance(found, Exception):
+            raise type(found)(*found.args)
+        outcome = found.get(where)
+        if outcome is None:
+            raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if not self.options.compare:
             return outcome
         return Outcome(outcome.measurement, outcome.verdicts + self._regressions(check, item_id, outcome.verdicts),
                        outcome.pool)
+
+    def groups(self, check: CheckSpec, pool: WorkerPool) -> list[tuple[list[tuple[str | None, list[int]]], Any]]:
+        """Rounds of (item key, global ranks) groups that run at the same time, with the groups argument
+        for the ranks (None: the whole world)."""
+        by_node: dict[str, list[int]] = {}
+        for r in pool.ranks:
+            by_node.setdefault(r["host"], []).append(r["rank"])
+        if check.scope == "cluster":
+            return [([(None, list(range(self.nranks)))], None)]
+        if check.scope == "pair":
+            rounds = []
+            for pairs in schedule(self.options.pair_strategy, self.nodes, self.options.pair_seed):
+                groups = [(pair_name(p), by_node[p[0]] + by_node[p[1]]) for p in pairs]
+                rounds.append((groups, [g for _, g in groups]))
+            return rounds
+        groups = [(node, by_node[node]) for node in self.nodes]
+        return [(groups, [g for _, g in groups] if len(groups) > 1 else None)]
 
     def _regressions(self, check: CheckSpec, item_id: str, verdicts: list[Verdict]) -> list[Verdict]:
         from clustercheck.compare import regression_verdicts
@@ -166,50 +211,63 @@ class CheckSession:
                                subject=r["subject"]))
         return out
 
-    def _measure(self, check: CheckSpec) -> Outcome:
+    def _measure_all(self, check: CheckSpec) -> dict[str | None, Outcome]:
         assert self.pools is not None and self.profile is not None
-        if check.measure == "probe":
-            return self._probe(check)
-        limits = self.limits_for(check)
+        probe = check.measure == "probe"
+        limits = {} if probe else self.limits_for(check)
         collective = check.measure in COLLECTIVES
         if check.measure in GPU_ONLY and self.backend != "nccl":
             raise Skip(f"{check.measure} needs GPUs and this node has none")
-        if (collective or check.measure == "p2p") and self.nranks < 2:
+        if check.scope == "pair" and len(self.nodes) < 2:
+            raise Skip(f"scope pair needs two nodes or more; this run has {len(self.nodes)}")
+        group_size = self.per_node * (2 if check.scope == "pair" else 1 if check.scope != "cluster" else len(self.nodes))
+        if (collective or check.measure == "p2p") and group_size < 2:
             raise Skip(f"{check.measure} over a single rank moves no data between devices")
         if collective:
-            self._check_layouts(check)
+            self._check_layouts(check, group_size)
         key = PoolKey(self.backend, self.nranks, check.env)
         pool = self.pools.get(key)
-        try:
-            per_rank = pool.run(check.measure, self._params(check), check.timeout)
-        except HarnessError:
-            self.pools.discard(key)
-            raise
-        hosts = [r["host"] for r in pool.ranks]
+        params = self._params(check, {"probe": check.params["probe"],
+                                      "expect": {**self.profile.expect, **check.params["expect"]}}
+                              if probe else check.params)
+        outcomes: dict[str | None, Outcome] = {}
+        info = {"number": pool.number, "pids": pool.pids, "backend": self.backend, "ranks": pool.ranks,
+                "env": dict(check.env), "starts": self.pools.starts}
+        rounds = self.groups(check, pool)
+        t0 = time.monotonic()
+        for groups, arg in rounds:
+            try:
+                per_rank = pool.run(check.measure, params, check.timeout, groups=arg)
+            except HarnessError:
+                self.pools.discard(key)
+                raise
+            for where, ranks in groups:
+                mine = [per_rank[r] for r in ranks]
+                hosts = [pool.ranks[r]["host"] for r in ranks]
+                outcomes[where] = (self._probe_outcome(check, mine, info) if probe
+                                   else self._judge(check, limits, mine, hosts, info))
+        # how long the ranks worked on this check, all nodes or pairs of it together, pool start excluded
+        info["measure_seconds"] = round(time.monotonic() - t0, 3)
+        info["rounds"] = len(rounds)
+        return outcomes
+
+    def _judge(self, check: CheckSpec, limits: dict[str, Limit], per_rank: list[dict[str, Any]], hosts: list[str],
+               info: dict[str, Any]) -> Outcome:
         metric_units = KINDS[check.measure].metrics
-        if collective:
+        if check.measure in COLLECTIVES:
             m = reduce_collective(check.measure, per_rank, hosts, check.params["judge_at"])
             limits = {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)}
         elif check.measure == "p2p":
             m = reduce_p2p(per_rank, metric_units)
         else:
             m = reduce_subjects(per_rank, metric_units)
-        verdicts = evaluate(m, limits)
-        return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
-                                     "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
+        return Outcome(m, evaluate(m, limits), info)
 
-    def _probe(self, check: CheckSpec) -> Outcome:
-        """A probe judged against the profile's expect: block, overridden by the check's own expect:."""
-        assert self.pools is not None and self.profile is not None
-        expect = {**self.profile.expect, **check.params["expect"]}
-        key = PoolKey(self.backend, self.nranks, check.env)
-        pool = self.pools.get(key)
-        try:
-            per_rank = pool.run("probe", {"probe": check.params["probe"], "expect": expect}, check.timeout)
-        except HarnessError:
-            self.pools.discard(key)
-            raise
-        result = per_rank[0]
+    def _probe_outcome(self, check: CheckSpec, per_rank: list[dict[str, Any]], info: dict[str, Any]) -> Outcome:
+        """A probe's verdicts from the node's first rank, judged against the profile's expect: block
+        (overridden by the check's own expect:)."""
+        assert self.profile is not None
+        result = next(r for r in per_rank if "outcome" in r)
         if result["outcome"] == "skipped":
             raise Skip(result["reason"])
         if result["outcome"] == "error":
@@ -220,24 +278,24 @@ class CheckSession:
                                   v["detail"], origin), v["passed"], None, subject=v["subject"], detail=v["detail"])
                     for v in result["verdicts"]]
         m = Measurement(metrics={}, units={}, worst=next((v.subject for v in verdicts if not v.passed), None))
-        return Outcome(m, verdicts, {"number": pool.number, "pids": pool.pids, "backend": self.backend,
-                                     "ranks": pool.ranks, "env": dict(check.env), "starts": self.pools.starts})
+        return Outcome(m, verdicts, info)
 
-    def _check_layouts(self, check: CheckSpec) -> None:
+    def _check_layouts(self, check: CheckSpec, nranks: int) -> None:
         from clustercheck.checks import DTYPES
         from clustercheck.formulas import layout
 
         for size in check.params["sizes"]:
-            if layout(check.measure, size, DTYPES[check.params["dtype"]], self.nranks).param_count == 0:
-                raise SizeTooSmall(f"{check.where}: {check.measure} of {size} B over {self.nranks} ranks moves "
+            if layout(check.measure, size, DTYPES[check.params["dtype"]], nranks).param_count == 0:
+                raise SizeTooSmall(f"{check.where}: {check.measure} of {size} B over {nranks} ranks moves "
                                    f"nothing (nccl-tests rounds per-rank counts down to 16 B); use larger sizes")
 
-    def _params(self, check: CheckSpec) -> dict[str, Any]:
+    def _params(self, check: CheckSpec, params: dict[str, Any]) -> dict[str, Any]:
+        """The task's parameters, with the test-only fault for this check when one was asked for."""
         fault = self.options.faults.get(check.id)
         if fault is None:
-            return check.params
+            return params
         kind, rank = fault
-        return {**check.params, "fault": {"kind": kind, "rank": self.nranks - 1 if rank is None else rank}}
+        return {**params, "fault": {"kind": kind, "rank": self.nranks - 1 if rank is None else rank}}
 
     def add_result(self, entry: dict[str, Any]) -> None:
         self.results.append(entry)
@@ -245,11 +303,27 @@ class CheckSession:
             self.record.append(entry)
 
     # -- end -------------------------------------------------------------------------------
+    def _exclude(self) -> None:
+        """Write the exclusion list (exclude.txt, Slurm hostlist syntax) and drain if asked."""
+        from clustercheck import exclude
+
+        assert self.record is not None and self.run_dir is not None
+        nodes = exclude.excluded(self.results)
+        text = exclude.as_hostlist(list(nodes))
+        (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
+        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": []}
+        if nodes and (self.options.drain or self.options.drain_dry_run):
+            for cmd in exclude.drain_commands(nodes):
+                rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)
+                self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
+        self.record.append({"type": "exclude", **self.exclusion})
+
     def finish(self, interrupted: bool = False) -> None:
         if not self.started:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
         self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
+        self._exclude()
         self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
                             "pool_starts": self.pools.starts, "interrupted": interrupted})
         self.record.close()

@@ -3,6 +3,7 @@ posted by the controller on the c10d store until told to exit. Imports no pytest
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import signal
@@ -35,11 +36,18 @@ def main() -> int:
     from clustercheck.measure import RankContext, run_task
 
     env = os.environ
-    rank, world = int(env["CC_RANK"]), int(env["CC_WORLD_SIZE"])
-    local_rank = int(env.get("CC_LOCAL_RANK", rank))
-    backend = env["CC_BACKEND"]
-    store = dist.TCPStore(env["CC_STORE_HOST"], int(env["CC_STORE_PORT"]), is_master=False,
-                          timeout=_POLL)
+    args = _args()
+    if args.from_slurm:
+        rank, local_rank, node = int(env["SLURM_PROCID"]), int(env["SLURM_LOCALID"]), env["SLURMD_NODENAME"]
+        world = int(env["SLURM_NTASKS"])
+    else:
+        rank, local_rank, node = args.rank, args.local_rank, args.node or socket.gethostname()
+        world = args.world_size or int(env["CC_WORLD_SIZE"])
+    host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
+    backend = args.backend or env["CC_BACKEND"]
+    # the pool's HMAC key: from the environment (local, srun), else the first line on stdin (hosts)
+    key = env.pop(wire.TOKEN_ENV, None) or sys.stdin.readline().strip()
+    store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
     device = torch.device("cpu")
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
@@ -47,9 +55,7 @@ def main() -> int:
     pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
     dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                             timeout=pg_timeout)
-    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device,
-                      host=socket.gethostname())
-    key = env.pop(wire.TOKEN_ENV)
+    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node)
     store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
     seq = 0
     while True:
@@ -66,6 +72,18 @@ def main() -> int:
         store.set(f"result/{seq}/{rank}", wire.seal(key, payload))
     dist.destroy_process_group()
     return 0
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m clustercheck.worker", description="a clustercheck rank (started by a launcher)")
+    p.add_argument("--from-slurm", action="store_true", help="take rank, local rank and node from srun's environment")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--local-rank", type=int, default=0)
+    p.add_argument("--node", help="the node name this rank reports (default: the hostname)")
+    p.add_argument("--world-size", type=int)
+    p.add_argument("--store", metavar="HOST:PORT", help="the controller's c10d store")
+    p.add_argument("--backend", choices=("gloo", "nccl"))
+    return p.parse_args()
 
 
 def _next_task(store: Any, seq: int, key: str) -> dict[str, Any] | None:

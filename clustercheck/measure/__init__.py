@@ -10,17 +10,26 @@ import torch
 
 @dataclass(frozen=True)
 class RankContext:
+    """Where a rank stands. Inside a subgroup (a node, a node pair), `rank` and `world_size` are the
+    group's; `global_of` maps a group rank back to the global rank torch's p2p and root arguments take."""
+
     rank: int
     world_size: int
     local_rank: int
     backend: str
     device: torch.device
     host: str
+    group: Any = None
+
+    def global_of(self, group_rank: int) -> int:
+        import torch.distributed as dist
+
+        return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
 
     def describe(self) -> dict[str, Any]:
         import os
 
-        info: dict[str, Any] = {"rank": self.rank, "host": self.host, "pid": os.getpid(),
+        info: dict[str, Any] = {"rank": self.rank, "local_rank": self.local_rank, "host": self.host, "pid": os.getpid(),
                                 "device": str(self.device), "backend": self.backend,
                                 "torch": torch.__version__}
         if self.device.type == "cuda":
@@ -34,13 +43,14 @@ class RankContext:
             torch.cuda.synchronize(self.device)
 
 
+DELAY_SECONDS = 2.0
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
 def fault_here(ctx: RankContext, params: dict[str, Any], kind: str) -> bool:
     """True when the controller asked this rank to fake `kind` (only with --cc-inject-fault)."""
     fault = params.get("fault")
-    return bool(fault) and fault["kind"] == kind and fault["rank"] == ctx.rank
+    return bool(fault) and fault["kind"] == kind and fault["rank"] == ctx.global_of(ctx.rank)  # a global rank
 
 
 def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
@@ -56,6 +66,9 @@ def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
             time.sleep(3600)
     if fault_here(ctx, params, "raise"):
         raise RuntimeError("injected fault")
+    fault = params.get("fault")
+    if fault and fault["kind"] == "delay":  # every rank: a slow measurement that needs no CPU
+        time.sleep(DELAY_SECONDS)
 
 
 def _probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +84,27 @@ def _probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
                           "expected": None if v.expected is None else str(v.expected)} for v in outcome.verdicts]}
 
 
+_GROUPS: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+
+def _in_group(ctx: RankContext, groups: list[list[int]] | None) -> RankContext | None:
+    """This rank's context inside its group of `groups` (every rank creates every group, in the same
+    order, as torch requires); None when this rank sits this task out."""
+    import dataclasses
+
+    import torch.distributed as dist
+
+    if groups is None:
+        return ctx
+    key = tuple(tuple(g) for g in groups)
+    if key not in _GROUPS:
+        _GROUPS[key] = [dist.new_group(list(g)) for g in key]
+    for ranks, group in zip(key, _GROUPS[key]):
+        if ctx.rank in ranks:
+            return dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=group)
+    return None
+
+
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     from clustercheck.measure import collectives
 
@@ -84,6 +118,10 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
     }
     op = task.get("op")
     params = task.get("params", {})
+    sub = _in_group(ctx, task.get("groups"))
+    if sub is None:
+        return {"idle": True}
+    ctx = sub
     if op in COLLECTIVES:
         runner, params = collectives.collective, {**params, "collective": op}
     elif op in runners:

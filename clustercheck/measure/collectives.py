@@ -24,9 +24,9 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 def _barrier(ctx: RankContext) -> None:
     if ctx.backend == "nccl":
-        dist.barrier(device_ids=[ctx.local_rank])
+        dist.barrier(group=ctx.group, device_ids=[ctx.local_rank])
     else:
-        dist.barrier()
+        dist.barrier(group=ctx.group)
 
 
 # -- exactly checkable data ------------------------------------------------------------------------
@@ -79,23 +79,25 @@ class Bench:
         else:
             self.send = torch.empty(lay.send_count, dtype=dtype, device=dev)
         self.peer_next, self.peer_prev = (r + 1) % n, (r - 1) % n
+        self.root = ctx.global_of(0)
 
     def op(self) -> None:
-        c = self.coll
+        c, g = self.coll, self.ctx.group
         if c == "all_reduce":
-            dist.all_reduce(self.recv)
+            dist.all_reduce(self.recv, group=g)
         elif c == "broadcast":
-            dist.broadcast(self.recv, src=0)
+            dist.broadcast(self.recv, src=self.root, group=g)
         elif c == "reduce":
-            dist.reduce(self.recv, dst=0)
+            dist.reduce(self.recv, dst=self.root, group=g)
         elif c == "all_gather":
-            _all_gather(self.recv, self.send)
+            _all_gather(self.recv, self.send, group=g)
         elif c == "reduce_scatter":
-            _reduce_scatter(self.recv, self.send)
+            _reduce_scatter(self.recv, self.send, group=g)
         elif c == "alltoall":
-            dist.all_to_all_single(self.recv, self.send)
+            dist.all_to_all_single(self.recv, self.send, group=g)
         elif c == "sendrecv":
-            ops = [dist.P2POp(dist.isend, self.send, self.peer_next), dist.P2POp(dist.irecv, self.recv, self.peer_prev)]
+            to, frm = self.ctx.global_of(self.peer_next), self.ctx.global_of(self.peer_prev)
+            ops = [dist.P2POp(dist.isend, self.send, to, group=g), dist.P2POp(dist.irecv, self.recv, frm, group=g)]
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
         else:

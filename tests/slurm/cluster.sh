@@ -181,6 +181,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 MpiDefault=none
+# Per-node task environment, as a site's TaskProlog sets it: DIR/node-env/<node> lines KEY=VALUE.
+# Tests use it to give one node a misconfiguration (e.g. NCCL_P2P_DISABLE=1) that a probe must find.
+TaskProlog=${dir}/task_prolog.sh
 ReturnToService=2
 MailProg=/bin/true
 SlurmctldTimeout=30
@@ -232,7 +235,7 @@ cmd_start() {
         die "$dir is not empty and not a cc-slurm dir; refusing to use it"
     fi
     # Fresh state every time (only inside a dir we created).
-    rm -rf "${dir:?}"/{munge,state,spool,log,run,slurm.conf,env.sh}
+    rm -rf "${dir:?}"/{munge,state,spool,log,run,slurm.conf,env.sh,task_prolog.sh,node-env}
     mkdir -p "$dir"/{munge,state,log,run} "${NODES[@]/#/$dir/spool/}"
     touch "$dir/$MARKER"
     # munged insists that its dirs are not group/world writable.
@@ -268,6 +271,15 @@ cmd_start() {
         read -r -a ports <<<"$(free_ports_fallback 4)"
     fi
     write_config "$dir" "${ports[0]}" "${ports[@]:1}"
+    mkdir -p "$dir/node-env"
+    cat >"$dir/task_prolog.sh" <<PROLOG
+#!/bin/sh
+# Slurm TaskProlog: every "export X=Y" line printed here lands in the task's environment.
+f="$dir/node-env/\$SLURMD_NODENAME"
+[ -f "\$f" ] && sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=\(.*\)\$/export \1=\2/p' "\$f"
+exit 0
+PROLOG
+    chmod 755 "$dir/task_prolog.sh"
     cat >"$dir/env.sh" <<EOF
 # source this file to talk to the cc-slurm test cluster in $dir
 export SLURM_CONF=$dir/slurm.conf

@@ -1,0 +1,78 @@
+"""From verdicts to the scheduler: the exclusion list, draining, and resuming what we drained.
+
+Only *failed* items put a node on the list (DESIGN: an error is the harness's problem, never the
+node's). A node-scope failure names its node. A pair failure implicates both nodes, so a node is
+listed only when it failed pairs with two or more partners, or every pair it was in; a
+cluster-scope failure names no node.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+import hostlist
+
+from clustercheck.units import fmt
+
+PREFIX = "clustercheck:"
+_MISS = {">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!="}
+
+
+def _why(r: dict[str, Any]) -> str:
+    failed = [v for v in r.get("verdicts") or [] if not v["passed"]]
+    if not failed:
+        return r["check"]
+    v = failed[0]
+    if not v.get("op"):  # a probe: its subject and what it found
+        return f"{r['check']} {v.get('subject') or ''} {v['metric']} {fmt(v['measured'])}".replace("  ", " ").strip()
+    return f"{r['check']} {v['metric']} {fmt(v['measured'])} {_MISS.get(v['op'], '!')} {fmt(v['limit'])} {v['unit']}".strip()
+
+
+def excluded(results: list[dict[str, Any]]) -> dict[str, str]:
+    """node -> the first reason it is excluded for."""
+    out: dict[str, str] = {}
+    partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
+    for r in results:
+        if r.get("scope") == "pair" and r.get("node"):
+            a, b = r["node"].split(",")
+            for x, y in ((a, b), (b, a)):
+                partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or r["outcome"] == "failed"
+        elif r["outcome"] == "failed" and r.get("scope") != "cluster" and r.get("node"):
+            out.setdefault(r["node"], _why(r))
+    for node, seen in partners.items():
+        bad = [p for p, failed in seen.items() if failed]
+        if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
+            pair = next(r for r in results if r.get("scope") == "pair" and r["outcome"] == "failed"
+                        and node in r["node"].split(","))
+            out[node] = f"{_why(pair)} (failed pairs with {', '.join(bad)})"
+    return out
+
+
+def as_hostlist(nodes: list[str]) -> str:
+    return hostlist.collect_hostlist(nodes) if nodes else ""
+
+
+def drain_commands(nodes: dict[str, str]) -> list[list[str]]:
+    return [["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={PREFIX} {why}"[:255]]
+            for node, why in nodes.items()]
+
+
+def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """From `scontrol show node -o`: (nodes drained with our prefix, [(node, reason)] drained otherwise)."""
+    ours, others = [], []
+    for line in show_node_output.splitlines():
+        name = re.search(r"\bNodeName=(\S+)", line)
+        state = re.search(r"\bState=(\S+)", line)
+        if not name or not state or "DRAIN" not in state.group(1):
+            continue
+        reason = re.search(r"\bReason=(.*?)(?: \[[^\]]+\])?\s*$", line)
+        text = reason.group(1) if reason else ""
+        (ours.append(name.group(1)) if text.startswith(PREFIX) else others.append((name.group(1), text)))
+    return ours, others
+
+
+def run(cmd: list[str]) -> tuple[int, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()

@@ -1,0 +1,165 @@
+"""Launchers start a pool's rank processes; rendezvous is torch.distributed's c10d store.
+
+- `local`: this machine, one process per rank, the store on loopback.
+- `slurm`: inside an allocation (salloc/sbatch): one `srun` starts every rank on every node of the
+  allocation; Slurm's SLURM_PROCID/SLURM_LOCALID/SLURMD_NODENAME give each rank its place.
+- `hosts`: an explicit host list and a command template such as `ssh {host} {python}`; the template
+  is split like a shell would (shlex) and never given to a shell, then `-m clustercheck.worker` and
+  the rank's arguments are appended. The pool's HMAC key goes to each rank on its stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from clustercheck.errors import UserError
+
+WORKER = ["-m", "clustercheck.worker"]
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    rank: int
+    local_rank: int
+    node: str
+
+
+class Launcher:
+    kind = "local"
+    nodes: tuple[str, ...] = ()
+
+    def store_bind(self) -> tuple[str, str]:
+        """(address to listen on, address the ranks connect to)."""
+        return "127.0.0.1", "127.0.0.1"
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+        raise NotImplementedError
+
+
+def _popen(argv: list[str], env: dict[str, str], log: Path, key: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    assert proc.stdin is not None
+    _send_key(proc.stdin, key)
+    return proc
+
+
+def _send_key(stdin: IO[bytes], key: str) -> None:
+    try:
+        stdin.write(key.encode() + b"\n")
+        stdin.close()
+    except BrokenPipeError:
+        pass  # the rank died at once; the pool notices and reports its output
+
+
+class LocalLauncher(Launcher):
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.nodes = (socket.gethostname(),)
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+        return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
+                       env, logs[r], key) for r in range(nranks)]
+
+
+def _advertised() -> str:
+    """The address other nodes reach this controller at: the IP the hostname resolves to."""
+    try:
+        return socket.gethostbyname(socket.getfqdn())
+    except OSError:
+        return socket.gethostname()
+
+
+class SlurmLauncher(Launcher):
+    kind = "slurm"
+
+    def __init__(self) -> None:
+        import hostlist
+
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if not nodelist:
+            raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
+                            "SLURM_JOB_NODELIST is not set")
+        self.nodes = tuple(hostlist.expand_hostlist(nodelist))
+
+    def store_bind(self) -> tuple[str, str]:
+        return "0.0.0.0", _advertised()
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+        per_node = nranks // len(self.nodes)
+        from clustercheck.wire import TOKEN_ENV
+
+        env = {**env, TOKEN_ENV: key}  # srun hands the environment to every task; never on a command line
+        argv = ["srun", "-l", f"--nodes={len(self.nodes)}", f"--ntasks={nranks}", f"--ntasks-per-node={per_node}",
+                "--kill-on-bad-exit=1", "--export=ALL", "--unbuffered",
+                # ranks may outnumber the CPUs the allocation holds (salloc -N3 gives one per node)
+                "--overcommit", sys.executable, *WORKER, "--from-slurm"]
+        with logs[0].open("wb") as out:  # one srun for all ranks; -l prefixes each line with its rank
+            return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)]
+
+
+class HostsLauncher(Launcher):
+    kind = "hosts"
+
+    def __init__(self, hosts: list[str], template: str) -> None:
+        if not hosts:
+            raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
+        try:
+            words = shlex.split(template)
+        except ValueError as exc:
+            raise UserError(f"--host-command {template!r}: {exc}") from None
+        if not words or not any("{host}" in w for w in words):
+            raise UserError(f"--host-command {template!r} must contain {{host}}, e.g. 'ssh {{host}} {{python}}'")
+        self.nodes = tuple(hosts)
+        self.words = words
+
+    def store_bind(self) -> tuple[str, str]:
+        return "0.0.0.0", _advertised()
+
+    def argv(self, host: str) -> list[str]:
+        subst = {"{host}": host, "{python}": sys.executable}
+        out = []
+        for word in self.words:
+            for k, v in subst.items():
+                word = word.replace(k, v)
+            out.append(word)
+        if "{python}" not in " ".join(self.words):
+            out.append(sys.executable)
+        return out
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+        per_node = nranks // len(self.nodes)
+        procs = []
+        for r in range(nranks):
+            host = self.nodes[r // per_node]
+            args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
+                    "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",
+                    "--backend", env["CC_BACKEND"]]
+            procs.append(_popen(args, env, logs[r], key))
+        return procs
+
+
+def make_launcher(kind: str, hosts: str | None, template: str) -> Launcher:
+    if kind == "local":
+        return LocalLauncher()
+    if kind == "slurm":
+        return SlurmLauncher()
+    if kind == "hosts":
+        import hostlist
+
+        try:
+            names = hostlist.expand_hostlist(hosts or "")
+        except hostlist.BadHostlist as exc:
+            raise UserError(f"--hosts {hosts!r}: {exc}") from None
+        return HostsLauncher(names, template)
+    raise UserError(f"unknown launcher {kind!r}")

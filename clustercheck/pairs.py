@@ -1,0 +1,37 @@
+"""Pairing strategies for scope `pair`: which node pairs run, and which run at the same time."""
+
+from __future__ import annotations
+
+import random
+
+
+def all_pairs_in_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
+    """Every pair exactly once, in rounds of disjoint pairs (the circle method of a round-robin
+    tournament): n-1 rounds for an even count, n for an odd one (each node sits out once)."""
+    ring: list[str | None] = list(nodes) + ([None] if len(nodes) % 2 else [])
+    rounds = []
+    for _ in range(len(ring) - 1):
+        half = len(ring) // 2
+        pairs = [(a, b) for a, b in zip(ring[:half], reversed(ring[half:])) if a is not None and b is not None]
+        rounds.append([tuple(sorted(p, key=nodes.index)) for p in pairs])  # type: ignore[misc]
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return rounds
+
+
+def random_disjoint_pairs(nodes: list[str], seed: int) -> list[list[tuple[str, str]]]:
+    """One round of random disjoint pairs (an odd node out sits this one out); reproducible by seed."""
+    shuffled = list(nodes)
+    random.Random(seed).shuffle(shuffled)
+    return [[tuple(sorted((shuffled[i], shuffled[i + 1]), key=nodes.index)) for i in range(0, len(shuffled) - 1, 2)]]  # type: ignore[misc]
+
+
+def schedule(strategy: str, nodes: list[str], seed: int = 0) -> list[list[tuple[str, str]]]:
+    if strategy == "rounds":
+        return all_pairs_in_rounds(nodes)
+    if strategy == "random":
+        return random_disjoint_pairs(nodes, seed)
+    raise ValueError(f"unknown pairing strategy {strategy!r}")
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    return f"{pair[0]},{pair[1]}"

@@ -1,0 +1,144 @@
+"""clustercheck on a real Slurm cluster (3 nodes x 2 ranks, all on this machine): cluster, node and
+pair scopes, the exclusion list, draining and resuming; and the hosts launcher."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+SUITE = """checks:
+  - id: ar-cluster
+    measure: all_reduce
+    scope: cluster
+    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}
+  - id: ar-node
+    measure: all_reduce
+    scope: node
+    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}
+  - id: ar-pair
+    measure: all_reduce
+    scope: pair
+    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}
+  - id: nccl-env
+    measure: probe
+    params: {probe: env}
+"""
+LIMITS = """platform: cpu
+detect: {gpu_count: 0}
+checks:
+  ar-cluster: {busbw: {limit: '>= 0.000001', unit: GB/s}}
+  ar-node: {busbw: {limit: '>= 0.000001', unit: GB/s}}
+  ar-pair: {busbw: {limit: '>= 0.000001', unit: GB/s}}
+"""
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    return tmp_path
+
+
+def run(env: dict[str, str], cwd: Path, *args: str, nodes: int = 3) -> subprocess.CompletedProcess[str]:
+    cmd = ["salloc", f"-N{nodes}", sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th",
+           "--out", "out", "--launcher", "slurm", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def results(cwd: Path) -> dict:
+    return json.loads((cwd / "out" / "latest" / "results.json").read_text())
+
+
+def node_env(env: dict[str, str], node: str, text: str) -> Path:
+    path = Path(env["CC_SLURM_HOME"]) / "node-env" / node
+    path.write_text(text)
+    return path
+
+
+def drained(env: dict[str, str]) -> dict[str, str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%t|%E"], env=env, capture_output=True, text=True).stdout
+    return {n: reason for n, state, reason in (line.split("|") for line in out.splitlines()) if "drain" in state}
+
+
+def test_cluster_node_and_pair_scopes_have_their_own_testcases(slurm: dict, work: Path) -> None:
+    res = run(slurm, work)
+    assert res.returncode == 0, res.stdout + res.stderr
+    names = [c.get("name") for c in ET.parse(work / "out" / "latest" / "junit.xml").getroot().iter("testcase")]
+    assert names == ["ar-cluster", "ar-node[ccnode1]", "ar-node[ccnode2]", "ar-node[ccnode3]",
+                     "ar-pair[ccnode2,ccnode3]", "ar-pair[ccnode1,ccnode3]", "ar-pair[ccnode1,ccnode2]",
+                     "nccl-env[ccnode1]", "nccl-env[ccnode2]", "nccl-env[ccnode3]"]
+    data = results(work)
+    assert data["run"]["launcher"] == "slurm" and data["run"]["ranks"] == 6 and data["run"]["nodes"] == [
+        "ccnode1", "ccnode2", "ccnode3"]
+    by_name = {r["name"]: r for r in data["results"]}
+    cluster_ranks = {r["host"] for r in by_name["ar-cluster"]["pool"]["ranks"]}
+    assert cluster_ranks == {"ccnode1", "ccnode2", "ccnode3"}
+    assert all(r["metrics"]["wrong"]["value"] == 0 for r in data["results"] if r["measure"] == "all_reduce")
+    assert by_name["ar-pair[ccnode1,ccnode2]"]["pool"]["rounds"] == 3
+    assert (work / "out" / "latest" / "exclude.txt").read_text() == ""
+
+
+def test_node_scope_runs_the_nodes_at_the_same_time(slurm: dict, work: Path) -> None:
+    """Each node's measurement waits 2 s without using CPU (a test-only delay), so this 2-core machine's
+    CPU does not decide the answer: three nodes at once take about as long as one."""
+    (work / "s.yaml").write_text("checks:\n  - id: nccl-env\n    measure: probe\n    params: {probe: env}\n")
+    seconds = {}
+    for nodes in (1, 3):
+        res = run(slurm, work, "--cc-inject-fault", "nccl-env:delay", nodes=nodes)
+        assert res.returncode == 0, res.stdout + res.stderr
+        seconds[nodes] = results(work)["results"][0]["pool"]["measure_seconds"]
+    assert 2.0 <= seconds[1] and seconds[3] < 1.5 * seconds[1], seconds
+
+
+def test_failing_node_is_excluded_drained_and_resumed(slurm: dict, work: Path) -> None:
+    bad = node_env(slurm, "ccnode2", "NCCL_P2P_DISABLE=1\n")  # a node-specific misconfiguration
+    try:
+        res = run(slurm, work, "--drain-dry-run")
+        assert res.returncode == 1
+        assert (work / "out" / "latest" / "exclude.txt").read_text() == "ccnode2\n"
+        command = ["scontrol", "update", "NodeName=ccnode2", "State=DRAIN",
+                   "Reason=clustercheck: nccl-env NCCL_P2P_DISABLE NCCL environment 1"]
+        assert f"drain would run: {shlex.join(command)}" in res.stdout
+        assert drained(slurm) == {}
+        res = run(slurm, work, "--drain")
+        assert f"drain ran (exit 0): {shlex.join(command)}" in res.stdout
+        assert drained(slurm) == {"ccnode2": "clustercheck: nccl-env NCCL_P2P_DISABLE NCCL environment 1"}
+    finally:
+        bad.unlink()
+    subprocess.run(["scontrol", "update", "NodeName=ccnode3", "State=DRAIN", "Reason=bad fan"], env=slurm, check=True)
+    try:
+        out = subprocess.run([sys.executable, "-m", "clustercheck", "resume"], env=slurm, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "resumed ccnode2" in out.stdout and "left alone ccnode3: drained for 'bad fan'" in out.stdout
+        assert drained(slurm) == {"ccnode3": "bad fan"}
+    finally:
+        subprocess.run(["scontrol", "update", "NodeName=ccnode2,ccnode3", "State=RESUME"], env=slurm)
+
+
+def test_killed_rank_is_an_error_and_no_node_is_excluded(slurm: dict, work: Path) -> None:
+    res = run(slurm, work, "-k", "ar-node", "--cc-inject-fault", "ar-node:crash@4")  # rank 4 is on ccnode3
+    assert res.returncode == 1
+    outcomes = {r["name"]: r["outcome"] for r in results(work)["results"]}
+    assert set(outcomes.values()) == {"error"} and "ar-node[ccnode3]" in outcomes
+    assert (work / "out" / "latest" / "exclude.txt").read_text() == ""
+    assert "exclude: none" in res.stdout
+
+
+def test_hosts_launcher_runs_the_suite_with_a_template_and_no_ssh(work: Path) -> None:
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "hosts", "--hosts", "h[1-3]", "--host-command", "env CC_HOST={host} {python}"]
+    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    names = [r["name"] for r in results(work)["results"]]
+    assert "ar-node[h2]" in names and "ar-pair[h1,h3]" in names and "nccl-env[h3]" in names
+    assert {r["host"] for r in results(work)["results"][0]["pool"]["ranks"]} == {"h1", "h2", "h3"}
