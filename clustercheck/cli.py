@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args)
         _parser().print_help()
         return 4
+    except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
     except UserError as exc:
         print(f"clustercheck: error: {exc}", file=sys.stderr)
         return 2
