@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from clustercheck import units
 from clustercheck.formulas import PLACEMENTS
+from clustercheck.errors import show
 from clustercheck.schema import Fields, at_least, between, one_of
 
 MAX_SIZE = 256 << 30  # bytes per buffer; far above any GPU's all_reduce sweep, far below a typo like 1TiB
@@ -28,10 +29,7 @@ def _sizes(f: Fields) -> list[int]:
         raw = f.get("sizes", list)
         if not raw:
             raise f.error("sizes", "needs at least one size")
-        try:
-            sizes = [units.parse_size(s) for s in raw]
-        except ValueError as exc:
-            raise f.error("sizes", str(exc)) from None
+        sizes = [_parse_size(f, "sizes", s) for s in raw]
         if len(set(sizes)) != len(sizes):
             raise f.error("sizes", "lists a size twice")
         for other in ("min_bytes", "max_bytes", "step_factor"):
@@ -54,11 +52,25 @@ def _sizes(f: Fields) -> list[int]:
 
 
 def _size(f: Fields, key: str, default: str) -> int:
-    raw = f.get(key, (int, str), default)
+    return _parse_size(f, key, f.get(key, (int, str), default))
+
+
+def _parse_size(f: Fields, key: str, raw: object) -> int:
+    """units.parse_size, quoting what the user wrote briefly whatever it is (a list nested through
+    aliases, a 5,000-digit number), and refusing absurd sizes at once so that no message has to print
+    them (the sweep and per-measure checks refuse the others above MAX_SIZE)."""
+    problem = f"expected a size such as 16MiB, 1GiB or 4096, got {show(raw)}"
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or isinstance(raw, str) and len(raw) > 40:
+        raise f.error(key, problem)
+    if isinstance(raw, int) and raw <= 0:
+        raise f.error(key, f"size must be positive, got {show(raw)}")
     try:
-        return units.parse_size(raw)
+        size = units.parse_size(raw)
     except ValueError as exc:
         raise f.error(key, str(exc)) from None
+    if size >= 1 << 100:
+        raise f.error(key, f"size {show(raw)} is above the {units.format_size(MAX_SIZE)} limit")
+    return size
 
 
 def _collective_params(f: Fields) -> dict[str, Any]:
@@ -98,7 +110,7 @@ def _collective_parser(collective: str) -> Callable[[Fields], dict[str, Any]]:
         placements = f.get("placements", list, list(available))
         if not placements or any(p not in available for p in placements) or len(set(placements)) != len(placements):
             raise f.error("placements", f"{collective} can run {' and '.join(available)}-place "
-                                        f"(as a list: {list(available)}), got {placements!r}")
+                                        f"(as a list: {list(available)}), got {show(placements)}")
         params["placements"] = [p for p in available if p in placements]
         f.done()
         return params
@@ -153,7 +165,7 @@ KINDS.update({
     "host_device": Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, _copy_parser("256MiB", 16),
                         "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node"),
     "device_memory": Kind("device_memory", ("gpu",), {"bandwidth": "GB/s"}, _copy_parser("1GiB", 16),
-                          "device-to-device copy on each GPU: bytes copied per second (memory traffic is twice)"),
+                          "device-to-device copy on each GPU: memory traffic per second (2 x bytes copied: read + write, as the HBM spec counts)"),
     "host_memory": Kind("host_memory", ("node",), {"bandwidth": "GB/s"}, _copy_parser("256MiB", 8),
                         "host memory copy bandwidth, one rank at a time (bytes copied per second)"),
     "gemm": Kind("gemm", ("gpu", "node"), {"tflops": "TFLOP/s"}, _gemm_params,

@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
+
+MAX_KEY = 200  # characters of a key path shown in a message; a longer one is cut
+# Characters that break a line or drive a terminal (str.splitlines() breaks at \v \f \x1c-\x1e \x85 too).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(char: re.Match[str]) -> str:
+    return ascii(char.group())[1:-1]  # '\n', '\x0c', '\u2028'
+
 
 class UserError(Exception):
     """A mistake in a suite, threshold file or option; printed as one line, never as a traceback."""
@@ -18,6 +29,34 @@ class UserError(Exception):
         where = ""
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
-        key = f"{self.key}: " if self.key else ""
+        key = ""
+        if self.key:
+            key = (self.key if len(self.key) <= MAX_KEY else self.key[:MAX_KEY] + "...") + ": "
         text = f"{where}{key}{self.message}"
-        return text.replace("\r", "\\r").replace("\n", "\\n")  # always one line, whatever a key holds
+        return _CONTROL.sub(_escape, text)  # always one line, whatever a key holds
+
+
+class _Repr(reprlib.Repr):
+    """reprlib with room for a readable value, and integers of any size (repr() refuses > 4300 digits)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = self.maxlong = width
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+        self.maxlevel = 2
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<a number of about {int(x.bit_length() * 0.30103) + 1} digits>"
+        return super().repr_int(x, level)
+
+
+_SHOW = {60: _Repr(60)}
+
+
+def show(value: object, width: int = 60) -> str:
+    """A user's value quoted in a message: repr(), but bounded whatever it holds (a 5,000-digit number,
+    a megabyte of text, lists nested through YAML aliases) and always one line."""
+    shower = _SHOW.get(width) or _SHOW.setdefault(width, _Repr(width))
+    text = _CONTROL.sub(_escape, shower.repr(value))
+    return text if len(text) <= 2 * width else text[:2 * width] + "..."  # wide nested containers

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from clustercheck.errors import show
+
 OPS = (">=", "<=", "==", ">", "<")
 MAX_DEPTH = 50  # parentheses and unary minus; keeps the recursive parser far from Python's stack limit
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
@@ -79,7 +81,7 @@ class _Parser:
     def expect(self, tok: str) -> None:
         found = self.take(repr(tok))
         if found != tok:
-            raise ExprError(f"expected {tok!r}, found {found!r}")
+            raise ExprError(f"expected {tok!r}, found {show(found)}")
 
     def limit(self) -> Parsed:
         op = self.peek()
@@ -88,7 +90,7 @@ class _Parser:
         self.take()
         q = self.sum()
         if self.peek() is not None:
-            raise ExprError(f"unexpected {self.peek()!r} after the expression")
+            raise ExprError(f"unexpected {show(self.peek())} after the expression")
         if not math.isfinite(q.value):
             raise ExprError("the limit is not a finite number")
         return Parsed(op, q.value, q.unit, q.sources)
@@ -156,13 +158,13 @@ class _Parser:
             except KeyError as exc:
                 raise ExprError(str(exc.args[0])) from None
         if tok[0].isalpha() or tok[0] == "_":
-            raise ExprError(f"unknown name {tok!r}; only numbers and spec.<name>.<field> are allowed")
-        raise ExprError(f"expected a number, 'spec.<name>.<field>' or '(', found {tok!r}")
+            raise ExprError(f"unknown name {show(tok)}; only numbers and spec.<name>.<field> are allowed")
+        raise ExprError(f"expected a number, 'spec.<name>.<field>' or '(', found {show(tok)}")
 
     def _name(self, what: str) -> str:
         tok = self.take(what)
         if not (tok[0].isalpha() or tok[0] == "_"):
-            raise ExprError(f"expected {what}, found {tok!r}")
+            raise ExprError(f"expected {what}, found {show(tok)}")
         return tok
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Callable, TypeVar
 
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, show
 from clustercheck.yamlfile import Mapping
 
 T = TypeVar("T")
@@ -25,6 +25,8 @@ class Fields:
         self.seen: set[str] = set()
 
     def key_path(self, key: str) -> str:
+        if not key or key.strip() != key or not key.isprintable():
+            key = show(key)  # '' or ' x' would vanish from "file:line: path: message"; quote them
         return f"{self.path}.{key}" if self.path else key
 
     def line_of(self, key: str) -> int:
@@ -47,7 +49,10 @@ class Fields:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-            ok, value = True, float(value)
+            try:
+                ok, value = True, float(value)
+            except OverflowError:  # e.g. 0x followed by a thousand digits
+                raise self.error(key, f"expected a number of sensible size, got {show(value)}") from None
         if not ok:
             want = " or ".join(_NAMES.get(k, k.__name__) for k in kinds)
             raise self.error(key, f"expected {want}, got {_kind(value)}")
@@ -77,12 +82,12 @@ def _kind(value: object) -> str:
 
 
 def at_least(lo: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= lo else f"must be >= {lo}, got {v}"
+    return lambda v: None if v >= lo else f"must be >= {lo}, got {show(v)}"
 
 
 def between(lo: float, hi: float) -> Callable[[Any], str | None]:
-    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}, got {v}"
+    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}, got {show(v)}"
 
 
 def one_of(*choices: str) -> Callable[[Any], str | None]:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}; got {v!r}"
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}; got {show(v)}"

@@ -298,9 +298,11 @@ class CheckSession:
         return {**params, "fault": {"kind": kind, "rank": self.nranks - 1 if rank is None else rank}}
 
     def add_result(self, entry: dict[str, Any]) -> None:
-        self.results.append(entry)
         if self.record is not None:
             self.record.append(entry)
+        # keep what the summary and the exclusion list need; the per-size rows and pool details live in
+        # the record only, so a long burn-in does not grow the controller with every check
+        self.results.append({k: v for k, v in entry.items() if k not in ("rows", "pool", "params")})
 
     # -- end -------------------------------------------------------------------------------
     def _exclude(self) -> None:

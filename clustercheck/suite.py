@@ -9,11 +9,11 @@ from typing import Any
 
 from clustercheck import yamlfile
 from clustercheck.checks import KINDS
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, show
 from clustercheck.schema import Fields, between, one_of
 
 SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -62,7 +62,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         f = Fields(raw, name, f"checks[{index}]", top.line_of("checks"))
         check_id = f.get("id", str, check=_valid_id)
         if check_id in seen:
-            raise f.error("id", f"duplicate check id {check_id!r} (first at line {seen[check_id]})")
+            raise f.error("id", f"duplicate check id {show(check_id)} (first at line {seen[check_id]})")
         seen[check_id] = f.line
         measure = f.get("measure", str, check=one_of(*KINDS))
         kind = KINDS[measure]
@@ -93,10 +93,11 @@ def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, 
         return inherited
     env = dict(inherited)
     for key, value in raw.items():
-        if not _ENV_NAME.match(key):
-            raise f.error("env", f"{key!r} is not a valid environment variable name")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise f.error("env", f"{key}: expected text or a number")
+        if not _ENV_NAME.fullmatch(key):  # match() would let 'NAME\n' through ($ before a final newline)
+            raise f.error("env", f"{show(key)} is not a valid environment variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) \
+                or isinstance(value, int) and value.bit_length() > 64:  # str() refuses > 4300 digits
+            raise f.error("env", f"{key}: expected text or a number, got {show(value)}")
         env[key] = str(value)
     return tuple(sorted(env.items()))
 

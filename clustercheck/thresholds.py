@@ -9,10 +9,10 @@ from pathlib import Path
 from clustercheck import specs, units, yamlfile
 from clustercheck.paths import display
 from clustercheck.units import fmt
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, show
 from clustercheck.expr import ExprError, Quantity, parse_limit
 from clustercheck.probes import check_expect
-from clustercheck.schema import Fields, one_of
+from clustercheck.schema import Fields, between, one_of
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class Profile:
 
 
 _DETECT_KEYS = ("gpu_count", "pci_device_ids", "nvlinks_per_gpu")
+_DETECT_RANGES = {"gpu_count": (0, 1024), "nvlinks_per_gpu": (0, 64)}  # GPUs per node as --ranks; NVLink 5: 18
 
 
 def load_profile(path: Path, display: str | None = None) -> Profile:
@@ -75,7 +76,7 @@ def load_profile(path: Path, display: str | None = None) -> Profile:
     top = Fields(doc, name, "")
     platform = top.get("platform", str)
     if platform != path.stem:
-        raise top.error("platform", f"must equal the file name {path.stem!r}, got {platform!r}")
+        raise top.error("platform", f"must equal the file name {path.stem!r}, got {show(platform)}")
     description = top.get("description", str, "")
     detect_f = Fields(top.get("detect", dict), name, "detect", top.line_of("detect"))
     detect: dict[str, object] = {}
@@ -83,11 +84,12 @@ def load_profile(path: Path, display: str | None = None) -> Profile:
         if key == "pci_device_ids":
             ids = detect_f.get(key, list, None)
             if ids is not None:
-                if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-                    raise detect_f.error(key, "expected a list of PCI device ids such as [0x2330]")
+                if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 0xFFFF
+                                      for i in ids):
+                    raise detect_f.error(key, "expected a list of PCI device ids (16 bits) such as [0x2330]")
                 detect[key] = tuple(sorted(ids))
         else:
-            value = detect_f.get(key, int, None)
+            value = detect_f.get(key, int, None, check=between(*_DETECT_RANGES[key]))
             if value is not None:
                 detect[key] = value
     detect_f.done()
@@ -132,7 +134,7 @@ def _limit(parent: Fields, check_id: str, metric: str, file: str, resolve: objec
         if not math.isfinite(value):
             raise ExprError(f"the limit is not a finite number in {unit}")
     except (ExprError, ValueError) as exc:
-        raise f.error("limit", f"bad threshold expression {expression!r}: {exc}") from None
+        raise f.error("limit", f"bad threshold expression {show(expression, 200)}: {exc}") from None
     return Limit(check_id, metric, parsed.op, value, unit, expression, source,
                  f"{file}:{f.line_of('limit')}", parsed.sources)
 

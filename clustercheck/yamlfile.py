@@ -1,4 +1,9 @@
-"""YAML loading that keeps line numbers and refuses duplicate keys."""
+"""YAML loading that keeps line numbers and refuses duplicate keys.
+
+Whatever the text holds, `loads` returns plain data or raises a one-line UserError with the file and,
+where known, the line: characters YAML does not allow, numbers too long for Python, impossible dates,
+nesting deeper than MAX_DEPTH, and merge keys (`<<`) that merge a mapping into itself included.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
 
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, show
+
+MAX_DEPTH = 100  # nested collections; far beyond any suite, far below Python's recursion limit
+_MERGE = "tag:yaml.org,2002:merge"
+_VALUE = "tag:yaml.org,2002:value"  # the `=` key, which PyYAML reads as the string "="
 
 
 class Mapping(dict):  # type: ignore[type-arg]
@@ -21,28 +31,90 @@ class Mapping(dict):  # type: ignore[type-arg]
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.merged: dict[int, dict[str, tuple[Node, Node]]] = {}  # id(mapping node) -> its key/value pairs
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, UserError, RecursionError):
+            raise
+        except Exception:  # PyYAML's own constructors: int('1' * 5000), 2001-02-30, !!bool maybe, ...
+            kind = node.tag.rpartition(":")[2] or node.tag
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {show(node.value)} as {kind}", node.start_mark) from None
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Mapping:
-    explicit = sum(k.tag != "tag:yaml.org,2002:merge" for k, _ in node.value)
-    loader.flatten_mapping(node)  # merged (<<) pairs now come first; explicit keys may override them
-    merged = len(node.value) - explicit
+def _key(loader: _Loader, key_node: Node) -> str:
+    key = key_node.value if key_node.tag == _VALUE else loader.construct_object(key_node, deep=True)
+    if not isinstance(key, str):
+        raise UserError("mapping keys must be strings", file=loader.name,
+                        line=key_node.start_mark.line + 1, key=show(key))
+    return key
+
+
+def _pairs(loader: _Loader, node: MappingNode, merging: frozenset[int]) -> dict[str, tuple[Node, Node]]:
+    """A mapping node's keys -> (key node, value node), merge keys applied as YAML 1.1 says: explicit keys
+    override merged ones, and of several merged mappings the first given wins. Unlike PyYAML's
+    flatten_mapping this never modifies the nodes, so an anchored mapping reads the same wherever it
+    is used, and each mapping is worked out once however often aliases repeat it."""
+    done = loader.merged.get(id(node))
+    if done is not None:
+        return done
+    merged: dict[str, tuple[Node, Node]] = {}
+    explicit: dict[str, tuple[Node, Node]] = {}
+    seen_merge = False
+    for key_node, value_node in node.value:
+        if key_node.tag != _MERGE:
+            key = _key(loader, key_node)
+            if key in explicit:
+                raise UserError("duplicate key", file=loader.name, line=key_node.start_mark.line + 1, key=key)
+            explicit[key] = (key_node, value_node)
+            continue
+        if seen_merge:
+            raise UserError("duplicate key", file=loader.name, line=key_node.start_mark.line + 1, key="<<")
+        seen_merge = True
+        if isinstance(value_node, MappingNode):
+            sources = [value_node]
+        elif isinstance(value_node, SequenceNode):
+            sources = list(value_node.value)
+        else:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"expected a mapping or list of mappings for merging, but found {value_node.id}",
+                value_node.start_mark)
+        for source in reversed(sources):  # the first one given wins: apply it last
+            if not isinstance(source, MappingNode):
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"expected a mapping for merging, but found {source.id}", source.start_mark)
+            if id(source) in merging:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    "a mapping merges itself (through an alias)", source.start_mark)
+            merged.update(_pairs(loader, source, merging | {id(source)}))
+    result = {**merged, **explicit}
+    loader.merged[id(node)] = result
+    return result
+
+
+def _construct_mapping(loader: _Loader, node: MappingNode) -> Mapping:
     out = Mapping()
     out.line = node.start_mark.line + 1
     out.key_lines = {}
-    explicit_keys: set[str] = set()
-    for index, (key_node, value_node) in enumerate(node.value):
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str):
-            raise UserError("mapping keys must be strings", file=loader.name,
-                            line=key_node.start_mark.line + 1, key=str(key))
-        if index >= merged:
-            if key in explicit_keys:
-                raise UserError("duplicate key", file=loader.name, line=key_node.start_mark.line + 1, key=key)
-            explicit_keys.add(key)
-        elif key in out:
-            continue  # of several merged mappings, the first one given wins (YAML merge key spec)
+    for key, (key_node, value_node) in _pairs(loader, node, frozenset({id(node)})).items():
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
     return out
@@ -64,7 +136,13 @@ def load(path: str | Path, display: str | None = None) -> Any:
 
 
 def loads(text: str, name: str) -> Any:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # PyYAML checks every character before it parses
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise UserError(f"YAML syntax error: character {ascii(char)} is not allowed in YAML", file=name,
+                        line=line) from None
     loader.name = name
     try:
         return loader.get_single_data()
@@ -75,5 +153,8 @@ def loads(text: str, name: str) -> Any:
         raise UserError(f"YAML syntax error: {problem}", file=name, line=line) from None
     except yaml.YAMLError as exc:
         raise UserError(f"YAML error: {exc}", file=name) from None
+    except RecursionError:  # a safety net below MAX_DEPTH (e.g. when called from deep in a stack)
+        mark = loader.get_mark()
+        raise UserError("YAML nested too deeply", file=name, line=mark.line + 1) from None
     finally:
         loader.dispose()

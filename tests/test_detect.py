@@ -84,7 +84,7 @@ def test_bad_expect_block_is_one_line_with_file_line_key(tmp_path):
 def test_eight_gpu_profiles_have_collective_p2p_copy_and_memory_limits(name):
     limits = PROFILES[name].limits
     for check, metric in [("allreduce-default", "busbw"), ("allreduce-ring", "busbw"), ("p2p-matrix", "p2p_min"),
-                          ("h2d-copy", "bandwidth"), ("d2h-copy", "bandwidth"), ("device-memory", "bandwidth")]:
+                          ("host-device", "h2d"), ("host-device", "d2h"), ("device-memory", "bandwidth")]:
         assert limits[check][metric].unit == "GB/s" and limits[check][metric].source
 
 
@@ -92,4 +92,4 @@ def test_nvls_floor_may_exceed_the_link_spec_but_ring_may_not():
     h100 = PROFILES["h100-sxm-8x"].limits
     assert h100["allreduce-default"]["busbw"].value == 430
     assert h100["allreduce-ring"]["busbw"].value < 450
-    assert h100["h2d-copy"]["bandwidth"].value == pytest.approx(0.75 * 63.02)
+    assert h100["host-device"]["h2d"].value == pytest.approx(0.75 * 63.02)

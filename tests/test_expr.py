@@ -293,3 +293,9 @@ def test_junk_either_parses_or_is_an_expr_error(text):
     else:
         assert parsed.op in (">=", "<=", "==", ">", "<")
         assert math.isfinite(parsed.value)
+
+
+def test_long_tokens_are_quoted_briefly_in_errors():
+    with pytest.raises(ExprError) as info:
+        parse_limit(">= 1 " + "x" * 5000, lambda n, f: Quantity(1.0, None))
+    assert "unexpected" in str(info.value) and len(str(info.value)) < 200

@@ -154,3 +154,43 @@ def test_report_of_a_cpu_run_renders_offline_with_summary_and_plots(project: pyt
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width >= 800 and height >= 900, (width, height)  # the full page, not an empty viewport
+
+
+def test_gpu_figures_render_heatmap_overlay_and_bars(browser: Browser, tmp_path: Path) -> None:
+    """The figures of a hand-made 8-GPU record (no GPU needed) as Chromium draws them."""
+    from gpu_record import GPUS, SLOW, write_gpu_record
+
+    from clustercheck.report import render_all
+    from clustercheck.report.html import colour_for
+
+    report = render_all(write_gpu_record(tmp_path / "run.jsonl"), tmp_path)["html"]
+    browser.load(report.as_uri())
+    assert browser.requests() == [report.as_uri()]
+    assert [e["entry"] for e in browser.page_events("Log.entryAdded") if e["entry"]["level"] in ("error", "warning")] == []
+
+    heat = browser.js("(() => { const s = document.querySelector('svg.heatmap'); const r = s.getBoundingClientRect();"
+                      " return {w: r.width, h: r.height, cells: s.querySelectorAll('g.cell').length,"
+                      " texts: [...s.querySelectorAll('g.cell text')].map(t => t.textContent),"
+                      " sizes: [...s.querySelectorAll('g.cell rect')].map(c => c.getBBox().width)}; })()")
+    assert heat["w"] > 300 and heat["h"] > 300 and heat["cells"] == GPUS * (GPUS - 1), heat
+    assert "210" in heat["texts"] and min(heat["sizes"]) > 30  # drawn, with room for the GB/s label
+    slow_fill = browser.js("[...document.querySelectorAll('svg.heatmap g.cell')].find(g => g.querySelector('title')"
+                           f".textContent.startsWith('{SLOW[0]} -> {SLOW[1]}')).querySelector('rect').getAttribute('fill')")
+    assert slow_fill == colour_for(0.0)
+    overlay = browser.js("[...document.querySelectorAll('svg.overlay')].map(s => [s.getBoundingClientRect().width,"
+                         " s.querySelectorAll('polyline').length])")
+    assert overlay == [[640, 3]]
+    two = browser.js("[...document.querySelectorAll('svg.plot')].map(s => s.querySelectorAll('polyline').length)")
+    assert sorted(two) == [1, 2, 2]  # all_reduce in place; all_gather and reduce_scatter out and in
+    bar_rects = browser.js("document.querySelectorAll('svg.bars g rect').length")
+    assert bar_rects == 2 * GPUS
+
+    png = browser.screenshot(tmp_path / "gpu-report.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    box = browser.js("(() => { const r = document.querySelector('svg.heatmap').getBoundingClientRect();"
+                     " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()")
+    clip = {"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1}
+    data = base64.b64decode(browser.page("Page.captureScreenshot", format="png", clip=clip,
+                                         captureBeyondViewport=True)["data"])
+    (tmp_path / "heatmap.png").write_bytes(data)
+    assert int.from_bytes(data[16:20], "big") >= 300

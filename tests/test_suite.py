@@ -484,3 +484,74 @@ def test_is_suite_file_needs_a_top_level_checks_key(tmp_path):
     assert is_suite_file(write(tmp_path, VALID))
     assert not is_suite_file(write(tmp_path, "platform: cpu\ndetect: {}\n", "profile.yaml"))
     assert not is_suite_file(tmp_path / "absent.yaml")
+
+
+# -- found by tests/test_fuzz_inputs.py ----------------------------------------------------------
+
+HUGE = "0x" + "f" * 1200  # YAML reads it as an int of 4,800 bits: too big for float(), str() and repr()
+
+
+def test_huge_integer_where_a_number_is_expected(tmp_path):
+    exc = error_of(tmp_path, one_check(extra=f"    timeout: {HUGE}\n"))
+    assert_points_at(exc, tmp_path, 4, "checks[0].timeout")
+    assert "expected a number of sensible size, got <a number of about 1445 digits>" in str(exc)
+
+
+def test_huge_integer_out_of_range_is_quoted_briefly(tmp_path):
+    exc = error_of(tmp_path, one_check(f"      sizes: [16MiB]\n      iters: {HUGE}\n"))
+    assert_points_at(exc, tmp_path, 6, "checks[0].params.iters")
+    assert str(exc).endswith("must be between 1 and 100000, got <a number of about 1445 digits>")
+
+
+@pytest.mark.parametrize("params, line, key", [
+    (f"      sizes: [{HUGE}]\n", 5, "sizes"),
+    (f"      min_bytes: {HUGE}\n      max_bytes: 1KiB\n", 5, "min_bytes"),
+    (f"      max_bytes: {HUGE}\n", 5, "max_bytes"),
+    (f"      sizes: [16MiB]\n      judge_at: {HUGE}\n", 6, "judge_at"),
+    (f"      sizes: [-{HUGE}]\n", 5, "sizes"),
+])
+def test_huge_sizes_are_refused_without_printing_them(tmp_path, params, line, key):
+    exc = error_of(tmp_path, one_check(params))
+    assert_points_at(exc, tmp_path, line, f"checks[0].params.{key}")
+    assert len(str(exc)) < 300
+
+
+def test_size_text_with_thousands_of_digits(tmp_path):
+    exc = error_of(tmp_path, one_check(f"      sizes: ['{'9' * 5000}MiB']\n"))
+    assert_points_at(exc, tmp_path, 5, "checks[0].params.sizes")
+    assert "expected a size such as 16MiB" in str(exc) and len(str(exc)) < 300
+
+
+@pytest.mark.parametrize("key", ["sizes", "placements"])
+def test_values_nested_through_aliases_are_quoted_briefly(tmp_path, key):
+    laughs = "&x0 [" + ", ".join(["lol"] * 9) + "]"
+    for i in range(1, 9):  # 9**9 strings if printed in full
+        laughs = f"&x{i} [{laughs}, {', '.join([f'*x{i - 1}'] * 8)}]"
+    exc = error_of(tmp_path, one_check(f"      {key}: {laughs}\n"))
+    assert_points_at(exc, tmp_path, 5, f"checks[0].params.{key}")
+    assert len(str(exc)) < 400, str(exc)[:400]
+
+
+@pytest.mark.parametrize("name", ["NCCL_ALGO\n", "A\nB"])
+def test_env_name_with_a_newline_is_refused(tmp_path, name):
+    exc = error_of(tmp_path, one_check(extra=f"    env: {{{name!r}: x}}\n".replace("'", '"')))
+    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+
+
+def test_env_value_too_large_to_be_a_number_is_refused(tmp_path):
+    exc = error_of(tmp_path, one_check(extra=f"    env: {{N: {HUGE}}}\n"))
+    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+    assert "expected text or a number" in str(exc)
+
+
+def test_shipped_suites_load():
+    for path in sorted((Path(__file__).resolve().parent.parent / "suites").glob("*.yaml")):
+        assert load_suite(path).checks
+
+
+@pytest.mark.parametrize("key, shown", [("''", "''"), ("' x'", "' x'"), ('"\\f\\x1d"', "'\\x0c\\x1d'"),
+                                        ('"\\e[2J"', "'\\x1b[2J'")])
+def test_odd_unknown_keys_are_quoted_in_the_one_line_error(tmp_path, key, shown):
+    exc = error_of(tmp_path, one_check() + f"{key}: 1\n")
+    assert str(exc).startswith(f"{tmp_path / 'suite.yaml'}:6: {shown}: unknown key"), str(exc)
+    assert str(exc).splitlines() == [str(exc)] and str(exc).isprintable()

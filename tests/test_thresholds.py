@@ -347,3 +347,31 @@ def test_load_named_unknown_platform_lists_the_known_ones():
     with pytest.raises(UserError) as info:
         load_named(THRESHOLDS, "no-such-platform")
     assert "cpu" in str(info.value)
+
+
+# -- range checks on detect (found by tests/test_fuzz_inputs.py: any integer was accepted) ---------
+
+@pytest.mark.parametrize("key, value", [("gpu_count", -1), ("gpu_count", 1025), ("nvlinks_per_gpu", -2),
+                                        ("nvlinks_per_gpu", 65), ("gpu_count", "0x" + "f" * 1200)])
+def test_detect_counts_are_range_checked(tmp_path, key, value):
+    exc = error_of(tmp_path, f"platform: lab\ndetect:\n  {key}: {value}\n")
+    assert_points_at(exc, tmp_path, 3, f"detect.{key}")
+    assert "must be between" in str(exc) and len(str(exc)) < 300
+
+
+@pytest.mark.parametrize("ids", ["[-1]", "[0x10000]", "[0x2330, 0x" + "f" * 1200 + "]"])
+def test_pci_device_ids_are_16_bits(tmp_path, ids):
+    exc = error_of(tmp_path, f"platform: lab\ndetect:\n  pci_device_ids: {ids}\n")
+    assert_points_at(exc, tmp_path, 3, "detect.pci_device_ids")
+
+
+def test_detect_at_the_range_ends_is_fine(tmp_path):
+    profile = load_profile(write(tmp_path, "platform: lab\ndetect:\n  gpu_count: 0\n  nvlinks_per_gpu: 64\n"
+                                           "  pci_device_ids: [0, 0xffff]\n"))
+    assert profile.detect == {"gpu_count": 0, "pci_device_ids": (0, 0xFFFF), "nvlinks_per_gpu": 64}
+
+
+def test_a_long_bad_expression_is_quoted_briefly(tmp_path):
+    exc = error_of(tmp_path, one_limit(">= " + "1" * 3000 + " +"))
+    assert_points_at(exc, tmp_path, 13, "checks.c.busbw.limit")
+    assert len(str(exc)) < 700 and "expression ends early" in str(exc)

@@ -176,3 +176,77 @@ def test_non_string_key_in_nested_mapping_is_refused(tmp_path):
 
 def test_quoted_number_key_is_a_string(tmp_path):
     assert yamlfile.load(write(tmp_path, "'5': five\n")) == {"5": "five"}
+
+
+# -- found by tests/test_fuzz_inputs.py: input PyYAML turns into exceptions other than YAMLError -----
+
+@pytest.mark.parametrize("text, line, words", [
+    ("a: 1\nb: x\x07y\n", 2, "'\\x07' is not allowed"),          # ReaderError, raised before parsing
+    ("a: 1\n\x00\n", 2, "'\\x00' is not allowed"),
+    ("a: 1\nb: " + "1" * 5000 + "\n", 2, "as int"),                 # int() refuses > 4300 digits
+    ("a: 2001-02-30\n", 1, "'2001-02-30' as timestamp"),            # datetime() refuses the day
+    ("a: !!bool maybe\n", 1, "'maybe' as bool"),                    # KeyError inside PyYAML
+    ("a: !!int\n", 1, "as int"),                                    # IndexError inside PyYAML
+    ("a: !!float x\n", 1, "'x' as float"),
+    ("a: !!timestamp never\n", 1, "as timestamp"),                  # AttributeError inside PyYAML
+    ("a:\n  b: " + "[" * 5000 + "]" * 5000 + "\n", 2, "nested deeper than 100 levels"),  # RecursionError
+    ("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", 1, "nested deeper than 100 levels"),
+])
+def test_values_pyyaml_cannot_construct_are_one_line_user_errors(tmp_path, text, line, words):
+    path = write(tmp_path, text)
+    exc = load_error(path, "f.yaml")
+    assert str(exc).startswith(f"f.yaml:{line}: YAML syntax error: "), str(exc)
+    assert words in str(exc)
+    assert "\n" not in str(exc) and len(str(exc)) < 200
+
+
+def test_nesting_up_to_the_limit_is_fine(tmp_path):
+    depth = yamlfile.MAX_DEPTH - 1  # the top-level mapping is one level
+    doc = yamlfile.load(write(tmp_path, "a: " + "[" * depth + "]" * depth + "\n"))
+    assert isinstance(doc["a"], list)
+
+
+# -- merge keys as YAML 1.1 defines them (PyYAML's flatten_mapping modifies the nodes it merges) -----
+
+def test_of_several_merged_mappings_the_first_wins(tmp_path):
+    doc = yamlfile.load(write(tmp_path, "a: &a {x: 1}\nb: &b {x: 2, y: 2}\nc:\n  <<: [*a, *b]\n"))
+    assert doc["c"] == {"x": 1, "y": 2}
+
+
+def test_a_merged_mapping_keeps_its_own_overrides(tmp_path):
+    text = "base: &b {x: 1}\nmid: &m\n  <<: *b\n  x: 2\ntop:\n  <<: *m\n"
+    doc = yamlfile.load(write(tmp_path, text))
+    assert doc["mid"] == {"x": 2} and doc["top"] == {"x": 2}
+
+
+def test_merging_a_mapping_anchored_inside_the_same_mapping_is_not_a_duplicate(tmp_path):
+    doc = yamlfile.load(write(tmp_path, "{a: &m {<<: {k: 0}, k: 1}, <<: *m}\n"))
+    assert doc == {"k": 1, "a": {"k": 1}}
+
+
+def test_merged_keys_remember_where_they_were_written(tmp_path):
+    doc = yamlfile.load(write(tmp_path, "base: &b\n  x: 1\ntop:\n  <<: *b\n  y: 2\n"))
+    assert doc["top"].key_lines == {"x": 2, "y": 5}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("a: &a {<<: *a}\n", "merges itself"),
+    ("a: &a {b: {<<: *a}}\n", "recursive node"),    # the merged b would hold itself
+    ("a: {<<: 5}\n", "expected a mapping or list of mappings for merging"),
+    ("a: {<<: [{x: 1}, 2]}\n", "expected a mapping for merging"),
+])
+def test_bad_merges_are_user_errors(tmp_path, text, words):
+    exc = load_error(write(tmp_path, text))
+    assert words in str(exc) and exc.line == 1
+
+
+def test_two_merge_keys_in_one_mapping_are_duplicate_keys(tmp_path):
+    path = write(tmp_path, "a: &a {x: 1}\nb: &b {y: 1}\nc:\n  <<: *a\n  <<: *b\n")
+    exc = load_error(path)
+    assert (exc.line, exc.key) == (5, "<<") and "duplicate key" in str(exc)
+
+
+def test_aliases_that_multiply_are_read_once(tmp_path):
+    lines = ["l0: &l0 {a: 1}"] + [f"l{i}: &l{i} {{<<: [{', '.join([f'*l{i - 1}'] * 10)}]}}" for i in range(1, 30)]
+    doc = yamlfile.load(write(tmp_path, "\n".join(lines) + "\n"))  # 10**29 merges if expanded
+    assert doc["l29"] == {"a": 1}

@@ -94,7 +94,8 @@ def device_memory(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     n = p["size"] // 4
     src = torch.empty(n, dtype=torch.float32, device=ctx.device)
     dst = torch.empty_like(src)
-    rates = _gpu_rate(lambda: dst.copy_(src), p["size"], p["loops"], p["samples"])
+    # a copy reads and writes every byte: count both, so the figure compares with the HBM spec (read+write)
+    rates = _gpu_rate(lambda: dst.copy_(src), 2 * p["size"], p["loops"], p["samples"])
     return {"subjects": {f"GPU{ctx.local_rank}": {"bandwidth": _summary(rates)}}}
 
 

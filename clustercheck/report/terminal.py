@@ -19,7 +19,8 @@ def table_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             continue
         for v in verdicts:
             verdict = "pass" if v["passed"] else "FAIL"
-            rows.append((r["name"], v["metric"], f"{fmt(v['measured'])} {v['unit']}",
+            metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
+            rows.append((r["name"], metric, f"{fmt(v['measured'])} {v['unit']}",
                          f"{v['op']} {fmt(v['limit'])} {v['unit']}", fmt_margin(v["margin"], v["limit"]), verdict))
     return rows
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster_fixture import slurm  # noqa: F401  (a fixture; tests/conftest.py keeps the name conftest)
+
 pytestmark = pytest.mark.slurm
 
 SUITE = """checks:

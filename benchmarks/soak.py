@@ -1,0 +1,465 @@
+"""Soak: the cpu-smoke checks repeated for a given time in ONE controller with ONE rank pool.
+
+    .venv/bin/python benchmarks/soak.py --minutes 30 [--ranks 2] [--interval 10] [--out DIR]
+
+What it runs is what a long burn-in runs: one pytest session (the clustercheck plugin, the same
+arguments `clustercheck run` passes), one suite file holding the three cpu-smoke checks repeated
+with numbered ids (thresholds copied from thresholds/cpu.yaml for each id), one rank pool reused by
+every check, the run record growing by one line per check. A small plugin replaces pytest's run
+loop so that the session stops cleanly (not as an interruption) once the time is up; the items not
+reached are simply not run, and the session ends as usual (pool closed, `end` line, reports).
+
+Every --interval seconds a sampler thread records: controller RSS (/proc/self/status VmRSS) and
+threads, each rank's RSS (the controller's child processes, i.e. the pool's pids), open file
+descriptors (/proc/PID/fd) of controller and ranks, the controller's child and descendant process
+counts, `clustercheck.worker` processes that are ours and on the whole machine, checks done.
+
+After the warm-up (max(2 min, 10% of the time), at most half of it) the verdict requires:
+- RSS of the controller and of each rank within +-10% of the post-warm-up baseline, judged on medians
+  of windows of k samples (k = 10% of the samples after warm-up, >= 3; the first window is the
+  baseline), not on single samples: a rank sampled while it holds a check's buffers (tens of MiB at
+  16 MiB sizes, partly kept by glibc between checks) swings by +-20% without leaking anything;
+- no steady growth: a least-squares trend over the run after warm-up (also printed per check) that
+  adds up to 5% of the baseline or more, with the last window 5% or more above the first, fails even
+  inside the band;
+- fd counts of controller and ranks not above the baseline (+2 on the controller for the sampler's
+  own transient fds); the same rank pids throughout (one pool start), no extra child processes or
+  controller threads; after the session, no rank or worker of ours left.
+Samples go to soak.csv and pytest's own output to pytest.log in the work dir; `--rejudge CSV` judges
+saved samples again; `--tracemalloc` (diagnosis only) prints where the controller's Python heap grew
+between the end of the warm-up and the last check. Exit 0 when all hold, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TOLERANCE = 0.10
+TREND_LIMIT = 0.05  # fitted growth over the run after warm-up, as a fraction of the baseline
+CONTROLLER_FD_SLACK = 2  # the sampler lists /proc/self/fd and reads /proc files while pytest runs
+SECONDS_PER_CYCLE_FLOOR = 0.4  # the 3 checks took 0.93 s together on the 2-vCPU reference VM; sizes the suite
+
+
+# -- /proc --------------------------------------------------------------------------------------
+def _status(pid: int | str) -> dict[str, str]:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                out[key] = value.strip()
+    except OSError:
+        pass
+    return out
+
+
+def rss_mib(pid: int | str) -> float:
+    value = _status(pid).get("VmRSS", "0 kB").split()[0]
+    return int(value) / 1024
+
+
+def fd_count(pid: int | str) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+def _ppids() -> dict[int, int]:
+    """pid -> parent pid of every process on the machine."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            out[int(name)] = int(stat.rpartition(")")[2].split()[1])
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def processes(me: int) -> tuple[list[int], int, list[int], int]:
+    """(children, descendants, our clustercheck.worker pids, clustercheck.worker processes on the machine)."""
+    ppids = _ppids()
+    children = sorted(p for p, pp in ppids.items() if pp == me)
+    descendants, frontier = set(), list(children)
+    while frontier:
+        p = frontier.pop()
+        if p not in descendants:
+            descendants.add(p)
+            frontier += [c for c, pp in ppids.items() if pp == p]
+    workers = [p for p in ppids if "clustercheck.worker" in _cmdline(p)]
+    ours = sorted(p for p in workers if p in descendants)
+    return children, len(descendants), ours, len(workers)
+
+
+def alive(pid: int) -> bool:
+    st = _status(pid).get("State", "")
+    return bool(st) and not st.startswith("Z")
+
+
+# -- the suite ----------------------------------------------------------------------------------
+def write_inputs(work: Path, cycles: int) -> tuple[Path, Path]:
+    """A suite with the cpu-smoke checks repeated `cycles` times (ids -00000, -00001, ...), and a
+    thresholds dir whose cpu.yaml holds the shipped cpu limits for every id."""
+    import yaml
+
+    smoke = (ROOT / "suites" / "cpu-smoke.yaml").read_text()
+    head, _, body = smoke.partition("\nchecks:\n")
+    blocks = [b for b in re.split(r"(?m)^(?=  - id: )", body) if b.strip()]
+    parts = [head.replace("suite: cpu-smoke", "suite: soak"), "\nchecks:\n"]
+    for i in range(cycles):
+        for block in blocks:
+            parts.append(re.sub(r"^(  - id: \S+)", lambda m: f"{m.group(1)}-{i:05d}", block, count=1))
+    suite = work / "soak.yaml"
+    suite.write_text("".join(parts))
+
+    cpu = yaml.safe_load((ROOT / "thresholds" / "cpu.yaml").read_text())
+    checks = {f"{cid}-{i:05d}": limits for i in range(cycles) for cid, limits in cpu["checks"].items()}
+    tdir = work / "thresholds"
+    tdir.mkdir(exist_ok=True)
+    (tdir / "cpu.yaml").write_text(yaml.safe_dump({**cpu, "checks": checks}, sort_keys=False))
+    return suite, tdir
+
+
+# -- sampling -----------------------------------------------------------------------------------
+FIELDS = ["t_s", "controller_rss_mib", "controller_fds", "controller_threads", "rank_pids", "rank_rss_mib",
+          "rank_fds", "children", "descendants", "workers_ours", "workers_machine", "checks_done"]
+
+
+class Sampler(threading.Thread):
+    def __init__(self, interval: float, printer) -> None:
+        super().__init__(daemon=True, name="soak-sampler")
+        self.interval = interval
+        self.printer = printer
+        self.samples: list[dict] = []
+        self.checks_done = 0
+        self.t0 = time.monotonic()
+        self.stop_event = threading.Event()
+        self.rank_pids_seen: set[int] = set()
+
+    def sample(self) -> dict:
+        me = os.getpid()
+        children, ndesc, ours, machine = processes(me)
+        ranks = ours or children
+        self.rank_pids_seen.update(ours)
+        s = {"t_s": round(time.monotonic() - self.t0, 1), "controller_rss_mib": round(rss_mib(me), 1),
+             "controller_fds": fd_count(me), "controller_threads": int(_status(me).get("Threads", 0)),
+             "rank_pids": ranks, "rank_rss_mib": [round(rss_mib(p), 1) for p in ranks],
+             "rank_fds": [fd_count(p) for p in ranks], "children": len(children), "descendants": ndesc,
+             "workers_ours": len(ours), "workers_machine": machine, "checks_done": self.checks_done}
+        self.samples.append(s)
+        return s
+
+    def run(self) -> None:
+        self.printer(self.sample())
+        while not self.stop_event.wait(self.interval):
+            self.printer(self.sample())
+
+
+class SoakPlugin:
+    """Runs the collected items in order until the deadline, then ends the session normally."""
+
+    def __init__(self, seconds: float, sampler: Sampler, warmup: float, trace: bool) -> None:
+        self.seconds = seconds
+        self.sampler = sampler
+        self.warmup = warmup
+        self.trace = trace
+        self.snapshots: list = []
+        self.outcomes: dict[str, int] = {}
+        self.ran_out = False
+        self.loop_started = 0.0
+        self.loop_ended = 0.0
+
+    def pytest_runtestloop(self, session):  # noqa: ANN001 - pytest hook
+        if session.testsfailed:
+            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
+        self.sampler.t0 = self.loop_started = time.monotonic()
+        self.sampler.start()
+        deadline = self.loop_started + self.seconds
+        items = session.items
+        if self.trace:
+            import tracemalloc
+
+            tracemalloc.start(6)
+        for i, item in enumerate(items):
+            if self.trace and not self.snapshots and time.monotonic() - self.loop_started >= self.warmup:
+                self.snapshots.append(tracemalloc.take_snapshot())
+            last = i + 1 == len(items) or time.monotonic() >= deadline
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=None if last else items[i + 1])
+            if session.shouldfail or session.shouldstop:
+                break
+            if time.monotonic() >= deadline:
+                break
+        else:
+            self.ran_out = True
+        self.loop_ended = time.monotonic()
+        if self.trace:
+            self.snapshots.append(tracemalloc.take_snapshot())
+            tracemalloc.stop()
+        return True
+
+    def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 - pytest hook
+        if report.when == "call" or report.when == "setup" and not report.passed:
+            key = "error" if report.when == "setup" and report.failed else report.outcome
+            self.outcomes[key] = self.outcomes.get(key, 0) + 1
+            self.sampler.checks_done += 1
+
+
+# -- verdict ------------------------------------------------------------------------------------
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over xs (0 when xs do not vary)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+
+
+def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int], pool_starts: int,
+          nranks: int) -> tuple[list[str], list[str]]:
+    """(summary lines, problems).
+
+    RSS is judged on medians of windows of k samples (k = 10% of the samples after warm-up, at least 3),
+    not on single samples: a rank sampled while it holds a check's buffers (the 16 MiB sweep allocates
+    tens of MiB and glibc keeps some of it between checks) is not a leak. Every window median must be
+    within +-10% of the first one, and the fitted trend over the run must stay under 5% of it."""
+    window = [s for s in samples if warmup <= s["t_s"] <= end_t]
+    lines: list[str] = []
+    problems: list[str] = []
+    if len(window) < 6:
+        return lines, [f"only {len(window)} samples after the warm-up: run longer"]
+    base = window[:3]
+    k = max(3, len(window) // 10)
+    run_h = (window[-1]["t_s"] - window[0]["t_s"]) / 3600
+    lines.append(f"RSS in MiB; windows of {k} samples ({k * (window[1]['t_s'] - window[0]['t_s']):.0f} s), "
+                 f"first window = baseline; trend = least-squares slope over all {len(window)} samples")
+
+    def band(name: str, picked: list[dict], values: list[float]) -> None:
+        medians = [statistics.median(values[i:i + k]) for i in range(0, len(values) - k + 1, k)]
+        baseline = medians[0]
+        dev = max(abs(m - baseline) for m in medians) / baseline
+        times = [s["t_s"] for s in picked]
+        checks = [s["checks_done"] for s in picked]
+        per_h = _slope(times, values) * 3600
+        per_check = _slope(checks, values) * 1024  # KiB
+        grown = per_h * run_h / baseline
+        lines.append(f"{name:<22} baseline {baseline:6.1f}  last window {medians[-1]:6.1f} ({(medians[-1] / baseline - 1) * 100:+5.1f}%)"
+                     f"  windows {min(medians):.1f}..{max(medians):.1f} (max dev {dev * 100:4.1f}%)"
+                     f"  samples {min(values):.1f}..{max(values):.1f}  trend {per_h:+6.1f} MiB/h = {per_check:+6.2f} KiB/check")
+        if dev > TOLERANCE:
+            problems.append(f"{name}: a window median moved {dev * 100:.1f}% from the baseline {baseline:.1f} MiB "
+                            f"(windows {min(medians):.1f}..{max(medians):.1f})")
+        if grown > TREND_LIMIT and medians[-1] / baseline - 1 > TREND_LIMIT:  # both: not one noisy window
+            problems.append(f"{name}: grows steadily, {per_h:+.1f} MiB/h ({per_check:+.2f} KiB per check), "
+                            f"{grown * 100:+.1f}% of its baseline over the {run_h * 60:.0f} min after warm-up")
+
+    band("controller RSS", window, [s["controller_rss_mib"] for s in window])
+    pids = window[0]["rank_pids"]
+    if len(pids) != nranks:
+        problems.append(f"{len(pids)} rank processes after warm-up, expected {nranks}")
+    for s in window:
+        if s["rank_pids"] != pids:
+            problems.append(f"rank pids changed at t={s['t_s']} s: {pids} -> {s['rank_pids']} (pool restarted?)")
+            break
+    same = [s for s in window if s["rank_pids"] == pids]
+    for r, pid in enumerate(pids):
+        band(f"rank {r} RSS (pid {pid})", same, [s["rank_rss_mib"][r] for s in same])
+    # descriptors
+    cfd = [s["controller_fds"] for s in window]
+    cbase = max(s["controller_fds"] for s in base)
+    lines.append(f"{'controller fds':<22} baseline {cbase:6d}  min {min(cfd)}  max {max(cfd)}  last {cfd[-1]}")
+    if max(cfd) > cbase + CONTROLLER_FD_SLACK:
+        problems.append(f"controller fds grew from {cbase} to {max(cfd)} (last {cfd[-1]})")
+    for r, pid in enumerate(pids):
+        fds = [s["rank_fds"][r] for s in window if s["rank_pids"] == pids]
+        rbase = max(s["rank_fds"][r] for s in base)
+        lines.append(f"{f'rank {r} fds':<22} baseline {rbase:6d}  min {min(fds)}  max {max(fds)}  last {fds[-1]}")
+        if max(fds) > rbase:
+            problems.append(f"rank {r} fds grew from {rbase} to {max(fds)} (last {fds[-1]})")
+    # processes
+    kids = [s["children"] for s in window]
+    desc = [s["descendants"] for s in window]
+    threads = [s["controller_threads"] for s in window]
+    lines.append(f"{'child processes':<22} min {min(kids)} max {max(kids)}; descendants min {min(desc)} max {max(desc)}; "
+                 f"controller threads min {min(threads)} max {max(threads)}")
+    if max(kids) > nranks or max(desc) > nranks:
+        problems.append(f"extra processes: up to {max(kids)} children / {max(desc)} descendants for {nranks} ranks")
+    if max(threads) > max(s["controller_threads"] for s in base):
+        problems.append(f"controller threads grew from {max(s['controller_threads'] for s in base)} to {max(threads)}")
+    lines.append(f"{'pool starts':<22} {pool_starts}")
+    if pool_starts != 1:
+        problems.append(f"{pool_starts} pool starts; the soak expects the one pool to live throughout")
+    lines.append(f"{'left after the session':<22} {len(leftover)} process(es) {leftover if leftover else ''}".rstrip())
+    if leftover:
+        problems.append(f"processes left after the session: {leftover}")
+    return lines, problems
+
+
+def rejudge(path: Path, warmup: float, nranks: int) -> int:
+    samples = []
+    with path.open() as fh:
+        for row in csv.DictReader(fh):
+            s: dict = {k: float(v) if k in ("t_s", "controller_rss_mib") else v for k, v in row.items()}
+            for k in ("controller_fds", "controller_threads", "children", "descendants", "workers_ours",
+                      "workers_machine", "checks_done"):
+                s[k] = int(row[k])
+            s["rank_pids"] = [int(v) for v in row["rank_pids"].split(";") if v]
+            s["rank_rss_mib"] = [float(v) for v in row["rank_rss_mib"].split(";") if v]
+            s["rank_fds"] = [int(v) for v in row["rank_fds"].split(";") if v]
+            samples.append(s)
+    end_t = max(s["t_s"] for s in samples if s["rank_pids"])
+    lines, problems = judge(samples, warmup, end_t, [], 1, nranks)
+    print(f"{path}: after warm-up ({warmup:.0f} s) until the last check (t={end_t:.0f} s), "
+          f"{sum(warmup <= s['t_s'] <= end_t for s in samples)} samples:")
+    for line in lines:
+        print("  " + line)
+    print("VERDICT: FAIL" if problems else "VERDICT: PASS")
+    for p in problems:
+        print("  - " + p)
+    return 1 if problems else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default 10)")
+    ap.add_argument("--print-every", type=float, default=60.0, help="seconds between table rows (default 60)")
+    ap.add_argument("--out", type=Path, default=None, help="work dir (default /tmp/clustercheck-soak-<time>)")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="diagnosis only (it costs memory itself): print the controller's top allocation growth "
+                         "between the end of the warm-up and the last check, by file and line")
+    ap.add_argument("--rejudge", type=Path, metavar="CSV", help="judge the samples of an earlier run's soak.csv "
+                    "again (with that run's --minutes) instead of running; pool starts and leftovers not re-checked")
+    args = ap.parse_args()
+    seconds = args.minutes * 60
+    warmup = min(max(120.0, 0.1 * seconds), 0.5 * seconds)
+    if args.rejudge:
+        return rejudge(args.rejudge, warmup, args.ranks)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    work = (args.out or Path(f"/tmp/clustercheck-soak-{stamp}")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    cycles = max(10, int(seconds / SECONDS_PER_CYCLE_FLOOR) + 1)
+    suite, tdir = write_inputs(work, cycles)
+    # pytest captures fd 1 while each check runs; the table goes to a duplicate of the original stdout
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    import torch
+
+    say(f"soak: {args.minutes:g} min of cpu-smoke x {cycles} cycles ({cycles * 3} checks available), "
+        f"{args.ranks} gloo ranks, one controller (pid {os.getpid()}); warm-up {warmup:.0f} s; "
+        f"torch {torch.__version__}, {os.cpu_count()} CPUs; work dir {work}")
+    header = f"{'t (s)':>7} {'ctrl RSS MiB':>12} {'ranks RSS MiB':>16} {'ctrl fds':>8} {'rank fds':>10} " \
+             f"{'thr':>4} {'procs':>5} {'workers':>8} {'checks':>7}"
+    say(header)
+    last_print = [-1e9]
+
+    def row(s: dict) -> str:
+        ranks = "/".join(f"{v:.0f}" for v in s["rank_rss_mib"]) or "-"
+        fds = "/".join(str(v) for v in s["rank_fds"]) or "-"
+        return (f"{s['t_s']:>7.0f} {s['controller_rss_mib']:>12.1f} {ranks:>16} {s['controller_fds']:>8} {fds:>10} "
+                f"{s['controller_threads']:>4} {s['descendants']:>5} {s['workers_ours']:>3}/{s['workers_machine']:<4} "
+                f"{s['checks_done']:>7}")
+
+    def printer(s: dict) -> None:
+        if s["t_s"] - last_print[0] >= args.print_every - 0.5 * args.interval:
+            last_print[0] = s["t_s"]
+            say(row(s))
+
+    sampler = Sampler(args.interval, printer)
+    plugin = SoakPlugin(seconds, sampler, warmup, args.tracemalloc)
+    import pytest
+
+    pytest_log = work / "pytest.log"
+    t_start = time.monotonic()
+    with pytest_log.open("w") as log, contextlib.redirect_stdout(log):
+        code = pytest.main([str(suite), "--thresholds", str(tdir), "--platform", "cpu", "--backend", "auto",
+                            "--ranks", str(args.ranks), "--cc-out", str(work / "out"), "-p", "no:cacheprovider",
+                            "-q"], plugins=[plugin])
+    finished = time.monotonic()
+    end_t = plugin.loop_ended - sampler.t0 if plugin.loop_ended else 0.0
+    sampler.stop_event.set()
+    if sampler.is_alive():
+        sampler.join()
+    after = sampler.sample()  # after the session: pool closed, reports written
+    say(row(after) + "   <- after the session ended (pool closed, reports written)")
+    time.sleep(1.0)
+    leftover = sorted(p for p in sampler.rank_pids_seen if alive(p))
+    children, _, ours, _ = processes(os.getpid())
+    leftover = sorted(set(leftover) | set(children) | set(ours))
+
+    record = work / "out" / "latest" / "run.jsonl"
+    pool_starts, results = 0, 0
+    if record.is_file():
+        for line in record.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            pool_starts += entry.get("type") == "pool"
+            results += entry.get("type") == "result"
+    csv_path = work / "soak.csv"
+    with csv_path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for s in sampler.samples:
+            w.writerow({k: (";".join(map(str, v)) if isinstance(v, list) else v) for k, v in s.items()})
+
+    say()
+    say(f"pytest exit code {int(code)}; {sampler.checks_done} checks in {end_t / 60:.1f} min "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(plugin.outcomes.items()))}); {results} result lines in "
+        f"{record}; start-up (collection, platform) took {plugin.loop_started - t_start:.1f} s, "
+        f"session end (pool close, reports) {finished - plugin.loop_ended:.1f} s")
+    if plugin.ran_out:
+        say("note: the suite ran out of checks before the time was up (raise SECONDS_PER_CYCLE_FLOOR's cycles)")
+    lines, problems = judge(sampler.samples, warmup, end_t, leftover, pool_starts, args.ranks)
+    say(f"after warm-up ({warmup:.0f} s) until the last check (t={end_t:.0f} s), "
+        f"{sum(warmup <= s['t_s'] <= end_t for s in sampler.samples)} samples every {args.interval:g} s:")
+    for line in lines:
+        say("  " + line)
+    if int(code) not in (0, 1):
+        problems.append(f"pytest exit code {int(code)} (see {pytest_log})")
+    if plugin.outcomes.get("error"):
+        problems.append(f"{plugin.outcomes['error']} check(s) ended in error (see {pytest_log})")
+    if len(plugin.snapshots) == 2:
+        say(f"controller allocation growth after the warm-up (tracemalloc, {sampler.checks_done} checks in all):")
+        stats = plugin.snapshots[1].compare_to(plugin.snapshots[0], "traceback")
+        for stat in stats[:8]:
+            frames = " > ".join(f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback)  # caller first
+            say(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {frames}")
+    say(f"samples: {csv_path}; pytest output: {pytest_log}")
+    if problems:
+        say("VERDICT: FAIL")
+        for p in problems:
+            say("  - " + p)
+        return 1
+    say(f"VERDICT: PASS (RSS within +-{TOLERANCE * 100:.0f}%, no fd growth, no extra or leftover processes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""clustercheck.errors: UserError prints as one bounded line; show() quotes any user value briefly."""
+
+from __future__ import annotations
+
+from clustercheck.errors import MAX_KEY, UserError, show
+
+
+def test_show_is_repr_for_ordinary_values():
+    assert [show(v) for v in ("16MiB", 4096, 1.5, None, True, [1, "a"], {"a": 1})] == \
+        ["'16MiB'", "4096", "1.5", "None", "True", "[1, 'a']", "{'a': 1}"]
+
+
+def test_show_copes_with_integers_repr_refuses():
+    assert show(16 ** 1200 - 1) == "<a number of about 1445 digits>"  # repr() raises beyond 4300 digits
+    assert show(-(10 ** 5000)) == "<a number of about 5001 digits>"
+
+
+def test_show_bounds_long_text_deep_and_wide_values():
+    assert len(show("x" * 10_000)) < 70
+    nested: list = ["lol"]
+    for _ in range(40):
+        nested = [nested] * 10  # 10**40 strings if printed in full
+    assert len(show(nested)) <= 124
+    loop: list = []
+    loop.append(loop)
+    assert show(loop) == "[[[...]]]"
+
+
+def test_show_is_one_line():
+    assert show("a\nb\rc") == "'a\\nb\\rc'"
+
+
+def test_user_error_cuts_a_very_long_key():
+    text = str(UserError("unknown key", file="s.yaml", line=3, key="k" * 10_000))
+    assert text.startswith("s.yaml:3: kkk") and text.endswith("...: unknown key")
+    assert len(text) < MAX_KEY + 40
+
+
+def test_user_error_escapes_every_line_breaking_or_terminal_character():
+    text = str(UserError("bad \x1b[2J", file="s.yaml", line=1, key="a\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\t\r\n"))
+    assert text == "s.yaml:1: a\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029\\t\\r\\n: bad \\x1b[2J"
+    assert text.splitlines() == [text]
