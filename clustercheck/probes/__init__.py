@@ -186,8 +186,12 @@ _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
 def _levels_problem(value: object) -> str | None:
     items = value if isinstance(value, list) else [value]
     bad = [v for v in items if not isinstance(v, str) or not _LEVEL.match(v)]
-    return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS), got {bad[0]!r}" \
-        if bad else None
+    import reprlib
+
+    brief = reprlib.Repr()  # bounded: a YAML alias bomb must not become a gigabyte message
+    brief.maxlevel, brief.maxlist, brief.maxstring, brief.maxother = 2, 4, 40, 40
+    return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS), got " \
+           f"{brief.repr(bad[0])}" if bad else None
 
 
 def parse_expect_args(items: list[str]) -> dict[str, Any]:
