@@ -170,6 +170,9 @@ class CheckItem(pytest.Item):
         if failed:
             raise CheckFailed(failure_text(failed))
 
+    def teardown(self) -> None:
+        self.outcome = None  # reported and recorded by now; a long burn-in must not keep every measurement
+
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CheckFailed):
             return str(excinfo.value)

@@ -172,7 +172,9 @@ class CheckSession:
         found = self._cache[check.id]
         if isinstance(found, Exception):
             raise type(found)(*found.args)
-        outcome = found.get(where)
+        outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
+        if not found:
+            del self._cache[check.id]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if not self.options.compare:
