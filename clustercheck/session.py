@@ -19,7 +19,7 @@ from clustercheck.pairs import pair_name, schedule
 from clustercheck.errors import UserError
 from clustercheck.paths import display
 from clustercheck.pool import HarnessError, PoolKey, PoolManager, WorkerPool
-from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now,
+from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now, read_record,
                                   reduce_collective, reduce_p2p, reduce_subjects, sha256)
 from clustercheck.suite import CheckSpec
 from clustercheck.thresholds import Limit, Profile, load_named
@@ -83,7 +83,7 @@ class CheckSession:
         self.pools: PoolManager | None = None
         self.record: RunRecord | None = None
         self.run_dir: Path | None = None
-        self.results: list[dict[str, Any]] = []
+        self.results: list[dict[str, Any]] = []  # read back from the record at the end, for the summary
         self.backend = "gloo"
         self.nranks = 2
         self.per_node = 2
@@ -300,11 +300,9 @@ class CheckSession:
         return {**params, "fault": {"kind": kind, "rank": self.nranks - 1 if rank is None else rank}}
 
     def add_result(self, entry: dict[str, Any]) -> None:
+        # the record is the only copy: a week of burn-in must not grow the controller with every check
         if self.record is not None:
             self.record.append(entry)
-        # keep what the summary and the exclusion list need; the per-size rows and pool details live in
-        # the record only, so a long burn-in does not grow the controller with every check
-        self.results.append({k: v for k, v in entry.items() if k not in ("rows", "pool", "params")})
 
     # -- end -------------------------------------------------------------------------------
     def _exclude(self) -> None:
@@ -327,6 +325,8 @@ class CheckSession:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
         self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
+        self.results = [{k: v for k, v in r.items() if k not in ("rows", "pool", "params")}
+                        for r in read_record(self.record.path)[1]]
         self._exclude()
         self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
                             "pool_starts": self.pools.starts, "interrupted": interrupted})
