@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                           "name under --out); a metric worse by --compare-tolerance fails that item")
     run.add_argument("--compare-tolerance", metavar="FRACTION", default="5%",
                      help="how much worse than the baseline a metric may get: 0.05 or 5%% (default 5%%)")
+    run.add_argument("--nccl-log", choices=("full", "init", "off"), default="full",
+                     help="NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the timed pools and runs each collective once more in an untimed sibling pool that logs which algorithm and protocol NCCL chose per size; 'init' skips the sibling pool (less GPU memory and time); 'off' logs nothing (default: full)")
     run.add_argument("--progress", action="store_true", default=None,
                      help="a progress line per check on stderr (default: when stderr is a terminal)")
     run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
@@ -158,7 +160,7 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     if args.compare:
         pytest_args += ["--compare", args.compare, "--compare-tolerance", args.compare_tolerance]
     pytest_args += ["--launcher", args.launcher, "--host-command", args.host_command,
-                    "--pair-strategy", args.pair_strategy]
+                    "--pair-strategy", args.pair_strategy, "--nccl-log", args.nccl_log]
     if args.hosts:
         pytest_args += ["--hosts", args.hosts]
     pytest_args += ["--drain"] * args.drain + ["--drain-dry-run"] * args.drain_dry_run

@@ -102,7 +102,9 @@ class SlurmLauncher(Launcher):
         argv = ["srun", "-l", f"--nodes={len(self.nodes)}", f"--ntasks={nranks}", f"--ntasks-per-node={per_node}",
                 "--kill-on-bad-exit=1", "--export=ALL", "--unbuffered",
                 # ranks may outnumber the CPUs the allocation holds (salloc -N3 gives one per node)
-                "--overcommit", sys.executable, *WORKER, "--from-slurm"]
+                "--overcommit",
+                # pools of other environments, and NCCL's untimed tuning pool, share the nodes with this one
+                "--overlap", sys.executable, *WORKER, "--from-slurm"]
         with logs[0].open("wb") as out:  # one srun for all ranks; -l prefixes each line with its rank
             return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                      start_new_session=True)]

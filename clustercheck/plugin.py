@@ -54,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "or a run name under --cc-out): a metric worse by --compare-tolerance fails the item")
     g.addoption("--compare-tolerance", default="5%", metavar="FRACTION",
                 help="how much worse than the baseline a metric may get, e.g. 0.05 or 5%% (default 5%%)")
+    g.addoption("--nccl-log", default="full", choices=("full", "init", "off"),
+                help="NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the timed pools and runs each collective once more in an untimed sibling pool that logs which algorithm and protocol NCCL chose per size; 'init' skips the sibling pool (less GPU memory and time); 'off' logs nothing (default: full)")
     g.addoption("--cc-progress", action="store_true", default=None,
                 help="print a progress line per check (current check, node, done/total, time left) on stderr; "
                      "default: on when stderr is a terminal")
@@ -72,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
                       ranks=ranks, backend=config.getoption("backend"), out=config.getoption("cc_out"),
                       faults=dict(_fault(text) for text in config.getoption("cc_inject_fault")),
                       compare=config.getoption("compare"), tolerance=_tolerance(config.getoption("compare_tolerance")),
+                      nccl_log=config.getoption("nccl_log"),
                       launcher=config.getoption("launcher"), hosts=config.getoption("hosts"),
                       host_command=config.getoption("host_command"), pair_strategy=config.getoption("pair_strategy"),
                       pair_seed=config.getoption("pair_seed"), drain=config.getoption("drain"),
@@ -276,6 +279,8 @@ def _entry(item: CheckItem, report: pytest.TestReport) -> dict[str, Any]:
         entry.update(metrics={k: {"value": v, "unit": m.units[k]} for k, v in m.metrics.items()},
                      verdicts=[v.as_dict() for v in item.outcome.verdicts], rows=m.rows, worst=m.worst,
                      judged_at=m.judged_at, pool=item.outcome.pool)
+        if m.comm:
+            entry["comm"] = m.comm
     return entry
 
 

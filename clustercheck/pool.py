@@ -31,6 +31,7 @@ class PoolKey:
     backend: str  # nccl or gloo
     nranks: int
     env: tuple[tuple[str, str], ...] = ()
+    nccl_log: str = "off"  # what NCCL logs to each rank's file: off, init (timed pools), tuning (untimed)
 
 
 class HarnessError(Exception):
@@ -73,7 +74,8 @@ class WorkerPool:
         per_node = max(1, self.key.nranks // max(1, len(self.launcher.nodes)))
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // per_node)))
         env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend, CC_STORE_HOST=advertised,
-                   CC_STORE_PORT=str(port))
+                   CC_STORE_PORT=str(port), CC_NCCL_LOG=self.key.nccl_log, CC_LOG_DIR=str(self.log_dir),
+                   CC_POOL_NUMBER=str(self.number))
         env.pop(wire.TOKEN_ENV, None)
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
         if self.launcher.kind == "slurm":

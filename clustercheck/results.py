@@ -29,6 +29,7 @@ class Measurement:
     worst: str | None = None  # the slowest rank at the judged size, e.g. "rank 1 (node7)"
     judged_at: int | None = None
     subjects: dict[str, dict[str, float]] = field(default_factory=dict)  # e.g. GPU3 -> {h2d: 52.1}
+    comm: dict[str, Any] = field(default_factory=dict)  # collectives: the library and what it said (comm.py)
 
 
 class NotMeasured(Exception):

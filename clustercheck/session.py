@@ -3,6 +3,7 @@ Plain objects only; plugin.py wires them to pytest."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -13,6 +14,8 @@ from typing import Any
 
 from clustercheck import platform as platform_mod
 from clustercheck.checks import GPU_ONLY, KINDS
+from clustercheck.comm import describe as describe_comm
+from clustercheck.comm import tag_rows
 from clustercheck.formulas import PLACEMENTS as COLLECTIVES
 from clustercheck.launch import make_launcher
 from clustercheck.pairs import pair_name, schedule
@@ -43,6 +46,7 @@ class Options:
     drain: bool = False
     drain_dry_run: bool = False
     tolerance: float = 0.05
+    nccl_log: str = "full"  # full (init log + tuning pool), init, off
 
 
 class Skip(Exception):
@@ -136,6 +140,7 @@ class CheckSession:
     def _pool_started(self, pool: WorkerPool) -> None:
         assert self.record is not None
         self.record.append({"type": "pool", "number": pool.number, "backend": pool.key.backend,
+                            "nccl_log": pool.key.nccl_log,
                             "ranks": pool.ranks, "env": dict(pool.key.env), "pids": pool.pids, "started": now()})
 
     def _check_metrics(self, check: CheckSpec) -> None:
@@ -227,7 +232,7 @@ class CheckSession:
             raise Skip(f"{check.measure} over a single rank moves no data between devices")
         if collective:
             self._check_layouts(check, group_size)
-        key = PoolKey(self.backend, self.nranks, check.env)
+        key = PoolKey(self.backend, self.nranks, check.env, nccl_log=self._log_mode("init"))
         pool = self.pools.get(key)
         params = self._params(check, {"probe": check.params["probe"],
                                       "expect": {**self.profile.expect, **check.params["expect"]}}
@@ -243,21 +248,51 @@ class CheckSession:
             except HarnessError:
                 self.pools.discard(key)
                 raise
+            tuned, tuning_error = self._tuning_pass(check, params, arg) if collective else (None, "")
             for where, ranks in groups:
                 mine = [per_rank[r] for r in ranks]
                 hosts = [pool.ranks[r]["host"] for r in ranks]
+                comm = None
+                if collective:
+                    comm = describe_comm(self.backend, mine, [pool.ranks[r] for r in ranks],
+                                         tuned and [tuned[r] for r in ranks], dict(check.env), tuning_error)
                 outcomes[where] = (self._probe_outcome(check, mine, info) if probe
-                                   else self._judge(check, limits, mine, hosts, info))
+                                   else self._judge(check, limits, mine, hosts, info, comm))
         # how long the ranks worked on this check, all nodes or pairs of it together, pool start excluded
         info["measure_seconds"] = round(time.monotonic() - t0, 3)
         info["rounds"] = len(rounds)
         return outcomes
 
+    def _log_mode(self, mode: str) -> str:
+        """What NCCL logs in a pool for `mode` (init: timed pools, tuning: the sibling), per --nccl-log."""
+        wanted = {"full": ("init", "tuning"), "init": ("init",), "off": ()}[self.options.nccl_log]
+        return mode if self.backend == "nccl" and mode in wanted else "off"
+
+    def _tuning_pass(self, check: CheckSpec, params: dict[str, Any],
+                     groups: Any) -> tuple[list[dict[str, Any]] | None, str]:
+        """Each size once more in the untimed sibling pool, whose NCCL logs its algorithm and protocol per
+        call: (per-rank results, why there are none). Its failure costs the labels only: the timed
+        measurement stands."""
+        if self._log_mode("tuning") == "off":
+            return None, ""
+        assert self.pools is not None
+        key = PoolKey(self.backend, self.nranks, check.env, nccl_log="tuning")
+        task = {k: v for k, v in params.items() if k != "fault"}  # a test fault belongs to the timed run
+        try:
+            return self.pools.get(key).run(check.measure, {**task, "tuning_pass": True}, check.timeout,
+                                           groups=groups), ""
+        except HarnessError as exc:
+            self.pools.discard(key)
+            return None, f"the tuning pass failed, so no algorithm is known: {str(exc).splitlines()[0]}"
+
     def _judge(self, check: CheckSpec, limits: dict[str, Limit], per_rank: list[dict[str, Any]], hosts: list[str],
-               info: dict[str, Any]) -> Outcome:
+               info: dict[str, Any], comm: dict[str, Any] | None = None) -> Outcome:
         metric_units = KINDS[check.measure].metrics
         if check.measure in COLLECTIVES:
             m = reduce_collective(check.measure, per_rank, hosts, check.params["judge_at"])
+            if comm is not None:
+                tag_rows(m.rows, comm.get("algorithms", {}))
+                m = dataclasses.replace(m, comm=comm)
             limits = {**{k: v for k, v in limits.items() if k != "wrong"}, "wrong": _wrong_limit(check)}
         elif check.measure == "p2p":
             m = reduce_p2p(per_rank, metric_units)

@@ -34,6 +34,7 @@ def main() -> int:
     import torch.distributed as dist
 
     from clustercheck.measure import RankContext, run_task
+    from clustercheck.measure.nccl_log import NcclLog, log_name
 
     env = os.environ
     args = _args()
@@ -49,13 +50,17 @@ def main() -> int:
     key = env.pop(wire.TOKEN_ENV, None) or sys.stdin.readline().strip()
     store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
     device = torch.device("cpu")
-    if backend == "nccl":
+    nccl_log = None
+    if backend == "nccl":  # before NCCL initialises: it reads its debug settings once
+        nccl_log = NcclLog.configure(os.environ, env.get("CC_NCCL_LOG", "off"), env.get("CC_LOG_DIR", ""),
+                                     log_name(env.get("CC_POOL_NUMBER", "0"), rank))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
     dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                             timeout=pg_timeout)
-    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node)
+    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node,
+                      nccl_log=nccl_log)
     store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
     seq = 0
     while True:

@@ -20,6 +20,7 @@ class RankContext:
     device: torch.device
     host: str
     group: Any = None
+    nccl_log: Any = None  # NcclLog on NCCL ranks: what NCCL wrote to this rank's debug file
 
     def global_of(self, group_rank: int) -> int:
         import torch.distributed as dist

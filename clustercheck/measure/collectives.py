@@ -181,6 +181,8 @@ def _event_times(ctx: RankContext, op: Callable[[], None], iters: int) -> list[f
 
 
 def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+    if p.get("tuning_pass"):
+        return _tuning_pass(ctx, p)
     coll = p["collective"]
     dtype = DTYPES[p["dtype"]]
     elt = torch.tensor([], dtype=dtype).element_size()
@@ -206,4 +208,30 @@ def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
             rows.append({"size": lay.size, "count": lay.param_count, "bytes": lay.algbw_bytes,
                          "placement": placement, "seconds": seconds, "iter_seconds": per_iter, "wrong": wrong})
             del bench
-    return {"rows": rows, "dtype": p["dtype"]}
+    out: dict[str, Any] = {"rows": rows, "dtype": p["dtype"]}
+    if ctx.nccl_log is not None:
+        ctx.nccl_log.read(coll)  # init lines (version, transports) written while this task connected
+        out["nccl"] = ctx.nccl_log.summary()
+    return out
+
+
+def _tuning_pass(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+    """One untimed call per size and placement, in a pool whose NCCL logs its tuning choice per call:
+    the algorithm/protocol label of each, read from the log right after the call that wrote it."""
+    coll, dtype = p["collective"], DTYPES[p["dtype"]]
+    elt = torch.tensor([], dtype=dtype).element_size()
+    log = ctx.nccl_log
+    if log is not None:
+        log.read(coll)  # whatever came before (init, earlier checks) is not this call's
+    rows = []
+    for size in p["sizes"]:
+        lay = layout(coll, size, elt, ctx.world_size)
+        for placement in p["placements"]:
+            bench = Bench(ctx, coll, lay, dtype, inplace=placement == "in")
+            bench.op()
+            ctx.sync()
+            rows.append({"size": lay.size, "placement": placement, "algo": log.read(coll) if log else None})
+            del bench
+    if ctx.device.type == "cuda":
+        torch.cuda.empty_cache()  # this pool idles beside the timed one: give its memory back
+    return {"rows": rows, "nccl": log.summary() if log else None}

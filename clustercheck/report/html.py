@@ -13,6 +13,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from clustercheck.comm import line as comm_line
 from clustercheck.results import counts, fmt, fmt_margin
 from clustercheck.units import convert, format_size
 
@@ -371,7 +372,10 @@ def render_html(header: dict[str, Any], results: list[dict[str, Any]], end: dict
         busbw_limit = next((v["limit"] for v in r.get("verdicts") or [] if v["metric"] == "busbw"), None)
         rows = r.get("rows") or []
         subject_rows = bool(rows) and "subject" in rows[0]
+        env = (r.get("pool") or {}).get("env") or {}
         checks.append({**r, "anchor": f"check-{i}", "verdict_summary": verdict_summary(r.get("verdicts") or []),
+                       "comm_line": comm_line(r["comm"]) if r.get("comm") else "",
+                       "pool_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())),
                        "plot": None if subject_rows else plot(rows, busbw_limit),
                        "heatmap": heatmap(r) if subject_rows and r.get("measure") == "p2p" else None,
                        "bars": bars(r) if subject_rows and r.get("measure") != "p2p" else None})

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import PurePath
 from typing import Any
 
+from clustercheck.comm import line as comm_line
 from clustercheck.results import fmt, fmt_margin
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
@@ -45,6 +46,9 @@ def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str
                   (f"{m}.verdict", "pass" if v["passed"] else "fail")]
     if r.get("worst"):
         props.append(("worst", r["worst"]))
+    if r.get("comm"):  # which library moved the data, and what NCCL said it did
+        props.append(("comm", comm_line(r["comm"])))
+        props += [(f"algo.{k}", a) for k, a in (r["comm"].get("algorithms") or {}).items() if a]
     props += [("suite_file", r["suite_file"]), ("line", str(r["line"])),
               ("thresholds", (header.get("thresholds") or {}).get("file", ""))]
     return props
@@ -64,6 +68,8 @@ def verdict_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  limit from {v['expression']!r} ({v['origin']}){source}")
     if r.get("worst"):
         lines.append(f"worst: {r['worst']}")
+    if r.get("comm"):
+        lines.append(f"comm: {comm_line(r['comm'])}")
     return lines
 
 

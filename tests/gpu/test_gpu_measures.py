@@ -47,6 +47,25 @@ def test_nccl_cuda_graph_mode_is_exact(pools: PoolManager) -> None:
     assert reduce_collective("all_reduce", per_rank, ["h"] * len(per_rank), 1 << 20).metrics["wrong"] == 0
 
 
+def test_nccl_says_its_version_transports_and_algorithm(pools: PoolManager) -> None:
+    """The timed pool logs NCCL's init to a file per rank; the untimed tuning pool also logs each call's
+    algorithm/protocol (NCCL on one rank takes a shortcut without one, so labels need two GPUs)."""
+    from clustercheck import comm
+
+    n = ngpus()
+    params = {"sizes": [8, 1 << 20, 64 << 20], "dtype": "float32", "warmup": 2, "iters": 5, "check_iters": 1,
+              "judge_at": 64 << 20, "placements": ["in"], "per_iteration": False}
+    timed = pools.get(PoolKey("nccl", n, nccl_log="init"))
+    per_rank = timed.run("all_reduce", params, 300)
+    logs = [r["nccl"] for r in per_rank]
+    assert all(log["log"] and Path(log["log"]).is_file() and log["versions"] for log in logs), logs
+    tuned = pools.get(PoolKey("nccl", n, nccl_log="tuning")).run("all_reduce", {**params, "tuning_pass": True}, 300)
+    block = comm.describe("nccl", per_rank, timed.ranks, tuned, {})
+    assert block["version"] == timed.ranks[0]["nccl"], block
+    if n >= 2:
+        assert block["transports"] and all(block["algorithms"].values()), block
+
+
 @pytest.mark.parametrize(("op", "params", "metric", "floor"), [
     ("host_device", {"size": 64 << 20, "loops": 8, "samples": 3}, "h2d", 3.0),  # even PCIe Gen3 x8 does better
     ("device_memory", {"size": 256 << 20, "loops": 8, "samples": 3}, "bandwidth", 100.0),

@@ -1,0 +1,90 @@
+"""Which library moved the data, and what it says it did: the `comm` block of a collective's result.
+
+gloo says nothing beyond its name. NCCL's ranks report what their debug logs said (see
+measure/nccl_log.py): the version, the transports between each pair of ranks, whether NVLS
+multicast is available, and, from the untimed tuning pass, the algorithm/protocol per size. This
+module merges the ranks' reports into one block per item and labels NVLS as the report shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict[str, Any]],
+             tuned: list[dict[str, Any]] | None, env: dict[str, str], tuning_error: str = "") -> dict[str, Any]:
+    """The comm block for one item from its ranks' results (timed pass, and tuning pass when run)."""
+    if backend != "nccl":
+        return {"library": backend}
+    logs = [r["nccl"] for r in per_rank if r.get("nccl")]
+    read = [log for log in logs if log.get("log")]
+    versions = sorted({i["nccl"] for i in ranks_info if i.get("nccl")} |
+                      {v.split("+")[0] for log in read for v in log["versions"]})
+    out: dict[str, Any] = {
+        "library": "nccl", "version": ", ".join(versions) or None,
+        "transports": sorted({t for log in read for t in log["transports"]}),
+        "shm_between_gpus": any(log["shm_between_gpus"] for log in read),
+        "networks": sorted({n for log in read for n in log["networks"]}),
+        "logs": [log["log"] for log in read],
+    }
+    if not read:
+        out["why_not"] = next((log["why_not"] for log in logs if log.get("why_not")), "no NCCL log was read")
+    capable = [log["nvls_capable"] for log in read if log["nvls_capable"] is not None]
+    algos = algorithms(tuned)
+    out["algorithms"] = algos
+    out["nvls"] = nvls_label(env, read[0]["env"] if read else {}, any(capable) if capable else None, algos)
+    if tuning_error:
+        out["tuning_error"] = tuning_error
+    return out
+
+
+def algorithms(tuned: list[dict[str, Any]] | None) -> dict[str, str | None]:
+    """`size/placement` -> NCCL's `algo/proto` for it (the group's first rank logs the choice)."""
+    if not tuned:
+        return {}
+    out: dict[str, str | None] = {}
+    for result in tuned:
+        for row in result.get("rows") or []:
+            key = f"{row['size']}/{row['placement']}"
+            if out.get(key) is None:
+                out[key] = row["algo"]
+    return out
+
+
+def nvls_label(check_env: dict[str, str], nccl_env: dict[str, str], capable: bool | None,
+               algos: dict[str, str | None]) -> str:
+    """`off (NCCL_NVLS_ENABLE=0)`, `used`, `available, not chosen`, `not available` or `unknown`."""
+    setting = check_env.get("NCCL_NVLS_ENABLE", nccl_env.get("NCCL_NVLS_ENABLE"))
+    if setting is not None and setting.strip() == "0":
+        return "off (NCCL_NVLS_ENABLE=0)"
+    if any(a and a.startswith("NVLS") for a in algos.values()):
+        return "used"
+    if capable:
+        return "available, not chosen" if algos else "available"
+    if capable is False:
+        return "not available"
+    return "unknown"
+
+
+def tag_rows(rows: list[dict[str, Any]], algos: dict[str, str | None]) -> None:
+    """Put NCCL's algo/proto on each per-size row it was logged for."""
+    for row in rows:
+        row["algo"] = algos.get(f"{row['size']}/{row['placement']}")
+
+
+def line(comm: dict[str, Any]) -> str:
+    """One line for reports: `NCCL 2.21.5 · transports P2P, NET/IB · NVLS used`."""
+    if comm.get("library") != "nccl":
+        return comm.get("library", "")
+    parts = [f"NCCL {comm['version']}" if comm.get("version") else "NCCL"]
+    if comm.get("transports"):
+        parts.append("transports " + ", ".join(comm["transports"]))
+    if comm.get("shm_between_gpus"):
+        parts.append("SHM between GPUs (P2P broken?)")
+    if comm.get("networks"):
+        parts.append("network " + ", ".join(comm["networks"]))
+    parts.append(f"NVLS {comm.get('nvls', 'unknown')}")
+    for why in ("why_not", "tuning_error"):
+        if comm.get(why):
+            parts.append(comm[why])
+    return " · ".join(parts)
