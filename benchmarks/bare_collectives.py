@@ -1,5 +1,5 @@
 """A bare torch.distributed loop, nccl-tests method, for all_reduce, all_gather and broadcast at 4 and
-64 MiB (out of place where torch has it). `torchrun --nproc-per-node 2 benchmarks/bare_collectives.py`;
+64 MiB (out of place where torch has it), iterations as in ITERS. `torchrun --nproc-per-node 2 benchmarks/bare_collectives.py`;
 rank 0 prints one JSON line per collective and size with busbw in GB/s."""
 
 import json
@@ -9,14 +9,18 @@ import time
 import torch
 import torch.distributed as dist
 
-SIZES, WARMUP, ITERS = [4 << 20, 64 << 20], 5, 20
+WARMUP = 5
+# iterations per collective and size: about 1.5-2 s of timed work each on the 2-vCPU reference VM, so
+# that a VM's scheduling jitter averages out (benchmarks/three-collectives.yaml uses the same)
+ITERS = {"all_reduce": {4 << 20: 400, 64 << 20: 40}, "all_gather": {4 << 20: 500, 64 << 20: 20},
+         "broadcast": {4 << 20: 1200, 64 << 20: 100}}
 
 
 def main() -> None:
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
     for coll in ("all_reduce", "all_gather", "broadcast"):
-        for size in SIZES:
+        for size, iters in ITERS[coll].items():
             count = size // 4
             if coll == "all_gather":
                 per_rank = (count // n) & ~3  # nccl-tests: per-rank count rounded down to 16 bytes
@@ -32,9 +36,9 @@ def main() -> None:
                 op()
             dist.barrier()
             start = time.perf_counter()
-            for _ in range(ITERS):
+            for _ in range(iters):
                 op()
-            t = torch.tensor([(time.perf_counter() - start) / ITERS], dtype=torch.float64)
+            t = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
             dist.all_reduce(t)
             algbw = nbytes / (t.item() / n) / 1e9
             if rank == 0:
