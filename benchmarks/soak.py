@@ -188,7 +188,6 @@ class SoakPlugin:
         self.warmup = warmup
         self.trace = trace
         self.snapshots: list = []
-        self.drop_outcomes = False
         self.outcomes: dict[str, int] = {}
         self.ran_out = False
         self.loop_started = 0.0
@@ -221,13 +220,6 @@ class SoakPlugin:
             self.snapshots.append(tracemalloc.take_snapshot())
             tracemalloc.stop()
         return True
-
-    def pytest_runtest_teardown(self, item) -> None:  # noqa: ANN001 - pytest hook
-        if self.drop_outcomes and hasattr(item, "outcome"):  # what-if for the leak diagnosis, see --help
-            from clustercheck.plugin import session_key
-
-            item.outcome = None
-            getattr(item.config.stash[session_key], "_cache", {}).pop(item.check.id, None)
 
     def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 - pytest hook
         if report.when == "call" or report.when == "setup" and not report.passed:
@@ -358,10 +350,6 @@ def main() -> int:
     ap.add_argument("--tracemalloc", action="store_true",
                     help="diagnosis only (it costs memory itself): print the controller's top allocation growth "
                          "between the end of the warm-up and the last check, by file and line")
-    ap.add_argument("--drop-outcomes", action="store_true",
-                    help="diagnosis only: after each item, drop the two references that keep its measurement "
-                         "(CheckItem.outcome and CheckSession._cache[check id]; single-node runs only), to see how "
-                         "much of the controller's growth they account for")
     ap.add_argument("--rejudge", type=Path, metavar="CSV", help="judge the samples of an earlier run's soak.csv "
                     "again (with that run's --minutes) instead of running; pool starts and leftovers not re-checked")
     args = ap.parse_args()
@@ -404,7 +392,6 @@ def main() -> int:
 
     sampler = Sampler(args.interval, printer)
     plugin = SoakPlugin(seconds, sampler, warmup, args.tracemalloc)
-    plugin.drop_outcomes = args.drop_outcomes
     import pytest
 
     pytest_log = work / "pytest.log"

@@ -121,6 +121,10 @@ class WorkerPool:
             if not payload["ok"]:
                 raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
             results.append(payload["result"])
+        # Every rank has read the task and answered: the store (in this process) need not keep either.
+        # Kept, they cost a few KiB per check for the whole session, outside Python's heap.
+        for k in (f"task/{self.seq}", *keys):
+            self.store.delete_key(k)
         return results
 
     def _wait(self, keys: list[str], timeout: float, what: str) -> None:

@@ -36,6 +36,28 @@ def test_same_key_reuses_the_pool_and_another_env_starts_one(pools: PoolManager)
     assert b is not a and pools.starts == 2
 
 
+def test_local_ranks_share_the_controllers_session_in_a_group_of_their_own(pools: PoolManager) -> None:
+    """Same session: the kernel's autogroup shares CPUs among ranks as it does for a bare torchrun.
+    Own process group: Ctrl-C at the terminal reaches the controller, which ends the ranks itself."""
+    import os
+
+    pool = pools.get(PoolKey("gloo", 2))
+    for pid in pool.pids:
+        assert os.getsid(pid) == os.getsid(0)
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+
+
+def test_the_store_forgets_each_task_once_answered(pools: PoolManager) -> None:
+    """The store lives in the controller: a week of burn-in must not keep every task and result."""
+    pool = pools.get(PoolKey("gloo", 2))
+    pool.run("all_reduce", PARAMS, 60)
+    keys = pool.store.num_keys()
+    for _ in range(5):
+        pool.run("all_reduce", PARAMS, 60)
+    assert pool.store.num_keys() == keys
+    assert not pool.store.check([f"task/{pool.seq}", f"result/{pool.seq}/0", f"result/{pool.seq}/1"])
+
+
 def test_control_plane_listens_on_loopback_only(pools: PoolManager) -> None:
     pool = pools.get(PoolKey("gloo", 2))
     port = pool.store.port
