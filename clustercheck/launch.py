@@ -48,8 +48,9 @@ def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
     """Start one rank (or its ssh). Either way Ctrl-C at the terminal reaches the controller only, which
     ends the ranks itself. Local ranks get a process group of their own but stay in the controller's
     session: with the kernel's autogroup scheduling a session is a CPU-sharing group, and ranks in a
-    session each would share the cores differently from the ranks of a bare torchrun (broadcast was
-    10-18% slower on 2 vCPUs). ssh gets a session of its own, so it can never prompt on the terminal."""
+    session each share the cores differently from a bare torchrun's ranks (docs/benchmarks.md: gloo
+    broadcast measured 10-18% below torchrun's on 2 vCPUs that way). ssh gets a session of its own, so
+    it can never prompt on the terminal."""
     group: dict[str, Any] = {"start_new_session": True}
     if not new_session:
         group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
