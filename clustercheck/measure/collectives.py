@@ -7,7 +7,7 @@ result is exact in any dtype and order, counting wrong elements (#wrong)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -180,37 +180,42 @@ def _event_times(ctx: RankContext, op: Callable[[], None], iters: int) -> list[f
     return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
 
 
-def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
-    if p.get("tuning_pass"):
-        return _tuning_pass(ctx, p)
-    coll = p["collective"]
-    dtype = DTYPES[p["dtype"]]
+def _benches(ctx: RankContext, p: dict[str, Any]) -> Iterator[tuple[int, Layout, str, Bench]]:
+    """(size asked for, its layout, placement, a fresh Bench) for every size and placement, out-of-place
+    first as in nccl-tests. The caller drops each Bench before asking for the next (memory peak)."""
+    coll, dtype = p["collective"], DTYPES[p["dtype"]]
     elt = torch.tensor([], dtype=dtype).element_size()
-    rows = []
     for size in p["sizes"]:
         lay = layout(coll, size, elt, ctx.world_size)
         for placement in p["placements"]:
-            bench = Bench(ctx, coll, lay, dtype, inplace=placement == "in")
-            bench.fill_random()
-            for _ in range(p["warmup"]):
-                bench.op()
-            seconds, per_iter = _timed(ctx, bench.op, p["iters"], p.get("cuda_graph", 0))
-            if ctx.device.type == "cuda" and p.get("per_iteration", True):
-                per_iter = _event_times(ctx, bench.op, p["iters"])
-            wrong = 0
-            for c in range(p["check_iters"]):
-                seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
-                bench.fill_check(seed)
-                bench.op()
-                if fault_here(ctx, p, "corrupt") and bench.recv.numel():
-                    bench.recv[bench.recv.numel() // 2] += 1  # test-only: one wrong element on this rank
-                wrong += bench.count_wrong(seed)
-            rows.append({"size": lay.size, "count": lay.param_count, "bytes": lay.algbw_bytes,
-                         "placement": placement, "seconds": seconds, "iter_seconds": per_iter, "wrong": wrong})
-            del bench
+            yield size, lay, placement, Bench(ctx, coll, lay, dtype, inplace=placement == "in")
+
+
+def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+    if p.get("tuning_pass"):
+        return _tuning_pass(ctx, p)
+    rows = []
+    for size, lay, placement, bench in _benches(ctx, p):
+        bench.fill_random()
+        for _ in range(p["warmup"]):
+            bench.op()
+        seconds, per_iter = _timed(ctx, bench.op, p["iters"], p.get("cuda_graph", 0))
+        if ctx.device.type == "cuda" and p.get("per_iteration", True):
+            per_iter = _event_times(ctx, bench.op, p["iters"])
+        wrong = 0
+        for c in range(p["check_iters"]):
+            seed = (p.get("seed", 0) * 7919 + size * 31 + c + 1) % 1_000_003
+            bench.fill_check(seed)
+            bench.op()
+            if fault_here(ctx, p, "corrupt") and bench.recv.numel():
+                bench.recv[bench.recv.numel() // 2] += 1  # test-only: one wrong element on this rank
+            wrong += bench.count_wrong(seed)
+        rows.append({"size": lay.size, "count": lay.param_count, "bytes": lay.algbw_bytes,
+                     "placement": placement, "seconds": seconds, "iter_seconds": per_iter, "wrong": wrong})
+        del bench
     out: dict[str, Any] = {"rows": rows, "dtype": p["dtype"]}
     if ctx.nccl_log is not None:
-        ctx.nccl_log.read(coll)  # init lines (version, transports) written while this task connected
+        ctx.nccl_log.read(p["collective"])  # init lines (version, transports) written while this task connected
         out["nccl"] = ctx.nccl_log.summary()
     return out
 
@@ -218,20 +223,15 @@ def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
 def _tuning_pass(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     """One untimed call per size and placement, in a pool whose NCCL logs its tuning choice per call:
     the algorithm/protocol label of each, read from the log right after the call that wrote it."""
-    coll, dtype = p["collective"], DTYPES[p["dtype"]]
-    elt = torch.tensor([], dtype=dtype).element_size()
-    log = ctx.nccl_log
+    coll, log = p["collective"], ctx.nccl_log
     if log is not None:
         log.read(coll)  # whatever came before (init, earlier checks) is not this call's
     rows = []
-    for size in p["sizes"]:
-        lay = layout(coll, size, elt, ctx.world_size)
-        for placement in p["placements"]:
-            bench = Bench(ctx, coll, lay, dtype, inplace=placement == "in")
-            bench.op()
-            ctx.sync()
-            rows.append({"size": lay.size, "placement": placement, "algo": log.read(coll) if log else None})
-            del bench
+    for _, lay, placement, bench in _benches(ctx, p):
+        bench.op()
+        ctx.sync()
+        rows.append({"size": lay.size, "placement": placement, "algo": log.read(coll) if log else None})
+        del bench
     if ctx.device.type == "cuda":
         torch.cuda.empty_cache()  # this pool idles beside the timed one: give its memory back
     return {"rows": rows, "nccl": log.summary() if log else None}
