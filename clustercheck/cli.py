@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from clustercheck import __version__
+from clustercheck.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
 from clustercheck.paths import data_dir, display
 
@@ -58,8 +59,7 @@ def _parser() -> argparse.ArgumentParser:
                           "name under --out); a metric worse by --compare-tolerance fails that item")
     run.add_argument("--compare-tolerance", metavar="FRACTION", default="5%",
                      help="how much worse than the baseline a metric may get: 0.05 or 5%% (default 5%%)")
-    run.add_argument("--nccl-log", choices=("full", "init", "off"), default="full",
-                     help="NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the timed pools and runs each collective once more in an untimed sibling pool that logs which algorithm and protocol NCCL chose per size; 'init' skips the sibling pool (less GPU memory and time); 'off' logs nothing (default: full)")
+    run.add_argument("--nccl-log", choices=NCCL_LOG_MODES, default="full", help=NCCL_LOG_HELP)
     run.add_argument("--progress", action="store_true", default=None,
                      help="a progress line per check on stderr (default: when stderr is a terminal)")
     run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+NCCL_LOG_MODES = ("full", "init", "off")
+NCCL_LOG_HELP = ("NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the "
+                 "timed pools and runs each collective once more in an untimed sibling pool that logs which "
+                 "algorithm and protocol NCCL chose per size; 'init' skips the sibling pool (less GPU memory and "
+                 "time); 'off' logs nothing (default: full)")
+
 
 def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict[str, Any]],
              tuned: list[dict[str, Any]] | None, env: dict[str, str], tuning_error: str = "") -> dict[str, Any]:
@@ -45,7 +51,7 @@ def algorithms(tuned: list[dict[str, Any]] | None) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for result in tuned:
         for row in result.get("rows") or []:
-            key = f"{row['size']}/{row['placement']}"
+            key = _row_key(row)
             if out.get(key) is None:
                 out[key] = row["algo"]
     return out
@@ -69,7 +75,11 @@ def nvls_label(check_env: dict[str, str], nccl_env: dict[str, str], capable: boo
 def tag_rows(rows: list[dict[str, Any]], algos: dict[str, str | None]) -> None:
     """Put NCCL's algo/proto on each per-size row it was logged for."""
     for row in rows:
-        row["algo"] = algos.get(f"{row['size']}/{row['placement']}")
+        row["algo"] = algos.get(_row_key(row))
+
+
+def _row_key(row: dict[str, Any]) -> str:
+    return f"{row['size']}/{row['placement']}"
 
 
 def line(comm: dict[str, Any]) -> str:

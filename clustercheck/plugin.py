@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from clustercheck.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
 from clustercheck.paths import data_dir, display
 from clustercheck.pool import HarnessError
@@ -54,8 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "or a run name under --cc-out): a metric worse by --compare-tolerance fails the item")
     g.addoption("--compare-tolerance", default="5%", metavar="FRACTION",
                 help="how much worse than the baseline a metric may get, e.g. 0.05 or 5%% (default 5%%)")
-    g.addoption("--nccl-log", default="full", choices=("full", "init", "off"),
-                help="NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the timed pools and runs each collective once more in an untimed sibling pool that logs which algorithm and protocol NCCL chose per size; 'init' skips the sibling pool (less GPU memory and time); 'off' logs nothing (default: full)")
+    g.addoption("--nccl-log", default="full", choices=NCCL_LOG_MODES, help=NCCL_LOG_HELP)
     g.addoption("--cc-progress", action="store_true", default=None,
                 help="print a progress line per check (current check, node, done/total, time left) on stderr; "
                      "default: on when stderr is a terminal")
