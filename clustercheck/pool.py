@@ -10,12 +10,13 @@ fresh one.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,15 @@ from clustercheck import wire
 from clustercheck.launch import Launcher, LocalLauncher
 
 START_TIMEOUT = 180.0
+# After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
+# killed task a moment after its peers have seen the connection drop), so that the message names the
+# rank that caused the failure rather than the first peer that noticed it.
+GRACE = 3.0
+# What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
+_PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
+                        r"ncclRemoteError|remote peer", re.IGNORECASE)
+# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
+_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,29 @@ class PoolKey:
 
 class HarnessError(Exception):
     """The harness could not measure (rank died, hung, raised): an *error* outcome, never *failed*."""
+
+
+class RankFailure(HarnessError):
+    """Some ranks did not complete a task. The message names the likely cause first; `answered` holds
+    the results of the ranks that did answer, so that groups the failure did not touch (other nodes of
+    a node-scoped check) keep their outcome, and `failed` the ranks without one."""
+
+    def __init__(self, message: str, answered: dict[int, Any] | None = None,
+                 failed: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.answered = answered or {}
+        self.failed = failed
+
+
+@dataclass
+class _Heard:
+    """What the ranks have said about one task so far: results, errors raised, and deaths."""
+    ok: dict[int, Any] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    dead: dict[int, str] = field(default_factory=dict)
+
+    def accounted(self) -> set[int]:
+        return {*self.ok, *self.errors, *self.dead}
 
 
 class WorkerPool:
@@ -110,47 +143,100 @@ class WorkerPool:
     def run(self, op: str, params: dict[str, Any], timeout: float,
             groups: list[list[int]] | None = None) -> list[dict[str, Any]]:
         """Run one task on every rank (inside `groups` of global ranks at once, when given); return each
-        rank's result in rank order, or raise HarnessError."""
+        rank's result in rank order, or raise RankFailure."""
         self.seq += 1
         self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": op, "params": params, "groups": groups}))
         keys = [f"result/{self.seq}/{r}" for r in range(self.key.nranks)]
-        self._wait(keys, timeout, op)
-        results = []
-        for rank, k in enumerate(keys):
-            payload = self._read(k)
-            if not payload["ok"]:
-                raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
-            results.append(payload["result"])
+        heard = self._wait(keys, timeout, op)
+        if heard.errors:
+            raise self._failure(heard, op)
         # Every rank has read the task and answered: the store (in this process) need not keep either.
         # Kept, they cost a few KiB per check for the whole session, outside Python's heap.
         for k in (f"task/{self.seq}", *keys):
             self.store.delete_key(k)
-        return results
+        return [heard.ok[r] for r in range(self.key.nranks)]
 
-    def _wait(self, keys: list[str], timeout: float, what: str) -> None:
-        """Wait for keys, watching the ranks; backs off from 1 ms so short checks pay no latency."""
+    def _wait(self, keys: list[str], timeout: float, what: str) -> _Heard:
+        """Wait for every key, watching the ranks; backs off from 1 ms so short checks pay no latency.
+        Returns what the ranks answered (result keys); a death, an error or the timeout raises
+        RankFailure once the other ranks have had GRACE seconds to answer or be reported."""
         deadline = time.monotonic() + timeout
         delay = 0.001
+        heard = _Heard()
         while not self.store.check(keys):
-            for i, p in enumerate(self.procs):
-                if p.poll() is not None:
-                    if len(self.procs) == 1 and self.key.nranks > 1:  # srun: one process for every rank
-                        raise HarnessError(f"srun (all {self.key.nranks} ranks) {_exit_text(p.returncode)} during "
-                                           f"{what}\n--- last output ({self.logs[0]}):\n{self._raw_tail()}")
-                    raise HarnessError(f"rank {i} ({self._host(i)}) {_exit_text(p.returncode)} during "
-                                       f"{what}{self._quote([i])}")
-            for rank, k in enumerate(keys):
-                if k.startswith("result/") and self.store.check([k]):
-                    payload = self._read(k)
-                    if not payload["ok"]:  # the others are probably stuck in a collective: don't wait
-                        raise HarnessError(f"rank {rank} ({self._host(rank)}) raised {payload['error']}")
+            self._listen(keys, heard)
+            if heard.dead or heard.errors:
+                self._settle(keys, heard)
+                raise self._failure(heard, what)
             if time.monotonic() > deadline:
-                missing = [r for r, k in enumerate(keys) if not self.store.check([k])]
-                names = ", ".join(f"rank {r} ({self._host(r)})" for r in missing)
-                raise HarnessError(f"timed out after {timeout:g} s during {what}: no answer from {names}"
-                                   f"{self._quote(missing)}")
+                raise self._failure(heard, what, timed_out=timeout)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+        self._listen(keys, heard)
+        return heard
+
+    def _listen(self, keys: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
+        """Add new answers and deaths to `heard` (srun's log is read when srun ended, or when asked)."""
+        for rank, k in enumerate(keys):
+            if k.startswith("result/") and rank not in heard.ok and rank not in heard.errors and self.store.check([k]):
+                payload = self._read(k)
+                if payload["ok"]:
+                    heard.ok[rank] = payload["result"]
+                else:
+                    heard.errors[rank] = payload["error"]
+        deaths: dict[int, str] = {}
+        if not self._srun:
+            deaths = {r: _exit_text(p.returncode) for r, p in enumerate(self.procs) if p.poll() is not None}
+        elif (ended := self.procs[0].poll()) is not None or srun_log:
+            deaths = {r: f"ended (srun: task {r}: {why})" for r, why in self._srun_tasks().items()}
+            if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks
+                deaths = dict.fromkeys(range(self.key.nranks), f"ended with srun, which {_exit_text(ended)}")
+        for rank, why in deaths.items():
+            if rank not in heard.ok and rank not in heard.errors:  # it had its say before it went
+                heard.dead.setdefault(rank, why)
+
+    def _settle(self, keys: list[str], heard: _Heard) -> None:
+        """Give the other ranks GRACE seconds to answer, fail or be reported dead."""
+        end = time.monotonic() + GRACE
+        while len(heard.accounted()) < self.key.nranks and time.monotonic() < end:
+            time.sleep(0.05)
+            self._listen(keys, heard, srun_log=True)  # srun reports a killed task while the step still runs
+
+    def _failure(self, heard: _Heard, what: str, timed_out: float | None = None) -> RankFailure:
+        """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
+        their own, then those that only lost a peer, then those that said nothing."""
+        n = self.key.nranks
+        lost = {r for r, e in heard.errors.items() if _PEER_LOST.search(e)}
+        own = sorted(set(heard.errors) - lost)
+        silent = [r for r in range(n) if r not in heard.accounted()]
+        causes = [*heard.dead, *own]  # deaths in the order seen (srun lists the first task it lost first)
+        parts = [f"rank {r} ({self._host(r)}) {reason} during {what}" for r, reason in heard.dead.items()]
+        parts += [f"rank {r} ({self._host(r)}) raised {heard.errors[r]}" for r in own]
+        for r in sorted(lost):
+            first = heard.errors[r].splitlines()[0]
+            parts.append(f"rank {r} ({self._host(r)}) then lost a peer: {first}" if causes
+                         else f"rank {r} ({self._host(r)}) raised {heard.errors[r]}")
+        if timed_out is not None:
+            parts.insert(0, f"timed out after {timed_out:g} s during {what}: no answer from {self._names(silent)}")
+        elif silent:
+            parts.append(f"no answer from {self._names(silent)}")
+        if self._srun and self.procs[0].poll() is not None and not self._srun_tasks():
+            message = (f"srun (all {n} ranks) {_exit_text(self.procs[0].returncode)} during {what}\n"
+                       f"--- last output ({self.logs[0]}):\n{self._raw_tail()}")
+        else:
+            quoted = list(heard.dead)[:1] if heard.dead else silent if timed_out is not None else []
+            message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
+        failed = frozenset(range(n)) - frozenset(heard.ok)
+        return RankFailure(message, dict(heard.ok), failed)
+
+    def _names(self, ranks: list[int]) -> str:
+        return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
+
+    def _srun_tasks(self) -> dict[int, str]:
+        try:
+            return srun_task_ends(self.logs[0].read_text(errors="replace"))
+        except OSError:
+            return {}
 
     def _read(self, key: str) -> Any:
         try:
@@ -188,8 +274,24 @@ class WorkerPool:
             return ""
 
     @property
+    def _srun(self) -> bool:
+        """One srun process stands for every rank (its log is merged and rank-prefixed)."""
+        return len(self.procs) == 1 and self.key.nranks > 1
+
+    @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+
+def srun_task_ends(log: str) -> dict[int, str]:
+    """Tasks srun reported as ended badly, in the order it reported them: rank -> srun's words."""
+    found: dict[int, str] = {}
+    for _node, tasks, reason in _SRUN_TASK.findall(log):
+        for part in tasks.split(","):
+            lo, _, hi = part.partition("-")
+            for rank in range(int(lo), int(hi or lo) + 1):
+                found.setdefault(rank, reason.strip())
+    return found
 
 
 def _exit_text(code: int | None) -> str:

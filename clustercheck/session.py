@@ -21,7 +21,7 @@ from clustercheck.launch import make_launcher
 from clustercheck.pairs import pair_name, schedule
 from clustercheck.errors import UserError
 from clustercheck.paths import display
-from clustercheck.pool import HarnessError, PoolKey, PoolManager, WorkerPool
+from clustercheck.pool import HarnessError, PoolKey, PoolManager, RankFailure, WorkerPool
 from clustercheck.results import (SCHEMA_VERSION, Measurement, RunRecord, Verdict, counts, evaluate, now, read_record,
                                   reduce_collective, reduce_p2p, reduce_subjects, sha256)
 from clustercheck.suite import CheckSpec
@@ -92,7 +92,7 @@ class CheckSession:
         self.nranks = 2
         self.per_node = 2
         self.nodes: list[str] = []
-        self._cache: dict[str, dict[str | None, Outcome] | Exception] = {}
+        self._cache: dict[str, dict[str | None, Outcome | HarnessError] | Exception] = {}
         self.exclusion: dict[str, Any] = {}
         self.baseline: dict[str, dict[str, Any]] = {}  # testcase id -> the baseline run's result
         self.baseline_path = ""
@@ -182,6 +182,8 @@ class CheckSession:
             del self._cache[check.id]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
+        if isinstance(outcome, HarnessError):  # this node's or pair's ranks failed; the others measured
+            raise outcome
         if not self.options.compare:
             return outcome
         return Outcome(outcome.measurement, outcome.verdicts + self._regressions(check, item_id, outcome.verdicts),
@@ -218,7 +220,7 @@ class CheckSession:
                                subject=r["subject"]))
         return out
 
-    def _measure_all(self, check: CheckSpec) -> dict[str | None, Outcome]:
+    def _measure_all(self, check: CheckSpec) -> dict[str | None, Outcome | HarnessError]:
         assert self.pools is not None and self.profile is not None
         probe = check.measure == "probe"
         limits = {} if probe else self.limits_for(check)
@@ -237,35 +239,55 @@ class CheckSession:
         params = self._params(check, {"probe": check.params["probe"],
                                       "expect": {**self.profile.expect, **check.params["expect"]}}
                               if probe else check.params)
-        outcomes: dict[str | None, Outcome] = {}
-        info = {"number": pool.number, "pids": pool.pids, "backend": self.backend, "ranks": pool.ranks,
-                "env": dict(check.env), "starts": self.pools.starts}
+        outcomes: dict[str | None, Outcome | HarnessError] = {}
+        infos = [self._pool_info(pool, check)]
         rounds = self.groups(check, pool)
         t0, tuning = time.monotonic(), 0.0
-        for groups, arg in rounds:
+        for number, (groups, arg) in enumerate(rounds):
+            failure: RankFailure | None = None
+            if number and not pool.alive():  # an earlier round lost a rank: the rest run on a fresh pool
+                try:
+                    pool = self.pools.get(key)
+                except HarnessError as exc:
+                    outcomes.update((where, HarnessError(f"not measured: {exc}")) for later in rounds[number:]
+                                    for where, _ in later[0])
+                    break
+                infos.append(self._pool_info(pool, check))
             try:
-                per_rank = pool.run(check.measure, params, check.timeout, groups=arg)
+                answers = dict(enumerate(pool.run(check.measure, params, check.timeout, groups=arg)))
+            except RankFailure as exc:
+                self.pools.discard(key)
+                failure, answers = exc, exc.answered
             except HarnessError:
                 self.pools.discard(key)
                 raise
             t1 = time.monotonic()
-            tuned, tuning_error = self._tuning_pass(check, params, arg) if collective else (None, "")
+            tuned, tuning_error = self._tuning_pass(check, params, arg) if collective and not failure else (None, "")
             tuning += time.monotonic() - t1
             for where, ranks in groups:
-                mine = [per_rank[r] for r in ranks]
+                if failure is not None and not failure.failed.isdisjoint(ranks):
+                    outcomes[where] = HarnessError(str(failure))  # the whole story: the cause may be elsewhere
+                    continue
+                mine = [answers[r] for r in ranks]
                 hosts = [pool.ranks[r]["host"] for r in ranks]
                 comm = None
                 if collective:
                     comm = describe_comm(self.backend, mine, [pool.ranks[r] for r in ranks],
                                          tuned and [tuned[r] for r in ranks], dict(check.env), tuning_error)
-                outcomes[where] = (self._probe_outcome(check, mine, info) if probe
-                                   else self._judge(check, limits, mine, hosts, info, comm))
-        # how long the ranks worked on this check, all nodes or pairs of it together, pool start excluded
-        info["measure_seconds"] = round(time.monotonic() - t0 - tuning, 3)
-        if collective and self._log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
-            info["tuning_seconds"] = round(tuning, 3)
-        info["rounds"] = len(rounds)
+                outcomes[where] = (self._probe_outcome(check, mine, infos[-1]) if probe
+                                   else self._judge(check, limits, mine, hosts, infos[-1], comm))
+        for info in infos:
+            # how long the ranks worked on this check, all nodes or pairs of it together, pool starts excluded
+            info["measure_seconds"] = round(time.monotonic() - t0 - tuning, 3)
+            if collective and self._log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
+                info["tuning_seconds"] = round(tuning, 3)
+            info["rounds"] = len(rounds)
         return outcomes
+
+    def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:
+        assert self.pools is not None
+        return {"number": pool.number, "pids": pool.pids, "backend": self.backend, "ranks": pool.ranks,
+                "env": dict(check.env), "starts": self.pools.starts}
 
     def _log_mode(self, mode: str) -> str:
         """What NCCL logs in a pool for `mode` (init: timed pools, tuning: the sibling), per --nccl-log."""

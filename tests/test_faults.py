@@ -163,3 +163,35 @@ def test_sigint_stops_cleanly_ends_ranks_and_writes_reports(fproject: pytest.Pyt
     assert (fproject.path / "out" / "latest" / "results.json").is_file()
     assert (fproject.path / "out" / "latest" / "report.html").is_file()
     assert_all_gone(rank_pids(lines))
+
+
+HOSTS = ("--launcher", "hosts", "--hosts", "h[1-3]", "--host-command", "env CC_HOST={host} {python}")
+
+
+def scoped(cid: str, scope: str) -> str:
+    return f"  - id: {cid}\n    measure: all_reduce\n    scope: {scope}\n    params: {{sizes: [1KiB], iters: 2}}\n"
+
+
+def test_a_rank_killed_in_a_node_check_errors_its_node_only_and_names_it(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + scoped("a", "node"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
+    res.assert_outcomes(passed=2, errors=1)
+    results = {x["name"]: x for x in record(fproject.path) if x["type"] == "result"}
+    assert {n: r["outcome"] for n, r in results.items()} == {"a[h1]": "passed", "a[h2]": "passed", "a[h3]": "error"}
+    # the cause first (rank 4 died), not its peer's "connection reset" that reached the controller first
+    assert results["a[h3]"]["message"].startswith("rank 4 (h3) was killed by SIGKILL during all_reduce")
+    assert (fproject.path / "out" / "latest" / "exclude.txt").read_text() == ""  # a harness error, not a verdict
+    assert_all_gone(rank_pids(record(fproject.path)))
+
+
+def test_a_rank_killed_in_a_pair_check_errors_its_pairs_and_the_other_rounds_run_on(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + scoped("a", "pair"))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
+    res.assert_outcomes(passed=1, errors=2)
+    lines = record(fproject.path)
+    outcomes = {x["name"]: x["outcome"] for x in lines if x["type"] == "result"}
+    assert outcomes == {"a[h1,h2]": "passed", "a[h1,h3]": "error", "a[h2,h3]": "error"}
+    assert all(x["message"].startswith("rank 4 (h3) was killed by SIGKILL") for x in lines
+               if x["type"] == "result" and x["outcome"] == "error")
+    assert len([x for x in lines if x["type"] == "pool"]) == 3  # a fresh pool after each round that lost a rank
+    assert_all_gone(rank_pids(lines))

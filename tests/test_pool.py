@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck import wire
-from clustercheck.pool import HarnessError, PoolKey, PoolManager
+from clustercheck.pool import HarnessError, PoolKey, PoolManager, RankFailure, srun_task_ends
 
 PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
           "placements": ["in"]}
@@ -113,6 +113,37 @@ def test_forged_task_is_not_run_by_the_ranks(pools: PoolManager) -> None:
     with pytest.raises(HarnessError, match="exited with code 0"):
         pool.run("all_reduce", PARAMS, 30)  # the ranks refused task 1 and left
     assert "refusing task 1" in pool.tail(0)
+
+
+def test_a_dead_rank_is_named_and_the_ranks_that_answered_keep_their_results(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 2))
+    with pytest.raises(RankFailure) as failure:  # two groups of one rank: rank 0's work does not need rank 1
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "crash", "rank": 1}}, 30, groups=[[0], [1]])
+    assert str(failure.value).startswith("rank 1 (") and "was killed by SIGKILL during all_reduce" in str(failure.value)
+    assert set(failure.value.answered) == {0} and failure.value.failed == {1}
+    assert failure.value.answered[0]["rows"][0]["wrong"] == 0
+
+
+def test_an_error_waits_for_the_others_then_says_who_did_not_answer(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 2))
+    with pytest.raises(RankFailure) as failure:  # rank 0 waits in the all_reduce for rank 1, which raised
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "raise", "rank": 1}}, 30)
+    assert str(failure.value).startswith("rank 1 (") and "raised RuntimeError: injected fault" in str(failure.value)
+    assert str(failure.value).endswith(")") and "no answer from rank 0 (" in str(failure.value)
+    assert failure.value.answered == {} and failure.value.failed == {0, 1}
+
+
+def test_srun_task_ends_reads_srun_reports_in_order() -> None:
+    # as srun 22.05 (Debian 12 slurm-wlm, tests/slurm/cluster.sh) printed them: three tasks of four
+    # killed on two nodes; three of four exiting 1; three of four killed on one node
+    killed = ("0: some output\nsrun: error: ccnode2: task 2: Killed\nsrun: error: ccnode1: tasks 0-1: Killed\n"
+              "srun: Force Terminated StepId=6.0\n")
+    assert list(srun_task_ends(killed).items()) == [(2, "Killed"), (0, "Killed"), (1, "Killed")]
+    exited = ("srun: error: ccnode1: task 0: Exited with exit code 1\n"
+              "srun: error: ccnode2: tasks 2-3: Exited with exit code 1\n")
+    assert srun_task_ends(exited) == dict.fromkeys((0, 2, 3), "Exited with exit code 1")
+    assert srun_task_ends("srun: error: ccnode1: tasks 0,2-3: Killed\n") == dict.fromkeys((0, 2, 3), "Killed")
+    assert srun_task_ends("srun: error: Unable to create step for job 7: Invalid generic resource\n") == {}
 
 
 def test_seal_round_trip_and_tamper() -> None:

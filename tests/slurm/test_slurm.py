@@ -127,11 +127,15 @@ def test_failing_node_is_excluded_drained_and_resumed(slurm: dict, work: Path) -
         subprocess.run(["scontrol", "update", "NodeName=ccnode2,ccnode3", "State=RESUME"], env=slurm)
 
 
-def test_killed_rank_is_an_error_and_no_node_is_excluded(slurm: dict, work: Path) -> None:
+def test_killed_rank_errors_its_node_only_names_it_and_excludes_no_node(slurm: dict, work: Path) -> None:
     res = run(slurm, work, "-k", "ar-node", "--cc-inject-fault", "ar-node:crash@4")  # rank 4 is on ccnode3
     assert res.returncode == 1
-    outcomes = {r["name"]: r["outcome"] for r in results(work)["results"]}
-    assert set(outcomes.values()) == {"error"} and "ar-node[ccnode3]" in outcomes
+    found = {r["name"]: r for r in results(work)["results"]}
+    assert {n: r["outcome"] for n, r in found.items()} == {
+        "ar-node[ccnode1]": "passed", "ar-node[ccnode2]": "passed", "ar-node[ccnode3]": "error"}
+    # srun's report names the killed task first, not its peer rank 5, which only saw the connection drop
+    # (and then lost a peer, or was ended by srun's --kill-on-bad-exit: which of the two comes first varies)
+    assert found["ar-node[ccnode3]"]["message"].startswith("rank 4 (ccnode3) ended (srun: task 4: Killed) during all_reduce; ")
     assert (work / "out" / "latest" / "exclude.txt").read_text() == ""
     assert "exclude: none" in res.stdout
 
