@@ -124,7 +124,7 @@ class WorkerPool:
     def close(self, *, kill: bool = False) -> None:
         if not kill and self.alive() and self.store is not None:
             self.seq += 1
-            self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": "exit"}))
+            self.store.set(wire.task_key(self.seq), wire.seal(self.key_hex, {"op": "exit"}))
             deadline = time.monotonic() + 10
             for p in self.procs:
                 try:
@@ -145,45 +145,51 @@ class WorkerPool:
         """Run one task on every rank (inside `groups` of global ranks at once, when given); return each
         rank's result in rank order, or raise RankFailure."""
         self.seq += 1
-        self.store.set(f"task/{self.seq}", wire.seal(self.key_hex, {"op": op, "params": params, "groups": groups}))
-        keys = [f"result/{self.seq}/{r}" for r in range(self.key.nranks)]
-        heard = self._wait(keys, timeout, op)
+        seq = self.seq
+        self.store.set(wire.task_key(seq), wire.seal(self.key_hex, {"op": op, "params": params, "groups": groups}))
+        keys = [wire.result_key(seq, r) for r in range(self.key.nranks)]
+        heard = self._wait(keys, timeout, op, seq)
         if heard.errors:
             raise self._failure(heard, op)
-        # Every rank has read the task and answered: the store (in this process) need not keep either.
-        # Kept, they cost a few KiB per check for the whole session, outside Python's heap.
-        for k in (f"task/{self.seq}", *keys):
+        # The store lives in this process: kept, a task's keys would cost a few KiB per check for the
+        # whole session, outside Python's heap. Each rank deletes its result when it reads the next task.
+        for k in (wire.task_key(seq), wire.answers_key(seq), wire.complete_key(seq)):
             self.store.delete_key(k)
         return [heard.ok[r] for r in range(self.key.nranks)]
 
-    def _wait(self, keys: list[str], timeout: float, what: str) -> _Heard:
-        """Wait for every key, watching the ranks; backs off from 1 ms so short checks pay no latency.
-        Returns what the ranks answered (result keys); a death, an error or the timeout raises
-        RankFailure once the other ranks have had GRACE seconds to answer or be reported."""
+    def _wait(self, keys: list[str], timeout: float, what: str, seq: int | None = None) -> _Heard:
+        """Wait for task `seq`'s answers (or, without `seq`, for every key), watching the ranks; backs
+        off from 1 ms so short checks pay no latency. Each round costs two store lookups and a
+        waitpid per local process, whatever the number of ranks. Returns the answers; a death, an
+        error or the timeout raises RankFailure once the other ranks have had GRACE seconds to answer
+        or be reported."""
         deadline = time.monotonic() + timeout
         delay = 0.001
+        done = [wire.complete_key(seq)] if seq is not None else keys
+        errors = [wire.errors_key(seq)] if seq is not None else []
         heard = _Heard()
-        while not self.store.check(keys):
-            self._listen(keys, heard)
-            if heard.dead or heard.errors:
+        while not self.store.check(done):
+            if any(p.poll() is not None for p in self.procs) or errors and self.store.check(errors):
+                self._listen(keys, heard)
                 self._settle(keys, heard)
                 raise self._failure(heard, what)
             if time.monotonic() > deadline:
+                self._listen(keys, heard)
                 raise self._failure(heard, what, timed_out=timeout)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
-        self._listen(keys, heard)
+        if seq is not None:
+            multi_get = getattr(self.store, "multi_get", None)  # torch >= 2.4: one round trip for all
+            values = multi_get(keys) if multi_get else [self.store.get(k) for k in keys]
+            for rank, (k, value) in enumerate(zip(keys, values)):
+                self._hear(heard, rank, self._unseal(k, value))
         return heard
 
     def _listen(self, keys: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
         """Add new answers and deaths to `heard` (srun's log is read when srun ended, or when asked)."""
         for rank, k in enumerate(keys):
             if k.startswith("result/") and rank not in heard.ok and rank not in heard.errors and self.store.check([k]):
-                payload = self._read(k)
-                if payload["ok"]:
-                    heard.ok[rank] = payload["result"]
-                else:
-                    heard.errors[rank] = payload["error"]
+                self._hear(heard, rank, self._read(k))
         deaths: dict[int, str] = {}
         if not self._srun:
             deaths = {r: _exit_text(p.returncode) for r, p in enumerate(self.procs) if p.poll() is not None}
@@ -238,9 +244,19 @@ class WorkerPool:
         except OSError:
             return {}
 
+    @staticmethod
+    def _hear(heard: _Heard, rank: int, payload: dict[str, Any]) -> None:
+        if payload["ok"]:
+            heard.ok[rank] = payload["result"]
+        else:
+            heard.errors[rank] = payload["error"]
+
     def _read(self, key: str) -> Any:
+        return self._unseal(key, self.store.get(key))
+
+    def _unseal(self, key: str, value: bytes) -> Any:
         try:
-            return wire.unseal(self.key_hex, self.store.get(key))
+            return wire.unseal(self.key_hex, value)
         except wire.Forged as exc:
             raise HarnessError(f"{key}: {exc}") from None
 

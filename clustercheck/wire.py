@@ -40,3 +40,27 @@ def unseal(key: str, text: str | bytes) -> Any:
     if not isinstance(mac, str) or not hmac.compare_digest(mac, want):
         raise Forged("message on the store failed verification (not from one of our ranks)")
     return json.loads(body)
+
+
+# Store keys of task `seq`. The controller posts the task; each rank posts its result, counts itself
+# in `answers` (the rank that completes the count sets `complete`) and, when it failed, in `errors`.
+# The controller so polls two keys per round however many ranks there are, and each rank deletes its
+# previous result when it reads the next task (by then the controller has read it).
+def task_key(seq: int) -> str:
+    return f"task/{seq}"
+
+
+def result_key(seq: int, rank: int) -> str:
+    return f"result/{seq}/{rank}"
+
+
+def answers_key(seq: int) -> str:
+    return f"answers/{seq}"
+
+
+def complete_key(seq: int) -> str:
+    return f"complete/{seq}"
+
+
+def errors_key(seq: int) -> str:
+    return f"errors/{seq}"

@@ -75,6 +75,8 @@ def main() -> int:
         task = _next_task(store, seq, key)
         if task is None or task.get("op") == "exit":
             break
+        if seq > 1:  # the controller read every answer to the last task before it posted this one
+            store.delete_key(wire.result_key(seq - 1, rank))
         payload: dict[str, Any]
         try:
             payload = {"ok": True, "result": run_task(ctx, task)}
@@ -82,9 +84,18 @@ def main() -> int:
             payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
             print(payload["traceback"], file=sys.stderr, flush=True)
         release_free_memory()  # before answering, so the controller never times it
-        store.set(f"result/{seq}/{rank}", wire.seal(key, payload))
+        _answer(store, seq, rank, world, wire.seal(key, payload), failed=not payload["ok"])
     dist.destroy_process_group()
     return 0
+
+
+def _answer(store: Any, seq: int, rank: int, world: int, sealed: str, failed: bool) -> None:
+    """Post this rank's result and count it (wire.py: the controller polls the counts, not N keys)."""
+    store.set(wire.result_key(seq, rank), sealed)
+    if failed:
+        store.add(wire.errors_key(seq), 1)
+    if store.add(wire.answers_key(seq), 1) == world:
+        store.set(wire.complete_key(seq), "1")
 
 
 def release_free_memory() -> None:
@@ -113,7 +124,7 @@ def _next_task(store: Any, seq: int, key: str) -> dict[str, Any] | None:
 
     while True:
         try:
-            return wire.unseal(key, store.get(f"task/{seq}"))
+            return wire.unseal(key, store.get(wire.task_key(seq)))
         except wire.Forged as exc:  # not from our controller: refuse to run anything and leave
             print(f"refusing task {seq}: {exc}", file=sys.stderr, flush=True)
             return None

@@ -55,7 +55,9 @@ def test_the_store_forgets_each_task_once_answered(pools: PoolManager) -> None:
     for _ in range(5):
         pool.run("all_reduce", PARAMS, 60)
     assert pool.store.num_keys() == keys
-    assert not pool.store.check([f"task/{pool.seq}", f"result/{pool.seq}/0", f"result/{pool.seq}/1"])
+    seq = pool.seq  # the task's own keys are gone; each rank deleted its previous result on reading this task
+    assert not any(pool.store.check([k]) for k in (wire.task_key(seq), wire.answers_key(seq), wire.complete_key(seq),
+                                                   wire.result_key(seq - 1, 0), wire.result_key(seq - 1, 1)))
 
 
 def _rss_mib(pid: int) -> float:
@@ -99,7 +101,8 @@ def test_forged_result_is_refused_not_counted(pools: PoolManager) -> None:
                                                "seconds": 1e-9, "iter_seconds": [], "wrong": 0}],
                                      "dtype": "float32"}}
     for rank in range(2):  # the next task is seq 1; rank 1 will hang so only the forgery is there
-        intruder.set(f"result/1/{rank}", wire.seal("not-the-pool-key", forged))
+        intruder.set(wire.result_key(1, rank), wire.seal("not-the-pool-key", forged))
+    intruder.set(wire.complete_key(1), "1")  # and it says every rank has answered
     with pytest.raises(HarnessError, match="failed verification"):
         pool.run("all_reduce", {**PARAMS, "fault": {"kind": "hang", "rank": 1}}, 30)
 
