@@ -168,8 +168,9 @@ def test_sigint_stops_cleanly_ends_ranks_and_writes_reports(fproject: pytest.Pyt
 HOSTS = ("--launcher", "hosts", "--hosts", "h[1-3]", "--host-command", "env CC_HOST={host} {python}")
 
 
-def scoped(cid: str, scope: str) -> str:
-    return f"  - id: {cid}\n    measure: all_reduce\n    scope: {scope}\n    params: {{sizes: [1KiB], iters: 2}}\n"
+def scoped(cid: str, scope: str, timeout: int = 60) -> str:
+    return (f"  - id: {cid}\n    measure: all_reduce\n    scope: {scope}\n    timeout: {timeout}\n"
+            "    params: {sizes: [1KiB], iters: 2}\n")
 
 
 def test_a_rank_killed_in_a_node_check_errors_its_node_only_and_names_it(fproject: pytest.Pytester) -> None:
@@ -195,3 +196,15 @@ def test_a_rank_killed_in_a_pair_check_errors_its_pairs_and_the_other_rounds_run
                if x["type"] == "result" and x["outcome"] == "error")
     assert len([x for x in lines if x["type"] == "pool"]) == 3  # a fresh pool after each round that lost a rank
     assert_all_gone(rank_pids(lines))
+
+
+def test_a_rank_hung_in_a_node_check_times_out_its_node_only(fproject: pytest.Pytester) -> None:
+    write_suite(fproject, "checks:\n" + scoped("a", "node", timeout=4))
+    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:hang@4")
+    res.assert_outcomes(passed=2, errors=1)
+    results = {x["name"]: x for x in record(fproject.path) if x["type"] == "result"}
+    assert {n: r["outcome"] for n, r in results.items()} == {"a[h1]": "passed", "a[h2]": "passed", "a[h3]": "error"}
+    # rank 5 waits in the all_reduce for rank 4: both are silent, nobody else is named
+    assert results["a[h3]"]["message"].startswith(
+        "timed out after 4 s during all_reduce: no answer from rank 4 (h3), rank 5 (h3)")
+    assert_all_gone(rank_pids(record(fproject.path)))
