@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="run suites and write JUnit, HTML and JSON",
                          description="Run suites (names from suites/ or paths). Arguments not listed here "
-                                     "(-k, -x, -v, --junitxml, ...) go to pytest unchanged.")
+                                     "(-x, -v, --junitxml=PATH, a plugin's options, ...) go to pytest unchanged; "
+                                     "give their values with '=' (--junitxml=out.xml).")
     run.add_argument("suites", nargs="*", metavar="SUITE",
                      help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
                           f"{DEFAULT_GPU_SUITE} with)")
@@ -64,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="a progress line per check on stderr (default: when stderr is a terminal)")
     run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
                      help="reports go to DIR/<time>-<platform>/ and DIR/latest (default: clustercheck-out)")
+    # pytest's options that take a value, declared so that their value is never read as a SUITE
+    run.add_argument("-p", dest="plugins", action="append", default=[], metavar="NAME",
+                     help="load a pytest plugin, e.g. clustercheck_prometheus (plugins/); repeatable")
+    run.add_argument("-k", dest="keyword", metavar="EXPR", help="only items whose name matches EXPR (pytest -k)")
+    run.add_argument("-m", dest="markexpr", metavar="EXPR", help="only items matching the mark expression (pytest -m)")
     rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
     rep.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
     cmp = sub.add_parser("compare", help="list per-metric regressions of a run against a baseline run",
@@ -93,9 +99,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args, rest = _parser().parse_known_args(argv)
     try:
         if args.command == "run":
+            _swallowed_values(argv, args.suites, rest)
             return _run(args, rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
@@ -119,6 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"clustercheck: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
+    """argparse cannot know that a pytest or plugin option (--prometheus-textfile PATH) takes a value,
+    and reads the value as a SUITE: say so, rather than 'no suite named PATH'."""
+    for option, value in zip(argv, argv[1:]):
+        if option in rest and option.startswith("-") and "=" not in option and value in suites:
+            raise UserError(f"{option} {value}: write {option}={value} (options clustercheck does not know "
+                            f"go to pytest, and their values need '='; otherwise {value!r} is read as a suite)")
 
 
 def resolve_suite(name: str) -> Path:
@@ -166,6 +183,9 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     pytest_args += ["--drain"] * args.drain + ["--drain-dry-run"] * args.drain_dry_run
     if args.progress:
         pytest_args.append("--cc-progress")
+    for name in args.plugins:
+        pytest_args += ["-p", name]
+    pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
     return int(pytest.main(pytest_args))
 
 

@@ -21,6 +21,12 @@ from clustercheck.suite import CheckSpec, is_suite_file, load_suite
 session_key = pytest.StashKey[CheckSession]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from clustercheck import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("clustercheck", "clustercheck (GPU cluster acceptance)")
     g.addoption("--platform", default=None,
@@ -255,7 +261,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(exc, (HarnessError, NoThreshold, SizeTooSmall, NotMeasured)):
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
     if call.when == "setup" and not report.passed or call.when == "call":
-        item.config.stash[session_key].add_result(_entry(item, report))
+        entry = _entry(item, report)
+        item.config.stash[session_key].add_result(entry)
+        item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
     return report
 
 
@@ -294,7 +302,11 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[session_key].finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    cs = session.config.stash[session_key]
+    cs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if cs.started and cs.run_dir is not None:
+        session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
+                                                      exclusion=cs.exclusion, config=session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -85,3 +85,14 @@ def test_help_explains_commands_and_exit_codes() -> None:
         assert text in out.stdout
     run_help = cc("run", "--help").stdout
     assert "go to pytest unchanged" in run_help and "--platform" in run_help
+
+
+def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree: Path) -> None:
+    (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
+    out = cc("run", "-k", "ok", "-p", "no:randomly", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed, 1 deselected" in out.stdout
+    # an option only pytest (or a plugin) knows, its value after a space: a clear error, not "no suite named"
+    out = cc("run", "--junitxml", "j.xml", "--thresholds", "th", cwd=tree)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("clustercheck: error: --junitxml j.xml: write --junitxml=j.xml ")

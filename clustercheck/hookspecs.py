@@ -1,0 +1,28 @@
+"""Hooks for other pytest plugins: clustercheck hands them its results as data (never markup), as it
+records them. Implement them in a conftest.py or a plugin loaded with `-p` (plugins/ has examples).
+
+    def pytest_clustercheck_result(entry, config):   # each result, as soon as it is known
+        ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.hookspec
+def pytest_clustercheck_result(entry: dict[str, Any], config: pytest.Config) -> None:
+    """One item's result, the dict written to the run record (docs/run-record.md, `type: result`),
+    called once per item as soon as it is recorded. Do not modify it."""
+
+
+@pytest.hookspec
+def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
+                              config: pytest.Config) -> None:
+    """The run is over and its reports are written in `run_dir`. `results`: every result, without the
+    bulky `rows`, `pool` and `params` (read `run_dir / "run.jsonl"` for those); `exclusion`: the
+    record's `exclude` line (`hostlist`, `reasons` per node, `drain`). Called once, after pytest's
+    session finished; not called when the run never started (e.g. a suite file was invalid)."""

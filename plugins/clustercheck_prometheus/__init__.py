@@ -1,0 +1,71 @@
+"""clustercheck results as a Prometheus text file, for node_exporter's textfile collector.
+
+    clustercheck run -p clustercheck_prometheus --prometheus-textfile=/var/lib/node_exporter/textfile/clustercheck.prom
+
+At the end of a run it writes (atomically: a temporary file renamed into place, as the collector
+requires) one sample per item and outcome, one per measured metric, one per excluded node and the
+run's time, so that dashboards and alerts see the last verdict of every node, GPU and link:
+
+    clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed"} 1.0
+    clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",unit="GB/s"} 1.1822587311617827
+    clustercheck_excluded{node="node7"} 1.0
+    clustercheck_last_run_timestamp_seconds 1.7953337201430738e+09
+
+(the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM.) Needs prometheus-client (`pip install 'clustercheck[prometheus]'`). Uses clustercheck's
+`pytest_clustercheck_run_finished` hook (clustercheck/hookspecs.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LABELS = ("check", "item", "nodes")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("clustercheck").addoption(
+        "--prometheus-textfile", type=Path, default=None, metavar="PATH",
+        help="write the run's outcomes, metrics and excluded nodes to PATH in Prometheus text format "
+             "(for node_exporter's textfile collector; replaced atomically at the end of the run)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("prometheus_textfile")
+    if path is not None and not path.parent.is_dir():
+        raise pytest.UsageError(f"--prometheus-textfile {path}: directory {path.parent} does not exist")
+
+
+def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
+                              config: pytest.Config) -> None:
+    path = config.getoption("prometheus_textfile")
+    if path is not None:
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(str(path), registry(results, exclusion))
+
+
+def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
+    """The samples of one run, in a registry of their own (never the process-wide default)."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    reg = CollectorRegistry()
+    outcome = Gauge("clustercheck_outcome", "1 for the outcome of each item of the last run "
+                    "(passed, failed, error, skipped)", [*LABELS, "outcome"], registry=reg)
+    measured = Gauge("clustercheck_measured", "each metric an item of the last run reported, in its unit "
+                     "(the value judged; bandwidths at the judged size)", [*LABELS, "metric", "unit"], registry=reg)
+    excluded = Gauge("clustercheck_excluded", "1 for each node on the last run's exclusion list", ["node"],
+                     registry=reg)
+    finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
+    for r in results:
+        where = (r["check"], r["name"], ",".join(r.get("nodes") or []))
+        outcome.labels(*where, r["outcome"]).set(1)
+        for metric, m in (r.get("metrics") or {}).items():
+            if isinstance(m.get("value"), (int, float)):
+                measured.labels(*where, metric, m.get("unit") or "").set(m["value"])
+    for node in exclusion.get("reasons") or {}:
+        excluded.labels(node).set(1)
+    finished.set(time.time())
+    return reg

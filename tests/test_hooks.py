@@ -1,0 +1,86 @@
+"""clustercheck's hooks (clustercheck/hookspecs.py) and the first-party plugin that uses them
+(plugins/clustercheck_prometheus), through real runs with pytester."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import small_check, write_suite
+
+RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
+
+RECORDER = """
+import json, pathlib
+
+def pytest_clustercheck_result(entry, config):
+    with open("hook-results.jsonl", "a") as fh:
+        fh.write(json.dumps(entry) + "\\n")
+
+def pytest_clustercheck_run_finished(run_dir, results, exclusion, config):
+    pathlib.Path("hook-finished.json").write_text(json.dumps(
+        {"run_dir": str(run_dir), "results": results, "exclusion": exclusion}))
+"""
+
+
+def record(p: Path) -> list[dict]:
+    lines = (p / "out" / "latest" / "run.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_hooks_see_every_result_as_recorded_and_the_end_of_the_run(project: pytest.Pytester) -> None:
+    project.makeconftest(RECORDER)
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res.assert_outcomes(passed=1, failed=1)
+    recorded = [x for x in record(project.path) if x["type"] == "result"]
+    heard = [json.loads(line) for line in (project.path / "hook-results.jsonl").read_text().splitlines()]
+    assert heard == recorded  # the same dicts, in the same order, one call per item
+    finished = json.loads((project.path / "hook-finished.json").read_text())
+    assert Path(finished["run_dir"]).resolve() == (project.path / "out" / "latest").resolve()
+    assert [(r["check"], r["outcome"]) for r in finished["results"]] == [("ok", "passed"), ("too-fast", "failed")]
+    assert "rows" not in finished["results"][0] and "busbw" in finished["results"][0]["metrics"]
+    node = recorded[1]["node"]
+    assert list(finished["exclusion"]["reasons"]) == [node] and finished["exclusion"]["hostlist"] == node
+
+
+def test_an_invalid_suite_calls_no_end_hook(project: pytest.Pytester) -> None:
+    project.makeconftest(RECORDER)
+    write_suite(project, "checks:\n  - id: ok\n    measure: no-such-measure\n")
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    assert res.ret != 0
+    assert not (project.path / "hook-finished.json").exists() and not (project.path / "hook-results.jsonl").exists()
+
+
+def test_prometheus_textfile_has_each_outcome_metric_and_excluded_node(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    prom = project.path / "textfile" / "clustercheck.prom"
+    prom.parent.mkdir()
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
+                                       f"--prometheus-textfile={prom}")
+    res.assert_outcomes(passed=1, failed=1)
+    samples = [s for family in text_string_to_metric_families(prom.read_text()) for s in family.samples]
+    by_name: dict[str, list] = {}
+    for s in samples:
+        by_name.setdefault(s.name, []).append(s)
+    results = {r["check"]: r for r in record(project.path) if r["type"] == "result"}
+    node = results["ok"]["node"]
+    assert {(s.labels["check"], s.labels["outcome"], s.value) for s in by_name["clustercheck_outcome"]} == {
+        ("ok", "passed", 1.0), ("too-fast", "failed", 1.0)}
+    busbw = {s.labels["check"]: s.value for s in by_name["clustercheck_measured"] if s.labels["metric"] == "busbw"}
+    assert busbw == {c: r["metrics"]["busbw"]["value"] for c, r in results.items()}
+    assert all(s.labels["nodes"] == node for s in by_name["clustercheck_measured"])
+    assert [(s.labels, s.value) for s in by_name["clustercheck_excluded"]] == [({"node": node}, 1.0)]
+    assert by_name["clustercheck_last_run_timestamp_seconds"][0].value > 1.7e9
+    assert not list(prom.parent.glob("*.tmp*"))  # written to a temporary name, then renamed into place
+
+
+def test_prometheus_textfile_in_a_missing_directory_is_a_usage_error(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
+                                       "--prometheus-textfile=nowhere/cc.prom")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--prometheus-textfile nowhere/cc.prom: directory nowhere does not exist*"])
