@@ -50,6 +50,17 @@ def excluded(results: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+def unmeasured(results: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """node -> its items that ended in error. Never a reason to exclude (the harness could not
+    measure), but a gate must say which nodes went unmeasured rather than pass them in silence."""
+    out: dict[str, list[str]] = {}
+    for r in results:
+        if r["outcome"] == "error" and r.get("scope") != "cluster" and r.get("node"):
+            for node in r["node"].split(","):
+                out.setdefault(node, []).append(r["name"])
+    return out
+
+
 def as_hostlist(nodes: list[str]) -> str:
     return hostlist.collect_hostlist(nodes) if nodes else ""
 

@@ -331,5 +331,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"  drain {state}: {shlex.join(d['command'])}")
     elif len(cs.nodes) > 1 or ex:
         terminalreporter.write_line("exclude: none (no node failed a check)")
+    if len(cs.nodes) > 1 and ex.get("unmeasured"):
+        from clustercheck.exclude import as_hostlist
+
+        unmeasured = ex["unmeasured"]
+        terminalreporter.write_line(f"not measured: {as_hostlist(list(unmeasured))}   (harness errors: rerun them; "
+                                    "an error never excludes a node)", yellow=True)
+        for node, items in unmeasured.items():
+            terminalreporter.write_line(f"  {node}: {', '.join(items)}")
     for name in ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt"):
         terminalreporter.write_line(f"  {name:<13} {display(cs.run_dir / name)}")

@@ -374,7 +374,7 @@ class CheckSession:
         nodes = exclude.excluded(self.results)
         text = exclude.as_hostlist(list(nodes))
         (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
-        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": []}
+        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results)}
         if nodes and (self.options.drain or self.options.drain_dry_run):
             for cmd in exclude.drain_commands(nodes):
                 rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)

@@ -182,6 +182,9 @@ def test_a_rank_killed_in_a_node_check_errors_its_node_only_and_names_it(fprojec
     # the cause first (rank 4 died), not its peer's "connection reset" that reached the controller first
     assert results["a[h3]"]["message"].startswith("rank 4 (h3) was killed by SIGKILL during all_reduce")
     assert (fproject.path / "out" / "latest" / "exclude.txt").read_text() == ""  # a harness error, not a verdict
+    (ex,) = [x for x in record(fproject.path) if x["type"] == "exclude"]
+    assert ex["reasons"] == {} and ex["unmeasured"] == {"h3": ["a[h3]"]}
+    res.stdout.fnmatch_lines(["exclude: none (no node failed a check)", "not measured: h3 *", "  h3: a[[]h3]"])
     assert_all_gone(rank_pids(record(fproject.path)))
 
 
@@ -195,6 +198,9 @@ def test_a_rank_killed_in_a_pair_check_errors_its_pairs_and_the_other_rounds_run
     assert all(x["message"].startswith("rank 4 (h3) was killed by SIGKILL") for x in lines
                if x["type"] == "result" and x["outcome"] == "error")
     assert len([x for x in lines if x["type"] == "pool"]) == 3  # a fresh pool after each round that lost a rank
+    (ex,) = [x for x in lines if x["type"] == "exclude"]
+    assert {node: set(items) for node, items in ex["unmeasured"].items()} == {
+        "h1": {"a[h1,h3]"}, "h2": {"a[h2,h3]"}, "h3": {"a[h1,h3]", "a[h2,h3]"}}
     assert_all_gone(rank_pids(lines))
 
 
