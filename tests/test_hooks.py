@@ -84,3 +84,20 @@ def test_prometheus_textfile_in_a_missing_directory_is_a_usage_error(project: py
                                        "--prometheus-textfile=nowhere/cc.prom")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--prometheus-textfile nowhere/cc.prom: directory nowhere does not exist*"])
+
+
+def test_prometheus_registry_counts_unmeasured_items_per_node() -> None:
+    from prometheus_client import generate_latest
+
+    from clustercheck_prometheus import registry
+
+    results = [{"check": "a", "name": "a[h1,h3]", "nodes": ["h1", "h3"], "outcome": "error", "metrics": {}},
+               {"check": "a", "name": "a[h2,h3]", "nodes": ["h2", "h3"], "outcome": "error", "metrics": {}}]
+    text = generate_latest(registry(results, {"reasons": {}, "unmeasured": {"h1": ["a[h1,h3]"],
+                                                                             "h3": ["a[h1,h3]", "a[h2,h3]"]}}))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text.decode()) for s in f.samples}
+    assert samples[("clustercheck_unmeasured", (("node", "h1"),))] == 1
+    assert samples[("clustercheck_unmeasured", (("node", "h3"),))] == 2
+    assert samples[("clustercheck_outcome", (("check", "a"), ("item", "a[h2,h3]"), ("nodes", "h2,h3"),
+                                             ("outcome", "error")))] == 1

@@ -3,8 +3,8 @@
     clustercheck run -p clustercheck_prometheus --prometheus-textfile=/var/lib/node_exporter/textfile/clustercheck.prom
 
 At the end of a run it writes (atomically: a temporary file renamed into place, as the collector
-requires) one sample per item and outcome, one per measured metric, one per excluded node and the
-run's time, so that dashboards and alerts see the last verdict of every node, GPU and link:
+requires) one sample per item and outcome, one per measured metric, one per excluded node, one per node
+with items that could not be measured, and the run's time, so that dashboards and alerts see the last verdict of every node, GPU and link:
 
     clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed"} 1.0
     clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",unit="GB/s"} 1.1822587311617827
@@ -58,6 +58,9 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
                      "(the value judged; bandwidths at the judged size)", [*LABELS, "metric", "unit"], registry=reg)
     excluded = Gauge("clustercheck_excluded", "1 for each node on the last run's exclusion list", ["node"],
                      registry=reg)
+    unmeasured = Gauge("clustercheck_unmeasured", "number of items of the last run on each node that ended in "
+                       "error (the harness could not measure them; never a reason to exclude)", ["node"],
+                       registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
     for r in results:
         where = (r["check"], r["name"], ",".join(r.get("nodes") or []))
@@ -67,5 +70,7 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
                 measured.labels(*where, metric, m.get("unit") or "").set(m["value"])
     for node in exclusion.get("reasons") or {}:
         excluded.labels(node).set(1)
+    for node, items in (exclusion.get("unmeasured") or {}).items():
+        unmeasured.labels(node).set(len(items))
     finished.set(time.time())
     return reg
