@@ -29,6 +29,7 @@ START_TIMEOUT = 180.0
 # killed task a moment after its peers have seen the connection drop), so that the message names the
 # rank that caused the failure rather than the first peer that noticed it.
 GRACE = 3.0
+NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are summarised
 # What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
 _PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
                         r"ncclRemoteError|remote peer", re.IGNORECASE)
@@ -236,7 +237,13 @@ class WorkerPool:
         return RankFailure(message, dict(heard.ok), failed)
 
     def _names(self, ranks: list[int]) -> str:
-        return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
+        """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""
+        if len(ranks) <= NAMED:
+            return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
+        import hostlist
+
+        hosts = sorted({self._host(r) for r in ranks})
+        return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {hostlist.collect_hostlist(hosts)}"
 
     def _srun_tasks(self) -> dict[int, str]:
         try:
@@ -269,9 +276,12 @@ class WorkerPool:
 
     def _quote(self, ranks: list[int], lines: int = 6) -> str:
         """The last output lines of these ranks (those that wrote any), to say what they were doing."""
-        parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks
+        parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks[:NAMED]
                  if (text := self.tail(r, lines))]
-        return "".join(parts) if parts else " (no output from them)"
+        more = f"\n--- (the other {len(ranks) - NAMED}: {self.log_dir})" if len(ranks) > NAMED else ""
+        if not parts:
+            return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
+        return "".join(parts) + more
 
     def _host(self, rank: int) -> str:
         return self.ranks[rank]["host"] if rank < len(self.ranks) else "localhost"
@@ -297,6 +307,17 @@ class WorkerPool:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
 
 
 def srun_task_ends(log: str) -> dict[int, str]:

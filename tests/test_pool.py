@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck import wire
-from clustercheck.pool import HarnessError, PoolKey, PoolManager, RankFailure, srun_task_ends
+from clustercheck.pool import HarnessError, PoolKey, PoolManager, RankFailure, rank_ranges, srun_task_ends
 
 PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
           "placements": ["in"]}
@@ -147,6 +147,22 @@ def test_srun_task_ends_reads_srun_reports_in_order() -> None:
     assert srun_task_ends(exited) == dict.fromkeys((0, 2, 3), "Exited with exit code 1")
     assert srun_task_ends("srun: error: ccnode1: tasks 0,2-3: Killed\n") == dict.fromkeys((0, 2, 3), "Killed")
     assert srun_task_ends("srun: error: Unable to create step for job 7: Invalid generic resource\n") == {}
+
+
+def test_many_silent_ranks_are_summarised_in_one_line(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 10))  # more than NAMED: a hung collective leaves every rank silent
+    with pytest.raises(RankFailure) as failure:
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "hang", "rank": 9}}, 3)
+    head, *quoted = str(failure.value).splitlines()
+    host = pool.ranks[0]["host"]
+    assert head.startswith(f"timed out after 3 s during all_reduce: no answer from 10 ranks (0-9) on 1 node(s) {host}")
+    assert sum(line.startswith("--- rank ") for line in quoted) <= 8  # the last lines of 8 ranks at the most
+    assert quoted[-1] == f"--- (the other 2: {pool.log_dir})"
+
+
+def test_rank_ranges_are_short() -> None:
+    assert rank_ranges([7, 0, 1, 2, 5, 8]) == "0-2,5,7-8"
+    assert rank_ranges(list(range(8192))) == "0-8191" and rank_ranges([3]) == "3"
 
 
 def test_seal_round_trip_and_tamper() -> None:
