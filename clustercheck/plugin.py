@@ -72,6 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _refuse_parallel_workers(config)
     ranks = config.getoption("ranks")
     if ranks is not None and not 1 <= ranks <= 1024:
         raise pytest.UsageError(f"--ranks must be between 1 and 1024, got {ranks}")
@@ -89,6 +90,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[session_key] = CheckSession(options, list(sys.argv))
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _refuse_parallel_workers(config: pytest.Config) -> None:
+    """pytest-xdist (-n) would give each worker its own controller and rank pool, measuring the same
+    GPUs and links at the same time: every number would be distorted. Suites run in one controller,
+    which already measures all nodes at once (docs/multi-node.md)."""
+    workers = config.getoption("numprocesses", None)  # None without xdist; 0 for -n 0
+    if not workers:
+        return
+    suites = [a for a in config.args if Path(a.split("::")[0]).suffix in (".yaml", ".yml")
+              and is_suite_file(Path(a.split("::")[0]))]
+    if suites:
+        raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
+                                "workers would measure the same hardware at the same time and distort every "
+                                "result (all nodes are already measured at once); drop -n")
 
 
 def _tolerance(text: str) -> float:

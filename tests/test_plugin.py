@@ -158,3 +158,14 @@ def test_yaml_outside_suites_dir_is_not_collected_unless_named(project: pytest.P
     assert "other.yaml" not in res.stdout.str()
     res = project.runpytest_subprocess("other.yaml", *RUN, "--collect-only", "-q")
     assert "other.yaml::ok[" in res.stdout.str()
+
+
+def test_xdist_workers_are_refused_for_suites_but_not_for_other_tests(project: pytest.Pytester) -> None:
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "-n", "2")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["ERROR: -n 2: clustercheck suites (suites/s.yaml) run in one process: parallel workers "
+                              "would measure the same hardware at the same time*"])
+    assert not (project.path / "clustercheck-out").exists()  # nothing was measured
+    project.makepyfile(test_plain="def test_a():\n    pass\n")
+    project.runpytest_subprocess("test_plain.py", "-n", "2").assert_outcomes(passed=1)
