@@ -133,9 +133,18 @@ def _swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> No
     """argparse cannot know that a pytest or plugin option (--prometheus-textfile PATH) takes a value,
     and reads the value as a SUITE: say so, rather than 'no suite named PATH'."""
     for option, value in zip(argv, argv[1:]):
-        if option in rest and option.startswith("-") and "=" not in option and value in suites:
+        swallowed = option in rest and option.startswith("-") and "=" not in option and value in suites
+        if swallowed and not _is_suite(value):  # not a flag (-v, -x) before a real suite
             raise UserError(f"{option} {value}: write {option}={value} (options clustercheck does not know "
                             f"go to pytest, and their values need '='; otherwise {value!r} is read as a suite)")
+
+
+def _is_suite(name: str) -> bool:
+    try:
+        resolve_suite(name)
+        return True
+    except UserError:
+        return False
 
 
 def resolve_suite(name: str) -> Path:

@@ -89,7 +89,7 @@ def test_help_explains_commands_and_exit_codes() -> None:
 
 def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
-    out = cc("run", "-k", "ok", "-p", "no:randomly", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    out = cc("run", "-k", "ok", "-p", "no:randomly", "-v", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 passed, 1 deselected" in out.stdout
     # an option only pytest (or a plugin) knows, its value after a space: a clear error, not "no suite named"
