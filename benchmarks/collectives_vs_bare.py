@@ -101,20 +101,15 @@ def pytest_unconfigure(config: Any) -> None:
 
 
 # -- the driver ------------------------------------------------------------------------------------
-def _iters(coll: str, size: int) -> int:
-    sys.path.insert(0, str(HERE))
-    from bare_collectives import ITERS
-
-    return ITERS[coll][size]
-
-
 def write_suite(tmp: Path, repeats: int) -> tuple[Path, Path]:
     """The interleaved suite (cells in turn, `repeats` times) and its benchmark-only limits."""
+    from bare_collectives import ITERS  # beside this script (on sys.path when run as one)
+
     checks, limits = [], {}
     for k in range(repeats):
         for coll, size in CELLS:
             cid = f"{coll}-{size >> 20}MiB-{k}"
-            params = {"sizes": [size], "warmup": 5, "iters": _iters(coll, size), "check_iters": 0}
+            params = {"sizes": [size], "warmup": 5, "iters": ITERS[coll][size], "check_iters": 0}
             if coll == "all_gather":
                 params["placements"] = ["out"]
             checks.append({"id": cid, "measure": coll, "params": params})

@@ -99,8 +99,8 @@ def _refuse_parallel_workers(config: pytest.Config) -> None:
     workers = config.getoption("numprocesses", None)  # None without xdist; 0 for -n 0
     if not workers:
         return
-    suites = [a for a in config.args if Path(a.split("::")[0]).suffix in (".yaml", ".yml")
-              and is_suite_file(Path(a.split("::")[0]))]
+    files = (Path(a.split("::")[0]) for a in config.args)
+    suites = [f for f in files if f.suffix in (".yaml", ".yml") and is_suite_file(f)]
     if suites:
         raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
                                 "workers would measure the same hardware at the same time and distort every "

@@ -168,14 +168,15 @@ class WorkerPool:
         delay = 0.001
         done = [wire.complete_key(seq)] if seq is not None else keys
         errors = [wire.errors_key(seq)] if seq is not None else []
+        results = keys if seq is not None else []  # while starting, the ranks post no results
         heard = _Heard()
         while not self.store.check(done):
             if any(p.poll() is not None for p in self.procs) or errors and self.store.check(errors):
-                self._listen(keys, heard)
-                self._settle(keys, heard)
+                self._listen(results, heard)
+                self._settle(results, heard)
                 raise self._failure(heard, what)
             if time.monotonic() > deadline:
-                self._listen(keys, heard)
+                self._listen(results, heard)
                 raise self._failure(heard, what, timed_out=timeout)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
@@ -186,10 +187,11 @@ class WorkerPool:
                 self._hear(heard, rank, self._unseal(k, value))
         return heard
 
-    def _listen(self, keys: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
-        """Add new answers and deaths to `heard` (srun's log is read when srun ended, or when asked)."""
-        for rank, k in enumerate(keys):
-            if k.startswith("result/") and rank not in heard.ok and rank not in heard.errors and self.store.check([k]):
+    def _listen(self, results: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
+        """Add new answers (from the `results` keys) and deaths to `heard` (srun's log is read when
+        srun ended, or when asked)."""
+        for rank, k in enumerate(results):
+            if rank not in heard.ok and rank not in heard.errors and self.store.check([k]):
                 self._hear(heard, rank, self._read(k))
         deaths: dict[int, str] = {}
         if not self._srun:
@@ -202,12 +204,12 @@ class WorkerPool:
             if rank not in heard.ok and rank not in heard.errors:  # it had its say before it went
                 heard.dead.setdefault(rank, why)
 
-    def _settle(self, keys: list[str], heard: _Heard) -> None:
+    def _settle(self, results: list[str], heard: _Heard) -> None:
         """Give the other ranks GRACE seconds to answer, fail or be reported dead."""
         end = time.monotonic() + GRACE
         while len(heard.accounted()) < self.key.nranks and time.monotonic() < end:
             time.sleep(0.05)
-            self._listen(keys, heard, srun_log=True)  # srun reports a killed task while the step still runs
+            self._listen(results, heard, srun_log=True)  # srun reports a killed task while the step still runs
 
     def _failure(self, heard: _Heard, what: str, timed_out: float | None = None) -> RankFailure:
         """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
@@ -240,10 +242,10 @@ class WorkerPool:
         """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""
         if len(ranks) <= NAMED:
             return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
-        import hostlist
+        from clustercheck.exclude import as_hostlist
 
         hosts = sorted({self._host(r) for r in ranks})
-        return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {hostlist.collect_hostlist(hosts)}"
+        return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {as_hostlist(hosts)}"
 
     def _srun_tasks(self) -> dict[int, str]:
         try:
