@@ -1,34 +1,28 @@
-"""Real captured tool outputs for probe tests: /work/shared beside the checkout (CI has shared/ there)."""
+"""Real captured tool outputs for parser and probe tests, kept in tests/fixtures/ (each file's first line
+names its public source; tool-outputs/INDEX.md lists the key numbers of each)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TOOLS = SHARED / "fixtures" / "tool-outputs"
-SEEDS = SHARED / "seeds"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TOOLS = FIXTURES / "tool-outputs"
+SEEDS = FIXTURES / "seeds"
 
 
 def files(folder: str) -> list[Path]:
     found = sorted((TOOLS / folder).glob("*.txt"))
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=f"no {TOOLS / folder}"))]  # type: ignore[list-item]
+    assert found, f"no fixtures in {TOOLS / folder}"
+    return found
 
 
 def text(folder: str, name: str) -> str:
-    path = TOOLS / folder / name
-    if not path.is_file():
-        pytest.skip(f"missing fixture {path}")
-    return path.read_text(encoding="utf-8")
+    return (TOOLS / folder / name).read_text(encoding="utf-8")
 
 
 def seed_block(seed: str, marker: str) -> str:
-    """The fenced block of a seed page that contains `marker` (seeds are markdown pages)."""
-    path = SEEDS / seed
-    if not path.is_file():
-        pytest.skip(f"missing seed {path}")
-    blocks = path.read_text(encoding="utf-8").split("```")
+    """The fenced block of a seed page excerpt that contains `marker`."""
+    blocks = (SEEDS / seed).read_text(encoding="utf-8").split("```")
     for block in blocks[1::2]:
         if marker in block:
             return block
@@ -36,4 +30,4 @@ def seed_block(seed: str, marker: str) -> str:
 
 
 def ids(paths: list[Path]) -> list[str]:
-    return [p.stem if isinstance(p, Path) else "missing" for p in paths]
+    return [p.stem for p in paths]

@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parent.parent
 ACS_ON = TOOLS / "lspci-acs" / "plx-pex8749-downstream-ports-acs-redirect-enabled-n1sdp.txt"
 ACS_OFF = TOOLS / "lspci-acs" / "supermicro-as4124gs-tnr-root-ports-acs-srcvalid-only-and-off.txt"
 
-pytestmark = pytest.mark.skipif(not TOOLS.is_dir(), reason="no shared fixtures")
 
 
 def cc(*args: str) -> subprocess.CompletedProcess[str]:
