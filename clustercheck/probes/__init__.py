@@ -26,6 +26,8 @@ _MODULES = {
     "throttle": "throttle",
     "gds": "gds",
     "ib": "ib",
+    "nccl-tests": "nccl_tests",
+    "nvbandwidth": "nvbandwidth",
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 
@@ -143,6 +145,14 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "nccl_min": ((str,), "lowest NCCL version, e.g. '2.18'"),
     "torch_min": ((str,), "lowest torch version"),
     "nccl_env_allow": ((list,), "NCCL variables allowed despite the harmful list, e.g. [NCCL_P2P_DISABLE]"),
+    "busbw_min": ((int, float, dict), "lowest nccl-tests busbw at the largest size on one node, GB/s: a number or "
+                  "one per collective, e.g. {all_reduce: 430}"),
+    "busbw_min_multinode": ((int, float, dict), "the same floor for a multi-node nccl-tests run (bounded by the "
+                            "network; no profile sets it)"),
+    "h2d_min": ((int, float), "lowest nvbandwidth host_to_device_memcpy_ce/_sm value per GPU, GB/s"),
+    "d2h_min": ((int, float), "lowest nvbandwidth device_to_host_memcpy_ce/_sm value per GPU, GB/s"),
+    "p2p_min": ((int, float), "lowest nvbandwidth device_to_device_memcpy_read/write value per GPU pair, GB/s"),
+    "p2p_uniformity": ((int, float), "every nvbandwidth GPU pair within this fraction of the median, e.g. 0.10"),
 }
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),

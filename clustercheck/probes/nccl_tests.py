@@ -1,0 +1,163 @@
+"""Judge an nccl-tests / rccl-tests log offline: `clustercheck probe nccl-tests --input FILE [--platform P]`.
+
+Fails: a run that crashed or stops early (its failure line), any `#wrong` > 0 (size and count per
+placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ... FAILED`, a busbw
+below the floor at the largest size, and Rank lines naming another GPU than the platform's `gpu_model`.
+`#wrong` = N/A (validation off, `-c 0`) passes with a line saying the data was not checked.
+
+Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
+is judged against the worse of the out-of-place and in-place busbw of the largest size. A profile's
+`busbw_min` is one node's NVLink floor; a multi-node run is bounded by the network, so for a capture whose
+Rank lines name more than one host (or, without Rank lines, whose rank count from busbw/algbw exceeds the
+profile's `gpu_count`) `busbw_min_multinode` applies instead, and only when given (no profile sets it:
+it depends on the fabric). A capture whose node count cannot be told is judged as one node.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout import nccl_tests as reader
+from clustercheck.toolout.nccl_tests import NcclTestsRun
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "broadcast", "reduce",
+               "sendrecv", "gather", "scatter", "hypercube")
+
+
+def parse(text: str) -> NcclTestsRun:
+    try:
+        return reader.parse(text)
+    except NotToolOutput as exc:
+        raise ProbeParseError(str(exc)) from None
+
+
+def collect() -> str:
+    raise ProbeSkip("this probe judges a captured log: give --input FILE (all_reduce_perf or another *_perf "
+                    "output, text or -J JSON); a suite runs the binary with `measure: nccl_tests`")
+
+
+def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    subject = f"{run.collective}_perf" if run.collective else run.tool
+    out = [_run_verdict(run, subject)]
+    out += _data_verdicts(run, subject)
+    model = expect.get("gpu_model")
+    if model and run.gpu_models:
+        wrong = [m for m in run.gpu_models if str(model) not in m]
+        out.append(ProbeVerdict(subject, "GPU model", not wrong, f"{', '.join(run.gpu_models)} in the Rank lines; "
+                                f"platform expects {model}", ", ".join(run.gpu_models), model))
+    busbw = _busbw_verdict(run, subject, expect)
+    if busbw is not None:
+        out.append(busbw)
+    return out
+
+
+def _run_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict:
+    hosts = f" on {len(run.hosts)} host(s)" if run.hosts else ""
+    who = f"{run.nranks} ranks{hosts}" if run.nranks else "no Rank lines"
+    models = f" ({', '.join(run.gpu_models)})" if run.gpu_models else ""
+    version = f", NCCL {run.nccl_version}" if run.nccl_version else ""
+    if run.failure:
+        return ProbeVerdict(subject, "run", False, f"{run.failure_kind}: {run.failure}", run.failure,
+                            "a complete table and footer")
+    sizes = "no rows"
+    if run.rows:
+        sizes = f"{len(run.rows)} sizes {min(r.size for r in run.rows)}..{max(r.size for r in run.rows)} B"
+    avg = f"; Avg bus bandwidth {run.avg_busbw:g}" if run.avg_busbw is not None else ""
+    return ProbeVerdict(subject, "run", True, f"{who}{models}{version}; {sizes}; Out of bounds values "
+                        f"{run.out_of_bounds}{avg}", "complete")
+
+
+def _data_verdicts(run: NcclTestsRun, subject: str) -> list[ProbeVerdict]:
+    out = []
+    for row in run.rows:
+        for name, p in row.placements():
+            if p.wrong is not None and p.wrong > 0:
+                place = name.replace("_", "-")
+                out.append(ProbeVerdict(f"{row.size} B", f"#wrong ({place})", False,
+                                        f"{p.wrong:g} wrong elements at size {row.size} B {place} (line {row.line})",
+                                        p.wrong, 0))
+    if run.out_of_bounds:
+        out.append(ProbeVerdict(subject, "out-of-bounds values", False, f"Out of bounds values : {run.out_of_bounds} "
+                                f"FAILED: {run.out_of_bounds} result(s) outside the tolerance", run.out_of_bounds, 0))
+    if run.avg_busbw_check == "FAILED":
+        out.append(ProbeVerdict(subject, "Avg bus bandwidth", False, f"the tool's own check failed: Avg bus bandwidth "
+                                f"{run.avg_busbw:g} FAILED (below 0.9 x NCCL_TESTS_MIN_BW / -c)", run.avg_busbw))
+    if out or not run.rows:
+        return out
+    checked = [p for r in run.rows for _, p in r.placements() if p.checked]
+    if not checked:
+        detail = "not checked: validation off (#wrong/error N/A), so only speed was measured"
+    elif run.format == "wrong" or run.format == "json":
+        detail = f"#wrong 0 in {len(checked)} checked result(s)"
+    else:
+        worst = max(p.error for p in checked if p.error is not None)
+        detail = f"largest error {worst:g} in {len(checked)} checked result(s); Out of bounds values {run.out_of_bounds}"
+    return [ProbeVerdict(subject, "data check", True, detail, len(checked))]
+
+
+def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple[float | None, str]:
+    raw = expect.get(key)
+    if raw is None:
+        return None, ""
+    if isinstance(raw, dict):
+        for name, value in raw.items():
+            if name not in COLLECTIVES:
+                raise UserError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}", key=f"expect.{key}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"expected a number of GB/s, got {type(value).__name__}", key=f"expect.{key}.{name}")
+        if collective is None:
+            return None, f"{key} names collectives, and this capture does not say which collective it ran"
+        if collective not in raw:
+            return None, f"{key} has no floor for {collective}"
+        return float(raw[collective]), f"{key}.{collective}"
+    return float(raw), key
+
+
+def _nodes(run: NcclTestsRun, expect: Mapping[str, Any]) -> tuple[int | None, str]:
+    if run.hosts:
+        return len(run.hosts), f"{len(run.hosts)} node(s)"
+    ranks = reader.inferred_ranks(run)
+    per_node = expect.get("gpu_count")
+    if ranks and isinstance(per_node, int) and per_node > 0:
+        nodes = math.ceil(ranks / per_node)
+        return nodes, f"{nodes} node(s): {ranks} ranks (from busbw/algbw, no Rank lines) at {per_node} GPUs per node"
+    return None, "node count unknown (no Rank lines): judged as one node"
+
+
+def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -> ProbeVerdict | None:
+    row = run.largest()
+    if row is None or not row.placements():
+        return None
+    places = row.placements()
+    worst = min(p.busbw for _, p in places)
+    shown = (f"{' / '.join(f'{p.busbw:.2f}' for _, p in places)} GB/s "
+             f"({' / '.join(n.replace('_', '-') for n, _ in places)}) at {row.size} B")
+    nodes, about = _nodes(run, expect)
+    multi = nodes is not None and nodes > 1
+    floor, label = _floor(expect, "busbw_min_multinode" if multi else "busbw_min", run.collective)
+    if floor is None:
+        single, _ = _floor(expect, "busbw_min", run.collective) if multi else (None, "")
+        if single is not None:
+            why = (f"the platform's one-node floor ({single:g} GB/s) does not apply: a multi-node run is bounded by "
+                   f"the network, not NVLink; set busbw_min_multinode to judge it")
+        else:
+            why = label or "no busbw floor given (busbw_min / busbw_min_multinode)"
+        return ProbeVerdict(subject, "busbw", True, f"{shown}; {about}; {why}", worst)
+    return ProbeVerdict(subject, "busbw", worst >= floor, f"{shown}; {about}; floor {floor:g} GB/s ({label})",
+                        worst, f">= {floor:g}")
+
+
+PROBE = Probe(
+    name="nccl-tests",
+    description="an nccl-tests/rccl-tests log: crashes, #wrong, out-of-bounds values, busbw floor at the largest size",
+    input_help="nccl-tests or rccl-tests output (all_reduce_perf and the other *_perf binaries; text or -J JSON)",
+    scope="node",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("busbw_min", "busbw_min_multinode", "gpu_model", "gpu_count"),
+)

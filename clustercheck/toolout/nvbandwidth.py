@@ -1,0 +1,220 @@
+"""nvbandwidth output (NVIDIA/nvbandwidth v0.4-v0.8: output.cpp, inline_common.h, json_output.cpp) -> NvbandwidthRun.
+
+Text: `Running <testcase>.`, a title such as `memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)` or
+`memory latency SM CPU(row) <-> GPU(column) (ns)`, a column-label line, one line per row label with
+`N/A` (or `0.00` in older builds) where a pair is not measured, then `SUM <key> <value>` (v0.5 on; the
+README examples have none) or `&&&& PERF <key> <value> +GB/s` with --perfFormatter. Bidirectional tests
+print several matrices (`..._read1`, `..._read2`, `..._total`). Also read: the version, CUDA and driver
+lines, `Device N: <name> (<pci id>)` lines (no pci id before v0.6), `Waived:` lines, output cut down to
+the SUM lines (`| grep SUM`), `[...]` elisions, and `-j` JSON (nvbandwidth_json).
+
+Failures: the data-pattern check (` Invalid value when checking the pattern`), `ASSERT in expression`,
+CUDA/NVML errors (`[CUDA_ERROR_...] ... in expression`), `Error:`/`ERROR:` status lines, `Aborted`, and
+a `Running` test that printed no matrix.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+from clustercheck.toolout import NotToolOutput, clean_lines, number
+
+_RUNNING = re.compile(r"^Running (\S+?)\.?$")
+_TITLE = re.compile(r"^(?P<title>\S.*\S)\s*\((?P<unit>GB/s|ns)\)$")
+_SUM = re.compile(r"^(?:SUM|&&&& PERF) (?P<key>\S+) (?P<value>[-+\d.eE]+|nan|inf)(?:\s*[-+]?(?P<unit>GB/s|ns))?$")
+_DEVICE = re.compile(r"^(?:Process \d+ \((?P<host>[^)]*)\): )?[Dd]evice (?P<index>\d+): (?P<name>.+?)"
+                     r"(?: \((?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\))?$")
+_KV = re.compile(r"^(nvbandwidth Version|Built from Git version|CUDA Runtime Version|CUDA Driver Version|"
+                 r"Driver Version): (.+)$")
+_FAILURE = re.compile(r"Invalid value when checking the pattern|pattern check|ASSERT in expression|^\[CUDA_ERROR_\w+\]|"
+                      r"^\[cuda\w+\]|NVML_ERROR|^Error: |^ERROR[: ]|Aborted|Segmentation fault|"
+                      r"terminate called after throwing|MPI_ABORT was invoked", re.IGNORECASE)
+_ELISION = re.compile(r"^\[\.\.\.\]$|^\.{3,}$")
+
+
+@dataclass(frozen=True)
+class Testcase:
+    """One matrix (or, in SUM-only output, just its SUM) of one nvbandwidth test."""
+
+    name: str                                    # the SUM key (host_to_device_memcpy_ce, ..._total) or Running name
+    title: str | None                            # "memcpy CE CPU(row) -> GPU(column) bandwidth"
+    unit: str                                    # "GB/s" or "ns" (latency tests)
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, tuple[float | None, ...]], ...]   # (row label, one value per column; None = N/A)
+    sum: float | None                            # from the SUM line; None when the output has none
+    line: int                                    # of the title (or SUM line), 1-based in the file
+
+    @property
+    def computed_sum(self) -> float | None:
+        """The cells added up (N/A as 0, as nvbandwidth does); None without a matrix."""
+        cells = [v for _, vs in self.rows for v in vs if v is not None]
+        return round(sum(cells), 6) if self.rows else None
+
+    @property
+    def matrix(self) -> dict[str, dict[str, float | None]]:
+        return {label: dict(zip(self.columns, values)) for label, values in self.rows}
+
+    def cells(self, off_diagonal: bool = False) -> list[tuple[str, str, float | None]]:
+        """(row, column, value); with off_diagonal, a GPU's copy to itself is left out."""
+        return [(r, c, v) for r, vs in self.rows for c, v in zip(self.columns, vs) if not (off_diagonal and r == c)]
+
+    @property
+    def peer_to_peer(self) -> bool:
+        return bool(self.title) and "GPU(row)" in (self.title or "") and "GPU(column)" in (self.title or "")
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int
+    name: str
+    pci_id: str | None        # "00000009:01:00"; None before v0.6
+    host: str | None          # multinode builds print "Process N (host): device M: ..."
+
+
+@dataclass(frozen=True)
+class NvbandwidthRun:
+    format: str                               # "text", "sum-only" or "json"
+    version: str | None
+    cuda_runtime: str | None
+    driver: str | None
+    devices: tuple[Device, ...]
+    testcases: tuple[Testcase, ...]
+    ran: tuple[str, ...]                      # every `Running X.` name, in order
+    waived: int
+    failure: str | None                       # "line N: <text>" for a failed or cut-off run
+    failure_line: int | None
+    notes: tuple[str, ...]
+
+    def testcase(self, name: str) -> Testcase | None:
+        return next((t for t in self.testcases if t.name == name), None)
+
+    def summary(self) -> dict[str, dict[str, float | None]]:
+        """Per testcase: sum (the tool's, else computed), min, max and median cell (None without a matrix)."""
+        out: dict[str, dict[str, float | None]] = {}
+        for t in self.testcases:
+            values = [v for _, _, v in t.cells(off_diagonal=t.peer_to_peer) if v is not None]
+            out[t.name] = {"sum": t.sum if t.sum is not None else t.computed_sum,
+                           "min": min(values) if values else None, "max": max(values) if values else None,
+                           "median": statistics.median(values) if values else None}
+        return out
+
+
+def parse(text: str) -> NvbandwidthRun:
+    if text.lstrip().startswith("{"):
+        from clustercheck.toolout import nvbandwidth_json
+
+        return nvbandwidth_json.parse(text)
+    raw_count = len(text.replace("\r\n", "\n").split("\n"))
+    lines = clean_lines(text)
+    offset = raw_count - len(lines)
+    meta: dict[str, str] = {}
+    devices: list[Device] = []
+    cases: list[Testcase] = []
+    ran: list[tuple[str, int]] = []
+    waived = 0
+    failures: list[tuple[int, str]] = []
+    notes: list[str] = []
+    i = 0
+    while i < len(lines):
+        n, s = i + 1 + offset, lines[i].strip()
+        i += 1
+        if not s:
+            continue
+        if _FAILURE.search(s):
+            failures.append((n, s))
+        m = _RUNNING.match(s)
+        if m:
+            ran.append((m.group(1), len(cases)))
+            continue
+        if s.startswith("Waived"):
+            waived += 1
+            continue
+        if _ELISION.match(s):
+            notes.append(f"line {n}: an elision in the source")
+            continue
+        kv = _KV.match(s)
+        if kv:
+            meta.setdefault(kv.group(1), kv.group(2).strip())
+            continue
+        d = _DEVICE.match(s)
+        if d:
+            devices.append(Device(int(d.group("index")), d.group("name").strip(), d.group("pci"), d.group("host")))
+            continue
+        sm = _SUM.match(s)
+        if sm:
+            value = float(sm.group("value"))
+            unit = sm.group("unit") or ("ns" if "latency" in sm.group("key") else "GB/s")
+            _attach_sum(cases, sm.group("key"), value, unit, n, ran)
+            continue
+        t = _TITLE.match(s)
+        if t and i < len(lines):
+            i, case, problem = _matrix(lines, i, offset, t.group("title"), t.group("unit"), n, ran, len(cases))
+            cases.append(case)
+            if problem:
+                failures.append(problem)
+    return _finish(meta, devices, cases, ran, waived, failures, notes)
+
+
+def _matrix(lines: list[str], i: int, offset: int, title: str, unit: str, n: int, ran: list[tuple[str, int]],
+            index: int) -> tuple[int, Testcase, tuple[int, str] | None]:
+    """Read the column-label line and the rows after a title; stop at a blank or foreign line."""
+    columns = tuple(lines[i].split())
+    i += 1
+    rows: list[tuple[str, tuple[float | None, ...]]] = []
+    problem = None
+    while i < len(lines) and lines[i].strip():
+        tokens = lines[i].split()
+        if _ELISION.match(lines[i].strip()) or len(tokens) < 2:
+            break
+        try:
+            values = tuple(number(tok) for tok in tokens[1:])
+        except ValueError:
+            break
+        if len(values) != len(columns):
+            problem = (i + 1 + offset, f"a matrix row with {len(values)} values under {len(columns)} columns: "
+                                       f"{lines[i].strip()!r}")
+        rows.append((tokens[0], values))
+        i += 1
+    name = _running_name(ran, index, title)
+    if not rows:
+        problem = (n, f"'{title} ({unit})' has no matrix rows after it")
+    return i, Testcase(name, title, unit, columns, tuple(rows), None, n), problem
+
+
+def _running_name(ran: list[tuple[str, int]], index: int, title: str) -> str:
+    """The name of a matrix before its SUM line is read: the Running test, with the suffix nvbandwidth adds
+    to bidirectional tests' extra matrices (Read1 -> _read1, Total -> _total)."""
+    base = ran[-1][0] if ran else "unnamed"
+    m = re.search(r"\b(Read1|Read2|Write1|Write2|Total)\b", title)
+    return f"{base}_{m.group(1).lower()}" if m else base
+
+
+def _attach_sum(cases: list[Testcase], key: str, value: float, unit: str, n: int, ran: list[tuple[str, int]]) -> None:
+    last = cases[-1] if cases else None
+    if last is not None and last.sum is None and (not ran or ran[-1][1] <= len(cases) - 1):
+        cases[-1] = Testcase(key, last.title, last.unit, last.columns, last.rows, value, last.line)
+    else:  # SUM-only output (| grep SUM), or a SUM whose matrix was elided
+        cases.append(Testcase(key, None, unit, (), (), value, n))
+
+
+def _finish(meta: dict[str, str], devices: list[Device], cases: list[Testcase], ran: list[tuple[str, int]],
+            waived: int, failures: list[tuple[int, str]], notes: list[str]) -> NvbandwidthRun:
+    if not (cases or ran or meta.get("nvbandwidth Version") or failures and (devices or meta)):
+        raise NotToolOutput("expected nvbandwidth output: 'Running <testcase>.' blocks with a '... (GB/s)' matrix, "
+                            "'SUM <testcase> <value>' lines, or its -j JSON")
+    for k, (name, at) in enumerate(ran):   # a test that printed nothing before the next one (or the end)
+        until = ran[k + 1][1] if k + 1 < len(ran) else len(cases)
+        if until == at and not any(f for f in failures):
+            where = "the next test started" if k + 1 < len(ran) else "the output ends"
+            failures.append((0, f"Running {name}: no result before {where}: the run stopped or the test failed"))
+    failure, line = None, None
+    if failures:
+        line, text = failures[0]
+        failure = f"line {line}: {text}" if line else text
+        line = line or None
+    fmt = "sum-only" if cases and all(not c.rows for c in cases) else "text"
+    return NvbandwidthRun(fmt, meta.get("nvbandwidth Version"), meta.get("CUDA Runtime Version"),
+                          meta.get("Driver Version"), tuple(devices), tuple(cases), tuple(n for n, _ in ran), waived,
+                          failure, line, tuple(notes))

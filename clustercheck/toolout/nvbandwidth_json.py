@@ -1,0 +1,79 @@
+"""nvbandwidth `-j` output (NVIDIA/nvbandwidth json_output.cpp, v0.5 on): the same data as the text.
+
+{"nvbandwidth": {"version", "git_version", "CUDA Runtime Version", "Driver Version", "GPU Device list":
+["0: NVIDIA H100 80GB HBM3 (00000000:19:00): (host)", ...], "testcases": [{"name", "status": Passed |
+Waived | Error | Not Found | Running, "bandwidth_description": "memcpy CE ... (GB/s)", "bandwidth_matrix":
+[["26.03", "N/A", ...], ...], "sum", "error"}], "error", "warning"}}. Cells are strings; the sum counts
+N/A as 0. A testcase left `Running` means the tool died inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from clustercheck.toolout import NotToolOutput, number
+from clustercheck.toolout.nvbandwidth import Device, NvbandwidthRun, Testcase
+
+_DEVICE = re.compile(r"^(?P<index>\d+): (?P<name>.+?)(?: \((?P<pci>[0-9a-fA-F:.]+)\))?(?:: \((?P<host>[^)]*)\))?$")
+_UNIT = re.compile(r"\((GB/s|ns)\)\s*$")
+
+
+def parse(text: str) -> NvbandwidthRun:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if '"nvbandwidth"' not in text:
+            raise NotToolOutput(f"not nvbandwidth JSON output ({exc.msg} at char {exc.pos})") from None
+        return NvbandwidthRun("json", None, None, None, (), (), (), 0,
+                              f"the JSON output stops at char {exc.pos} ({exc.msg}): the run did not finish", None, ())
+    body = doc.get("nvbandwidth") if isinstance(doc, dict) else None
+    if not isinstance(body, dict):
+        raise NotToolOutput('expected nvbandwidth -j output: {"nvbandwidth": {"testcases": [...]}}')
+    try:
+        return _run(body)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise NotToolOutput(f"nvbandwidth JSON with an unexpected shape: {type(exc).__name__}: {exc}") from None
+
+
+def _run(body: dict[str, Any]) -> NvbandwidthRun:
+    devices = []
+    for entry in body.get("GPU Device list") or []:
+        m = _DEVICE.match(str(entry))
+        if m:
+            devices.append(Device(int(m.group("index")), m.group("name"), m.group("pci"), m.group("host")))
+    cases: list[Testcase] = []
+    failures: list[str] = []
+    waived = 0
+    ran: list[str] = []
+    for k, tc in enumerate(body.get("testcases") or []):
+        name, status = str(tc["name"]), str(tc.get("status", ""))
+        if status == "Waived":
+            waived += 1
+            continue
+        ran.append(name)
+        if status != "Passed":
+            failures.append(f"testcase {name}: status {status or 'missing'}"
+                            + (f": {tc['error']}" if tc.get("error") else ""))
+        matrix = tc.get("bandwidth_matrix")
+        if not matrix:
+            continue
+        title = str(tc.get("bandwidth_description", ""))
+        unit = _UNIT.search(title)
+        width = max(len(row) for row in matrix)
+        rows = tuple((str(r), tuple(number(str(v)) for v in row)) for r, row in enumerate(matrix))
+        total = tc.get("sum")
+        cases.append(Testcase(name, _UNIT.sub("", title).strip() or None, unit.group(1) if unit else "GB/s",
+                              tuple(str(c) for c in range(width)), rows, float(total) if total is not None else None,
+                              k + 1))
+    if body.get("error"):
+        failures.insert(0, f"error: {body['error']}")
+    notes = (f"warning: {body['warning']}",) if body.get("warning") else ()
+    return NvbandwidthRun("json", body.get("version"), _str(body.get("CUDA Runtime Version")),
+                          _str(body.get("Driver Version")), tuple(devices), tuple(cases), tuple(ran), waived,
+                          failures[0] if failures else None, None, notes)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
