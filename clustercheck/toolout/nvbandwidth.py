@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
-_TITLE = re.compile(r"^(?P<title>\S.*\S)\s*\((?P<unit>GB/s|ns)\)$")
+# Every title nvbandwidth prints (testcases_*.cpp, multinode_testcases.cpp) starts with one of these words.
+_TITLE = re.compile(r"^(?P<title>(?:memcpy|memory latency|multicast|Device to Device Latency)\b.*?)\s*"
+                    r"\((?P<unit>GB/s|ns)\)$")
 _SUM = re.compile(r"^(?:SUM|&&&& PERF) (?P<key>\S+) (?P<value>[-+\d.eE]+|nan|inf)(?:\s*[-+]?(?P<unit>GB/s|ns))?$")
 _DEVICE = re.compile(r"^(?:Process \d+ \((?P<host>[^)]*)\): )?[Dd]evice (?P<index>\d+): (?P<name>.+?)"
                      r"(?: \((?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\))?$")
@@ -91,11 +93,12 @@ class NvbandwidthRun:
         return next((t for t in self.testcases if t.name == name), None)
 
     def summary(self) -> dict[str, dict[str, float | None]]:
-        """Per testcase: sum (the tool's, else computed), min, max and median cell (None without a matrix)."""
+        """Per testcase: the tool's sum (None without a SUM line), the computed sum, and the min, max and median
+        cell (off the diagonal for GPU pairs; None without a matrix)."""
         out: dict[str, dict[str, float | None]] = {}
         for t in self.testcases:
             values = [v for _, _, v in t.cells(off_diagonal=t.peer_to_peer) if v is not None]
-            out[t.name] = {"sum": t.sum if t.sum is not None else t.computed_sum,
+            out[t.name] = {"sum": t.sum, "computed_sum": t.computed_sum,
                            "min": min(values) if values else None, "max": max(values) if values else None,
                            "median": statistics.median(values) if values else None}
         return out
