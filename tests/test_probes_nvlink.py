@@ -1,40 +1,97 @@
-"""nvlink: nvidia-smi nvlink -s fixtures; inactive GPUs and a 12-of-18 variant fail."""
+"""nvlink: nvidia-smi nvlink -s fixtures; dead GPUs, inactive links among active ones, slow links and elided
+captures fail without any expectation; a bridged PCIe pair passes once the platform says 12 links."""
 
 from __future__ import annotations
 
 import pytest
 
+from clustercheck.cli import main
 from clustercheck.probes import ProbeParseError, nvlink
 from evidence import files, ids, text
 
 NV = "nvlink-status"
 FIXTURES = files(NV)
-EXPECTED = {  # file -> active links per GPU index
-    "3x-rtxa6000-nvlink-s-one-gpu-inactive": {0: 4, 1: 4, 2: 0},
-    "a100-sxm4-gpu6-all-links-inactive-azure": {6: 0},
-    "a100-sxm4-gpu7-nvlink-s-azure": {7: 12},
+H100_PCIE = "2x-h100pcie-nvlink-bridge-12-of-18-active-hpe-dl380a.txt"
+A100 = "a100-sxm4-gpu7-nvlink-s-azure.txt"
+EXPECTED = {  # file -> (active links per GPU index, GPUs failing without any expectation)
+    "2x-h100pcie-nvlink-bridge-12-of-18-active-hpe-dl380a": ({0: 12, 1: 12}, {0, 1}),
+    "3x-rtxa6000-nvlink-s-one-gpu-inactive": ({0: 4, 1: 4, 2: 0}, {2}),
+    "a100-sxm4-gpu6-all-links-inactive-azure": ({6: 0}, {6}),
+    "a100-sxm4-gpu7-nvlink-s-azure": ({7: 12}, set()),
 }
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=ids(FIXTURES))
 def test_every_fixture_parses_active_links(path):
     gpus = nvlink.parse(path.read_text())
-    assert {g.index: g.active for g in gpus} == EXPECTED[path.stem]
+    active, failing = EXPECTED[path.stem]
+    assert {g.index: g.active for g in gpus} == active
     verdicts = nvlink.judge(gpus, {})
-    assert {v.subject for v in verdicts if not v.passed} == {f"GPU{i}" for i, n in EXPECTED[path.stem].items() if n == 0}
+    assert {v.subject for v in verdicts if not v.passed} == {f"GPU{i}" for i in failing}
+
+
+def test_the_issue_input_all_inactive_gpu_fails_through_the_cli(tmp_path, capsys):
+    f = tmp_path / "f"
+    f.write_text("GPU 0: A (UUID: a)\n\t Link 0: <inactive>\n")  # printf from the issue, byte for byte
+    assert main(["probe", "nvlink", "--input", str(f)]) == 1
+    assert "FAIL GPU0: active NVLinks: no active NVLink" in capsys.readouterr().out
 
 
 def test_a100_with_12_links_passes_a100_and_fails_an_18_link_platform():
-    gpus = nvlink.parse(text(NV, "a100-sxm4-gpu7-nvlink-s-azure.txt"))
+    gpus = nvlink.parse(text(NV, A100))
     assert nvlink.judge(gpus, {"nvlinks_per_gpu": 12})[0].passed
     verdict = nvlink.judge(gpus, {"nvlinks_per_gpu": 18})[0]
     assert not verdict.passed and verdict.measured == 12 and verdict.expected == 18
 
 
-def test_one_inactive_link_fails():
-    raw = text(NV, "a100-sxm4-gpu7-nvlink-s-azure.txt").replace("Link 5: 25 GB/s", "Link 5: <inactive>")
-    verdict = nvlink.judge(nvlink.parse(raw), {"nvlinks_per_gpu": 12})[0]
-    assert not verdict.passed and "inactive: link 5" in verdict.detail
+def test_one_inactive_link_among_active_fails_without_expectation():
+    raw = text(NV, A100).replace("Link 5: 25 GB/s", "Link 5: <inactive>")
+    (verdict,) = nvlink.judge(nvlink.parse(raw), {})
+    assert not verdict.passed and "link 5 inactive among 11 active" in verdict.detail
+    (verdict,) = nvlink.judge(nvlink.parse(raw), {"nvlinks_per_gpu": 12})
+    assert not verdict.passed and "11 active link(s); platform expects 12" in verdict.detail
+
+
+def test_bridged_h100_pcie_pair_fails_without_expectation_and_passes_with_12():
+    gpus = nvlink.parse(text(NV, H100_PCIE))
+    bare = nvlink.judge(gpus, {})
+    assert [v.passed for v in bare] == [False, False]
+    assert "link 4, 5, 10, 11, 16, 17 inactive among 12 active" in bare[0].detail
+    assert "set nvlinks_per_gpu" in bare[0].detail
+    told = nvlink.judge(gpus, {"nvlinks_per_gpu": 12})
+    assert [v.passed for v in told] == [True, True]
+    assert "unused by the platform: link 4, 5, 10, 11, 16, 17" in told[0].detail
+    assert [v.passed for v in nvlink.judge(gpus, {"nvlinks_per_gpu": 18})] == [False, False]
+
+
+def test_a_link_slower_than_its_peers_on_the_same_gpu_fails_naming_both_speeds():
+    raw = text(NV, A100).replace("Link 3: 25 GB/s", "Link 3: 12.5 GB/s")
+    (verdict,) = nvlink.judge(nvlink.parse(raw), {"nvlinks_per_gpu": 12})
+    assert not verdict.passed
+    assert verdict.subject == "GPU7" and "link 3 at 12.5 GB/s while its other links run at 25 GB/s" in verdict.detail
+
+
+def test_a_gpu_whose_links_are_slower_than_the_other_gpus_fails():
+    raw = text(NV, "3x-rtxa6000-nvlink-s-one-gpu-inactive.txt")
+    head, sep, tail = raw.partition("GPU 1:")
+    raw = head + sep + tail.replace("14.062 GB/s", "7.031 GB/s", 4)
+    verdicts = nvlink.judge(nvlink.parse(raw), {"nvlinks_per_gpu": 4})
+    assert [v.passed for v in verdicts] == [True, False, False]
+    assert ("link 0, 1, 2, 3 at 7.031 GB/s while other NVIDIA RTX A6000 GPUs' links run at 14.062 GB/s"
+            in verdicts[1].detail)
+
+
+def test_an_elided_capture_says_so_instead_of_counting_the_links_shown(tmp_path, capsys):
+    # a real capture cut the way documentation cuts long output: the GPU has 12 links, 1 is shown
+    lines = text(NV, A100).splitlines()
+    raw = "\n".join(lines[:4] + ["......"]) + "\n"
+    with pytest.raises(ProbeParseError, match=r"elided \('\.\.\.\.\.\.'\)"):
+        nvlink.parse(raw)
+    f = tmp_path / "elided.txt"
+    f.write_text(raw)
+    assert main(["probe", "nvlink", "--input", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "elided" in err and "1 active" not in err
 
 
 def test_bridge_pair_box_expects_four_links():
@@ -42,7 +99,8 @@ def test_bridge_pair_box_expects_four_links():
     assert [v.passed for v in nvlink.judge(gpus, {"nvlinks_per_gpu": 4})] == [True, True, False]
 
 
-@pytest.mark.parametrize("bad", ["", "Link 0: 25 GB/s\n", "GPU 0: X (UUID: u)\n\t Link 0: fast\n"])
+@pytest.mark.parametrize("bad", ["", "Link 0: 25 GB/s\n", "GPU 0: X (UUID: u)\n\t Link 0: fast\n",
+                                 "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n"])
 def test_not_nvlink_status_is_a_parse_error(bad):
     with pytest.raises(ProbeParseError):
         nvlink.parse(bad)

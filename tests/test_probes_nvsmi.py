@@ -11,7 +11,8 @@ Q = "nvidia-smi-q"
 FIXTURES = files(Q)
 H100 = "h100-80gb-hbm3-nvidia-smi-a-della.txt"
 V100 = "v100-sxm2-power9-nvidia-smi-q-traverse-partial.txt"
-GPUS = {"azure-8gpu-nvidia-smi-q-retired-pages-excerpt": 8, "gh200-480gb-nvidia-smi-a-della-gh": 1,
+GPUS = {"a10g-535.247-nvidia-smi-q-sram-parity-secded-layout-dcgm232": 1,
+        "azure-8gpu-nvidia-smi-q-retired-pages-excerpt": 8, "gh200-480gb-nvidia-smi-a-della-gh": 1,
         "h100-80gb-hbm3-nvidia-smi-a-della": 1, "v100-sxm2-power9-nvidia-smi-q-traverse-partial": 1}
 
 
@@ -58,7 +59,7 @@ def test_pcie_link_excerpt_without_link_info_is_a_parse_error():
 @pytest.mark.parametrize("old, new, what", [
     ("        Pending                           : No\n        Remapping", "        Pending                           : Yes\n        Remapping", "row remap is pending"),
     ("Remapping Failure Occurred        : No", "Remapping Failure Occurred        : Yes", "remapping failure"),
-    ("            SRAM Uncorrectable            : 0\n            DRAM Correctable", "            SRAM Uncorrectable            : 2\n            DRAM Correctable", "SRAM uncorrectable = 2"),
+    ("            SRAM Uncorrectable            : 0\n            DRAM Correctable", "            SRAM Uncorrectable            : 2\n            DRAM Correctable", "volatile SRAM Uncorrectable = 2"),
 ])
 def test_ecc_failures_from_modified_h100_text(old, new, what):
     raw = text(Q, H100)

@@ -1,86 +1,130 @@
-"""ECC errors, row remapping and retired pages per GPU, from `nvidia-smi -q`.
+"""ECC errors, row remapping and retired pages per GPU, from NVML live or `nvidia-smi -q` text.
 
 Limits follow Azure's check_gpu_ecc (reference/healthchecks.md 1): a pending or failed row remap fails,
 any SRAM uncorrectable error fails, SRAM correctable above 10 000 and DRAM counts above 20 000 000 fail,
 more than 512 uncorrectable remapped rows fail. Pre-Ampere GPUs report retired pages instead: a pending
 retirement fails, and so do more than 10 retired pages (Meta GCM check-nvidia-smi, healthchecks.md 3).
+
+nvidia-smi prints SRAM uncorrectable errors in two layouts: one `SRAM Uncorrectable` counter (e.g. driver
+545, tests/fixtures nvidia-smi-q/h100-...), or split into `SRAM Uncorrectable Parity` and `SRAM
+Uncorrectable SEC-DED` plus `SRAM Threshold Exceeded` (driver 535.247 on an A10G, NVIDIA/DCGM#232, and
+later drivers). Any counter whose name starts with "SRAM Uncorrectable" counts, so a third spelling still
+fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GPU instead of reading clean.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, nvsmi
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, ecc_nvml, nvsmi
 
 SRAM_CORRECTABLE_MAX = 10_000
 DRAM_MAX = 20_000_000
 UNC_REMAPPED_ROWS_MAX = 512
 RETIRED_PAGES_MAX = 10
+_SECTIONS = ("ECC Errors", "Retired Pages", "Remapped Rows")
+_UNSUPPORTED = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
+_UNREADABLE = re.compile(r"unknown|error|lost|reset|insufficient", re.IGNORECASE)
 
 
 def parse(text: str) -> nvsmi.NvsmiReport:
     report = nvsmi.parse(text)
-    if not any(g.under("ECC Errors") or g.under("Retired Pages") or g.under("Remapped Rows") for g in report.gpus):
+    if not any(g.under(s) for g in report.gpus for s in _SECTIONS):
         raise ProbeParseError("expected `nvidia-smi -q` with 'ECC Errors', 'Remapped Rows' or 'Retired Pages' "
                               "sections for at least one GPU")
     return report
 
 
+def _has_counters(g: nvsmi.NvsmiGpu) -> bool:
+    return any(v not in _UNSUPPORTED for s in _SECTIONS for v in g.under(s).values())
+
+
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    if not any(_has_counters(g) for g in report.gpus):
+        raise ProbeSkip("no GPU reports ECC counters (every ECC value is N/A: GPUs without ECC)")
     out: list[ProbeVerdict] = []
     for g in report.gpus:
-        subject = f"{g.name} ({g.bus_id})"
-        problems: list[str] = []
-        checked: list[str] = []
-        mode = g.get("ECC Mode/Current", "Ecc Mode/Current")
-        if mode == "Disabled":
-            problems.append("ECC is disabled")
-        remap = g.under("Remapped Rows")
-        if remap:
-            checked.append("row remap")
-            if remap.get("Pending") == "Yes":
-                problems.append("a row remap is pending (reset the GPU)")
-            if remap.get("Remapping Failure Occurred") == "Yes":
-                problems.append("a row remapping failure occurred (replace the GPU)")
-            unc = nvsmi.number(remap.get("Uncorrectable Error"))
-            if unc is not None and unc > UNC_REMAPPED_ROWS_MAX:
-                problems.append(f"{unc:.0f} rows remapped for uncorrectable errors (> {UNC_REMAPPED_ROWS_MAX})")
-        for scope in ("Volatile", "Aggregate"):
-            counts = g.under(f"ECC Errors/{scope}")
-            if not counts:
-                continue
-            checked.append(f"{scope.lower()} ECC")
-            for key, value in counts.items():
-                n = nvsmi.number(value)
-                if n is None:
-                    continue
-                if key == "SRAM Uncorrectable" and n > 0:
-                    problems.append(f"{scope.lower()} SRAM uncorrectable = {n:.0f}")
-                elif key == "SRAM Correctable" and n > SRAM_CORRECTABLE_MAX:
-                    problems.append(f"{scope.lower()} SRAM correctable = {n:.0f} (> {SRAM_CORRECTABLE_MAX})")
-                elif key.startswith("DRAM") and n > DRAM_MAX:
-                    problems.append(f"{scope.lower()} {key} = {n:.0f} (> {DRAM_MAX})")
-                elif scope == "Volatile" and key == "Double Bit/Total" and n > 0:  # pre-Ampere layout
-                    problems.append(f"volatile double-bit (uncorrectable) errors = {n:.0f}")
-        retired = g.under("Retired Pages")
-        sbe, dbe = nvsmi.number(retired.get("Single Bit ECC")), nvsmi.number(retired.get("Double Bit ECC"))
-        if sbe is not None or dbe is not None:
-            checked.append("retired pages")
-            total = (sbe or 0) + (dbe or 0)
-            if total > RETIRED_PAGES_MAX:
-                problems.append(f"{total:.0f} retired pages (> {RETIRED_PAGES_MAX})")
-        if retired.get("Pending Page Blacklist", retired.get("Pending")) == "Yes":
-            problems.append("a page retirement is pending (reset the GPU)")
+        problems, checked = _problems(g)
         if not checked and not problems:
-            continue
+            problems = ["no ECC counter readable while other GPUs here report them"]
         detail = "; ".join(problems) if problems else f"clean ({', '.join(checked)})"
-        out.append(ProbeVerdict(subject, "ECC and row remap", not problems, detail,
+        out.append(ProbeVerdict(f"{g.name} ({g.bus_id})", "ECC and row remap", not problems, detail,
                                 measured="; ".join(problems) or "0 errors", expected="no pending/failed remap"))
     return out
 
 
-def collect() -> str:
-    return nvsmi.collect_text()
+def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    checked: list[str] = []
+    unreadable = [f"{s}/{k} = {v!r}" for s in _SECTIONS for k, v in g.under(s).items()
+                  if v not in _UNSUPPORTED and _UNREADABLE.search(v)]
+    if unreadable:
+        problems.append(f"counter unreadable: {', '.join(unreadable[:3])}")
+    mode = g.get("ECC Mode/Current", "Ecc Mode/Current")
+    if mode == "Disabled":
+        problems.append("ECC is disabled")
+    remap = g.under("Remapped Rows")
+    if any(v not in _UNSUPPORTED for v in remap.values()):
+        checked.append("row remap")
+        if remap.get("Pending") == "Yes":
+            problems.append("a row remap is pending (reset the GPU)")
+        if remap.get("Remapping Failure Occurred") == "Yes":
+            problems.append("a row remapping failure occurred (replace the GPU)")
+        unc = nvsmi.number(remap.get("Uncorrectable Error"))
+        if unc is not None and unc > UNC_REMAPPED_ROWS_MAX:
+            problems.append(f"{unc:.0f} rows remapped for uncorrectable errors (> {UNC_REMAPPED_ROWS_MAX})")
+    for scope in ("Volatile", "Aggregate"):
+        counts = g.under(f"ECC Errors/{scope}")
+        if all(v in _UNSUPPORTED for v in counts.values()):
+            continue
+        checked.append(f"{scope.lower()} ECC")
+        for key, value in counts.items():
+            if key == "SRAM Threshold Exceeded" and value == "Yes":
+                problems.append(f"{scope.lower()} SRAM error threshold exceeded")
+            n = nvsmi.number(value)
+            if n is None:
+                continue
+            if key.startswith("SRAM Uncorrectable") and n > 0:
+                problems.append(f"{scope.lower()} {key} = {n:.0f}" + _sources(g, scope))
+            elif key == "SRAM Correctable" and n > SRAM_CORRECTABLE_MAX:
+                problems.append(f"{scope.lower()} SRAM correctable = {n:.0f} (> {SRAM_CORRECTABLE_MAX})")
+            elif key.startswith("DRAM") and n > DRAM_MAX:
+                problems.append(f"{scope.lower()} {key} = {n:.0f} (> {DRAM_MAX})")
+            elif scope == "Volatile" and key == "Double Bit/Total" and n > 0:  # pre-Ampere layout
+                problems.append(f"volatile double-bit (uncorrectable) errors = {n:.0f}")
+    retired = g.under("Retired Pages")
+    sbe, dbe = nvsmi.number(retired.get("Single Bit ECC")), nvsmi.number(retired.get("Double Bit ECC"))
+    if sbe is not None or dbe is not None:
+        checked.append("retired pages")
+        total = (sbe or 0) + (dbe or 0)
+        if total > RETIRED_PAGES_MAX:
+            problems.append(f"{total:.0f} retired pages (> {RETIRED_PAGES_MAX})")
+    if retired.get("Pending Page Blacklist", retired.get("Pending")) == "Yes":
+        problems.append("a page retirement is pending (reset the GPU)")
+    return problems, checked
+
+
+def _sources(g: nvsmi.NvsmiGpu, scope: str) -> str:
+    """Where the aggregate SRAM errors were (L2, SM, ...), when the layout says."""
+    if scope != "Aggregate":
+        return ""
+    where = [f"{k.removeprefix('SRAM ')} {v}" for k, v in g.under("ECC Errors/Aggregate Uncorrectable SRAM Sources").items()
+             if (nvsmi.number(v) or 0) > 0]
+    return f" (in {', '.join(where)})" if where else ""
+
+
+def read_nvml() -> nvsmi.NvsmiReport:
+    """The NVML boundary (tests replace it; no GPU here): counters as nvidia-smi would print them."""
+    return ecc_nvml.read()
+
+
+def collect() -> nvsmi.NvsmiReport | str:
+    """NVML counters when NVML answers (no text layout to misread); `nvidia-smi -q` text otherwise."""
+    try:
+        return read_nvml()
+    except ecc_nvml.NvmlUnavailable:
+        return nvsmi.collect_text()
 
 
 PROBE = Probe(

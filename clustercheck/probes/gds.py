@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
 
 _GPU = re.compile(r"^GPU index (\d+) (.+?) bar:\d+ bar size \(MiB\):\s*\d+\s*(.*)$")
 _TRANSPORTS = ("NVMe", "NVMe P2PDMA", "NVMeOF", "SCSI", "ScaleFlux CSD", "NVMesh", "DDN EXAScaler",
@@ -42,6 +42,7 @@ class NvfsStats:
 
 
 def parse(text: str) -> GdsCheck | NvfsStats:
+    tool.refuse_crashed(text)
     lines = [l.strip() for l in evidence_lines(text)]
     if any(l.startswith("NVFS statistics") for l in lines):
         return _stats(lines)

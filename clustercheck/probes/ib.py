@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
 
 SYSFS = Path("/sys/class/infiniband")
 
@@ -32,6 +32,7 @@ class IbPort:
 
 
 def parse(text: str) -> tuple[IbPort, ...]:
+    tool.refuse_crashed(text)
     lines = evidence_lines(text)
     if any(l.startswith("CA '") for l in lines):
         return _ibstat(lines)

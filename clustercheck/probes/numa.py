@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeSkip, ProbeVerdict, topo
+from clustercheck.probes import Probe, ProbeSkip, ProbeVerdict, nvsmi, tool, topo
 
 
 def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
@@ -27,12 +27,22 @@ def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     return out
 
 
+def parse(text: str) -> topo.TopoMatrix:
+    tool.refuse_crashed(text)
+    return topo.parse(text)
+
+
+def collect_text() -> str:
+    """`nvidia-smi topo -m` through nvsmi.run: a failing nvidia-smi is an error, only a missing one a skip."""
+    return nvsmi.run("topo", "-m")
+
+
 PROBE = Probe(
     name="numa",
     description="GPU<->NIC NUMA affinity (nearest NIC of each GPU on the same socket)",
     input_help="`nvidia-smi topo -m` output",
     scope="gpu",
-    parse=topo.parse,
-    collect=topo.collect_text,
+    parse=parse,
+    collect=collect_text,
     judge=judge,
 )

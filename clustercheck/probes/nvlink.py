@@ -1,22 +1,25 @@
-"""Active NVLinks per GPU (`nvidia-smi nvlink -s`) against the platform's count.
+"""Active NVLinks per GPU (`nvidia-smi nvlink -s`), their speed, and the platform's count.
 
-A GPU with fewer active links than the platform's `nvlinks_per_gpu` (18 on H100/H200/B200 SXM, 12 on A100
-SXM, 4 on an NVLink-bridged A40 pair) fails, and so does a GPU whose links are all inactive. Without a
-profile, every GPU must have as many active links as the best GPU (reference/measurement.md 5.6).
+Without any expectation a GPU fails when it has no active link, when one of its links is `<inactive>`
+among active ones, when it has fewer active links than the best GPU here (reference/measurement.md 5.6),
+or when a link runs slower than the fastest link of the same GPU model here. With `nvlinks_per_gpu` (18
+on H100/H200/B200 SXM, 12 on A100 SXM, 12 on an NVLink-bridged H100 PCIe pair, 4 on a bridged A40 pair)
+a GPU needs that many active links, and inactive links beyond them are the bridge's unused ones: a
+bridged H100 PCIe pair shows 6 of its 18 links inactive when healthy (HPE-Japan-Presales/e-learning,
+gpu/h100/mgmt_gpu_on_dl380agen11.md).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, nvsmi, tool
 
 _GPU = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
 _LINK = re.compile(r"^Link (\d+): (.+)$")
+_ELIDED = re.compile(r"^(?:\.{3,}|\[\.\.\.\]|…)$")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class NvlinkGpu:
 
 
 def parse(text: str) -> tuple[NvlinkGpu, ...]:
+    tool.refuse_crashed(text)
     gpus: list[NvlinkGpu] = []
     cur: tuple[int, str] | None = None
     links: list[tuple[int, float | None]] = []
@@ -43,6 +47,10 @@ def parse(text: str) -> tuple[NvlinkGpu, ...]:
 
     for number, line in enumerate(evidence_lines(text), 1):
         s = line.strip()
+        if _ELIDED.match(s):
+            # counting the links shown would invent a GPU with fewer links than it has
+            raise ProbeParseError(f"line {number}: the capture is elided ({s!r}): links left out cannot be "
+                                  f"judged; capture the whole `nvidia-smi nvlink -s` output")
         m = _GPU.match(s)
         if m:
             close()
@@ -61,39 +69,67 @@ def parse(text: str) -> tuple[NvlinkGpu, ...]:
     if not gpus:
         raise ProbeParseError("expected `nvidia-smi nvlink -s` output: 'GPU 0: <name> (UUID: ...)' lines "
                               "followed by 'Link N: 25 GB/s'")
+    if not any(g.links or g.all_inactive for g in gpus):
+        # `nvidia-smi -L` prints the same GPU lines; without one link line nothing here is NVLink status
+        raise ProbeParseError("no 'Link N:' line under any GPU: expected `nvidia-smi nvlink -s` output, not a "
+                              "GPU list such as `nvidia-smi -L`")
     return tuple(gpus)
+
+
+def _speeds(links: tuple[tuple[int, float | None], ...]) -> str:
+    return "/".join(f"{s:g}" for s in sorted({s for _, s in links if s is not None})) or "-"
 
 
 def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     want = expect.get("nvlinks_per_gpu")
-    target = want if want is not None else max(g.active for g in gpus)
-    source = "platform expects" if want is not None else "best GPU here has"
+    best = max(g.active for g in gpus)
+    fastest: dict[str, float] = {}  # per GPU model: GPUs of one model run their links at one speed
+    for g in gpus:
+        for _, s in g.links:
+            if s is not None:
+                fastest[g.name] = max(s, fastest.get(g.name, s))
     out = []
     for g in gpus:
-        ok = g.active >= target and not (g.all_inactive and target > 0) and not (g.all_inactive and want is None)
-        speeds = sorted({s for _, s in g.links if s is not None})
-        detail = (f"all NVLinks inactive ({g.name})" if g.all_inactive else
-                  f"{g.active} active link(s) at {'/'.join(f'{s:g}' for s in speeds) or '-'} GB/s; {source} {target}")
+        problems: list[str] = []
         down = [str(k) for k, s in g.links if s is None]
-        if down:
-            detail += f"; inactive: link {', '.join(down)}"
-        out.append(ProbeVerdict(f"GPU{g.index}", "active NVLinks", ok, detail, g.active, target))
+        if g.active == 0:
+            problems.append("no active NVLink (all links inactive)" if g.all_inactive or g.links else
+                            "no link listed under this GPU")
+        elif want is not None and g.active < want:
+            problems.append(f"{g.active} active link(s); platform expects {want}")
+        elif want is None and down:
+            problems.append(f"link {', '.join(down)} inactive among {g.active} active "
+                            f"(a bridged PCIe pair uses only some links: set nvlinks_per_gpu)")
+        elif want is None and g.active < best:
+            problems.append(f"{g.active} active link(s); the best GPU here has {best}")
+        top = fastest.get(g.name)
+        slow: dict[float, list[str]] = {}
+        for k, s in g.links:
+            if s is not None and top is not None and s < top:
+                slow.setdefault(s, []).append(str(k))
+        peer = "its other links" if any(x == top for _, x in g.links) else f"other {g.name} GPUs' links"
+        for s, ks in sorted(slow.items()):
+            problems.append(f"link {', '.join(ks)} at {s:g} GB/s while {peer} run at {top:g} GB/s")
+        detail = "; ".join(problems) if problems else (
+            f"{g.active} active link(s) at {_speeds(g.links)} GB/s" +
+            (f"; platform expects {want}" if want is not None else f"; best GPU here has {best}") +
+            (f" (inactive, unused by the platform: link {', '.join(down)})" if down else ""))
+        out.append(ProbeVerdict(f"GPU{g.index}", "active NVLinks", not problems, detail, g.active,
+                                want if want is not None else best))
     return out
 
 
 def collect() -> str:
-    tool = shutil.which("nvidia-smi")
-    if not tool:
-        raise ProbeSkip("nvidia-smi not found: no NVIDIA driver on this machine")
-    out = subprocess.run([tool, "nvlink", "-s"], capture_output=True, text=True, timeout=120, check=False)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise ProbeSkip(f"nvidia-smi nvlink -s reports nothing (exit {out.returncode}): no NVLink on this machine")
-    return out.stdout
+    text = nvsmi.run("nvlink", "-s")
+    # a node without NVLink answers with exit 0 and no link line; a non-zero exit was an error in run()
+    if not re.search(r"^\s*Link \d+:|all links are inactive", text, re.MULTILINE | re.IGNORECASE):
+        raise ProbeSkip("nvidia-smi nvlink -s lists no link: no NVLink on this machine")
+    return text
 
 
 PROBE = Probe(
     name="nvlink",
-    description="active NVLinks per GPU vs the platform's count",
+    description="active NVLinks per GPU and their speed vs each other and the platform's count",
     input_help="`nvidia-smi nvlink -s` output",
     scope="gpu",
     parse=parse,

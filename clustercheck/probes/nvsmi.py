@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 
-from clustercheck.probes import ProbeParseError, ProbeSkip, evidence_lines
+from clustercheck.probes import ProbeParseError, evidence_lines, tool
 
 _GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 
@@ -49,6 +47,7 @@ class NvsmiReport:
 
 
 def parse(text: str) -> NvsmiReport:
+    tool.refuse_crashed(text)
     header: list[tuple[str, str]] = []
     gpus: list[NvsmiGpu] = []
     current: list[tuple[str, str]] | None = None
@@ -79,21 +78,20 @@ def parse(text: str) -> NvsmiReport:
             stack.append((indent, key))
     if current is not None:
         gpus.append(NvsmiGpu(bus, len(gpus), tuple(current)))
-    if not gpus and not any(k == "Driver Version" for k, _ in header):
-        raise ProbeParseError("expected `nvidia-smi -q` output: 'Driver Version : ...' and 'GPU 00000000:19:00.0' "
-                              "sections")
+    if not gpus:  # a header alone is not enough: nvbandwidth prints "Driver Version: ..." too
+        raise ProbeParseError("expected `nvidia-smi -q` output: the NVSMI LOG header and one 'GPU 00000000:19:00.0' "
+                              "section per GPU")
     return NvsmiReport(tuple(header), tuple(gpus))
 
 
+def run(*args: str) -> str:
+    """stdout of `nvidia-smi ARGS`: ProbeSkip only without the binary (no NVIDIA driver here); a non-zero
+    exit, e.g. a GPU lost from the bus, is a ToolError naming the command, its status and its stderr."""
+    return tool.run(["nvidia-smi", *args], missing="nvidia-smi not found: no NVIDIA driver on this machine")
+
+
 def collect_text() -> str:
-    """`nvidia-smi -q` on this machine; ProbeSkip without the tool or a GPU."""
-    tool = shutil.which("nvidia-smi")
-    if not tool:
-        raise ProbeSkip("nvidia-smi not found: no NVIDIA driver on this machine")
-    out = subprocess.run([tool, "-q"], capture_output=True, text=True, timeout=120, check=False)
-    if out.returncode != 0:
-        raise ProbeSkip(f"nvidia-smi -q failed (exit {out.returncode}): {out.stdout.strip()[:200] or out.stderr.strip()[:200]}")
-    return out.stdout
+    return run("-q")
 
 
 def number(value: str | None) -> float | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
@@ -48,6 +48,7 @@ class AcsScan:
 
 
 def parse(text: str) -> AcsScan:
+    tool.refuse_crashed(text)
     devices: list[AcsDevice] = []
     headers = 0
     current: tuple[str, str] | None = None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, nvsmi
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, nvsmi, tool
 
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
 _SPEED = re.compile(r"Speed\s+([\d.]+)GT/s.*?Width\s+x(\d+)")
@@ -32,6 +32,7 @@ class PcieLink:
 
 
 def parse(text: str) -> tuple[PcieLink, ...]:
+    tool.refuse_crashed(text)
     if "GPU Link Info" in text or "NVSMI LOG" in text:
         return _from_nvsmi(nvsmi.parse(text))
     return _from_lspci(text)

@@ -14,6 +14,7 @@ from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, nvsmi
 
 BAD_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
 TEMP_MAX_C = 84.0
+_STATES = ("Active", "Not Active", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
 
 
 def parse(text: str) -> nvsmi.NvsmiReport:
@@ -30,22 +31,33 @@ def _reasons(g: nvsmi.NvsmiGpu) -> dict[str, str]:
 
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     limit = float(expect.get("gpu_temp_max_c", TEMP_MAX_C))
-    out = []
+    out: list[ProbeVerdict] = []
     for g in report.gpus:
         subject = f"{g.name} ({g.bus_id})"
+        before = len(out)
         reasons = {k.rsplit("/", 1)[-1]: v for k, v in _reasons(g).items()}
         if reasons:
             active = [r for r in BAD_REASONS if reasons.get(r) == "Active"]
-            out.append(ProbeVerdict(subject, "clock throttling", not active,
-                                    f"active: {', '.join(active)}" if active else
-                                    "no hardware, thermal or power-brake slowdown",
-                                    measured=", ".join(active) or "none", expected="none of " + ", ".join(BAD_REASONS)))
-        temp = nvsmi.number(g.get("Temperature/GPU Current Temp"))
+            # "Unknown Error" where a reason should be is an unreadable GPU, not "no slowdown"
+            unread = [f"{r} = {v!r}" for r, v in reasons.items() if v not in _STATES]
+            parts = ([f"active: {', '.join(active)}"] if active else []) + \
+                    ([f"unreadable: {', '.join(unread[:3])}"] if unread else [])
+            out.append(ProbeVerdict(subject, "clock throttling", not parts,
+                                    "; ".join(parts) or "no hardware, thermal or power-brake slowdown",
+                                    measured=", ".join(active + unread) or "none",
+                                    expected="none of " + ", ".join(BAD_REASONS)))
+        raw = g.get("Temperature/GPU Current Temp")
+        temp = nvsmi.number(raw)
+        if temp is None and raw is not None and raw not in _STATES:
+            out.append(ProbeVerdict(subject, "temperature", False, f"unreadable: {raw!r}", measured=raw))
         if temp is not None:
             slowdown = nvsmi.number(g.get("Temperature/GPU Slowdown Temp"))
             cap = min(limit, slowdown) if slowdown and slowdown > 0 else limit
             out.append(ProbeVerdict(subject, "temperature", temp <= cap, f"{temp:g} C (limit {cap:g} C)",
                                     measured=temp, expected=f"<= {cap:g} C"))
+        if len(out) == before:  # a GPU the others' report covers but this one's does not: never silently absent
+            out.append(ProbeVerdict(subject, "clock throttling", False, "no clock event reason or temperature "
+                                    "readable for this GPU"))
     return out
 
 

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, nvsmi
+from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, nvsmi, tool
 
+_NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
 _KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)
 
 
@@ -29,9 +30,11 @@ class Inventory:
 
 
 def parse(text: str) -> Inventory:
+    tool.refuse_crashed(text)
     values: dict[str, str] = {}
     models: list[str] = []
-    if "NVSMI LOG" in text or "Driver Version" in text:
+    # nvidia-smi -q by its own markers only: other tools (nvbandwidth) print "Driver Version: ..." too
+    if "NVSMI LOG" in text or _NVSMI_GPU.search(text):
         report = nvsmi.parse(text)
         for key, name in (("Driver Version", "driver"), ("CUDA Version", "cuda"), ("Attached GPUs", "gpu_count")):
             if report.head(key):
