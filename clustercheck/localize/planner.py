@@ -1,0 +1,300 @@
+"""Adaptive localization in rounds of disjoint groups (docs/localize.md has the design and its bound).
+
+Round 1 screens: each group is a ring over whole leaf switches (two or more, about `ring_size` nodes),
+nodes of a leaf consecutive in the given order, so a ring tests every node, every link between
+neighbours of a leaf, and the uplinks of its leaves (two crossings). Round 2 splits each failed ring
+into pairs along every other edge of each leaf's chain; round 3 tests the remaining edges, gives a
+node whose two neighbours both failed round 2 a known-good partner instead, and probes each leaf's
+uplink from the two chain ends with known-good nodes of other leaves. Each node so meets two
+different partners and every chain edge is tested alone. Later rounds (up to `max_rounds`) only test
+apart parts that the evidence could not separate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from clustercheck.errors import UserError
+from clustercheck.localize.infer import Explanation, Test, confidence, explain
+from clustercheck.localize.model import (
+    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, link, node, uplink,
+)
+from clustercheck.localize.topology import Topology, check_nodes
+
+
+@dataclass(frozen=True)
+class Ring:
+    """A screening group: one chain of nodes per leaf switch, run as one ring in chain order."""
+
+    chains: tuple[tuple[str, ...], ...]
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(n for chain in self.chains for n in chain)
+
+
+def screen_rings(nodes: Sequence[str], topology: Topology, ring_size: int) -> list[Ring]:
+    """Whole leaves, consecutive in the node order, at least two per ring so that every ring crosses
+    its leaves' uplinks; with one leaf (or no topology), chunks of about `ring_size` nodes."""
+    leaves: dict[str, list[str]] = {}
+    for n in nodes:
+        leaves.setdefault(topology.leaf(n), []).append(n)
+    chains = [tuple(c) for c in leaves.values()]
+    if len(chains) == 1:
+        chain = chains[0]
+        size = math.ceil(len(chain) / math.ceil(len(chain) / ring_size))
+        return [Ring((chain[i:i + size],)) for i in range(0, len(chain), size)]
+    rings: list[list[tuple[str, ...]]] = []
+    current: list[tuple[str, ...]] = []
+    for chain in chains:
+        current.append(chain)
+        if len(current) >= 2 and sum(map(len, current)) >= ring_size:
+            rings.append(current)
+            current = []
+    if current:
+        if rings and (len(current) < 2 or sum(map(len, current)) < ring_size // 2):
+            rings[-1].extend(current)
+        else:
+            rings.append(current)
+    return [Ring(tuple(r)) for r in rings]
+
+
+class Planner:
+    """Call `next_round()` for the groups to run at once (each a ring all_reduce, ranks in `members`
+    order), then `record({group id: bandwidth | passed | None})`; repeat until `next_round()` returns
+    []; `verdicts()` names the bad nodes, links and switch uplinks with their evidence."""
+
+    def __init__(self, nodes: Sequence[str], topology: Topology | None = None, *, threshold: float | None = None,
+                 ring_size: int = 64, max_rounds: int = 4) -> None:
+        names = list(nodes)
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:3]
+            raise UserError(f"a node is listed twice: {', '.join(dup)}", key="nodes")
+        if len(names) < 2:
+            raise UserError("localizing needs at least 2 nodes", key="nodes")
+        if ring_size < 2 or max_rounds < 1:
+            raise UserError("ring_size must be >= 2 and max_rounds >= 1", key="ring_size")
+        if topology is not None:
+            check_nodes(topology, names)
+        self.nodes = tuple(names)
+        self.topology = topology or Topology()
+        self.threshold = threshold
+        self.max_rounds = max_rounds
+        self.rings = screen_rings(names, self.topology, ring_size)
+        self._tests: list[Test] = []
+        self._pending: list[Group] = []
+        self._rounds = 0
+        self._done = False
+        self._explanation: Explanation | None = None
+
+    @property
+    def rounds(self) -> int:
+        return self._rounds
+
+    @property
+    def tests(self) -> int:
+        return len(self._tests)
+
+    def next_round(self) -> list[Group]:
+        """The groups of the next round (disjoint: run them at the same time); [] when done. Asking
+        again before `record` gives the same groups."""
+        if self._pending or self._done:
+            return list(self._pending)
+        r = self._rounds + 1
+        groups = self._plan(r) if r <= self.max_rounds else []
+        if not groups:
+            self._done = True
+        self._pending = groups
+        return list(groups)
+
+    def record(self, results: Mapping[str, Outcome]) -> None:
+        """Outcomes of the pending round by group id. A group left out counts as failed (no measurement
+        is not a pass)."""
+        if not self._pending:
+            raise UserError("no round is waiting for results: call next_round() first")
+        ids = {g.id for g in self._pending}
+        unknown = sorted(set(results) - ids)
+        if unknown:
+            raise UserError(f"result for a group not in this round: {unknown[0]!r}")
+        for g in self._pending:
+            outcome = results.get(g.id)
+            self._tests.append(Test(g, exercised(g.members, self.topology), outcome, self._passed(g, outcome)))
+        self._rounds += 1
+        self._pending = []
+        self._explanation = None
+        if self._rounds == 1 and all(t.passed for t in self._tests):
+            self._done = True
+
+    def explanation(self) -> Explanation:
+        if self._explanation is None:
+            self._explanation = explain(self._tests)
+        return self._explanation
+
+    def verdicts(self) -> Verdicts:
+        ex = self.explanation()
+        every_failed = bool(self._tests) and not any(t.passed for t in self._tests)
+        findings: list[Finding] = []
+        if not every_failed:  # nothing ever passed: a shared cause (threshold, software), not these parts
+            for p in ex.chosen:
+                evidence = tuple(Evidence(t.group.id, t.group.round, t.group.members, t.outcome)
+                                 for t in ex.implicated[p])
+                findings.append(Finding(p.kind, p.name, self._nodes_of(p), evidence, confidence(len(ex.support[p]))))
+        cleared = frozenset(p.key[0] for p in ex.cleared if p.kind == "node")
+        named = {n for f in findings if f.kind == "node" for n in f.nodes}
+        return Verdicts(
+            rounds=self._rounds, tests=len(self._tests), findings=tuple(findings),
+            suspects=() if every_failed else ex.suspects,
+            unexplained=tuple(t.group.id for t in ex.unexplained), cleared=cleared,
+            untested=tuple(n for n in self.nodes if n not in cleared and n not in named),
+            every_test_failed=every_failed)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _passed(self, g: Group, outcome: Outcome) -> bool:
+        if outcome is None or isinstance(outcome, bool):
+            return bool(outcome)
+        if self.threshold is None:
+            raise UserError(f"group {g.id}: a bandwidth needs a threshold (Planner(threshold=...)), "
+                            "or report True/False")
+        return not math.isnan(outcome) and outcome >= self.threshold
+
+    def _nodes_of(self, p: Part) -> tuple[str, ...]:
+        if p.kind != "switch":
+            return p.key
+        below = set(self.topology.up(p.key[0]))
+        return tuple(n for n in self.nodes if below & set(self.topology.up(self.topology.leaf(n))))
+
+    def _failed_rings(self) -> list[Ring]:
+        return [ring for ring, t in zip(self.rings, self._tests) if not t.passed]
+
+    def _plan(self, r: int) -> list[Group]:
+        if r == 1:
+            return [Group(f"r1-g{i}", 1, ring.members, "screen") for i, ring in enumerate(self.rings)]
+        ex = self.explanation()
+        b = _Builder(self, r, ex)
+        rings = self._failed_rings()
+        if r == 2:
+            for ring in rings:
+                if len(ring.members) == 2:
+                    continue  # the pair itself was the screening test
+                for chain in ring.chains:
+                    for i in range(0, len(chain) - 1, 2):
+                        b.add((chain[i], chain[i + 1]), "pair")
+                    if len(chain) % 2:
+                        b.with_helper(chain[-1], "helper")
+        elif r == 3:
+            suspects = {n for t in self._tests if t.group.round == 2 and not t.passed for n in t.group.members}
+            suspects -= {p.key[0] for p in ex.cleared if p.kind == "node"}
+            ends: list[str] = []
+            for ring in rings:
+                for chain in ring.chains:
+                    for i in range(1, len(chain) - 1, 2):
+                        u, v = chain[i], chain[i + 1]
+                        if u in suspects and v in suspects:  # give each a partner known to be good
+                            b.reserve(u, v)
+                        else:
+                            b.add((u, v), "pair")
+                if len(ring.chains) > 1:
+                    ends += [e for chain in ring.chains for e in dict.fromkeys((chain[0], chain[-1]))]
+                elif len(ring.members) > 2:
+                    b.add((ring.members[-1], ring.members[0]), "wrap")
+            b.reserve(*(e for e in ends if e not in b.busy))
+            for n in list(b.reserved):
+                b.with_helper(n, "helper" if n in suspects else "probe", other_leaf=n not in suspects)
+        self._resolve(b, ex)
+        return b.groups
+
+    def _resolve(self, b: _Builder, ex: Explanation) -> None:
+        """Test apart what the evidence left tied, and nodes hidden behind others' failures."""
+        cleared_nodes = {p.key[0] for p in ex.cleared if p.kind == "node"}
+        chosen = set(ex.chosen)
+        targets: list[Part] = [p for group in ex.suspects for p in group]
+        targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
+        for p in dict.fromkeys(targets):
+            if p.kind == "node":
+                b.with_helper(p.key[0], "helper")
+            elif p.kind == "link":
+                u, v = p.key
+                if u in cleared_nodes and v in cleared_nodes:
+                    b.add((u, v), "retest")
+                else:
+                    b.with_helper(u, "helper")
+                    b.with_helper(v, "helper")
+            else:
+                under = [n for n in self.nodes if self.topology.leaf(n) == p.key[0] and n in cleared_nodes]
+                for n in under[:2]:
+                    b.with_helper(n, "probe", other_leaf=True)
+
+
+class _Builder:
+    """One round's disjoint groups, and known-good partners drawn from cleared, idle nodes."""
+
+    def __init__(self, planner: Planner, r: int, ex: Explanation) -> None:
+        self.planner = planner
+        self.r = r
+        self.busy: set[str] = set()
+        self.reserved: dict[str, None] = {}
+        self.groups: list[Group] = []
+        topo = planner.topology
+        cleared = {p.key[0] for p in ex.cleared if p.kind == "node"}
+        self.pool: dict[str, list[str]] = {}
+        for n in reversed(planner.nodes):
+            if n in cleared:
+                self.pool.setdefault(topo.leaf(n), []).append(n)
+        # leaves whose own uplink passed a test: a partner there adds no unknown to a probe
+        good = [leaf for leaf in self.pool if uplink(leaf) in ex.cleared or not leaf]
+        self.leaves = good + [leaf for leaf in self.pool if leaf not in good]
+        self._turn = 0
+
+    def add(self, members: tuple[str, ...], purpose: Purpose) -> bool:
+        if len(set(members)) != len(members) or any(m in self.busy for m in members):
+            return False
+        self.busy.update(members)
+        self.groups.append(Group(f"r{self.r}-g{len(self.groups)}", self.r, members, purpose))
+        return True
+
+    def reserve(self, *nodes: str) -> None:
+        for n in nodes:
+            self.reserved[n] = None
+            self.busy.add(n)
+
+    def with_helper(self, n: str, purpose: Purpose, other_leaf: bool = False) -> None:
+        """Pair `n` with a cleared idle node: from its own leaf when it can (no uplink in the test),
+        from another leaf for a probe of n's uplink."""
+        if n in self.busy and n not in self.reserved:
+            return
+        self.reserved.pop(n, None)
+        self.busy.discard(n)
+        helper = self._helper(self.planner.topology.leaf(n), other_leaf, n)
+        if helper is not None:
+            self.add((n, helper), purpose)
+
+    def _helper(self, leaf: str, other_leaf: bool, target: str) -> str | None:
+        if not other_leaf and (h := self._pop(leaf, target)):
+            return h
+        for i in range(len(self.leaves)):
+            cand = self.leaves[(self._turn + i) % len(self.leaves)]
+            if (cand != leaf or not leaf) and (h := self._pop(cand, target)):
+                self._turn = (self._turn + i + 1) % len(self.leaves)
+                return h
+        return None
+
+    def _pop(self, leaf: str, target: str) -> str | None:
+        stack = self.pool.get(leaf, [])
+        skipped = []
+        found = None
+        while stack:
+            h = stack.pop()
+            if h in self.busy or h in self.reserved:
+                continue
+            if h == target:
+                skipped.append(h)
+                continue
+            found = h
+            break
+        stack.extend(skipped)
+        return found
+
+
+__all__ = ["Planner", "Ring", "screen_rings", "node", "link", "uplink"]

@@ -1,0 +1,174 @@
+"""Switch tree of a cluster: which leaf switch each node hangs from, and which switch is above which.
+
+Read from Slurm's topology.conf (topology/tree lines `SwitchName=s0 Nodes=dev[0-5]`, `SwitchName=s3
+Switches=s[0-2]`; topology/block lines `BlockName=b1 Nodes=...` are read as leaves with no parent), or
+from a JSON mapping of the same shape: `{"s0": {"nodes": "dev[0-5]"}, "s3": {"switches": ["s0", "s1"]}}`.
+Format reference: Slurm's topology.conf(5), SchedMD/slurm doc/man/man5/topology.conf.5 (EXAMPLE).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+import hostlist
+
+from clustercheck.errors import UserError
+
+_KEYS = {"switchname", "blockname", "nodes", "switches", "linkspeed", "blocksizes"}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """`leaf_of[node]` is the switch a node hangs from; `parent_of[switch]` the switch above it (none
+    for a root). A switch's *uplink* is its link to its parent; traffic between two nodes crosses the
+    uplinks of every switch on the way up from each node's leaf to their lowest common switch."""
+
+    leaf_of: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    parent_of: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @staticmethod
+    def build(leaf_of: Mapping[str, str], parent_of: Mapping[str, str]) -> Topology:
+        return Topology(MappingProxyType(dict(leaf_of)), MappingProxyType(dict(parent_of)))
+
+    def leaf(self, node: str) -> str:
+        return self.leaf_of.get(node, "")
+
+    def up(self, switch: str) -> list[str]:
+        """The switch and those above it, up to its root."""
+        path = []
+        while switch and switch not in path:  # the parser refuses cycles; this guards a hand-built one
+            path.append(switch)
+            switch = self.parent_of.get(switch, "")
+        return path
+
+    def crossed(self, u: str, v: str) -> tuple[str, ...]:
+        """Uplinks (named by the switch below them) that traffic between u and v crosses."""
+        a, b = self.leaf(u), self.leaf(v)
+        if a == b:
+            return ()
+        pa, pb = self.up(a), self.up(b)
+        common = set(pa) & set(pb)
+        return tuple(s for s in pa if s not in common) + tuple(s for s in pb if s not in common)
+
+
+def parse_topology_conf(text: str, source: str = "topology.conf") -> Topology:
+    """Slurm's topology.conf (tree or block plugin lines); a mistake is one UserError line."""
+    leaf_of: dict[str, str] = {}
+    children: dict[str, list[str]] = {}
+    where: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields: dict[str, str] = {}
+        for token in line.split():
+            key, eq, value = token.partition("=")
+            if not eq or not value:
+                raise UserError(f"expected Key=Value, got {token!r}", file=source, line=number)
+            if key.lower() not in _KEYS:
+                raise UserError("unknown key (topology/tree or topology/block lines: SwitchName, BlockName, Nodes, "
+                                "Switches, LinkSpeed)", file=source, line=number, key=key)
+            fields[key.lower()] = value
+        if set(fields) == {"blocksizes"}:
+            continue  # topology/block's size line: says nothing about which node is where
+        name = fields.get("switchname") or fields.get("blockname")
+        if not name:
+            raise UserError("a line needs SwitchName= (or BlockName=)", file=source, line=number)
+        if name in where:
+            raise UserError(f"switch {name!r} is already defined on line {where[name]}", file=source, line=number)
+        where[name] = number
+        if "nodes" not in fields and "switches" not in fields:
+            raise UserError(f"switch {name!r} has neither Nodes= nor Switches=", file=source, line=number)
+        for node in _expand(fields.get("nodes", ""), source, number, "Nodes"):
+            if node in leaf_of:
+                raise UserError(f"node {node!r} is already under switch {leaf_of[node]!r}", file=source,
+                                line=number, key="Nodes")
+            leaf_of[node] = name
+        children[name] = _expand(fields.get("switches", ""), source, number, "Switches")
+    return _link(leaf_of, children, where, source)
+
+
+def topology_from_mapping(data: Any, source: str) -> Topology:
+    """`{switch: {"nodes": hostlist or list, "switches": hostlist or list}}` (JSON, or YAML read by the caller)."""
+    if not isinstance(data, dict):
+        raise UserError("expected a mapping of switch name to {nodes, switches}", file=source)
+    leaf_of: dict[str, str] = {}
+    children: dict[str, list[str]] = {}
+    for name, spec in data.items():
+        if not isinstance(spec, dict) or not set(spec) <= {"nodes", "switches"} or not spec:
+            raise UserError("expected {nodes: ..., switches: ...}", file=source, key=str(name))
+        for node in _names(spec.get("nodes", []), source, f"{name}.nodes"):
+            if node in leaf_of:
+                raise UserError(f"node {node!r} is already under switch {leaf_of[node]!r}", file=source,
+                                key=f"{name}.nodes")
+            leaf_of[node] = str(name)
+        children[str(name)] = _names(spec.get("switches", []), source, f"{name}.switches")
+    return _link(leaf_of, children, {}, source)
+
+
+def load_topology(path: str | Path) -> Topology:
+    """topology.conf, or a .json mapping; an unreadable file is one UserError line."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read the topology: {exc.strerror}", file=str(p)) from None
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"not JSON: {exc.msg}", file=str(p), line=exc.lineno) from None
+        return topology_from_mapping(data, str(p))
+    return parse_topology_conf(text, str(p))
+
+
+def _names(value: Any, source: str, key: str) -> list[str]:
+    if isinstance(value, str):
+        return _expand(value, source, None, key)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise UserError("expected a hostlist string or a list of names", file=source, key=key)
+
+
+def _expand(expr: str, source: str, line: int | None, key: str) -> list[str]:
+    if not expr:
+        return []
+    try:
+        return list(hostlist.expand_hostlist(expr))
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"bad hostlist {expr!r}: {exc}", file=source, line=line, key=key) from None
+
+
+def _link(leaf_of: dict[str, str], children: dict[str, list[str]], where: dict[str, int], source: str) -> Topology:
+    parent_of: dict[str, str] = {}
+    for name, kids in children.items():
+        for kid in kids:
+            if kid not in children:
+                raise UserError(f"switch {name!r} lists {kid!r}, which is not defined", file=source,
+                                line=where.get(name), key="Switches")
+            if kid in parent_of:
+                raise UserError(f"switch {kid!r} is under both {parent_of[kid]!r} and {name!r}", file=source,
+                                line=where.get(name), key="Switches")
+            parent_of[kid] = name
+    for name in children:  # a loop would send traffic up forever
+        seen: list[str] = []
+        s = name
+        while s in parent_of:
+            seen.append(s)
+            s = parent_of[s]
+            if s in seen:
+                raise UserError(f"switches form a loop: {' -> '.join([*seen, s])}", file=source, line=where.get(s))
+    return Topology.build(leaf_of, parent_of)
+
+
+def check_nodes(topology: Topology, nodes: Iterable[str], source: str = "topology") -> None:
+    """Every node to test must hang from some switch, else its traffic cannot be placed."""
+    missing = [n for n in nodes if n not in topology.leaf_of]
+    if missing:
+        shown = hostlist.collect_hostlist(missing[:64])
+        raise UserError(f"{len(missing)} node(s) are under no switch: {shown}", file=source)
+
