@@ -1,0 +1,120 @@
+"""`clustercheck probe nccl-tests --input FILE`: real captures judged through the real CLI (exit 0 passed,
+1 failed, 2 not nccl-tests output or a bad expectation), plus #wrong, crashes and floors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercheck import probes
+from clustercheck.cli import main
+from clustercheck.probes import nccl_tests as probe
+from evidence import TOOLS, text
+
+H100 = TOOLS / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"
+GB300 = TOOLS / "nccl-tests" / "alltoall-4xgb300-single-node-new-format-na.txt"
+DGX2 = TOOLS / "nccl-tests" / "allreduce-dgxa100-2node-oldformat-error-col.txt"
+
+
+def cc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["probe", "nccl-tests", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _file(tmp_path: Path, lines: list[str]) -> str:
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_h100_two_node_capture_passes_on_its_platform_with_the_busbw_of_its_table(capsys):
+    """The profile's busbw_min is one node's NVLink floor (430); this capture spans 2 nodes, so the network
+    bounds it: the floor is named as not applying, and the busbw comes from the table's largest row."""
+    code, out, err = cc(capsys, "--input", str(H100), "--platform", "h100-sxm-8x")
+    assert code == 0, out + err
+    assert "platform: h100-sxm-8x" in out and "PASS all_reduce_perf: GPU model: NVIDIA H100 80GB HBM3" in out
+    busbw = next(line for line in out.splitlines() if ": busbw: " in line)
+    assert busbw.startswith("PASS all_reduce_perf: busbw: 338.82 / 337.35 GB/s (out-of-place / in-place) at "
+                            "8589934592 B; 2 node(s); the platform's one-node floor (430 GB/s) does not apply")
+    assert "16 ranks on 2 host(s)" in out and "Avg bus bandwidth 70.742" in out and out.endswith("0 failed)\n")
+
+
+@pytest.mark.parametrize("floor, code", [("300", 0), ("340", 1)])
+def test_a_multinode_floor_judges_the_two_node_capture(capsys, floor, code):
+    got, out, _ = cc(capsys, "--input", str(H100), "--platform", "h100-sxm-8x", "--expect",
+                     f"busbw_min_multinode={floor}")
+    assert got == code and f"floor {floor} GB/s (busbw_min_multinode)" in out
+
+
+@pytest.mark.parametrize("expect, code", [("busbw_min=600", 0), ("busbw_min=650", 1), ("busbw_min={alltoall: 650}", 1),
+                                          ("busbw_min={all_reduce: 900}", 0)])
+def test_single_node_floor_uses_the_worse_placement_at_the_largest_size(capsys, expect, code):
+    got, out, _ = cc(capsys, "--input", str(GB300), "--expect", expect)
+    assert got == code, out
+    assert "627.69 / 680.70 GB/s (out-of-place / in-place) at 17179869184 B; 1 node(s)" in out
+
+
+def test_node_count_from_busbw_ratio_without_rank_lines(capsys):
+    code, out, _ = cc(capsys, "--input", str(DGX2), "--platform", "a100-sxm-8x")
+    assert code == 0 and "2 node(s): 16 ranks (from busbw/algbw, no Rank lines) at 8 GPUs per node" in out
+    code, out, _ = cc(capsys, "--input", str(DGX2), "--expect", "busbw_min=200")
+    assert code == 1 and "node count unknown (no Rank lines): judged as one node; floor 200 GB/s" in out
+
+
+def test_wrong_values_fail_naming_size_and_count(tmp_path, capsys):
+    lines = text("nccl-tests", H100.name).splitlines()
+    row = lines[-5]                       # the 2147483648 B row: in-place #wrong 0 -> 4
+    assert row.split()[0] == "2147483648"
+    lines[-5] = row[:row.rindex("0")] + "4"
+    lines[-2] = "# Out of bounds values : 4 FAILED"
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines[2:]))
+    assert code == 1
+    assert "FAIL 2147483648 B: #wrong (in-place): 4 wrong elements at size 2147483648 B in-place (line 52)" in out
+    assert "FAIL all_reduce_perf: out-of-bounds values: Out of bounds values : 4 FAILED" in out
+
+
+CRASH = "ztan-mig-gq73: Test NCCL failure common.cu:1058 'unhandled system error (run with NCCL_DEBUG=INFO for details)'"
+
+
+@pytest.mark.parametrize("cut, tail, named", [
+    (40, [CRASH, "MPI_ABORT was invoked on rank 9 in communicator MPI_COMM_WORLD"], f"crashed: line 41: {CRASH}"),
+    (19, ["ztan-mig-235z: Test CUDA failure common.cu:892 'out of memory'"],
+     "crashed: line 20: ztan-mig-235z: Test CUDA failure common.cu:892 'out of memory'"),
+    (40, [], "incomplete: line 40: the table stops at 524288 B without its 'Out of bounds values' footer"),
+])
+def test_crashed_and_cut_off_runs_fail_naming_the_line(tmp_path, capsys, cut, tail, named):
+    lines = text("nccl-tests", H100.name).splitlines()[2:]
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines[:cut] + tail))
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert code == 1 and any(f": run: {named}" in line for line in fails), out  # subject: the binary when known
+
+
+def test_validation_off_passes_and_says_the_data_was_not_checked():
+    run = probe.parse(text("nccl-tests", "allgather-8xa100-oldformat-validation0-superbench.txt"))
+    verdicts = probe.judge(run, {})
+    check = next(v for v in verdicts if v.what == "data check")
+    assert check.passed and "not checked: validation off" in check.detail
+
+
+def test_the_tools_own_avg_check_failing_fails(tmp_path, capsys):
+    lines = text("nccl-tests", GB300.name).splitlines()[2:]
+    lines = [l.replace("381.478", "381.478 FAILED") for l in lines]
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines))
+    assert code == 1 and "FAIL alltoall_perf: Avg bus bandwidth: the tool's own check failed" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", str(TOOLS / "nvbandwidth" / "h2d-memcpy-ce-8gpu-readme.txt")], "expected nccl-tests or rccl-tests"),
+    (["--input", str(GB300), "--expect", "busbw_min={allreduce: 400}"], "expect.busbw_min: unknown collective"),
+    (["--input", str(GB300), "--expect", "busbw_min=fast"], "busbw_min"),
+])
+def test_not_the_tools_output_or_a_bad_floor_is_one_line_exit_2(capsys, args, message):
+    code, out, err = cc(capsys, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_live_collect_skips_with_what_to_give():
+    outcome = probes.run_live(probes.get("nccl-tests"), {})
+    assert outcome.outcome == "skipped" and "--input FILE" in outcome.reason

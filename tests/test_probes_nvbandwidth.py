@@ -1,0 +1,80 @@
+"""`clustercheck probe nvbandwidth --input FILE`: failures, per-GPU and per-pair floors and P2P uniformity
+judged on real captures through the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercheck.cli import main
+from evidence import TOOLS, text
+
+D2D = TOOLS / "nvbandwidth" / "d2d-memcpy-write-ce-8gpu-readme.txt"
+H2D = TOOLS / "nvbandwidth" / "h2d-memcpy-ce-8gpu-readme.txt"
+
+
+def cc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["probe", "nvbandwidth", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _file(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "nvbandwidth.txt"
+    path.write_text(body, encoding="utf-8")
+    return str(path)
+
+
+def test_readme_d2d_passes_the_a100_floors(capsys):
+    code, out, _ = cc(capsys, "--input", str(D2D), "--platform", "a100-sxm-8x")
+    assert code == 0, out
+    assert ("PASS device_to_device_memcpy_write_ce: p2p_min: 56 value(s) >= 243 GB/s; lowest 274.89 (GPU6 <- GPU0)"
+            in out)
+    assert "p2p_uniformity: 56 pairs within 10% of the median 276.35 GB/s" in out
+    assert "not in this capture, so not judged: h2d_min, d2h_min" in out
+
+
+def test_the_same_matrix_fails_the_h100_pair_floor_naming_pairs(capsys):
+    code, out, _ = cc(capsys, "--input", str(D2D), "--expect", "p2p_min=276.3")
+    assert code == 1 and "FAIL device_to_device_memcpy_write_ce: p2p_min: " in out
+    assert "GPU6 <- GPU0 274.89" in out and " more" in out   # more than 8 pairs: the rest are counted
+
+
+def test_a_slow_pair_and_a_missing_pair_fail(tmp_path, capsys):
+    body = text("nvbandwidth", D2D.name).replace("276.62    276.24      0.00", "138.31    276.24      0.00", 1)
+    body = body.replace("0.00    276.07", "0.00       N/A", 1)
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "p2p_min=243", "--expect",
+                      "p2p_uniformity=0.1")
+    assert code == 1
+    assert "2 of 56 below 243 GB/s: GPU3 <- GPU1 138.31, GPU0 <- GPU1 N/A (not measured)" in out
+    assert "1 of 55 pair(s) more than 10% from the median 276.33 GB/s" in out and "GPU3 <- GPU1 138.31 (-49.9%)" in out
+
+
+@pytest.mark.parametrize("floor, code", [("25.9", 0), ("26", 1)])
+def test_h2d_floor_per_gpu(capsys, floor, code):
+    got, out, _ = cc(capsys, "--input", str(H2D), "--expect", f"h2d_min={floor}")
+    assert got == code, out
+    if code:
+        assert ("FAIL host_to_device_memcpy_ce: h2d_min: 4 of 8 below 26 GB/s: GPU1 25.94, GPU5 25.95, GPU2 25.97, "
+                "GPU7 25.97") in out
+
+
+def test_pattern_check_failure_fails_naming_its_line(tmp_path, capsys):
+    lines = text("nvbandwidth", H2D.name).splitlines()
+    body = "\n".join(lines[:3] + [" Invalid value when checking the pattern at <0x7f5e2c000000>",
+                                  " Current offset [ 0/536870912]", "Aborted (core dumped)"])
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body))
+    assert code == 1
+    assert "FAIL nvbandwidth: run: failed: line 4: Invalid value when checking the pattern at <0x7f5e2c000000>" in out
+
+
+def test_sum_only_output_passes_and_says_what_it_cannot_judge(capsys):
+    code, out, _ = cc(capsys, "--input", str(TOOLS / "nvbandwidth" / "all-tests-grep-SUM-gb200-oci.txt"),
+                      "--platform", "h100-sxm-8x")
+    assert code == 0 and "SUM lines only: per-GPU values are not in this output" in out
+
+
+def test_not_nvbandwidth_output_exits_2(capsys):
+    code, out, err = cc(capsys, "--input", str(TOOLS / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"))
+    assert code == 2 and "expected nvbandwidth output" in err and len(err.strip().splitlines()) == 1
