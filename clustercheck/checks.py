@@ -1,18 +1,62 @@
-"""What each `measure:` kind accepts and reports (controller side; no torch here)."""
+"""Measure kinds: each `measure:` a suite may name, with everything the controller needs to know about it
+(its parameters, scopes, metrics and units, which rank-side function measures, how the ranks' answers
+become a measurement and verdicts, what it needs to apply). The session holds no knowledge of any kind:
+adding one is one `register(Kind(...))` plus its rank-side function. No torch here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from clustercheck import units
-from clustercheck.formulas import PLACEMENTS
-from clustercheck.errors import show
-from clustercheck.schema import Fields, at_least, between, one_of
+from clustercheck import params as p
+from clustercheck.errors import HarnessError, Skip, SizeTooSmall
+from clustercheck.formulas import PLACEMENTS, layout
+from clustercheck.results import COLLECTIVE_UNITS, Measurement, evaluate, reduce_collective, reduce_p2p, reduce_subjects
+from clustercheck.schema import Fields
+from clustercheck.thresholds import Limit
+from clustercheck.verdicts import Expectation, Verdict
 
-MAX_SIZE = 256 << 30  # bytes per buffer; far above any GPU's all_reduce sweep, far below a typo like 1TiB
-DTYPES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
-CANONICAL_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+if TYPE_CHECKING:
+    from clustercheck.suite import CheckSpec
+
+# kept here for callers that knew them as checks.DTYPES / checks.MAX_SIZE
+DTYPES, MAX_SIZE = p.DTYPES, p.MAX_SIZE
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What one item's ranks returned (a node's, a pair's or the whole cluster's), with what judging needs."""
+
+    check: CheckSpec
+    per_rank: list[dict[str, Any]]
+    ranks: list[dict[str, Any]]  # the pool's description of each of these ranks: host, device, NCCL version
+    backend: str
+    tuned: list[dict[str, Any]] | None = None  # the untimed pass in which NCCL logs its algorithm
+    tuning_error: str = ""
+
+    @property
+    def hosts(self) -> list[str]:
+        return [r["host"] for r in self.ranks]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What an item is judged against: the profile's limits for its check; where expectations come from."""
+
+    limits: Mapping[str, Limit]
+    expect_origin: str = "the probe's built-in expectation"
+
+
+Judge = Callable[[Answers, Rules], tuple[Measurement, list[Verdict]]]
+
+
+def _no_group_check(check: CheckSpec, nranks: int) -> None:
+    return None
+
+
+def _own_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(check.params)
 
 
 @dataclass(frozen=True)
@@ -22,172 +66,132 @@ class Kind:
     metrics: dict[str, str]  # metric -> unit
     parse: Callable[[Fields], dict[str, Any]]
     description: str
+    runner: str  # "module:function" every rank runs, called with (RankContext, params)
+    judge: Judge
+    gpu_only: bool = False  # skipped (with the reason) on a run without GPUs
+    min_ranks: int = 1  # ranks a group needs for the measurement to mean anything
+    limited: bool = True  # judged against the profile's limits; False: against expectations (probes)
+    tuning_pass: bool = False  # NCCL's algorithm is read in an untimed second pass
+    figure: str = "bars"  # what the HTML report draws: sweep (busbw per size), matrix, bars, none
+    check_group: Callable[[CheckSpec, int], None] = _no_group_check  # raises when a group cannot work
+    task_params: Callable[[CheckSpec, Mapping[str, Any]], dict[str, Any]] = _own_params
+    extra: dict[str, Any] = field(default_factory=dict)  # fixed parameters every task of this kind carries
+
+    def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""
+        return {**self.extra, **self.task_params(check, expect)}
 
 
-def _sizes(f: Fields) -> list[int]:
-    if "sizes" in f.data:
-        raw = f.get("sizes", list)
-        if not raw:
-            raise f.error("sizes", "needs at least one size")
-        sizes = [_parse_size(f, "sizes", s) for s in raw]
-        if len(set(sizes)) != len(sizes):
-            raise f.error("sizes", "lists a size twice")
-        for other in ("min_bytes", "max_bytes", "step_factor"):
-            if other in f.data:
-                raise f.error(other, "give either sizes or min_bytes/max_bytes/step_factor, not both")
-        return sorted(sizes)
-    lo = _size(f, "min_bytes", "1MiB")
-    hi = _size(f, "max_bytes", "16MiB")
-    factor = f.get("step_factor", int, 2, check=at_least(2))
-    if hi < lo:
-        raise f.error("max_bytes", f"must be >= min_bytes ({lo}), got {hi}")
-    sizes = []
-    size = lo
-    while size <= hi:
-        sizes.append(size)
-        size *= factor
-    if len(sizes) > 64:
-        raise f.error("max_bytes", f"the sweep has {len(sizes)} sizes; at most 64")
-    return sizes
+# -- judging ---------------------------------------------------------------------------------------
+
+# Correctness is not a threshold a platform may relax: any wrong element fails (nccl-tests #wrong).
+WRONG_LIMIT_SOURCE = "correctness: every element of a reduction on exactly summable data must match (nccl-tests #wrong)"
 
 
-def _size(f: Fields, key: str, default: str) -> int:
-    return _parse_size(f, key, f.get(key, (int, str), default))
+def wrong_limit(check_id: str) -> Limit:
+    return Limit(check_id, "wrong", "==", 0.0, "count", "== 0", WRONG_LIMIT_SOURCE, "built in")
 
 
-def _parse_size(f: Fields, key: str, raw: object) -> int:
-    """units.parse_size, quoting what the user wrote briefly whatever it is (a list nested through
-    aliases, a 5,000-digit number), and refusing absurd sizes at once so that no message has to print
-    them (the sweep and per-measure checks refuse the others above MAX_SIZE)."""
-    problem = f"expected a size such as 16MiB, 1GiB or 4096, got {show(raw)}"
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or isinstance(raw, str) and len(raw) > 40:
-        raise f.error(key, problem)
-    if isinstance(raw, int) and raw <= 0:
-        raise f.error(key, f"size must be positive, got {show(raw)}")
-    try:
-        size = units.parse_size(raw)
-    except ValueError as exc:
-        raise f.error(key, str(exc)) from None
-    if size >= 1 << 100:
-        raise f.error(key, f"size {show(raw)} is above the {units.format_size(MAX_SIZE)} limit")
-    return size
+def judge_collective(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    from clustercheck.comm import describe, tag_rows
+
+    check = a.check
+    m = reduce_collective(check.measure, a.per_rank, a.hosts, check.params["judge_at"])
+    comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
+    tag_rows(m.rows, comm.get("algorithms", {}))
+    m = dataclasses.replace(m, comm=comm)
+    limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
+    return m, evaluate(m, limits)
 
 
-def _collective_params(f: Fields) -> dict[str, Any]:
-    sizes = _sizes(f)
-    dtype = f.get("dtype", str, "float32", check=one_of(*DTYPES))
-    dtype = CANONICAL_DTYPE.get(dtype, dtype)
-    elt = DTYPES[dtype]
-    size_key = "sizes" if "sizes" in f.data else "min_bytes"
-    for s in sizes:
-        if s % elt:
-            raise f.error(size_key, f"size {s} B is not a whole number of {dtype} elements ({elt} B each)")
-        if s > MAX_SIZE:
-            raise f.error(size_key if s == sizes[0] else ("sizes" if size_key == "sizes" else "max_bytes"),
-                          f"size {units.format_size(s)} is above the {units.format_size(MAX_SIZE)} limit")
-    judge = _size(f, "judge_at", str(sizes[-1])) if "judge_at" in f.data else sizes[-1]
-    if judge not in sizes:
-        raise f.error("judge_at", f"{judge} B is not one of the swept sizes "
-                                  f"({', '.join(units.format_size(s) for s in sizes)})")
-    params = {
-        "sizes": sizes,
-        "dtype": dtype,
-        "warmup": f.get("warmup", int, 5, check=between(0, 10_000)),
-        "iters": f.get("iters", int, 20, check=between(1, 100_000)),
-        "check_iters": f.get("check_iters", int, 1, check=between(0, 1_000)),
-        "judge_at": judge,
-        "per_iteration": f.get("per_iteration", bool, True),
-        "cuda_graph": f.get("cuda_graph", int, 0, check=between(0, 10_000)),
-    }
-    return params
+def judge_subjects(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    """Per-GPU (or per-rank) values, each metric's headline its worst subject."""
+    m = reduce_subjects(a.per_rank, KINDS[a.check.measure].metrics)
+    return m, evaluate(m, dict(rules.limits))
 
 
-def _collective_parser(collective: str) -> Callable[[Fields], dict[str, Any]]:
-    available = PLACEMENTS[collective]
-
-    def parse(f: Fields) -> dict[str, Any]:
-        params = _collective_params(f)
-        placements = f.get("placements", list, list(available))
-        if not placements or any(p not in available for p in placements) or len(set(placements)) != len(placements):
-            raise f.error("placements", f"{collective} can run {' and '.join(available)}-place "
-                                        f"(as a list: {list(available)}), got {show(placements)}")
-        params["placements"] = [p for p in available if p in placements]
-        f.done()
-        return params
-
-    return parse
+def judge_p2p(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    m = reduce_p2p(a.per_rank, KINDS[a.check.measure].metrics)
+    return m, evaluate(m, dict(rules.limits))
 
 
-def _copy_parser(size: str, loops: int, extra: Callable[[Fields, dict[str, Any]], None] | None = None
-                 ) -> Callable[[Fields], dict[str, Any]]:
-    def parse(f: Fields) -> dict[str, Any]:
-        params = {"size": _size(f, "size", size), "loops": f.get("loops", int, loops, check=between(1, 10_000)),
-                  "samples": f.get("samples", int, 3, check=between(1, 1_000))}
-        if params["size"] % 4 or params["size"] > MAX_SIZE:
-            raise f.error("size", f"must be a multiple of 4 bytes and at most {units.format_size(MAX_SIZE)}")
-        if extra:
-            extra(f, params)
-        f.done()
-        return params
-
-    return parse
-
-
-def _p2p_extra(f: Fields, params: dict[str, Any]) -> None:
-    params["bidirectional"] = f.get("bidirectional", bool, True)
+def judge_probe(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    """A probe's verdicts, from the node's first rank: expectations, not limits."""
+    result = next(r for r in a.per_rank if "outcome" in r)
+    if result["outcome"] == "skipped":
+        raise Skip(result["reason"])
+    if result["outcome"] == "error":
+        raise HarnessError(f"probe {a.check.params['probe']} on {result['host']}: {result['reason']}")
+    verdicts = [Verdict(v["what"], v["measured"], "",
+                        Expectation(a.check.id, v["what"], v["expected"] or "-", rules.expect_origin, v["detail"]),
+                        v["passed"], subject=v["subject"], detail=v["detail"])
+                for v in result["verdicts"]]
+    worst = next((v.subject for v in verdicts if not v.passed), None)
+    return Measurement(metrics={}, units={}, worst=worst), verdicts
 
 
-def _gemm_params(f: Fields) -> dict[str, Any]:
-    params = {"m": f.get("m", int, 8192, check=between(16, 65_536)),
-              "dtype": f.get("dtype", str, "auto", check=one_of("auto", *DTYPES)),
-              "loops": f.get("loops", int, 20, check=between(1, 100_000)),
-              "samples": f.get("samples", int, 3, check=between(1, 1_000))}
-    params["dtype"] = CANONICAL_DTYPE.get(params["dtype"], params["dtype"])
-    f.done()
-    return params
+def _check_layouts(check: CheckSpec, nranks: int) -> None:
+    for size in check.params["sizes"]:
+        if layout(check.measure, size, p.DTYPES[check.params["dtype"]], nranks).param_count == 0:
+            raise SizeTooSmall(f"{check.where}: {check.measure} of {size} B over {nranks} ranks moves "
+                               f"nothing (nccl-tests rounds per-rank counts down to 16 B); use larger sizes")
 
 
-COLLECTIVE_METRICS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
-                      "iter_cv": "ratio"}
+def _probe_task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    return {"probe": check.params["probe"], "expect": {**expect, **check.params["expect"]}}
+
+
+# -- the kinds -------------------------------------------------------------------------------------
+
+KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Add a measure kind (a plugin's or a test's): suites may name it from now on."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def figure_of(r: Mapping[str, Any]) -> str:
+    """What to draw for a record entry (older records carry no `figure`)."""
+    kind = KINDS.get(r.get("measure") or "")
+    return r.get("figure") or (kind.figure if kind else "bars")
+
+
 _COLLECTIVE_TEXT = {
     "all_reduce": "all_reduce (sum), in place", "all_gather": "all_gather, out of place and in place",
     "reduce_scatter": "reduce_scatter (sum), out of place and in place", "alltoall": "alltoall, out of place",
     "broadcast": "broadcast from rank 0, in place", "reduce": "reduce (sum) to rank 0, in place",
     "sendrecv": "each rank sends to the next and receives from the previous",
 }
+COLLECTIVES = tuple(PLACEMENTS)
+COLLECTIVE_METRICS = COLLECTIVE_UNITS
 
-KINDS: dict[str, Kind] = {
-    name: Kind(name, ("node", "cluster", "pair"), COLLECTIVE_METRICS, _collective_parser(name),
-               f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does")
-    for name, text in _COLLECTIVE_TEXT.items()
-}
-KINDS.update({
-    "host_device": Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, _copy_parser("256MiB", 16),
-                        "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node"),
-    "device_memory": Kind("device_memory", ("gpu",), {"bandwidth": "GB/s"}, _copy_parser("1GiB", 16),
-                          "device-to-device copy on each GPU: memory traffic per second (2 x bytes copied: read + write, as the HBM spec counts)"),
-    "host_memory": Kind("host_memory", ("node",), {"bandwidth": "GB/s"}, _copy_parser("256MiB", 8),
-                        "host memory copy bandwidth, one rank at a time (bytes copied per second)"),
-    "gemm": Kind("gemm", ("gpu", "node"), {"tflops": "TFLOP/s"}, _gemm_params,
-                 "square matrix multiply throughput per device (bf16 on GPUs, fp32 on CPUs by default)"),
-    "p2p": Kind("p2p", ("gpu-pair",), {"unidirectional": "GB/s", "bidirectional": "GB/s", "p2p_min": "GB/s",
-                                       "p2p_median": "GB/s", "p2p_min_ratio": "ratio", "asymmetry_max": "ratio",
-                                       "ratio_to_median": "ratio"},
-                _copy_parser("256MiB", 16, _p2p_extra),
-                "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios"),
-})
-GPU_ONLY = ("host_device", "device_memory", "p2p")
-
-
-def _probe_params(f: Fields) -> dict[str, Any]:
-    from clustercheck.probes import NAMES, check_expect
-
-    name = f.get("probe", str, check=one_of(*NAMES))
-    expect = check_expect(f.get("expect", dict, {}), f.file, f.key_path("expect"), f.line_of("expect"))
-    f.done()
-    return {"probe": name, "expect": expect}
-
-
-KINDS["probe"] = Kind("probe", ("node",), {}, _probe_params,
-                      "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
-                      "run on each node's first rank")
+for _name, _text in _COLLECTIVE_TEXT.items():
+    register(Kind(_name, ("node", "cluster", "pair"), COLLECTIVE_UNITS, p.collective_parser(_name),
+                  f"torch.distributed {_text} over a size sweep, timed and checked as nccl-tests does",
+                  "clustercheck.measure.collectives:collective", judge_collective, min_ranks=2, tuning_pass=True,
+                  figure="sweep", check_group=_check_layouts, extra={"collective": _name}))
+register(Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, p.copy_parser("256MiB", 16),
+              "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node",
+              "clustercheck.measure.copies:host_device", judge_subjects, gpu_only=True))
+register(Kind("device_memory", ("gpu",), {"bandwidth": "GB/s"}, p.copy_parser("1GiB", 16),
+              "device-to-device copy on each GPU: memory traffic per second (2 x bytes copied: read + write, "
+              "as the HBM spec counts)", "clustercheck.measure.copies:device_memory", judge_subjects, gpu_only=True))
+register(Kind("host_memory", ("node",), {"bandwidth": "GB/s"}, p.copy_parser("256MiB", 8),
+              "host memory copy bandwidth, one rank at a time (bytes copied per second)",
+              "clustercheck.measure.copies:host_memory", judge_subjects))
+register(Kind("gemm", ("gpu", "node"), {"tflops": "TFLOP/s"}, p.gemm_params,
+              "square matrix multiply throughput per device (bf16 on GPUs, fp32 on CPUs by default)",
+              "clustercheck.measure.copies:gemm", judge_subjects))
+register(Kind("p2p", ("gpu-pair",), {"unidirectional": "GB/s", "bidirectional": "GB/s", "p2p_min": "GB/s",
+                                     "p2p_median": "GB/s", "p2p_min_ratio": "ratio", "asymmetry_max": "ratio",
+                                     "ratio_to_median": "ratio"},
+              p.copy_parser("256MiB", 16, p.p2p_extra),
+              "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios",
+              "clustercheck.measure.copies:p2p", judge_p2p, gpu_only=True, min_ranks=2, figure="matrix"))
+register(Kind("probe", ("node",), {}, p.probe_params,
+              "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
+              "run on each node's first rank", "clustercheck.measure:probe", judge_probe, limited=False,
+              figure="none", task_params=_probe_task))
+GPU_ONLY = tuple(k.name for k in KINDS.values() if k.gpu_only)

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from clustercheck import __version__
-from clustercheck.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
 from clustercheck.paths import data_dir, display
 
@@ -40,31 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("suites", nargs="*", metavar="SUITE",
                      help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
                           f"{DEFAULT_GPU_SUITE} with)")
-    run.add_argument("--platform", help="threshold profile to judge against (default: detected)")
-    run.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
-    run.add_argument("--ranks", type=int, metavar="N", help="rank processes (default: one per GPU; 2 without)")
-    run.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
-    run.add_argument("--launcher", choices=("local", "slurm", "hosts"), default="local",
-                     help="local: this machine; slurm: srun on every node of the allocation (inside salloc or "
-                          "sbatch); hosts: --hosts started with --host-command")
-    run.add_argument("--hosts", metavar="HOSTLIST", help="nodes for --launcher hosts, e.g. node[01-04]")
-    run.add_argument("--host-command", metavar="TEMPLATE", default="ssh {host} {python}",
-                     help="how to run Python on a host; {host} and {python} are filled in; split like a shell "
-                          "would, never run by one (default: 'ssh {host} {python}')")
-    run.add_argument("--pair-strategy", choices=("rounds", "random"), default="rounds",
-                     help="scope pair: all node pairs in rounds of disjoint pairs, or one round of random pairs")
-    run.add_argument("--drain", action="store_true", help="drain every node on the exclusion list (scontrol)")
-    run.add_argument("--drain-dry-run", action="store_true", help="print the scontrol drain commands, run none")
-    run.add_argument("--compare", metavar="BASELINE",
-                     help="judge each item also against the same item of a saved run (dir, run.jsonl or a run "
-                          "name under --out); a metric worse by --compare-tolerance fails that item")
-    run.add_argument("--compare-tolerance", metavar="FRACTION", default="5%",
-                     help="how much worse than the baseline a metric may get: 0.05 or 5%% (default 5%%)")
-    run.add_argument("--nccl-log", choices=NCCL_LOG_MODES, default="full", help=NCCL_LOG_HELP)
-    run.add_argument("--progress", action="store_true", default=None,
-                     help="a progress line per check on stderr (default: when stderr is a terminal)")
-    run.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
-                     help="reports go to DIR/<time>-<platform>/ and DIR/latest (default: clustercheck-out)")
+    from clustercheck.options import add_to
+
+    add_to(run, cli=True)
     # pytest's options that take a value, declared so that their value is never read as a SUITE
     run.add_argument("-p", dest="plugins", action="append", default=[], metavar="NAME",
                      help="load a pytest plugin, e.g. clustercheck_prometheus (plugins/); repeatable")
@@ -177,21 +154,9 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     else:
         for profile in sorted(thresholds.glob("*.yaml")):
             load_profile(profile, display(profile))
-    pytest_args = [*map(str, paths), "--thresholds", str(thresholds), "--backend", args.backend,
-                   "--cc-out", str(args.out), "-p", "no:cacheprovider", *rest]
-    if args.platform:
-        pytest_args += ["--platform", args.platform]
-    if args.ranks is not None:
-        pytest_args += ["--ranks", str(args.ranks)]
-    if args.compare:
-        pytest_args += ["--compare", args.compare, "--compare-tolerance", args.compare_tolerance]
-    pytest_args += ["--launcher", args.launcher, "--host-command", args.host_command,
-                    "--pair-strategy", args.pair_strategy, "--nccl-log", args.nccl_log]
-    if args.hosts:
-        pytest_args += ["--hosts", args.hosts]
-    pytest_args += ["--drain"] * args.drain + ["--drain-dry-run"] * args.drain_dry_run
-    if args.progress:
-        pytest_args.append("--cc-progress")
+    from clustercheck.options import pytest_args as option_args
+
+    pytest_args = [*map(str, paths), "-p", "no:cacheprovider", *rest, *option_args(args)]
     for name in args.plugins:
         pytest_args += ["-p", name]
     pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)

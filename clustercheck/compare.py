@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.report.junit import testcase_id
-from clustercheck.results import SCHEMA_VERSION, fmt, read_record
+from clustercheck.record import SCHEMA_VERSION, ResultEntry, RunHeader, VerdictEntry, item_id, read_record
+from clustercheck.units import fmt
 
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
@@ -24,8 +24,8 @@ DEFAULT_TOLERANCE = 0.05
 @dataclass(frozen=True)
 class Run:
     path: Path  # the run.jsonl
-    header: dict[str, Any]
-    results: list[dict[str, Any]]
+    header: RunHeader
+    results: list[ResultEntry]
 
     def describe(self) -> str:
         return f"{self.header.get('platform', '?')}, started {self.header.get('started', '?')}"
@@ -34,13 +34,15 @@ class Run:
 @dataclass(frozen=True)
 class Change:
     item: str  # testcase id
-    metric: str
+    metric: str  # with the subject it is about, e.g. h2d[GPU3]
     unit: str
     direction: str  # HIGHER or LOWER is better
     baseline: float
     current: float
     change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline
     kind: str  # "regression", "improvement" or "same"
+    name: str = ""  # the metric alone
+    subject: str | None = None
 
     def percent(self) -> str:
         return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else ("+inf%" if self.change > 0 else "-inf%")
@@ -108,48 +110,62 @@ def relative(baseline: float, current: float) -> float:
     return (current - baseline) / abs(baseline)
 
 
-def _verdicts(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _directional(verdicts: list[VerdictEntry] | None) -> dict[str, VerdictEntry]:
     """Directional verdicts by metric, and by subject where there is one (`h2d[GPU3]`)."""
     return {v["metric"] + (f"[{v['subject']}]" if v.get("subject") else ""): v
-            for v in r.get("verdicts") or [] if v.get("op") in _DIRECTION}
+            for v in verdicts or [] if v.get("op") in _DIRECTION}
+
+
+def match(item: str, baseline: list[VerdictEntry] | None, current: list[VerdictEntry] | None,
+          tolerance: float) -> tuple[list[Change], list[tuple[str, str]]]:
+    """One item's verdicts against the baseline's: a Change per metric judged the same way in both, and
+    (item, why) for each that cannot be compared. `compare` reports both; `--compare` judges the changes."""
+    old_v, new_v = _directional(baseline), _directional(current)
+    changes: list[Change] = []
+    skipped: list[tuple[str, str]] = []
+    for key, v in new_v.items():
+        o = old_v.get(key)
+        if o is None:
+            skipped.append((item, f"{key} not judged in the baseline"))
+            continue
+        if o["unit"] != v["unit"]:
+            skipped.append((item, f"{key} in {o['unit']} in the baseline, {v['unit']} now"))
+            continue
+        direction = _DIRECTION[v["op"]]
+        if _DIRECTION[o["op"]] != direction:
+            skipped.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
+            continue
+        before, now = float(o["measured"]), float(v["measured"])
+        change = relative(before, now)
+        changes.append(Change(item, key, v["unit"], direction, before, now, change,
+                              classify(direction, change, tolerance), v["metric"], v.get("subject")))
+    return changes, skipped
 
 
 def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
     if not tolerance >= 0 or not math.isfinite(tolerance):
         raise UserError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
-    before = {testcase_id(r): r for r in baseline.results}
+    before = {item_id(r): r for r in baseline.results}
     changes: list[Change] = []
     not_compared: list[tuple[str, str]] = []
     seen = set()
     for r in current.results:
-        item = testcase_id(r)
+        item = item_id(r)
         seen.add(item)
         old = before.get(item)
         if old is None:
             not_compared.append((item, "not in the baseline"))
             continue
-        old_v, new_v = _verdicts(old), _verdicts(r)
-        if old_v and not new_v:
+        has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
+        if has_old and not has_new:
             not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
             continue
-        if new_v and not old_v:
+        if has_new and not has_old:
             not_compared.append((item, f"no measurement in the baseline ({old['outcome']})"))
             continue
-        for metric, v in new_v.items():
-            o = old_v.get(metric)
-            if o is None:
-                not_compared.append((item, f"{metric} not judged in the baseline"))
-                continue
-            if o["unit"] != v["unit"]:
-                not_compared.append((item, f"{metric} in {o['unit']} in the baseline, {v['unit']} now"))
-                continue
-            direction = _DIRECTION[v["op"]]
-            if _DIRECTION[o["op"]] != direction:
-                not_compared.append((item, f"{metric}: limit direction changed ({o['op']} -> {v['op']})"))
-                continue
-            change = relative(float(o["measured"]), float(v["measured"]))
-            changes.append(Change(item, metric, v["unit"], direction, float(o["measured"]), float(v["measured"]),
-                                  change, classify(direction, change, tolerance)))
+        found, skipped = match(item, old.get("verdicts"), r.get("verdicts"), tolerance)
+        changes += found
+        not_compared += skipped
     not_compared += [(item, "not in this run") for item in before if item not in seen]
     return Comparison(baseline, current, tolerance, changes, not_compared)
 
@@ -184,24 +200,3 @@ def parse_tolerance(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"tolerance must be >= 0, got {text!r}")
     return value
-
-
-def regression_verdicts(baseline: dict[str, Any] | None, verdicts: list[dict[str, Any]], tolerance: float,
-                        origin: str) -> list[dict[str, Any]]:
-    """For `--compare` during a run: one verdict per directional metric of this item against the
-    baseline's same item, failing when it got worse by the tolerance or more."""
-    if baseline is None:
-        return []
-    old = _verdicts(baseline)
-    out = []
-    for key, v in _verdicts({"verdicts": verdicts}).items():
-        o = old.get(key)
-        if o is None or o["unit"] != v["unit"] or _DIRECTION[o["op"]] != _DIRECTION[v["op"]]:
-            continue
-        direction = _DIRECTION[v["op"]]
-        change = relative(float(o["measured"]), float(v["measured"]))
-        limit = -tolerance if direction == HIGHER else tolerance
-        out.append({"metric": f"{v['metric']} vs baseline", "subject": v.get("subject"), "change": change,
-                    "baseline": float(o["measured"]), "op": ">=" if direction == HIGHER else "<=", "limit": limit,
-                    "passed": classify(direction, change, tolerance) != "regression", "origin": origin})
-    return out

@@ -14,7 +14,11 @@ def _escape(char: re.Match[str]) -> str:
     return ascii(char.group())[1:-1]  # '\n', '\x0c', '\u2028'
 
 
-class UserError(Exception):
+class ClusterCheckError(Exception):
+    """Base of clustercheck's own exceptions: the plugin prints their message, never a traceback."""
+
+
+class UserError(ClusterCheckError):
     """A mistake in a suite, threshold file or option; printed as one line, never as a traceback."""
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
@@ -60,3 +64,30 @@ def show(value: object, width: int = 60) -> str:
     shower = _SHOW.get(width) or _SHOW.setdefault(width, _Repr(width))
     text = _CONTROL.sub(_escape, shower.repr(value))
     return text if len(text) <= 2 * width else text[:2 * width] + "..."  # wide nested containers
+
+
+def escape(text: str) -> str:
+    """Text from a user or a tool, safe to print: control characters (ESC, NUL, backspace, newline,
+    DEL, C1) written as escapes, so it can neither drive the terminal nor break the line."""
+    return _CONTROL.sub(_escape, text)
+
+
+class HarnessError(ClusterCheckError):
+    """The harness could not measure (a rank died, hung or raised; no threshold; nothing to judge): an
+    *error* outcome, never *failed*, so it never excludes a node."""
+
+
+class NoThreshold(HarnessError):
+    """The platform profile has no limit for this check: an error, never a silent pass."""
+
+
+class SizeTooSmall(HarnessError):
+    """A size that moves no data with this many ranks: a harness error naming the suite line."""
+
+
+class NotMeasured(HarnessError):
+    """A limit names a metric the measurement did not produce here."""
+
+
+class Skip(ClusterCheckError):
+    """Hardware or layout absent: the check does not apply here (outcome *skipped*)."""

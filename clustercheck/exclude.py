@@ -10,27 +10,22 @@ from __future__ import annotations
 
 import re
 import subprocess
-from typing import Any
+from typing import Sequence
 
 import hostlist
 
-from clustercheck.units import fmt
+from clustercheck.record import ResultEntry
+from clustercheck.verdicts import brief
 
 PREFIX = "clustercheck:"
-_MISS = {">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!="}
 
 
-def _why(r: dict[str, Any]) -> str:
+def _why(r: ResultEntry) -> str:
     failed = [v for v in r.get("verdicts") or [] if not v["passed"]]
-    if not failed:
-        return r["check"]
-    v = failed[0]
-    if not v.get("op"):  # a probe: its subject and what it found
-        return f"{r['check']} {v.get('subject') or ''} {v['metric']} {fmt(v['measured'])}".replace("  ", " ").strip()
-    return f"{r['check']} {v['metric']} {fmt(v['measured'])} {_MISS.get(v['op'], '!')} {fmt(v['limit'])} {v['unit']}".strip()
+    return f"{r['check']} {brief(failed[0])}" if failed else r["check"]
 
 
-def excluded(results: list[dict[str, Any]]) -> dict[str, str]:
+def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
     """node -> the first reason it is excluded for."""
     out: dict[str, str] = {}
     partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
@@ -50,7 +45,7 @@ def excluded(results: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def unmeasured(results: list[dict[str, Any]]) -> dict[str, list[str]]:
+def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
     """node -> its items that ended in error. Never a reason to exclude (the harness could not
     measure), but a gate must say which nodes went unmeasured rather than pass them in silence."""
     out: dict[str, list[str]] = {}

@@ -24,13 +24,6 @@ from clustercheck.errors import UserError
 WORKER = ["-m", "clustercheck.worker"]
 
 
-@dataclass(frozen=True)
-class RankSpec:
-    rank: int
-    local_rank: int
-    node: str
-
-
 class Launcher:
     kind = "local"
     nodes: tuple[str, ...] = ()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clustercheck import wire
+from clustercheck.errors import HarnessError
 from clustercheck.launch import Launcher, LocalLauncher
 
 START_TIMEOUT = 180.0
@@ -43,10 +44,6 @@ class PoolKey:
     nranks: int
     env: tuple[tuple[str, str], ...] = ()
     nccl_log: str = "off"  # what NCCL logs to each rank's file: off, init (timed pools), tuning (untimed)
-
-
-class HarnessError(Exception):
-    """The harness could not measure (rank died, hung, raised): an *error* outcome, never *failed*."""
 
 
 class RankFailure(HarnessError):
@@ -142,12 +139,14 @@ class WorkerPool:
 
     # -- tasks -----------------------------------------------------------------------------
     def run(self, op: str, params: dict[str, Any], timeout: float,
-            groups: list[list[int]] | None = None) -> list[dict[str, Any]]:
-        """Run one task on every rank (inside `groups` of global ranks at once, when given); return each
-        rank's result in rank order, or raise RankFailure."""
+            groups: list[list[int]] | None = None, runner: str | None = None) -> list[dict[str, Any]]:
+        """Run one task on every rank (inside `groups` of global ranks at once, when given): `runner`
+        ("module:function", a measure kind's rank-side code) called with `params`, `op` naming it in
+        messages. Return each rank's result in rank order, or raise RankFailure."""
         self.seq += 1
         seq = self.seq
-        self.store.set(wire.task_key(seq), wire.seal(self.key_hex, {"op": op, "params": params, "groups": groups}))
+        task = {"op": op, "params": params, "groups": groups, "runner": runner}
+        self.store.set(wire.task_key(seq), wire.seal(self.key_hex, task))
         keys = [wire.result_key(seq, r) for r in range(self.key.nranks)]
         heard = self._wait(keys, timeout, op, seq)
         if heard.errors:

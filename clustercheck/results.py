@@ -1,22 +1,20 @@
-"""Measurements, verdicts and the run record (JSONL, one line appended and flushed per result)."""
+"""Measurements: what ranks returned, reduced to headline metrics, per-size rows and per-subject values,
+and judged against limits (`evaluate`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
+from dataclasses import dataclass, field
 from statistics import fmean, median, pstdev
-from typing import Any, Iterator
+from typing import Any
 
 from clustercheck import formulas, units
-from clustercheck.units import fmt
+from clustercheck.errors import NotMeasured
 from clustercheck.thresholds import Limit
+from clustercheck.verdicts import Verdict, of_limit
 
-SCHEMA_VERSION = 1
-OUTCOMES = ("passed", "failed", "error", "skipped")
+
+COLLECTIVE_UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+                    "iter_cv": "ratio"}
 
 
 @dataclass(frozen=True)
@@ -32,48 +30,9 @@ class Measurement:
     comm: dict[str, Any] = field(default_factory=dict)  # collectives: the library and what it said (comm.py)
 
 
-class NotMeasured(Exception):
-    """A limit names a metric the measurement did not produce here: a harness error, not a failure."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    metric: str
-    measured: float
-    unit: str
-    limit: Limit
-    passed: bool
-    margin: float | None
-    worst: str | None = None
-    subject: str | None = None  # the GPU, pair or rank this verdict is about, when not the whole check
-    detail: str | None = None  # a probe's own one-line explanation (probe verdicts have no numeric margin)
-
-    def line(self) -> str:
-        if self.detail is not None:
-            return f"{self.subject}: {self.metric}: {self.detail}"
-        state = "meets" if self.passed else "misses"
-        worst = f"; worst {self.worst}" if self.worst and not self.passed and not self.subject else ""
-        who = f"{self.subject} " if self.subject else ""
-        return (f"{who}{self.metric} {fmt(self.measured)} {self.unit} {state} the limit {self.limit.describe()} "
-                f"(margin {fmt_margin(self.margin, self.limit.value)}){worst}")
-
-    def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "limit"}
-        d.update(op=self.limit.op, limit=self.limit.value, expression=self.limit.expression,
-                 source=self.limit.source, origin=self.limit.origin, spec_sources=list(self.limit.spec_sources))
-        return d
-
-
-def fmt_margin(margin: float | None, limit: float | str) -> str:
-    """Relative when the limit is a non-zero number; absolute at 0; '-' for probe verdicts (no margin)."""
-    if margin is None or isinstance(limit, str):
-        return "-"
-    return f"{margin * 100:+.1f}%" if limit else f"{margin:+g}"
-
-
 def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
     """One verdict per limit on a check-wide metric, or one per subject (GPU, pair) on a per-subject one."""
-    verdicts = []
+    verdicts: list[Verdict] = []
     for metric, limit in limits.items():
         found: list[tuple[str | None, float]] = [(s, values[metric]) for s, values in m.subjects.items()
                                                   if metric in values]
@@ -84,8 +43,7 @@ def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
                               f"measure {metric} (measured: {', '.join(sorted(m.metrics)) or 'per-subject values'})")
         for subject, value in found:
             measured = units.convert(value, m.units[metric], limit.unit)
-            verdicts.append(Verdict(metric, measured, limit.unit, limit, limit.passes(measured),
-                                    limit.margin(measured), m.worst, subject))
+            verdicts.append(of_limit(metric, measured, limit, m.worst, subject))
     return verdicts
 
 
@@ -176,66 +134,5 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
                  "time_us": max(r["time_us"] for r in judged),
                  "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
                  "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
-        units={"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
-               "iter_cv": "ratio"},
+        units=dict(COLLECTIVE_UNITS),
         rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"])
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def sha256(path: str | Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
-class RunRecord:
-    """Append-only JSONL: a `run` header, one `result` per item as soon as it is known, an `end` line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", encoding="utf-8")
-
-    def append(self, entry: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())  # a killed controller must not lose a finished measurement
-
-    def close(self) -> None:
-        self._fh.close()
-
-
-def read_record(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
-    """(header, results, end) from a run record; a torn last line (killed writer) is ignored."""
-    header: dict[str, Any] = {}
-    results: list[dict[str, Any]] = []
-    end = None
-    for entry in _lines(path):
-        kind = entry.get("type")
-        if kind == "run":
-            header = entry
-        elif kind == "result":
-            results.append(entry)
-        elif kind == "end":
-            end = entry
-    return header, results, end
-
-
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
-
-
-def counts(results: list[dict[str, Any]]) -> dict[str, int]:
-    out = dict.fromkeys(OUTCOMES, 0)
-    for r in results:
-        out[r["outcome"]] += 1
-    return out

@@ -133,7 +133,7 @@ def test_node_table_folds_per_subject_verdicts(tmp_path: Path) -> None:
 
 def test_terminal_table_names_the_subject(tmp_path: Path) -> None:
     from clustercheck.report.terminal import summary_lines
-    from clustercheck.results import read_record
+    from clustercheck.record import read_record
 
     _, results, _ = read_record(write_gpu_record(tmp_path / "run.jsonl"))
     lines = summary_lines(results)

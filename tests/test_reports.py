@@ -101,7 +101,7 @@ def test_report_on_a_missing_run_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_terminal_table_lines_up_and_shows_every_outcome(tmp_path: Path) -> None:
-    from clustercheck.results import read_record
+    from clustercheck.record import read_record
 
     _, results, _ = read_record(write_record(tmp_path / "run.jsonl"))
     lines = summary_lines(results)

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.results import (Measurement, RunRecord, counts, evaluate, fmt, fmt_margin, read_record,
+from clustercheck.record import RunRecord, counts, read_record
+from clustercheck.verdicts import fmt_margin
+from clustercheck.units import fmt
+from clustercheck.results import (Measurement, evaluate,
                                   reduce_collective)
 from clustercheck.thresholds import Limit
 

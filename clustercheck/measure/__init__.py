@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,7 +46,6 @@ class RankContext:
 
 
 DELAY_SECONDS = 2.0
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
 def fault_here(ctx: RankContext, params: dict[str, Any], kind: str) -> bool:
@@ -72,7 +72,7 @@ def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
         time.sleep(DELAY_SECONDS)
 
 
-def _probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
+def probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     """Run a system probe on the node's first rank; the others have nothing to add."""
     if ctx.local_rank != 0:
         return {}
@@ -106,28 +106,36 @@ def _in_group(ctx: RankContext, groups: list[list[int]] | None) -> RankContext |
     return None
 
 
+_RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def runner_of(path: str) -> Callable[[RankContext, dict[str, Any]], dict[str, Any]]:
+    """The rank-side function a measure kind names as "module:function" (checks.Kind.runner). Tasks
+    come sealed with the pool's key, so only this run's controller can name one."""
+    import importlib
+
+    if not _RUNNER.fullmatch(path):
+        raise ValueError(f"bad runner {path!r}: expected module:function")
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
-    from clustercheck.measure import collectives
-
-    from clustercheck.measure import copies
-
-    runners: dict[str, Callable[[RankContext, dict[str, Any]], dict[str, Any]]] = {
-        "ping": lambda c, p: c.describe(),
-        "host_device": copies.host_device, "device_memory": copies.device_memory,
-        "host_memory": copies.host_memory, "gemm": copies.gemm, "p2p": copies.p2p,
-        "probe": _probe,
-    }
     op = task.get("op")
     params = task.get("params", {})
     sub = _in_group(ctx, task.get("groups"))
     if sub is None:
         return {"idle": True}
     ctx = sub
-    if op in COLLECTIVES:
-        runner, params = collectives.collective, {**params, "collective": op}
-    elif op in runners:
-        runner = runners[op]
-    else:
-        raise ValueError(f"unknown task {op!r}")
+    if op == "ping":
+        return ctx.describe()
+    path = task.get("runner")
+    if not path:  # a task named by a built-in measure kind alone (tests, benchmarks)
+        from clustercheck.checks import KINDS
+
+        if op not in KINDS:
+            raise ValueError(f"unknown task {op!r}")
+        path, params = KINDS[op].runner, {**KINDS[op].extra, **params}
+    runner = runner_of(path)
     _inject(ctx, params)
     return runner(ctx, params)

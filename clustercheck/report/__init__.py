@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clustercheck.results import SCHEMA_VERSION, counts, read_record
+from clustercheck.record import SCHEMA_VERSION, counts, read_record
 
 
 def render_all(record: Path, out_dir: Path) -> dict[str, Path]:

@@ -13,15 +13,18 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from clustercheck import verdicts as vt
+from clustercheck.checks import figure_of
 from clustercheck.comm import line as comm_line
-from clustercheck.results import counts, fmt, fmt_margin
-from clustercheck.units import convert, format_size
+from clustercheck.record import counts
+from clustercheck.units import convert, fmt, format_size
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
 _env.filters["num"] = fmt
 _env.filters["size"] = format_size
-_env.filters["margin"] = lambda v: fmt_margin(v["margin"], v["limit"])
+_env.filters["margin"] = vt.margin_text
+_env.filters["rule"] = vt.rule_text
 
 W, H = 420, 220
 PLACEMENT_ORDER = ("out", "in")
@@ -318,10 +321,7 @@ def verdict_summary(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The node table's short form: check-wide verdicts as they are; per-subject ones (a verdict per GPU
     or pair) folded per metric into the worst subject and how many failed."""
     def one(v: dict[str, Any]) -> dict[str, Any]:
-        who = f"{v['subject']} " if v.get("subject") else ""
-        return {"passed": v["passed"],
-                "text": f"{who}{v['metric']} {fmt(v['measured'])} {v.get('unit') or ''}".rstrip()
-                        + f" ({(str(v.get('op') or '') + ' ' + fmt(v['limit'])).strip()})"}
+        return {"passed": v["passed"], "text": f"{_who(v)}{v['metric']} {vt.measured_text(v)} ({_rule(v)})"}
 
     out: list[dict[str, Any]] = []
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -341,14 +341,22 @@ def verdict_summary(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         failed = sum(1 for v in vs if not v["passed"])
         text = f"{entry['group']}: {len(vs) - failed} of {len(vs)} pass"
-        if all(_finite(v.get("margin")) for v in vs):  # a numeric limit: name the worst subject
+        if all(vt.finite_margin(v) for v in vs):  # a numeric limit: name the worst subject
             worst = min(vs, key=lambda v: v["margin"])
-            text += (f", worst {worst['subject']} {fmt(worst['measured'])} {worst.get('unit') or ''}".rstrip()
-                     + f" ({worst['op']} {fmt(worst['limit'])})")
+            text += f", worst {worst['subject']} {vt.measured_text(worst)} ({_rule(worst)})"
         elif failed:  # e.g. a probe's verdicts: name the first failing subject
             text += f", failing {next(v['subject'] for v in vs if not v['passed'])}"
         out[i] = {"passed": failed == 0, "text": text}
     return out
+
+
+def _who(v: dict[str, Any]) -> str:
+    return f"{v['subject']} " if v.get("subject") else ""
+
+
+def _rule(v: dict[str, Any]) -> str:
+    """The rule without its unit (the measured value beside it has one): `>= 48`, `expected NV18`."""
+    return f"expected {fmt(v['limit'])}" if vt.is_expectation(v) else f"{v['op']} {fmt(v['limit'])}"
 
 
 def environment(header: dict[str, Any]) -> list[tuple[str, str]]:
@@ -372,13 +380,14 @@ def render_html(header: dict[str, Any], results: list[dict[str, Any]], end: dict
         busbw_limit = next((v["limit"] for v in r.get("verdicts") or [] if v["metric"] == "busbw"), None)
         rows = r.get("rows") or []
         subject_rows = bool(rows) and "subject" in rows[0]
+        figure = figure_of(r)
         env = (r.get("pool") or {}).get("env") or {}
         checks.append({**r, "anchor": f"check-{i}", "verdict_summary": verdict_summary(r.get("verdicts") or []),
                        "comm_line": comm_line(r["comm"]) if r.get("comm") else "",
                        "pool_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())),
-                       "plot": None if subject_rows else plot(rows, busbw_limit),
-                       "heatmap": heatmap(r) if subject_rows and r.get("measure") == "p2p" else None,
-                       "bars": bars(r) if subject_rows and r.get("measure") != "p2p" else None})
+                       "plot": plot(rows, busbw_limit) if figure == "sweep" else None,
+                       "heatmap": heatmap(r) if subject_rows and figure == "matrix" else None,
+                       "bars": bars(r) if subject_rows and figure == "bars" else None})
     by_node: dict[str, dict[str, int]] = {}
     node_items: dict[str, list[dict[str, Any]]] = {}
     for r in checks:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import PurePath
-from typing import Any
+from typing import Any, Sequence
 
+from clustercheck import verdicts as vt
 from clustercheck.comm import line as comm_line
-from clustercheck.results import fmt, fmt_margin
+from clustercheck.record import ResultEntry, RunHeader, classname, item_id
+from clustercheck.units import fmt
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
 _ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -22,17 +23,8 @@ def _clean(value: object) -> str:
     return _ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
-def classname(r: dict[str, Any]) -> str:
-    return PurePath(r["suite_file"]).stem
-
-
-def testcase_id(r: dict[str, Any]) -> str:
-    """The stable key of one item across runs: `<suite stem>::<check id>[<node/GPU/pair>]`."""
-    return f"{classname(r)}::{r['name']}"
-
-
-def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str]]:
-    props = [("id", testcase_id(r)), ("check", r["check"]), ("platform", header.get("platform", "")),
+def properties(r: ResultEntry, header: RunHeader) -> list[tuple[str, str]]:
+    props = [("id", item_id(r)), ("check", r["check"]), ("platform", header.get("platform", "")),
              ("outcome", r["outcome"])]
     if r.get("node"):
         props.append(("node", r["node"]))
@@ -42,8 +34,7 @@ def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str
                       ("unit", v["unit"]), ("margin", _margin(v)), ("limit_source", v["origin"])]
         m = v["metric"]
         props += [(f"{m}.measured", fmt(v["measured"])), (f"{m}.limit", f"{v['op']} {fmt(v['limit'])}"),
-                  (f"{m}.unit", v["unit"]), (f"{m}.margin", _margin(v)),
-                  (f"{m}.verdict", "pass" if v["passed"] else "fail")]
+                  (f"{m}.unit", v["unit"]), (f"{m}.margin", _margin(v)), (f"{m}.verdict", vt.word(v).lower())]
     if r.get("worst"):
         props.append(("worst", r["worst"]))
     if r.get("comm"):  # which library moved the data, and what NCCL said it did
@@ -54,18 +45,22 @@ def properties(r: dict[str, Any], header: dict[str, Any]) -> list[tuple[str, str
     return props
 
 
-def _margin(v: dict[str, Any]) -> str:
+def _margin(v: Any) -> str:
     return "" if v.get("margin") is None else f"{v['margin']:.6g}"
 
 
-def verdict_lines(r: dict[str, Any]) -> list[str]:
+def verdict_lines(r: ResultEntry) -> list[str]:
     """What the CI page shows as the testcase's output: one line per verdict, with provenance."""
     lines = []
     for v in r.get("verdicts") or []:
-        lines.append(f"{v['metric']}: measured {fmt(v['measured'])} {v['unit']}, limit {v['op']} {fmt(v['limit'])} "
-                     f"{v['unit']}, margin {fmt_margin(v['margin'], v['limit'])}: {'pass' if v['passed'] else 'FAIL'}")
-        source = f"; {v['source']}" if v.get("source") else ""
-        lines.append(f"  limit from {v['expression']!r} ({v['origin']}){source}")
+        who = f"{v['subject']} " if v.get("subject") else ""
+        if vt.is_expectation(v):
+            detail = f" ({v['detail']})" if v.get("detail") else ""
+            lines += [f"{who}{v['metric']}: found {fmt(v['measured'])}, {vt.rule_text(v)}: {vt.word(v)}{detail}",
+                      f"  {vt.provenance(v)}"]
+        else:
+            lines += [f"{who}{v['metric']}: measured {vt.measured_text(v)}, limit {vt.rule_text(v)}, "
+                      f"margin {vt.margin_text(v)}: {vt.word(v)}", f"  limit from {vt.provenance(v)}"]
     if r.get("worst"):
         lines.append(f"worst: {r['worst']}")
     if r.get("comm"):
@@ -80,7 +75,7 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) 
     return el
 
 
-def render_junit(header: dict[str, Any], results: list[dict[str, Any]]) -> bytes:
+def render_junit(header: RunHeader, results: Sequence[ResultEntry]) -> bytes:
     host = (header.get("facts") or {}).get("host") or ""
     root = ET.Element("testsuites", name="clustercheck")
     totals = {"tests": 0, "failures": 0, "errors": 0}
@@ -88,7 +83,7 @@ def render_junit(header: dict[str, Any], results: list[dict[str, Any]]) -> bytes
     for r in results:
         outcome = r["outcome"]
         duration = float(r.get("duration") or 0.0)
-        suite = _el(root, "testsuite", name=testcase_id(r), tests=1, failures=int(outcome == "failed"),
+        suite = _el(root, "testsuite", name=item_id(r), tests=1, failures=int(outcome == "failed"),
                     errors=int(outcome == "error"), skipped=int(outcome == "skipped"), time=f"{duration:.3f}",
                     timestamp=r.get("finished") or header.get("started") or "", hostname=r.get("node") or host,
                     package=classname(r), file=r["suite_file"])

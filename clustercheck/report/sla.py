@@ -4,13 +4,15 @@ record only; written as sla.json and shown as a section of report.html."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+from clustercheck.record import EndEntry, ResultEntry, RunHeader, item_id
 
 SLA_SCHEMA = 1
 _SPREAD = ("iter_us_min", "iter_us_median", "iter_us_max")
 
 
-def spread(r: dict[str, Any], v: dict[str, Any]) -> dict[str, float] | None:
+def spread(r: Any, v: Any) -> dict[str, float] | None:
     """min/median/max of the metric over timed iterations at the judged size, or None when the record
     holds no per-iteration times. Bandwidths scale as 1/time from the headline value (same bytes)."""
     judged = [row for row in r.get("rows") or [] if row.get("size") == r.get("judged_at")]
@@ -27,14 +29,12 @@ def spread(r: dict[str, Any], v: dict[str, Any]) -> dict[str, float] | None:
     return None
 
 
-def evidence(header: dict[str, Any], results: list[dict[str, Any]], end: dict[str, Any] | None) -> dict[str, Any]:
-    from clustercheck.report.junit import testcase_id
-
+def evidence(header: RunHeader, results: Sequence[ResultEntry], end: EndEntry | None) -> dict[str, Any]:
     checks = []
     for r in results:
         sizes = (r.get("params") or {}).get("sizes") or sorted({row["size"] for row in r.get("rows") or [] if "size" in row})
         entry: dict[str, Any] = {
-            "id": testcase_id(r), "check": r["check"], "node": r.get("node"), "outcome": r["outcome"],
+            "id": item_id(r), "check": r["check"], "node": r.get("node"), "outcome": r["outcome"],
             "measure": r.get("measure"), "sizes": sizes, "judged_at": r.get("judged_at"),
             "iterations": (r.get("params") or {}).get("iters"), "worst": r.get("worst"),
             "defined_at": f"{r.get('suite_file')}:{r.get('line')}", "metrics": []}

@@ -1,15 +1,22 @@
-"""The terminal table: check, metric, measured, limit, margin, verdict."""
+"""The terminal: the results table (check, metric, measured, limit, margin, verdict), the exclusion
+list and the nodes that could not be measured, and where the reports are."""
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
-from clustercheck.results import fmt, fmt_margin
+from clustercheck import verdicts as vt
+from clustercheck.exclude import as_hostlist
+from clustercheck.paths import display
+from clustercheck.record import ExcludeEntry
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
+FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
 
 
-def table_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for r in results:
         verdicts = r.get("verdicts") or []
@@ -18,14 +25,35 @@ def table_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             rows.append((r["name"], "-", "-", "-", "-", r["outcome"].upper() + (f": {reason[0][:60]}" if reason else "")))
             continue
         for v in verdicts:
-            verdict = "pass" if v["passed"] else "FAIL"
             metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
-            rows.append((r["name"], metric, f"{fmt(v['measured'])} {v['unit']}",
-                         f"{v['op']} {fmt(v['limit'])} {v['unit']}", fmt_margin(v["margin"], v["limit"]), verdict))
+            rows.append((r["name"], metric, vt.measured_text(v), vt.rule_text(v), vt.margin_text(v), vt.word(v)))
     return rows
 
 
-def summary_lines(results: list[dict[str, Any]]) -> list[str]:
+def summary_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     rows = [_HEAD, *table_rows(results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD) - 1)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+
+
+def exclusion_lines(ex: ExcludeEntry, nodes: int) -> list[tuple[str, str]]:
+    """(line, colour) pairs: the exclusion list with reasons and drains, then the nodes not measured."""
+    out: list[tuple[str, str]] = []
+    if ex.get("hostlist"):
+        out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
+        out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
+        for d in ex.get("drain") or []:
+            state = "would run" if d["rc"] is None else f"ran (exit {d['rc']})"
+            out.append((f"  drain {state}: {shlex.join(d['command'])}", ""))
+    elif nodes > 1 or ex:
+        out.append(("exclude: none (no node failed a check)", ""))
+    unmeasured = ex.get("unmeasured") or {}
+    if nodes > 1 and unmeasured:
+        out.append((f"not measured: {as_hostlist(list(unmeasured))}   (harness errors: rerun them; "
+                    "an error never excludes a node)", "yellow"))
+        out += [(f"  {node}: {', '.join(items)}", "") for node, items in unmeasured.items()]
+    return out
+
+
+def file_lines(run_dir: Path) -> list[str]:
+    return [f"  {name:<13} {display(run_dir / name)}" for name in FILES]

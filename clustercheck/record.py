@@ -1,0 +1,246 @@
+"""The run record (`run.jsonl`, docs/run-record.md): its typed lines, the writer, the reader, and the
+identity of an item across runs. Every reader (reports, compare, exclusion, plugins, `clustercheck
+report`) goes through this module; nothing else knows the record's layout."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypedDict
+
+if TYPE_CHECKING:
+    from clustercheck.judge import Outcome
+    from clustercheck.suite import CheckSpec
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+class SuiteRef(TypedDict):
+    file: str
+    sha256: str
+
+
+class RunHeader(TypedDict, total=False):
+    """The `run` line: what ran, where, against which profile."""
+    type: str
+    schema: int
+    started: str
+    argv: list[str]
+    cwd: str
+    python: str
+    platform: str
+    platform_detected: bool
+    thresholds: SuiteRef
+    suites: list[SuiteRef]
+    facts: dict[str, Any]
+    launcher: str
+    backend: str
+    ranks: int
+    ranks_per_node: int
+    nodes: list[str]
+
+
+class VerdictEntry(TypedDict, total=False):
+    """One verdict: a numeric limit (`kind: limit`, with `op` and a number in `limit`) or a probe's
+    expectation (`kind: expect`, `op` empty, `limit` the expected value as text)."""
+    kind: str
+    metric: str
+    measured: float | str
+    unit: str
+    op: str
+    limit: float | str
+    passed: bool
+    margin: float | None
+    expression: str
+    source: str
+    origin: str
+    spec_sources: list[str]
+    worst: str | None
+    subject: str | None
+    detail: str | None
+
+
+class MetricValue(TypedDict):
+    value: float
+    unit: str
+
+
+class ResultEntry(TypedDict, total=False):
+    """One item's `result` line (the fields of docs/run-record.md)."""
+    type: str
+    nodeid: str
+    name: str
+    check: str
+    measure: str
+    scope: str
+    node: str | None
+    nodes: list[str]
+    suite_file: str
+    line: int
+    description: str
+    params: dict[str, Any]
+    outcome: str
+    message: str
+    duration: float
+    finished: str
+    metrics: dict[str, MetricValue]
+    verdicts: list[VerdictEntry]
+    rows: list[dict[str, Any]]
+    worst: str | None
+    judged_at: int | None
+    pool: dict[str, Any]
+    comm: dict[str, Any]
+    figure: str
+
+
+class DrainEntry(TypedDict):
+    command: list[str]
+    rc: int | None
+    output: str
+
+
+class ExcludeEntry(TypedDict, total=False):
+    type: str
+    hostlist: str
+    reasons: dict[str, str]
+    drain: list[DrainEntry]
+    unmeasured: dict[str, list[str]]
+
+
+class EndEntry(TypedDict, total=False):
+    type: str
+    finished: str
+    counts: dict[str, int]
+    pool_starts: int
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class Record:
+    """A run record as read back: header, results in order, the exclusion line and the end line (None
+    for a run that was killed before it finished)."""
+    path: Path
+    header: RunHeader
+    results: list[ResultEntry]
+    exclude: ExcludeEntry | None
+    end: EndEntry | None
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def sha256(path: str | Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+class RunWriter:
+    """Append-only JSONL: a `run` header, one `result` per item as soon as it is known, an `end` line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())  # a killed controller must not lose a finished measurement
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+RunRecord = RunWriter  # the name the first sessions used
+
+
+def load(path: Path) -> Record:
+    """Every line of a run record; a torn last line (killed writer) is ignored."""
+    header: RunHeader = {}
+    results: list[ResultEntry] = []
+    exclude: ExcludeEntry | None = None
+    end: EndEntry | None = None
+    for entry in _lines(path):
+        kind = entry.get("type")
+        if kind == "run":
+            header = entry  # type: ignore[assignment]  # JSON read back: the writer gave it this shape
+        elif kind == "result":
+            results.append(entry)  # type: ignore[arg-type]
+        elif kind == "exclude":
+            exclude = entry  # type: ignore[assignment]
+        elif kind == "end":
+            end = entry  # type: ignore[assignment]
+    return Record(path, header, results, exclude, end)
+
+
+def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | None]:
+    """(header, results, end): the three parts most readers need."""
+    record = load(path)
+    return record.header, record.results, record.end
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                yield entry
+
+
+def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    out = dict.fromkeys(OUTCOMES, 0)
+    for r in results:
+        out[r["outcome"]] += 1
+    return out
+
+
+# -- item identity ---------------------------------------------------------------------------------
+
+def classname(r: Mapping[str, Any]) -> str:
+    """The suite file's stem: JUnit's classname and the first half of an item's id."""
+    return PurePath(r["suite_file"]).stem
+
+
+def item_id(r: Mapping[str, Any]) -> str:
+    """The stable key of one item across runs: `<suite stem>::<check id>[<node/GPU/pair>]`."""
+    return f"{classname(r)}::{r['name']}"
+
+
+def item_name(check_id: str, where: str | None) -> str:
+    """An item's name: its check id plus the node or node pair it is about (none for scope cluster)."""
+    return check_id if where is None else f"{check_id}[{where}]"
+
+
+def slim(r: ResultEntry) -> ResultEntry:
+    """A result without its bulky per-size rows, pool and parameters (for summaries and hooks)."""
+    return {k: v for k, v in r.items() if k not in ("rows", "pool", "params")}  # type: ignore[return-value]
+
+
+def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodeid: str, name: str, outcome: str,
+                 message: str, duration: float, measured: Outcome | None, figure: str) -> ResultEntry:
+    """The `result` line of one item (docs/run-record.md)."""
+    entry: ResultEntry = {
+        "type": "result", "nodeid": nodeid, "name": name, "check": check.id, "measure": check.measure,
+        "scope": check.scope, "node": where, "nodes": where.split(",") if where else list(nodes),
+        "suite_file": check.file, "line": check.line, "description": check.description, "params": check.params,
+        "outcome": outcome, "message": message, "duration": round(duration, 3), "finished": now(), "figure": figure,
+    }
+    if measured is not None:
+        m = measured.measurement
+        entry.update(metrics={k: {"value": v, "unit": m.units[k]} for k, v in m.metrics.items()},
+                     verdicts=[v.as_dict() for v in measured.verdicts], rows=m.rows, worst=m.worst,
+                     judged_at=m.judged_at, pool=measured.pool)
+        if m.comm:
+            entry["comm"] = m.comm
+    return entry
