@@ -95,7 +95,8 @@ def _data_verdicts(run: NcclTestsRun, subject: str) -> list[ProbeVerdict]:
         detail = f"#wrong 0 in {len(checked)} checked result(s)"
     else:
         worst = max(p.error for p in checked if p.error is not None)
-        detail = f"largest error {worst:g} in {len(checked)} checked result(s); Out of bounds values {run.out_of_bounds}"
+        detail = (f"largest error {worst:g} in {len(checked)} checked result(s); Out of bounds values "
+                  f"{run.out_of_bounds}")
     return [ProbeVerdict(subject, "data check", True, detail, len(checked))]
 
 

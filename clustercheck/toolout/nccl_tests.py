@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from clustercheck import nccl_debug
+from clustercheck.probes import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 from clustercheck.toolout.nccl_run import (PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)
@@ -71,10 +72,11 @@ class _Layout:
 def parse(text: str, binary: str | None = None) -> NcclTestsRun:
     """Parse one run's output. `binary` (e.g. "all_reduce_perf") names the collective when the caller
     ran it; otherwise the banner, a command line in the text, or the columns do."""
-    if text.lstrip().startswith("{"):
+    body = "\n".join(evidence_lines(text))   # a fixture's source note may precede JSON too
+    if body.lstrip().startswith("{"):
         from clustercheck.toolout import nccl_tests_json
 
-        return nccl_tests_json.parse(text, binary)
+        return nccl_tests_json.parse(body, binary)
     raw_count = len(text.replace("\r\n", "\n").split("\n"))
     lines = clean_lines(text)
     offset = raw_count - len(lines)

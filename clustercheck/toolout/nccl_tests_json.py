@@ -61,8 +61,9 @@ def _num(value: Any) -> float:
 
 def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
     cfg = doc.get("config") or {}
-    ranks = tuple(RankInfo(int(d["rank"]), d.get("hostname"), d.get("pid"), int(d["device"]), str(d.get("device_hex", "")),
-                           str(d.get("device_info", "")).strip()) for d in doc.get("devices") or [])
+    ranks = tuple(RankInfo(int(d["rank"]), d.get("hostname"), d.get("pid"), int(d["device"]),
+                           str(d.get("device_hex", "")), str(d.get("device_info", "")).strip())
+                  for d in doc.get("devices") or [])
     rows = []
     for i, r in enumerate(doc.get("results") or []):
         root = str(r.get("root", "")).strip()

@@ -19,6 +19,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from clustercheck.probes import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
@@ -105,10 +106,11 @@ class NvbandwidthRun:
 
 
 def parse(text: str) -> NvbandwidthRun:
-    if text.lstrip().startswith("{"):
+    body = "\n".join(evidence_lines(text))   # a fixture's source note may precede JSON too
+    if body.lstrip().startswith("{"):
         from clustercheck.toolout import nvbandwidth_json
 
-        return nvbandwidth_json.parse(text)
+        return nvbandwidth_json.parse(body)
     raw_count = len(text.replace("\r\n", "\n").split("\n"))
     lines = clean_lines(text)
     offset = raw_count - len(lines)
