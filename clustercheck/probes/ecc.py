@@ -14,7 +14,6 @@ fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GP
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, ecc_nvml, nvsmi
@@ -25,7 +24,7 @@ UNC_REMAPPED_ROWS_MAX = 512
 RETIRED_PAGES_MAX = 10
 _SECTIONS = ("ECC Errors", "Retired Pages", "Remapped Rows")
 _UNSUPPORTED = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
-_UNREADABLE = re.compile(r"unknown|error|lost|reset|insufficient", re.IGNORECASE)
+_FLAGS = {"Yes", "No"}
 
 
 def parse(text: str) -> nvsmi.NvsmiReport:
@@ -57,8 +56,10 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
 def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     checked: list[str] = []
+    # every value here is a count, Yes/No or N/A; anything else ("Unknown Error", "GPU is lost") is a
+    # counter nvidia-smi could not read, and an unread counter must not pass as zero
     unreadable = [f"{s}/{k} = {v!r}" for s in _SECTIONS for k, v in g.under(s).items()
-                  if v not in _UNSUPPORTED and _UNREADABLE.search(v)]
+                  if v not in _UNSUPPORTED and v not in _FLAGS and nvsmi.number(v) is None]
     if unreadable:
         problems.append(f"counter unreadable: {', '.join(unreadable[:3])}")
     mode = g.get("ECC Mode/Current", "Ecc Mode/Current")
