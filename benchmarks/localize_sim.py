@@ -53,9 +53,10 @@ def cluster(n: int, leaf_size: int) -> tuple[list[str], Topology]:
 def make_faults(nodes: list[str], topo: Topology, seed: int, bad_nodes: int, dead_nodes: int, bad_links: int,
                 bad_switches: int, transients: int, noise: float, outliers: float, link_pool: str) -> Faults:
     rng = random.Random(seed)
-    leaves = sorted(set(topo.leaf_of.values()))
+    # a leaf of one node: its uplink and the node are in the same tests, no test can tell them apart
+    leaves = sorted(lf for lf in set(topo.leaf_of.values()) if sum(1 for x in nodes if topo.leaf(x) == lf) > 1)
     switches = {s: rng.uniform(0.3, 0.6) for s in rng.sample(leaves, min(bad_switches, len(leaves) - 1))} \
-        if len(leaves) > 1 else {}
+        if len(leaves) > 1 and len(topo.parent_of) > 0 else {}
     bad = rng.sample(nodes, bad_nodes)
     node_f = {nd: (0.0 if i < dead_nodes else rng.uniform(0.3, 0.6)) for i, nd in enumerate(bad)}
     if link_pool == "leaf":

@@ -46,29 +46,10 @@ def explain(tests: list[Test]) -> Explanation:
     for i, c in cands.items():
         for p in c:
             of_part[p].add(i)
-    open_ = {i: c for i, c in cands.items() if c}
     chosen: list[Part] = []
     suspects: list[tuple[Part, ...]] = []
-    while open_:
-        forced = [next(iter(c)) for c in open_.values() if len(c) == 1]
-        if forced:
-            pick = min(forced)
-        else:
-            live = {p: frozenset(of_part[p] & open_.keys()) for c in open_.values() for p in c}
-            # most open tests, then most failed tests overall, then the likelier kind
-            def score(p: Part) -> tuple[int, int, int]:
-                return (len(live[p]), len(of_part[p]), -_RANK[p.kind])
-            best = max(sorted(live), key=score)
-            tied = [p for p in sorted(live) if p != best and live[p] == live[best] and score(p) == score(best)]
-            if tied:  # indistinguishable on the evidence: leave them to the next round
-                suspects.append((best, *tied))
-                for i in live[best]:
-                    open_.pop(i, None)
-                continue
-            pick = best
-        chosen.append(pick)
-        for i in of_part[pick]:
-            open_.pop(i, None)
+    for component in _components({i: c for i, c in cands.items() if c}, of_part):
+        _cover(component, of_part, chosen, suspects)
     chosen = _prune(chosen, of_part)
     support: dict[Part, tuple[Test, ...]] = {}
     implicated: dict[Part, tuple[Test, ...]] = {}
@@ -80,13 +61,72 @@ def explain(tests: list[Test]) -> Explanation:
     return Explanation(cleared, tuple(chosen), support, implicated, tuple(suspects), unexplained, open_parts)
 
 
+def _components(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]]) -> list[dict[int, frozenset[Part]]]:
+    """Failed tests linked by a shared candidate: each such cluster is explained on its own."""
+    seen: set[int] = set()
+    out = []
+    for start in open_:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack, comp = [start], {}
+        while stack:
+            i = stack.pop()
+            comp[i] = open_[i]
+            for p in open_[i]:
+                for j in of_part[p]:
+                    if j not in seen and j in open_:
+                        seen.add(j)
+                        stack.append(j)
+        out.append(comp)
+    return out
+
+
+def _cover(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]], chosen: list[Part],
+           suspects: list[tuple[Part, ...]]) -> None:
+    """Greedy hitting set of one cluster: forced parts first, then the part in the most open tests."""
+    open_ = dict(open_)
+    while open_:
+        forced = [next(iter(c)) for c in open_.values() if len(c) == 1]
+        if forced:
+            pick = min(forced, key=_key)
+        else:
+            live = {p: frozenset(of_part[p] & open_.keys()) for c in open_.values() for p in c}
+
+            def score(p: Part) -> tuple[int, int, int]:  # most open tests, most failed tests, likelier kind
+                return (len(live[p]), len(of_part[p]), -_RANK[p.kind])
+            ordered = sorted(live, key=_key)
+            best = max(ordered, key=score)
+            # same tests, as many failures: the kind alone does not tell them apart (a one-node leaf's
+            # node and uplink, the two nodes of a lone pair)
+            tied = [p for p in ordered if p != best and live[p] == live[best] and score(p)[:2] == score(best)[:2]]
+            if tied:  # indistinguishable on the evidence: leave them to the next round
+                suspects.append((best, *tied))
+                for i in live[best]:
+                    open_.pop(i, None)
+                continue
+            pick = best
+        chosen.append(pick)
+        for i in of_part[pick]:
+            open_.pop(i, None)
+
+
+def _key(p: Part) -> tuple[str, tuple[str, ...]]:
+    return (p.kind, p.key)
+
+
 def _prune(chosen: list[Part], of_part: dict[Part, set[int]]) -> list[Part]:
     """Drop a chosen part whose every failed test another chosen part also explains (latest first)."""
+    hits: dict[int, int] = defaultdict(int)
+    for p in chosen:
+        for i in of_part[p]:
+            hits[i] += 1
     keep = list(chosen)
     for p in reversed(chosen):
-        others = set().union(*(of_part[q] for q in keep if q != p)) if len(keep) > 1 else set()
-        if of_part[p] <= others:
+        if all(hits[i] > 1 for i in of_part[p]):
             keep.remove(p)
+            for i in of_part[p]:
+                hits[i] -= 1
     return keep
 
 

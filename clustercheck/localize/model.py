@@ -23,7 +23,7 @@ Purpose = Literal["screen", "pair", "helper", "probe", "wrap", "retest"]
 Outcome = Union[float, bool, None]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Part:
     """A node (`key` = (node,)), a link (two nodes, sorted) or a switch uplink ((switch,))."""
 

@@ -67,7 +67,7 @@ class Planner:
     []; `verdicts()` names the bad nodes, links and switch uplinks with their evidence."""
 
     def __init__(self, nodes: Sequence[str], topology: Topology | None = None, *, threshold: float | None = None,
-                 ring_size: int = 64, max_rounds: int = 4) -> None:
+                 ring_size: int = 64, max_rounds: int = 4, confirm: bool = False) -> None:
         names = list(nodes)
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:3]
@@ -82,6 +82,7 @@ class Planner:
         self.topology = topology or Topology()
         self.threshold = threshold
         self.max_rounds = max_rounds
+        self.confirm = confirm
         self.rings = screen_rings(names, self.topology, ring_size)
         self._tests: list[Test] = []
         self._pending: list[Group] = []
@@ -134,7 +135,7 @@ class Planner:
 
     def verdicts(self) -> Verdicts:
         ex = self.explanation()
-        every_failed = bool(self._tests) and not any(t.passed for t in self._tests)
+        every_failed = self._every_test_failed()
         findings: list[Finding] = []
         if not every_failed:  # nothing ever passed: a shared cause (threshold, software), not these parts
             for p in ex.chosen:
@@ -151,6 +152,13 @@ class Planner:
             every_test_failed=every_failed)
 
     # -- internals ---------------------------------------------------------------------------
+    def _every_test_failed(self) -> bool:
+        """Nothing passed, and two failed groups share no node: no single part explains it all."""
+        if not self._tests or any(t.passed for t in self._tests):
+            return False
+        first = set(self._tests[0].group.members)
+        return any(not first & set(t.group.members) for t in self._tests[1:])
+
     def _passed(self, g: Group, outcome: Outcome) -> bool:
         if outcome is None or isinstance(outcome, bool):
             return bool(outcome)
@@ -202,15 +210,19 @@ class Planner:
             b.reserve(*(e for e in ends if e not in b.busy))
             for n in list(b.reserved):
                 b.with_helper(n, "helper" if n in suspects else "probe", other_leaf=n not in suspects)
-        self._resolve(b, ex)
+        self._resolve(b, ex, confirm=self.confirm and r > 3)
+        b.pair_orphans()
         return b.groups
 
-    def _resolve(self, b: _Builder, ex: Explanation) -> None:
-        """Test apart what the evidence left tied, and nodes hidden behind others' failures."""
+    def _resolve(self, b: _Builder, ex: Explanation, confirm: bool) -> None:
+        """Test apart what the evidence left tied, and nodes hidden behind others' failures; with
+        `confirm`, test again each named part that only one failed test points at alone."""
         cleared_nodes = {p.key[0] for p in ex.cleared if p.kind == "node"}
         chosen = set(ex.chosen)
         targets: list[Part] = [p for group in ex.suspects for p in group]
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
+        if confirm:
+            targets += [p for p in ex.chosen if len(ex.support[p]) < 2]
         for p in dict.fromkeys(targets):
             if p.kind == "node":
                 b.with_helper(p.key[0], "helper")
@@ -235,6 +247,9 @@ class _Builder:
         self.r = r
         self.busy: set[str] = set()
         self.reserved: dict[str, None] = {}
+        self.orphans: dict[str, None] = {}
+        # pairs already run: a known-good partner must be a new one, or the test only repeats itself
+        self.done = {frozenset(t.group.members) for t in planner._tests if len(t.group.members) == 2}
         self.groups: list[Group] = []
         topo = planner.topology
         cleared = {p.key[0] for p in ex.cleared if p.kind == "node"}
@@ -269,6 +284,19 @@ class _Builder:
         helper = self._helper(self.planner.topology.leaf(n), other_leaf, n)
         if helper is not None:
             self.add((n, helper), purpose)
+        elif purpose == "helper":
+            self.orphans[n] = None
+
+    def pair_orphans(self) -> None:
+        """Nodes that found no known-good partner (nothing passed yet) test each other, in pairs not
+        run before."""
+        left = [n for n in self.orphans if n not in self.busy]
+        while len(left) > 1:
+            u = left.pop(0)
+            v = next((v for v in left if frozenset((u, v)) not in self.done), None)
+            if v is not None:
+                left.remove(v)
+                self.add((u, v), "pair")
 
     def _helper(self, leaf: str, other_leaf: bool, target: str) -> str | None:
         if not other_leaf and (h := self._pop(leaf, target)):
@@ -288,7 +316,7 @@ class _Builder:
             h = stack.pop()
             if h in self.busy or h in self.reserved:
                 continue
-            if h == target:
+            if h == target or frozenset((h, target)) in self.done:
                 skipped.append(h)
                 continue
             found = h

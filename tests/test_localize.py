@@ -1,0 +1,218 @@
+"""The localization planner on simulated clusters (benchmarks/localize_sim.py), its topology parser and
+its edge cases. The planner is pure: no ranks, no torch."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.errors import UserError
+from clustercheck.localize import Planner, Topology, exercised, load_topology, parse_topology_conf, ring_edges
+from clustercheck.localize.model import link, node, uplink
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import localize_sim as sim  # noqa: E402
+
+# The EXAMPLE of Slurm's topology.conf(5), topology/tree part (SchedMD/slurm doc/man/man5/topology.conf.5).
+MAN_EXAMPLE = """\
+##################################################################
+# Slurm's network topology configuration file for use with the
+# topology/tree plugin
+##################################################################
+SwitchName=s0 Nodes=dev[0-5]
+SwitchName=s1 Nodes=dev[6-11]
+SwitchName=s2 Nodes=dev[12-17]
+SwitchName=s3 Switches=s[0-2]
+"""
+
+
+def config(**kw: object) -> dict[str, object]:
+    cfg: dict[str, object] = dict(nodes=1024, leaf_size=32, bad_nodes=10, dead_nodes=2, bad_links=2, bad_switches=1,
+                                  transients=0, noise=0.05, outliers=0.0, link_pool="neighbours")
+    cfg.update(kw)
+    return cfg
+
+
+def wrong(r: dict[str, object]) -> dict[str, object]:
+    """What the planner got wrong, by kind: (named but not faulty, faulty but not named)."""
+    out = {}
+    for k in ("nodes", "links", "switches"):
+        found = {json.dumps(x) for x in r[f"found_{k}"]}  # type: ignore[attr-defined]
+        true = {json.dumps(x) for x in r[f"true_{k}"]}  # type: ignore[attr-defined]
+        if found != true:
+            out[k] = (sorted(found - true), sorted(true - found))
+    return out
+
+
+def test_1024_nodes_10_bad_2_links_1_uplink_every_seed_within_3_rounds() -> None:
+    for seed in range(20):
+        nodes, topo, faults = sim.setup(config(), seed)
+        assert len(faults.nodes) == 10 and len(faults.links) == 2 and len(faults.switches) == 1
+        r = sim.run_planner(nodes, topo, faults)
+        assert wrong(r) == {}, (seed, wrong(r))  # every fault named, as its own kind; nothing healthy named
+        assert r["rounds"] <= 3, seed
+
+
+def test_8192_nodes_80_bad_within_4_rounds() -> None:
+    for seed in (0, 1):
+        nodes, topo, faults = sim.setup(config(nodes=8192, bad_nodes=80, bad_links=0, bad_switches=0), seed)
+        r = sim.run_planner(nodes, topo, faults)
+        assert wrong(r) == {} and r["rounds"] <= 4, (seed, r["rounds"], wrong(r))
+
+
+def test_transient_slowdowns_are_not_blamed_once_confirmed() -> None:
+    """A node slow during one round looks like a link in that round; the confirmation round retests
+    every part only one failed test points at, and a transient then passes."""
+    for seed in range(5):
+        nodes, topo, faults = sim.setup(config(transients=2), seed)
+        planner = Planner(nodes, topo, threshold=sim.THRESHOLD, confirm=True)
+        while groups := planner.next_round():
+            planner.record({g.id: sim.measure(faults, topo, g.members, g.round) for g in groups})
+        v = planner.verdicts()
+        assert {f.name for f in v.named("node")} == set(faults.nodes), seed
+        assert {f.nodes for f in v.named("link")} == set(faults.links), seed
+        assert v.rounds <= 4
+
+
+def test_two_pass_pairs_cannot_tell_a_link_from_a_transient() -> None:
+    """Google's two passes (random pairs, then each failed node with a passed one) give the same
+    answer for a slow link and for a node that was slow only during pass 1."""
+    nodes, topo = sim.cluster(64, 32)
+    order = list(nodes)
+    random.Random(0 + 7).shuffle(order)  # run_two_pass's pass-1 pairing for seed 0
+    u, v = order[0], order[1]
+    quiet = dict(nodes={}, switches={}, noise=0.0, outliers=0.0)
+    slow_link = sim.Faults(links={(min(u, v), max(u, v)): 0.4}, transients={}, rng=random.Random(1), **quiet)  # type: ignore[arg-type]
+    transient = sim.Faults(links={}, transients={u: (1, 0.4)}, rng=random.Random(1), **quiet)  # type: ignore[arg-type]
+    a, b = sim.run_two_pass(nodes, topo, slow_link, 0), sim.run_two_pass(nodes, topo, transient, 0)
+    assert a["found_links"] == b["found_links"] == [sorted([u, v])] and a["rounds"] == b["rounds"] == 2
+
+
+def test_no_bad_node_takes_one_round_and_blames_nothing() -> None:
+    nodes, topo, faults = sim.setup(config(bad_nodes=0, bad_links=0, bad_switches=0), 3)
+    r = sim.run_planner(nodes, topo, faults)
+    assert r["rounds"] == 1 and not r["found_nodes"] and not r["found_links"] and not r["found_switches"]
+
+
+def test_every_group_failing_blames_nobody() -> None:
+    nodes, topo = sim.cluster(128, 32)
+    planner = Planner(nodes, topo, threshold=1e9)  # a threshold no test meets: a shared cause, not the nodes
+    while groups := planner.next_round():
+        planner.record({g.id: 100.0 for g in groups})
+    v = planner.verdicts()
+    assert v.every_test_failed and v.findings == () and v.rounds <= 4
+
+
+@pytest.mark.parametrize("n", [1000, 97, 5])
+def test_node_counts_that_are_not_powers_of_two(n: int) -> None:
+    for seed in range(3):
+        cfg = config(nodes=n, bad_nodes=max(1, n // 100), bad_links=1 if n > 32 else 0, bad_switches=1 if n > 32 else 0)
+        nodes, topo, faults = sim.setup(cfg, seed)
+        r = sim.run_planner(nodes, topo, faults)
+        assert wrong(r) == {} and r["rounds"] <= 4, (n, seed, r["rounds"], wrong(r))
+
+
+def test_two_nodes() -> None:
+    healthy = Planner(["a", "b"])
+    assert [g.members for g in healthy.next_round()] == [("a", "b")]
+    healthy.record({"r1-g0": True})
+    assert healthy.next_round() == [] and healthy.verdicts().findings == ()
+    sick = Planner(["a", "b"])
+    sick.next_round()
+    sick.record({"r1-g0": None})  # no measurement: a or b or their link, and no third node to tell
+    v = sick.verdicts()
+    assert sick.next_round() == [] and v.findings == ()
+    assert set(v.suspects[0]) == {node("a"), node("b"), link("a", "b")}
+
+
+def test_three_nodes_one_bad() -> None:
+    planner = Planner(["a", "b", "c"])
+    while groups := planner.next_round():
+        planner.record({g.id: "b" not in g.members for g in groups})
+    v = planner.verdicts()
+    assert [(f.kind, f.name) for f in v.findings] == [("node", "b")] and v.cleared == {"a", "c"}
+    assert all(e.round <= v.rounds for e in v.findings[0].evidence)
+
+
+def test_rounds_are_disjoint_and_evidence_names_failed_tests() -> None:
+    nodes, topo, faults = sim.setup(config(nodes=256, bad_nodes=3), 1)
+    planner = Planner(nodes, topo, threshold=sim.THRESHOLD)
+    results: dict[str, float | None] = {}
+    while groups := planner.next_round():
+        members = [m for g in groups for m in g.members]
+        assert len(members) == len(set(members))  # a node runs in one group a round
+        got = {g.id: sim.measure(faults, topo, g.members, g.round) for g in groups}
+        results.update(got)
+        planner.record(got)
+    for f in planner.verdicts().findings:
+        assert f.evidence and all(not sim._ok(results[e.group]) for e in f.evidence)
+        assert 0.9 < f.confidence <= 1
+
+
+def test_measurement_model_ring_uses_k_links_and_a_cross_leaf_pair_its_uplinks() -> None:
+    topo = parse_topology_conf(MAN_EXAMPLE)
+    assert ring_edges(("a", "b", "c", "d")) == [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]
+    assert ring_edges(("a", "b")) == [("a", "b")]
+    assert exercised(("dev0", "dev1", "dev2"), topo) == {node("dev0"), node("dev1"), node("dev2"),
+                                                         link("dev0", "dev1"), link("dev1", "dev2"), link("dev0", "dev2")}
+    assert exercised(("dev0", "dev6"), topo) == {node("dev0"), node("dev6"), uplink("s0"), uplink("s1")}
+
+
+def test_topology_conf_from_the_slurm_man_page(tmp_path: Path) -> None:
+    topo = parse_topology_conf(MAN_EXAMPLE)
+    assert topo.leaf("dev5") == "s0" and topo.leaf("dev17") == "s2"
+    assert dict(topo.parent_of) == {"s0": "s3", "s1": "s3", "s2": "s3"}
+    assert topo.crossed("dev0", "dev7") == ("s0", "s1") and topo.crossed("dev0", "dev5") == ()
+    path = tmp_path / "topology.conf"
+    path.write_text("switchname=leaf1 nodes=gpu[001-002] LinkSpeed=100  # trailing comment\n"
+                    "SWITCHNAME=leaf2 NODES=gpu003\nSwitchName=spine Switches=leaf[1-2]\n")
+    assert dict(load_topology(path).leaf_of) == {"gpu001": "leaf1", "gpu002": "leaf1", "gpu003": "leaf2"}
+    block = parse_topology_conf("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\nBlockSizes=2,4\n")
+    assert block.crossed("n1", "n3") == ("b1", "b2")
+    js = tmp_path / "topo.json"
+    js.write_text(json.dumps({"l1": {"nodes": "x[1-2]"}, "l2": {"nodes": ["x3"]}, "top": {"switches": "l[1-2]"}}))
+    assert load_topology(js).crossed("x1", "x3") == ("l1", "l2")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("SwitchName=s0 Nodes=a[1-2]\nSwitchName=s1 Nodes=a2\n", "t.conf:2: Nodes: node 'a2' is already under switch 's0'"),
+    ("SwitchName=s0 Nodes=a1 Bandwidth=9\n", "t.conf:1: Bandwidth: unknown key"),
+    ("SwitchName=s0 Switches=s9\n", "t.conf:1: Switches: switch 's0' lists 's9', which is not defined"),
+    ("Nodes=a1\n", "t.conf:1: a line needs SwitchName="),
+    ("SwitchName=s0 Nodes=a[1-\n", "t.conf:1: Nodes: bad hostlist"),
+    ("SwitchName=s0 Switches=s1\nSwitchName=s1 Switches=s0\n", "t.conf:1: switches form a loop"),
+    ("SwitchName=s0\n", "t.conf:1: switch 's0' has neither Nodes= nor Switches="),
+])
+def test_topology_mistakes_are_one_line(text: str, message: str) -> None:
+    with pytest.raises(UserError) as info:
+        parse_topology_conf(text, "t.conf")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_planner_refuses_misuse_in_one_line() -> None:
+    with pytest.raises(UserError, match="listed twice: a"):
+        Planner(["a", "b", "a"])
+    with pytest.raises(UserError, match="under no switch: c"):
+        Planner(["a", "c"], Topology.build({"a": "s0"}, {}))
+    p = Planner(["a", "b", "c", "d"])
+    with pytest.raises(UserError, match="call next_round"):
+        p.record({})
+    p.next_round()
+    with pytest.raises(UserError, match="not in this round: 'r9-g0'"):
+        p.record({"r9-g0": True})
+    with pytest.raises(UserError, match="needs a threshold"):
+        p.record({"r1-g0": 12.5})
+    p.record({})  # a group without a result failed (no measurement is not a pass)
+    assert p.next_round() and p.tests == 1
+
+
+def test_simulator_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim.main(["--nodes", "128", "--bad-nodes", "2", "--bad-links", "1", "--seed", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"rounds", "tests", "found_nodes", "true_nodes", "found_links", "true_links",
+                        "found_switches", "true_switches"}
+    assert all(isinstance(p, list) and len(p) == 2 for p in out["true_links"]) and len(out["true_nodes"]) == 2
