@@ -21,7 +21,7 @@ class NvmlUnavailable(Exception):
 
 def read() -> nvsmi.NvsmiReport:
     try:
-        import pynvml  # type: ignore[import-untyped]
+        import pynvml
     except ImportError:
         raise NvmlUnavailable("pynvml is not installed") from None
     try:
