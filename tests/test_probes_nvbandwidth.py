@@ -69,6 +69,13 @@ def test_pattern_check_failure_fails_naming_its_line(tmp_path, capsys):
     assert "FAIL nvbandwidth: run: failed: line 4: Invalid value when checking the pattern at <0x7f5e2c000000>" in out
 
 
+def test_crashed_capture_fails_through_the_cli(capsys):
+    crashed = TOOLS / "nvbandwidth-crashed" / "one-to-all-read-sm-8xl40s-aborted-core-dumped.txt"
+    code, out, _ = cc(capsys, "--input", str(crashed), "--platform", "h100-sxm-8x")
+    assert code == 1 and ("FAIL nvbandwidth: run: failed: line 23: Invalid value when checking the pattern at "
+                          "<0x7fac6200e480>") in out
+
+
 def test_sum_only_output_passes_and_says_what_it_cannot_judge(capsys):
     code, out, _ = cc(capsys, "--input", str(TOOLS / "nvbandwidth" / "all-tests-grep-SUM-gb200-oci.txt"),
                       "--platform", "h100-sxm-8x")

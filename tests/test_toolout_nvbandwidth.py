@@ -28,6 +28,19 @@ def test_every_capture_is_tested():
     assert {p.name for p in files("nvbandwidth")} == tested
 
 
+CRASHED = "one-to-all-read-sm-8xl40s-aborted-core-dumped.txt"
+
+
+def test_crashed_capture_names_the_pattern_check_line():
+    """NVIDIA/nvbandwidth#19: v0.4 on 8 x L40S aborts in its data check; no matrix was printed."""
+    run = nb.parse(text("nvbandwidth-crashed", CRASHED))
+    assert [p.name for p in files("nvbandwidth-crashed")] == [CRASHED]
+    assert (run.version, run.driver, len(run.devices), run.devices[7]) == ("v0.4", "535.154.05", 8,
+                                                                         nb.Device(7, "NVIDIA L40S", None, None))
+    assert run.ran == ("one_to_all_read_sm",) and run.testcases == () and run.failure_line == 23
+    assert run.failure == "line 23: Invalid value when checking the pattern at <0x7fac6200e480>"
+
+
 def test_h2d_readme_matrix_without_sum():
     run = nb.parse(text("nvbandwidth", H2D))
     case = run.testcase("host_to_device_memcpy_ce")
