@@ -99,6 +99,12 @@ def test_bridge_pair_box_expects_four_links():
     assert [v.passed for v in nvlink.judge(gpus, {"nvlinks_per_gpu": 4})] == [True, True, False]
 
 
+def test_a_platform_without_nvlink_says_zero_and_its_unbridged_gpus_pass():
+    gpus = nvlink.parse(text(NV, "a100-sxm4-gpu6-all-links-inactive-azure.txt"))
+    assert [v.passed for v in nvlink.judge(gpus, {"nvlinks_per_gpu": 0})] == [True]
+    assert [v.passed for v in nvlink.judge(gpus, {"nvlinks_per_gpu": 12})] == [False]
+
+
 @pytest.mark.parametrize("bad", ["", "Link 0: 25 GB/s\n", "GPU 0: X (UUID: u)\n\t Link 0: fast\n",
                                  "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n"])
 def test_not_nvlink_status_is_a_parse_error(bad):

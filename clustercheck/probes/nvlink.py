@@ -4,9 +4,9 @@ Without any expectation a GPU fails when it has no active link, when one of its 
 among active ones, when it has fewer active links than the best GPU here (reference/measurement.md 5.6),
 or when a link runs slower than the fastest link of the same GPU model here. With `nvlinks_per_gpu` (18
 on H100/H200/B200 SXM, 12 on A100 SXM, 12 on an NVLink-bridged H100 PCIe pair, 4 on a bridged A40 pair)
-a GPU needs that many active links, and inactive links beyond them are the bridge's unused ones: a
-bridged H100 PCIe pair shows 6 of its 18 links inactive when healthy (HPE-Japan-Presales/e-learning,
-gpu/h100/mgmt_gpu_on_dl380agen11.md).
+a GPU needs that many active links (0: a platform without NVLink), and inactive links beyond them are
+the bridge's unused ones: a bridged H100 PCIe pair shows 6 of its 18 links inactive when healthy
+(HPE-Japan-Presales/e-learning, gpu/h100/mgmt_gpu_on_dl380agen11.md).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeV
     for g in gpus:
         problems: list[str] = []
         down = [str(k) for k, s in g.links if s is None]
-        if g.active == 0:
+        if g.active == 0 and want != 0:  # nvlinks_per_gpu: 0 says a platform without NVLink (PCIe cards)
             problems.append("no active NVLink (all links inactive)" if g.all_inactive or g.links else
                             "no link listed under this GPU")
         elif want is not None and g.active < want:
