@@ -30,17 +30,18 @@ def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
     out: dict[str, str] = {}
     partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
     for r in results:
-        if r.get("scope") == "pair" and r.get("node"):
-            a, b = r["node"].split(",")
+        where = r.get("node")
+        if r.get("scope") == "pair" and where:
+            a, b = where.split(",")
             for x, y in ((a, b), (b, a)):
                 partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or r["outcome"] == "failed"
-        elif r["outcome"] == "failed" and r.get("scope") != "cluster" and r.get("node"):
-            out.setdefault(r["node"], _why(r))
+        elif r["outcome"] == "failed" and r.get("scope") != "cluster" and where:
+            out.setdefault(where, _why(r))
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
         if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
             pair = next(r for r in results if r.get("scope") == "pair" and r["outcome"] == "failed"
-                        and node in r["node"].split(","))
+                        and node in (r.get("node") or "").split(","))
             out[node] = f"{_why(pair)} (failed pairs with {', '.join(bad)})"
     return out
 
@@ -51,7 +52,7 @@ def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for r in results:
         if r["outcome"] == "error" and r.get("scope") != "cluster" and r.get("node"):
-            for node in r["node"].split(","):
+            for node in (r.get("node") or "").split(","):
                 out.setdefault(node, []).append(r["name"])
     return out
 

@@ -139,7 +139,8 @@ def gemm_params(f: Fields) -> dict[str, Any]:
 
 
 def probe_params(f: Fields) -> dict[str, Any]:
-    from clustercheck.probes import NAMES, check_expect
+    from clustercheck.expect import check_expect
+    from clustercheck.probes import NAMES
 
     name = f.get("probe", str, check=one_of(*NAMES))
     expect = check_expect(f.get("expect", dict, {}), f.file, f.key_path("expect"), f.line_of("expect"))

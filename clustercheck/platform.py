@@ -3,6 +3,8 @@ profile's `detect:` block: PCI device id, GPU count and active NVLinks, not the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import platform as _platform
 import socket
@@ -84,15 +86,15 @@ def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ..
 
 
 def read_facts() -> Facts:
-    common = dict(host=socket.gethostname(), cpu_count=os.cpu_count() or 0,
-                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
-                  pci_accelerators=pci_accelerators())
+    base = Facts(host=socket.gethostname(), gpu_count=0, cpu_count=os.cpu_count() or 0,
+                 os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
+                 pci_accelerators=pci_accelerators())
     try:
         import pynvml
 
         pynvml.nvmlInit()
     except Exception as exc:  # no driver, no library, no GPU: all mean "no NVIDIA GPU here"
-        return Facts(gpu_count=0, nvml_status=f"NVML unavailable: {type(exc).__name__}", **common)
+        return dataclasses.replace(base, nvml_status=f"NVML unavailable: {type(exc).__name__}")
     try:
         count = pynvml.nvmlDeviceGetCount()
         names, ids, links = [], [], []
@@ -104,10 +106,11 @@ def read_facts() -> Facts:
             links.append(_active_nvlinks(pynvml, h))
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         driver = pynvml.nvmlSystemGetDriverVersion()
-        return Facts(gpu_count=count, gpu_names=tuple(names), pci_device_ids=tuple(sorted(set(ids))),
-                     nvlinks_per_gpu=min(links) if links else None,
-                     driver=driver.decode() if isinstance(driver, bytes) else driver,
-                     cuda_driver=f"{cuda // 1000}.{cuda % 1000 // 10}", nvml_status="ok", **common)
+        return dataclasses.replace(base, gpu_count=count, gpu_names=tuple(names),
+                                   pci_device_ids=tuple(sorted(set(ids))),
+                                   nvlinks_per_gpu=min(links) if links else None,
+                                   driver=driver.decode() if isinstance(driver, bytes) else driver,
+                                   cuda_driver=f"{cuda // 1000}.{cuda % 1000 // 10}", nvml_status="ok")
     finally:
         pynvml.nvmlShutdown()
 
@@ -131,7 +134,7 @@ def matches(profile: Profile, facts: Facts) -> bool:
             have: object = facts.accelerator_count
         elif key == "pci_device_ids":
             have = facts.device_ids
-            if not have or not set(have) <= set(want):  # type: ignore[arg-type]
+            if not have or not isinstance(want, tuple) or not set(have) <= set(want):
                 return False
             continue
         else:

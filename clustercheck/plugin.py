@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -64,7 +64,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     explicit = parent.session.isinitpath(file_path)
     if (explicit or file_path.parent.name == "suites") and is_suite_file(file_path):
-        return SuiteFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+        return SuiteFile.from_parent(parent, path=file_path)
     return None
 
 
@@ -161,10 +161,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    report: pytest.TestReport = yield  # type: ignore[misc]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     if not isinstance(item, CheckItem):
-        return report  # type: ignore[return-value]
+        return report
     exc = call.excinfo.value if call.excinfo else None
     if isinstance(exc, ClusterCheckError) and not isinstance(exc, Skip):
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
@@ -172,7 +173,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         entry = _entry(item, report)
         item.config.stash[session_key].add_result(entry)
         item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
-    return report  # type: ignore[return-value]
+    return report
 
 
 def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:

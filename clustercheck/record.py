@@ -238,9 +238,10 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
     }
     if measured is not None:
         m = measured.measurement
-        entry.update(metrics={k: {"value": v, "unit": m.units[k]} for k, v in m.metrics.items()},
-                     verdicts=[v.as_dict() for v in measured.verdicts], rows=m.rows, worst=m.worst,
-                     judged_at=m.judged_at, pool=measured.pool)
+        entry["metrics"] = {k: {"value": v, "unit": m.units[k]} for k, v in m.metrics.items()}
+        entry["verdicts"] = [v.as_dict() for v in measured.verdicts]
+        entry["rows"], entry["worst"], entry["judged_at"] = m.rows, m.worst, m.judged_at
+        entry["pool"] = measured.pool
         if m.comm:
             entry["comm"] = m.comm
     return entry

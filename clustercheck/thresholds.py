@@ -11,7 +11,7 @@ from clustercheck.paths import display
 from clustercheck.units import fmt
 from clustercheck.errors import UserError, show
 from clustercheck.expr import ExprError, Quantity, parse_limit
-from clustercheck.probes import check_expect
+from clustercheck.expect import check_expect
 from clustercheck.schema import Fields, between, one_of
 
 

@@ -52,12 +52,11 @@ class Verdict:
                                "unit": self.unit, "passed": self.passed, "margin": self.margin,
                                "worst": self.worst, "subject": self.subject, "detail": self.detail}
         rule = self.rule
-        if isinstance(rule, Limit):
-            entry.update(op=rule.op, limit=rule.value, expression=rule.expression, source=rule.source,
-                         origin=rule.origin, spec_sources=list(rule.spec_sources))
-        else:
-            entry.update(op="", limit=rule.expected, expression=rule.expected, source=rule.source,
-                         origin=rule.origin, spec_sources=[])
+        entry["op"] = rule.op if isinstance(rule, Limit) else ""
+        entry["limit"] = rule.value if isinstance(rule, Limit) else rule.expected
+        entry["expression"] = rule.expression if isinstance(rule, Limit) else rule.expected
+        entry["source"], entry["origin"] = rule.source, rule.origin
+        entry["spec_sources"] = list(rule.spec_sources) if isinstance(rule, Limit) else []
         return entry
 
     def line(self) -> str:

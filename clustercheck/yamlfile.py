@@ -20,7 +20,7 @@ _MERGE = "tag:yaml.org,2002:merge"
 _VALUE = "tag:yaml.org,2002:value"  # the `=` key, which PyYAML reads as the string "="
 
 
-class Mapping(dict):  # type: ignore[type-arg]
+class Mapping(dict):
     """A YAML mapping that remembers where it and each of its keys came from (1-based lines)."""
 
     line: int = 0
@@ -42,7 +42,9 @@ class _Loader(yaml.SafeLoader):
             if self.depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
                                                   self.peek_event().start_mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            node = super().compose_node(parent, index)
+            assert node is not None  # only None at the end of a stream, which compose_document never asks for
+            return node
         finally:
             self.depth -= 1
 
@@ -120,7 +122,7 @@ def _construct_mapping(loader: _Loader, node: MappingNode) -> Mapping:
     return out
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)  # type: ignore[arg-type]
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def load(path: str | Path, display: str | None = None) -> Any:

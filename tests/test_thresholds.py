@@ -375,3 +375,11 @@ def test_a_long_bad_expression_is_quoted_briefly(tmp_path):
     exc = error_of(tmp_path, one_limit(">= " + "1" * 3000 + " +"))
     assert_points_at(exc, tmp_path, 13, "checks.c.busbw.limit")
     assert len(str(exc)) < 700 and "expression ends early" in str(exc)
+
+
+def test_a_per_collective_floor_naming_no_collective_is_refused_at_load(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("platform: p\ndetect: {gpu_count: 8}\nexpect:\n  busbw_min: {allreduce: 400}\n")
+    with pytest.raises(UserError) as info:
+        load_profile(path, "p.yaml")
+    assert str(info.value).startswith("p.yaml:4: expect.busbw_min: 'allreduce' is not a collective (one of all_reduce,")

@@ -51,7 +51,7 @@ DELAY_SECONDS = 2.0
 def fault_here(ctx: RankContext, params: dict[str, Any], kind: str) -> bool:
     """True when the controller asked this rank to fake `kind` (only with --cc-inject-fault)."""
     fault = params.get("fault")
-    return bool(fault) and fault["kind"] == kind and fault["rank"] == ctx.global_of(ctx.rank)  # a global rank
+    return fault is not None and fault["kind"] == kind and fault["rank"] == ctx.global_of(ctx.rank)  # a global rank
 
 
 def _inject(ctx: RankContext, params: dict[str, Any]) -> None:
@@ -117,7 +117,7 @@ def runner_of(path: str) -> Callable[[RankContext, dict[str, Any]], dict[str, An
     if not _RUNNER.fullmatch(path):
         raise ValueError(f"bad runner {path!r}: expected module:function")
     module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _pin_to_gpu_numa(ctx: RankContext) -> None:
         pass
 
 
-def _gpu_rate(op: Callable[[], None], nbytes: int, loops: int, samples: int, warmup: int = 4) -> list[float]:
+def _gpu_rate(op: Callable[[], object], nbytes: int, loops: int, samples: int, warmup: int = 4) -> list[float]:
     for _ in range(warmup):
         op()
     torch.cuda.synchronize()
@@ -49,7 +49,7 @@ def _gpu_rate(op: Callable[[], None], nbytes: int, loops: int, samples: int, war
     return rates
 
 
-def _cpu_rate(op: Callable[[], None], nbytes: int, loops: int, samples: int, warmup: int = 1) -> list[float]:
+def _cpu_rate(op: Callable[[], object], nbytes: int, loops: int, samples: int, warmup: int = 1) -> list[float]:
     for _ in range(warmup):
         op()
     rates = []

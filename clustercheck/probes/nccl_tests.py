@@ -22,10 +22,10 @@ from clustercheck.errors import UserError
 from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
+from clustercheck.expect import NCCL_TESTS_COLLECTIVES
 from clustercheck.toolout.nccl_tests import NcclTestsRun
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "broadcast", "reduce",
-               "sendrecv", "gather", "scatter", "hypercube")
+COLLECTIVES = NCCL_TESTS_COLLECTIVES
 
 
 def parse(text: str) -> NcclTestsRun:

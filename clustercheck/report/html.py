@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -87,7 +87,7 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
     def sy(y: float) -> float:
         return round(h - 34 - y / ymax * (h - 34 - top), 1)
 
-    lines = []
+    lines: list[dict[str, Any]] = []
     for i, (label, pts) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         lines.append({
@@ -176,7 +176,7 @@ def _text_colour(fill: str) -> str:
     return "#fff" if 0.299 * r + 0.587 * g + 0.114 * b < 140 else "#111"
 
 
-def heatmap(result: dict[str, Any]) -> dict[str, Any] | None:
+def heatmap(result: Mapping[str, Any]) -> dict[str, Any] | None:
     """The node's p2p matrix: rows are source GPUs, columns destinations, the diagonal blank; each cell
     coloured by its median bandwidth relative to the node median, labelled in GB/s, outlined when a
     verdict on that pair (either direction's, or the pair's bidirectional one) failed."""
@@ -206,7 +206,7 @@ def heatmap(result: dict[str, Any]) -> dict[str, Any] | None:
     n = len(gpus)
     cell_w, cell_h = max(38, min(60, 520 // n)), max(24, min(36, 360 // n))
     left, top = 52, 34
-    grid = []
+    grid: list[dict[str, Any]] = []
     for i, src in enumerate(gpus):
         for j, dst in enumerate(gpus):
             x, y = left + j * cell_w, top + i * cell_h
@@ -248,7 +248,7 @@ def heatmap(result: dict[str, Any]) -> dict[str, Any] | None:
 
 # -- per-GPU (per-rank) results ---------------------------------------------------------------------
 
-def bars(result: dict[str, Any]) -> dict[str, Any] | None:
+def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
     """A compact horizontal bar chart of per-subject results (host_device per GPU: h2d and d2h): a bar
     per subject and metric at its median, a whisker from min to max, the limit as a dashed line, bars of
     subjects whose verdict failed outlined."""
@@ -359,7 +359,7 @@ def _rule(v: dict[str, Any]) -> str:
     return f"expected {fmt(v['limit'])}" if vt.is_expectation(v) else f"{v['op']} {fmt(v['limit'])}"
 
 
-def environment(header: dict[str, Any]) -> list[tuple[str, str]]:
+def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`."""
     rows: list[tuple[str, str]] = []
     for key, value in (header.get("facts") or {}).items():
@@ -373,7 +373,7 @@ def environment(header: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def render_html(header: dict[str, Any], results: list[dict[str, Any]], end: dict[str, Any] | None,
+def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None) -> str:
     checks = []
     for i, r in enumerate(results, 1):

@@ -26,8 +26,9 @@ def _clean(value: object) -> str:
 def properties(r: ResultEntry, header: RunHeader) -> list[tuple[str, str]]:
     props = [("id", item_id(r)), ("check", r["check"]), ("platform", header.get("platform", "")),
              ("outcome", r["outcome"])]
-    if r.get("node"):
-        props.append(("node", r["node"]))
+    node = r.get("node")
+    if node:
+        props.append(("node", node))
     for i, v in enumerate(r.get("verdicts") or []):
         if i == 0:
             props += [("metric", v["metric"]), ("measured", fmt(v["measured"])), ("limit", fmt(v["limit"])),
@@ -35,13 +36,14 @@ def properties(r: ResultEntry, header: RunHeader) -> list[tuple[str, str]]:
         m = v["metric"]
         props += [(f"{m}.measured", fmt(v["measured"])), (f"{m}.limit", f"{v['op']} {fmt(v['limit'])}"),
                   (f"{m}.unit", v["unit"]), (f"{m}.margin", _margin(v)), (f"{m}.verdict", vt.word(v).lower())]
-    if r.get("worst"):
-        props.append(("worst", r["worst"]))
+    worst = r.get("worst")
+    if worst:
+        props.append(("worst", worst))
     if r.get("comm"):  # which library moved the data, and what NCCL said it did
         props.append(("comm", comm_line(r["comm"])))
         props += [(f"algo.{k}", a) for k, a in (r["comm"].get("algorithms") or {}).items() if a]
     props += [("suite_file", r["suite_file"]), ("line", str(r["line"])),
-              ("thresholds", (header.get("thresholds") or {}).get("file", ""))]
+              ("thresholds", header["thresholds"]["file"] if "thresholds" in header else "")]
     return props
 
 
@@ -78,7 +80,7 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) 
 def render_junit(header: RunHeader, results: Sequence[ResultEntry]) -> bytes:
     host = (header.get("facts") or {}).get("host") or ""
     root = ET.Element("testsuites", name="clustercheck")
-    totals = {"tests": 0, "failures": 0, "errors": 0}
+    totals: dict[str, int] = {"tests": 0, "failures": 0, "errors": 0}
     seconds = 0.0
     for r in results:
         outcome = r["outcome"]
@@ -106,8 +108,8 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry]) -> bytes:
         totals["failures"] += outcome == "failed"
         totals["errors"] += outcome == "error"
         seconds += duration
-    for key, value in totals.items():
-        root.set(key, str(value))
+    for key, total in totals.items():
+        root.set(key, str(total))
     root.set("time", f"{seconds:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
