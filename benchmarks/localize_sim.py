@@ -56,7 +56,7 @@ def make_faults(nodes: list[str], topo: Topology, seed: int, bad_nodes: int, dea
     # a leaf of one node: its uplink and the node are in the same tests, no test can tell them apart
     leaves = sorted(lf for lf in set(topo.leaf_of.values()) if sum(1 for x in nodes if topo.leaf(x) == lf) > 1)
     switches = {s: rng.uniform(0.3, 0.6) for s in rng.sample(leaves, min(bad_switches, len(leaves) - 1))} \
-        if len(leaves) > 1 and len(topo.parent_of) > 0 else {}
+        if len(leaves) > 2 else {}  # with two leaves every cross test crosses both uplinks: no telling them apart
     bad = rng.sample(nodes, bad_nodes)
     node_f = {nd: (0.0 if i < dead_nodes else rng.uniform(0.3, 0.6)) for i, nd in enumerate(bad)}
     if link_pool == "leaf":
@@ -186,7 +186,8 @@ def blamed_healthy(r: dict[str, Any]) -> int:
 
 
 SWEEP: list[dict[str, Any]] = [
-    dict(nodes=64, bad_nodes=1, bad_links=1, bad_switches=1),
+    dict(nodes=64, bad_nodes=1, bad_links=1, bad_switches=0),
+    dict(nodes=128, bad_nodes=1, bad_links=1, bad_switches=1),
     dict(nodes=256, bad_nodes=3, bad_links=1, bad_switches=1),
     dict(nodes=1024, bad_nodes=10, bad_links=2, bad_switches=1),
     dict(nodes=1024, bad_nodes=10, bad_links=2, bad_switches=1, noise=0.10),

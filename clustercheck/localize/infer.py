@@ -97,9 +97,9 @@ def _cover(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]], cho
                 return (len(live[p]), len(of_part[p]), -_RANK[p.kind])
             ordered = sorted(live, key=_key)
             best = max(ordered, key=score)
-            # same tests, as many failures: the kind alone does not tell them apart (a one-node leaf's
-            # node and uplink, the two nodes of a lone pair)
-            tied = [p for p in ordered if p != best and live[p] == live[best] and score(p)[:2] == score(best)[:2]]
+            # the same open tests: failures that other parts already explain say nothing about either,
+            # and the kind alone does not tell them apart (a one-node leaf's node and its uplink)
+            tied = [p for p in ordered if p != best and live[p] == live[best]]
             if tied:  # indistinguishable on the evidence: leave them to the next round
                 suspects.append((best, *tied))
                 for i in live[best]:

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 from clustercheck.errors import UserError
 from clustercheck.localize.infer import Explanation, Test, confidence, explain
 from clustercheck.localize.model import (
-    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, link, node, uplink,
+    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, uplink,
 )
 from clustercheck.localize.topology import Topology, check_nodes
 
@@ -284,16 +284,19 @@ class _Builder:
         helper = self._helper(self.planner.topology.leaf(n), other_leaf, n)
         if helper is not None:
             self.add((n, helper), purpose)
-        elif purpose == "helper":
+        else:
             self.orphans[n] = None
 
     def pair_orphans(self) -> None:
         """Nodes that found no known-good partner (nothing passed yet) test each other, in pairs not
         run before."""
         left = [n for n in self.orphans if n not in self.busy]
+        leaf = self.planner.topology.leaf
         while len(left) > 1:
             u = left.pop(0)
-            v = next((v for v in left if frozenset((u, v)) not in self.done), None)
+            half = left[len(left) // 2:] + left[:len(left) // 2]  # far down the list: another ring's leaf
+            fresh = [v for v in half if frozenset((u, v)) not in self.done]
+            v = next((v for v in fresh if leaf(v) != leaf(u)), fresh[0] if fresh else None)
             if v is not None:
                 left.remove(v)
                 self.add((u, v), "pair")
@@ -325,4 +328,4 @@ class _Builder:
         return found
 
 
-__all__ = ["Planner", "Ring", "screen_rings", "node", "link", "uplink"]
+__all__ = ["Planner", "Ring", "screen_rings"]
