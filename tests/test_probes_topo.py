@@ -3,6 +3,8 @@ pairs) parse to the facts INDEX.md lists; degraded links, wrong pairs and cross-
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from clustercheck.probes import ProbeParseError, ProbeSkip, numa, topo
@@ -107,3 +109,45 @@ def test_numa_nic_only_across_the_socket_fails():
     lines[i] = lines[i].replace("NODE    NODE    SYS     SYS     0-31", "SYS     SYS     SYS     SYS     0-31")
     failed = [v for v in numa.judge(topo.parse("\n".join(lines)), {}) if not v.passed]
     assert [v.subject for v in failed] == ["GPU0"] and "SYS" in failed[0].detail
+
+
+# -- size ---------------------------------------------------------------------------------------
+
+def _big_matrix(gpus: int, nics: int, weak: tuple[int, int]) -> str:
+    """A `nvidia-smi topo -m` capture of gpus + nics devices laid out as the della capture is (tabs,
+    empty CPU affinity, NIC legend): NV18 between GPUs except the `weak` pair at NV12, each NIC PIX to
+    its GPUs and SYS to the rest."""
+    raw = text(TOPO, DELLA)
+    legend = raw[raw.index("Legend:"):raw.index("NIC Legend:")]
+    names = [f"GPU{g}" for g in range(gpus)] + [f"NIC{n}" for n in range(nics)]
+    per_nic = -(-gpus // nics)
+
+    def cell(a: int, b: int) -> str:
+        if a == b:
+            return " X "
+        if a < gpus and b < gpus:
+            return "NV12" if {a, b} == set(weak) else "NV18"
+        near = [x // per_nic if x < gpus else x - gpus for x in (a, b)]
+        return "PIX" if near[0] == near[1] else "SYS"
+
+    lines = [raw.split("\n")[0], "", "\t" + "\t".join(names + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
+    for a, name in enumerate(names):
+        tail = f"\t\t{a * 2 // gpus}\t\tN/A" if a < gpus else "\t\t\t\t"
+        lines.append(name + "\t" + "\t".join(cell(a, b) for b in range(len(names))) + tail)
+    lines += ["", legend + "NIC Legend:", ""] + [f"  NIC{n}: mlx5_{n}" for n in range(nics)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_256_device_matrix_parses_and_judges_in_under_a_second():
+    capture = _big_matrix(224, 32, weak=(17, 200))
+    start = time.process_time()  # CPU time: the machine running the tests may be shared
+    m = topo.parse(capture)
+    plain = [v.subject for v in topo.judge(m, {}) if not v.passed]
+    expect = {"gpu_count": 224, "topology": {"gpu_gpu": "NV18", "gpu_nic": ["PIX"]}}
+    profiled = [v.subject for v in topo.judge(m, expect) if not v.passed]
+    local = numa.judge(m, {})
+    elapsed = time.process_time() - start
+    assert (len(m.gpus), len(m.nics), m.nic_label("NIC31")) == (224, 32, "NIC31 (mlx5_31)")
+    assert plain == profiled == ["GPU17-GPU200"]
+    assert len(local) == 224 and all(v.passed for v in local)
+    assert elapsed < 1.0, f"{elapsed:.2f} s of CPU for a 256-device matrix"

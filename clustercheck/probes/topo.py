@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
@@ -21,6 +22,7 @@ _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
 _RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 _TRAILER = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID", "...")
 _LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+_GPU = re.compile(r"GPU\d+")
 
 
 @dataclass(frozen=True)
@@ -30,16 +32,23 @@ class TopoMatrix:
     numa: tuple[tuple[str, str], ...] = ()         # GPU -> NUMA Affinity
     nic_names: tuple[tuple[str, str], ...] = ()    # NIC0 -> mlx5_0 from the NIC legend
 
-    @property
+    # Lookups are cached: judging walks every GPU pair, and a search of `links` per lookup made a
+    # 128-device matrix take seconds (n^2 lookups of n^2 cells).
+    @cached_property
     def gpus(self) -> tuple[str, ...]:
-        return tuple(d for d in self.devices if re.fullmatch(r"GPU\d+", d))
+        return tuple(d for d in self.devices if _GPU.fullmatch(d))
 
-    @property
+    @cached_property
     def nics(self) -> tuple[str, ...]:
-        return tuple(d for d in self.devices if d not in self.gpus)
+        gpus = set(self.gpus)
+        return tuple(d for d in self.devices if d not in gpus)
+
+    @cached_property
+    def _by_pair(self) -> dict[tuple[str, str], str]:
+        return {(r, c): lv for r, c, lv in self.links}
 
     def level(self, a: str, b: str) -> str:
-        return dict(((r, c), lv) for r, c, lv in self.links)[(a, b)]
+        return self._by_pair[(a, b)]
 
     def nic_label(self, nic: str) -> str:
         name = dict(self.nic_names).get(nic)
@@ -64,12 +73,13 @@ def parse(text: str) -> TopoMatrix:
         devices.append(c)
     trailer = cols[len(devices):]
     numa_at = trailer.index("NUMA Affinity") if "NUMA Affinity" in trailer else None
+    columns = set(devices)
     links: list[tuple[str, str, str]] = []
     numa: list[tuple[str, str]] = []
-    seen = []
+    seen: list[str] = []
     for number, line in enumerate(lines[head + 1:], head + 2):
         cells = _split(line)
-        if not cells or cells[0] not in devices:
+        if not cells or cells[0] not in columns:
             if seen and not line.strip():
                 break  # the matrix ends at the first blank line after it
             continue
@@ -88,7 +98,8 @@ def parse(text: str) -> TopoMatrix:
     if not [d for d in seen if d.startswith("GPU")]:
         raise ProbeParseError("expected `nvidia-smi topo -m` rows starting with GPU0, GPU1, ... under the header")
     legend = tuple((m.group(1), m.group(2)) for m in map(_LEGEND.match, lines) if m)
-    return TopoMatrix(tuple(d for d in devices if d in seen), tuple(l for l in links if l[1] in seen),
+    rows = set(seen)
+    return TopoMatrix(tuple(d for d in devices if d in rows), tuple(l for l in links if l[1] in rows),
                       tuple(numa), legend)
 
 
