@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clustercheck import yamlfile
+from clustercheck import envpolicy, yamlfile
 from clustercheck.checks import KINDS
 from clustercheck.errors import UserError, show
 from clustercheck.schema import Fields, between, one_of
 
 SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -80,10 +80,11 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
 
 
 def _valid_id(value: str) -> str | None:
-    if not value.strip() or any(c in value for c in "\n\r\t"):
-        return "must be a non-empty single-line name"
-    if "::" in value or "[" in value or "]" in value:
-        return "must not contain '::', '[' or ']' (pytest uses them in test ids)"
+    # Ids become pytest node ids, file names in reports and text on terminals: no control bytes,
+    # no '::' or '[' (pytest's separators), nothing a shell or HTML would read differently.
+    if not ID.fullmatch(value):
+        return (f"{show(value)} is not a check id: 1-100 characters of letters, digits, '.', '_' and '-', "
+                f"starting with a letter or digit")
     return None
 
 
@@ -91,13 +92,18 @@ def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, 
     raw = f.get("env", dict, None)
     if raw is None:
         return inherited
+    entries = Fields(raw, f.file, f.key_path("env"), f.line_of("env"))
     env = dict(inherited)
     for key, value in raw.items():
-        if not _ENV_NAME.fullmatch(key):  # match() would let 'NAME\n' through ($ before a final newline)
-            raise f.error("env", f"{show(key)} is not a valid environment variable name")
+        problem = envpolicy.name_problem(key)
+        if problem:
+            raise entries.error(key, f"{show(key)} {problem}")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) \
                 or isinstance(value, int) and value.bit_length() > 64:  # str() refuses > 4300 digits
-            raise f.error("env", f"{key}: expected text or a number, got {show(value)}")
+            raise entries.error(key, f"expected text or a number, got {show(value)}")
+        problem = envpolicy.value_problem(str(value))
+        if problem:
+            raise entries.error(key, f"{problem}: {show(value)}")
         env[key] = str(value)
     return tuple(sorted(env.items()))
 

@@ -20,7 +20,7 @@ defaults:
   timeout: 120
   env:
     NCCL_DEBUG: WARN
-    SHARED: base
+    NCCL_SOCKET_IFNAME: base
 checks:
   - id: first
     measure: all_reduce
@@ -32,7 +32,7 @@ checks:
     scope: cluster
     timeout: 30
     env:
-      SHARED: mine
+      NCCL_SOCKET_IFNAME: mine
       NCCL_ALGO: Ring
       NCCL_BUFFSIZE: 4194304
     params:
@@ -136,12 +136,12 @@ def test_timeout_without_defaults_is_the_built_in_default(tmp_path):
 
 
 def test_env_is_inherited_from_defaults(tmp_path):
-    assert load_suite(write(tmp_path, VALID)).checks[0].env == (("NCCL_DEBUG", "WARN"), ("SHARED", "base"))
+    assert load_suite(write(tmp_path, VALID)).checks[0].env == (("NCCL_DEBUG", "WARN"), ("NCCL_SOCKET_IFNAME", "base"))
 
 
 def test_env_on_a_check_merges_over_defaults(tmp_path):
     env = dict(load_suite(write(tmp_path, VALID)).checks[1].env)
-    assert env == {"NCCL_DEBUG": "WARN", "SHARED": "mine", "NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "4194304"}
+    assert env == {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "mine", "NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "4194304"}
 
 
 def test_env_is_sorted_so_equal_envs_compare_equal(tmp_path):
@@ -454,19 +454,19 @@ def test_missing_checks(tmp_path):
 @pytest.mark.parametrize("name", ["1ABC", "A-B", "'WITH SPACE'", "'A=B'"])
 def test_bad_env_var_name_in_check(tmp_path, name):
     exc = error_of(tmp_path, one_check(extra=f"    env:\n      {name}: x\n"))
-    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+    assert_points_at(exc, tmp_path, 5, f"checks[0].env.{name.strip(chr(39))}")
     assert "not a valid environment variable name" in str(exc)
 
 
 def test_bad_env_var_name_in_defaults(tmp_path):
     exc = error_of(tmp_path, "defaults:\n  env:\n    9LIVES: x\n" + one_check())
-    assert_points_at(exc, tmp_path, 2, "defaults.env")
+    assert_points_at(exc, tmp_path, 3, "defaults.env.9LIVES")
 
 
 @pytest.mark.parametrize("value", ["[1, 2]", "{a: 1}", "true", "null"])
 def test_env_value_must_be_text_or_number(tmp_path, value):
-    exc = error_of(tmp_path, one_check(extra=f"    env:\n      GOOD: {value}\n"))
-    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+    exc = error_of(tmp_path, one_check(extra=f"    env:\n      NCCL_ALGO: {value}\n"))
+    assert_points_at(exc, tmp_path, 5, "checks[0].env.NCCL_ALGO")
 
 
 def test_env_not_a_mapping(tmp_path):
@@ -535,12 +535,12 @@ def test_values_nested_through_aliases_are_quoted_briefly(tmp_path, key):
 @pytest.mark.parametrize("name", ["NCCL_ALGO\n", "A\nB"])
 def test_env_name_with_a_newline_is_refused(tmp_path, name):
     exc = error_of(tmp_path, one_check(extra=f"    env: {{{name!r}: x}}\n".replace("'", '"')))
-    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+    assert_points_at(exc, tmp_path, 4, f"checks[0].env.{name!r}")  # the key quoted, on one line
 
 
 def test_env_value_too_large_to_be_a_number_is_refused(tmp_path):
-    exc = error_of(tmp_path, one_check(extra=f"    env: {{N: {HUGE}}}\n"))
-    assert_points_at(exc, tmp_path, 4, "checks[0].env")
+    exc = error_of(tmp_path, one_check(extra=f"    env: {{NCCL_BUFFSIZE: {HUGE}}}\n"))
+    assert_points_at(exc, tmp_path, 4, "checks[0].env.NCCL_BUFFSIZE")
     assert "expected text or a number" in str(exc)
 
 
