@@ -8,10 +8,12 @@ Exit codes: 0 every verdict passed (or the probe was skipped: "SKIPPED: reason")
 from __future__ import annotations
 
 import argparse
+import codecs
+import stat
 from pathlib import Path
 from typing import Any
 
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, escape
 
 EPILOG = """\
 examples:
@@ -75,11 +77,32 @@ def main(args: argparse.Namespace) -> int:
     return _report(probes.ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
 
 
+MAX_INPUT = 64 << 20  # bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB)
+
+
 def _read(path: Path) -> str:
+    """The captured text, read at most MAX_INPUT + 1 bytes: /dev/zero or a huge file fails fast in one line."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise UserError(f"{path}: is a directory; give the file holding the tool's output")
+        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):  # open() of a FIFO with no writer never returns
+            raise UserError(f"{path}: is not a regular file (a FIFO or socket); save the tool's output to a file first")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_INPUT + 1)
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT:
+        raise UserError(f"{path}: larger than {MAX_INPUT >> 20} MiB, the most a probe reads: not one tool's output")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise UserError(f"{path}: is UTF-16 text (as PowerShell's '>' writes it); convert it to UTF-8 first, "
+                        f"e.g. iconv -f UTF-16 -t UTF-8")
+    if b"\0" in data:
+        raise UserError(f"{path}: holds NUL bytes: binary data, not a tool's text output")
+    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")  # a UTF-8 BOM (Notepad) is harmless
+    if text.count("\ufffd") > max(8, len(text) // 100):
+        raise UserError(f"{path}: is not UTF-8 text: binary data, or text in another encoding")
+    return text
 
 
 def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
@@ -92,7 +115,7 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
     if args.platform:
         profile = load_named(directory, args.platform)
         expect = dict(profile.expect)
-        print(f"platform: {profile.name} (--platform)")
+        print(f"platform: {escape(profile.name)} (--platform)")
     elif live:
         from clustercheck.platform import describe, detect, read_facts
 
@@ -100,9 +123,9 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
         try:
             profile = detect(directory, facts)
             expect = dict(profile.expect)
-            print(f"platform: {profile.name} (detected: {describe(facts)})")
+            print(f"platform: {escape(profile.name)} (detected: {escape(describe(facts))})")
         except UserError:
-            print(f"platform: none matched ({describe(facts)}); judging without platform expectations "
+            print(f"platform: none matched ({escape(describe(facts))}); judging without platform expectations "
                   f"(pick one with --platform)")
     expect.update(parse_expect_args(args.expect))
     return expect
@@ -110,13 +133,13 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
 
 def _report(outcome: Any) -> int:
     if outcome.outcome == "skipped":
-        print(f"SKIPPED: {outcome.reason}")
+        print(f"SKIPPED: {escape(outcome.reason)}")
         return 0
     if outcome.outcome == "error":
-        print(f"ERROR: {outcome.name}: {outcome.reason}")
+        print(f"ERROR: {outcome.name}: {escape(outcome.reason)}")
         return 3
     for v in outcome.verdicts:
-        print(f"{'PASS' if v.passed else 'FAIL'} {v.line()}")
+        print(f"{'PASS' if v.passed else 'FAIL'} {escape(v.line())}")
     bad = outcome.failures
     print(f"{outcome.name}: {outcome.outcome} ({len(outcome.verdicts) - len(bad)} passed, {len(bad)} failed)")
     return 1 if bad else 0
@@ -128,12 +151,12 @@ def _all(expect: dict[str, Any]) -> int:
     results = run_node_health(expect)
     for name, outcome, detail in results:
         if isinstance(detail, str):
-            print(f"{outcome.upper():<8} {name:<10} {detail}")
+            print(f"{outcome.upper():<8} {name:<10} {escape(detail)}")
             continue
         shown = [v for v in detail if not v.passed] or list(detail)
-        print(f"{outcome.upper():<8} {name:<10} {shown[0].line()}")
+        print(f"{outcome.upper():<8} {name:<10} {escape(shown[0].line())}")
         for v in shown[1:]:
-            print(f"{'':<8} {'':<10} {v.line()}")
+            print(f"{'':<8} {'':<10} {escape(v.line())}")
     outcomes = [o for _, o, _ in results]
     print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
     if "failed" in outcomes:
