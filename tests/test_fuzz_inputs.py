@@ -91,7 +91,7 @@ def _valid_suites() -> list[dict]:
             {"id": "gemm", "measure": "gemm", "params": {"m": 1024, "dtype": "auto", "loops": 2, "samples": 1}},
             {"id": "hm", "measure": "host_memory", "params": {"size": "16MiB", "loops": 2}},
             {"id": "p2p", "measure": "p2p", "scope": "gpu-pair", "params": {"size": "64MiB", "bidirectional": False}},
-            {"id": "sr", "measure": "sendrecv", "timeout": 30, "env": {"NCCL_ALGO": "Ring", "N": 4},
+            {"id": "sr", "measure": "sendrecv", "timeout": 30, "env": {"NCCL_ALGO": "Ring", "NCCL_MIN_NCHANNELS": 4},
              "params": {"sizes": [8, "1KiB", 4096], "dtype": "bf16", "iters": 3, "warmup": 0, "check_iters": 0,
                         "per_iteration": False, "cuda_graph": 0}},
         ],
