@@ -112,7 +112,7 @@ def test_ten_checks_start_the_ranks_once(project: pytest.Pytester) -> None:
 
 
 def test_a_different_environment_gets_its_own_pool(project: pytest.Pytester) -> None:
-    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", env="{CC_EXAMPLE: '1'}"))
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", env="{NCCL_EXAMPLE: '1'}"))
     project.runpytest_subprocess("suites/s.yaml", *RUN)
     pools = [r["pool"]["number"] for r in results(project)["results"]]
     assert pools == [1, 2]

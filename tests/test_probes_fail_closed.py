@@ -51,8 +51,6 @@ def test_a_failing_nvidia_smi_is_an_error_naming_command_status_and_stderr(tmp_p
     assert f"{COMMAND[name]} exited with status {code}: stderr: {message}" in outcome.reason
 
 
-@pytest.mark.xfail(strict=True, reason="probes/topo.py collect_text still turns a non-zero exit into a skip; it "
-                                        "must call nvsmi.run('topo', '-m') (topo.py is edited by another engineer)")
 def test_a_failing_nvidia_smi_makes_topo_an_error(tmp_path, monkeypatch):
     stand_in(tmp_path, monkeypatch, LOST, 255)
     outcome = run_live(get("topo"), {})
