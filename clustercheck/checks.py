@@ -195,3 +195,13 @@ register(Kind("probe", ("node",), {}, p.probe_params,
               "run on each node's first rank", "clustercheck.measure:probe", judge_probe, limited=False,
               figure="none", task_params=_probe_task))
 GPU_ONLY = tuple(k.name for k in KINDS.values() if k.gpu_only)
+
+from clustercheck import native_judge as _native, native_params as _native_params  # noqa: E402 (needs Kind above)
+
+register(Kind("nccl_tests", ("node",), _native.NCCL_METRICS, _native_params.nccl_tests_params,
+              "an nccl-tests binary (all_reduce_perf by default) run on each node's first rank over the node's GPUs; "
+              "its table judged like a collective", "clustercheck.measure.native:nccl_tests", _native.judge_nccl_tests,
+              figure="sweep", task_params=_native.task_params))
+register(Kind("nvbandwidth", ("node",), _native.NVBANDWIDTH_METRICS, _native_params.nvbandwidth_params,
+              "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
+              "clustercheck.measure.native:nvbandwidth", _native.judge_nvbandwidth, task_params=_native.task_params))
