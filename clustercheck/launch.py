@@ -5,11 +5,16 @@
   allocation; Slurm's SLURM_PROCID/SLURM_LOCALID/SLURMD_NODENAME give each rank its place.
 - `hosts`: an explicit host list and a command template such as `ssh {host} {python}`; the template
   is split like a shell would (shlex) and never given to a shell, then `-m clustercheck.worker` and
-  the rank's arguments are appended. The pool's HMAC key goes to each rank on its stdin.
+  the rank's arguments are appended. The pool's HMAC key goes to each rank on its stdin, and on the
+  next line the variables the pool set for the rank (the check's `env:`, clustercheck's CC_*): ssh
+  passes no environment (only what the server's AcceptEnv lets through), and `env K=V` words in the
+  argv would need quoting for the remote shell ssh hands them to but not for a template without one
+  (`ip netns exec`, `docker exec`), so stdin carries them for every template alike.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import socket
@@ -17,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Mapping
 
 from clustercheck.errors import UserError
 
@@ -36,8 +41,33 @@ class Launcher:
         raise NotImplementedError
 
 
+def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a remote rank must be told: every variable the pool set or changed for its ranks (`env` is
+    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts), and
+    every CC_* variable. The rest of the controller's environment stays on the controller."""
+    base = os.environ if base is None else base
+    return {k: v for k, v in sorted(env.items()) if k.startswith("CC_") or base.get(k) != v}
+
+
+def env_line(env: Mapping[str, str]) -> bytes:
+    """The environment as the one stdin line a rank reads after its key (JSON escapes newlines)."""
+    return json.dumps(dict(env), sort_keys=True).encode() + b"\n"
+
+
+def read_env(line: str) -> dict[str, str]:
+    """The rank side of `env_line`; {} when the launcher sent no such line. ValueError when malformed."""
+    if not line.strip():
+        return {}
+    data = json.loads(line)
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError("expected one JSON object of names to string values")
+    if any("\0" in k + v or "=" in k or not k for k, v in data.items()):
+        raise ValueError("a name or value that no environment can hold")
+    return data
+
+
 def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
-           new_session: bool = True) -> subprocess.Popen[bytes]:
+           new_session: bool = True, remote_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start one rank (or its ssh). Either way Ctrl-C at the terminal reaches the controller only, which
     ends the ranks itself. Local ranks get a process group of their own but stay in the controller's
     session: with the kernel's autogroup scheduling a session is a CPU-sharing group, and ranks in a
@@ -51,13 +81,13 @@ def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                 **group)
     assert proc.stdin is not None
-    _send_key(proc.stdin, key)
+    _send_key(proc.stdin, key, remote_env)
     return proc
 
 
-def _send_key(stdin: IO[bytes], key: str) -> None:
+def _send_key(stdin: IO[bytes], key: str, remote_env: Mapping[str, str] | None = None) -> None:
     try:
-        stdin.write(key.encode() + b"\n")
+        stdin.write(key.encode() + b"\n" + (env_line(remote_env) if remote_env is not None else b""))
         stdin.close()
     except BrokenPipeError:
         pass  # the rank died at once; the pool notices and reports its output
@@ -144,13 +174,14 @@ class HostsLauncher(Launcher):
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
         per_node = nranks // len(self.nodes)
+        travel = rank_env(env)  # the template's own environment (ssh: the remote login's) gets these
         procs = []
         for r in range(nranks):
             host = self.nodes[r // per_node]
             args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
                     "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",
                     "--backend", env["CC_BACKEND"]]
-            procs.append(_popen(args, env, logs[r], key))
+            procs.append(_popen(args, env, logs[r], key, remote_env=travel))
         return procs
 
 

@@ -37,14 +37,27 @@ def _die_with_parent() -> None:
 
 def main() -> int:
     _die_with_parent()
-    import torch
-    import torch.distributed as dist
-
-    from clustercheck.measure import RankContext, run_task
-    from clustercheck.measure.nccl_log import NcclLog, log_name
+    from clustercheck.launch import read_env
 
     env = os.environ
     args = _args()
+    # the pool's HMAC key: from the environment (local, srun), else the first line on stdin (hosts)
+    key = env.pop(wire.TOKEN_ENV, None)
+    if key is None:
+        key = sys.stdin.readline().strip()
+        try:  # the hosts launcher's second line: the variables the pool set for this rank
+            env.update(read_env(sys.stdin.readline()))
+        except ValueError as exc:
+            print(f"clustercheck rank: refusing the environment on stdin: {exc}", file=sys.stderr, flush=True)
+            return 2
+    import torch  # after the environment is complete: torch and OpenMP read some variables at import
+    import torch.distributed as dist
+
+    from clustercheck.binding import device_index
+    from clustercheck.errors import UserError
+    from clustercheck.measure import RankContext, cuda_bus_id, run_task
+    from clustercheck.measure.nccl_log import NcclLog, log_name
+
     if args.from_slurm:
         rank, local_rank, node = int(env["SLURM_PROCID"]), int(env["SLURM_LOCALID"]), env["SLURMD_NODENAME"]
         world = int(env["SLURM_NTASKS"])
@@ -53,21 +66,25 @@ def main() -> int:
         world = args.world_size or int(env["CC_WORLD_SIZE"])
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
-    # the pool's HMAC key: from the environment (local, srun), else the first line on stdin (hosts)
-    key = env.pop(wire.TOKEN_ENV, None) or sys.stdin.readline().strip()
     store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
     device = torch.device("cpu")
-    nccl_log = None
+    nccl_log, bus = None, ""
     if backend == "nccl":  # before NCCL initialises: it reads its debug settings once
         nccl_log = NcclLog.configure(os.environ, env.get("CC_NCCL_LOG", "off"), env.get("CC_LOG_DIR", ""),
                                      log_name(env.get("CC_POOL_NUMBER", "0"), rank))
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        try:  # by CUDA's count, not NVML's: CUDA_VISIBLE_DEVICES (the user's, or srun's per task) renumbers
+            index = device_index(env.get("CUDA_VISIBLE_DEVICES"), local_rank, torch.cuda.device_count(),
+                                 per_task=args.from_slurm)
+        except UserError as exc:  # one line, quoted by the pool as this rank's last output
+            print(f"clustercheck rank {rank} ({node}): {exc}", file=sys.stderr, flush=True)
+            return 2
+        torch.cuda.set_device(index)
+        device, bus = torch.device("cuda", index), cuda_bus_id(index)
     pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
     dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                             timeout=pg_timeout)
     ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node,
-                      nccl_log=nccl_log)
+                      nccl_log=nccl_log, bus_id=bus)
     store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
     seq = 0
     while True:
@@ -99,9 +116,17 @@ def _answer(store: Any, seq: int, rank: int, world: int, sealed: str, failed: bo
 
 
 def release_free_memory() -> None:
-    """Hand the heap's free pages back to the OS between tasks (never inside a timed loop). glibc keeps
-    freed buffers below its mmap threshold for reuse, so without this a rank that idles through a long
-    burn-in holds the high-water mark of whichever checks came before (+13% over a 30-minute soak)."""
+    """Hand free memory back between tasks (never inside a timed loop). glibc keeps freed buffers below
+    its mmap threshold for reuse, so without this a rank that idles through a long burn-in holds the
+    high-water mark of whichever checks came before (+13% over a 30-minute soak). torch's CUDA caching
+    allocator likewise keeps every freed block: the pools of one node share its GPUs (a timed and a
+    tuning pool per `env:`), so a pool that keeps its largest buffers cached starves the next one."""
+    import gc
+
+    gc.collect()  # a task's tensors caught in reference cycles (tracebacks, closures) go first
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
     trim = getattr(_LIBC, "malloc_trim", None)  # glibc only
     if trim is not None:
         trim(0)

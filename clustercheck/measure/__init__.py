@@ -22,27 +22,57 @@ class RankContext:
     host: str
     group: Any = None
     nccl_log: Any = None  # NcclLog on NCCL ranks: what NCCL wrote to this rank's debug file
+    bus_id: str = ""  # the PCI address of this rank's GPU (binding.bus_id); "" on CPU ranks
 
     def global_of(self, group_rank: int) -> int:
         import torch.distributed as dist
 
         return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, facts: bool = False) -> dict[str, Any]:
+        """Who this rank is; with `facts`, the node's first rank adds its node's platform facts (NVML,
+        sysfs, and the GPUs torch sees), which the controller detects the platform from."""
         import os
 
         info: dict[str, Any] = {"rank": self.rank, "local_rank": self.local_rank, "host": self.host, "pid": os.getpid(),
                                 "device": str(self.device), "backend": self.backend,
                                 "torch": torch.__version__}
         if self.device.type == "cuda":
+            from clustercheck.binding import locality, nvml_index
+
+            where = locality(self.bus_id) if self.bus_id else None
+            info.update(bus_id=self.bus_id, nvml_index=nvml_index(self.bus_id) if self.bus_id else None,
+                        numa_node=where.numa_node if where else None)
             info["gpu"] = torch.cuda.get_device_name(self.device)
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
             info["cuda"] = torch.version.cuda
+        if facts and self.local_rank == 0:
+            from clustercheck.platform import read_facts
+
+            info["facts"] = read_facts(torch_gpus=torch.cuda.device_count()).as_dict()
         return info
+
+    @property
+    def gpu(self) -> str:
+        """This rank's GPU as a subject: `GPU<local rank>`, stable across runs; rows add its bus id."""
+        return f"GPU{self.local_rank}"
 
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def cuda_bus_id(index: int) -> str:
+    """The PCI address of CUDA device `index`; "" where torch's device properties lack CUDA's PCI ids
+    (pci_domain_id/pci_bus_id/pci_device_id, present in torch 2.13, absent from its type stubs)."""
+    from clustercheck.binding import bus_id
+
+    props = torch.cuda.get_device_properties(index)
+    ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+    domain, bus, device = ids
+    if not (isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int)):
+        return ""
+    return bus_id(domain, bus, device)
 
 
 DELAY_SECONDS = 2.0
@@ -128,7 +158,7 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
         return {"idle": True}
     ctx = sub
     if op == "ping":
-        return ctx.describe()
+        return ctx.describe(facts=bool(params.get("facts")))
     path = task.get("runner")
     if not path:  # a task named by a built-in measure kind alone (tests, benchmarks)
         from clustercheck.checks import KINDS

@@ -24,7 +24,7 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 def _barrier(ctx: RankContext) -> None:
     if ctx.backend == "nccl":
-        dist.barrier(group=ctx.group, device_ids=[ctx.local_rank])
+        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])  # CUDA's index, not the local rank
     else:
         dist.barrier(group=ctx.group)
 
@@ -54,12 +54,19 @@ def _fill(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> None:
     buf[full * tile.numel():].copy_(tile[: buf.numel() - full * tile.numel()])
 
 
+_CHUNK = 16 << 20  # elements compared at a time: a 16 MiB mask, whatever the buffer's size
+
+
 def _wrong(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> int:
+    """Elements of `buf` that differ from the repeated period. Compared in chunks, so the boolean mask
+    (one byte per element: 1/4 of an fp32 buffer, 1/2 of a bf16 one) never grows with the buffer."""
     tile = torch.roll(period, -(offset % period.numel())).to(buf.dtype)
     full = buf.numel() // tile.numel()
     body = buf[: full * tile.numel()].view(full, tile.numel())
     rest = buf[full * tile.numel():]
-    return int((body != tile).sum().item()) + int((rest != tile[: rest.numel()]).sum().item())
+    rows = max(1, _CHUNK // tile.numel())
+    wrong = sum(int((body[k:k + rows] != tile).sum().item()) for k in range(0, full, rows))
+    return wrong + int((rest != tile[: rest.numel()]).sum().item())
 
 
 class Bench:
@@ -104,7 +111,7 @@ class Bench:
             raise ValueError(f"unknown collective {c!r}")
 
     def fill_random(self) -> None:
-        self.send.copy_(torch.rand(self.send.numel(), device=self.ctx.device))
+        self.send.uniform_()  # in place, in the buffer's dtype: no full-size fp32 temporary
 
     def fill_check(self, seed: int) -> None:
         ctx, c, r, n = self.ctx, self.coll, self.ctx.rank, self.ctx.world_size

@@ -17,19 +17,20 @@ from clustercheck.measure.collectives import _barrier
 _HOLD_CYCLES = 2_000_000  # ~1 ms of spinning: longer than enqueuing a few dozen copies
 
 
-def _pin_to_gpu_numa(ctx: RankContext) -> None:
-    """Run on the CPUs NVML says are close to this GPU, so pinned buffers land in its NUMA node."""
-    try:
-        import pynvml
+def _pin_to_gpu_numa(ctx: RankContext) -> set[int] | None:
+    """Run on the CPUs close to this rank's GPU (sysfs's local_cpulist for its PCI address, else NVML's
+    affinity for that address), so pinned buffers land in its NUMA node. Returns the affinity to put
+    back afterwards (later CPU-side checks in this pool must not inherit one node's cores), or None
+    when nothing was changed: no bus id, or neither source names CPUs (measure where we are, as
+    nvbandwidth does without -d)."""
+    from clustercheck.binding import gpu_cpus
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(ctx.local_rank)
-        words = pynvml.nvmlDeviceGetCpuAffinity(handle, ((os.cpu_count() or 64) + 63) // 64)
-        cpus = {w * 64 + b for w, word in enumerate(words) for b in range(64) if word >> b & 1}
-        if cpus:
-            os.sched_setaffinity(0, cpus & os.sched_getaffinity(0) or cpus)
-    except Exception:  # no NVML or no affinity information: measure where we are, as nvbandwidth -d
-        pass
+    cpus = gpu_cpus(ctx.bus_id) if ctx.bus_id else frozenset()
+    if not cpus:
+        return None
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus & before or cpus)
+    return before
 
 
 def _gpu_rate(op: Callable[[], object], nbytes: int, loops: int, samples: int, warmup: int = 4) -> list[float]:
@@ -72,22 +73,30 @@ def _one_at_a_time(ctx: RankContext, work: Callable[[], dict[str, Any]]) -> dict
     return out
 
 
-def _summary(rates: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+def _summary(rates: list[float], bus_id: str = "") -> dict[str, Any]:
+    """A metric's spread; with the PCI address of the subject's GPU(s), which rows carry as `bus_id`."""
+    out: dict[str, Any] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+    if bus_id:
+        out["bus_id"] = bus_id
+    return out
 
 
 def host_device(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
-    _pin_to_gpu_numa(ctx)
-    n = p["size"] // 4
-    host = torch.empty(n, dtype=torch.float32, pin_memory=True)
-    dev = torch.empty(n, dtype=torch.float32, device=ctx.device)
+    before = _pin_to_gpu_numa(ctx)
+    try:
+        n = p["size"] // 4
+        host = torch.empty(n, dtype=torch.float32, pin_memory=True)
+        dev = torch.empty(n, dtype=torch.float32, device=ctx.device)
 
-    def work() -> dict[str, Any]:
-        h2d = _gpu_rate(lambda: dev.copy_(host, non_blocking=True), p["size"], p["loops"], p["samples"])
-        d2h = _gpu_rate(lambda: host.copy_(dev, non_blocking=True), p["size"], p["loops"], p["samples"])
-        return {"h2d": _summary(h2d), "d2h": _summary(d2h)}
+        def work() -> dict[str, Any]:
+            h2d = _gpu_rate(lambda: dev.copy_(host, non_blocking=True), p["size"], p["loops"], p["samples"])
+            d2h = _gpu_rate(lambda: host.copy_(dev, non_blocking=True), p["size"], p["loops"], p["samples"])
+            return {"h2d": _summary(h2d, ctx.bus_id), "d2h": _summary(d2h, ctx.bus_id)}
 
-    return {"subjects": {f"GPU{ctx.local_rank}": _one_at_a_time(ctx, work)}}
+        return {"subjects": {ctx.gpu: _one_at_a_time(ctx, work)}}
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
 
 
 def device_memory(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +105,7 @@ def device_memory(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     dst = torch.empty_like(src)
     # a copy reads and writes every byte: count both, so the figure compares with the HBM spec (read+write)
     rates = _gpu_rate(lambda: dst.copy_(src), 2 * p["size"], p["loops"], p["samples"])
-    return {"subjects": {f"GPU{ctx.local_rank}": {"bandwidth": _summary(rates)}}}
+    return {"subjects": {ctx.gpu: {"bandwidth": _summary(rates, ctx.bus_id)}}}
 
 
 def host_memory(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -117,24 +126,34 @@ def gemm(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[
         p["dtype"] if p["dtype"] != "auto" else ("bfloat16" if cuda else "float32")]
     m = p["m"]
-    a = torch.randn(m, m, device=ctx.device).to(dtype)
-    b = torch.randn(m, m, device=ctx.device).to(dtype)
+    # random operands drawn in their own dtype: no full-size fp32 temporaries (memory.memory_need counts 3)
+    a = torch.empty(m, m, device=ctx.device, dtype=dtype).normal_()
+    b = torch.empty(m, m, device=ctx.device, dtype=dtype).normal_()
     c = torch.empty(m, m, device=ctx.device, dtype=dtype)
     flops = 2 * m ** 3
     rate = _gpu_rate if cuda else _cpu_rate
     tflops = [r * 1e9 / 1e12 for r in rate(lambda: torch.matmul(a, b, out=c), flops, p["loops"], p["samples"])]
-    name = f"GPU{ctx.local_rank}" if cuda else f"rank{ctx.rank}"
-    return {"subjects": {name: {"tflops": _summary(tflops)}}, "dtype": str(dtype).removeprefix("torch.")}
+    name = ctx.gpu if cuda else f"rank{ctx.rank}"
+    return {"subjects": {name: {"tflops": _summary(tflops, ctx.bus_id)}}, "dtype": str(dtype).removeprefix("torch.")}
 
 
 def p2p(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     """Every ordered GPU pair: rank i copies into a buffer on GPU j (torch runs a device-to-device copy
     on the source's stream: nvbandwidth's device_to_device_memcpy_write_ce); pairs one at a time.
-    Bidirectional: both ranks of a pair copy toward each other at once, and the sum is reported."""
+    Bidirectional: both ranks of a pair copy toward each other at once, and the sum is reported.
+    Each rank needs every GPU of its node visible: local rank j's GPU is CUDA device j (binding)."""
+    from clustercheck.measure import cuda_bus_id
+
+    visible = torch.cuda.device_count()
+    if visible < ctx.world_size:
+        raise RuntimeError(f"p2p copies between all {ctx.world_size} GPUs of the node, but this rank sees "
+                           f"{visible} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+                           "run it without per-task GPU binding")
     n = p["size"] // 4
     src = torch.empty(n, dtype=torch.float32, device=ctx.device)
     peers = {j: torch.empty(n, dtype=torch.float32, device=torch.device("cuda", j))
              for j in range(ctx.world_size) if j != ctx.local_rank}
+    bus = {j: cuda_bus_id(j) for j in range(ctx.world_size)}
     row: dict[str, Any] = {}
     for i in range(ctx.world_size):
         for j in range(ctx.world_size):
@@ -144,7 +163,7 @@ def p2p(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
             if ctx.local_rank == i:
                 dst = peers[j]
                 rates = _gpu_rate(lambda: dst.copy_(src, non_blocking=True), p["size"], p["loops"], p["samples"])
-                row[f"GPU{i}->GPU{j}"] = {"unidirectional": _summary(rates),
+                row[f"GPU{i}->GPU{j}"] = {"unidirectional": _summary(rates, f"{bus[i]}->{bus[j]}"),
                                           "peer_access": torch.cuda.can_device_access_peer(i, j)}
     if p["bidirectional"]:
         for i in range(ctx.world_size):
@@ -154,6 +173,7 @@ def p2p(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
                     other = j if ctx.local_rank == i else i
                     dst = peers[other]
                     rates = _gpu_rate(lambda: dst.copy_(src, non_blocking=True), p["size"], p["loops"], p["samples"])
-                    row[f"GPU{ctx.local_rank}->GPU{other}:bidir"] = {"share": _summary(rates)}
+                    row[f"GPU{ctx.local_rank}->GPU{other}:bidir"] = {
+                        "share": _summary(rates, f"{bus[ctx.local_rank]}->{bus[other]}")}
     _barrier(ctx)
     return {"subjects": row}
