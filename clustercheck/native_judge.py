@@ -46,6 +46,9 @@ NVBANDWIDTH_METRICS = {f"{name}{suffix}": ("ratio" if suffix == "_min_ratio" els
 
 BUILT_IN = "built in"
 _CORRECT = "correctness is not a threshold a platform may relax"
+# NVIDIA/nccl-tests src/common.cu: main returns non-zero when errors[0] (#wrong) or the Avg bus bandwidth is
+# below 0.9 x NCCL_TESTS_MIN_BW
+_NCCL_EXIT = " (nccl-tests exits non-zero when a result is wrong or below NCCL_TESTS_MIN_BW)"
 _RUN_RULE = "a complete run: the tool's whole output, no failure line, exit status 0, within its timeout"
 
 
@@ -105,11 +108,12 @@ def _parse(parse: Callable[[str], T], result: Mapping[str, Any]) -> T:
                            f"({exc}){_stderr_line(result)}") from None
 
 
-def _run_verdict(check_id: str, result: Mapping[str, Any], failure: str | None, summary: str) -> Verdict:
+def _run_verdict(check_id: str, result: Mapping[str, Any], failure: str | None, summary: str,
+                 exit_hint: str = "") -> Verdict:
     problems = [failure] if failure else []
     ended = _ended(result)
     if ended:
-        problems.append(ended + ("" if failure else _stderr_line(result)))
+        problems.append(ended + ("" if failure else exit_hint + _stderr_line(result)))
     passed = not problems
     detail = "; ".join(problems) if problems else f"{summary}; exit status 0 in {result['seconds']:g} s"
     rule = Expectation(check_id, "run", "a complete run", BUILT_IN, _RUN_RULE)
@@ -150,10 +154,11 @@ def judge_nccl_tests(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdic
     m = Measurement(metrics=metrics, units=dict(NCCL_METRICS), rows=rows, worst=result["host"],
                     judged_at=largest.size if largest else None)
     check = a.check
-    verdicts = [_run_verdict(check.id, result, run.failure, _nccl_summary(run, result))]
-    verdicts += _data_verdicts(check.id, run, result["binary"], check.params["check"])
+    # the data verdicts first: a wrong result is what an exclusion list should name, not the exit status
+    data = _data_verdicts(check.id, run, result["binary"], check.params["check"])
+    ran = _run_verdict(check.id, result, run.failure, _nccl_summary(run, result), _NCCL_EXIT)
     profile = {k: v for k, v in rules.limits.items() if k not in ("wrong", "out_of_bounds")}
-    return m, verdicts + _judge_limits(m, profile, verdicts[0].passed)
+    return m, data + [ran] + _judge_limits(m, profile, ran.passed)
 
 
 def _nccl_summary(run: NcclTestsRun, result: Mapping[str, Any]) -> str:
