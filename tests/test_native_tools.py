@@ -269,3 +269,20 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
     assert [v["metric"] for v in crash["verdicts"]] == ["run"]  # nothing measured, nothing else judged
     html = (project.path / "out" / "latest" / "report.html").read_text()
     assert html.count("<svg") >= 2 and "nccl-pass" in html and "GPU7" in html
+
+
+@pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
+def test_the_shipped_suite_has_limits_for_every_check_on_the_8_gpu_profiles(platform: str) -> None:
+    from clustercheck.judge import check_metrics
+    from clustercheck.thresholds import load_profile
+
+    root = Path(__file__).resolve().parent.parent
+    suite = load_suite(root / "suites" / "native-tools.yaml")
+    profile = load_profile(root / "thresholds" / f"{platform}.yaml")
+    assert {c.measure for c in suite.checks} >= {"nccl_tests", "nvbandwidth", "all_reduce"}
+    for check in suite.checks:
+        check_metrics(check, profile)  # every limit names a metric its kind reports, in a fitting unit
+        limits = profile.limits_for(check.id)
+        assert limits and all("https://" in limit.source or "allreduce-default" in limit.source or
+                              check.measure not in ("nccl_tests", "nvbandwidth") for limit in limits.values())
+    assert profile.limits["nvbandwidth-p2p"]["device_to_device_memcpy_read_ce"].value == 335.0
