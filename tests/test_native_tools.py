@@ -286,3 +286,55 @@ def test_the_shipped_suite_has_limits_for_every_check_on_the_8_gpu_profiles(plat
         assert limits and all("https://" in limit.source or "allreduce-default" in limit.source or
                               check.measure not in ("nccl_tests", "nvbandwidth") for limit in limits.values())
     assert profile.limits["nvbandwidth-p2p"]["device_to_device_memcpy_read_ce"].value == 335.0
+
+
+# -- judging edge cases, without a pool -------------------------------------------------------------
+
+def _answers(tmp_path: Path, measure: str, params: str, ran: dict) -> object:
+    from clustercheck.checks import Answers
+
+    path = tmp_path / "s.yaml"
+    path.write_text(f"checks:\n  - id: x\n    measure: {measure}\n    params: {params}\n")
+    check = load_suite(path).checks[0]
+    result = {"host": "node7", "binary": "all_reduce_perf", "argv": [], "outcome": "ran", "returncode": 0,
+              "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": "", "stdout_bytes": 0,
+              "truncated": False, "stderr_tail": "", **ran}
+    return Answers(check, [result, {}], [{"host": "node7"}, {"host": "node7"}], "gloo")
+
+
+def _judge(answers: object) -> tuple[object, list]:
+    from clustercheck.checks import KINDS, Rules
+
+    return KINDS[answers.check.measure].judge(answers, Rules({}))  # type: ignore[attr-defined]
+
+
+def test_a_run_stopped_by_its_timeout_fails_on_what_it_printed(tmp_path: Path) -> None:
+    head = "\n".join(captured(NCCL_PASS).split("\n")[:30])  # the table cut after 8 rows
+    _, verdicts = _judge(_answers(tmp_path, "nccl_tests", "{}", {"stdout": head, "timed_out": True,
+                                                                  "returncode": -9}))
+    run = next(v for v in verdicts if v.metric == "run")
+    assert not run.passed and "without its 'Out of bounds values' footer" in run.detail
+    assert "stopped after 54 s" in run.detail
+
+
+def test_validation_asked_for_but_not_done_fails_and_validation_off_does_not(tmp_path: Path) -> None:
+    def unchecked(line: str) -> str:  # the #wrong columns of a row (9th and 13th) as `-c 0` prints them
+        tokens = line.split()
+        return " ".join(tokens[:8] + ["N/A"] + tokens[9:12] + ["N/A"]) if tokens and tokens[0].isdigit() else line
+
+    text = "\n".join(unchecked(line) for line in captured(NCCL_PASS).split("\n"))
+    assert text.count("N/A") == 62
+    _, asked = _judge(_answers(tmp_path, "nccl_tests", "{check: 1}", {"stdout": text}))
+    assert [(v.metric, v.passed) for v in asked if v.metric == "wrong"] == [("wrong", False)]
+    _, off = _judge(_answers(tmp_path, "nccl_tests", "{check: 0}", {"stdout": text}))
+    assert all(v.passed for v in off) and not any(v.metric == "wrong" for v in off)
+
+
+def test_out_of_bounds_values_fail_and_cut_output_is_an_error_not_a_verdict(tmp_path: Path) -> None:
+    from clustercheck.errors import HarnessError
+
+    text = captured(NCCL_PASS).replace("# Out of bounds values : 0 OK", "# Out of bounds values : 4 FAILED")
+    _, verdicts = _judge(_answers(tmp_path, "nccl_tests", "{}", {"stdout": text, "returncode": 1}))
+    assert [(v.metric, v.measured) for v in verdicts if not v.passed] == [("out_of_bounds", 4.0), ("run", "failed")]
+    with pytest.raises(HarnessError, match="more than clustercheck keeps"):
+        _judge(_answers(tmp_path, "nccl_tests", "{}", {"stdout": text, "truncated": True, "stdout_bytes": 9 << 20}))
