@@ -44,6 +44,7 @@ class RankContext:
             info.update(bus_id=self.bus_id, nvml_index=nvml_index(self.bus_id) if self.bus_id else None,
                         numa_node=where.numa_node if where else None)
             info["gpu"] = torch.cuda.get_device_name(self.device)
+            info["cuda_reserved"] = torch.cuda.memory_reserved(self.device)  # what the caching allocator holds
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
             info["cuda"] = torch.version.cuda
         if facts and self.local_rank == 0:

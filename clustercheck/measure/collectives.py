@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from clustercheck.formulas import Layout, layout
 from clustercheck.measure import RankContext, fault_here
+from clustercheck.memory import CHECK_CHUNK
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _PERIOD = 1021  # prime; check data repeats every _PERIOD (or n x _PERIOD) elements
@@ -54,9 +55,6 @@ def _fill(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> None:
     buf[full * tile.numel():].copy_(tile[: buf.numel() - full * tile.numel()])
 
 
-_CHUNK = 16 << 20  # elements compared at a time: a 16 MiB mask, whatever the buffer's size
-
-
 def _wrong(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> int:
     """Elements of `buf` that differ from the repeated period. Compared in chunks, so the boolean mask
     (one byte per element: 1/4 of an fp32 buffer, 1/2 of a bf16 one) never grows with the buffer."""
@@ -64,7 +62,7 @@ def _wrong(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> int:
     full = buf.numel() // tile.numel()
     body = buf[: full * tile.numel()].view(full, tile.numel())
     rest = buf[full * tile.numel():]
-    rows = max(1, _CHUNK // tile.numel())
+    rows = max(1, CHECK_CHUNK // tile.numel())  # a 16 MiB mask, whatever the buffer's size
     wrong = sum(int((body[k:k + rows] != tile).sum().item()) for k in range(0, full, rows))
     return wrong + int((rest != tile[: rest.numel()]).sum().item())
 

@@ -1,0 +1,146 @@
+"""Will a suite's buffers fit? Each measure kind's peak buffer bytes, counted as its rank-side code
+allocates them (measure/collectives.py, measure/copies.py), and the refusal the session raises before
+any rank starts when a check cannot fit the GPUs' memory (NCCL) or the node's host memory (gloo, and
+host-side buffers). No torch here.
+
+Counted: the buffers a task allocates and holds at its peak, and the bounded comparison mask of the
+correctness check. Not counted: the CUDA context, NCCL's or gloo's own buffers and the allocator's
+rounding, which come on top; so a check refused here cannot run, and one accepted may still be tight."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.formulas import PLACEMENTS, layout
+from clustercheck.params import DTYPES
+
+CHECK_CHUNK = 16 << 20  # elements a correctness check compares at once (collectives._wrong): its mask's bytes
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 30):.1f} GiB"
+
+
+def _collective(measure: str, params: Mapping[str, Any], nranks: int) -> tuple[int, int]:
+    """(peak bytes per rank, the size that sets it): one Bench at a time, as collectives.collective
+    builds them: out of place a send and a receive buffer, in place one buffer (reduce_scatter's
+    in-place send holds the receive slice)."""
+    elt = DTYPES[params.get("dtype", "float32")]
+    peak, at = 0, 0
+    for size in params["sizes"]:
+        lay = layout(measure, size, elt, nranks)
+        for placement in params.get("placements", PLACEMENTS[measure]):
+            if placement == "out":
+                count = lay.send_count + lay.recv_count
+            elif measure == "reduce_scatter":
+                count = lay.send_count
+            else:
+                count = lay.recv_count
+            need = count * elt + min(max(lay.send_count, lay.recv_count), CHECK_CHUNK)  # + the bool mask
+            if need > peak:
+                peak, at = need, size
+    return peak, at
+
+
+def memory_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, backend: str = "nccl") -> int:
+    """Peak bytes one rank's task holds in the memory it measures: its GPU under NCCL (p2p: what lands
+    on one GPU, its own source and one target buffer from each other rank), host memory on a CPU
+    rank. 0 for kinds with no buffers of their own (probes, native tools, kinds this module does not
+    know)."""
+    return _needs(measure, params, nranks_per_node, backend)[0]
+
+
+def host_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, backend: str = "nccl") -> int:
+    """Peak host bytes of the whole node for this check: every rank's buffers under gloo; under NCCL the
+    host-side ones only (host_device's pinned buffer, host_memory's pair)."""
+    return _needs(measure, params, nranks_per_node, backend)[1]
+
+
+def _needs(measure: str, params: Mapping[str, Any], n: int, backend: str) -> tuple[int, int, int]:
+    """(per rank on its device or host, host per node, the size that sets the peak)."""
+    gpu = backend == "nccl"
+    if measure in PLACEMENTS:
+        per_rank, size = _collective(measure, params, n)
+    elif measure == "host_memory":  # src and dst on the host, allocated by every rank at once
+        size = params["size"]
+        return 2 * size, 2 * size * n, size
+    elif measure == "host_device":  # the device buffer, and its pinned twin on the host
+        size = params["size"]
+        return size, size * n, size
+    elif measure == "device_memory":
+        size = params["size"]
+        per_rank = 2 * size
+    elif measure == "p2p":
+        size = params["size"]
+        per_rank = n * size
+    elif measure == "gemm":  # a, b and c, drawn in their own dtype; auto is bf16 on GPUs, fp32 on CPUs
+        dtype = params.get("dtype", "auto")
+        elt = DTYPES[dtype] if dtype != "auto" else (2 if gpu else 4)
+        size = params["m"] ** 2 * elt
+        per_rank = 3 * size
+    else:
+        return 0, 0, 0
+    return per_rank, 0 if gpu else per_rank * n, size
+
+
+def check_fits(checks: Iterable[Any], nranks_per_node: int, backend: str, device_bytes: int | None,
+               host_bytes: int | None) -> None:
+    """Refuse (UserError naming the check, its file:line, the size, the need and what is available)
+    the first check whose buffers cannot fit: per GPU against `device_bytes` (NCCL), per node against
+    `host_bytes`. None: that memory is unknown and not judged. GPU-only kinds are not judged on a gloo
+    run, which skips them. `checks`: suite.CheckSpec (id, measure, params, file, line)."""
+    from clustercheck.checks import KINDS
+
+    for check in checks:
+        kind = KINDS.get(check.measure)
+        if backend != "nccl" and kind is not None and kind.gpu_only:
+            continue
+        per_rank, host, size = _needs(check.measure, check.params, nranks_per_node, backend)
+        if backend == "nccl" and device_bytes is not None and per_rank > device_bytes:
+            _refuse(check, size, f"{_gib(per_rank)} of memory on each GPU", f"a GPU has {_gib(device_bytes)}",
+                    "use smaller sizes")
+        if host_bytes is not None and host > host_bytes:
+            each = host // nranks_per_node
+            _refuse(check, size, f"{_gib(host)} of host memory ({_gib(each)} per rank x {nranks_per_node} "
+                                 f"ranks per node, {backend})", f"this node has {_gib(host_bytes)} available",
+                    "use smaller sizes or fewer ranks (--ranks)")
+
+
+def _refuse(check: Any, size: int, need: str, available: str, advice: str) -> None:
+    from clustercheck.units import format_size
+
+    raise UserError(f"check {check.id}: {check.measure} of {format_size(size)} needs {need}, but {available}; "
+                    f"{advice}", file=check.file, line=check.line)
+
+
+def host_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Host memory a run can use now: MemAvailable (Linux's estimate of what can be allocated without
+    swapping, Documentation/filesystems/proc.rst), else all physical memory; None when unknown."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name == "MemAvailable":
+                return int(value.split()[0]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def device_available() -> int | None:
+    """The least free memory of this machine's GPUs (NVML), None without NVML or GPUs. Read where the
+    ranks run: a controller without GPUs has nothing to say about the nodes'."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        free = [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free)
+                for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:
+        return None
+    return min(free) if free else None
