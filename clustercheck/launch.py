@@ -37,16 +37,23 @@ class Launcher:
         """(address to listen on, address the ranks connect to)."""
         return "127.0.0.1", "127.0.0.1"
 
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+        """Start the ranks with `env` (the controller's environment plus the pool's); `check_env`, the
+        check's own `env:`, lets a launcher whose ranks do not inherit `env` send it whole (hosts)."""
         raise NotImplementedError
 
 
-def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None,
+             check_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """What a remote rank must be told: every variable the pool set or changed for its ranks (`env` is
-    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts), and
-    every CC_* variable. The rest of the controller's environment stays on the controller."""
+    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts),
+    every CC_* variable, and the check's `env:` even where the controller's value is the same. The
+    rest of the controller's environment stays on the controller."""
     base = os.environ if base is None else base
-    return {k: v for k, v in sorted(env.items()) if k.startswith("CC_") or base.get(k) != v}
+    out = {k: v for k, v in env.items() if k.startswith("CC_") or base.get(k) != v}
+    out.update(check_env or {})
+    return dict(sorted(out.items()))
 
 
 def env_line(env: Mapping[str, str]) -> bytes:
@@ -99,7 +106,8 @@ class LocalLauncher(Launcher):
     def __init__(self) -> None:
         self.nodes = (socket.gethostname(),)
 
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
                        env, logs[r], key, new_session=False) for r in range(nranks)]
 
@@ -127,7 +135,8 @@ class SlurmLauncher(Launcher):
     def store_bind(self) -> tuple[str, str]:
         return "0.0.0.0", _advertised()
 
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         per_node = nranks // len(self.nodes)
         from clustercheck.wire import TOKEN_ENV
 
@@ -172,9 +181,10 @@ class HostsLauncher(Launcher):
             out.append(sys.executable)
         return out
 
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path]) -> list[subprocess.Popen[bytes]]:
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         per_node = nranks // len(self.nodes)
-        travel = rank_env(env)  # the template's own environment (ssh: the remote login's) gets these
+        travel = rank_env(env, check_env=check_env)  # laid over the remote login's own environment
         procs = []
         for r in range(nranks):
             host = self.nodes[r // per_node]

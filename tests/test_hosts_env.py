@@ -70,6 +70,10 @@ def test_only_what_the_pool_set_travels() -> None:
     pool = {**base, "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "CC_WORLD_SIZE": "4", "OMP_NUM_THREADS": "1"}
     assert rank_env(pool, base) == {"CC_WORLD_SIZE": "4", "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO",
                                     "OMP_NUM_THREADS": "1"}
+    # the check's env: travels even where the controller happens to hold the same value
+    same = {**base, "NCCL_ALGO": "Ring"}
+    assert "NCCL_ALGO" not in rank_env(same, same)
+    assert rank_env(same, same, check_env={"NCCL_ALGO": "Ring"}) == {"NCCL_ALGO": "Ring"}
 
 
 def test_the_env_line_round_trips_values_a_shell_would_split() -> None:
