@@ -1,19 +1,24 @@
-"""Which platform is this? Facts read from the hardware (NVML), matched against each threshold
-profile's `detect:` block: PCI device id, GPU count and active NVLinks, not the marketing name."""
+"""Which platform is this? Facts read from the hardware (NVML, sysfs), matched against each threshold
+profile's `detect:` block. The platform is named by PCI device id and its variant by the NVLinks a GPU
+*has*, never by how many GPUs or links are up: a node with a GPU lost or a link down is still that
+platform, and the versions and nvlink probes judge it failed (docs/design.md, "Platform facts")."""
 
 from __future__ import annotations
 
 import dataclasses
-
 import os
 import platform as _platform
 import socket
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+import hostlist
+
+from clustercheck import nvml
 from clustercheck.errors import UserError
+from clustercheck.nvml import Gpu, NvmlFault
 from clustercheck.paths import display
 from clustercheck.thresholds import Profile, load_profile
 
@@ -21,10 +26,10 @@ from clustercheck.thresholds import Profile, load_profile
 @dataclass(frozen=True)
 class Facts:
     host: str
-    gpu_count: int
+    gpu_count: int                       # GPUs NVML lists (nvmlDeviceGetCount), reachable or not
     gpu_names: tuple[str, ...] = ()
     pci_device_ids: tuple[int, ...] = ()
-    nvlinks_per_gpu: int | None = None
+    nvlinks_per_gpu: int | None = None   # links a GPU has, up or down (the most any GPU here has)
     driver: str | None = None
     cuda_driver: str | None = None
     nvml_status: str = ""
@@ -34,17 +39,41 @@ class Facts:
     # Accelerators seen on the PCI bus (sysfs), whatever their driver: an AMD or Intel Gaudi box, or NVIDIA
     # GPUs without a working driver, must not look like a CPU-only machine to detection.
     pci_accelerators: tuple[int, ...] = ()
+    pci_gpus: tuple[str, ...] = ()       # bus ids of NVIDIA GPUs on the PCI bus: names a GPU NVML lost
+    gpus: tuple[Gpu, ...] = ()
+    nvml_faults: tuple[NvmlFault, ...] = ()
+    torch_gpus: int | None = None        # devices torch sees; read on the ranks only (None elsewhere)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pci_device_ids"] = [f"0x{i:04x}" for i in self.pci_device_ids]
         d["pci_accelerators"] = [f"0x{i:04x}" for i in self.pci_accelerators]
+        for gpu in d["gpus"]:
+            gpu["device_id"] = None if gpu["device_id"] is None else f"0x{gpu['device_id']:04x}"
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Facts:
+        """The inverse of `as_dict` (facts a rank read on its node)."""
+        def ids(values: Any) -> tuple[int, ...]:
+            return tuple(int(v, 16) if isinstance(v, str) else int(v) for v in values or ())
+
+        gpus = tuple(Gpu(**{**g, "device_id": ids([g["device_id"]])[0] if g.get("device_id") else None})
+                     for g in d.get("gpus") or ())
+        return cls(**{**d, "gpu_names": tuple(d.get("gpu_names") or ()), "pci_device_ids": ids(d.get("pci_device_ids")),
+                      "pci_accelerators": ids(d.get("pci_accelerators")), "pci_gpus": tuple(d.get("pci_gpus") or ()),
+                      "gpus": gpus, "nvml_faults": tuple(NvmlFault(**f) for f in d.get("nvml_faults") or ()),
+                      "versions": dict(d.get("versions") or {})})
 
     @property
     def accelerator_count(self) -> int:
-        """GPUs by NVML, else accelerators on the PCI bus."""
-        return self.gpu_count or len(self.pci_accelerators)
+        """GPUs by NVML, on the PCI bus or seen by torch, whichever says most."""
+        return max(self.gpu_count, len(self.pci_accelerators), self.torch_gpus or 0)
+
+    @property
+    def usable_gpus(self) -> int:
+        """GPUs a rank can bind: torch's count where a rank read it, else NVML's."""
+        return self.gpu_count if self.torch_gpus is None else self.torch_gpus
 
     @property
     def device_ids(self) -> tuple[int, ...]:
@@ -66,13 +95,14 @@ def _versions() -> dict[str, str]:
 _ACCEL_VENDORS = (0x10DE, 0x1002, 0x1DA3)
 
 
-def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ...]:
-    """Device ids of accelerator functions in sysfs (display class 0x03 or processing accelerator 0x12)."""
-    ids = []
+def _pci_functions(root: Path) -> list[tuple[str, int, int]]:
+    """(bus id, vendor, device) of accelerator functions in sysfs (display class 0x03 or processing
+    accelerator 0x12) of the vendors above."""
+    found = []
     try:
         devices = sorted(root.iterdir())
     except OSError:
-        return ()
+        return []
     for dev in devices:
         try:
             cls = int((dev / "class").read_text(), 16)
@@ -81,85 +111,144 @@ def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ..
         except (OSError, ValueError):
             continue
         if cls >> 16 in (0x03, 0x12) and vendor in _ACCEL_VENDORS:
-            ids.append(device)
-    return tuple(ids)
+            found.append((dev.name.lower(), vendor, device))
+    return found
 
 
-def read_facts() -> Facts:
+def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ...]:
+    """Device ids of the accelerators on the PCI bus."""
+    return tuple(device for _, _, device in _pci_functions(root))
+
+
+def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pci/devices")) -> Facts:
+    """This machine's facts. Never raises for the hardware's sake: a GPU NVML cannot reach is an
+    `nvml_faults` entry, NVML missing altogether is `nvml_status`."""
+    functions = _pci_functions(pci_root)
     base = Facts(host=socket.gethostname(), gpu_count=0, cpu_count=os.cpu_count() or 0,
                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
-                 pci_accelerators=pci_accelerators())
+                 pci_accelerators=tuple(device for _, _, device in functions),
+                 pci_gpus=tuple(bus for bus, vendor, _ in functions if vendor == 0x10DE), torch_gpus=torch_gpus)
     try:
         import pynvml
-
-        pynvml.nvmlInit()
-    except Exception as exc:  # no driver, no library, no GPU: all mean "no NVIDIA GPU here"
-        return dataclasses.replace(base, nvml_status=f"NVML unavailable: {type(exc).__name__}")
+    except ImportError:
+        return dataclasses.replace(base, nvml_status="NVML unavailable: pynvml is not installed")
     try:
-        count = pynvml.nvmlDeviceGetCount()
-        names, ids, links = [], [], []
-        for i in range(count):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            names.append(name.decode() if isinstance(name, bytes) else name)
-            ids.append(pynvml.nvmlDeviceGetPciInfo(h).pciDeviceId >> 16)
-            links.append(_active_nvlinks(pynvml, h))
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return dataclasses.replace(base, gpu_count=count, gpu_names=tuple(names),
-                                   pci_device_ids=tuple(sorted(set(ids))),
-                                   nvlinks_per_gpu=min(links) if links else None,
-                                   driver=driver.decode() if isinstance(driver, bytes) else driver,
-                                   cuda_driver=f"{cuda // 1000}.{cuda % 1000 // 10}", nvml_status="ok")
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver, no library, no GPU: NVML sees nothing (PCI and torch may)
+        return dataclasses.replace(base, nvml_status=f"NVML unavailable: {nvml.error_name(pynvml, exc)}")
+    try:
+        got = nvml.read(pynvml)
     finally:
-        pynvml.nvmlShutdown()
-
-
-def _active_nvlinks(pynvml: Any, handle: Any) -> int:
-    active = 0
-    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
-            if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
-                active += 1
+            pynvml.nvmlShutdown()
         except pynvml.NVMLError:
-            continue  # NotSupported / InvalidArgument past the last link
-    return active
+            pass  # what was read stands
+    links = [g.nvlinks for g in got.gpus if g.nvlinks is not None]
+    return dataclasses.replace(
+        base, gpu_count=got.count, gpu_names=tuple(g.name for g in got.gpus),
+        pci_device_ids=tuple(sorted({g.device_id for g in got.gpus if g.device_id is not None})),
+        nvlinks_per_gpu=max(links) if links else None, driver=got.driver, cuda_driver=got.cuda_driver,
+        gpus=got.gpus, nvml_faults=got.faults,
+        nvml_status="ok" if not got.faults else f"{len(got.faults)} NVML call(s) failed")
 
 
 def matches(profile: Profile, facts: Facts) -> bool:
-    if not profile.detect:
+    """The platform by PCI device id and its variant by the NVLinks a GPU has. The profile's gpu_count is
+    the most GPUs a node of it holds: fewer is that platform with GPUs missing (the versions probe fails
+    it), so only a profile without device ids (cpu) needs the exact count."""
+    detect = profile.detect
+    if not detect:
         return False
-    for key, want in profile.detect.items():
-        if key == "gpu_count":
-            have: object = facts.accelerator_count
-        elif key == "pci_device_ids":
-            have = facts.device_ids
-            if not have or not isinstance(want, tuple) or not set(have) <= set(want):
-                return False
-            continue
-        else:
-            have = getattr(facts, key)  # nvlinks_per_gpu: None (unknown) never equals a number
-        if have != want:
+    count, want_count = facts.accelerator_count, detect.get("gpu_count")
+    ids = detect.get("pci_device_ids")
+    if isinstance(ids, tuple):
+        if not facts.device_ids or not set(facts.device_ids) <= set(ids):
             return False
-    return True
+        if isinstance(want_count, int) and not 0 < count <= want_count:
+            return False
+    elif want_count is not None and count != want_count:
+        return False
+    links = detect.get("nvlinks_per_gpu")
+    # links unknown (NVML down): the device id alone names the platform, and the probes judge the node
+    return links is None or facts.nvlinks_per_gpu is None or facts.nvlinks_per_gpu == links
 
 
-def detect(directory: Path, facts: Facts) -> Profile:
+def _closest(found: list[Profile], facts: Facts) -> list[Profile]:
+    """Of several matches, the ones whose gpu_count is nearest above this node's count (an HGX 4-GPU
+    profile beside the 8-GPU one of the same GPU)."""
+    counts = [p.detect.get("gpu_count") for p in found]
+    if len(found) < 2 or not all(isinstance(c, int) for c in counts):
+        return found
+    best = min(c for c in counts if isinstance(c, int))
+    return [p for p, c in zip(found, counts) if c == best]
+
+
+def _profiles(directory: Path) -> list[Profile]:
+    return [load_profile(p, display(p)) for p in sorted(directory.glob("*.yaml"))]
+
+
+def detect(directory: Path, facts: Facts, profiles: list[Profile] | None = None, where: str = "this machine"
+           ) -> Profile:
     """The single profile whose detect block matches; a clear error when none or several do."""
-    profiles = [load_profile(p, display(p)) for p in sorted(directory.glob("*.yaml"))]
-    found = [p for p in profiles if matches(p, facts)]
-    summary = describe(facts)
+    found = _closest([p for p in (profiles if profiles is not None else _profiles(directory)) if matches(p, facts)],
+                     facts)
     if not found:
-        raise UserError(f"no threshold profile in {directory} matches this machine ({summary.strip()}); "
+        raise UserError(f"no threshold profile in {directory} matches {where} ({describe(facts).strip()}); "
                         f"pick one with --platform")
     if len(found) > 1:
-        raise UserError(f"several profiles match this machine ({', '.join(p.name for p in found)}); "
+        raise UserError(f"several profiles match {where} ({', '.join(p.name for p in found)}); "
                         f"pick one with --platform")
     return found[0]
+
+
+def detect_nodes(directory: Path, nodes: Mapping[str, Facts]) -> Profile:
+    """The one profile every node matches. One line naming the nodes when some match none or when
+    they match different platforms: a mixed allocation is not one run's platform."""
+    profiles = _profiles(directory)
+    by_profile: dict[str, list[str]] = {}
+    chosen: dict[str, Profile] = {}
+    unmatched: dict[str, list[str]] = {}
+    for node, facts in nodes.items():
+        try:
+            profile = detect(directory, facts, profiles, where=node)
+        except UserError:
+            unmatched.setdefault(describe(facts).strip(), []).append(node)
+            continue
+        by_profile.setdefault(profile.name, []).append(node)
+        chosen[profile.name] = profile
+    if unmatched:
+        listed = "; ".join(f"{hostlist.collect_hostlist(n)} ({why})" for why, n in unmatched.items())
+        raise UserError(f"no threshold profile in {directory} matches node(s) {listed}; pick one with --platform")
+    if len(by_profile) > 1:
+        listed = "; ".join(f"{name} on {hostlist.collect_hostlist(n)}" for name, n in by_profile.items())
+        raise UserError(f"the nodes disagree on the platform: {listed}; run each platform on its own "
+                        f"(--hosts or a Slurm partition of one kind) or name one with --platform")
+    (profile,) = chosen.values()
+    return profile
+
+
+def layout(backend: str, ranks: int | None, nodes: Mapping[str, Facts]) -> tuple[str, int]:
+    """The backend and ranks per node for `--backend` (auto, nccl, gloo) and `--ranks`. NCCL wherever the
+    nodes' ranks see GPUs (never gloo for a GPU cluster read from a GPU-less head node); one rank per
+    GPU, as many as the node with the fewest has."""
+    usable = {node: f.usable_gpus for node, f in nodes.items()}
+    if backend == "auto":
+        backend = "nccl" if any(usable.values()) else "gloo"
+    if ranks:
+        return backend, ranks
+    if backend != "nccl" or not any(usable.values()):
+        return backend, 2
+    blind = [n for n, count in usable.items() if count == 0]
+    if blind:
+        raise UserError(f"CUDA sees no GPU on node(s) {hostlist.collect_hostlist(blind)} while the others "
+                        f"see {max(usable.values())}: NCCL ranks cannot start there; fix the node or leave it out")
+    return backend, min(usable.values())
 
 
 def describe(facts: Facts) -> str:
     """The facts detection uses, in one line (printed and recorded with the chosen profile)."""
     names = ", ".join(sorted(set(facts.gpu_names)))
+    faults = f", {len(facts.nvml_faults)} NVML error(s)" if facts.nvml_faults else ""
+    status = f", {facts.nvml_status}" if facts.nvml_status.startswith("NVML unavailable") and facts.pci_gpus else ""
     return (f"{facts.accelerator_count} GPU(s){' ' + names if names else ''}, "
-            f"pci ids {[f'0x{i:04x}' for i in facts.device_ids]}, nvlinks/GPU {facts.nvlinks_per_gpu}")
+            f"pci ids {[f'0x{i:04x}' for i in facts.device_ids]}, nvlinks/GPU {facts.nvlinks_per_gpu}{faults}{status}")

@@ -5,17 +5,19 @@ to pytest."""
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from clustercheck import platform as platform_mod
-from clustercheck.errors import ClusterCheckError, HarnessError
+from clustercheck.errors import ClusterCheckError, HarnessError, UserError
 from clustercheck.judge import Baseline, Outcome, check_metrics, judge, rules_for
 from clustercheck.launch import make_launcher
 from clustercheck.options import Options
-from clustercheck.pool import PoolManager, WorkerPool
+from clustercheck.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, ResultEntry, RunWriter, counts, load, now, sha256,
                                  slim)
 from clustercheck.runner import Layout, Runner
@@ -24,6 +26,7 @@ from clustercheck.suite import CheckSpec
 from clustercheck.thresholds import Profile, load_named
 
 Found = dict[Where, Outcome | ClusterCheckError]
+FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sysfs
 
 
 class CheckSession:
@@ -50,19 +53,24 @@ class CheckSession:
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[str]) -> None:
         """Detect the platform, load and cross-check thresholds, open the run record. UserError on mistakes."""
-        self.facts = platform_mod.read_facts()
         opts = self.options
-        if opts.platform:
-            self.profile = load_named(opts.thresholds, opts.platform)
-        else:
-            self.profile = platform_mod.detect(opts.thresholds, self.facts)
-        for check in checks:
-            check_metrics(check, self.profile)
-        if opts.compare:
-            self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
-        gpus = self.facts.gpu_count
-        self.backend = opts.backend if opts.backend != "auto" else ("nccl" if gpus else "gloo")
-        self.per_node = opts.ranks or (gpus if self.backend == "nccl" and gpus else 2)
+        nodes, first = self._node_facts()
+        self.facts = nodes[self.nodes[0]]
+        try:
+            if opts.platform:
+                self.profile = load_named(opts.thresholds, opts.platform)
+            else:
+                self.profile = platform_mod.detect_nodes(opts.thresholds, nodes)
+            for check in checks:
+                check_metrics(check, self.profile)
+            if opts.compare:
+                self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
+            self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
+        except BaseException:
+            if first is not None:
+                first.close(kill=True)
+                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            raise
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
@@ -79,8 +87,51 @@ class CheckSession:
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
+            **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
+        if first is not None:
+            self._adopt(first)
         self.started = True
+
+    def _node_facts(self) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
+        """Each node's platform facts, read by its first rank: the controller may be a login or head
+        node without GPUs. Where the controller is the only node (the local launcher, or a one-node
+        allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
+        CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
+        here = socket.gethostname()
+        if self.launcher.kind == "local" or self.nodes in ([here], [here.split(".")[0]]):
+            return {self.nodes[0]: platform_mod.read_facts()}, None
+        key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
+        pool = WorkerPool(key, self.options.out / f".starting-{os.getpid()}" / "logs", 1, self.launcher)
+        try:
+            pool.start()
+            answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
+        except HarnessError as exc:  # the ranks' own words stay in their logs, named here
+            pool.close(kill=True)
+            raise UserError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
+                            f"(the ranks' output: {pool.log_dir})") from None
+        facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
+        silent = [n for n in self.nodes if n not in facts]
+        if silent:  # a launcher that gave a node no local rank 0: nothing was read there
+            pool.close(kill=True)
+            raise UserError(f"no platform facts from node(s) {', '.join(silent)}: no rank with local rank 0 there")
+        return facts, pool
+
+    def _adopt(self, pool: WorkerPool) -> None:
+        """The facts pool joins the run: its logs move into the run directory (its ranks keep writing to
+        the same files) and it serves the checks whose pool it already is (a CPU run's), or ends."""
+        assert self.pools is not None and self.run_dir is not None
+        logs = self.run_dir / "logs"
+        starting = pool.log_dir.parent
+        os.replace(pool.log_dir, logs)
+        shutil.rmtree(starting, ignore_errors=True)
+        pool.log_dir, pool.logs = logs, [logs / p.name for p in pool.logs]
+        self.pools.starts = pool.number
+        self._pool_started(pool)
+        if pool.key == PoolKey(self.backend, self.nranks):
+            self.pools.pools[pool.key] = pool
+        else:
+            pool.close()
 
     def _pool_started(self, pool: WorkerPool) -> None:
         assert self.record is not None

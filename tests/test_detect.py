@@ -1,5 +1,7 @@
-"""Detection over the shipped profiles: each platform's facts match exactly one profile; variants (12 of
-18 NVLinks, unknown driver state, MI325X) match none and the error says --platform."""
+"""Detection over the shipped profiles: each platform's facts match exactly one profile, by PCI device id and
+the NVLinks a GPU has; a node of a platform with GPUs missing or NVML down still matches it (the probes
+then fail it); other variants (12 of 18 NVLinks, MI325X, more GPUs than the platform has) match none and
+the error says --platform."""
 
 from __future__ import annotations
 
@@ -36,13 +38,29 @@ def test_each_platform_matches_exactly_one_profile(want, f):
 
 
 @pytest.mark.parametrize("f", [
-    facts(8, (0x2330,), 12),                   # NC H100 v5: 12 of 18 NVLinks (aznhc #162)
-    facts(8, (0x2330,), None),                 # NVLink count unknown
-    facts(4, (0x2330,), 18),                   # half a node
+    facts(7, (0x2330,), 18),                   # a GPU the driver did not attach
+    facts(4, (0x2330,), 18),                   # half a node: four GPUs missing
+    facts(8, (0x2330,), None),                 # links unknown (NVML stopped answering): the device id decides
+    facts(0, pci=(0x2330,) * 8),               # H100s on the bus, driver not loaded
+])
+def test_a_node_with_gpus_missing_or_nvml_down_is_still_its_platform(f):
+    assert [n for n, p in PROFILES.items() if matches(p, f)] == ["h100-sxm-8x"]
+
+
+def test_of_two_profiles_of_one_gpu_the_nearest_count_at_or_above_wins(tmp_path):
+    (tmp_path / "h100-sxm-8x.yaml").write_text((THRESHOLDS / "h100-sxm-8x.yaml").read_text())
+    (tmp_path / "h100-sxm-4x.yaml").write_text(
+        "platform: h100-sxm-4x\ndetect: {gpu_count: 4, pci_device_ids: [0x2330], nvlinks_per_gpu: 18}\n")
+    assert [detect(tmp_path, facts(n, (0x2330,), 18)).name for n in (3, 4, 5, 8)] == [
+        "h100-sxm-4x", "h100-sxm-4x", "h100-sxm-8x", "h100-sxm-8x"]
+
+
+@pytest.mark.parametrize("f", [
+    facts(8, (0x2330,), 12),                   # a variant whose GPUs have 12 NVLinks, not 18
+    facts(16, (0x2330,), 18),                  # more GPUs than the platform holds
     facts(8, (0x2330, 0x20b2), 18),            # mixed GPUs
     facts(8, (0x26b9,), 0),                    # L40S, no NVLink
     facts(0, pci=(0x74a5,) * 8),               # MI325X: no profile yet
-    facts(0, pci=(0x2330,) * 8),               # H100s on the bus, driver not loaded
 ])
 def test_variants_match_no_profile_and_the_error_says_platform(f):
     assert not [n for n, p in PROFILES.items() if matches(p, f)]

@@ -13,7 +13,8 @@ H100 = "h100-80gb-hbm3-nvidia-smi-a-della.txt"
 V100 = "v100-sxm2-power9-nvidia-smi-q-traverse-partial.txt"
 GPUS = {"a10g-535.247-nvidia-smi-q-sram-parity-secded-layout-dcgm232": 1,
         "azure-8gpu-nvidia-smi-q-retired-pages-excerpt": 8, "gh200-480gb-nvidia-smi-a-della-gh": 1,
-        "h100-80gb-hbm3-nvidia-smi-a-della": 1, "v100-sxm2-power9-nvidia-smi-q-traverse-partial": 1}
+        "h100-80gb-hbm3-nvidia-smi-a-della": 1, "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim": 8,
+        "v100-sxm2-power9-nvidia-smi-q-traverse-partial": 1}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=ids(FIXTURES))

@@ -1,8 +1,11 @@
-"""Inventory: GPU count and model, driver, CUDA, NCCL and torch versions.
+"""Inventory: GPU count and model, driver, CUDA, NCCL and torch versions, and NVML's health.
 
 Evidence: `nvidia-smi -q` (driver, CUDA, GPUs) and/or `name: version` lines (torch: 2.4.0, nccl: 2.21.5,
 as `python -c 'import torch; print(torch.__version__)'` and friends print them). Live: NVML through
 clustercheck.platform and the installed torch. Minimum versions come from the platform's expect block.
+Fewer GPUs than the platform's gpu_count fails, naming the missing GPU where anything can: a bus id the
+PCI bus shows and NVML does not list, or the HGX module (nvidia-smi "Module Id", 1..8) nobody answers
+for. Every NVML call that failed live fails its GPU, naming the call and NVML's error.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from clustercheck.nvml import NvmlFault, bus_id
 from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, nvsmi, tool
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
@@ -27,12 +31,19 @@ class Inventory:
     nccl: str | None
     torch: str | None
     python: str | None
+    listed: tuple[str, ...] = ()           # bus ids of the GPUs NVML or nvidia-smi lists
+    modules: tuple[int | None, ...] = ()   # their module ids, in the same order
+    on_bus: tuple[str, ...] | None = None  # NVIDIA GPUs on the PCI bus (live only; None: not looked)
+    faults: tuple[NvmlFault, ...] = ()
+    nvml_status: str = ""
 
 
 def parse(text: str) -> Inventory:
     tool.refuse_crashed(text)
     values: dict[str, str] = {}
     models: list[str] = []
+    listed: tuple[str, ...] = ()
+    modules: tuple[int | None, ...] = ()
     # nvidia-smi -q by its own markers only: other tools (nvbandwidth) print "Driver Version: ..." too
     if "NVSMI LOG" in text or _NVSMI_GPU.search(text):
         report = nvsmi.parse(text)
@@ -40,6 +51,8 @@ def parse(text: str) -> Inventory:
             if report.head(key):
                 values[name] = report.head(key)  # type: ignore[assignment]
         models = [g.product for g in report.gpus if g.get("Product Name")]
+        listed = tuple(bus_id(g.bus_id) for g in report.gpus)
+        modules = tuple(_int(g.get("Module ID", "Platform Info/Module Id")) for g in report.gpus)
     for line in evidence_lines(text):
         m = _KV.match(line)
         if m:
@@ -53,7 +66,29 @@ def parse(text: str) -> Inventory:
                               "'name: version' lines for torch, nccl, cuda, driver")
     count = values.get("gpu_count")
     return Inventory(int(count) if count and count.isdigit() else None, tuple(models), values.get("driver"),
-                     values.get("cuda"), values.get("nccl"), values.get("torch"), values.get("python"))
+                     values.get("cuda"), values.get("nccl"), values.get("torch"), values.get("python"),
+                     listed, modules)
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.strip().isdigit() else None
+
+
+def _missing(inv: Inventory, want: int) -> str:
+    """Which GPU is missing, as far as anything here can tell."""
+    gone = [b for b in inv.on_bus or () if b not in inv.listed]
+    if gone:
+        return f"{', '.join(gone)} (on the PCI bus, not listed by NVML)"
+    slots = {m for m in inv.modules if m is not None}
+    # an HGX H100 board's GPUs answer Module Id 1..8 (the 8-GPU `nvidia-smi -a` capture in tests/fixtures):
+    # a module no listed GPU answers for is the one gone
+    if slots and len(slots) == len(inv.modules) == inv.gpu_count and slots <= set(range(1, want + 1)):
+        gaps = ", ".join(str(m) for m in sorted(set(range(1, want + 1)) - slots))
+        return f"module {gaps} (no listed GPU has that Module Id)"
+    seen = f"listed: {', '.join(inv.listed)}" if inv.listed else "no GPU listed"
+    bus = "; not on the PCI bus either" if inv.on_bus is not None else ""
+    status = f"; {inv.nvml_status}" if inv.nvml_status.startswith("NVML unavailable") else ""
+    return f"{want - (inv.gpu_count or 0)} GPU(s) ({seen}{bus}{status})"
 
 
 def _version(text: str | None) -> tuple[int, ...]:
@@ -65,8 +100,12 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     models = ", ".join(sorted(set(inv.gpu_models))) or "no model listed"
     want = expect.get("gpu_count")
     if want is not None:
-        out.append(ProbeVerdict("node", "GPU count", inv.gpu_count == want, f"{inv.gpu_count} GPU(s) ({models}), "
-                                f"platform expects {want}", inv.gpu_count, want))
+        detail = f"{inv.gpu_count} GPU(s) ({models}), platform expects {want}"
+        if inv.gpu_count is not None and inv.gpu_count < want:
+            detail += f"; missing: {_missing(inv, want)}"
+        out.append(ProbeVerdict("node", "GPU count", inv.gpu_count == want, detail, inv.gpu_count, want))
+    for fault in inv.faults:
+        out.append(ProbeVerdict(fault.subject, "NVML", False, fault.detail, fault.error, "NVML_SUCCESS"))
     want_model = expect.get("gpu_model")
     if want_model:
         wrong = [m for m in inv.gpu_models if want_model not in m]
@@ -108,7 +147,8 @@ def collect() -> Inventory:
             nccl = torch.cuda.nccl.version()
             nccl_v = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
     return Inventory(facts.gpu_count, tuple(facts.gpu_names), facts.driver, facts.cuda_driver or cuda_v, nccl_v,
-                     torch_v, _platform.python_version())
+                     torch_v, _platform.python_version(), tuple(g.bus_id for g in facts.gpus),
+                     tuple(g.module_id for g in facts.gpus), facts.pci_gpus, facts.nvml_faults, facts.nvml_status)
 
 
 PROBE = Probe(

@@ -1,0 +1,132 @@
+"""pynvml at the NVML library boundary, for machines without an NVIDIA driver.
+
+This module *is* the real pynvml (nvidia-ml-py): its source runs here unchanged, so its constants,
+structs, error classes and every wrapper are the real ones. Only `nvmlLib`, pynvml's ctypes handle on
+libnvidia-ml.so.1, is replaced: a Python object whose functions answer as the C library does (NVML API
+reference: return codes, out-parameters) from a scenario built from a captured `nvidia-smi -q`
+(tests/nvml_capture.py). A function the scenario does not cover is absent, as in an older library:
+pynvml raises NVML_ERROR_FUNCTION_NOT_FOUND for it.
+
+Put this directory first on PYTHONPATH and name the scenario (JSON) in NVML_STANDIN; ranks started by
+the controller inherit both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.machinery
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+_spec = importlib.machinery.PathFinder.find_spec(
+    "pynvml", [p for p in sys.path if Path(p or ".").resolve() != _HERE])
+assert _spec is not None and _spec.loader is not None and _spec.origin, "nvidia-ml-py is not installed"
+exec(compile(_spec.loader.get_source("pynvml"), _spec.origin, "exec"))  # type: ignore[attr-defined]
+
+_SUCCESS = 0
+_INVALID_ARGUMENT = 2  # NVML_ERROR_INVALID_ARGUMENT: a link index past the GPU's last link
+
+
+class _Library:
+    """The C functions clustercheck's NVML reading calls. Scenario: {"driver", "cuda" (e.g. 12070),
+    "init_error" (a code nvmlInitWithFlags returns), "gpus": [{"name", "bus_id", "device_id" (the
+    32-bit PCI id), "module_id", "links", "down_links", "fail": {C function name or "*": code}}]}."""
+
+    def __init__(self, scenario: dict[str, Any]) -> None:
+        self.scenario = scenario
+        self.gpus: list[dict[str, Any]] = scenario["gpus"]
+        self.handles = [struct_c_nvmlDevice_t() for _ in self.gpus]  # noqa: F821 (from pynvml's source)
+
+    def _gpu(self, handle: Any) -> int:
+        address = ctypes.addressof(handle.contents)
+        return next(i for i, h in enumerate(self.handles) if ctypes.addressof(h) == address)
+
+    def _fails(self, index: int, fn: str) -> int:
+        fail = self.gpus[index].get("fail", {})
+        return int(fail.get(fn, fail.get("*", _SUCCESS)))
+
+    def nvmlInitWithFlags(self, flags: int) -> int:
+        return int(self.scenario.get("init_error", _SUCCESS))
+
+    def nvmlShutdown(self) -> int:
+        return _SUCCESS
+
+    def nvmlDeviceGetCount_v2(self, count: Any) -> int:
+        count._obj.value = len(self.gpus)
+        return _SUCCESS
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index: Any, device: Any) -> int:
+        i = index.value
+        if i >= len(self.gpus):
+            return _INVALID_ARGUMENT
+        if code := self._fails(i, "nvmlDeviceGetHandleByIndex_v2"):
+            return code
+        device._obj.contents = self.handles[i]
+        return _SUCCESS
+
+    def nvmlDeviceGetPciInfo_v3(self, handle: Any, info: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetPciInfo_v3"):
+            return code
+        gpu, pci = self.gpus[i], info._obj
+        domain, bus, rest = gpu["bus_id"].split(":")
+        pci.busId = gpu["bus_id"].encode()
+        pci.busIdLegacy = gpu["bus_id"][4:].encode()
+        pci.domain, pci.bus, pci.device = int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+        pci.pciDeviceId = gpu["device_id"]
+        return _SUCCESS
+
+    def nvmlDeviceGetName(self, handle: Any, name: Any, size: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetName"):
+            return code
+        name.value = self.gpus[i]["name"].encode()
+        return _SUCCESS
+
+    def nvmlDeviceGetModuleId(self, handle: Any, module: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetModuleId"):
+            return code
+        module._obj.value = self.gpus[i]["module_id"]
+        return _SUCCESS
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int, active: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetNvLinkState"):
+            return code
+        if link >= self.gpus[i]["links"]:
+            return _INVALID_ARGUMENT
+        active._obj.value = 0 if link in self.gpus[i].get("down_links", ()) else 1
+        return _SUCCESS
+
+    def nvmlDeviceGetNvLinkCapability(self, handle: Any, link: int, capability: int, result: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetNvLinkCapability"):
+            return code
+        if link >= self.gpus[i]["links"]:
+            return _INVALID_ARGUMENT
+        result._obj.value = 1
+        return _SUCCESS
+
+    def nvmlSystemGetDriverVersion(self, version: Any, size: Any) -> int:
+        version.value = self.scenario["driver"].encode()
+        return _SUCCESS
+
+    def nvmlSystemGetCudaDriverVersion(self, version: Any) -> int:
+        version._obj.value = self.scenario["cuda"]
+        return _SUCCESS
+
+
+def use(scenario: dict[str, Any]) -> None:
+    """Answer from `scenario` from now on (in-process tests)."""
+    global nvmlLib
+    nvmlLib = _Library(scenario)
+    _nvmlGetFunctionPointer_cache.clear()  # noqa: F821 (from pynvml's source)
+
+
+if os.environ.get("NVML_STANDIN"):
+    use(json.loads(Path(os.environ["NVML_STANDIN"]).read_text()))
