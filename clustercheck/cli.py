@@ -171,6 +171,12 @@ def _report(run: Path) -> int:
         raise UserError(f"no run record at {record}")
     for kind, path in render_all(record, record.parent).items():
         print(f"{kind:<6} {display(path)}")
+    from clustercheck.report.terminal import incomplete_line
+
+    line = incomplete_line(record)
+    if line:  # the reports say so too; the exit code must, for whatever reads it
+        print(line, file=sys.stderr)
+        return 2
     return 0
 
 

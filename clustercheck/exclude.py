@@ -57,6 +57,16 @@ def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
     return out
 
 
+def untested(nodes: Sequence[str], results: Sequence[ResultEntry]) -> list[str]:
+    """Nodes that no item measured: none of the items covering them passed or failed (all errored, were
+    skipped or never ran). Never excluded, never silently absent: the gate knows nothing of them."""
+    measured: set[str] = set()
+    for r in results:
+        if r["outcome"] in ("passed", "failed"):
+            measured.update(r.get("nodes") or [])
+    return [n for n in nodes if n not in measured]
+
+
 def as_hostlist(nodes: list[str]) -> str:
     return hostlist.collect_hostlist(nodes) if nodes else ""
 

@@ -16,13 +16,15 @@ from clustercheck.errors import ClusterCheckError, HarnessError, Skip, UserError
 from clustercheck.judge import Outcome
 from clustercheck.paths import data_dir, display
 from clustercheck.progress import Progress
-from clustercheck.record import ResultEntry, item_name, result_entry
+from clustercheck.record import ResultEntry, item_name, plan_item, result_entry
 from clustercheck.session import CheckSession
+from clustercheck.signals import Stopper
 from clustercheck.suite import CheckSpec, is_suite_file, load_suite
 from clustercheck.verdicts import failure_text
 
 session_key = pytest.StashKey[CheckSession]()
 progress_key = pytest.StashKey[Progress]()
+stopper_key = pytest.StashKey[Stopper]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -137,10 +139,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     files = list(dict.fromkeys(i.check.file for i in checks))
     cs = config.stash[session_key]
+    plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
     try:
-        cs.start([i.check for i in checks], files)
+        cs.start([i.check for i in checks], files, plan)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    stopper = Stopper(cs.kill_ranks)
+    stopper.install()
+    config.stash[stopper_key] = stopper
     if cs.options.progress or cs.options.progress is None and sys.stderr.isatty():
         config.stash[progress_key] = Progress(len(checks))
 
@@ -200,11 +206,17 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     cs = session.config.stash[session_key]
-    cs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    stopper = session.config.stash.get(stopper_key, None)
+    if stopper is not None:
+        stopper.finishing = True  # from here a signal kills the ranks but never cuts the record short
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
+    cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None)
     if cs.started and cs.run_dir is not None:
         from clustercheck.report import render_all
 
         render_all(cs.run_dir / "run.jsonl", cs.run_dir)
+        if interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED  # INCOMPLETE, whatever pytest made of it
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
                                                              exclusion=cs.exclusion, config=session.config)
 
@@ -213,13 +225,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     cs = config.stash[session_key]
     if not cs.started or cs.run_dir is None:
         return
-    from clustercheck.report.terminal import exclusion_lines, file_lines, summary_lines
+    from clustercheck.report.terminal import exclusion_lines, file_lines, incomplete_line, summary_lines
 
     terminalreporter.section("clustercheck")
     for line in summary_lines(cs.results):
         terminalreporter.write_line(line)
     terminalreporter.write_line("")
-    for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes)):
+    stopper = config.stash.get(stopper_key, None)
+    if stopper is not None:
+        stopper.restore()
+    for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), incomplete_line(cs.run_dir / "run.jsonl")):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
     for line in file_lines(cs.run_dir):
         terminalreporter.write_line(line)

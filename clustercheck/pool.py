@@ -378,3 +378,11 @@ class PoolManager:
     def close(self, kill: bool = False) -> None:
         for key in list(self.pools):
             self.pools.pop(key).close(kill=kill)
+
+    def kill_all(self) -> None:
+        """SIGKILL every rank at once, waiting for nothing (safe from a signal handler): whatever the
+        controller is waiting on then ends within a polling round."""
+        for pool in list(self.pools.values()):
+            for proc in list(pool.procs):
+                if proc.poll() is None:
+                    proc.kill()

@@ -98,6 +98,19 @@ class ResultEntry(TypedDict, total=False):
     figure: str
 
 
+class PlanItem(TypedDict):
+    """One item the run set out to measure (the `plan` line lists them all, before the first result)."""
+    name: str
+    nodeid: str
+    check: str
+    measure: str
+    scope: str
+    node: str | None
+    nodes: list[str]
+    suite_file: str
+    line: int
+
+
 class DrainEntry(TypedDict):
     command: list[str]
     rc: int | None
@@ -110,6 +123,7 @@ class ExcludeEntry(TypedDict, total=False):
     reasons: dict[str, str]
     drain: list[DrainEntry]
     unmeasured: dict[str, list[str]]
+    untested: list[str]
 
 
 class EndEntry(TypedDict, total=False):
@@ -118,6 +132,7 @@ class EndEntry(TypedDict, total=False):
     counts: dict[str, int]
     pool_starts: int
     interrupted: bool
+    signal: str | None
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,21 @@ class Record:
     results: list[ResultEntry]
     exclude: ExcludeEntry | None
     end: EndEntry | None
+    plan: list[PlanItem] | None = None  # None in records written before plans
+
+    def not_run(self) -> list[PlanItem]:
+        """Planned items without a result: never started, or cut off by an interruption or a kill."""
+        done = {item_id(r) for r in self.results}
+        return [p for p in self.plan or [] if item_id(p) not in done]
+
+    def incomplete(self) -> str | None:
+        """Why the run did not finish, or None when it did: a gate must never read a partial run as whole."""
+        if self.end is None:
+            return "the run was killed before it ended (the record has no end line)"
+        if self.end.get("interrupted"):
+            return f"interrupted ({self.end.get('signal') or 'SIGINT'})"
+        missing = len(self.not_run())
+        return f"{missing} planned item(s) never ran" if missing else None
 
 
 def now() -> str:
@@ -168,6 +198,7 @@ def load(path: Path) -> Record:
     results: list[ResultEntry] = []
     exclude: ExcludeEntry | None = None
     end: EndEntry | None = None
+    plan: list[PlanItem] | None = None
     for entry in _lines(path):
         kind = entry.get("type")
         if kind == "run":
@@ -178,7 +209,9 @@ def load(path: Path) -> Record:
             exclude = entry  # type: ignore[assignment]
         elif kind == "end":
             end = entry  # type: ignore[assignment]
-    return Record(path, header, results, exclude, end)
+        elif kind == "plan":
+            plan = entry.get("items")
+    return Record(path, header, results, exclude, end, plan)
 
 
 def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | None]:
@@ -225,6 +258,12 @@ def item_name(check_id: str, where: str | None) -> str:
 def slim(r: ResultEntry) -> ResultEntry:
     """A result without its bulky per-size rows, pool and parameters (for summaries and hooks)."""
     return {k: v for k, v in r.items() if k not in ("rows", "pool", "params")}  # type: ignore[return-value]
+
+
+def plan_item(check: CheckSpec, where: str | None, nodes: list[str], *, nodeid: str, name: str) -> PlanItem:
+    return {"name": name, "nodeid": nodeid, "check": check.id, "measure": check.measure, "scope": check.scope,
+            "node": where, "nodes": where.split(",") if where else list(nodes), "suite_file": check.file,
+            "line": check.line}
 
 
 def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodeid: str, name: str, outcome: str,

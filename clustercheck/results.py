@@ -25,6 +25,7 @@ class Measurement:
     units: dict[str, str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     worst: str | None = None  # the slowest rank at the judged size, e.g. "rank 1 (node7)"
+    worst_of: dict[str, str] = field(default_factory=dict)  # a metric whose culprit is not the slowest rank
     judged_at: int | None = None
     subjects: dict[str, dict[str, float]] = field(default_factory=dict)  # e.g. GPU3 -> {h2d: 52.1}
     comm: dict[str, Any] = field(default_factory=dict)  # collectives: the library and what it said (comm.py)
@@ -43,7 +44,7 @@ def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:
                               f"measure {metric} (measured: {', '.join(sorted(m.metrics)) or 'per-subject values'})")
         for subject, value in found:
             measured = units.convert(value, m.units[metric], limit.unit)
-            verdicts.append(of_limit(metric, measured, limit, m.worst, subject))
+            verdicts.append(of_limit(metric, measured, limit, m.worst_of.get(metric, m.worst), subject))
     return verdicts
 
 
@@ -123,6 +124,7 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
         rows.append({"size": first["size"], "count": first["count"], "bytes": first["bytes"],
                      "placement": first["placement"], "dtype": per_rank[0]["dtype"], "time_us": t * 1e6,
                      "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
+                     "wrong_ranks": [i for i, r in enumerate(by_rank) if r["wrong"]],
                      "rank_time_us": [s * 1e6 for s in seconds],
                      "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
                      **iteration_stats([r["iter_seconds"] for r in by_rank])})
@@ -135,4 +137,18 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
                  "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
                  "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
         units=dict(COLLECTIVE_UNITS),
-        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"])
+        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"],
+        worst_of={"wrong": _wrong_ranks(rows, per_rank, hosts)} if any(r["wrong"] for r in rows) else {})
+
+
+def _wrong_ranks(rows: list[dict[str, Any]], per_rank: list[dict[str, Any]], hosts: list[str]) -> str:
+    """The ranks whose results were wrong (not the slowest one), with their counts and the sizes."""
+    counts: dict[int, int] = {}
+    sizes: dict[int, list[int]] = {}
+    for row, by_rank in zip(rows, zip(*[r["rows"] for r in per_rank])):
+        for rank in row["wrong_ranks"]:
+            counts[rank] = counts.get(rank, 0) + by_rank[rank]["wrong"]
+            sizes.setdefault(rank, []).append(row["size"])
+    named = [f"rank {r} ({hosts[r]}): {n} wrong at {', '.join(units.format_size(z) for z in dict.fromkeys(sizes[r]))}"
+             for r, n in sorted(counts.items())]
+    return "; ".join(named[:8]) + (f"; and {len(named) - 8} more rank(s)" if len(named) > 8 else "")

@@ -18,8 +18,8 @@ from clustercheck.judge import Baseline, Outcome, check_metrics, judge, rules_fo
 from clustercheck.launch import make_launcher
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, WorkerPool
-from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, ResultEntry, RunWriter, counts, load, now, sha256,
-                                 slim)
+from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, RunWriter, counts, load, now,
+                                 sha256, slim)
 from clustercheck.runner import Layout, Runner
 from clustercheck.scopes import Where
 from clustercheck.suite import CheckSpec
@@ -51,8 +51,9 @@ class CheckSession:
         self.baseline: Baseline | None = None
 
     # -- start -----------------------------------------------------------------------------
-    def start(self, checks: list[CheckSpec], suite_files: list[str]) -> None:
-        """Detect the platform, load and cross-check thresholds, open the run record. UserError on mistakes."""
+    def start(self, checks: list[CheckSpec], suite_files: list[str], plan: list[PlanItem] | None = None) -> None:
+        """Detect the platform, load and cross-check thresholds, open the run record and write the plan
+        (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
         nodes, first = self._node_facts()
         self.facts = nodes[self.nodes[0]]
@@ -89,6 +90,7 @@ class CheckSession:
             "nodes": self.nodes, "python": sys.executable,
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
+        self.record.append({"type": "plan", "items": plan or []})
         if first is not None:
             self._adopt(first)
         self.started = True
@@ -192,14 +194,21 @@ class CheckSession:
         nodes = exclude.excluded(self.results)
         text = exclude.as_hostlist(list(nodes))
         (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
-        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results)}
+        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
+                          "untested": exclude.untested(self.nodes, self.results)}
         if nodes and (self.options.drain or self.options.drain_dry_run):
             for cmd in exclude.drain_commands(nodes):
                 rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)
                 self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
         self.record.append({"type": "exclude", **self.exclusion})
 
-    def finish(self, interrupted: bool = False) -> None:
+    def kill_ranks(self) -> None:
+        if self.pools is not None:
+            self.pools.kill_all()
+
+    def finish(self, interrupted: bool = False, signal: str | None = None) -> None:
+        """Stop the pools, write the exclusion list and the end line. An interrupted run's end line says
+        so (and by which signal): every report then reads INCOMPLETE."""
         if not self.started:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
@@ -207,7 +216,8 @@ class CheckSession:
         self.results = [slim(r) for r in load(self.record.path).results]
         self._exclude()
         self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
-                            "pool_starts": self.pools.starts, "interrupted": interrupted})
+                            "pool_starts": self.pools.starts, "interrupted": interrupted,
+                            "signal": signal if interrupted else None})
         self.record.close()
 
 

@@ -99,6 +99,10 @@ def test_corrupt_result_is_counted_wrong_and_fails(fproject: pytest.Pytester) ->
     res.stdout.fnmatch_lines(["*wrong 1 count misses the limit == 0 count*"])
     (result,) = [x for x in record(fproject.path) if x["type"] == "result"]
     assert result["outcome"] == "failed" and result["metrics"]["wrong"]["value"] == 1
+    # the rank whose data was wrong (the last, rank 1), not whichever rank was slowest
+    (wrong,) = [v for v in result["verdicts"] if v["metric"] == "wrong"]
+    assert wrong["worst"] == f"rank 1 ({result['node']}): 1 wrong at 1KiB", wrong
+    res.stdout.fnmatch_lines(["*; worst rank 1 (*): 1 wrong at 1KiB*"])
 
 
 def test_bad_fault_option_is_a_usage_error(fproject: pytest.Pytester) -> None:
@@ -141,9 +145,9 @@ def test_controller_sigkill_keeps_finished_results_and_leaves_no_rank(fproject: 
     assert_all_gone(rank_pids(lines))
     out = subprocess.run([sys.executable, "-m", "clustercheck", "report", "out/latest"], cwd=fproject.path,
                          capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 2, out.stderr  # INCOMPLETE: re-rendering a killed run never reads as a pass
     html = (fproject.path / "out" / "latest" / "report.html").read_text()
-    assert "run did not finish" in html and "2 passed" in html
+    assert "run did not finish" in html and "2 passed" in html and "INCOMPLETE" in html
 
 
 def test_sigint_stops_cleanly_ends_ranks_and_writes_reports(fproject: pytest.Pytester) -> None:

@@ -161,7 +161,7 @@ def test_gpu_figures_render_heatmap_overlay_and_bars(browser: Browser, tmp_path:
     from gpu_record import GPUS, SLOW, write_gpu_record
 
     from clustercheck.report import render_all
-    from clustercheck.report.html import colour_for
+    from clustercheck.report.figures import colour_for
 
     report = render_all(write_gpu_record(tmp_path / "run.jsonl"), tmp_path)["html"]
     browser.load(report.as_uri())

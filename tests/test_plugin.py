@@ -76,8 +76,8 @@ def test_four_outcomes_in_one_record(project: pytest.Pytester) -> None:
     assert res.ret == 1
     res.assert_outcomes(passed=1, failed=1, errors=1)
     lines = [json.loads(x) for x in (run_dir(project) / "run.jsonl").read_text().splitlines()]
-    assert [x["type"] for x in lines] == ["run", "pool", "result", "result", "result", "exclude", "end"]
-    assert [x["outcome"] for x in lines[2:5]] == ["passed", "failed", "error"]
+    assert [x["type"] for x in lines] == ["run", "plan", "pool", "result", "result", "result", "exclude", "end"]
+    assert [x["outcome"] for x in lines[3:6]] == ["passed", "failed", "error"]
 
 
 def test_k_and_x_behave_as_in_pytest(project: pytest.Pytester) -> None:

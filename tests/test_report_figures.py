@@ -11,7 +11,7 @@ import pytest
 from gpu_record import BIDIR_FAIL, GPUS, H2D_SLOW_GPU, NO_PEER, SLOW, p2p_result, write_gpu_record
 
 from clustercheck.report import render_all
-from clustercheck.report.html import RATIO_HI, RATIO_LO, bars, colour_for, heatmap, node_plot, plot
+from clustercheck.report.figures import RATIO_HI, RATIO_LO, bars, colour_for, heatmap, node_plot, plot
 
 
 def _html(tmp_path: Path) -> str:
@@ -45,7 +45,7 @@ def test_heatmap_cells_colours_and_outlines() -> None:
 
 
 def test_nice_axis_ends() -> None:
-    from clustercheck.report.html import nice_max
+    from clustercheck.report.figures import nice_max
 
     assert [nice_max(v) for v in (57.4, 60.0, 0.0, 1.3e-6, 411.0, 990.0)] == [
         60.0, 60.0, 1.0, pytest.approx(1.6e-6), 500.0, 1000.0]

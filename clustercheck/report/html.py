@@ -1,14 +1,8 @@
 """Self-contained HTML report: one autoescaped jinja2 template, inline CSS and SVG, no script, no network.
-
-The figures are computed here as plain coordinates and labels (no markup); the template draws them:
-busbw against size per check (one line per placement), the same per node with every collective overlaid,
-the p2p matrix of a node as a heatmap, and a bar chart of per-GPU (per-rank) results."""
+The figures come from `figures.py` as coordinates and labels; the template draws them."""
 
 from __future__ import annotations
 
-import math
-import re
-import statistics
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -17,7 +11,8 @@ from clustercheck import verdicts as vt
 from clustercheck.checks import figure_of
 from clustercheck.comm import line as comm_line
 from clustercheck.record import counts
-from clustercheck.units import convert, fmt, format_size
+from clustercheck.report.figures import bars, heatmap, node_plot, plot
+from clustercheck.units import fmt, format_size
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
@@ -25,294 +20,6 @@ _env.filters["num"] = fmt
 _env.filters["size"] = format_size
 _env.filters["margin"] = vt.margin_text
 _env.filters["rule"] = vt.rule_text
-
-W, H = 420, 220
-PLACEMENT_ORDER = ("out", "in")
-PLACEMENT_LABEL = {"out": "out-of-place", "in": "in-place"}
-# A categorical palette (Tableau 10, reordered so the first two differ in hue and lightness).
-COLOURS = ("#1f5fbf", "#e07b00", "#2a9d4b", "#c0392b", "#7b4fb3", "#8c564b", "#c2418f", "#5f6b73",
-           "#9a9a1a", "#178c99")
-FAIL = "#b3261e"
-
-
-def _short(value: float) -> str:
-    """A cell or bar label: three significant figures, no exponent (376, 52.1, 0.915)."""
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
-
-
-def nice_max(value: float) -> float:
-    """The axis end at or above `value`: 1, 2, 2.5, 4 or 5 (or 6, 8) times a power of ten, so that quarter
-    ticks read as round numbers (0, 15, 30, 45, 60)."""
-    if not value > 0:
-        return 1.0
-    scale = 10.0 ** math.floor(math.log10(value))
-    return next(m * scale for m in (1, 1.2, 1.6, 2, 2.4, 3, 4, 5, 6, 8, 10) if m * scale >= value * (1 - 1e-12))
-
-
-def _natural(text: str) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-# -- bandwidth against size -------------------------------------------------------------------------
-
-def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | None, w: int, h: int,
-             legend: str) -> dict[str, Any] | None:
-    """Lines of (size, busbw) on a log2 x axis. `legend`: "none", "top" (inside, top right) or "right"
-    (a column beside the plot, for many series)."""
-    series = [(label, pts) for label, pts in series if len(pts) >= 2]
-    if not series:
-        return None
-    sizes = sorted({s for _, pts in series for s, _ in pts})
-    if len(sizes) < 2:
-        return None
-    ymax = nice_max(max([b for _, pts in series for _, b in pts] + ([limit] if limit else [])) * 1.05)
-    x0, x1 = math.log2(sizes[0]), math.log2(sizes[-1])
-    yticks = [(ymax * i / 4, fmt(round(ymax * i / 4, 6))) for i in range(5)]
-    pad = max(44, 6 * max(len(label) for _, label in yticks) + 12)  # room for the longest y label
-    legend_w = 180 if legend == "right" else 0
-    right = 24 + legend_w  # room for half of the last size label (and the legend column)
-    top = 10
-
-    def sx(s: int) -> float:
-        return round(pad + (math.log2(s) - x0) / (x1 - x0) * (w - pad - right), 1)
-
-    def sy(y: float) -> float:
-        return round(h - 34 - y / ymax * (h - 34 - top), 1)
-
-    lines: list[dict[str, Any]] = []
-    for i, (label, pts) in enumerate(series):
-        colour = COLOURS[i % len(COLOURS)]
-        lines.append({
-            "label": label, "colour": colour, "points": " ".join(f"{sx(s)},{sy(b)}" for s, b in pts),
-            "dots": [(sx(s), sy(b), format_size(s), fmt(b)) for s, b in pts]})
-    step = max(1, math.ceil(len(sizes) / 6))
-    keys = []
-    if legend != "none" and len(lines) > 1:
-        for i, line in enumerate(lines):
-            label, _, sub = line["label"].partition("\n")
-            if legend == "right":
-                keys.append({"x": w - legend_w + 8, "y": top + 8 + 26 * i, "colour": line["colour"],
-                             "label": label if len(label) <= 28 else label[:27] + "…", "sub": sub,
-                             "title": line["label"].replace("\n", " ")})
-            else:
-                keys.append({"x": pad + 10, "y": top + 8 + 14 * i, "colour": line["colour"],
-                             "label": label, "sub": "", "title": label})
-        for line in lines:
-            line["label"] = line["label"].replace("\n", " ")
-    return {
-        "w": w, "h": h, "series": lines, "legend_keys": keys,
-        "limit_y": sy(limit) if limit else None, "limit": fmt(limit) if limit else None,
-        "xticks": [(sx(s), format_size(s)) for s in sizes][::step],
-        "yticks": [(sy(y), label) for y, label in yticks],
-        "x_axis_y": h - 34, "pad": pad, "x_end": w - right, "top": top,
-    }
-
-
-def _points(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    return sorted((r["size"], r["busbw"]) for r in rows if _finite(r.get("busbw")) and _finite(r.get("size")))
-
-
-def plot(rows: list[dict[str, Any]], limit: float | None) -> dict[str, Any] | None:
-    """busbw against message size (log2 x axis), one line per placement (out-of-place, in-place) with a
-    legend when there are two; None when there is nothing to draw."""
-    by_placement: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_placement.setdefault(r.get("placement") or "", []).append(r)
-    order = sorted(by_placement, key=lambda p: PLACEMENT_ORDER.index(p) if p in PLACEMENT_ORDER else 9)
-    series = [(PLACEMENT_LABEL.get(p, p), _points(by_placement[p])) for p in order]
-    return _xy_plot(series, limit, W, H, legend="top")
-
-
-def _worse_placement(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    """Per size the lower busbw of the placements measured (the one a check is judged on)."""
-    best: dict[int, float] = {}
-    for s, b in _points(rows):
-        best[s] = min(b, best.get(s, b))
-    return sorted(best.items())
-
-
-def node_plot(items: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Every collective check of one node overlaid: busbw against size, a line per check (the worse
-    placement at each size). None unless at least two checks have a curve (one is already drawn in its
-    own section)."""
-    series = [(f"{r['check']}\n{r.get('measure')}", _worse_placement(r.get("rows") or [])) for r in items
-              if not (r.get("rows") or [{}])[0].get("subject")]
-    series = [(label, pts) for label, pts in series if len(pts) >= 2]
-    if len(series) < 2:
-        return None
-    return _xy_plot(series, None, 640, 260, legend="right")
-
-
-# -- the p2p matrix ---------------------------------------------------------------------------------
-
-# ColorBrewer YlGnBu (9 classes): light yellow for the slowest cells, deep blue for the fastest.
-_SCALE = ("#ffffd9", "#edf8b1", "#c7e9b4", "#7fcdbb", "#41b6c4", "#1d91c0", "#225ea8", "#253494", "#081d58")
-RATIO_LO, RATIO_HI = 0.8, 1.1  # the colour domain, relative to the node median (about +-10% is uniform)
-
-
-def _rgb(hex_colour: str) -> tuple[int, int, int]:
-    return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
-
-
-def colour_for(ratio: float) -> str:
-    """The sequential colour of a value at `ratio` x the node median (clamped to the domain)."""
-    t = (min(max(ratio, RATIO_LO), RATIO_HI) - RATIO_LO) / (RATIO_HI - RATIO_LO) * (len(_SCALE) - 1)
-    i = min(int(t), len(_SCALE) - 2)
-    a, b = _rgb(_SCALE[i]), _rgb(_SCALE[i + 1])
-    f = t - i
-    return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(a, b))
-
-
-def _text_colour(fill: str) -> str:
-    r, g, b = _rgb(fill)
-    return "#fff" if 0.299 * r + 0.587 * g + 0.114 * b < 140 else "#111"
-
-
-def heatmap(result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The node's p2p matrix: rows are source GPUs, columns destinations, the diagonal blank; each cell
-    coloured by its median bandwidth relative to the node median, labelled in GB/s, outlined when a
-    verdict on that pair (either direction's, or the pair's bidirectional one) failed."""
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in result.get("rows") or []:
-        m = re.fullmatch(r"(.+?)->(.+)", str(row.get("subject", "")))
-        if m and row.get("metric") == "unidirectional" and _finite(row.get("median")):
-            cells[(m.group(1), m.group(2))] = row
-    if not cells:
-        return None
-    gpus = sorted({g for pair in cells for g in pair}, key=_natural)
-    mid = statistics.median(row["median"] for row in cells.values())
-    failed: dict[tuple[str, str], list[str]] = {}
-    for v in result.get("verdicts") or []:
-        subject = v.get("subject") or ""
-        if v.get("passed") or not subject:
-            continue
-        if "<->" in subject:
-            a, _, b = subject.partition("<->")
-            pairs = [(a, b), (b, a)]
-        else:
-            a, _, b = subject.partition("->")
-            pairs = [(a, b)]
-        for pair in pairs:
-            failed.setdefault(pair, []).append(f"{v['metric']} {fmt(v['measured'])} {v['unit']} "
-                                               f"misses {v['op']} {fmt(v['limit'])}")
-    n = len(gpus)
-    cell_w, cell_h = max(38, min(60, 520 // n)), max(24, min(36, 360 // n))
-    left, top = 52, 34
-    grid: list[dict[str, Any]] = []
-    for i, src in enumerate(gpus):
-        for j, dst in enumerate(gpus):
-            x, y = left + j * cell_w, top + i * cell_h
-            if src == dst:
-                grid.append({"x": x, "y": y, "diagonal": True})
-                continue
-            row = cells.get((src, dst))
-            if row is None:
-                grid.append({"x": x, "y": y, "missing": True, "title": f"{src} -> {dst}: not measured"})
-                continue
-            value = float(row["median"])
-            ratio = value / mid if mid else 1.0
-            fill = colour_for(ratio)
-            why = failed.get((src, dst), [])
-            peer = row.get("peer_access")
-            title = (f"{src} -> {dst}: {fmt(value)} GB/s (min {fmt(row.get('min'))}, max {fmt(row.get('max'))}), "
-                     f"{ratio:.2f} x node median" + ("; no peer access" if peer is False else "")
-                     + "".join(f"; FAIL {w}" for w in why))
-            grid.append({"x": x, "y": y, "fill": fill, "ink": _text_colour(fill), "text": _short(value),
-                         "failed": bool(why), "no_peer": peer is False, "title": title})
-    grid_w, grid_h = n * cell_w, n * cell_h
-    swatches = 7
-    sw = max(30, grid_w // swatches)
-    legend_y = top + grid_h + 30
-    legend = []
-    for k in range(swatches):
-        ratio = RATIO_LO + (RATIO_HI - RATIO_LO) * k / (swatches - 1)
-        label = f"{'≤' if k == 0 else '≥' if k == swatches - 1 else ''}{ratio:.2f}×"
-        legend.append({"x": left + k * sw, "fill": colour_for(ratio), "label": label, "gbps": _short(ratio * mid)})
-    return {
-        "w": max(left + grid_w + 16, left + swatches * sw + 16, 360), "h": legend_y + 58,
-        "cell_w": cell_w, "cell_h": cell_h, "left": left, "top": top, "grid_w": grid_w, "grid_h": grid_h,
-        "rows": [(top + i * cell_h + cell_h / 2 + 4, g) for i, g in enumerate(gpus)],
-        "cols": [(left + j * cell_w + cell_w / 2, g) for j, g in enumerate(gpus)],
-        "cells": grid, "legend": legend, "legend_y": legend_y, "swatch_w": sw, "median": _short(mid),
-        "failed": sum(1 for c in grid if c.get("failed")), "pairs": len(cells), "gpus": n,
-    }
-
-
-# -- per-GPU (per-rank) results ---------------------------------------------------------------------
-
-def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A compact horizontal bar chart of per-subject results (host_device per GPU: h2d and d2h): a bar
-    per subject and metric at its median, a whisker from min to max, the limit as a dashed line, bars of
-    subjects whose verdict failed outlined."""
-    rows = [r for r in result.get("rows") or [] if r.get("subject") and _finite(r.get("median"))]
-    if not rows or any("->" in str(r["subject"]) for r in rows):  # the p2p matrix has its heatmap
-        return None
-    subjects = sorted(dict.fromkeys(r["subject"] for r in rows), key=_natural)
-    metrics = list(dict.fromkeys(r["metric"] for r in rows))
-    unit_of = {m: ((result.get("metrics") or {}).get(m) or {}).get("unit") for m in metrics}
-    limits: dict[str, list[float]] = {}
-    failed: set[tuple[str, str]] = set()
-    for v in result.get("verdicts") or []:
-        if v.get("metric") not in metrics:
-            continue
-        if not v.get("passed") and v.get("subject"):
-            failed.add((v["subject"], v["metric"]))
-        try:
-            value = convert(float(v["limit"]), v["unit"], unit_of[v["metric"]] or v["unit"])
-        except (KeyError, ValueError, TypeError):
-            continue
-        if value not in limits.setdefault(v["metric"], []):
-            limits[v["metric"]].append(value)
-    xmax = nice_max(max([float(r.get("max") if _finite(r.get("max")) else r["median"]) for r in rows]
-                        + [x for xs in limits.values() for x in xs]) * 1.04)
-    bar_h, gap, group_gap = 11, 2, 8
-    left, right, top = 64, 56, 18
-    w = 520
-    span = w - left - right
-
-    def sx(value: float) -> float:
-        return round(left + max(value, 0.0) / xmax * span, 1)
-
-    colour = {m: COLOURS[i % len(COLOURS)] for i, m in enumerate(metrics)}
-    by_key = {(r["subject"], r["metric"]): r for r in rows}
-    items, labels = [], []
-    y = top
-    for s in subjects:
-        present = [m for m in metrics if (s, m) in by_key]
-        group_h = len(present) * (bar_h + gap) - gap
-        labels.append((y + group_h / 2 + 4, s))
-        for m in present:
-            r = by_key[(s, m)]
-            lo = r.get("min") if _finite(r.get("min")) else r["median"]
-            hi = r.get("max") if _finite(r.get("max")) else r["median"]
-            items.append({"y": y, "x_end": sx(r["median"]), "colour": colour[m], "failed": (s, m) in failed,
-                          "lo": sx(lo), "hi": sx(hi), "mid_y": y + bar_h / 2, "text": _short(float(r["median"])),
-                          "title": f"{s} {m}: median {fmt(r['median'])} {unit_of[m] or ''} "
-                                   f"(min {fmt(lo)}, max {fmt(hi)})" + (" FAIL" if (s, m) in failed else "")})
-            y += bar_h + gap
-        y += group_gap - gap
-    bottom = y - group_gap + gap
-    at: dict[float, list[str]] = {}  # one dashed line per limit value, naming every metric it applies to
-    for m, xs in limits.items():
-        for x in xs:
-            at.setdefault(x, []).append(m)
-    limit_lines = [{"x": sx(x), "label": f"{', '.join(ms)} limit {fmt(x)}"} for x, ms in at.items()]
-    units = sorted({u for u in unit_of.values() if u})
-    ticks = [(sx(xmax * k / 4), fmt(round(xmax * k / 4, 6))) for k in range(5)]
-    return {
-        "w": w, "h": bottom + 36 + 14 * len(limit_lines), "bar_h": bar_h, "left": left, "top": top,
-        "bottom": bottom, "bars": items, "labels": labels, "ticks": ticks, "unit": ", ".join(units),
-        "legend_keys": [{"x": left + 90 * i, "colour": colour[m], "label": m} for i, m in enumerate(metrics)],
-        "limits": limit_lines, "x_end": left + span,
-    }
 
 
 # -- the page ---------------------------------------------------------------------------------------
@@ -374,7 +81,7 @@ def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
-                sla: dict[str, Any] | None = None) -> str:
+                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
     checks = []
     for i, r in enumerate(results, 1):
         busbw_limit = next((v["limit"] for v in r.get("verdicts") or [] if v["metric"] == "busbw"), None)
@@ -397,4 +104,5 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     node_plots = {node: node_plot(items) for node, items in node_items.items()}
     return _env.get_template("report.html.j2").render(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
-        node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header), sla=sla)
+        node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header), sla=sla,
+        status=status or {"verdict": "", "incomplete": None, "untested": []})

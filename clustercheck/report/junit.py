@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from clustercheck import verdicts as vt
 from clustercheck.comm import line as comm_line
-from clustercheck.record import ResultEntry, RunHeader, classname, item_id
+from clustercheck.record import PlanItem, ResultEntry, RunHeader, classname, item_id
 from clustercheck.units import fmt
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
@@ -77,7 +77,10 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) 
     return el
 
 
-def render_junit(header: RunHeader, results: Sequence[ResultEntry]) -> bytes:
+def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem] = (),
+                 why: str | None = None) -> bytes:
+    """Every item with a result, then every planned item that never ran, as an error: a CI page must
+    never show an interrupted run as fewer tests that all passed."""
     host = (header.get("facts") or {}).get("host") or ""
     root = ET.Element("testsuites", name="clustercheck")
     totals: dict[str, int] = {"tests": 0, "failures": 0, "errors": 0}
@@ -108,6 +111,18 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry]) -> bytes:
         totals["failures"] += outcome == "failed"
         totals["errors"] += outcome == "error"
         seconds += duration
+    for p in not_run:
+        message = f"not run: {why or 'the run did not finish'}"
+        suite = _el(root, "testsuite", name=item_id(p), tests=1, failures=0, errors=1, skipped=0, time="0.000",
+                    timestamp=header.get("started") or "", hostname=p.get("node") or host, package=classname(p),
+                    file=p["suite_file"])
+        props = _el(suite, "properties")
+        for name, value in (("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")):
+            _el(props, "property", name=name, value=value)
+        case = _el(suite, "testcase", name=p["name"], classname=classname(p), time="0.000")
+        _el(case, "error", message, message=message, type="incomplete")
+        totals["tests"] += 1
+        totals["errors"] += 1
     for key, total in totals.items():
         root.set(key, str(total))
     root.set("time", f"{seconds:.3f}")

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck import verdicts as vt
 from clustercheck.exclude import as_hostlist
 from clustercheck.paths import display
-from clustercheck.record import ExcludeEntry
+from clustercheck.record import ExcludeEntry, load
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
@@ -36,15 +36,27 @@ def summary_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
 
 
-def exclusion_lines(ex: ExcludeEntry, nodes: int) -> list[tuple[str, str]]:
-    """(line, colour) pairs: the exclusion list with reasons and drains, then the nodes not measured."""
-    out: list[tuple[str, str]] = []
+def incomplete_line(record: Path) -> str | None:
+    """`INCOMPLETE: why; N of M items not run` for a run that did not finish; None when it did."""
+    rec = load(record)
+    why = rec.incomplete()
+    if why is None:
+        return None
+    return f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan or [])} planned item(s) not run"
+
+
+def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None) -> list[tuple[str, str]]:
+    """(line, colour) pairs: INCOMPLETE when the run did not finish, the exclusion list with reasons and
+    drains, then the nodes with errors and the nodes nothing measured."""
+    out: list[tuple[str, str]] = [(incomplete, "red")] if incomplete else []
     if ex.get("hostlist"):
         out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
         out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
         for d in ex.get("drain") or []:
             state = "would run" if d["rc"] is None else f"ran (exit {d['rc']})"
             out.append((f"  drain {state}: {shlex.join(d['command'])}", ""))
+    elif incomplete:
+        out.append(("exclude: none so far (the run did not finish: nothing it did not measure is cleared)", ""))
     elif nodes > 1 or ex:
         out.append(("exclude: none (no node failed a check)", ""))
     unmeasured = ex.get("unmeasured") or {}
@@ -52,6 +64,10 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int) -> list[tuple[str, str]]:
         out.append((f"not measured: {as_hostlist(list(unmeasured))}   (harness errors: rerun them; "
                     "an error never excludes a node)", "yellow"))
         out += [(f"  {node}: {', '.join(items)}", "") for node, items in unmeasured.items()]
+    untested = ex.get("untested") or []
+    if untested:
+        out.append((f"untested: {as_hostlist(list(untested))}   (no item measured these nodes: they are not "
+                    "cleared)", "yellow"))
     return out
 
 

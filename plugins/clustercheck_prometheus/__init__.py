@@ -44,10 +44,12 @@ def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]
     if path is not None:
         from prometheus_client import write_to_textfile
 
-        write_to_textfile(str(path), registry(results, exclusion))
+        from clustercheck.record import load
+
+        write_to_textfile(str(path), registry(results, exclusion, load(run_dir / "run.jsonl").incomplete()))
 
 
-def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
+def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None) -> Any:
     """The samples of one run, in a registry of their own (never the process-wide default)."""
     from prometheus_client import CollectorRegistry, Gauge
 
@@ -61,6 +63,10 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
     unmeasured = Gauge("clustercheck_unmeasured", "number of items of the last run on each node that ended in "
                        "error (the harness could not measure them; never a reason to exclude)", ["node"],
                        registry=reg)
+    untested = Gauge("clustercheck_untested", "1 for each node of the last run that no item measured (every item "
+                     "covering it errored, was skipped or never ran): not cleared", ["node"], registry=reg)
+    unfinished = Gauge("clustercheck_incomplete", "1 when the last run did not finish (interrupted, killed, or "
+                       "items never ran): its other samples are a partial picture", registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
     for r in results:
         where = (r["check"], r["name"], ",".join(r.get("nodes") or []))
@@ -72,5 +78,8 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any]) -> Any:
         excluded.labels(node).set(1)
     for node, items in (exclusion.get("unmeasured") or {}).items():
         unmeasured.labels(node).set(len(items))
+    for node in exclusion.get("untested") or []:
+        untested.labels(node).set(1)
+    unfinished.set(1 if incomplete else 0)
     finished.set(time.time())
     return reg

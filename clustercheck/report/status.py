@@ -1,0 +1,34 @@
+"""The run's verdict as every report states it: PASS, FAIL, ERROR, SKIPPED or INCOMPLETE, with the items
+that never ran and the nodes nothing measured. A gate is judged by its worst case, so a run that did not
+finish is INCOMPLETE whatever its finished items say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustercheck.exclude import untested
+from clustercheck.record import Record, counts, item_id
+
+
+def run_status(rec: Record) -> dict[str, Any]:
+    why = rec.incomplete()
+    c = counts(rec.results)
+    if why:
+        verdict = "INCOMPLETE"
+    elif c["failed"]:
+        verdict = "FAIL"
+    elif c["error"]:
+        verdict = "ERROR"  # the harness could not measure something: never a pass
+    elif not c["passed"]:
+        verdict = "SKIPPED"  # nothing applied here: nothing was measured, nothing is cleared
+    else:
+        verdict = "PASS"
+    not_run = rec.not_run()
+    nodes = list(rec.header.get("nodes") or [])
+    return {
+        "verdict": verdict,
+        "incomplete": None if why is None else {"reason": why, "not_run": len(not_run),
+                                                "planned": len(rec.plan or []),
+                                                "items": [item_id(p) for p in not_run]},
+        "untested": (rec.exclude or {}).get("untested", untested(nodes, rec.results)),
+    }

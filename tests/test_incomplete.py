@@ -1,0 +1,132 @@
+"""A run that did not finish says INCOMPLETE in every report and exit code: SIGINT, a second SIGINT, SIGTERM
+(what Slurm and Kubernetes send on a time-out), a killed controller; nodes nothing measured are listed as
+untested. Real controller processes, real signals, real gloo ranks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import write_suite
+from test_faults import RUN, _wait_for_results, assert_all_gone, rank_pids, record
+
+CHECKS = "abcde"
+THRESHOLDS = "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n" + "".join(
+    f"  {c}: {{busbw: {{limit: '>= 0', unit: GB/s}}}}\n" for c in CHECKS)
+
+
+@pytest.fixture
+def five(project: pytest.Pytester) -> pytest.Pytester:
+    """A 5-check CPU suite whose third check hangs, so a signal always lands mid-run."""
+    (project.path / "thresholds" / "cpu.yaml").write_text(THRESHOLDS)
+    body = "".join(f"  - id: {c}\n    measure: all_reduce\n    timeout: 120\n    params: {{sizes: [1KiB], iters: 2}}\n"
+                   for c in CHECKS)
+    write_suite(project, "checks:\n" + body)
+    return project
+
+
+def _start(p: pytest.Pytester) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "suites/s.yaml", *RUN, "--cc-inject-fault", "c:hang"],
+                            cwd=p.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _interrupt(p: pytest.Pytester, *signals: signal.Signals) -> tuple[int, str]:
+    proc = _start(p)
+    try:
+        _wait_for_results(p.path, 2)
+        time.sleep(0.5)  # c is hanging now
+        start = time.monotonic()
+        for i, sig in enumerate(signals):
+            if i:
+                time.sleep(0.2)
+            proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert time.monotonic() - start < 20, "stopping took too long"
+    return proc.returncode, out.decode()
+
+
+def _assert_incomplete(p: pytest.Pytester, rc: int, out: str, signame: str) -> None:
+    assert rc == 2, out
+    assert "Traceback (most recent call last)" not in out, out
+    assert "INCOMPLETE: interrupted" in out and "3 of 5 planned item(s) not run" in out, out
+    assert "exclude: none (no node failed a check)" not in out
+    lines = record(p.path)
+    assert lines[-1]["type"] == "end" and lines[-1]["interrupted"] is True and lines[-1]["signal"] == signame
+    run = p.path / "out" / "latest"
+    data = json.loads((run / "results.json").read_text())
+    assert data["verdict"] == "INCOMPLETE" and data["incomplete"]["not_run"] == 3
+    node = data["run"]["nodes"][0]
+    assert data["incomplete"]["items"] == [f"s::{c}[{node}]" for c in "cde"]
+    junit = ET.parse(run / "junit.xml").getroot()
+    assert (junit.get("tests"), junit.get("errors"), junit.get("failures")) == ("5", "3", "0")
+    errors = [c for c in junit.iter("testcase") if c.find("error") is not None]
+    assert [e.find("error").get("message") for e in errors] == [f"not run: interrupted ({signame})"] * 3
+    html = (run / "report.html").read_text()
+    assert 'class="banner incomplete"' in html and "3 of 5 planned item(s) not run" in html
+    assert json.loads((run / "sla.json").read_text())["complete"] is False
+    assert_all_gone(rank_pids(lines))
+
+
+def test_sigint_is_incomplete_everywhere(five: pytest.Pytester) -> None:
+    rc, out = _interrupt(five, signal.SIGINT)
+    _assert_incomplete(five, rc, out, "SIGINT")
+
+
+def test_a_second_sigint_stops_at_once_and_the_record_stays_whole(five: pytest.Pytester) -> None:
+    rc, out = _interrupt(five, signal.SIGINT, signal.SIGINT)
+    _assert_incomplete(five, rc, out, "SIGINT")
+
+
+def test_sigterm_is_handled_like_sigint(five: pytest.Pytester) -> None:
+    rc, out = _interrupt(five, signal.SIGTERM)
+    _assert_incomplete(five, rc, out, "SIGTERM")
+
+
+def test_report_on_a_record_without_an_end_line_says_incomplete_and_fails(five: pytest.Pytester) -> None:
+    proc = _start(five)
+    try:
+        _wait_for_results(five.path, 2)
+        proc.kill()  # no handler runs: the record has no end line
+        proc.wait(10)
+    finally:
+        proc.kill()
+    lines = record(five.path)
+    assert lines[-1]["type"] == "result"
+    assert_all_gone(rank_pids(lines))
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "report", "out/latest"], cwd=five.path,
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "INCOMPLETE: the run was killed before it ended" in out.stderr and "3 of 5" in out.stderr
+    run = five.path / "out" / "latest"
+    data = json.loads((run / "results.json").read_text())
+    assert data["verdict"] == "INCOMPLETE" and data["incomplete"]["not_run"] == 3
+    assert ET.parse(run / "junit.xml").getroot().get("errors") == "3"
+
+
+def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: pytest.Pytester,
+                                                                     tmp_path: Path) -> None:
+    """Two nodes through the hosts launcher; every item of h2 errors (its rank crashes), so h2 is untested."""
+    (project.path / "thresholds" / "cpu.yaml").write_text(THRESHOLDS)
+    write_suite(project, "checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
+    textfile = tmp_path / "cc.prom"
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--launcher", "hosts", "--hosts", "h[1-2]",
+                                       "--host-command", "env CC_HOST={host} {python}", "--cc-inject-fault",
+                                       "a:crash@3", "-p", "clustercheck_prometheus",
+                                       f"--prometheus-textfile={textfile}")
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*untested: h2*"])
+    run = project.path / "out" / "latest"
+    data = json.loads((run / "results.json").read_text())
+    assert data["untested"] == ["h2"] and data["verdict"] == "ERROR"
+    assert record(project.path)[-2]["untested"] == ["h2"]  # the exclude line
+    assert 'clustercheck_untested{node="h2"} 1.0' in textfile.read_text()
+    assert "clustercheck_incomplete 0.0" in textfile.read_text()
