@@ -41,9 +41,9 @@ def main() -> int:
 
     env = os.environ
     args = _args()
-    # the pool's HMAC key: from the environment (local, srun), else the first line on stdin (hosts)
+    # the pool's HMAC key: from the environment (srun), else the first line on stdin (local, hosts)
     key = env.pop(wire.TOKEN_ENV, None)
-    if key is None:
+    if not key:
         key = sys.stdin.readline().strip()
         try:  # the hosts launcher's second line: the variables the pool set for this rank
             env.update(read_env(sys.stdin.readline()))
