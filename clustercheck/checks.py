@@ -9,9 +9,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from clustercheck import memory as mem
 from clustercheck import params as p
 from clustercheck.errors import HarnessError, Skip, SizeTooSmall
 from clustercheck.formulas import PLACEMENTS, layout
+from clustercheck.memory import Need
 from clustercheck.results import COLLECTIVE_UNITS, Measurement, evaluate, reduce_collective, reduce_p2p, reduce_subjects
 from clustercheck.schema import Fields
 from clustercheck.thresholds import Limit
@@ -76,6 +78,7 @@ class Kind:
     check_group: Callable[[CheckSpec, int], None] = _no_group_check  # raises when a group cannot work
     task_params: Callable[[CheckSpec, Mapping[str, Any]], dict[str, Any]] = _own_params
     extra: dict[str, Any] = field(default_factory=dict)  # fixed parameters every task of this kind carries
+    memory: Need | None = None  # the buffers it holds (memory.py), so a suite that cannot fit is refused early
 
     def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""
@@ -171,37 +174,39 @@ for _name, _text in _COLLECTIVE_TEXT.items():
     register(Kind(_name, ("node", "cluster", "pair"), COLLECTIVE_UNITS, p.collective_parser(_name),
                   f"torch.distributed {_text} over a size sweep, timed and checked as nccl-tests does",
                   "clustercheck.measure.collectives:collective", judge_collective, min_ranks=2, tuning_pass=True,
-                  figure="sweep", check_group=_check_layouts, extra={"collective": _name}))
+                  figure="sweep", check_group=_check_layouts, extra={"collective": _name},
+                  memory=mem.collective(_name)))
 register(Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, p.copy_parser("256MiB", 16),
               "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node",
-              "clustercheck.measure.copies:host_device", judge_subjects, gpu_only=True))
+              "clustercheck.measure.copies:host_device", judge_subjects, gpu_only=True, memory=mem.host_device))
 register(Kind("device_memory", ("gpu",), {"bandwidth": "GB/s"}, p.copy_parser("1GiB", 16),
               "device-to-device copy on each GPU: memory traffic per second (2 x bytes copied: read + write, "
-              "as the HBM spec counts)", "clustercheck.measure.copies:device_memory", judge_subjects, gpu_only=True))
+              "as the HBM spec counts)", "clustercheck.measure.copies:device_memory", judge_subjects, gpu_only=True,
+              memory=mem.device_memory))
 register(Kind("host_memory", ("node",), {"bandwidth": "GB/s"}, p.copy_parser("256MiB", 8),
               "host memory copy bandwidth, one rank at a time (bytes copied per second)",
-              "clustercheck.measure.copies:host_memory", judge_subjects))
+              "clustercheck.measure.copies:host_memory", judge_subjects, memory=mem.host_memory))
 register(Kind("gemm", ("gpu", "node"), {"tflops": "TFLOP/s"}, p.gemm_params,
               "square matrix multiply throughput per device (bf16 on GPUs, fp32 on CPUs by default)",
-              "clustercheck.measure.copies:gemm", judge_subjects))
+              "clustercheck.measure.copies:gemm", judge_subjects, memory=mem.gemm))
 register(Kind("p2p", ("gpu-pair",), {"unidirectional": "GB/s", "bidirectional": "GB/s", "p2p_min": "GB/s",
                                      "p2p_median": "GB/s", "p2p_min_ratio": "ratio", "asymmetry_max": "ratio",
                                      "ratio_to_median": "ratio"},
               p.copy_parser("256MiB", 16, p.p2p_extra),
               "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios",
-              "clustercheck.measure.copies:p2p", judge_p2p, gpu_only=True, min_ranks=2, figure="matrix"))
+              "clustercheck.measure.copies:p2p", judge_p2p, gpu_only=True, min_ranks=2, figure="matrix",
+              memory=mem.p2p))
 register(Kind("probe", ("node",), {}, p.probe_params,
               "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
               "run on each node's first rank", "clustercheck.measure:probe", judge_probe, limited=False,
               figure="none", task_params=_probe_task))
-GPU_ONLY = tuple(k.name for k in KINDS.values() if k.gpu_only)
 
 from clustercheck import native_judge as _native, native_params as _native_params  # noqa: E402 (needs Kind above)
 
 register(Kind("nccl_tests", ("node",), _native.NCCL_METRICS, _native_params.nccl_tests_params,
               "an nccl-tests binary (all_reduce_perf by default) run on each node's first rank over the node's GPUs; "
               "its table judged like a collective", "clustercheck.measure.native:nccl_tests", _native.judge_nccl_tests,
-              figure="sweep", task_params=_native.task_params))
+              figure="sweep", task_params=_native.task_params, memory=mem.nccl_tests))
 register(Kind("nvbandwidth", ("node",), _native.NVBANDWIDTH_METRICS, _native_params.nvbandwidth_params,
               "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
               "clustercheck.measure.native:nvbandwidth", _native.judge_nvbandwidth, task_params=_native.task_params))

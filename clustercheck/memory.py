@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.formulas import PLACEMENTS, layout
@@ -24,32 +24,82 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / (1 << 30):.1f} GiB"
 
 
-def _collective(measure: str, params: Mapping[str, Any], nranks: int) -> tuple[int, int]:
-    """(peak bytes per rank, the size that sets it): one Bench at a time, as collectives.collective
-    builds them: out of place a send and a receive buffer, in place one buffer (reduce_scatter's
-    in-place send holds the receive slice)."""
-    elt = DTYPES[params.get("dtype", "float32")]
-    peak, at = 0, 0
-    for size in params["sizes"]:
-        lay = layout(measure, size, elt, nranks)
-        for placement in params.get("placements", PLACEMENTS[measure]):
-            if placement == "out":
-                count = lay.send_count + lay.recv_count
-            elif measure == "reduce_scatter":
-                count = lay.send_count
-            else:
-                count = lay.recv_count
-            need = count * elt + min(max(lay.send_count, lay.recv_count), CHECK_CHUNK)  # + the bool mask
-            if need > peak:
-                peak, at = need, size
-    return peak, at
+# A kind's need: (bytes per rank in the memory it measures, host bytes per node, the size that sets it),
+# from its parameters, the ranks per node and whether the ranks are on GPUs. checks.Kind.memory holds one.
+Need = Callable[[Mapping[str, Any], int, bool], "tuple[int, int, int]"]
+
+
+def _device(per_rank: int, size: int, n: int, gpu: bool) -> tuple[int, int, int]:
+    """Buffers on the rank's device: on a GPU, no host memory; on a CPU rank, host memory for every rank."""
+    return per_rank, 0 if gpu else per_rank * n, size
+
+
+def collective(measure: str) -> Need:
+    """One Bench at a time, as collectives.collective builds them: out of place a send and a receive
+    buffer, in place one buffer (reduce_scatter's in-place send holds the receive slice), plus the
+    bounded comparison mask of the correctness check."""
+    def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+        elt = DTYPES[params.get("dtype", "float32")]
+        peak, at = 0, 0
+        for size in params["sizes"]:
+            lay = layout(measure, size, elt, n)
+            for placement in params.get("placements", PLACEMENTS[measure]):
+                if placement == "out":
+                    count = lay.send_count + lay.recv_count
+                elif measure == "reduce_scatter":
+                    count = lay.send_count
+                else:
+                    count = lay.recv_count
+                bytes_ = count * elt + min(max(lay.send_count, lay.recv_count), CHECK_CHUNK)  # + the bool mask
+                if bytes_ > peak:
+                    peak, at = bytes_, size
+        return _device(peak, at, n, gpu)
+    return need
+
+
+def host_memory(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    size = params["size"]  # src and dst on the host, allocated by every rank at once
+    return 2 * size, 2 * size * n, size
+
+
+def host_device(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    size = params["size"]  # the device buffer, and its pinned twin on the host
+    return size, size * n, size
+
+
+def device_memory(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    return _device(2 * params["size"], params["size"], n, gpu)
+
+
+def p2p(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    return _device(n * params["size"], params["size"], n, gpu)  # its source and one target per other rank
+
+
+def gemm(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    dtype = params.get("dtype", "auto")  # a, b and c in their own dtype; auto is bf16 on GPUs, fp32 on CPUs
+    size = params["m"] ** 2 * (DTYPES[dtype] if dtype != "auto" else (2 if gpu else 4))
+    return _device(3 * size, size, n, gpu)
+
+
+def nccl_tests(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    """The tool's own send and receive buffers at max_bytes on each GPU (none of ours on a CPU run)."""
+    size = params["max_bytes"]
+    return (2 * size, 0, size) if gpu else (0, 0, size)
+
+
+def _needs(measure: str, params: Mapping[str, Any], n: int, backend: str) -> tuple[int, int, int]:
+    from clustercheck.checks import KINDS
+
+    kind = KINDS.get(measure)
+    if kind is None or kind.memory is None:  # probes and kinds that allocate nothing of their own
+        return 0, 0, 0
+    return kind.memory(params, n, backend == "nccl")
 
 
 def memory_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, backend: str = "nccl") -> int:
     """Peak bytes one rank's task holds in the memory it measures: its GPU under NCCL (p2p: what lands
     on one GPU, its own source and one target buffer from each other rank), host memory on a CPU
-    rank. 0 for kinds with no buffers of their own (probes, native tools, kinds this module does not
-    know)."""
+    rank. 0 for kinds with no buffers of their own (probes, kinds that declare no need)."""
     return _needs(measure, params, nranks_per_node, backend)[0]
 
 
@@ -57,33 +107,6 @@ def host_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, bac
     """Peak host bytes of the whole node for this check: every rank's buffers under gloo; under NCCL the
     host-side ones only (host_device's pinned buffer, host_memory's pair)."""
     return _needs(measure, params, nranks_per_node, backend)[1]
-
-
-def _needs(measure: str, params: Mapping[str, Any], n: int, backend: str) -> tuple[int, int, int]:
-    """(per rank on its device or host, host per node, the size that sets the peak)."""
-    gpu = backend == "nccl"
-    if measure in PLACEMENTS:
-        per_rank, size = _collective(measure, params, n)
-    elif measure == "host_memory":  # src and dst on the host, allocated by every rank at once
-        size = params["size"]
-        return 2 * size, 2 * size * n, size
-    elif measure == "host_device":  # the device buffer, and its pinned twin on the host
-        size = params["size"]
-        return size, size * n, size
-    elif measure == "device_memory":
-        size = params["size"]
-        per_rank = 2 * size
-    elif measure == "p2p":
-        size = params["size"]
-        per_rank = n * size
-    elif measure == "gemm":  # a, b and c, drawn in their own dtype; auto is bf16 on GPUs, fp32 on CPUs
-        dtype = params.get("dtype", "auto")
-        elt = DTYPES[dtype] if dtype != "auto" else (2 if gpu else 4)
-        size = params["m"] ** 2 * elt
-        per_rank = 3 * size
-    else:
-        return 0, 0, 0
-    return per_rank, 0 if gpu else per_rank * n, size
 
 
 def check_fits(checks: Iterable[Any], nranks_per_node: int, backend: str, device_bytes: int | None,

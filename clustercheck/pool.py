@@ -111,7 +111,7 @@ class WorkerPool:
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
         if self.launcher.kind == "slurm":
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
-        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs)
+        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
         keys = [f"ready/{r}" for r in range(self.key.nranks)]
         self._wait(keys, START_TIMEOUT, "starting the ranks")
         self.ranks = [self._read(k) for k in keys]

@@ -16,6 +16,7 @@ from clustercheck import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
 from clustercheck.judge import Baseline, Outcome, check_metrics, judge, rules_for
 from clustercheck.launch import make_launcher
+from clustercheck.memory import check_fits, device_available, host_available
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, RunWriter, counts, load, now,
@@ -67,6 +68,9 @@ class CheckSession:
             if opts.compare:
                 self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
             self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
+            # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer)
+            check_fits(checks, self.per_node, self.backend,
+                       device_available() if self.backend == "nccl" else None, host_available())
         except BaseException:
             if first is not None:
                 first.close(kill=True)

@@ -119,3 +119,22 @@ def test_the_worker_empties_cudas_cache_between_tasks_once_cuda_is_up(monkeypatc
     up["value"] = True
     worker.release_free_memory()
     assert calls == ["empty"]
+
+
+def test_the_cli_refuses_a_suite_that_cannot_fit_before_any_rank_starts(tmp_path: Path) -> None:
+    """The issue's case end to end: quick-gate-nvlink8 with 8 gloo ranks on a box with less than 64 GiB
+    ran 7.5 minutes into the OOM killer; now it is one line, exit 4, before a rank or a run dir exists."""
+    import subprocess
+    import sys
+
+    from clustercheck.memory import host_available
+
+    available = host_available()
+    if available is None or available >= 64 << 30:
+        pytest.skip("this machine has room for 8 x 8 GiB; the refusal needs less")
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "run", "quick-gate-nvlink8", "--platform",
+                           "h100-sxm-8x", "--ranks", "8", "--out", str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "check allreduce-default: all_reduce of 8GiB needs 64.1 GiB of host memory" in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()
