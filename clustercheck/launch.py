@@ -142,7 +142,9 @@ class SlurmLauncher(Launcher):
 
         env = {**env, TOKEN_ENV: key}  # srun hands the environment to every task; never on a command line
         argv = ["srun", "-l", f"--nodes={len(self.nodes)}", f"--ntasks={nranks}", f"--ntasks-per-node={per_node}",
-                "--kill-on-bad-exit=1", "--export=ALL", "--unbuffered",
+                # a dead rank must not take the other nodes' ranks with it before they answer: the pool
+                # collects what every rank said, blames the dead one and ends the step itself
+                "--kill-on-bad-exit=0", "--export=ALL", "--unbuffered",
                 # ranks may outnumber the CPUs the allocation holds (salloc -N3 gives one per node)
                 "--overcommit",
                 # pools of other environments, and NCCL's untimed tuning pool, share the nodes with this one
