@@ -175,7 +175,7 @@ for _name, _text in _COLLECTIVE_TEXT.items():
                   f"torch.distributed {_text} over a size sweep, timed and checked as nccl-tests does",
                   "clustercheck.measure.collectives:collective", judge_collective, min_ranks=2, tuning_pass=True,
                   figure="sweep", check_group=_check_layouts, extra={"collective": _name},
-                  memory=mem.collective(_name)))
+                  memory=mem.collective(_name, in_place_send=_name == "reduce_scatter")))
 register(Kind("host_device", ("gpu",), {"h2d": "GB/s", "d2h": "GB/s"}, p.copy_parser("256MiB", 16),
               "host->device and device->host copy bandwidth per GPU, pinned memory on its NUMA node",
               "clustercheck.measure.copies:host_device", judge_subjects, gpu_only=True, memory=mem.host_device))

@@ -34,10 +34,10 @@ def _device(per_rank: int, size: int, n: int, gpu: bool) -> tuple[int, int, int]
     return per_rank, 0 if gpu else per_rank * n, size
 
 
-def collective(measure: str) -> Need:
+def collective(measure: str, in_place_send: bool = False) -> Need:
     """One Bench at a time, as collectives.collective builds them: out of place a send and a receive
-    buffer, in place one buffer (reduce_scatter's in-place send holds the receive slice), plus the
-    bounded comparison mask of the correctness check."""
+    buffer, in place one buffer (the send buffer where the collective works in it: reduce_scatter's
+    in-place send holds the receive slice), plus the bounded comparison mask of the correctness check."""
     def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
         elt = DTYPES[params.get("dtype", "float32")]
         peak, at = 0, 0
@@ -46,7 +46,7 @@ def collective(measure: str) -> Need:
             for placement in params.get("placements", PLACEMENTS[measure]):
                 if placement == "out":
                     count = lay.send_count + lay.recv_count
-                elif measure == "reduce_scatter":
+                elif in_place_send:
                     count = lay.send_count
                 else:
                     count = lay.recv_count

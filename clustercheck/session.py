@@ -79,7 +79,13 @@ class CheckSession:
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
-        self.run_dir.mkdir(parents=True)
+        try:
+            self.run_dir.mkdir(parents=True)
+        except OSError as exc:  # --out names a file, /proc, a read-only place: say so before anything runs
+            if first is not None:
+                first.close(kill=True)
+            raise UserError(f"--out {opts.out}: cannot create the run directory {self.run_dir} "
+                            f"({exc.strerror or type(exc).__name__})") from None
         _point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)

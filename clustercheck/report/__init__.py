@@ -1,30 +1,59 @@
-"""Reports rendered from the run record: JSON results, SLA evidence, JUnit XML, HTML."""
+"""Reports rendered from the run record: JSON results, SLA evidence, JUnit XML, HTML. Every report is
+rendered in full before any file is replaced, so a record that cannot be read (empty, binary, fields of
+the wrong type) leaves the reports already there byte for byte as they were."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
+from clustercheck.errors import UserError
 from clustercheck.record import SCHEMA_VERSION, counts, load
 from clustercheck.report.status import run_status
 
 
 def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
+    """Render every report from `record` into `out_dir`; UserError (nothing replaced) when it cannot."""
+    try:
+        texts = _render(record)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{record}: cannot read the run record ({type(exc).__name__}); reports left as they were") \
+            from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UserError(f"{record}: not a run record clustercheck can render ({type(exc).__name__}: "
+                        f"{str(exc)[:80]}); reports left as they were") from None
+    paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
+    staged = []
+    for kind, (name, data) in texts.items():
+        tmp = out_dir / f".{name}.tmp{os.getpid()}"
+        tmp.write_bytes(data)
+        staged.append((tmp, paths[kind]))
+    for tmp, path in staged:  # only once every report rendered: never replace a report with less
+        os.replace(tmp, path)
+    return paths
+
+
+def _render(record: Path) -> dict[str, tuple[str, bytes]]:
     from clustercheck.report.html import render_html
     from clustercheck.report.junit import render_junit
     from clustercheck.report.sla import evidence
 
     rec = load(record)
+    if rec.header.get("type") != "run":
+        raise ValueError("it has no 'run' line")
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
-    paths = {"json": out_dir / "results.json", "sla": out_dir / "sla.json", "junit": out_dir / "junit.xml",
-             "html": out_dir / "report.html"}
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), **status,
                "results": results}
-    paths["json"].write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
-    paths["sla"].write_text(json.dumps(sla, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    paths["junit"].write_bytes(render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason")))
-    paths["html"].write_text(render_html(header, results, end, sla, status), encoding="utf-8")
-    return paths
+    return {"json": ("results.json", _json(summary)), "sla": ("sla.json", _json(sla)),
+            "junit": ("junit.xml", render_junit(header, results, rec.not_run(),
+                                                (status["incomplete"] or {}).get("reason"))),
+            "html": ("report.html", render_html(header, results, end, sla, status).encode("utf-8"))}
+
+
+def _json(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8")

@@ -36,6 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("prometheus_textfile")
     if path is not None and not path.parent.is_dir():
         raise pytest.UsageError(f"--prometheus-textfile {path}: directory {path.parent} does not exist")
+    try:  # before anything is measured, not in a traceback after the whole run
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise pytest.UsageError("-p clustercheck_prometheus needs prometheus-client: pip install "
+                                "'clustercheck[prometheus]'") from None
 
 
 def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
