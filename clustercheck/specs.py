@@ -23,10 +23,11 @@ class SpecValue:
 
 # -- sources (public) ---------------------------------------------------------------------------
 _ML_ENG = ("stas00/ml-engineering network/README.md, intra-node tables "
-           "(https://github.com/stas00/ml-engineering/blob/master/network/README.md; seeds/000)")
+           "(https://github.com/stas00/ml-engineering/blob/master/network/README.md)")
 _ML_ENG_INTER = ("stas00/ml-engineering network/README.md, inter-node tables "
-                 "(https://github.com/stas00/ml-engineering/blob/master/network/README.md; seeds/000)")
-_MEAS6 = "reference/measurement.md section 6 line rates"
+                 "(https://github.com/stas00/ml-engineering/blob/master/network/README.md)")
+_LINE_RATES = ("per-direction payload line rates as tabulated in stas00/ml-engineering network/README.md "
+               "(https://github.com/stas00/ml-engineering/blob/master/network/README.md)")
 _H100_DS = "NVIDIA H100 Tensor Core GPU datasheet (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)"
 _A100_DS = "NVIDIA A100 Tensor Core GPU datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
 _H200_DS = "NVIDIA H200 Tensor Core GPU product page/datasheet (https://www.nvidia.com/en-us/data-center/h200/)"
@@ -34,8 +35,9 @@ _B200_DS = "NVIDIA DGX B200 / HGX B200 datasheet (https://www.nvidia.com/en-us/d
 _GH200_DS = "NVIDIA GH200 Grace Hopper Superchip datasheet (https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip)"
 _A40_DS = ("NVIDIA A40 product brief PB-09976-001 and datasheet (https://www.nvidia.com/en-us/data-center/a40/): "
            "696 GB/s GDDR6, NVLink 112.5 GB/s bidirectional")
-_GA102 = ("NVIDIA Ampere GA102 GPU architecture whitepaper: four x4 NVLink links, 14.0625 GB/s per link per "
-          "direction, 56.25 GB/s per direction, 112.5 GB/s total between two GPUs")
+_GA102 = ("NVIDIA Ampere GA102 GPU architecture whitepaper, Third-Generation NVLink (https://www.nvidia.com/content/dam/"
+          "en-zz/Solutions/geforce/ampere/pdf/NVIDIA-ampere-GA102-GPU-Architecture-Whitepaper-V1.pdf): four x4 NVLink "
+          "links, 14.0625 GB/s per link per direction, 56.25 GB/s per direction, 112.5 GB/s total between two GPUs")
 _L40S_DS = "NVIDIA L40S datasheet (https://www.nvidia.com/en-us/data-center/l40s/): 864 GB/s GDDR6, no NVLink"
 _MI250X = "AMD Instinct MI250X product page (https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html)"
 _MI300X = "AMD Instinct MI300X product page / platform brief (https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html)"
@@ -62,7 +64,7 @@ def _pcie(gen: int, gts: float, enc: float, enc_name: str) -> dict[str, SpecValu
         "lanes": SpecValue(16, "count", f"{_PCIE}: a x16 link has 16 lanes"),
         "per_lane_unidirectional": SpecValue(round(lane, 4), "GB/s", src),
         "per_lane_bidirectional": SpecValue(round(2 * lane, 4), "GB/s", f"{src}; 2 x per-lane unidirectional"),
-        "unidirectional": SpecValue(round(16 * lane, 2), "GB/s", f"{src}; x16; {_MEAS6}"),
+        "unidirectional": SpecValue(round(16 * lane, 2), "GB/s", f"{src}; x16; {_LINE_RATES}"),
         "bidirectional": SpecValue(round(32 * lane, 2), "GB/s", f"{src}; x16, 2 x unidirectional"),
     }
 
@@ -107,7 +109,7 @@ def _gaudi(gen: int, nic_gbps: float, src: str) -> dict[str, SpecValue]:
 
 
 def _ib(name: str, lane_gbps: float) -> dict[str, SpecValue]:
-    src = f"InfiniBand {name}, {lane_gbps:g} Gb/s per lane per direction: {_IB}; {_MEAS6}"
+    src = f"InfiniBand {name}, {lane_gbps:g} Gb/s per lane per direction: {_IB}; {_LINE_RATES}"
     return {
         "lane_unidirectional": SpecValue(lane_gbps, "Gb/s", src),
         "port_unidirectional": SpecValue(4 * lane_gbps, "Gb/s", f"{src}; 4x port"),
