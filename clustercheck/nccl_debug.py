@@ -4,7 +4,7 @@ Pure text in, frozen facts out; no torch, nothing imported beyond the standard l
 be one rank's `NCCL_DEBUG_FILE`, several ranks' files (pass them together), or NCCL lines interleaved
 with other output (nccl-tests tables, mpirun `[0]` tags, a second line glued onto a table row).
 
-Read (reference/measurement.md section 2):
+Read (the formats NVIDIA/nccl prints at INIT, ENV and TUNING):
 
 - the version line `NCCL version 2.21.5+cuda12.4`;
 - the per-call tuning line rank 0 prints, in its three formats:

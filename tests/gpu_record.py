@@ -27,7 +27,7 @@ def _verdict(metric: str, measured: float, limit: float, unit: str = "GB/s", sub
 
 
 def p2p_bandwidth(i: int, j: int) -> float:
-    """A deterministic spread of about +-2% around 376 GB/s (H100 p2p, reference/measurement.md)."""
+    """A deterministic spread of about +-2% around 376 GB/s (H100 p2p, stas00/ml-engineering network/README.md)."""
     return round(376.0 * (1 + 0.02 * (((i * 7 + j * 3) % 9) - 4) / 4), 1)
 
 

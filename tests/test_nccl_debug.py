@@ -2,7 +2,7 @@
 
 Real logs: the shared p3dn, superbench and GB300 nccl-tests captures, and excerpts of public issue threads
 in tests/fixtures/nccl-debug/ (source URL on line 1). Short snippets for the tuning-line formats the
-real excerpts do not cover are constructed from the formats quoted in reference/measurement.md
+real excerpts do not cover are constructed from the formats NVIDIA/nccl prints
 section 2; each says so."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_every_fixture_has_a_source_url_on_line_one() -> None:
 
 
 # -- the three tuning-line formats -------------------------------------------------------------------
-# Constructed from the formats quoted in reference/measurement.md section 2 (not captured output):
+# Constructed from the formats NVIDIA/nccl prints (tuning lines; not captured output):
 # >= 2.24 `AllReduce: 1073741824 Bytes -> Algo NVLS proto Simple channel{Lo..Hi}={0..15}`,
 # 2.23 `AllReduce: N Bytes -> Algo 4 proto 2 time T`, 2.20-2.22 `N Bytes -> Algo 4 proto 2 time T`.
 

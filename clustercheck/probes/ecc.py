@@ -1,9 +1,9 @@
 """ECC errors, row remapping and retired pages per GPU, from NVML live or `nvidia-smi -q` text.
 
-Limits follow Azure's check_gpu_ecc (reference/healthchecks.md 1): a pending or failed row remap fails,
+Limits follow Azure's check_gpu_ecc (Azure/azurehpc-health-checks customTests): a pending or failed row remap fails,
 any SRAM uncorrectable error fails, SRAM correctable above 10 000 and DRAM counts above 20 000 000 fail,
 more than 512 uncorrectable remapped rows fail. Pre-Ampere GPUs report retired pages instead: a pending
-retirement fails, and so do more than 10 retired pages (Meta GCM check-nvidia-smi, healthchecks.md 3).
+retirement fails, and so do more than 10 retired pages (Meta GCM check-nvidia-smi, facebookresearch/gcm).
 
 nvidia-smi prints SRAM uncorrectable errors in two layouts: one `SRAM Uncorrectable` counter (e.g. driver
 545, tests/fixtures nvidia-smi-q/h100-...), or split into `SRAM Uncorrectable Parity` and `SRAM

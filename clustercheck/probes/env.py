@@ -3,7 +3,8 @@
 Each entry names the variable, the values that hurt and why, after NCCL's environment variable reference
 (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) and CUDA's programming guide
 (CUDA_LAUNCH_BLOCKING). A platform may allow some on purpose (`expect: {nccl_env_allow: [...]}`), e.g. EFA
-benchmarking runs with NCCL_P2P_DISABLE=1 to force traffic through the NICs (seeds/003).
+benchmarking runs with NCCL_P2P_DISABLE=1 to force traffic through the NICs (Hugging Face's smol training playbook,
+https://huggingfacetb-smol-training-playbook.hf.space/, "Outside a GPU").
 
 Values are read the way NCCL reads them (NVIDIA/nccl at 5067397c, v2.30): integer variables go through
 `strtoll(str, nullptr, 0)` (src/misc/param.cc, ncclLoadParam) and NCCL_P2P_DISABLE through

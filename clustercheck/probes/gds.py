@@ -1,4 +1,4 @@
-"""GPUDirect Storage (reference/measurement.md 5.5): `gdscheck -p` or /proc/driver/nvidia-fs/stats.
+"""GPUDirect Storage (NVIDIA GPUDirect Storage docs, https://docs.nvidia.com/gpudirect-storage/): `gdscheck -p` or /proc/driver/nvidia-fs/stats.
 
 gdscheck: the nvidia_fs driver must be loaded, at least one storage transport Supported, every GPU
 "supports GDS", and the run must end with "Platform verification succeeded"; cuFile's use_compat_mode

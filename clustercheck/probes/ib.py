@@ -1,7 +1,7 @@
 """InfiniBand / RoCE ports: state and rate, from `ibstat`, `ibv_devinfo` or /sys/class/infiniband.
 
-Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure check_hw_ib, reference/
-healthchecks.md 1), at the platform's `ib_rate_gbps` where given (e.g. 400 for NDR), and at least
+Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's check_hw_ib,
+Azure/azurehpc-health-checks customTests), at the platform's `ib_rate_gbps` where given (e.g. 400 for NDR), and at least
 `ib_ports` ports must be active.
 """
 

@@ -5,7 +5,7 @@ Fails: a run that failed or stopped (the data-pattern check, `ASSERT`, CUDA erro
 in host_to_device_memcpy_{ce,sm}, `d2h_min` in device_to_host_memcpy_{ce,sm}, `p2p_min` per ordered GPU
 pair in device_to_device_memcpy_{read,write}_{ce,sm} (an N/A pair there fails: no peer access), and
 `p2p_uniformity`: every pair of those matrices within this fraction of the matrix median (0.10 = +-10%,
-reference/measurement.md 3). Floors whose tests are not in the capture are named, not judged; output cut
+as Azure's check_gpu_bw gates every pair: Azure/azurehpc-health-checks customTests). Floors whose tests are not in the capture are named, not judged; output cut
 down to the SUM lines has no per-GPU values to judge.
 """
 

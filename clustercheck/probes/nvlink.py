@@ -1,7 +1,7 @@
 """Active NVLinks per GPU (`nvidia-smi nvlink -s`), their speed, and the platform's count.
 
 Without any expectation a GPU fails when it has no active link, when one of its links is `<inactive>`
-among active ones, when it has fewer active links than the best GPU here (reference/measurement.md 5.6),
+among active ones, when it has fewer active links than the best GPU here (NVML nvmlDeviceGetNvLinkState per link),
 or when a link runs slower than the fastest link of the same GPU model here. With `nvlinks_per_gpu` (18
 on H100/H200/B200 SXM, 12 on A100 SXM, 12 on an NVLink-bridged H100 PCIe pair, 4 on a bridged A40 pair)
 a GPU needs that many active links (0: a platform without NVLink), and inactive links beyond them are

@@ -1,4 +1,5 @@
-"""PCIe ACS redirect on bridges (reference/measurement.md 5.4).
+"""PCIe ACS redirect on bridges (NCCL troubleshooting guide, PCI Access Control Services:
+https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
 
 ACS request/completion redirect sends peer-to-peer TLPs up to the root complex, which slows GPUDirect
 P2P and RDMA or hangs it (NCCL troubleshooting guide). A device whose ACSCtl has ReqRedir+ or CmpltRedir+

@@ -1,8 +1,8 @@
 """PCIe link generation and width, current vs max, for GPUs (nvidia-smi -q) and any device (lspci -vvv).
 
 A link trained below its maximum (a GPU at x2 of x16, a root port "downgraded") halves host<->device and
-GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (reference/measurement.md
-5.6), so a generation below max says "re-check under load"; a narrower width is never a power state.
+GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (NVML's PCIe
+link queries report the current, not the maximum, generation: https://docs.nvidia.com/deploy/nvml-api/), so a generation below max says "re-check under load"; a narrower width is never a power state.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Clock throttle reasons and temperature per GPU, from `nvidia-smi -q`.
 
 Hardware slowdown, thermal slowdown (HW or SW) and power-brake slowdown fail: the GPU runs below its clocks
-for a reason outside the workload (NVML clocks event reasons, reference/measurement.md 5.6; Azure treats
+for a reason outside the workload (NVML clocks event reasons, https://docs.nvidia.com/deploy/nvml-api/; Azure treats
 anything but idle and SW power cap as throttled). Temperature fails above `gpu_temp_max_c` (default 84 C,
-Meta GCM check-nvidia-smi, reference/healthchecks.md 3) or at the GPU's own slowdown temperature.
+Meta GCM check-nvidia-smi, facebookresearch/gcm gcm/health_checks) or at the GPU's own slowdown temperature.
 """
 
 from __future__ import annotations
