@@ -70,11 +70,10 @@ class MetricValue(TypedDict):
     unit: str
 
 
-class ResultEntry(TypedDict, total=False):
-    """One item's `result` line (the fields of docs/run-record.md)."""
-    type: str
-    nodeid: str
+class PlanItem(TypedDict):
+    """One item the run set out to measure (the `plan` line lists them all, before the first result)."""
     name: str
+    nodeid: str
     check: str
     measure: str
     scope: str
@@ -82,6 +81,11 @@ class ResultEntry(TypedDict, total=False):
     nodes: list[str]
     suite_file: str
     line: int
+
+
+class ResultEntry(PlanItem, total=False):
+    """One item's `result` line (the fields of docs/run-record.md): the item, as planned, and its outcome."""
+    type: str
     description: str
     params: dict[str, Any]
     outcome: str
@@ -96,19 +100,6 @@ class ResultEntry(TypedDict, total=False):
     pool: dict[str, Any]
     comm: dict[str, Any]
     figure: str
-
-
-class PlanItem(TypedDict):
-    """One item the run set out to measure (the `plan` line lists them all, before the first result)."""
-    name: str
-    nodeid: str
-    check: str
-    measure: str
-    scope: str
-    node: str | None
-    nodes: list[str]
-    suite_file: str
-    line: int
 
 
 class DrainEntry(TypedDict):
@@ -270,10 +261,9 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
                  message: str, duration: float, measured: Outcome | None, figure: str) -> ResultEntry:
     """The `result` line of one item (docs/run-record.md)."""
     entry: ResultEntry = {
-        "type": "result", "nodeid": nodeid, "name": name, "check": check.id, "measure": check.measure,
-        "scope": check.scope, "node": where, "nodes": where.split(",") if where else list(nodes),
-        "suite_file": check.file, "line": check.line, "description": check.description, "params": check.params,
-        "outcome": outcome, "message": message, "duration": round(duration, 3), "finished": now(), "figure": figure,
+        **plan_item(check, where, nodes, nodeid=nodeid, name=name), "type": "result",
+        "description": check.description, "params": check.params, "outcome": outcome, "message": message,
+        "duration": round(duration, 3), "finished": now(), "figure": figure,
     }
     if measured is not None:
         m = measured.measurement
