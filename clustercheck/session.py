@@ -80,12 +80,12 @@ class CheckSession:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
         try:
-            self.run_dir.mkdir(parents=True)
-        except OSError as exc:  # --out names a file, /proc, a read-only place: say so before anything runs
+            _make_dir(opts.out, self.run_dir)
+        except UserError:
             if first is not None:
                 first.close(kill=True)
-            raise UserError(f"--out {opts.out}: cannot create the run directory {self.run_dir} "
-                            f"({exc.strerror or type(exc).__name__})") from None
+                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            raise
         _point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
@@ -114,7 +114,9 @@ class CheckSession:
         if self.launcher.kind == "local" or self.nodes in ([here], [here.split(".")[0]]):
             return {self.nodes[0]: platform_mod.read_facts()}, None
         key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
-        pool = WorkerPool(key, self.options.out / f".starting-{os.getpid()}" / "logs", 1, self.launcher)
+        logs = self.options.out / f".starting-{os.getpid()}" / "logs"
+        _make_dir(self.options.out, logs)
+        pool = WorkerPool(key, logs, 1, self.launcher)
         try:
             pool.start()
             answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
@@ -229,6 +231,16 @@ class CheckSession:
                             "pool_starts": self.pools.starts, "interrupted": interrupted,
                             "signal": signal if interrupted else None})
         self.record.close()
+
+
+def _make_dir(out: Path, path: Path) -> None:
+    """Create a directory under --out; one line, not a traceback, when --out names a file, /proc or a
+    read-only place."""
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot create the run directory {path} "
+                        f"({exc.strerror or type(exc).__name__})") from None
 
 
 def _unique(path: Path) -> Path:

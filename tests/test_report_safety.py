@@ -76,6 +76,17 @@ def test_out_that_cannot_hold_a_run_is_one_line_before_measuring(project: pytest
     assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
 
 
+def test_out_that_cannot_hold_a_run_is_one_line_before_the_nodes_are_asked(project: pytest.Pytester) -> None:
+    """Several nodes: the pool that reads the nodes' facts starts under --out, before the run directory."""
+    (project.path / "a-file").write_text("not a directory\n")
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-out", "a-file", "--launcher", "hosts", "--hosts",
+                                       "h[1-2]", "--host-command", "env CC_HOST={host} {python}")
+    assert res.ret == 4, res.stdout.str() + res.stderr.str()
+    res.stderr.fnmatch_lines(["*--out a-file: cannot create the run directory*"])
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
+
+
 def test_a_plugin_whose_dependency_is_missing_fails_before_measuring(project: pytest.Pytester, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     shadow = tmp_path / "shadow" / "prometheus_client"
