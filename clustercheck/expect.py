@@ -114,13 +114,10 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
 
 
 
-# what nccl-tests' binaries measure (<name>_perf), as a busbw_min mapping names them
-NCCL_TESTS_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "broadcast",
-                          "reduce", "sendrecv", "gather", "scatter", "hypercube")
-
-
 def _per_collective_problem(value: dict[Any, Any]) -> str | None:
     """A floor per collective: every key an nccl-tests collective, every value a number."""
+    from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES  # here: toolout imports probes, which import us
+
     for name, floor in value.items():
         if name not in NCCL_TESTS_COLLECTIVES:
             return f"{str(name)[:40]!r} is not a collective (one of {', '.join(NCCL_TESTS_COLLECTIVES)})"

@@ -17,11 +17,9 @@ from clustercheck import params as p
 from clustercheck import units
 from clustercheck.errors import show
 from clustercheck.schema import Fields, between, one_of
+from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
 
-# The binaries nccl-tests builds (NVIDIA/nccl-tests src/Makefile BIN_FILES_LIST), `_mpi` when built with
-# NAME_SUFFIX=_mpi; rccl-tests builds the same names.
-NCCL_TESTS_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "reduce", "alltoall",
-                          "alltoallv", "scatter", "gather", "sendrecv", "hypercube")
+# `_mpi` when nccl-tests was built with NAME_SUFFIX=_mpi
 _NCCL_BINARY = re.compile(rf"(?:{'|'.join(NCCL_TESTS_COLLECTIVES)})_perf(?:_mpi)?")
 # -d and -o as nccl-tests names them (src/common.cu test_typenames, test_opnames); "all" is left out: it
 # prints one table per type or op, and a check judges one run.

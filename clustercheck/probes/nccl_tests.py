@@ -22,7 +22,7 @@ from clustercheck.errors import UserError
 from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
-from clustercheck.expect import NCCL_TESTS_COLLECTIVES
+from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
 from clustercheck.toolout.nccl_tests import NcclTestsRun
 
 COLLECTIVES = NCCL_TESTS_COLLECTIVES

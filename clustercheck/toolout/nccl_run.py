@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from clustercheck import formulas
 
 PLACEMENTS = ("out_of_place", "in_place")
+# The binaries nccl-tests builds, <collective>_perf (NVIDIA/nccl-tests src/Makefile BIN_FILES_LIST);
+# rccl-tests builds the same names. The one list the parsers, probes, expectations and checks use.
+NCCL_TESTS_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "reduce", "alltoall",
+                          "alltoallv", "scatter", "gather", "sendrecv", "hypercube")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from clustercheck import nccl_debug
 from clustercheck.probes import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
-from clustercheck.toolout.nccl_run import (PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
+from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)
 
 __all__ = ["NcclTestsRun", "Placement", "RankInfo", "Row", "headline", "inferred_ranks", "parse", "per_size"]
@@ -40,8 +40,7 @@ _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (?P<v>\S+)(?: nccl-headers
 _RCCL_TESTS = re.compile(r"^rccl-tests: Version (\S+)")
 _RCCL_VERSION = re.compile(r"\bRCCL version (\d+\.\d+\.\d+\S*)")
 _BANNER = re.compile(r"^#\s*Collective test (?:starting|concluded): (?P<name>\w+?)_perf")
-_BINARY = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|gather|scatter|"
-                     r"hypercube)_perf")
+_BINARY = re.compile(rf"\b({'|'.join(NCCL_TESTS_COLLECTIVES)})_perf")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
