@@ -164,16 +164,16 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _report(run: Path) -> int:
-    from clustercheck.report import render_all
+    from clustercheck.report import read, render_record
+    from clustercheck.report.terminal import incomplete_line
 
     record = run / "run.jsonl" if run.is_dir() else run
     if not record.is_file():
         raise UserError(f"no run record at {record}")
-    for kind, path in render_all(record, record.parent).items():
+    rec = read(record)
+    for kind, path in render_record(rec, record.parent).items():
         print(f"{kind:<6} {display(path)}")
-    from clustercheck.report.terminal import incomplete_line
-
-    line = incomplete_line(record)
+    line = incomplete_line(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
         print(line, file=sys.stderr)
         return 2

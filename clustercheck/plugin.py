@@ -25,6 +25,7 @@ from clustercheck.verdicts import failure_text
 session_key = pytest.StashKey[CheckSession]()
 progress_key = pytest.StashKey[Progress]()
 stopper_key = pytest.StashKey[Stopper]()
+incomplete_key = pytest.StashKey["str | None"]()  # the summary's INCOMPLETE line, None when the run finished
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -212,20 +213,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
     cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None)
     if cs.started and cs.run_dir is not None:
-        from clustercheck.report import render_all
+        from clustercheck.report import read, render_record
+        from clustercheck.report.terminal import incomplete_line
 
-        render_all(cs.run_dir / "run.jsonl", cs.run_dir)
+        rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
+        render_record(rec, cs.run_dir)
+        session.config.stash[incomplete_key] = incomplete_line(rec)
         if interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED  # INCOMPLETE, whatever pytest made of it
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
-                                                             exclusion=cs.exclusion, config=session.config)
+                                                             exclusion=cs.exclusion, incomplete=rec.incomplete(),
+                                                             config=session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     cs = config.stash[session_key]
     if not cs.started or cs.run_dir is None:
         return
-    from clustercheck.report.terminal import exclusion_lines, file_lines, incomplete_line, summary_lines
+    from clustercheck.report.terminal import exclusion_lines, file_lines, summary_lines
 
     terminalreporter.section("clustercheck")
     for line in summary_lines(cs.results):
@@ -234,7 +239,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     stopper = config.stash.get(stopper_key, None)
     if stopper is not None:
         stopper.restore()
-    for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), incomplete_line(cs.run_dir / "run.jsonl")):
+    for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None)):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
     for line in file_lines(cs.run_dir):
         terminalreporter.write_line(line)

@@ -10,19 +10,34 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.record import SCHEMA_VERSION, counts, load
+from clustercheck.record import SCHEMA_VERSION, Record, counts, load
 from clustercheck.report.status import run_status
 
 
 def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
     """Render every report from `record` into `out_dir`; UserError (nothing replaced) when it cannot."""
+    return render_record(read(record), out_dir)
+
+
+def read(record: Path) -> Record:
+    """The run record to render; UserError (one line) when it is unreadable or not a record."""
     try:
-        texts = _render(record)
+        rec = load(record)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{record}: cannot read the run record ({type(exc).__name__}); reports left as they were") \
             from None
+    if rec.header.get("type") != "run":
+        raise UserError(f"{record}: not a run record clustercheck can render (ValueError: it has no 'run' line); "
+                        "reports left as they were")
+    return rec
+
+
+def render_record(rec: Record, out_dir: Path) -> dict[str, Path]:
+    """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
+    try:
+        texts = _render(rec)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise UserError(f"{record}: not a run record clustercheck can render ({type(exc).__name__}: "
+        raise UserError(f"{rec.path}: not a run record clustercheck can render ({type(exc).__name__}: "
                         f"{str(exc)[:80]}); reports left as they were") from None
     paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
     staged = []
@@ -35,14 +50,11 @@ def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def _render(record: Path) -> dict[str, tuple[str, bytes]]:
+def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
     from clustercheck.report.html import render_html
     from clustercheck.report.junit import render_junit
     from clustercheck.report.sla import evidence
 
-    rec = load(record)
-    if rec.header.get("type") != "run":
-        raise ValueError("it has no 'run' line")
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), **status,

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck import verdicts as vt
 from clustercheck.exclude import as_hostlist
 from clustercheck.paths import display
-from clustercheck.record import ExcludeEntry, load
+from clustercheck.record import ExcludeEntry, Record
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
@@ -36,9 +36,8 @@ def summary_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
 
 
-def incomplete_line(record: Path) -> str | None:
+def incomplete_line(rec: Record) -> str | None:
     """`INCOMPLETE: why; N of M items not run` for a run that did not finish; None when it did."""
-    rec = load(record)
     why = rec.incomplete()
     if why is None:
         return None

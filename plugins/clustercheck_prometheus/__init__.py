@@ -44,14 +44,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
-                              config: pytest.Config) -> None:
+                                     incomplete: str | None, config: pytest.Config) -> None:
     path = config.getoption("prometheus_textfile")
     if path is not None:
         from prometheus_client import write_to_textfile
 
-        from clustercheck.record import load
-
-        write_to_textfile(str(path), registry(results, exclusion, load(run_dir / "run.jsonl").incomplete()))
+        write_to_textfile(str(path), registry(results, exclusion, incomplete))
 
 
 def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None) -> Any:
