@@ -110,10 +110,11 @@ def host_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, bac
 
 
 def check_fits(checks: Iterable[Any], nranks_per_node: int, backend: str, device_bytes: int | None,
-               host_bytes: int | None) -> None:
+               host_bytes: int | None, device_where: str = "this node", host_where: str = "this node") -> None:
     """Refuse (UserError naming the check, its file:line, the size, the need and what is available)
     the first check whose buffers cannot fit: per GPU against `device_bytes` (NCCL), per node against
-    `host_bytes`. None: that memory is unknown and not judged. GPU-only kinds are not judged on a gloo
+    `host_bytes` (the least of the run's nodes, read on each: `*_where` names the node that has it).
+    None: that memory is unknown and not judged. GPU-only kinds are not judged on a gloo
     run, which skips them. `checks`: suite.CheckSpec (id, measure, params, file, line)."""
     from clustercheck.checks import KINDS
 
@@ -123,12 +124,12 @@ def check_fits(checks: Iterable[Any], nranks_per_node: int, backend: str, device
             continue
         per_rank, host, size = _needs(check.measure, check.params, nranks_per_node, backend)
         if backend == "nccl" and device_bytes is not None and per_rank > device_bytes:
-            _refuse(check, size, f"{_gib(per_rank)} of memory on each GPU", f"a GPU has {_gib(device_bytes)}",
+            _refuse(check, size, f"{_gib(per_rank)} of memory on each GPU", f"a GPU of {device_where} has {_gib(device_bytes)} free",
                     "use smaller sizes")
         if host_bytes is not None and host > host_bytes:
             each = host // nranks_per_node
             _refuse(check, size, f"{_gib(host)} of host memory ({_gib(each)} per rank x {nranks_per_node} "
-                                 f"ranks per node, {backend})", f"this node has {_gib(host_bytes)} available",
+                                 f"ranks per node, {backend})", f"{host_where} has {_gib(host_bytes)} available",
                     "use smaller sizes or fewer ranks (--ranks)")
 
 

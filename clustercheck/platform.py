@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import hostlist
 
-from clustercheck import nvml
+from clustercheck import memory, nvml
 from clustercheck.errors import UserError
 from clustercheck.nvml import Gpu, NvmlFault
 from clustercheck.paths import display
@@ -43,6 +43,8 @@ class Facts:
     gpus: tuple[Gpu, ...] = ()
     nvml_faults: tuple[NvmlFault, ...] = ()
     torch_gpus: int | None = None        # devices torch sees; read on the ranks only (None elsewhere)
+    host_memory: int | None = None       # bytes a run can allocate now (MemAvailable)
+    gpu_memory_free: int | None = None   # the least free bytes of this node's GPUs (NVML); None without
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -127,7 +129,8 @@ def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pc
     base = Facts(host=socket.gethostname(), gpu_count=0, cpu_count=os.cpu_count() or 0,
                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
                  pci_accelerators=tuple(device for _, _, device in functions),
-                 pci_gpus=tuple(bus for bus, vendor, _ in functions if vendor == 0x10DE), torch_gpus=torch_gpus)
+                 pci_gpus=tuple(bus for bus, vendor, _ in functions if vendor == 0x10DE), torch_gpus=torch_gpus,
+                 host_memory=memory.host_available())
     try:
         import pynvml
     except ImportError:
@@ -148,7 +151,7 @@ def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pc
         base, gpu_count=got.count, gpu_names=tuple(g.name for g in got.gpus),
         pci_device_ids=tuple(sorted({g.device_id for g in got.gpus if g.device_id is not None})),
         nvlinks_per_gpu=max(links) if links else None, driver=got.driver, cuda_driver=got.cuda_driver,
-        gpus=got.gpus, nvml_faults=got.faults,
+        gpus=got.gpus, nvml_faults=got.faults, gpu_memory_free=memory.device_available(),
         nvml_status="ok" if not got.faults else f"{len(got.faults)} NVML call(s) failed")
 
 
@@ -243,6 +246,17 @@ def layout(backend: str, ranks: int | None, nodes: Mapping[str, Facts]) -> tuple
         raise UserError(f"CUDA sees no GPU on node(s) {hostlist.collect_hostlist(blind)} while the others "
                         f"see {max(usable.values())}: NCCL ranks cannot start there; fix the node or leave it out")
     return backend, min(usable.values())
+
+
+def short_nodes(nodes: Mapping[str, Facts], per_node: int) -> dict[str, tuple[int, int]]:
+    """node -> (GPUs its ranks see, the most any node of the run has) for the nodes that set the
+    ranks per node below what the others could run: a node with a GPU missing. The others' extra GPUs
+    go unmeasured because of it, so it must fail (and be excluded), never pass in silence."""
+    usable = {node: f.usable_gpus for node, f in nodes.items()}
+    most = max(usable.values(), default=0)
+    if most <= per_node:
+        return {}
+    return {node: (count, most) for node, count in usable.items() if count < most}
 
 
 def describe(facts: Facts) -> str:

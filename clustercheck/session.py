@@ -16,7 +16,7 @@ from clustercheck import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
 from clustercheck.judge import Baseline, Outcome, check_metrics, judge, rules_for
 from clustercheck.launch import make_launcher
-from clustercheck.memory import check_fits, device_available, host_available
+from clustercheck.memory import check_fits
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, RunWriter, counts, load, now,
@@ -69,8 +69,10 @@ class CheckSession:
                 self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
             self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
             # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer)
-            check_fits(checks, self.per_node, self.backend,
-                       device_available() if self.backend == "nccl" else None, host_available())
+            gpu_free, gpu_where = _least(nodes, "gpu_memory_free")
+            host_free, host_where = _least(nodes, "host_memory")
+            check_fits(checks, self.per_node, self.backend, gpu_free if self.backend == "nccl" else None, host_free,
+                       gpu_where, host_where)
         except BaseException:
             if first is not None:
                 first.close(kill=True)
@@ -101,6 +103,9 @@ class CheckSession:
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
         self.record.append({"type": "plan", "items": plan or []})
+        if not opts.ranks and self.backend == "nccl":
+            for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
+                self.record.append(entry)
         if first is not None:
             self._adopt(first)
         self.started = True
@@ -231,6 +236,34 @@ class CheckSession:
                             "pool_starts": self.pools.starts, "interrupted": interrupted,
                             "signal": signal if interrupted else None})
         self.record.close()
+
+
+def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
+    """The least of a memory fact over the nodes that know it, and the node that has it: memory is read
+    where the ranks run (the controller may be a login node with other memory and no GPU)."""
+    known = {node: getattr(f, field) for node, f in nodes.items() if getattr(f, field) is not None}
+    if not known:
+        return None, ""
+    node = min(known, key=known.__getitem__)
+    return known[node], f"node {node}"
+
+
+def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:
+    """A failed `gpu-count[node]` item for each node with fewer usable GPUs than the others: the run had
+    to use as many ranks per node as it has, so the others' extra GPUs went unmeasured because of it."""
+    out: list[ResultEntry] = []
+    for node, (count, most) in short.items():
+        detail = (f"ranks see {count} GPU(s) here, {most} on other nodes: the run used {per_node} rank(s) per node, "
+                  f"so GPU(s) beyond {per_node} on the other nodes went unmeasured")
+        out.append({"type": "result", "name": f"gpu-count[{node}]", "nodeid": f"gpu-count[{node}]",
+                    "check": "gpu-count", "measure": "layout", "scope": "node", "node": node, "nodes": [node],
+                    "suite_file": "clustercheck", "line": 0, "outcome": "failed",
+                    "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
+                    "verdicts": [{"kind": "expect", "metric": "usable GPUs", "measured": count, "unit": "",
+                                  "op": "", "limit": str(most), "expression": str(most), "passed": False,
+                                  "margin": None, "source": "", "origin": "the most GPUs any node of this run has",
+                                  "spec_sources": [], "worst": None, "subject": node, "detail": detail}]})
+    return out
 
 
 def _make_dir(out: Path, path: Path) -> None:

@@ -206,3 +206,39 @@ def test_real_nvml_facts_are_complete_and_agree_with_cuda():
     count = next(v for v in versions.judge(versions.collect(), {"gpu_count": facts.gpu_count})
                  if v.what == "GPU count")
     assert count.passed
+
+
+def _ranks_see(count: int, host: str) -> Facts:
+    return Facts(host=host, gpu_count=count, torch_gpus=count, pci_device_ids=(0x2330,))
+
+
+def test_a_node_with_fewer_usable_gpus_fails_so_the_others_gpus_left_unmeasured_are_not_silent():
+    """NCCL runs one rank per GPU, as many as the node with the fewest has: that node fails as its own
+    item (and is excluded), naming why the others' eighth GPU went unmeasured."""
+    from clustercheck import exclude
+    from clustercheck.platform import short_nodes
+    from clustercheck.session import _short_node_results
+    from clustercheck.verdicts import line
+
+    nodes = {"n1": _ranks_see(8, "n1"), "n2": _ranks_see(7, "n2"), "n3": _ranks_see(8, "n3")}
+    backend, per_node = layout("auto", None, nodes)
+    assert (backend, per_node) == ("nccl", 7)
+    assert short_nodes(nodes, per_node) == {"n2": (7, 8)}
+    assert short_nodes(nodes, 8) == {} and short_nodes({"n1": nodes["n1"]}, 8) == {}
+    (entry,) = _short_node_results(short_nodes(nodes, per_node), per_node)
+    assert entry["outcome"] == "failed" and entry["name"] == "gpu-count[n2]"
+    assert "ranks see 7 GPU(s) here, 8 on other nodes: the run used 7 rank(s) per node" in entry["message"]
+    assert list(exclude.excluded([entry])) == ["n2"]
+    assert exclude.untested(["n1", "n2"], [entry]) == ["n1"]  # n1 still needs the run's own items
+    assert "usable GPUs" in line(entry["verdicts"][0]) and "8" in line(entry["verdicts"][0])
+
+
+def test_memory_is_judged_on_the_node_that_has_least_not_on_the_controller():
+    from clustercheck.session import _least
+
+    nodes = {"n1": Facts(host="n1", gpu_count=0, host_memory=64 << 30),
+             "n2": Facts(host="n2", gpu_count=0, host_memory=3 << 30),
+             "n3": Facts(host="n3", gpu_count=0)}
+    assert _least(nodes, "host_memory") == (3 << 30, "node n2")
+    assert _least(nodes, "gpu_memory_free") == (None, "")
+    assert Facts.from_dict(nodes["n2"].as_dict()).host_memory == 3 << 30  # survives the trip from a rank

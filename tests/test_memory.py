@@ -46,7 +46,7 @@ def test_quick_gate_fits_an_a100_40gb_and_not_a_16gb_gpu() -> None:
     with pytest.raises(UserError) as err:
         check_fits(checks, 8, "nccl", 6 * GiB, 512 * GiB)
     assert str(err.value) == (f"{where('allreduce-default')}: check allreduce-default: all_reduce of 8GiB needs "
-                              "8.0 GiB of memory on each GPU, but a GPU has 6.0 GiB; use smaller sizes")
+                              "8.0 GiB of memory on each GPU, but a GPU of this node has 6.0 GiB free; use smaller sizes")
 
 
 def test_gpu_only_kinds_are_not_judged_on_a_gloo_run_which_skips_them() -> None:

@@ -164,7 +164,7 @@ def test_live_prefers_nvml_over_the_text(monkeypatch, tmp_path):
 
     monkeypatch.setattr(ecc, "read_nvml", no_nvml)
     outcome = run_live(get("ecc"), {})
-    assert outcome.outcome == "passed" and outcome.verdicts[0].subject == "GPU0 (00000000:00:1E.0)"
+    assert outcome.outcome == "passed" and outcome.verdicts[0].subject == "GPU0 (0000:00:1e.0)"
 
 
 def _stand_in(tmp_path: Any, capture: Any) -> str:

@@ -4,6 +4,7 @@ missing binary is a skip); a crashed tool's log and text from another tool are r
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,56 @@ def test_every_probe_refuses_every_other_tools_capture_through_the_cli(name, cap
         if code != 2 or "Traceback" in out.err:
             accepted.append(f"{path.parent.name}/{path.name}: exit {code}")
     assert not accepted and len(CAPTURES) > 40
+
+
+# -- GPUs named by bus id -----------------------------------------------------------------------------
+
+def dispatching_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: dict[str, str]) -> None:
+    """An `nvidia-smi` that prints answers[first argument] (the query or the subcommand) and exits 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    cases = ""
+    for i, (arg, out) in enumerate(answers.items()):
+        (tmp_path / f"out{i}").write_text(out)
+        cases += f"  {arg}) /bin/cat {tmp_path / f'out{i}'} ;;\n"
+    script = bin_dir / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$1" in\n{cases}  *) exit 9 ;;\nesac\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+# `--query-gpu=index,pci.bus_id --format=csv,noheader` prints "index, bus id" lines (nvidia-smi --help-query-gpu);
+# the ids here are the Della H100 node's from its `nvidia-smi -a` capture (tests/fixtures/tool-outputs/nvidia-smi-q).
+DELLA_BUS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
+             "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0"]
+QUERY = "".join(f"{i}, {b}\n" for i, b in enumerate(DELLA_BUS))
+
+
+def test_bus_ids_parse_and_normalise_to_sysfs_form():
+    assert nvsmi.parse_bus_ids(QUERY)[4] == "0000:9a:00.0"
+    assert nvsmi.parse_bus_ids("index, pci.bus_id\nNo devices were found\n0, garbage\n") == {}
+
+
+@pytest.mark.parametrize("name, folder, capture, expect, subject", [
+    ("nvlink", "nvlink-status", "3x-rtxa6000-nvlink-s-one-gpu-inactive.txt", {}, "GPU2 (0000:3a:00.0)"),
+    ("topo", "nvidia-smi-topo", "3x-rtxa6000-nv4-pair-plus-node-ansi-escapes.txt", {"topology": {"gpu_gpu": "NV4"}},
+     "GPU0 (0000:18:00.0)-GPU2 (0000:3a:00.0)"),
+    ("numa", "nvidia-smi-topo", "della-8xh100-nv18-6nic-empty-cpu-affinity-tabs.txt", {}, "GPU7 (0000:db:00.0)"),
+])
+def test_live_probes_name_each_gpu_by_bus_id_beside_its_index(tmp_path, monkeypatch, name, folder, capture, expect,
+                                                              subject):
+    """`nvlink -s` and `topo -m` print indexes only; a live probe adds nvidia-smi's bus id for each."""
+    body = text(folder, capture).split("\n", 2)[2]
+    dispatching_stand_in(tmp_path, monkeypatch, {"--query-gpu=index,pci.bus_id": QUERY, "nvlink": body, "topo": body})
+    outcome = run_live(get(name), expect)
+    assert outcome.outcome in ("passed", "failed"), outcome
+    subjects = [v.subject for v in outcome.verdicts]
+    assert subject in subjects, subjects
+    assert not [s for s in subjects if re.search(r"\bGPU\d+\b(?! \()", s)], subjects  # no index left bare
+
+
+def test_without_the_bus_id_query_the_verdicts_stand_by_index(tmp_path, monkeypatch):
+    body = text("nvlink-status", "a100-sxm4-gpu7-nvlink-s-azure.txt").split("\n", 2)[2]
+    dispatching_stand_in(tmp_path, monkeypatch, {"nvlink": body})  # the query exits 9
+    outcome = run_live(get("nvlink"), {})
+    assert outcome.outcome == "passed" and outcome.verdicts[0].subject == "GPU7"

@@ -74,7 +74,7 @@ def test_ecc_pending_retired_page_on_one_gpu_of_eight():
     head, sep, tail = raw.partition("GPU 00000005:00:00.0")
     raw = head + sep + tail.replace("Pending Page Blacklist            : No", "Pending Page Blacklist            : Yes", 1)
     failed = [v.subject for v in ecc.judge(ecc.parse(raw), {}) if not v.passed]
-    assert failed == ["GPU4 (00000005:00:00.0)"]
+    assert failed == ["GPU4 (0005:00:00.0)"]
 
 
 def test_throttle_and_temperature():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 # CLI name -> module under clustercheck.probes
@@ -67,6 +67,7 @@ class Probe:
     collect: Callable[[], Any]
     judge: Callable[[Any, Mapping[str, Any]], list[ProbeVerdict]]
     expect_keys: tuple[str, ...] = ()
+    by_index: bool = False  # subjects name GPUs by nvidia-smi index only ("GPU3"): live runs add the bus id
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,16 @@ def get(name: str) -> Probe:
 
 
 def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
-    """Collect on this machine and judge. A skip is `skipped`; a crash or unreadable output is `error`."""
+    """Collect on this machine and judge. A skip is `skipped`; a crash or unreadable output is `error`.
+    GPU subjects are named by PCI bus id alongside nvidia-smi's index (see `name_gpus`)."""
     try:
         collected = probe.collect()
         parsed = probe.parse(collected) if isinstance(collected, str) else collected
         verdicts = tuple(probe.judge(parsed, expect))
+        if probe.by_index:
+            from clustercheck.probes import nvsmi
+
+            verdicts = name_gpus(verdicts, nvsmi.bus_ids())
     except ProbeSkip as exc:
         return ProbeOutcome(probe.name, "skipped", reason=exc.reason)
     except ProbeParseError as exc:
@@ -103,6 +109,24 @@ def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
     if not verdicts:
         return ProbeOutcome(probe.name, "error", reason="the probe produced no verdict")
     return ProbeOutcome(probe.name, "passed" if all(v.passed for v in verdicts) else "failed", verdicts)
+
+
+_GPU_NAME = re.compile(r"\bGPU(\d+)\b(?! \()")
+
+
+def name_gpus(verdicts: tuple[ProbeVerdict, ...], bus_ids: Mapping[int, str]) -> tuple[ProbeVerdict, ...]:
+    """Subjects "GPU3" and "GPU0-GPU3" as "GPU3 (0000:19:00.0)": an index alone is ambiguous (nvidia-smi
+    numbers GPUs in PCI order, CUDA by speed unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and CUDA_VISIBLE_DEVICES
+    renumbers), the bus id is what a technician finds in the chassis and what measurements name too.
+    A subject already carrying its bus id, or an index the map lacks, is left as it is."""
+    if not bus_ids:
+        return verdicts
+
+    def one(m: re.Match[str]) -> str:
+        bus = bus_ids.get(int(m.group(1)))
+        return f"{m.group(0)} ({bus})" if bus else m.group(0)
+
+    return tuple(replace(v, subject=_GPU_NAME.sub(one, v.subject)) for v in verdicts)
 
 
 # -- helpers shared by parsers ---------------------------------------------------------------

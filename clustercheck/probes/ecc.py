@@ -48,7 +48,7 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         if not checked and not problems:
             problems = ["no ECC counter readable while other GPUs here report them"]
         detail = "; ".join(problems) if problems else f"clean ({', '.join(checked)})"
-        out.append(ProbeVerdict(f"{g.name} ({g.bus_id})", "ECC and row remap", not problems, detail,
+        out.append(ProbeVerdict(g.label, "ECC and row remap", not problems, detail,
                                 measured="; ".join(problems) or "0 errors", expected="no pending/failed remap"))
     return out
 

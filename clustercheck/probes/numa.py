@@ -45,4 +45,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect_text,
     judge=judge,
+    by_index=True,
 )

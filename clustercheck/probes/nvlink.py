@@ -136,4 +136,5 @@ PROBE = Probe(
     collect=collect,
     judge=judge,
     expect_keys=("nvlinks_per_gpu",),
+    by_index=True,
 )

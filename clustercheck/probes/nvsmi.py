@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clustercheck.probes import ProbeParseError, evidence_lines, tool
+from clustercheck.probes import ProbeParseError, ProbeSkip, evidence_lines, tool
 
-_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
+_BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+_GPU = re.compile(rf"^GPU ({_BUS.pattern})$")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,13 @@ class NvsmiGpu:
     @property
     def name(self) -> str:
         return f"GPU{self.index}"
+
+    @property
+    def label(self) -> str:
+        """"GPU3 (0000:19:00.0)": the index and the bus id in sysfs form, as every GPU subject is named."""
+        from clustercheck.nvml import bus_id
+
+        return f"{self.name} ({bus_id(self.bus_id)})"
 
     @property
     def product(self) -> str:
@@ -88,6 +96,29 @@ def run(*args: str) -> str:
     """stdout of `nvidia-smi ARGS`: ProbeSkip only without the binary (no NVIDIA driver here); a non-zero
     exit, e.g. a GPU lost from the bus, is a ToolError naming the command, its status and its stderr."""
     return tool.run(["nvidia-smi", *args], missing="nvidia-smi not found: no NVIDIA driver on this machine")
+
+
+def bus_ids() -> dict[int, str]:
+    """nvidia-smi's index -> PCI bus id in sysfs form ("0000:19:00.0"), the numbering its other outputs use
+    (`nvlink -s`, `topo -m`). Empty where nvidia-smi is absent or does not answer: the probe that named the
+    GPUs by index has already read the same driver, so its verdicts stand, by index alone."""
+    try:
+        text = run("--query-gpu=index,pci.bus_id", "--format=csv,noheader")
+    except (ProbeSkip, tool.ToolError):
+        return {}
+    return parse_bus_ids(text)
+
+
+def parse_bus_ids(text: str) -> dict[int, str]:
+    """`nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader` lines: "0, 00000000:19:00.0"."""
+    from clustercheck.nvml import bus_id
+
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        index, sep, bus = line.partition(",")
+        if sep and index.strip().isdigit() and _BUS.fullmatch(bus.strip()):
+            out[int(index)] = bus_id(bus)
+    return out
 
 
 def collect_text() -> str:

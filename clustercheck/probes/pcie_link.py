@@ -48,7 +48,7 @@ def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
         w_m = nvsmi.number(g.get(f"{base}/Link Width/Max"))
         if None in (gen_c, gen_m, w_c, w_m):
             continue  # an excerpt without the PCI section (e.g. retired pages only)
-        out.append(PcieLink(g.name, f"{g.product} {g.bus_id}", int(gen_c), int(gen_m), int(w_c), int(w_m), True))  # type: ignore[arg-type]
+        out.append(PcieLink(g.label, g.product, int(gen_c), int(gen_m), int(w_c), int(w_m), True))  # type: ignore[arg-type]
     if not out:
         raise ProbeParseError("expected `nvidia-smi -q` with a 'GPU Link Info' section (PCIe Generation, "
                               "Link Width) for at least one GPU")

@@ -33,7 +33,7 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
     limit = float(expect.get("gpu_temp_max_c", TEMP_MAX_C))
     out: list[ProbeVerdict] = []
     for g in report.gpus:
-        subject = f"{g.name} ({g.bus_id})"
+        subject = g.label
         before = len(out)
         reasons = {k.rsplit("/", 1)[-1]: v for k, v in _reasons(g).items()}
         if reasons:

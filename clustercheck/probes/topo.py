@@ -184,4 +184,5 @@ PROBE = Probe(
     collect=collect_text,
     judge=judge,
     expect_keys=("gpu_count", "topology"),
+    by_index=True,
 )
