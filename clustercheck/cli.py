@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from clustercheck import __version__
-from clustercheck.errors import UserError
+from clustercheck.errors import HarnessError, UserError
+from clustercheck.exitcodes import Exit, for_verdict, table
 from clustercheck.paths import data_dir, display
 
 DEFAULT_CPU_SUITE = "cpu-smoke"
@@ -22,14 +24,22 @@ examples:
   clustercheck compare 20260101-120000-cpu  regressions of clustercheck-out/latest against a saved run
   clustercheck platforms show cpu          every threshold of a profile, resolved, with its source
 
-exit codes: 0 all passed; 1 a check failed or could not measure (error); 2 bad input or interrupted;
-4 usage error; 5 nothing collected.
+exit codes (every subcommand, and pytest runs of suites):
+{table}
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error, the code of INCOMPLETE here: usage errors exit 4, as pytest's do."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="clustercheck", description="Acceptance tests for GPU clusters, run by pytest.",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="clustercheck", description="Acceptance tests for GPU clusters, run by pytest.",
+                epilog=EPILOG.format(table=table()), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"clustercheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="run suites and write JUnit, HTML and JSON",
@@ -97,13 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args)
         _parser().print_help()
-        return 4
+        return Exit.BAD_INPUT
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
         sys.stderr.close()
-        return 0
+        return Exit.PASSED
     except UserError as exc:
         print(f"clustercheck: error: {exc}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
+    except HarnessError as exc:  # a tool clustercheck drives (scontrol) failed: not the user's input
+        print(f"clustercheck: error: {exc}", file=sys.stderr)
+        return Exit.ERROR
 
 
 def _swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
@@ -160,11 +173,13 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     for name in args.plugins:
         pytest_args += ["-p", name]
     pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
-    return int(pytest.main(pytest_args))
+    return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
 
 
 def _report(run: Path) -> int:
+    """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
+    from clustercheck.report.status import run_status
     from clustercheck.report.terminal import incomplete_line
 
     record = run / "run.jsonl" if run.is_dir() else run
@@ -176,8 +191,7 @@ def _report(run: Path) -> int:
     line = incomplete_line(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
         print(line, file=sys.stderr)
-        return 2
-    return 0
+    return for_verdict(run_status(rec)["verdict"])
 
 
 def _tolerance(text: str) -> float:
@@ -196,7 +210,9 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"run      {display(current.path.parent)} ({current.describe()})")
     for line in report_lines(result, show_same=args.all):
         print(line)
-    return 1 if result.regressions else 0
+    if result.regressions:
+        return Exit.FAILED
+    return Exit.PASSED if result.changes else Exit.NOTHING  # nothing matched: nothing was judged
 
 
 def _platforms(args: argparse.Namespace) -> int:
@@ -254,7 +270,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     rc, out = exclude.run(["scontrol", "show", "node", "-o"])
     if rc != 0:
-        raise UserError(f"scontrol show node failed: {out.splitlines()[-1] if out else rc}")
+        raise HarnessError(f"scontrol show node failed: {out.splitlines()[-1] if out else rc}")
     ours, others = exclude.drained_by_us(out)
     wanted = set(hostlist.expand_hostlist(args.nodes)) if args.nodes else None
     status = 0
@@ -273,4 +289,4 @@ def _resume(args: argparse.Namespace) -> int:
             print(f"left alone {node}: drained for {reason!r}, not by clustercheck")
     if not ours:
         print("no node is drained by clustercheck")
-    return int(status)
+    return Exit.ERROR if status else Exit.PASSED

@@ -13,6 +13,7 @@ from clustercheck import options as run_options
 from clustercheck import scopes
 from clustercheck.checks import KINDS
 from clustercheck.errors import ClusterCheckError, HarnessError, Skip, UserError
+from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judge import Outcome
 from clustercheck.paths import data_dir, display
 from clustercheck.progress import Progress
@@ -26,6 +27,7 @@ session_key = pytest.StashKey[CheckSession]()
 progress_key = pytest.StashKey[Progress]()
 stopper_key = pytest.StashKey[Stopper]()
 incomplete_key = pytest.StashKey["str | None"]()  # the summary's INCOMPLETE line, None when the run finished
+bad_suites_key = pytest.StashKey[list[str]]()  # suite files that could not be read: the run does not start
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -76,6 +78,7 @@ class SuiteFile(pytest.File):
         try:
             suite = load_suite(self.path, display(self.path))
         except UserError as exc:
+            self.config.stash.setdefault(bad_suites_key, []).append(str(exc))
             raise self.CollectError(str(exc)) from None
         cs = self.config.stash[session_key]
         for check in suite.checks:
@@ -136,8 +139,8 @@ class CheckItem(pytest.Item):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     checks = [i for i in items if isinstance(i, CheckItem)]
-    if not checks or config.option.collectonly:
-        return
+    if not checks or config.option.collectonly or config.stash.get(bad_suites_key, None):
+        return  # a bad suite file is refused (exit 4) before any rank starts, with the good ones
     files = list(dict.fromkeys(i.check.file for i in checks))
     cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
@@ -212,15 +215,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         stopper.finishing = True  # from here a signal kills the ranks but never cuts the record short
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
     cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None)
+    if session.config.stash.get(bad_suites_key, None) and not cs.started:
+        session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     if cs.started and cs.run_dir is not None:
         from clustercheck.report import read, render_record
+        from clustercheck.report.status import run_status
         from clustercheck.report.terminal import incomplete_line
 
         rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
         render_record(rec, cs.run_dir)
         session.config.stash[incomplete_key] = incomplete_line(rec)
-        if interrupted:
-            session.exitstatus = pytest.ExitCode.INTERRUPTED  # INCOMPLETE, whatever pytest made of it
+        # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
+        # pytest status of other items in the same session (plain Python tests) is never hidden
+        code = for_verdict(run_status(rec)["verdict"])
+        session.exitstatus = int(code) or session.exitstatus
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
                                                              exclusion=cs.exclusion, incomplete=rec.incomplete(),
                                                              config=session.config)

@@ -185,6 +185,7 @@ class CheckSession:
 
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
+        self.runner.applies(check)  # a check that does not apply here is skipped, and needs no threshold
         rules = rules_for(check, self.profile)
         found: Found = {}
         for where, answered in self.runner.run(check, self.profile.expect).items():

@@ -31,21 +31,21 @@ def tree(tmp_path: Path) -> Path:
     ("checks:\n  - id: ok\n    measure: all_reduce\n    params: {sizes: [12 MB/s]}\n",
      "s.yaml:4: checks[0].params.sizes: expected a size such as 16MiB, 1GiB or 4096, got '12 MB/s'"),
 ])
-def test_bad_suite_is_one_line_exit_2(tree: Path, suite: str, message: str) -> None:
+def test_bad_suite_is_one_line_exit_4(tree: Path, suite: str, message: str) -> None:
     (tree / "s.yaml").write_text(suite)
     out = cc("run", "s.yaml", "--thresholds", "th", cwd=tree)
-    assert out.returncode == 2 and out.stdout == ""
+    assert out.returncode == 4 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("clustercheck: error: ")
     text = lines[0].removeprefix("clustercheck: error: ")
     assert text.startswith(message[:-1]) if message.endswith("*") else text == message
 
 
-def test_bad_threshold_expression_is_one_line_exit_2(tree: Path) -> None:
+def test_bad_threshold_expression_is_one_line_exit_4(tree: Path) -> None:
     (tree / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS.replace('">= 0.000001"', '">= 0.8 ** spec.nvlink.x"'))
     (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
     out = cc("run", "s.yaml", "--thresholds", "th", cwd=tree)
-    assert out.returncode == 2
+    assert out.returncode == 4
     assert out.stderr.strip().splitlines() == [
         "clustercheck: error: th/cpu.yaml:7: checks.ok.busbw.limit: bad threshold expression "
         "'>= 0.8 ** spec.nvlink.x': expected a number, 'spec.<name>.<field>' or '(', found '*'"]
@@ -53,7 +53,7 @@ def test_bad_threshold_expression_is_one_line_exit_2(tree: Path) -> None:
 
 def test_unknown_suite_name_lists_the_shipped_ones() -> None:
     out = cc("run", "no-such-suite")
-    assert out.returncode == 2
+    assert out.returncode == 4
     assert "no suite named 'no-such-suite' (shipped suites: cpu-smoke, native-tools, node-health, quick-gate-nvlink8)" in out.stderr
 
 
@@ -75,7 +75,7 @@ def test_platforms_lists_and_shows_resolved_limits() -> None:
     assert "allreduce-ring.busbw >= 328.5 GB/s  = '>= 0.73 * spec.nvlink.unidirectional'" in out.stdout
     assert "spec.nvlink.unidirectional = 450 GB/s" in out.stdout
     out = cc("platforms", "show", "a999")
-    assert out.returncode == 2 and "no threshold profile 'a999'" in out.stderr
+    assert out.returncode == 4 and "no threshold profile 'a999'" in out.stderr
 
 
 def test_help_explains_commands_and_exit_codes() -> None:
@@ -94,5 +94,5 @@ def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree
     assert "1 passed, 1 deselected" in out.stdout
     # an option only pytest (or a plugin) knows, its value after a space: a clear error, not "no suite named"
     out = cc("run", "--junitxml", "j.xml", "--thresholds", "th", cwd=tree)
-    assert out.returncode == 2 and out.stdout == ""
+    assert out.returncode == 4 and out.stdout == ""
     assert out.stderr.startswith("clustercheck: error: --junitxml j.xml: write --junitxml=j.xml ")

@@ -6,7 +6,7 @@ and merges, tags) and textually (random mutations of the shipped suites/*.yaml a
 Every one of them must either load or raise `UserError` whose text is ONE line that starts with the
 file's display name (then `:LINE:` within the file, or `:`): no other exception (no traceback) is
 allowed, nor a multi-line or unbounded message. A few generated bad suites also go through the real
-`clustercheck run` command: exit code 2, one stderr line naming the file, no traceback.
+`clustercheck run` command: exit code 4, one stderr line naming the file, no traceback.
 
 The last test asserts that at least 2,000 generated files were loaded in this module and prints
 how many of them loaded and how many were refused.
@@ -526,7 +526,7 @@ def test_bad_suites_through_the_cli(cli_dir: Path, text: str) -> None:
                          capture_output=True, text=True, errors="replace", cwd=cli_dir, timeout=120)
     both = out.stdout + out.stderr
     assert "Traceback" not in both, both
-    assert out.returncode == 2, both
+    assert out.returncode == 4, both
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("clustercheck: error: bad suite.yaml:"), both
     COUNTS["cli refused"] += 1

@@ -40,5 +40,5 @@ def test_harmful_nccl_setting_fails_and_names_the_variable(project: pytest.Pytes
 def test_unknown_probe_is_a_one_line_suite_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n  - id: x\n    measure: probe\n    params: {probe: acs}\n")
     res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
-    assert res.ret == 2
+    assert res.ret == 4
     res.stdout.fnmatch_lines(["suites/s.yaml:4: checks?0?.params.probe: must be one of versions, env, pci-acs*"])

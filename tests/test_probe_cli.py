@@ -50,13 +50,13 @@ def test_probe_exit_codes_on_real_evidence(args, code):
     assert out.returncode == code, out.stdout + out.stderr
 
 
-def test_unparsable_input_is_one_line_exit_2():
+def test_unparsable_input_is_one_line_exit_4():
     out = cc("probe", "gds", "--input", str(TOOLS / "gdscheck" / "gdscheck-p-gds1.14-noindent-truncated.txt"))
-    assert out.returncode == 2 and out.stdout == ""
+    assert out.returncode == 4 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "gdscheck-p-gds1.14-noindent-truncated.txt" in lines[0] and "incomplete" in lines[0]
     out = cc("probe", "topo", "--input", str(ACS_OFF))
-    assert out.returncode == 2 and "nvidia-smi topo -m" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 4 and "nvidia-smi topo -m" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("args, text", [
@@ -66,14 +66,14 @@ def test_unparsable_input_is_one_line_exit_2():
     (["topo", "--input", "/no/such/file"], "cannot read"),
     (["all", "--input", "x"], "name the probe"),
 ])
-def test_usage_mistakes_are_one_line_exit_2(args, text):
+def test_usage_mistakes_are_one_line_exit_4(args, text):
     out = cc("probe", *args)
-    assert out.returncode == 2 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.returncode == 4 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_skip_from_evidence_prints_skipped_and_exits_0():
+def test_skip_from_evidence_prints_skipped_and_exits_5():
     out = cc("probe", "numa", "--input", str(TOOLS / "nvidia-smi-topo" / "3x-rtxa6000-nv4-pair-plus-node-ansi-escapes.txt"))
-    assert out.returncode == 0 and out.stdout.startswith("SKIPPED: no NIC")
+    assert out.returncode == 5 and out.stdout.startswith("SKIPPED: no NIC")
 
 
 def test_list_names_every_probe():

@@ -1,5 +1,5 @@
 """Probes fail closed: a failing nvidia-smi is an error naming the command, its status and its stderr (only a
-missing binary is a skip); a crashed tool's log and text from another tool are refused (exit 2), never 0."""
+missing binary is a skip); a crashed tool's log and text from another tool are refused (exit 4, bad input), never 0."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ CRASHED = TOOLS / "nvbandwidth-crashed" / "one-to-all-read-sm-8xl40s-aborted-cor
 
 
 def test_versions_refuses_a_crashed_nvbandwidth_log(capsys):
-    assert main(["probe", "versions", "--input", str(CRASHED)]) == 2
+    assert main(["probe", "versions", "--input", str(CRASHED)]) == 4
     err = capsys.readouterr().err
     assert "line 25: 'Aborted (core dumped)': the captured program crashed" in err and len(err.splitlines()) == 1
 
@@ -114,7 +114,7 @@ def test_versions_refuses_a_real_nvbandwidth_log_cut_by_a_real_abort():
         versions.parse(real)
 
 
-# probe -> fixture folders holding its own tool's output; every other capture must be refused with exit 2
+# probe -> fixture folders holding its own tool's output; every other capture must be refused with exit 4
 OWN = {
     "versions": {"nvidia-smi-q"}, "env": set(), "pci-acs": {"lspci-acs"}, "pcie-link": {"lspci-acs", "nvidia-smi-q"},
     "numa": {"nvidia-smi-topo"}, "nvlink": {"nvlink-status"}, "ecc": {"nvidia-smi-q"}, "throttle": {"nvidia-smi-q"},
@@ -131,7 +131,7 @@ def test_every_probe_refuses_every_other_tools_capture_through_the_cli(name, cap
             continue
         code = main(["probe", name, "--input", str(path)])
         out = capsys.readouterr()
-        if code != 2 or "Traceback" in out.err:
+        if code != 4 or "Traceback" in out.err:
             accepted.append(f"{path.parent.name}/{path.name}: exit {code}")
     assert not accepted and len(CAPTURES) > 40
 

@@ -89,7 +89,7 @@ def test_an_elided_capture_says_so_instead_of_counting_the_links_shown(tmp_path,
         nvlink.parse(raw)
     f = tmp_path / "elided.txt"
     f.write_text(raw)
-    assert main(["probe", "nvlink", "--input", str(f)]) == 2
+    assert main(["probe", "nvlink", "--input", str(f)]) == 4
     err = capsys.readouterr().err
     assert "elided" in err and "1 active" not in err
 

@@ -28,8 +28,8 @@ def cc(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 
 
 
 def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
-    """The single stderr line of a refused input: exit 2, nothing on stdout, no traceback, no raw control byte."""
-    assert out.returncode == 2, out.stdout + out.stderr
+    """The single stderr line of a refused input: exit 4, nothing on stdout, no traceback, no raw control byte."""
+    assert out.returncode == 4, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and out.stdout == "", out.stdout + out.stderr
     assert lines[0].isprintable(), repr(lines[0])

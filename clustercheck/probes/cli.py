@@ -1,8 +1,9 @@
 """`clustercheck probe NAME [--input FILE] [--expect K=V ...] [--platform P]` and `probe all` / `--list`.
 
-Exit codes: 0 every verdict passed (or the probe was skipped: "SKIPPED: reason"); 1 a verdict failed;
-2 bad input (an unreadable or unparsable --input, a bad --expect, an unknown probe or platform);
-3 the probe could not run here (error: it crashed or could not parse the live tool's output).
+Exit codes (clustercheck.exitcodes): 0 every verdict passed; 1 a verdict failed; 3 the probe could not run
+here (error: it crashed or could not parse the live tool's output); 4 bad input (an unreadable or
+unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe was
+skipped: "SKIPPED: reason", e.g. its tool is not installed).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError, escape
+from clustercheck.exitcodes import Exit
 
 EPILOG = """\
 examples:
@@ -23,7 +25,8 @@ examples:
   clustercheck probe topo --input topo.txt --platform h100-sxm-8x
   clustercheck probe nvlink --input nvlink-s.txt --expect nvlinks_per_gpu=18
 
-exit codes: 0 passed or skipped; 1 a verdict failed; 2 bad input; 3 the probe could not run (error).
+exit codes: 0 passed; 1 a verdict failed; 3 the probe could not run (error); 4 bad input;
+5 skipped (nothing judged: the tool is absent here).
 """
 
 
@@ -132,17 +135,18 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
 
 
 def _report(outcome: Any) -> int:
+    """The exit code of clustercheck.exitcodes: a skipped probe judged nothing (5), never a pass."""
     if outcome.outcome == "skipped":
         print(f"SKIPPED: {escape(outcome.reason)}")
-        return 0
+        return Exit.NOTHING
     if outcome.outcome == "error":
         print(f"ERROR: {outcome.name}: {escape(outcome.reason)}")
-        return 3
+        return Exit.ERROR
     for v in outcome.verdicts:
         print(f"{'PASS' if v.passed else 'FAIL'} {escape(v.line())}")
     bad = outcome.failures
     print(f"{outcome.name}: {outcome.outcome} ({len(outcome.verdicts) - len(bad)} passed, {len(bad)} failed)")
-    return 1 if bad else 0
+    return Exit.FAILED if bad else Exit.PASSED
 
 
 def _all(expect: dict[str, Any]) -> int:
@@ -160,6 +164,8 @@ def _all(expect: dict[str, Any]) -> int:
     outcomes = [o for _, o, _ in results]
     print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
     if "failed" in outcomes:
-        return 1
-    return 3 if "error" in outcomes else 0
+        return Exit.FAILED
+    if "error" in outcomes:
+        return Exit.ERROR
+    return Exit.PASSED if "passed" in outcomes else Exit.NOTHING
 

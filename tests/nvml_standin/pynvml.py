@@ -29,6 +29,8 @@ exec(compile(_spec.loader.get_source("pynvml"), _spec.origin, "exec"))  # type: 
 
 _SUCCESS = 0
 _INVALID_ARGUMENT = 2  # NVML_ERROR_INVALID_ARGUMENT: a link index past the GPU's last link
+_NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED: the GPU has no such feature
+_NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no GPU at that PCI bus id
 
 
 class _Library:
@@ -119,6 +121,88 @@ class _Library:
     def nvmlSystemGetCudaDriverVersion(self, version: Any) -> int:
         version._obj.value = self.scenario["cuda"]
         return _SUCCESS
+
+    # Counters and the burn watch (clustercheck.counters, clustercheck.measure.burn). Per GPU, optional:
+    # "ecc": {"corrected", "uncorrected"} (volatile counts), "remap": [correctable, uncorrectable, pending,
+    # failure], "retired": {"sbe", "dbe", "pending"}, "nvlink_errors": {"<link>": [replay, recovery, crc_flit,
+    # crc_data, ecc_data]} (links not named count 0), "watch": {"temp", "sm_mhz", "mem_mhz", "max_sm_mhz",
+    # "power_mw", "reasons"}. A key the GPU lacks answers NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature.
+
+    def _value(self, handle: Any, fn: str, key: str) -> tuple[int, Any]:
+        i = self._gpu(handle)
+        if code := self._fails(i, fn):
+            return code, None
+        if key not in self.gpus[i]:
+            return _NOT_SUPPORTED, None
+        return _SUCCESS, self.gpus[i][key]
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: Any, counter_type: Any, count: Any) -> int:
+        code, ecc = self._value(handle, "nvmlDeviceGetTotalEccErrors", "ecc")
+        if not code:
+            count._obj.value = ecc["corrected" if error_type.value == 0 else "uncorrected"]
+        return code
+
+    def nvmlDeviceGetRemappedRows(self, handle: Any, corr: Any, unc: Any, pending: Any, failure: Any) -> int:
+        code, rows = self._value(handle, "nvmlDeviceGetRemappedRows", "remap")
+        if not code:
+            for out, value in zip((corr, unc, pending, failure), rows):
+                out._obj.value = value
+        return code
+
+    def nvmlDeviceGetRetiredPages(self, handle: Any, cause: Any, count: Any, pages: Any) -> int:
+        code, retired = self._value(handle, "nvmlDeviceGetRetiredPages", "retired")
+        if not code:
+            n = retired["sbe" if cause.value == 0 else "dbe"]
+            count._obj.value = n
+            for k in range(n if pages is not None else 0):
+                pages[k] = 0x1000 * (k + 1)
+        return code
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any, pending: Any) -> int:
+        code, retired = self._value(handle, "nvmlDeviceGetRetiredPagesPendingStatus", "retired")
+        if not code:
+            pending._obj.value = retired.get("pending", 0)
+        return code
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int, value: Any) -> int:
+        i = self._gpu(handle)
+        if code := self._fails(i, "nvmlDeviceGetNvLinkErrorCounter"):
+            return code
+        if link >= self.gpus[i]["links"]:
+            return _INVALID_ARGUMENT
+        value._obj.value = self.gpus[i].get("nvlink_errors", {}).get(str(link), [0] * 5)[counter]
+        return _SUCCESS
+
+    def nvmlDeviceGetHandleByPciBusId_v2(self, bus: Any, device: Any) -> int:
+        wanted = bus.value.decode().lower()[-12:]  # domain widths differ (0000: or 00000000:)
+        for i, gpu in enumerate(self.gpus):
+            if gpu["bus_id"].lower().endswith(wanted):
+                if code := self._fails(i, "nvmlDeviceGetHandleByPciBusId_v2"):
+                    return code
+                device._obj.contents = self.handles[i]
+                return _SUCCESS
+        return _NOT_FOUND
+
+    def _watch(self, handle: Any, fn: str, key: str, out: Any) -> int:
+        code, watch = self._value(handle, fn, "watch")
+        if not code:
+            out._obj.value = watch[key]
+        return code
+
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: Any, temp: Any) -> int:
+        return self._watch(handle, "nvmlDeviceGetTemperature", "temp", temp)
+
+    def nvmlDeviceGetClockInfo(self, handle: Any, clock: Any, mhz: Any) -> int:
+        return self._watch(handle, "nvmlDeviceGetClockInfo", "sm_mhz" if clock.value == 1 else "mem_mhz", mhz)
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock: Any, mhz: Any) -> int:
+        return self._watch(handle, "nvmlDeviceGetMaxClockInfo", "max_sm_mhz", mhz)
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any, milliwatts: Any) -> int:
+        return self._watch(handle, "nvmlDeviceGetPowerUsage", "power_mw", milliwatts)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any, reasons: Any) -> int:
+        return self._watch(handle, "nvmlDeviceGetCurrentClocksEventReasons", "reasons", reasons)
 
 
 def use(scenario: dict[str, Any]) -> None:
