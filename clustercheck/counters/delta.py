@@ -1,0 +1,78 @@
+"""What rose between two snapshots of one node: counter increases per counter and device (with the
+source's breakdown), one increase per kind of hardware line the kernel logged in the window, and the
+errors that keep the window from being judged whole (a reader that failed in either snapshot, a counter
+that vanished, went down or sits saturated)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustercheck.counters.facts import KernelLine, ReadError, Snapshot
+
+
+@dataclass(frozen=True)
+class Increase:
+    name: str                                # pcie.aer.correctable, kernel.xid.79
+    device: str
+    before: int
+    after: int
+    parts: tuple[tuple[str, int], ...] = ()  # what rose inside it: (Receiver Error, 3)
+    lines: tuple[str, ...] = ()              # kernel lines behind a kernel.* increase
+
+    @property
+    def amount(self) -> int:
+        return self.after - self.before
+
+    def text(self) -> str:
+        parts = ", ".join(f"{p} +{n}" for p, n in self.parts)
+        where = f" on {self.device}" if self.device else ""
+        return f"{self.name}{where} rose by {self.amount} ({self.before} -> {self.after}" + \
+            (f"; {parts}" if parts else "") + ")"
+
+
+@dataclass(frozen=True)
+class Delta:
+    host: str
+    seconds: float
+    increases: tuple[Increase, ...]
+    errors: tuple[ReadError, ...]
+
+
+def delta(before: Snapshot, after: Snapshot) -> Delta:
+    """Increases from `before` to `after` (taken on the same node, `after` reading the kernel log from
+    `before`'s cursor)."""
+    if before.host != after.host:
+        raise ValueError(f"snapshots of different nodes: {before.host} and {after.host}")
+    increases: list[Increase] = []
+    errors = list(before.errors) + [e for e in after.errors if e not in before.errors]
+    now = {c.key: c for c in after.counters}
+    for old in before.counters:
+        new = now.get(old.key)
+        if new is None:
+            if not any(e.explains(old.name, old.device) for e in after.errors):  # a reader error says why
+                errors.append(ReadError(old.name.split(".")[0], old.device, old.name,
+                                        f"read {old.value} before the window and missing after it", "vanished"))
+            continue
+        if new.value < old.value:
+            errors.append(ReadError(old.name.split(".")[0], old.device, old.name,
+                                    f"went down from {old.value} to {new.value}: reset during the window, "
+                                    "so its increase cannot be known", "reset"))
+        elif new.value > old.value:
+            was = dict(old.parts)
+            parts = tuple((p, v - was.get(p, 0)) for p, v in new.parts if v > was.get(p, 0))
+            increases.append(Increase(old.name, old.device, old.value, new.value, parts))
+    known = {c.key for c in before.counters}
+    for new in after.counters:
+        if new.key not in known and not any(e.explains(new.name, new.device) for e in before.errors):
+            errors.append(ReadError(new.name.split(".")[0], new.device, new.name,
+                                    f"appeared during the window at {new.value} (not read before it)", "vanished"))
+    increases += _kernel(after.kernel)
+    return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors))
+
+
+def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for line in lines:
+        if line.kind:
+            grouped.setdefault((line.counter, line.device), []).append(line.text)
+    return [Increase(name, device, 0, len(texts), (), tuple(texts)) for (name, device), texts in grouped.items()]

@@ -1,0 +1,149 @@
+"""Kernel log lines within a check's window, with the hardware events among them classified (NVIDIA Xid
+and SXid, a GPU fallen off the bus, PCIe AER, machine checks, EDAC, firmware-reported hardware errors).
+
+The window is bounded by position, not by scanning history: a snapshot keeps a cursor (the last
+/dev/kmsg sequence number read, or with `dmesg` the last timestamp) and the next snapshot reads only
+what came after it, so an event is blamed on the one check during which it was logged (an unbounded
+scan blamed one event on every later test: ROCm/cvs PR #169). /dev/kmsg is read non-blocking (root, or
+kernel.dmesg_restrict=0); where it cannot be opened, `dmesg -r` (util-linux); where neither works the
+window is an error, never empty. Lines overwritten in the ring buffer before they were read are an
+error too (the first sequence number after the cursor is missing)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from clustercheck.counters.facts import KernelLine, LogCursor, ReadError
+
+KMSG = Path("/dev/kmsg")
+_BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+_XID = re.compile(r"NVRM: Xid \(PCI:" + _BUS + r"\): (\d+)")
+_SXID = re.compile(r"SXid \(PCI:" + _BUS + r"\): (\d+)")
+_LOST = re.compile(r"fallen off the bus")
+_LOST_AT = re.compile(r"(?:NVIDIA GPU|GPU at PCI:) ?" + _BUS)
+_AER = re.compile(r"AER: (?:Multiple )?(Correct\w+|Uncorrect\w+ \(Non-Fatal\)|Uncorrect\w+ \(Fatal\)) error"
+                  r"(?:s)?(?: message)? received:? (?:from )?" + _BUS)
+_MCE = re.compile(r"mce: \[Hardware Error\]|Machine check events logged|Machine Check Exception")
+_EDAC = re.compile(r"EDAC \S+: \d+ (CE|UE)\b")
+_HW = re.compile(r"\[Hardware Error\]")
+_KMSG_RECORD = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+_DMESG_RAW = re.compile(r"^(?:<(\d+)>)?\[\s*(\d+)\.(\d{1,6})\] ?(.*)$")
+_ESCAPE = re.compile(r"\\x([0-9a-f]{2})")
+
+
+def classify(text: str) -> tuple[str, str, int | None]:
+    """(kind, PCI address, code) of a kernel message; kind "" when it reports no hardware event."""
+    if m := _XID.search(text):
+        return "xid", m.group(1).lower(), int(m.group(2))
+    if m := _SXID.search(text):
+        return "sxid", m.group(1).lower(), int(m.group(2))
+    if _LOST.search(text):
+        at = _LOST_AT.search(text)
+        return "gpu_lost", at.group(1).lower() if at else "", None
+    if m := _AER.search(text):
+        severity = m.group(1).lower()
+        kind = "aer.corrected" if severity.startswith("correct") else \
+            "aer.fatal" if "(fatal)" in severity else "aer.nonfatal"
+        return kind, m.group(2).lower(), None
+    if _MCE.search(text):
+        return "mce", "", None
+    if m := _EDAC.search(text):
+        return f"edac.{m.group(1).lower()}", "", None
+    if _HW.search(text):
+        return "hardware_error", "", None
+    return "", "", None
+
+
+def _line(text: str, seq: int | None = None, usec: int | None = None) -> KernelLine:
+    kind, device, code = classify(text)
+    return KernelLine(text, seq, usec, kind, device, code)
+
+
+def parse_kmsg(text: str) -> list[KernelLine]:
+    """/dev/kmsg records (`prio,seq,usec,flags;message`, Documentation/ABI/testing/dev-kmsg); the
+    indented dictionary lines after a record are skipped, escaped newlines (\\x0a) restored."""
+    out = []
+    for raw in text.splitlines():
+        if m := _KMSG_RECORD.match(raw):
+            message = _ESCAPE.sub(lambda e: chr(int(e.group(1), 16)), m.group(4))
+            out.append(_line(message, int(m.group(2)), int(m.group(3))))
+    return out
+
+
+def parse_dmesg(text: str) -> list[KernelLine]:
+    """`dmesg` or `dmesg -r` output: `[  84.300451] message`, continuation lines (indented, no stamp)
+    joined to their record. Lines stamped otherwise (--ctime, journal) keep no timestamp."""
+    out: list[KernelLine] = []
+    for raw in text.splitlines():
+        m = _DMESG_RAW.match(raw)
+        if m:
+            usec = int(m.group(2)) * 1_000_000 + int(m.group(3).ljust(6, "0"))
+            out.append(_line(m.group(4), None, usec))
+        elif raw[:1].isspace() and out and raw.strip():
+            last = out[-1]
+            out[-1] = _line(f"{last.text}\n{raw.strip()}", last.seq, last.usec)
+        elif raw.strip():
+            out.append(_line(raw))
+    return out
+
+
+def read_kmsg(path: Path = KMSG) -> list[KernelLine]:
+    """Every record still in the ring buffer, read without blocking; OSError when it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:  # /dev/kmsg: nothing more to read now
+                break
+            except BrokenPipeError:  # EPIPE: the record at our position was overwritten; go on with the next
+                continue
+            if not chunk:  # a regular file (a captured log) ends
+                break
+            chunks.append(chunk)  # /dev/kmsg gives one whole record per read, each ending in a newline
+    finally:
+        os.close(fd)
+    return parse_kmsg(b"".join(chunks).decode("utf-8", "replace"))
+
+
+def read_dmesg(command: tuple[str, ...] = ("dmesg", "-r")) -> list[KernelLine]:
+    done = subprocess.run(list(command), capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return parse_dmesg(done.stdout)
+
+
+def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] = ("dmesg", "-r")
+           ) -> tuple[tuple[KernelLine, ...], LogCursor | None, tuple[ReadError, ...]]:
+    """The lines logged after `cursor` (none for a first snapshot: history before the window is not the
+    window's), the cursor to give the next snapshot, and errors (log unreadable, lines lost)."""
+    try:
+        lines, source = read_kmsg(kmsg), "kmsg"
+    except OSError as first:
+        try:
+            lines, source = read_dmesg(dmesg), "dmesg"
+        except (OSError, subprocess.SubprocessError) as second:
+            return (), cursor, (ReadError("kernel.log", "", str(kmsg), f"cannot read it ({first}) nor run "
+                                          f"{' '.join(dmesg)} ({second})"),)
+    if source == "kmsg":
+        seqs = [l.seq for l in lines if l.seq is not None]
+        new = LogCursor("kmsg", max(seqs) if seqs else (cursor.seq if cursor else None),
+                        max((l.usec for l in lines if l.usec is not None), default=None))
+        if cursor is None or cursor.seq is None or cursor.source != "kmsg":
+            return (), new, ()
+        after = tuple(l for l in lines if l.seq is not None and l.seq > cursor.seq)
+        errors: tuple[ReadError, ...] = ()
+        if seqs and min(seqs) > cursor.seq + 1:
+            errors = (ReadError("kernel.log", "", str(kmsg), f"records {cursor.seq + 1}..{min(seqs) - 1} were "
+                                "overwritten in the ring buffer before they were read", "lost"),)
+        return after, new, errors
+    stamps = [l.usec for l in lines if l.usec is not None]
+    new = LogCursor("dmesg", None, max(stamps) if stamps else (cursor.usec if cursor else None))
+    if cursor is None or cursor.usec is None:
+        return (), new, ()
+    start = cursor.usec
+    return tuple(l for l in lines if l.usec is not None and l.usec > start), new, ()

@@ -1,0 +1,190 @@
+"""Counters and gauges Linux exposes in sysfs and procfs, each reader with a root parameter so tests can
+point it at a copied tree: PCIe AER (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats), InfiniBand
+port counters (/sys/class/infiniband/*/ports/*/counters), thermal zones, CPU frequency and CPU thermal
+throttle counts. A file that exists and cannot be read is a ReadError, never zero; a node without the
+thing (no AER-capable device, no IB, no thermal zone) gets a note saying so."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clustercheck.counters.facts import Counter, Gauge, Reading, ReadError
+
+PCI = Path("/sys/bus/pci/devices")
+IB = Path("/sys/class/infiniband")
+THERMAL = Path("/sys/class/thermal")
+CPUS = Path("/sys/devices/system/cpu")
+CPUINFO = Path("/proc/cpuinfo")
+
+_AER = {"aer_dev_correctable": ("correctable", "TOTAL_ERR_COR"), "aer_dev_nonfatal": ("nonfatal", "TOTAL_ERR_NONFATAL"),
+        "aer_dev_fatal": ("fatal", "TOTAL_ERR_FATAL")}
+_ROOTPORT = {"aer_rootport_total_err_cor": "correctable", "aer_rootport_total_err_nonfatal": "nonfatal",
+             "aer_rootport_total_err_fatal": "fatal"}
+
+# The error counters of an IB port (facebookresearch/gcm gcm/health_checks/checks/check_ib_counters.py
+# ERROR_COUNTERS) and their width in bits in the PortCounters attribute (InfiniBand Architecture
+# Specification vol. 1, PortCounters): a counter at its top value stops counting.
+IB_ERROR_BITS = {"symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+                 "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16,
+                 "port_xmit_discards": 16, "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8,
+                 "local_link_integrity_errors": 4, "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16}
+
+
+def _error(reader: str, device: str, path: Path, exc: Exception, counter: str = "") -> ReadError:
+    kind = "vanished" if isinstance(exc, FileNotFoundError) else "unreadable"  # listed, then gone
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ReadError(reader, device, str(path), text, kind, counter)
+
+
+def aer_counts(text: str) -> tuple[int | None, tuple[tuple[str, int], ...]]:
+    """(the TOTAL_ERR_* line's count, the named counts) of an aer_dev_* file: one `name count` per line;
+    names have spaces since Linux 5.x ("Receiver Error 2"), none before ("RxErr 2")."""
+    total, parts = None, []
+    for line in text.splitlines():
+        name, _, value = line.strip().rpartition(" ")
+        if not name or not value.isdigit():
+            raise ValueError(f"unexpected line {line.strip()!r} (expected '<error name> <count>')")
+        if name.startswith("TOTAL_ERR_"):
+            total = int(value)
+        else:
+            parts.append((name.strip(), int(value)))
+    return total, tuple(parts)
+
+
+def aer(root: Path = PCI) -> Reading:
+    """pcie.aer.{correctable,nonfatal,fatal} per PCI function with AER statistics, with the kernel's
+    per-error breakdown; root ports add pcie.aer.rootport.* (the messages reported to them)."""
+    counters: list[Counter] = []
+    errors: list[ReadError] = []
+    try:
+        devices = sorted(p for p in root.iterdir())
+    except OSError as exc:
+        return Reading(errors=(_error("pcie.aer", "", root, exc),))
+    for dev in devices:
+        for file, (name, total_key) in _AER.items():
+            path = dev / file
+            if not path.exists():
+                continue
+            try:
+                total, parts = aer_counts(path.read_text())
+                if total is None:
+                    raise ValueError(f"no {total_key} line")
+            except (OSError, ValueError) as exc:
+                errors.append(_error("pcie.aer", dev.name, path, exc, f"pcie.aer.{name}"))
+                continue
+            counters.append(Counter(f"pcie.aer.{name}", dev.name, total, parts))
+        for file, name in _ROOTPORT.items():
+            path = dev / file
+            if not path.exists():
+                continue
+            try:
+                counters.append(Counter(f"pcie.aer.rootport.{name}", dev.name, int(path.read_text())))
+            except (OSError, ValueError) as exc:
+                errors.append(_error("pcie.aer", dev.name, path, exc, f"pcie.aer.rootport.{name}"))
+    notes = () if counters or errors else (f"no PCIe AER statistics under {root} (no AER-capable device, "
+                                           "or a kernel without aer_stats)",)
+    return Reading(tuple(counters), (), tuple(errors), notes)
+
+
+def ib(root: Path = IB) -> Reading:
+    """ib.<counter> per port (device `mlx5_0/1`) for the error counters; a saturated one is an error
+    (its increases cannot be seen; `perfquery -R` resets it), "N/A (no PMA)" is a note."""
+    if not root.is_dir():
+        return Reading(notes=(f"no InfiniBand devices ({root} absent)",))
+    counters: list[Counter] = []
+    errors: list[ReadError] = []
+    notes: list[str] = []
+    for dirs in sorted(root.glob("*/ports/*/counters")):
+        port = f"{dirs.parent.parent.parent.name}/{dirs.parent.name}"
+        for name, bits in IB_ERROR_BITS.items():
+            path = dirs / name
+            if not path.exists():
+                continue
+            try:
+                text = path.read_text().strip()
+            except OSError as exc:
+                errors.append(_error("ib", port, path, exc, f"ib.{name}"))
+                continue
+            if text.startswith("N/A"):
+                notes.append(f"ib {port} {name}: {text}")
+                continue
+            if not text.isdigit():
+                errors.append(ReadError("ib", port, str(path), f"not a count: {text[:40]!r}", counter=f"ib.{name}"))
+                continue
+            value = int(text)
+            counters.append(Counter(f"ib.{name}", port, value))
+            if value >= (1 << bits) - 1:
+                errors.append(ReadError("ib", port, str(path), f"saturated at {value} ({bits}-bit counter): its "
+                                        "increases cannot be seen; reset the port counters (perfquery -R)",
+                                        "saturated", f"ib.{name}"))
+    if not counters and not errors and not notes:
+        notes.append(f"no InfiniBand port counters under {root}")
+    return Reading(tuple(counters), (), tuple(errors), tuple(notes))
+
+
+def thermal(root: Path = THERMAL) -> Reading:
+    """thermal.temp in C per zone (device `thermal_zone0 (x86_pkg_temp)`)."""
+    zones = sorted(root.glob("thermal_zone*"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
+    if not zones:
+        return Reading(notes=(f"no thermal zones under {root}",))
+    gauges: list[Gauge] = []
+    errors: list[ReadError] = []
+    for zone in zones:
+        try:
+            kind = (zone / "type").read_text().strip()
+        except OSError:
+            kind = "?"
+        device = f"{zone.name} ({kind})"
+        try:
+            gauges.append(Gauge("thermal.temp", device, int((zone / "temp").read_text()) / 1000.0, "C"))
+        except (OSError, ValueError) as exc:
+            errors.append(_error("thermal", device, zone / "temp", exc))
+    return Reading((), tuple(gauges), tuple(errors))
+
+
+def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | None = None) -> Reading:
+    """cpu.mhz per CPU (`cpus`: these only): cpufreq's scaling_cur_freq, else /proc/cpuinfo's "cpu MHz"
+    (x86 VMs often have no cpufreq)."""
+    files = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"), key=lambda p: int(p.parent.parent.name[3:]))
+    gauges: list[Gauge] = []
+    errors: list[ReadError] = []
+    for path in files:
+        cpu = int(path.parent.parent.name[3:])
+        if cpus is not None and cpu not in cpus:
+            continue
+        try:
+            gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", int(path.read_text()) / 1000.0, "MHz"))
+        except (OSError, ValueError) as exc:
+            errors.append(_error("cpu.freq", f"cpu{cpu}", path, exc))
+    if files:
+        return Reading((), tuple(gauges), tuple(errors))
+    if not cpuinfo.exists():
+        return Reading(notes=(f"no CPU frequency: no cpufreq under {root} and no {cpuinfo}",))
+    try:
+        text = cpuinfo.read_text()
+    except OSError as exc:
+        return Reading(errors=(_error("cpu.freq", "", cpuinfo, exc),))
+    cpu = -1
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "processor":
+            cpu = int(value)
+        elif key.strip() == "cpu MHz" and (cpus is None or cpu in cpus):
+            gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", float(value), "MHz"))
+    notes = () if gauges else (f"no CPU frequency: no cpufreq under {root} and no 'cpu MHz' in {cpuinfo}",)
+    return Reading((), tuple(gauges), (), notes)
+
+
+def cpu_throttle(root: Path = CPUS) -> Reading:
+    """cpu.throttle.{core,package}: x86 thermal throttle events per CPU (arch/x86 therm_throt)."""
+    counters: list[Counter] = []
+    errors: list[ReadError] = []
+    for path in sorted(root.glob("cpu[0-9]*/thermal_throttle/*_throttle_count")):
+        cpu = path.parent.parent.name
+        try:
+            counters.append(Counter(f"cpu.throttle.{path.name.split('_')[0]}", cpu, int(path.read_text())))
+        except (OSError, ValueError) as exc:
+            errors.append(_error("cpu.throttle", cpu, path, exc))
+    notes = () if counters or errors else (f"no CPU thermal throttle counters under {root}",)
+    return Reading(tuple(counters), (), tuple(errors), notes)

@@ -1,0 +1,124 @@
+"""Kernel log lines per check window: real captured lines with NVIDIA Xids (and a GPU fallen off the bus
+without one) are classified by kind, GPU and code; the window is bounded by the /dev/kmsg sequence number
+(or dmesg's timestamp), so an event fails the one window that contained it and no later one (ROCm/cvs PR
+#169); an unreadable log or overwritten lines are errors, never an empty window. /dev/kmsg is read live."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from clustercheck.counters import delta, judge, take
+from clustercheck.counters.facts import LogCursor
+from clustercheck.counters.kernel_log import KMSG, classify, parse_dmesg, parse_kmsg, window
+from clustercheck.counters.snapshot import Sources
+from test_counters import body
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "kernel-log"
+
+
+def lines(name: str) -> list[str]:
+    return body(LOGS / name)
+
+
+def test_xid_lines_from_real_logs_name_code_and_gpu() -> None:
+    got = [classify(l) for l in lines("gpud-pr1174-kmsg-xid-149-145-94.txt")]
+    assert got == [("xid", "0019:01:00", 149), ("xid", "0000:00:00", 149), ("xid", "0018:01:00", 145),
+                   ("xid", "0000:9b:00", 94)]
+    journal = [classify(l) for l in lines("open-gpu-kernel-modules-1150-xid-45-after-149.txt")]
+    assert {c[0] for c in journal} == {"xid"} and {c[2] for c in journal} == {45}
+    assert sorted({c[1] for c in journal}) == ["0000:97:00", "0000:ba:00", "0000:dc:00", "0000:ed:00"]
+
+
+def test_a_dmesg_ctime_capture_keeps_its_xids_and_nothing_else() -> None:
+    parsed = parse_dmesg("\n".join(lines("gpud-dmesg-ctime-xid-119-xe9680.txt")))
+    events = [(l.kind, l.device, l.code) for l in parsed if l.kind]
+    assert events == [("xid", "0000:9b:00", 119)] * 5  # the GSP dump, call trace and rate-limit lines are not events
+    assert all(l.usec is None for l in parsed)  # wall-clock stamps: no monotonic position to bound a window by
+    pr46 = [(l.kind, l.code) for l in parse_dmesg("\n".join(lines("gpud-pr46-dmesg-ctime-xid-13-109.txt")))]
+    assert pr46 == [("", None), ("xid", 13), ("xid", 13), ("xid", 13), ("xid", 109)]  # peermem's ERROR is no event
+
+
+def test_a_gpu_fallen_off_the_bus_without_an_xid_is_an_event_naming_the_gpu() -> None:
+    parsed = parse_dmesg("\n".join(lines("nvsentinel-155-fallen-off-bus-no-xid.txt")))
+    assert [(l.kind, l.device, l.usec) for l in parsed] == [
+        ("gpu_lost", "0000:b3:00.0", 1843308145), ("", "", 1843439662), ("", "", 1843439669)]
+    assert parsed[0].text.count("\n") == 2 and parsed[0].counter == "kernel.gpu_lost"
+
+
+def test_raw_kmsg_records_from_a_real_node_keep_sequence_and_time() -> None:
+    parsed = parse_kmsg("\n".join(lines("gpud-kmsg-nvswitch-node.txt")))
+    assert [l.seq for l in parsed] == list(range(3964, 4011))
+    assert parsed[-1].usec == 57631398464 and not any(l.kind for l in parsed)
+
+
+def write_kmsg(path: Path, records: list[str]) -> None:
+    path.write_text("\n".join(records) + "\n")
+
+
+def test_an_xid_fails_the_window_that_logged_it_and_no_later_one(tmp_path: Path) -> None:
+    records = lines("gpud-kmsg-nvswitch-node.txt")
+    # Built by hand: a /dev/kmsg record (prio 4, the next sequence number) around the real Xid 94 message of
+    # leptonai/gpud PR #1174; the records around it are the real capture's.
+    xid = "4,4011,57631500000,-;" + lines("gpud-pr1174-kmsg-xid-149-145-94.txt")[3]
+    kmsg = tmp_path / "kmsg"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    src = Sources(pci=empty, ib=empty / "ib", thermal=empty, cpus=empty, cpuinfo=empty / "x", kmsg=kmsg, nvml=False)
+    write_kmsg(kmsg, records[:27])
+    s0 = take(sources=src, host="n")
+    assert s0.cursor == LogCursor("kmsg", 3990, 251895583) and s0.kernel == ()  # history is not the window's
+    write_kmsg(kmsg, records)
+    s1 = take(s0, src, "n")
+    write_kmsg(kmsg, records + [xid])
+    s2 = take(s1, src, "n")
+    write_kmsg(kmsg, records + [xid, "6,4012,57631600000,-;IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready"])
+    s3 = take(s2, src, "n")
+    assert [len(s.kernel) for s in (s1, s2, s3)] == [20, 1, 1]
+    verdict = {i: [f.text(0).split(" in ")[0] for f in judge(delta(a, b)).failed]
+               for i, (a, b) in enumerate(((s0, s1), (s1, s2), (s2, s3)), 1)}
+    assert verdict == {1: [], 2: ["kernel.xid.94 on 0000:9b:00 rose by 1 (0 -> 1)"], 3: []}
+    (finding,) = judge(delta(s1, s2)).failed
+    assert finding.increase.lines == ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error",)
+
+
+def test_lines_overwritten_before_they_were_read_are_an_error(tmp_path: Path) -> None:
+    kmsg = tmp_path / "kmsg"
+    write_kmsg(kmsg, lines("gpud-kmsg-nvswitch-node.txt"))
+    after, cursor, errors = window(LogCursor("kmsg", 3950, None), kmsg)
+    assert len(after) == 47 and cursor is not None and cursor.seq == 4010
+    assert [(e.kind, e.error) for e in errors] == [
+        ("lost", "records 3951..3963 were overwritten in the ring buffer before they were read")]
+
+
+def test_no_readable_kernel_log_is_an_error_not_an_empty_window(tmp_path: Path) -> None:
+    after, cursor, errors = window(LogCursor("kmsg", 5, None), tmp_path / "no-kmsg", ("/nonexistent/dmesg",))
+    assert after == () and cursor == LogCursor("kmsg", 5, None)
+    assert errors[0].reader == "kernel.log" and "cannot read it" in errors[0].error and "dmesg" in errors[0].error
+
+
+def test_dmesg_fallback_bounds_the_window_by_timestamp(tmp_path: Path) -> None:
+    capture = LOGS / "nvsentinel-155-fallen-off-bus-no-xid.txt"
+    dmesg = ("sed", "1,2d", str(capture))  # prints the capture as dmesg would
+    after, cursor, errors = window(None, tmp_path / "no-kmsg", dmesg)
+    assert after == () and cursor == LogCursor("dmesg", None, 1843439669) and not errors
+    after, _, _ = window(LogCursor("dmesg", None, 1843308145), tmp_path / "no-kmsg", dmesg)
+    assert [l.usec for l in after] == [1843439662, 1843439669]
+    after, _, _ = window(LogCursor("dmesg", None, 1843000000), tmp_path / "no-kmsg", dmesg)
+    assert after[0].kind == "gpu_lost"
+
+
+def test_live_kmsg_window_holds_a_line_written_inside_it() -> None:
+    """This machine's own /dev/kmsg (root here): a harmless marker line, written between two snapshots,
+    is in that window and classified as no event."""
+    first, cursor, errors = window(None)
+    assert first == () and not errors and cursor is not None and cursor.source == "kmsg"
+    marker = f"clustercheck test_counters_kernel_log window marker {uuid.uuid4()}"
+    with open(KMSG, "w") as kmsg:
+        kmsg.write(f"<6>{marker}\n")
+    after, later, errors = window(cursor)
+    assert not errors and later is not None and later.seq is not None and cursor.seq is not None
+    assert [(l.text, l.kind) for l in after if marker in l.text] == [(marker, "")]
+    assert all(l.seq is not None and l.seq > cursor.seq for l in after)
+    again, _, _ = window(later)
+    assert not any(marker in l.text for l in again)

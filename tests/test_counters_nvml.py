@@ -1,0 +1,83 @@
+"""GPU counters through NVML: the real pynvml over the stand-in library (tests/nvml_standin/) answering
+from the real 8 x H100 SXM5 capture (tests/nvml_capture.py), with counter values set per scenario. A counter
+that rose between snapshots fails, naming GPU (bus id), link and delta; a GPU lost during the window is a
+failed verdict; an NVML error is an error, never a zero."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from clustercheck.counters import Snapshot, delta, judge, verdicts
+from clustercheck.counters.nvml_counters import read
+from nvml_capture import failing, h100_node, in_process
+
+GPU_IS_LOST, UNKNOWN, LIBRARY_NOT_FOUND = 15, 999, 12  # nvml.h return codes
+
+
+def counted(node: dict[str, Any]) -> dict[str, Any]:
+    """Every GPU with ECC and a row remapper (as an H100 has); no retired-page counters (Ampere and later
+    report row remapping instead, so NVML answers NOT_SUPPORTED)."""
+    out = copy.deepcopy(node)
+    for g in out["gpus"]:
+        g["ecc"] = {"corrected": 0, "uncorrected": 0}
+        g["remap"] = [0, 0, 0, 0]
+    return out
+
+
+def snap(monkeypatch: pytest.MonkeyPatch, scenario: dict[str, Any], taken: float) -> Snapshot:
+    r = read(in_process(monkeypatch, scenario))
+    return Snapshot("gpu-node", taken, r.counters, r.gauges, r.errors, r.notes)
+
+
+def test_every_gpu_reports_ecc_remap_and_per_link_nvlink_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = read(in_process(monkeypatch, counted(h100_node())))
+    assert not r.errors
+    names = {c.name for c in r.counters}
+    assert {"gpu.ecc.corrected", "gpu.ecc.uncorrected", "gpu.remap.pending", "gpu.remap.failure",
+            "nvlink.replay", "nvlink.crc_flit"} <= names and not any(n.startswith("gpu.retired") for n in names)
+    assert sum(c.name == "nvlink.crc_data" for c in r.counters) == 8 * 18
+    assert {c.device for c in r.counters if c.name == "gpu.ecc.uncorrected"} == {
+        f"GPU{i} ({g['bus_id'][4:].lower()})" for i, g in enumerate(h100_node()["gpus"])}
+    assert sum("nvmlDeviceGetRetiredPages not supported" in n for n in r.notes) == 8
+
+
+def test_an_ecc_error_and_nvlink_crc_errors_in_the_window_fail_naming_gpu_and_link(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 100.0)
+    node["gpus"][3]["ecc"]["uncorrected"] = 1
+    node["gpus"][3]["remap"] = [0, 1, 1, 0]  # the driver remaps the row on the next reset: pending
+    node["gpus"][5]["nvlink_errors"] = {"7": [0, 0, 4, 0, 0]}
+    node["gpus"][6]["ecc"]["corrected"] = 12
+    j = judge(delta(before, snap(monkeypatch, node, 160.0)))
+    gpu3, gpu5 = f"GPU3 ({node['gpus'][3]['bus_id'][4:].lower()})", f"GPU5 ({node['gpus'][5]['bus_id'][4:].lower()})"
+    assert sorted((f.increase.name, f.increase.device, f.increase.amount) for f in j.failed) == [
+        ("gpu.ecc.uncorrected", gpu3, 1), ("gpu.remap.pending", gpu3, 1), ("gpu.remap.uncorrectable", gpu3, 1),
+        ("nvlink.crc_flit", f"{gpu5} link 7", 4)]
+    assert [f.passed for f in j.findings if f.increase.name == "gpu.ecc.corrected"] == [True]  # 12 <= 1000
+    assert {v.subject for v in verdicts(j, "burn") if not v.passed} == {f"gpu-node {gpu3}", f"gpu-node {gpu5} link 7"}
+
+
+def test_a_gpu_lost_during_the_window_is_a_failed_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    j = judge(delta(before, snap(monkeypatch, failing(node, 2, "*", GPU_IS_LOST), 30.0)))
+    assert {(e.reader, e.device, e.kind) for e in j.vanished} == {("nvml", "GPU2", "vanished")}
+    assert "NVML_ERROR_GPU_IS_LOST" in j.vanished[0].error and not j.harness_errors
+    assert [(v.subject, v.passed) for v in verdicts(j, "burn")] == [("gpu-node GPU2", False)]
+
+
+def test_an_nvml_error_on_one_counter_is_an_error_not_a_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    node = counted(h100_node())
+    r = read(in_process(monkeypatch, failing(node, 4, "nvmlDeviceGetTotalEccErrors", UNKNOWN)))
+    (err,) = {(e.device, e.what, e.kind) for e in r.errors}
+    assert err[0].startswith("GPU4 (") and err[1:] == ("nvmlDeviceGetTotalEccErrors", "unreadable")
+    assert not any(c.name.startswith("gpu.ecc") and c.device.startswith("GPU4 ") for c in r.counters)
+
+
+def test_a_node_without_a_driver_has_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = read(in_process(monkeypatch, {**h100_node(), "init_error": LIBRARY_NOT_FOUND}))
+    assert not r.counters and not r.errors and "no NVIDIA driver" in r.notes[0]
