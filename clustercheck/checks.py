@@ -210,3 +210,5 @@ register(Kind("nccl_tests", ("node",), _native.NCCL_METRICS, _native_params.nccl
 register(Kind("nvbandwidth", ("node",), _native.NVBANDWIDTH_METRICS, _native_params.nvbandwidth_params,
               "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
               "clustercheck.measure.native:nvbandwidth", _native.judge_nvbandwidth, task_params=_native.task_params))
+
+from clustercheck import burn_check as _burn  # noqa: E402,F401 (registers the burn kind; it needs Kind above)
