@@ -5,7 +5,9 @@ ones. A rank therefore picks its device by CUDA's count, and names the physical 
 which both CUDA (`cudaDeviceProp.pciDomainID/pciBusID/pciDeviceID`) and NVML
 (`nvmlDeviceGetHandleByPciBusId`) understand. The GPU's NUMA node and CPUs come from sysfs
 (`/sys/bus/pci/devices/<bdf>/numa_node`, `local_cpulist`; Linux Documentation/ABI/testing/sysfs-bus-pci),
-which needs no vendor library."""
+which needs no vendor library: it places AMD GPUs alike. On ROCm, torch.cuda is HIP (its device properties
+carry the same PCI ids, from hipDeviceProp_t) and HIP honours CUDA_VISIBLE_DEVICES; NVML knows no AMD GPU, so
+`nvml_index` and `nvml_cpus` answer None and nothing, and sysfs alone places the rank."""
 
 from __future__ import annotations
 

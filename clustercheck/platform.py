@@ -26,7 +26,8 @@ from clustercheck.thresholds import Profile, load_profile
 @dataclass(frozen=True)
 class Facts:
     host: str
-    gpu_count: int                       # GPUs NVML lists (nvmlDeviceGetCount), reachable or not
+    gpu_count: int                       # GPUs NVML lists (nvmlDeviceGetCount), reachable or not; on ROCm
+                                         # (no NVML) the GPUs HIP lists through torch
     gpu_names: tuple[str, ...] = ()
     pci_device_ids: tuple[int, ...] = ()
     nvlinks_per_gpu: int | None = None   # links a GPU has, up or down (the most any GPU here has)
@@ -42,7 +43,8 @@ class Facts:
     pci_gpus: tuple[str, ...] = ()       # bus ids of NVIDIA GPUs on the PCI bus: names a GPU NVML lost
     gpus: tuple[Gpu, ...] = ()
     nvml_faults: tuple[NvmlFault, ...] = ()
-    torch_gpus: int | None = None        # devices torch sees; read on the ranks only (None elsewhere)
+    torch_gpus: int | None = None        # devices torch sees: read on the ranks, and wherever torch is ROCm's
+    hip: str | None = None               # torch.version.hip where torch is a ROCm build: RCCL behind "nccl"
     host_memory: int | None = None       # bytes a run can allocate now (MemAvailable)
     gpu_memory_free: int | None = None   # the least free bytes of this node's GPUs (NVML); None without
 
@@ -122,10 +124,46 @@ def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ..
     return tuple(device for _, _, device in _pci_functions(root))
 
 
+_AMD = 0x1002
+
+
+def _rocm_torch(torch_gpus: int | None, functions: list[tuple[str, int, int]]) -> tuple[int | None, str | None]:
+    """(GPUs HIP sees, torch.version.hip) where torch is a ROCm build, else (torch_gpus, None). NVML cannot
+    see AMD GPUs, so on ROCm torch is the only library that counts them (torch.cuda is HIP there, and
+    its "nccl" backend is RCCL). torch is imported only where it may be ROCm's: an AMD accelerator on the
+    PCI bus, a ROCm wheel (version "+rocm..."), or torch already loaded; NVIDIA and CPU machines pay nothing."""
+    import sys
+    from importlib import metadata
+
+    try:
+        wheel = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return torch_gpus, None
+    if not ("torch" in sys.modules or "rocm" in wheel or any(vendor == _AMD for _, vendor, _ in functions)):
+        return torch_gpus, None
+    import torch
+
+    hip = getattr(torch.version, "hip", None)
+    if not hip:
+        return torch_gpus, None
+    return (torch.cuda.device_count() if torch_gpus is None else torch_gpus), str(hip)
+
+
 def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pci/devices")) -> Facts:
     """This machine's facts. Never raises for the hardware's sake: a GPU NVML cannot reach is an
-    `nvml_faults` entry, NVML missing altogether is `nvml_status`."""
+    `nvml_faults` entry, NVML missing altogether is `nvml_status`. Where NVML lists no GPU and torch is a
+    ROCm build, HIP's count (through torch) is the GPU count and `hip` names the build."""
     functions = _pci_functions(pci_root)
+    base = _read_nvml(torch_gpus, functions)
+    if base.gpu_count:
+        return base
+    counted, hip = _rocm_torch(torch_gpus, functions)
+    if hip is None:
+        return base
+    return dataclasses.replace(base, gpu_count=counted or 0, torch_gpus=counted, hip=hip)
+
+
+def _read_nvml(torch_gpus: int | None, functions: list[tuple[str, int, int]]) -> Facts:
     base = Facts(host=socket.gethostname(), gpu_count=0, cpu_count=os.cpu_count() or 0,
                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
                  pci_accelerators=tuple(device for _, _, device in functions),

@@ -196,7 +196,22 @@ def _benches(ctx: RankContext, p: dict[str, Any]) -> Iterator[tuple[int, Layout,
             yield size, lay, placement, Bench(ctx, coll, lay, dtype, inplace=placement == "in")
 
 
+# Why a graph of RCCL collectives is refused, with where that is documented.
+ROCM_GRAPH_REFUSAL = (
+    "cuda_graph is refused on ROCm: capturing RCCL collectives in a HIP graph is not reliable (ROCm 7 "
+    "rejects operations torch.distributed issues while a stream captures, 'operation not permitted when "
+    "stream is capturing': ROCm/rccl #2022, ROCm/hip #3876; replaying captured CE collectives could hang: "
+    "ROCm/rocm-systems #9334); run this check with cuda_graph: 0")
+
+
+def refuse_graph_on_rocm(p: dict[str, Any]) -> None:
+    """RuntimeError before anything is captured when a check asks for graph mode on a ROCm build of torch."""
+    if p.get("cuda_graph") and getattr(torch.version, "hip", None):
+        raise RuntimeError(ROCM_GRAPH_REFUSAL)
+
+
 def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
+    refuse_graph_on_rocm(p)
     if p.get("tuning_pass"):
         return _tuning_pass(ctx, p)
     rows = []
