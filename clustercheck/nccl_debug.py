@@ -6,7 +6,11 @@ with other output (nccl-tests tables, mpirun `[0]` tags, a second line glued ont
 
 Read (the formats NVIDIA/nccl prints at INIT, ENV and TUNING):
 
-- the version line `NCCL version 2.21.5+cuda12.4`;
+- the version line `NCCL version 2.21.5+cuda12.4`, and RCCL's (ROCm) banner `RCCL version : 2.27.7-HEAD:0d2c4fd`
+  whose continuation lines `HIP version  : 7.2.26015-...` carry no prefix (RCCL keeps NCCL's `NCCL INFO`
+  prefix and variable names);
+- `NCCL WARN` messages, among them RCCL's own host checks ("NUMA auto balancing enabled ...",
+  "Missing "iommu=pt" from kernel command line ...");
 - the per-call tuning line rank 0 prints, in its three formats:
   >= 2.24  `AllReduce: 1073741824 Bytes -> Algo NVLS proto Simple channel{Lo..Hi}={0..15}`
            (NCCL itself prints the names upper case, `Algo NVLS_TREE proto SIMPLE`),
@@ -44,6 +48,9 @@ _FUNC_BY_KEY.update({"alltoall": "AllToAll", "sendrecv": "SendRecv", "gather": "
 # and stdout alike). Several may share a physical line when output streams interleave.
 _PREFIX = re.compile(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?NCCL INFO ")
 _VERSION = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+)(?:[+-](?P<build>(?:cuda|hip)[\d.]+))?")
+_RCCL_VERSION = re.compile(r"\bRCCL version\s*:\s*(?P<version>\d+\.\d+\.\d+)(?:-(?P<head>[\w:]+))?")
+_HIP_VERSION = re.compile(r"\bHIP version\s*:\s*(?P<version>\S+)")
+_WARN = re.compile(r"\bNCCL WARN (?P<msg>.*?)\s*$")
 _TUNING = re.compile(
     r"^(?:(?P<coll>[A-Za-z]+):\s+)?(?P<nbytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
     r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?(?: time (?P<time>[\d.]+))?")
@@ -56,7 +63,10 @@ _ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<va
 _NETWORK = re.compile(r"^Using network (?P<name>.+?)\s*$")
 _OFI_PROVIDER = re.compile(r"^NET/OFI Selected Provider is (?P<name>\S+)")
 _CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?"
-                             r"(?P<nvls>\d+) nvls channels")
+                             r"(?P<nvls>\d+) nvls channels"
+                             # RCCL: "comm:0x2bc1f840, nRanks:2, nNodes:1, coll channels:2 collnet channels:2, nvls channels:0"
+                             r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d+).*? nvls channels:(?P<rnvls>\d+)")
+_VIA_TAIL = re.compile(r"\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")  # RCCL and NCCL >= 2.2x append the communicator
 # nccl-tests names its binary in the banner ("# Collective test starting: all_reduce_perf") and users paste
 # their command line: both say which collective a nameless (2.20-2.22) tuning line belongs to.
 _TEST_BINARY = re.compile(r"\b(?P<name>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|"
@@ -120,6 +130,27 @@ class NcclDebug:
     networks: tuple[str, ...]             # "IB", "Socket", "AWS Libfabric", "OFI provider efa"
     nvls_channels: tuple[int, ...]        # from "N coll channels, M nvls channels" lines
     info_lines: int                       # NCCL INFO messages read
+    rccl_versions: tuple[str, ...] = ()   # RCCL's banner, e.g. ("2.27.7-HEAD:0d2c4fd",): the log is RCCL's
+    hip_versions: tuple[str, ...] = ()    # the HIP runtime RCCL names under its banner
+    warnings: tuple[str, ...] = ()        # distinct `NCCL WARN` messages, source location dropped
+
+    @property
+    def is_rccl(self) -> bool:
+        return bool(self.rccl_versions)
+
+    @property
+    def numa_balancing_on(self) -> bool | None:
+        """RCCL warns at init when kernel.numa_balancing is on; None for a log that cannot say (NCCL's)."""
+        if any("NUMA auto balancing enabled" in w for w in self.warnings):
+            return True
+        return False if self.is_rccl else None
+
+    @property
+    def iommu_pt_missing(self) -> bool | None:
+        """RCCL warns at init when the kernel command line lacks iommu=pt (ROCm >= 7)."""
+        if any('"iommu=pt"' in w for w in self.warnings):
+            return True
+        return None
 
     @property
     def version(self) -> str | None:
@@ -217,6 +248,9 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
     env: dict[str, str] = {}
     networks: list[str] = []
     nvls_channels: list[int] = []
+    rccl: list[str] = []
+    hip: list[str] = []
+    warnings: list[str] = []
     info_lines = 0
     for text in texts:
         last_call: dict[tuple[str | None, str | None], str] = {}  # (host, pid) -> last COLL-line collective
@@ -227,6 +261,17 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
                 full = v.group("version") + (f"+{v.group('build')}" if v.group("build") else "")
                 if full not in versions:
                     versions.append(full)
+            r = _RCCL_VERSION.search(line)
+            if r:
+                banner = r.group("version") + (f"-{r.group('head')}" if r.group("head") else "")
+                rccl.extend([banner] if banner not in rccl else [])
+                versions.extend([r.group("version")] if r.group("version") not in versions else [])
+            h = _HIP_VERSION.search(line)
+            if h and h.group("version") not in hip:
+                hip.append(h.group("version"))
+            warn = _WARN.search(line)
+            if warn and warn.group("msg") not in warnings:
+                warnings.append(warn.group("msg"))
             if "NCCL INFO " not in line:
                 b = _TEST_BINARY.search(line)
                 if b:
@@ -267,7 +312,7 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
                     transports.append(Transport(
                         channel=int(m.group("channel")), src_rank=int(m.group("src")), dst_rank=int(m.group("dst")),
                         src_dev=m.group("srcdev"), dst_dev=m.group("dstdev"), direction=m.group("dir"),
-                        via=m.group("via"), host=host, line=number))
+                        via=_VIA_TAIL.sub("", m.group("via")), host=host, line=number))
                     continue
                 m = _NVLS_CAP.match(msg)
                 if m:
@@ -288,10 +333,11 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
                     continue
                 m = _CHANNEL_COUNTS.match(msg)
                 if m:
-                    nvls_channels.append(int(m.group("nvls")))
+                    nvls_channels.append(int(m.group("nvls") or m.group("rnvls")))
     return NcclDebug(versions=tuple(versions), choices=tuple(choices), transports=tuple(transports),
                      nvls=tuple(nvls.values()), env=tuple(env.items()), networks=tuple(networks),
-                     nvls_channels=tuple(nvls_channels), info_lines=info_lines)
+                     nvls_channels=tuple(nvls_channels), info_lines=info_lines, rccl_versions=tuple(rccl),
+                     hip_versions=tuple(hip), warnings=tuple(warnings))
 
 
 @dataclass(frozen=True)
