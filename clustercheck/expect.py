@@ -11,7 +11,7 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_count": ((int,), "GPUs the inventory and topology must show"),
     "gpu_model": ((str,), "text the GPU product name must contain, e.g. 'H100'"),
     "nvlinks_per_gpu": ((int,), "active NVLinks every GPU must have"),
-    "topology": ((dict,), "GPU<->GPU and GPU<->NIC link levels as nvidia-smi topo -m prints them"),
+    "topology": ((dict,), "GPU<->GPU and GPU<->NIC link levels as nvidia-smi topo -m prints them (AMD: XGMI, PCIE)"),
     "acs_redirect": ((bool,), "whether ACS request/completion redirect may be on (true only on VMs)"),
     "pcie_gen": ((int,), "PCIe generation every GPU link must reach"),
     "pcie_width": ((int,), "PCIe lanes every GPU link must have"),
@@ -74,7 +74,7 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
     return out
 
 
-_LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
+_LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|XGMI|PCIE)$")  # XGMI/PCIE: AMD's link types
 
 
 def _levels_problem(value: object) -> str | None:
@@ -84,7 +84,8 @@ def _levels_problem(value: object) -> str | None:
 
     brief = reprlib.Repr()  # bounded: a YAML alias bomb must not become a gigabyte message
     brief.maxlevel, brief.maxlist, brief.maxstring, brief.maxother = 2, 4, 40, 40
-    return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS), got " \
+    return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS) or AMD link types " \
+           f"(XGMI, PCIE), got " \
            f"{brief.repr(bad[0])}" if bad else None
 
 

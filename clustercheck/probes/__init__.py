@@ -28,6 +28,8 @@ _MODULES = {
     "ib": "ib",
     "nccl-tests": "nccl_tests",
     "nvbandwidth": "nvbandwidth",
+    "amd-smi": "amd_smi",
+    "amd-host": "amd_host",
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 

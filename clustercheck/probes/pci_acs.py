@@ -19,7 +19,8 @@ from typing import Any, Mapping
 from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
-_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
+# "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out
+_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+: .+)$")
 _FLAG = re.compile(r"\b([A-Za-z]+)([+-])")
 _ACS_CAP_ID = 0x000D
 SYSFS = Path("/sys/bus/pci/devices")

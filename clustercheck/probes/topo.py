@@ -1,10 +1,15 @@
-"""GPU topology matrix (`nvidia-smi topo -m`) against the platform's expectation.
+"""GPU topology matrix (`nvidia-smi topo -m`, or AMD's `amd-smi topology` / `rocm-smi --showtopo` link-type
+table) against the platform's expectation.
 
 Levels, best first: NV# (a bonded set of # NVLinks), PIX, PXB, PHB, NODE, SYS. A profile says what every
 GPU pair must show (`topology.gpu_gpu: NV18`), that GPUs come in NVLink-bridged pairs
 (`topology.nvlink_pairs: NV4` with `gpu_gpu: [NODE, SYS]` for the rest), and how near each GPU's closest
 NIC must be (`topology.gpu_nic: [PIX, PXB]`). Without a profile, NVLink pairs must at least agree with
 each other: one pair at NV12 among NV18 pairs is a degraded link.
+
+On AMD the link type of each GPU pair is XGMI (Infinity Fabric) or PCIE; an MI300X platform expects
+`topology.gpu_gpu: XGMI` for every pair. amd-smi names GPUs by bus id: they become GPU0.. in its column
+order and every verdict carries the bus id beside the index.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class TopoMatrix:
     links: tuple[tuple[str, str, str], ...]        # (row, column, level) for every off-diagonal cell
     numa: tuple[tuple[str, str], ...] = ()         # GPU -> NUMA Affinity
     nic_names: tuple[tuple[str, str], ...] = ()    # NIC0 -> mlx5_0 from the NIC legend
+    bus_ids: tuple[tuple[str, str], ...] = ()      # GPU0 -> 0000:0c:00.0 where the tool names GPUs by bus id
 
     # Lookups are cached: judging walks every GPU pair, and a search of `links` per lookup made a
     # 128-device matrix take seconds (n^2 lookups of n^2 cells).
@@ -57,7 +63,55 @@ def _split(line: str) -> list[str]:
     return [c.strip() for c in line.split("\t")] if "\t" in line else re.split(r"\s{2,}", line.strip())
 
 
+# AMD: amd-smi's "LINK TYPE TABLE:" (rows and columns are bus ids, SELF on the diagonal) and rocm-smi's
+# "Link Type between two GPUs" (GPU0.., 0 on the diagonal)
+_AMD_TABLE = re.compile(r"^\s*LINK TYPE TABLE:\s*$|=+ Link Type between two GPUs =+")
+_AMD_SELF = ("SELF", "0")
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*: \(Topology\) Numa Node: (\S+)")
+
+
+def _parse_amd(lines: list[str], start: int) -> TopoMatrix:
+    header = lines[start + 1].split() if start + 1 < len(lines) else []
+    if not header or not all(_BDF.match(h) or _GPU.fullmatch(h) for h in header):
+        raise ProbeParseError(f"line {start + 2}: expected the GPUs (bus ids or GPU0 GPU1 ...) under the link-type title")
+    names = [h if _GPU.fullmatch(h) else f"GPU{i}" for i, h in enumerate(header)]
+    by_label = dict(zip(header, names))
+    links: list[tuple[str, str, str]] = []
+    seen: list[str] = []
+    for number, line in enumerate(lines[start + 2:], start + 3):
+        cells = line.split()
+        if not cells or cells[0] not in by_label:
+            break  # the table ends at a blank line or the next table's title
+        if len(cells) - 1 != len(header):
+            raise ProbeParseError(f"line {number}: row {cells[0]} has {len(cells) - 1} cells for {len(header)} GPUs")
+        row = by_label[cells[0]]
+        for col, value in zip(names, cells[1:]):
+            if col != row:
+                links.append((row, col, "X" if value in _AMD_SELF else value.upper()))
+        seen.append(row)
+    if not seen:
+        raise ProbeParseError(f"line {start + 2}: no GPU rows under the link-type table")
+    numa = tuple((f"GPU{m.group(1)}", m.group(2)) for m in map(_ROCM_NUMA.match, lines) if m)
+    bus = tuple((n, h.lower()) for h, n in zip(header, names) if _BDF.match(h))
+    return TopoMatrix(tuple(n for n in names if n in seen), tuple(l for l in links if l[1] in seen), numa, (), bus)
+
+
+def parse_any(text: str) -> TopoMatrix:
+    """The topo probe's input: AMD's link-type table where the text has one, else `nvidia-smi topo -m`."""
+    lines = evidence_lines(text)
+    amd = next((i for i, l in enumerate(lines) if _AMD_TABLE.search(l)), None)
+    if amd is not None:
+        return _parse_amd(lines, amd)
+    try:
+        return parse(text)
+    except ProbeParseError as exc:
+        raise ProbeParseError(f"{exc}, or AMD's `amd-smi topology` / `rocm-smi --showtopo` with its link-type "
+                              f"table") from None
+
+
 def parse(text: str) -> TopoMatrix:
+    """`nvidia-smi topo -m` (the numa probe reads only this: AMD's tables name no NIC)."""
     lines = evidence_lines(text)
     # the header is indented (its first cell is empty); rows start at column 0 with the device name
     head = next((i for i, l in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", l)), None)
@@ -106,6 +160,15 @@ def _levels(value: object) -> tuple[str, ...]:
 
 
 def judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out = _judge(m, expect)
+    if not m.bus_ids:
+        return out
+    from clustercheck.probes import name_gpus
+
+    return list(name_gpus(tuple(out), {int(g[3:]): bus for g, bus in m.bus_ids}))
+
+
+def _judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     topo: Mapping[str, Any] = expect.get("topology") or {}
     gpus = m.gpus
     out: list[ProbeVerdict] = []
@@ -169,18 +232,27 @@ def _count(levels: Any) -> list[tuple[str, int]]:
 
 
 def collect_text() -> str:
-    """A failing nvidia-smi (a GPU lost from the bus) is an error naming the command; only a missing one skips."""
-    from clustercheck.probes import nvsmi
+    """nvidia-smi, else amd-smi, else (older ROCm) rocm-smi. A failing tool (a GPU lost from the bus) is an
+    error naming the command; only when none is installed does the probe skip."""
+    from clustercheck.probes import ProbeSkip, nvsmi, tool
 
-    return nvsmi.run("topo", "-m")
+    try:
+        return nvsmi.run("topo", "-m")
+    except ProbeSkip as nvidia:
+        for argv in (["amd-smi", "topology", "-t"], ["rocm-smi", "--showtopotype", "--showtoponuma"]):
+            try:
+                return tool.run(argv, f"{argv[0]} is not installed")
+            except ProbeSkip:
+                continue
+        raise ProbeSkip(f"{nvidia.reason}; neither amd-smi nor rocm-smi is installed either") from None
 
 
 PROBE = Probe(
     name="topo",
     description="GPU topology matrix (NV#/PIX/PXB/PHB/NODE/SYS) vs the platform's expectation",
-    input_help="`nvidia-smi topo -m` output",
+    input_help="`nvidia-smi topo -m`, `amd-smi topology` or `rocm-smi --showtopo` output",
     scope="node",
-    parse=parse,
+    parse=parse_any,
     collect=collect_text,
     judge=judge,
     expect_keys=("gpu_count", "topology"),

@@ -1,0 +1,225 @@
+"""AMD Instinct node health from AMD's own tools: inventory, ECC/RAS counters, PCIe link, xGMI links and
+temperature, read from `amd-smi` (ROCm >= 6) or, on older ROCm, `rocm-smi`'s Concise Info table.
+
+Evidence (any mix, concatenated; each is recognised by its own layout):
+- `amd-smi list` / `amd-smi static --asic --bus`: "GPU: N" blocks with BDF, MARKET_NAME, DEVICE_ID;
+- `amd-smi metric --ecc --ecc-blocks --pcie`: ECC totals and per-block counts, PCIe WIDTH/SPEED;
+- `amd-smi xgmi`: LINK METRIC TABLE (link type per GPU) and GPU LINK PORT STATUS (U/D/X per port);
+- `rocm-smi` (Concise Info): one row per GPU with its device id and junction temperature.
+
+Judged: the GPU count against the platform's; every GPU's uncorrectable and deferred ECC counts are 0
+(a counter that reads N/A fails: it could not be read); PCIe generation and width; no xGMI port down, and
+every GPU's link type XGMI where the platform expects xGMI between GPUs; junction temperature.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
+
+_GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
+_KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
+_XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
+_XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
+_CONCISE_ROW = re.compile(r"^(\d+)\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d+(?:\.\d+)?)°C")
+_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
+
+
+@dataclass(frozen=True)
+class AmdGpu:
+    index: int
+    bus_id: str | None = None
+    model: str | None = None
+    device_id: int | None = None
+    ecc: tuple[tuple[str, str], ...] = ()  # ("TOTAL_UNCORRECTABLE_COUNT", "0"), ("UMC/UNCORRECTABLE_COUNT", "0")
+    pcie_width: str | None = None          # as printed: "16"
+    pcie_speed: str | None = None          # "32 GT/s"
+    temperature_c: float | None = None     # junction (rocm-smi Concise Info)
+    xgmi_link: str | None = None           # LINK METRIC TABLE's link_type: XGMI, PCIE or N/A
+    xgmi_ports: str | None = None          # GPU LINK PORT STATUS, e.g. "U U U U U U U D"
+
+    @property
+    def subject(self) -> str:
+        return f"GPU{self.index} ({self.bus_id})" if self.bus_id else f"GPU{self.index}"
+
+
+@dataclass(frozen=True)
+class AmdReport:
+    gpus: tuple[AmdGpu, ...]
+    sections: frozenset[str] = field(default_factory=frozenset)  # list, static, ecc, pcie, xgmi, concise
+
+    @property
+    def inventory(self) -> bool:
+        return bool(self.sections & {"list", "static", "concise"})
+
+
+def _blocks(lines: list[str]) -> dict[int, dict[str, str]]:
+    """"GPU: N" blocks as {N: {"ECC_BLOCKS/UMC/UNCORRECTABLE_COUNT": "0", ...}}, merged across commands."""
+    out: dict[int, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    stack: list[tuple[int, str]] = []
+    for line in lines:
+        m = _GPU_BLOCK.match(line)
+        if m:
+            current, stack = out.setdefault(int(m.group(1)), {}), []
+            continue
+        k = _KEY.match(line)
+        if current is None or not k:
+            if line and not line[0].isspace():
+                current = None  # a prompt, a table title: the block has ended
+            continue
+        indent = len(k.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if k.group(3):
+            current["/".join([s for _, s in stack] + [k.group(2)])] = k.group(3)
+        else:
+            stack.append((indent, k.group(2)))
+    return out
+
+
+def parse(text: str) -> AmdReport:
+    tool.refuse_crashed(text)
+    lines = [l for l in evidence_lines(text) if not l.lstrip().startswith("$ ")]
+    gpus: dict[int, AmdGpu] = {}
+    sections: set[str] = set()
+
+    def gpu(i: int) -> AmdGpu:
+        return gpus.setdefault(i, AmdGpu(i))
+
+    for i, keys in _blocks(lines).items():
+        g = gpu(i)
+        bdf = keys.get("BDF") or keys.get("BUS/BDF")
+        sections.update({"list"} if "BDF" in keys else set())
+        sections.update({"static"} if any(k.startswith(("ASIC/", "BUS/")) for k in keys) else set())
+        device = keys.get("ASIC/DEVICE_ID")
+        ecc = tuple((k.split("/", 1)[1], v) for k, v in keys.items() if k.startswith(("ECC/", "ECC_BLOCKS/")))
+        sections.update({"ecc"} if ecc else set())
+        sections.update({"pcie"} if "PCIE/WIDTH" in keys else set())
+        gpus[i] = replace(g, bus_id=(bdf or g.bus_id or "").lower() or None, model=keys.get("ASIC/MARKET_NAME", g.model),
+                          device_id=int(device, 16) if device and device.startswith("0x") else g.device_id,
+                          ecc=g.ecc + ecc, pcie_width=keys.get("PCIE/WIDTH", g.pcie_width),
+                          pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed))
+    concise = False
+    for line in lines:
+        if "Concise Info" in line:
+            concise, sections = True, sections | {"concise"}
+        m = _CONCISE_ROW.match(line) if concise else None
+        if m:
+            g = gpu(int(m.group(1)))
+            gpus[g.index] = replace(g, device_id=int(m.group(2), 16), temperature_c=float(m.group(3)))
+            continue
+        m = _XGMI_PORTS.match(line)
+        if m:
+            sections.add("xgmi")
+            g = gpu(int(m.group(1)))
+            gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(), xgmi_ports=" ".join(m.group(3).split()))
+            continue
+        m = _XGMI_METRIC.match(line)
+        if m and ":" in m.group(2):
+            sections.add("xgmi")
+            g = gpu(int(m.group(1)))
+            gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(), xgmi_link=m.group(3))
+    if not gpus:
+        raise ProbeParseError("expected amd-smi output (list, static, metric --ecc/--pcie, xgmi: 'GPU: N' blocks or "
+                              "the xGMI tables) or rocm-smi's Concise Info table")
+    return AmdReport(tuple(gpus[i] for i in sorted(gpus)), frozenset(sections))
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.strip().isdigit() else None
+
+
+def _ecc(g: AmdGpu) -> ProbeVerdict:
+    bad = [(k, v) for k, v in g.ecc if ("UNCORRECTABLE" in k or "DEFERRED" in k) and _number(v) != 0]
+    unread = [k for k, v in bad if _number(v) is None]
+    correctable = sum(_number(v) or 0 for k, v in g.ecc if k == "TOTAL_CORRECTABLE_COUNT")
+    if not bad:
+        return ProbeVerdict(g.subject, "ECC", True, f"0 uncorrectable, 0 deferred; {correctable} correctable", 0, 0)
+    listed = ", ".join(f"{k} {v}" for k, v in bad)
+    why = "could not be read" if unread and len(unread) == len(bad) else "uncorrectable/deferred errors"
+    return ProbeVerdict(g.subject, "ECC", False, f"{why}: {listed}", listed, 0)
+
+
+def _pcie(g: AmdGpu, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out = []
+    speed = re.match(r"([\d.]+)\s*GT/s", g.pcie_speed or "")
+    gen = _GEN_BY_GTS.get(float(speed.group(1))) if speed else None
+    if expect.get("pcie_gen") is not None:
+        want = expect["pcie_gen"]
+        out.append(ProbeVerdict(g.subject, "PCIe generation", gen is not None and gen >= want,
+                                f"{g.pcie_speed or 'not read'} (Gen{gen or '?'}), platform expects Gen{want}", gen, want))
+    if expect.get("pcie_width") is not None:
+        want, width = expect["pcie_width"], _number(g.pcie_width or "")
+        out.append(ProbeVerdict(g.subject, "PCIe width", width is not None and width >= want,
+                                f"x{g.pcie_width or '?'}, platform expects x{want}", width, want))
+    return out
+
+
+def _xgmi(g: AmdGpu, expect_xgmi: bool) -> list[ProbeVerdict]:
+    out = []
+    if g.xgmi_ports is not None:
+        ports = g.xgmi_ports.split()
+        down = [str(n) for n, p in enumerate(ports) if p == "D"]
+        up = ports.count("U")
+        ok = not down and (up > 0 or not expect_xgmi)
+        detail = (f"port(s) {', '.join(down)} down" if down else f"{up} of {len(ports)} ports up"
+                  + ("" if ok else "; the platform expects xGMI links between its GPUs"))
+        out.append(ProbeVerdict(g.subject, "xGMI ports", ok, detail, up, len(ports)))
+    if g.xgmi_link is not None and expect_xgmi:
+        out.append(ProbeVerdict(g.subject, "xGMI link type", g.xgmi_link == "XGMI",
+                                f"{g.xgmi_link}, platform expects XGMI", g.xgmi_link, "XGMI"))
+    return out
+
+
+def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out: list[ProbeVerdict] = []
+    want = expect.get("gpu_count")
+    if report.inventory and want is not None:
+        listed = [g for g in report.gpus if g.bus_id or g.device_id is not None or g.model]
+        ids = sorted({f"0x{g.device_id:04x}" for g in listed if g.device_id is not None})
+        out.append(ProbeVerdict("node", "GPU count", len(listed) == want,
+                                f"{len(listed)} GPU(s) listed{' (' + ', '.join(ids) + ')' if ids else ''}, "
+                                f"platform expects {want}", len(listed), want))
+    levels = (expect.get("topology") or {}).get("gpu_gpu")
+    expect_xgmi = "XGMI" in (levels if isinstance(levels, list) else [levels])
+    hottest = expect.get("gpu_temp_max_c")
+    for g in report.gpus:
+        if g.ecc:
+            out.append(_ecc(g))
+        if g.pcie_width is not None or g.pcie_speed is not None:
+            out.extend(_pcie(g, expect))
+        out.extend(_xgmi(g, expect_xgmi))
+        if g.temperature_c is not None and hottest is not None:
+            out.append(ProbeVerdict(g.subject, "temperature", g.temperature_c <= hottest,
+                                    f"{g.temperature_c:g} C junction, limit {hottest} C", g.temperature_c, hottest))
+    if not out:
+        summary = ", ".join(f"{g.subject} {g.model or ''}".strip() for g in report.gpus)
+        out.append(ProbeVerdict("node", "inventory", True, f"{len(report.gpus)} GPU(s): {summary}"))
+    return out
+
+
+def collect() -> AmdReport:
+    """amd-smi where installed (ROCm >= 6), else rocm-smi's Concise Info; a tool that fails is an error."""
+    commands = [["amd-smi", "list"], ["amd-smi", "static", "--asic", "--bus"],
+                ["amd-smi", "metric", "--ecc", "--ecc-blocks", "--pcie"], ["amd-smi", "xgmi"]]
+    try:
+        return parse("\n".join(tool.run(argv, "amd-smi is not installed") for argv in commands))
+    except ProbeSkip:
+        pass
+    return parse(tool.run(["rocm-smi"], "neither amd-smi nor rocm-smi is installed (no ROCm on this machine)"))
+
+
+PROBE = Probe(
+    name="amd-smi",
+    description="AMD GPUs: count, ECC/RAS counters, PCIe link, xGMI ports and link type, temperature (amd-smi/rocm-smi)",
+    input_help="`amd-smi list|static|metric --ecc --ecc-blocks --pcie|xgmi` output, or `rocm-smi` (Concise Info)",
+    scope="gpu",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("gpu_count", "pcie_gen", "pcie_width", "gpu_temp_max_c", "topology"),
+)

@@ -1,0 +1,185 @@
+"""Every amd-smi / rocm-smi capture in tests/fixtures/tool-outputs/{amd-smi,rocm-smi} parsed to its key facts,
+one by one (GPU count, link type per pair, ECC counts, PCIe, xGMI ports, temperature), and judged against the
+MI300X profile's expectations; `clustercheck probe topo --input` on rocm-smi --showtopo and amd-smi topology."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.probes import ProbeParseError, amd_smi, topo
+from clustercheck.thresholds import load_named
+from evidence import TOOLS, files
+
+REPO = Path(__file__).resolve().parent.parent
+MI300X = load_named(REPO / "thresholds", "mi300x-8x").expect
+
+
+def amd(name: str) -> str:
+    return (TOOLS / "amd-smi" / name).read_text(encoding="utf-8")
+
+
+def rocm(name: str) -> str:
+    return (TOOLS / "rocm-smi" / name).read_text(encoding="utf-8")
+
+
+def test_every_capture_has_a_source_and_is_covered_below():
+    covered = set(TOPOLOGY) | set(REPORTS)
+    for f in files("amd-smi") + files("rocm-smi"):
+        first, second = f.read_text(encoding="utf-8").splitlines()[:2]
+        assert first.startswith("# source: https://github.com/") and second == "", f.name
+        assert f"{f.parent.name}/{f.name}" in covered, f"{f.name} has no test"
+
+
+# -- topology: link type per pair ----------------------------------------------------------------------
+# file -> (GPUs, their bus ids or (), the one link type of every pair, NUMA node per GPU or ())
+TOPOLOGY = {
+    "amd-smi/topology-8gpu-xgmi-changelog-6.1.txt": (8, ("0000:0c:00.0", "0000:22:00.0", "0000:38:00.0",
+                                                         "0000:5c:00.0", "0000:9f:00.0", "0000:af:00.0",
+                                                         "0000:bf:00.0", "0000:df:00.0"), "XGMI", ()),
+    "amd-smi/topology-2gpu-pcie-rx7900xtx-rocm-6074.txt": (2, ("0000:03:00.0", "0000:0c:00.0"), "PCIE", ()),
+    "rocm-smi/showtopo-8gpu-xgmi-mi308x-ms-swift.txt": (8, (), "XGMI", ("0",) * 4 + ("1",) * 4),
+    "rocm-smi/showtopo-4gpu-pcie-rocm-smi-lib-108.txt": (4, (), "PCIE", ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGY))
+def test_topology_capture_gives_the_link_type_of_every_pair(name):
+    gpus, bus, level, numa = TOPOLOGY[name]
+    m = topo.parse_any((TOOLS / name).read_text(encoding="utf-8"))
+    assert m.gpus == tuple(f"GPU{i}" for i in range(gpus))
+    assert len(m.links) == gpus * (gpus - 1) and {lv for _, _, lv in m.links} == {level}
+    assert m.level("GPU0", f"GPU{gpus - 1}") == m.level(f"GPU{gpus - 1}", "GPU0") == level
+    assert tuple(b for _, b in m.bus_ids) == bus
+    assert tuple(n for _, n in m.numa) == numa
+
+
+@pytest.mark.parametrize("name, passed", [
+    ("amd-smi/topology-8gpu-xgmi-changelog-6.1.txt", True),
+    ("rocm-smi/showtopo-8gpu-xgmi-mi308x-ms-swift.txt", True),
+    ("amd-smi/topology-2gpu-pcie-rx7900xtx-rocm-6074.txt", False),
+    ("rocm-smi/showtopo-4gpu-pcie-rocm-smi-lib-108.txt", False),
+])
+def test_topology_judged_against_the_mi300x_xgmi_expectation(name, passed):
+    verdicts = topo.judge(topo.parse_any((TOOLS / name).read_text(encoding="utf-8")), MI300X)
+    assert all(v.passed for v in verdicts) is passed
+    if not passed:
+        pcie = [v for v in verdicts if v.what == "GPU link level" and not v.passed]
+        gpus = TOPOLOGY[name][0]
+        assert len(pcie) == gpus * (gpus - 1) // 2 and all(v.measured == "PCIE" for v in pcie)
+    if "amd-smi/" in name and not passed:  # amd-smi names GPUs by bus id: the verdict carries it
+        assert any(v.subject == "GPU0 (0000:03:00.0)-GPU1 (0000:0c:00.0)" for v in verdicts)
+
+
+def test_a_row_with_a_missing_cell_is_refused_with_its_line():
+    text = rocm("showtopo-8gpu-xgmi-mi308x-ms-swift.txt").replace("GPU3   XGMI         XGMI         XGMI         0  ",
+                                                                 "GPU3   XGMI         XGMI         0  ")
+    with pytest.raises(ProbeParseError, match=r"line \d+: row GPU3 has 7 cells for 8 GPUs"):
+        topo.parse_any(text)
+
+
+@pytest.mark.parametrize("name, code", [
+    ("rocm-smi/showtopo-8gpu-xgmi-mi308x-ms-swift.txt", 0),
+    ("rocm-smi/showtopo-4gpu-pcie-rocm-smi-lib-108.txt", 1),
+    ("amd-smi/topology-8gpu-xgmi-changelog-6.1.txt", 0),
+])
+def test_probe_topo_input_accepts_rocm_smi_showtopo(name, code):
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "probe", "topo", "--input", str(TOOLS / name),
+                          "--platform", "mi300x-8x"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == code, out.stdout + out.stderr
+    if code:
+        assert "FAIL GPU0-GPU1: GPU link level: PCIE, expected XGMI" in out.stdout
+
+
+# -- amd-smi list/static/metric/xgmi and rocm-smi Concise Info ------------------------------------------
+# file -> facts per GPU as (index, bus id, device id, ECC counters, PCIe width/speed, temperature, xGMI link, ports)
+REPORTS = {
+    "amd-smi/list-2gpu-kfd-changelog-6.3.txt": dict(gpus=2, bus=["0000:23:00.0", "0000:26:00.0"]),
+    "amd-smi/static-asic-mi308x-changelog-6.3.txt": dict(gpus=1, device=[0x74A2], model=["MI308X"]),
+    "amd-smi/metric-ecc-ecc-blocks-changelog.txt": dict(gpus=1, ecc={"TOTAL_CORRECTABLE_COUNT": "0",
+                                                                    "TOTAL_UNCORRECTABLE_COUNT": "0",
+                                                                    "TOTAL_DEFERRED_COUNT": "0",
+                                                                    "UMC/UNCORRECTABLE_COUNT": "0",
+                                                                    "SDMA/DEFERRED_COUNT": "0"}, counters=11),
+    "amd-smi/metric-ecc-blocks-7-blocks-changelog.txt": dict(gpus=1, ecc={"XGMI_WAFL/UNCORRECTABLE_COUNT": "0",
+                                                                         "PCIE_BIF/CORRECTABLE_COUNT": "0"},
+                                                             counters=21),
+    "amd-smi/metric-pcie-2gpu-changelog-6.3.txt": dict(gpus=2, pcie=("16", "32 GT/s")),
+    "amd-smi/xgmi-link-metric-8gpu-changelog.txt": dict(gpus=8, bus=["0000:0c:00.0", "0000:22:00.0", "0000:38:00.0",
+                                                                     "0000:5c:00.0", "0000:9f:00.0", "0000:af:00.0",
+                                                                     "0000:bf:00.0", "0000:df:00.0"], link="XGMI"),
+    "amd-smi/xgmi-port-status-2gpu-no-xgmi-rocm-6074.txt": dict(gpus=2, bus=["0000:03:00.0", "0000:0c:00.0"],
+                                                                link="N/A", ports="X X X X X X X X"),
+    "rocm-smi/concise-8xmi300x-ml-engineering.txt": dict(gpus=8, device=[0x74A1] * 8,
+                                                          temps=[45.0, 41.0, 47.0, 45.0, 45.0, 43.0, 45.0, 43.0]),
+    "rocm-smi/concise-8xmi308x-ms-swift.txt": dict(gpus=8, device=[0x74A2] * 8,
+                                                    temps=[43.0, 41.0, 45.0, 41.0, 44.0, 42.0, 45.0, 43.0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_capture_parsed_to_its_key_facts(name):
+    want = REPORTS[name]
+    r = amd_smi.parse((TOOLS / name).read_text(encoding="utf-8"))
+    assert [g.index for g in r.gpus] == list(range(want["gpus"]))
+    if "bus" in want:
+        assert [g.bus_id for g in r.gpus] == want["bus"]
+    if "device" in want:
+        assert [g.device_id for g in r.gpus] == want["device"]
+    if "model" in want:
+        assert [g.model for g in r.gpus] == want["model"]
+    if "ecc" in want:
+        counters = dict(r.gpus[0].ecc)
+        assert len(r.gpus[0].ecc) == want["counters"] and {k: counters[k] for k in want["ecc"]} == want["ecc"]
+    if "pcie" in want:
+        assert all((g.pcie_width, g.pcie_speed) == want["pcie"] for g in r.gpus)
+    if "temps" in want:
+        assert [g.temperature_c for g in r.gpus] == want["temps"]
+    if "link" in want:
+        assert {g.xgmi_link for g in r.gpus} == {want["link"]}
+    if "ports" in want:
+        assert {g.xgmi_ports for g in r.gpus} == {want["ports"]}
+
+
+@pytest.mark.parametrize("name, failed", [
+    ("amd-smi/metric-ecc-ecc-blocks-changelog.txt", []),
+    ("amd-smi/metric-pcie-2gpu-changelog-6.3.txt", []),
+    ("amd-smi/xgmi-link-metric-8gpu-changelog.txt", []),
+    ("rocm-smi/concise-8xmi300x-ml-engineering.txt", []),
+    ("amd-smi/list-2gpu-kfd-changelog-6.3.txt", [("node", "GPU count")]),
+    ("amd-smi/xgmi-port-status-2gpu-no-xgmi-rocm-6074.txt",
+     [(f"GPU{i} ({b})", w) for i, b in enumerate(["0000:03:00.0", "0000:0c:00.0"])
+      for w in ("xGMI ports", "xGMI link type")]),
+])
+def test_judged_against_the_mi300x_profile(name, failed):
+    verdicts = amd_smi.judge(amd_smi.parse((TOOLS / name).read_text(encoding="utf-8")), MI300X)
+    assert verdicts and [(v.subject, v.what) for v in verdicts if not v.passed] == failed
+
+
+def test_uncorrectable_and_unreadable_ecc_fail_the_gpu():
+    """The real capture with two counters changed here by hand: one uncorrectable error, one N/A."""
+    text = amd("metric-ecc-blocks-7-blocks-changelog.txt").splitlines()
+    at = [i for i, l in enumerate(text) if "UNCORRECTABLE_COUNT" in l]
+    text[at[-1]] = text[at[-1]].replace(": 0", ": 2")  # XGMI_WAFL
+    bad = amd_smi.judge(amd_smi.parse("\n".join(text)), MI300X)
+    assert [(v.subject, v.passed) for v in bad] == [("GPU0", False)]
+    assert "XGMI_WAFL/UNCORRECTABLE_COUNT 2" in bad[0].detail
+    text[at[-1]] = text[at[-1]].replace(": 2", ": N/A")
+    unread = amd_smi.judge(amd_smi.parse("\n".join(text)), MI300X)
+    assert not unread[0].passed and unread[0].detail.startswith("could not be read")
+
+
+def test_a_down_xgmi_port_fails_naming_it():
+    """The 8-port status row of the no-xGMI capture with its ports set to up, one down, by hand."""
+    text = amd("xgmi-port-status-2gpu-no-xgmi-rocm-6074.txt").replace(
+        "GPU0   0000:03:00.0  X  X  X  X  X  X  X  X", "GPU0   0000:03:00.0  U  U  U  U  U  U  D  U")
+    ports = [v for v in amd_smi.judge(amd_smi.parse(text), {}) if v.what == "xGMI ports"]
+    assert [(v.subject, v.passed, v.detail) for v in ports][0] == ("GPU0 (0000:03:00.0)", False, "port(s) 6 down")
+
+
+def test_text_of_another_tool_is_refused():
+    with pytest.raises(ProbeParseError, match="amd-smi"):
+        amd_smi.parse((TOOLS / "nvidia-smi-topo" / "puget-wrx90-2gpu-phb-2nic.txt").read_text(encoding="utf-8"))
