@@ -1,6 +1,6 @@
 """Detection over the shipped profiles: each platform's facts match exactly one profile, by PCI device id and
 the NVLinks a GPU has; a node of a platform with GPUs missing or NVML down still matches it (the probes
-then fail it); other variants (12 of 18 NVLinks, MI325X, more GPUs than the platform has) match none and
+then fail it); other variants (12 of 18 NVLinks, MI308X, more GPUs than the platform has) match none and
 the error says --platform."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_of_two_profiles_of_one_gpu_the_nearest_count_at_or_above_wins(tmp_path)
     facts(16, (0x2330,), 18),                  # more GPUs than the platform holds
     facts(8, (0x2330, 0x20b2), 18),            # mixed GPUs
     facts(8, (0x26b9,), 0),                    # L40S, no NVLink
-    facts(0, pci=(0x74a5,) * 8),               # MI325X: no profile yet
+    facts(0, pci=(0x74a2,) * 8),               # MI308X: no profile yet
 ])
 def test_variants_match_no_profile_and_the_error_says_platform(f):
     assert not [n for n, p in PROFILES.items() if matches(p, f)]
