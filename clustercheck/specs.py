@@ -48,6 +48,8 @@ _GAUDI3 = ("Intel Gaudi 3 AI accelerator white paper (https://www.intel.com/cont
            "intel-gaudi-3-ai-accelerator-white-paper.html): 24 x 200GbE RoCE, 128 GB HBM2e at 3.7 TB/s")
 _TRN2 = ("AWS Neuron docs, Trainium2 architecture (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/"
          "neuron-hardware/trn2-arch.html), as read by ml-engineering: 128 GB/s per neighbour per direction, 4 neighbours")
+_TFLOPS = ("dense (without sparsity) figures as tabulated in stas00/ml-engineering compute/accelerator/README.md, "
+           "TFLOPS comparison table (https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md)")
 _PCIE = "PCI-SIG base specifications (https://pcisig.com/specifications); ml-engineering PCIe table"
 _IB = ("InfiniBand Trade Association roadmap (https://www.infinibandta.org/infiniband-roadmap/); "
        "ml-engineering IB signalling table (per direction)")
@@ -133,6 +135,18 @@ def _mem(bandwidth_gbs: float, capacity_gb: float, kind: str, src: str) -> dict[
     }
 
 
+def _tensor(model: str, vendor: str, tf32: float, half: float, fp8: float | None = None) -> dict[str, SpecValue]:
+    """Dense tensor-core (matrix-core) peak TFLOP/s of one GPU. Datasheets often print the 2:4 structured
+    sparsity figure, twice the dense one; these are dense, the rate a plain matmul can approach."""
+    src = f"{model} dense tensor-core peak: {vendor}; {_TFLOPS}"
+    out = {"tf32_dense": SpecValue(tf32, "TFLOP/s", src),
+           "bf16_dense": SpecValue(half, "TFLOP/s", src),
+           "fp16_dense": SpecValue(half, "TFLOP/s", f"{src}; FP16 with FP32 accumulate equals BF16 on this part")}
+    if fp8 is not None:
+        out["fp8_dense"] = SpecValue(fp8, "TFLOP/s", src)
+    return out
+
+
 SPECS: dict[str, dict[str, SpecValue]] = {
     # NVLink, per GPU (all links together)
     "nvlink1": _nvlink(1, 4, 20.0, "P100"),
@@ -196,6 +210,27 @@ SPECS: dict[str, dict[str, SpecValue]] = {
     "hbm_gaudi3": _mem(3700.0, 128, "HBM2e", _GAUDI3),
     "gddr6_a40": _mem(696.0, 48, "GDDR6", _A40_DS),
     "gddr6_l40s": _mem(864.0, 48, "GDDR6", _L40S_DS),
+    # Tensor-core throughput per GPU model, dense (the datasheets' "with sparsity" figures halved).
+    "tensor_a100": _tensor("A100 SXM4 (no FP8)", f"{_A100_DS}: BF16/FP16 312 | 624 with sparsity, TF32 156 | 312",
+                           156.0, 312.0),
+    "tensor_h100_sxm": _tensor("H100 SXM5", f"{_H100_DS}: BF16/FP16 1,979, FP8 3,958, TF32 989 TFLOPS, each "
+                               "marked 'with sparsity', halved", 494.5, 989.0, 1979.0),
+    "tensor_h200": _tensor("H200 SXM", f"{_H200_DS}: BF16/FP16 1,979, FP8 3,958, TF32 989 TFLOPS with sparsity, "
+                           "halved (the H100 SXM's compute)", 494.5, 989.0, 1979.0),
+    "tensor_gh200": _tensor("GH200 (Hopper GPU)", f"{_GH200_DS}: BF16/FP16 1,979, FP8 3,958, TF32 989 TFLOPS with "
+                            "sparsity, halved", 494.5, 989.0, 1979.0),
+    "tensor_b200": _tensor("B200 (HGX/DGX B200)", "NVIDIA DGX B200 datasheet (https://resources.nvidia.com/en-us-dgx-"
+                           "systems/dgx-b200-datasheet): 72 PFLOPS FP8 training per 8 GPUs, with sparsity; dense per GPU "
+                           "FP8 4,500, BF16/FP16 2,250, TF32 1,125", 1125.0, 2250.0, 4500.0),
+    "tensor_l40s": _tensor("L40S", f"{_L40S_DS}: BF16/FP16 362.05 | 733, FP8 733 | 1,466, TF32 183 | 366 TFLOPS "
+                           "(dense | with sparsity)", 183.0, 362.05, 733.0),
+    "tensor_a40": _tensor("A40 (no FP8)", f"{_A40_DS}; datasheet BF16/FP16 149.7 | 299.4, TF32 74.8 | 149.6 TFLOPS "
+                          "(dense | with sparsity)", 74.8, 149.7),
+    "tensor_mi300x": _tensor("MI300X", f"{_MI300X}: peak BF16/FP16 1307.4, FP8 2614.9, TF32 653.7 TFLOPS dense "
+                             "(AMD prints the structured-sparsity figures separately, at twice these)",
+                             653.7, 1307.4, 2614.9),
+    "tensor_mi325x": _tensor("MI325X", f"{_MI325X}: peak BF16/FP16 1307.4, FP8 2614.9, TF32 653.7 TFLOPS dense, "
+                             "the MI300X's compute", 653.7, 1307.4, 2614.9),
 }
 
 
