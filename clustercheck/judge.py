@@ -3,7 +3,7 @@ and, with `--compare`, one verdict per metric against the same item of a saved r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clustercheck.checks import KINDS, Answers, Rules
@@ -27,25 +27,66 @@ class Outcome:
     pool: dict[str, Any]
 
 
+def applicable_limits(check: CheckSpec, profile: Profile) -> tuple[dict[str, Limit], str]:
+    """The limits that judge `check`, and why there are none when there are none. The most specific rule
+    wins: the profile's `checks.<check id>`; else the entry the suite names (`limits: <check id>`); else
+    `defaults.<measure kind>` when the check fits its `when:`. Each Limit's origin says which rule it is."""
+    own = profile.limits_for(check.id)
+    if own is not None:
+        return own, ""
+    if check.limits:
+        named = profile.limits_for(check.limits)
+        if named is None:
+            raise _unknown_limits(check, profile)
+        via = f", named by {check.file}:{check.limits_line} limits"
+        return {m: replace(lim, check=check.id, origin=lim.origin + via) for m, lim in named.items()}, ""
+    default = profile.defaults.get(check.measure)
+    if default is None:
+        return {}, ""
+    why = default.misfit(check.params)
+    if why:
+        return {}, f"; defaults.{check.measure} ({profile.file}:{default.line}) {why}"
+    return {m: replace(lim, check=check.id) for m, lim in default.limits.items()}, ""
+
+
+def _unknown_limits(check: CheckSpec, profile: Profile) -> UserError:
+    known = ", ".join(sorted(profile.limits)) or "none"
+    return UserError(f"check {check.id!r} names limits {check.limits!r}, which platform {profile.name!r} "
+                     f"({profile.file}) does not have under checks: (it has: {known})",
+                     file=check.file, line=check.limits_line or check.line, key="limits")
+
+
 def check_metrics(check: CheckSpec, profile: Profile) -> None:
-    """Every limit the profile sets for `check` names a metric its kind reports, in a compatible unit."""
-    known = KINDS[check.measure].metrics
-    for metric, limit in (profile.limits_for(check.id) or {}).items():
-        file, _, line = limit.origin.rpartition(":")
+    """Every limit that judges `check`, and every `defaults:` entry of the profile, names a metric its kind
+    reports, in a compatible unit; a suite's `limits:` names an entry the profile has."""
+    for kind, default in profile.defaults.items():
+        if kind not in KINDS:
+            raise UserError(f"no measure kind {kind!r} (known: {', '.join(sorted(KINDS))})",
+                            file=profile.file, line=default.line or None, key=f"defaults.{kind}")
+        _fits(kind, default.limits)
+    limits, _ = applicable_limits(check, profile)
+    borrowed = check.limits and profile.limits_for(check.id) is None
+    _fits(check.measure, limits, f" (check {check.id!r} of {check.where} names it in limits:)" if borrowed else "")
+
+
+def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
+    known = KINDS[kind].metrics
+    for metric, limit in limits.items():
+        key = limit.key or f"checks.{limit.check}.{metric}"
         if metric not in known:
-            raise UserError(f"{check.measure} reports no metric {metric!r} (it reports {', '.join(known)})",
-                            file=file, line=int(line), key=f"checks.{check.id}.{metric}")
+            raise UserError(f"{kind} reports no metric {metric!r} (it reports {', '.join(known) or 'none'}){note}",
+                            file=limit.file or None, line=limit.line or None, key=key)
         if UNITS[limit.unit][0] != UNITS[known[metric]][0]:
-            raise UserError(f"unit {limit.unit} does not fit {metric}, which is measured in {known[metric]}",
-                            file=file, line=int(line), key=f"checks.{check.id}.{metric}.unit")
+            raise UserError(f"unit {limit.unit} does not fit {metric}, which is measured in {known[metric]}{note}",
+                            file=limit.file or None, line=limit.line or None, key=f"{key}.unit")
 
 
 def rules_for(check: CheckSpec, profile: Profile) -> Rules:
     """The profile's limits for `check`; a kind judged by limits with none is an error, never a pass."""
-    limits = profile.limits_for(check.id) or {}
+    limits, why = applicable_limits(check, profile)
     if KINDS[check.measure].limited and not limits:
-        raise NoThreshold(f"no threshold for check {check.id!r} on platform {profile.name!r} "
-                          f"({profile.file}); add one under checks.{check.id}")
+        raise NoThreshold(f"no threshold for check {check.id!r} on platform {profile.name!r} ({profile.file}){why}; "
+                          f"add one under checks.{check.id} or defaults.{check.measure}")
     origin = f"{profile.file} expect" if profile.expect else "the probe's built-in expectation"
     return Rules(limits, origin)
 

@@ -28,6 +28,8 @@ class CheckSpec:
     description: str
     file: str
     line: int
+    limits: str = ""  # judge by the profile's checks.<this id> when it names none for this check's own id
+    limits_line: int = 0
 
     @property
     def where(self) -> str:
@@ -73,8 +75,11 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         env = _env(f, default_env)
         params_f = Fields(f.get("params", dict, {}), name, f.key_path("params"), f.line_of("params"))
         params = kind.parse(params_f)
+        limits = f.get("limits", str, "", check=_valid_id)
+        if limits and not kind.limited:
+            raise f.error("limits", f"{measure} is judged against the profile's expect: block, not by limits")
         checks.append(CheckSpec(check_id, measure, scope, params, env, timeout,
-                                f.get("description", str, ""), name, f.line))
+                                f.get("description", str, ""), name, f.line, limits, f.line_of("limits")))
         f.done()
     return Suite(suite_name, description, name, tuple(checks))
 

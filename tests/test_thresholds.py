@@ -88,7 +88,8 @@ def test_limit_keeps_expression_source_origin_and_spec_source(tmp_path):
     limit = load_profile(path).limits["c"]["busbw"]
     assert limit.expression == ">= 0.8 * spec.nvlink.unidirectional"
     assert limit.source == "measured 400"
-    assert limit.origin == f"{path}:13"
+    assert limit.origin == f"{path}:13 checks.c.busbw"
+    assert (limit.file, limit.line, limit.key) == (str(path), 13, "checks.c.busbw")
     assert len(limit.spec_sources) == 1
     assert limit.spec_sources[0].startswith("spec.nvlink.unidirectional = 450 GB/s: ")
     assert specs.SPECS["nvlink4"]["unidirectional"].source in limit.spec_sources[0]
