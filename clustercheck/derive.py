@@ -253,7 +253,7 @@ def parse_name(name: str) -> tuple[Model, int, int | None] | None:
             continue
         count = int(m["count"])
         links = None if m["links"] is None else int(m["links"])
-        if derived_name(model, count, links) == name:  # one spelling per profile (no h100-sxm-1x-nvl3)
+        if count <= model.max_gpus and derived_name(model, count, links) == name:  # one spelling (no -1x-nvl3)
             return model, count, links
     return None
 

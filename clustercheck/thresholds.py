@@ -195,7 +195,7 @@ def _default(parent: Fields, kind: str, resolve: Callable[[str, str], Quantity])
                                  "unit: GB/s, source: ...}")
     limits = {metric: _limit(f, "", metric, resolve) for metric in metrics}
     f.done()
-    return Default(kind, limits, dtypes, min_size, f.line)
+    return Default(kind, limits, dtypes, min_size, parent.line_of(kind))
 
 
 def _limit(parent: Fields, check_id: str, metric: str, resolve: Callable[[str, str], Quantity]) -> Limit:

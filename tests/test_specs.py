@@ -59,3 +59,24 @@ def test_existing_keys_kept_for_profiles():
     assert specs.lookup("nvlink4", "links").value == 18
     with pytest.raises(KeyError, match="known"):
         specs.lookup("nvlink9", "unidirectional")
+
+
+TENSOR = sorted(n for n in specs.SPECS if n.startswith("tensor_"))
+
+
+@pytest.mark.parametrize("name, bf16", [("tensor_a100", 312), ("tensor_h100_sxm", 989), ("tensor_h200", 989),
+                                        ("tensor_gh200", 989), ("tensor_b200", 2250), ("tensor_l40s", 362.05),
+                                        ("tensor_a40", 149.7), ("tensor_mi300x", 1307.4), ("tensor_mi325x", 1307.4)])
+def test_tensor_core_throughput_is_dense(name, bf16):
+    """Dense figures: half of what datasheets print 'with sparsity'; FP8 twice BF16 where the part has it."""
+    entry = specs.SPECS[name]
+    assert entry["bf16_dense"].value == entry["fp16_dense"].value == bf16
+    assert entry["tf32_dense"].value == pytest.approx(bf16 / 2, rel=0.01)
+    if "fp8_dense" in entry:
+        assert entry["fp8_dense"].value == pytest.approx(2 * bf16, rel=0.02)  # L40S: 733 vs 2 x 362.05
+    assert all(v.unit == "TFLOP/s" and "dense" in v.source and "https://" in v.source for v in entry.values())
+    assert "sparsity" in entry["bf16_dense"].source
+
+
+def test_parts_without_fp8_have_no_fp8_figure():
+    assert [n for n in TENSOR if "fp8_dense" not in specs.SPECS[n]] == ["tensor_a100", "tensor_a40"]

@@ -384,3 +384,268 @@ def test_a_per_collective_floor_naming_no_collective_is_refused_at_load(tmp_path
     with pytest.raises(UserError) as info:
         load_profile(path, "p.yaml")
     assert str(info.value).startswith("p.yaml:4: expect.busbw_min: 'allreduce' is not a collective (one of all_reduce,")
+
+
+# -- defaults: per measure kind, overridden by check id; named limits; provenance -------------------
+
+from clustercheck import derive  # noqa: E402
+from clustercheck.errors import NoThreshold  # noqa: E402
+from clustercheck.judge import applicable_limits, check_metrics, rules_for  # noqa: E402
+from clustercheck.suite import load_suite  # noqa: E402
+from clustercheck.verdicts import of_limit, provenance  # noqa: E402
+from test_sources import problems  # noqa: E402
+
+DEFAULTS = HEAD + """\
+  allreduce-default:
+    busbw: {limit: ">= 430", unit: GB/s, source: "own floor"}
+defaults:
+  all_reduce:
+    when: {min_size: 1GiB}
+    busbw:
+      limit: ">= 0.6 * spec.nvlink.unidirectional"
+      unit: GB/s
+      source: "kind floor"
+  gemm:
+    when: {dtype: [auto, bf16, float16]}
+    tflops: {limit: ">= 500", unit: TFLOP/s, source: "gemm floor"}
+"""
+# DEFAULTS: all_reduce on line 14, its `limit:` on 17; gemm on 20, its tflops on 22.
+
+
+def suite_of(tmp_path: Path, body: str) -> list:
+    path = tmp_path / "s.yaml"
+    path.write_text("checks:\n" + body, encoding="utf-8")
+    return list(load_suite(path, "s.yaml").checks)
+
+
+def allreduce(check_id: str, judge_at: str = "1GiB", extra: str = "") -> str:
+    return (f"  - id: {check_id}\n    measure: all_reduce\n"
+            f"    params: {{sizes: [16MiB, 1GiB], judge_at: {judge_at}}}\n" + extra)
+
+
+def test_defaults_are_read_per_kind_with_their_conditions(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    ar, gemm = profile.defaults["all_reduce"], profile.defaults["gemm"]
+    assert (ar.kind, ar.min_size, ar.dtypes, ar.line) == ("all_reduce", 1 << 30, (), 14)
+    assert gemm.dtypes == ("auto", "bfloat16", "float16")  # bf16 spelled the canonical way
+    busbw = ar.limits["busbw"]
+    assert (busbw.value, busbw.check, busbw.key) == (270.0, "", "defaults.all_reduce.busbw")
+    assert busbw.origin == f"{tmp_path / 'lab.yaml'}:17 defaults.all_reduce.busbw"
+    assert [lim.key for lim in profile.all_limits()] == [
+        "checks.allreduce-default.busbw", "defaults.all_reduce.busbw", "defaults.gemm.tflops"]
+
+
+def test_a_users_own_check_is_judged_by_its_kinds_default_and_says_so(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (mine,) = suite_of(tmp_path, allreduce("my-allreduce"))
+    check_metrics(mine, profile)
+    rules = rules_for(mine, profile)
+    busbw = rules.limits["busbw"]
+    assert (busbw.check, busbw.value, busbw.source) == ("my-allreduce", 270.0, "kind floor")
+    verdict = of_limit("busbw", 250.0, busbw).as_dict()
+    assert not verdict["passed"] and verdict["origin"].endswith(".yaml:17 defaults.all_reduce.busbw")
+    assert provenance(verdict).startswith("'>= 0.6 * spec.nvlink.unidirectional' (")
+    assert "defaults.all_reduce.busbw" in provenance(verdict) and "kind floor" in provenance(verdict)
+
+
+def test_a_check_id_the_profile_names_overrides_the_default(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (own,) = suite_of(tmp_path, allreduce("allreduce-default"))
+    busbw = rules_for(own, profile).limits["busbw"]
+    assert (busbw.value, busbw.key) == (430.0, "checks.allreduce-default.busbw")
+    assert busbw.origin.endswith(".yaml:12 checks.allreduce-default.busbw")
+
+
+def test_a_default_that_does_not_fit_the_check_is_no_threshold_with_the_reason(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    small, fp32 = suite_of(tmp_path, allreduce("small", "16MiB") +
+                           "  - id: fp32-gemm\n    measure: gemm\n    params: {dtype: fp32}\n")
+    assert applicable_limits(small, profile)[0] == {}
+    with pytest.raises(NoThreshold) as info:
+        rules_for(small, profile)
+    assert "'small' on platform 'lab'" in str(info.value)
+    assert "defaults.all_reduce (" in str(info.value) and ":14) applies to checks judged at 1GiB or more, not 16MiB" \
+        in str(info.value)
+    assert str(info.value).endswith("add one under checks.small or defaults.all_reduce")
+    with pytest.raises(NoThreshold, match="applies to dtype auto, bfloat16, float16, not float32"):
+        rules_for(fp32, profile)
+    (auto,) = suite_of(tmp_path, "  - id: g\n    measure: gemm\n")
+    assert rules_for(auto, profile).limits["tflops"].value == 500.0
+
+
+def test_a_kind_without_a_default_is_still_no_threshold(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (copy,) = suite_of(tmp_path, "  - id: hd\n    measure: host_device\n")
+    with pytest.raises(NoThreshold, match="no threshold for check 'hd' on platform 'lab'"):
+        rules_for(copy, profile)
+
+
+def test_a_suite_check_may_borrow_another_check_ids_limits(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (borrower,) = suite_of(tmp_path, allreduce("nvls-16m", "16MiB", "    limits: allreduce-default\n"))
+    assert (borrower.limits, borrower.limits_line) == ("allreduce-default", 5)
+    check_metrics(borrower, profile)
+    busbw = rules_for(borrower, profile).limits["busbw"]
+    assert (busbw.check, busbw.value) == ("nvls-16m", 430.0)
+    assert busbw.origin.endswith(".yaml:12 checks.allreduce-default.busbw, named by s.yaml:5 limits")
+
+
+def test_the_check_ids_own_entry_wins_over_the_one_it_names(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (check,) = suite_of(tmp_path, allreduce("allreduce-default", extra="    limits: nothing-here\n"))
+    assert rules_for(check, profile).limits["busbw"].key == "checks.allreduce-default.busbw"
+
+
+def test_a_named_limit_the_profile_lacks_is_refused_naming_suite_line_and_key(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (check,) = suite_of(tmp_path, allreduce("mine", extra="    limits: allreduce-ring\n"))
+    with pytest.raises(UserError) as info:
+        check_metrics(check, profile)
+    assert str(info.value).startswith("s.yaml:5: limits: check 'mine' names limits 'allreduce-ring', which platform "
+                                      "'lab' ")
+    assert str(info.value).endswith("(it has: allreduce-default)")
+
+
+def test_a_borrowed_limit_must_fit_the_borrowers_kind(tmp_path):
+    profile = load_profile(write(tmp_path, DEFAULTS))
+    (check,) = suite_of(tmp_path, "  - id: hd\n    measure: host_device\n    limits: allreduce-default\n")
+    with pytest.raises(UserError) as info:
+        check_metrics(check, profile)
+    assert str(info.value).startswith(f"{tmp_path / 'lab.yaml'}:12: checks.allreduce-default.busbw: host_device "
+                                      "reports no metric 'busbw'")
+    assert "check 'hd' of s.yaml:2 names it in limits:" in str(info.value)
+
+
+@pytest.mark.parametrize("body, error", [
+    ("    limits: 'no such id!'\n", "s.yaml:4: checks[0].limits: 'no such id!' is not a check id"),
+    ("    limits: [a]\n", "s.yaml:4: checks[0].limits: expected text"),
+])
+def test_the_named_limit_key_is_checked_in_the_suite(tmp_path, body, error):
+    with pytest.raises(UserError) as info:
+        suite_of(tmp_path, "  - id: a\n    measure: all_reduce\n" + body)
+    assert str(info.value).startswith(error), str(info.value)
+
+
+def test_a_probe_cannot_name_limits(tmp_path):
+    with pytest.raises(UserError, match="checks.0..limits: probe is judged against the profile's expect: block"):
+        suite_of(tmp_path, "  - id: v\n    measure: probe\n    params: {probe: versions}\n    limits: x\n")
+
+
+@pytest.mark.parametrize("body, line, key, message", [
+    ("  all_reduce: {}\n", 11, "defaults.all_reduce", "names no metric"),
+    ("  all_reduce:\n    when: {dtype: [int8]}\n    busbw: {limit: '>= 1', unit: GB/s}\n", 12,
+     "defaults.all_reduce.when.dtype", "expected a list of dtypes from auto, bfloat16, float16, float32"),
+    ("  all_reduce:\n    when: {min_size: lots}\n    busbw: {limit: '>= 1', unit: GB/s}\n", 12,
+     "defaults.all_reduce.when.min_size", "expected a size such as 16MiB"),
+    ("  all_reduce:\n    when: {size: 1GiB}\n    busbw: {limit: '>= 1', unit: GB/s}\n", 12,
+     "defaults.all_reduce.when.size", "unknown key"),
+    ("  all_reduce:\n    busbw: {limit: '>= spec.nvlink.nope', unit: GB/s}\n", 12,
+     "defaults.all_reduce.busbw.limit", "bad threshold expression"),
+])
+def test_bad_defaults_name_file_line_and_key(tmp_path, body, line, key, message):
+    exc = error_of(tmp_path, HEAD.replace("checks:\n", "defaults:\n") + body)
+    assert_points_at(exc, tmp_path, line, key)
+    assert message in str(exc), str(exc)
+
+
+@pytest.mark.parametrize("body, key, message", [
+    ("  allreduce:\n    busbw: {limit: '>= 1', unit: GB/s}\n", "defaults.allreduce", "no measure kind 'allreduce'"),
+    ("  all_reduce:\n    bandwidth: {limit: '>= 1', unit: GB/s}\n", "defaults.all_reduce.bandwidth",
+     "all_reduce reports no metric 'bandwidth'"),
+    ("  gemm:\n    tflops: {limit: '>= 1', unit: GB/s}\n", "defaults.gemm.tflops.unit", "unit GB/s does not fit tflops"),
+])
+def test_defaults_for_an_unknown_kind_or_metric_are_refused_before_any_check_runs(tmp_path, body, key, message):
+    profile = load_profile(write(tmp_path, HEAD.replace("checks:\n", "defaults:\n") + body))
+    (check,) = suite_of(tmp_path, "  - id: v\n    measure: probe\n    params: {probe: versions}\n")
+    with pytest.raises(UserError) as info:
+        check_metrics(check, profile)  # even a check that uses no default: the profile is wrong
+    assert f": {key}: {message}" in str(info.value) and str(info.value).startswith(str(tmp_path / "lab.yaml"))
+
+
+SHIPPED_AND_DERIVED = SHIPPED + [derive.derived_name(m, n) for m in derive.MODELS for n in (1, 2, 8)
+                                 if n <= m.max_gpus]
+
+
+@pytest.mark.parametrize("where", SHIPPED_AND_DERIVED, ids=str)
+def test_every_limit_and_default_cites_a_public_source(where):
+    profile = load_profile(where) if isinstance(where, Path) else derive.derived_by_name(where)
+    assert profile is not None
+    bad = [(lim.key, what) for lim in profile.all_limits()
+           for what in problems(lim.source) + [w for s in lim.spec_sources for w in problems(s)]]
+    assert not bad
+
+
+@pytest.mark.parametrize("name, kinds", [
+    ("h100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("h200-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("a100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("b200-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("gh200", {"host_device", "device_memory", "gemm"}),
+    ("h100-sxm-1x", {"host_device", "device_memory", "gemm"}),
+    ("h200-sxm-1x", {"host_device", "device_memory", "gemm"}),
+])
+def test_shipped_profiles_judge_a_users_new_checks_of_these_kinds(name, kinds):
+    profile = load_named(THRESHOLDS, name)
+    assert set(profile.defaults) == kinds
+    if "all_reduce" in kinds:
+        assert profile.defaults["all_reduce"].limits["busbw"].value == pytest.approx(
+            0.6 * specs.lookup(profile.hardware["nvlink"], "unidirectional").value)
+    gemm = profile.defaults["gemm"].limits["tflops"]
+    assert gemm.unit == "TFLOP/s" and gemm.spec_sources[0].startswith("spec.tensor.bf16_dense = ")
+    # host_device and device_memory are the checks' own limits (one YAML anchor), under their default key
+    if "host-device" in profile.limits:
+        assert profile.defaults["host_device"].limits["h2d"].value == profile.limits["host-device"]["h2d"].value
+        assert profile.defaults["host_device"].limits["h2d"].key == "defaults.host_device.h2d"
+
+
+def test_single_gpu_profiles_have_no_peers():
+    for name, hbm in (("h100-sxm-1x", 3350), ("h200-sxm-1x", 4800)):
+        profile = load_named(THRESHOLDS, name)
+        assert profile.detect["gpu_count"] == profile.expect["gpu_count"] == 1
+        assert "nvlink" not in profile.hardware and "nvlinks_per_gpu" not in profile.detect
+        assert not {"allreduce-default", "p2p-matrix"} & set(profile.limits)
+        assert profile.limits["device-memory"]["bandwidth"].spec_sources[0].startswith(
+            f"spec.hbm.bandwidth = {hbm} GB/s")
+
+
+def test_b200_and_gh200_memory_floors_follow_dcgm():
+    b200 = load_named(THRESHOLDS, "b200-8x").limits["device-memory"]["bandwidth"]
+    gh200 = load_named(THRESHOLDS, "gh200").limits["device-memory"]["bandwidth"]
+    assert b200.value == pytest.approx(4072.0) and b200.value <= 4072.5  # DCGM 2901: 4072500 MB/s
+    assert gh200.value == pytest.approx(2120.0) and gh200.value <= min(2130.0, 2340.0)  # DCGM 2342, 2348
+    assert "NVIDIA/DCGM" in b200.source and "NVIDIA/DCGM" in gh200.source
+
+
+def test_gpu_smoke_has_a_limit_for_every_check_on_single_gpu_profiles():
+    suite = load_suite(THRESHOLDS.parent / "suites" / "gpu-smoke.yaml")
+    assert [c.measure for c in suite.checks] == ["probe", "host_device", "device_memory", "gemm", "all_reduce"]
+    for name in ("h100-sxm-1x", "h200-sxm-1x", "h100-sxm-8x", "gh200"):
+        profile = load_named(THRESHOLDS, name)
+        for check in suite.checks:
+            check_metrics(check, profile)
+            if check.measure not in ("probe", "all_reduce"):  # all_reduce over one GPU is skipped, not judged
+                assert rules_for(check, profile).limits, (name, check.id)
+
+
+def test_end_to_end_a_users_own_check_is_judged_by_the_profiles_default(project: pytest.Pytester) -> None:
+    """Real gloo ranks: a check id the profile never names is judged by defaults.all_reduce, the record and
+    the terminal say which rule applied, and a check that borrows limits says where it borrowed them."""
+    import json
+
+    from conftest import CPU_THRESHOLDS, small_check, write_suite
+
+    (project.path / "thresholds" / "cpu.yaml").write_text(CPU_THRESHOLDS + (
+        "defaults:\n  all_reduce:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"clustercheck's test floor\"}\n"))
+    write_suite(project, "checks:\n" + small_check("users-own") + small_check("borrower", limits="too-fast"))
+    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out",
+                                       "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, failed=1)
+    data = json.loads((project.path / "out" / "latest" / "results.json").read_text())
+    by_id = {r["check"]: r for r in data["results"]}
+    own = next(v for v in by_id["users-own"]["verdicts"] if v["metric"] == "busbw")
+    assert own["passed"] and own["origin"] == "thresholds/cpu.yaml:12 defaults.all_reduce.busbw"
+    borrowed = next(v for v in by_id["borrower"]["verdicts"] if v["metric"] == "busbw")
+    assert not borrowed["passed"] and borrowed["limit"] == 1000000
+    assert borrowed["origin"] == "thresholds/cpu.yaml:9 checks.too-fast.busbw, named by suites/s.yaml:8 limits"
+    res.stdout.fnmatch_lines(["*limit from '>= 1000000' (thresholds/cpu.yaml:9 checks.too-fast.busbw, named by "
+                              "suites/s.yaml:8 limits)*"])
