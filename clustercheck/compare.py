@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.record import SCHEMA_VERSION, ResultEntry, RunHeader, VerdictEntry, item_id, read_record
+from clustercheck.record import (SCHEMA_VERSION, RecordError, ResultEntry, RunHeader, VerdictEntry, item_id,
+                                 read_record)
 from clustercheck.units import fmt
 
 HIGHER, LOWER = "higher", "lower"
@@ -83,8 +84,10 @@ def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
         raise UserError(f"no run record at {record}")
     try:
         header, results, _ = read_record(record)
-    except (OSError, UnicodeDecodeError, AttributeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{record}: not a run record ({exc.__class__.__name__})") from None
+    except RecordError as exc:
+        raise UserError(f"{record}: not a run record ({exc})") from None
     if header.get("type") != "run":
         raise UserError(f"{record}: not a run record (no 'run' header line)")
     if header.get("schema") != SCHEMA_VERSION:

@@ -183,17 +183,24 @@ class RunWriter:
 RunRecord = RunWriter  # the name the first sessions used
 
 
+class RecordError(ValueError):
+    """The file is not a run record this clustercheck can read; the message names the line."""
+
+
 def load(path: Path) -> Record:
-    """Every line of a run record; a torn last line (killed writer) is ignored."""
+    """Every line of a run record, each checked for the shape its readers rely on (RecordError naming
+    the line otherwise). Only a torn *last* line (a writer killed mid-line) is ignored: a bad line
+    anywhere else would hide a result, and a gate must not read a record with holes as complete."""
     header: RunHeader = {}
     results: list[ResultEntry] = []
     exclude: ExcludeEntry | None = None
     end: EndEntry | None = None
     plan: list[PlanItem] | None = None
-    for entry in _lines(path):
+    for number, entry in _lines(path):
         kind = entry.get("type")
+        _check(entry, number)
         if kind == "run":
-            header = entry  # type: ignore[assignment]  # JSON read back: the writer gave it this shape
+            header = entry  # type: ignore[assignment]  # checked above: the writer gave it this shape
         elif kind == "result":
             results.append(entry)  # type: ignore[arg-type]
         elif kind == "exclude":
@@ -201,7 +208,7 @@ def load(path: Path) -> Record:
         elif kind == "end":
             end = entry  # type: ignore[assignment]
         elif kind == "plan":
-            plan = entry.get("items")
+            plan = entry["items"]
     return Record(path, header, results, exclude, end, plan)
 
 
@@ -211,15 +218,64 @@ def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | No
     return record.header, record.results, record.end
 
 
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict):
-                yield entry
+        lines = fh.readlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                return  # torn by a kill: what came before stands, and the missing end line says INCOMPLETE
+            raise RecordError(f"line {number}: not JSON ({type(exc).__name__})") from None
+        if not isinstance(entry, dict):
+            raise RecordError(f"line {number}: expected a JSON object, got {type(entry).__name__}")
+        yield number, entry
+
+
+_STR, _OPT_STR, _NUM = (str,), (str, type(None)), (int, float)
+# line type -> key -> (required, allowed types): what the readers index without checking
+_SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
+    "run": {"platform": (False, _STR), "nodes": (False, (list,)), "ranks": (False, (int,)), "facts": (False, (dict,)),
+            "argv": (False, (list,)), "suites": (False, (list,)), "thresholds": (False, (dict,)),
+            "started": (False, _STR), "schema": (False, (int,))},
+    "result": {"name": (True, _STR), "check": (True, _STR), "suite_file": (True, _STR), "outcome": (True, _STR),
+               "measure": (False, _STR), "scope": (False, _STR), "node": (False, _OPT_STR), "nodes": (False, (list,)),
+               "line": (False, (int,)), "message": (False, _STR), "duration": (False, _NUM),
+               "verdicts": (False, (list,)), "metrics": (False, (dict,)), "rows": (False, (list,)),
+               "params": (False, (dict,)), "description": (False, _STR), "worst": (False, _OPT_STR),
+               "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,))},
+    "plan": {"items": (True, (list,))},
+    "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
+                "unmeasured": (False, (dict,)), "untested": (False, (list,))},
+    "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR)},
+}
+
+
+def _check(entry: dict[str, Any], number: int) -> None:
+    kind = entry.get("type")
+    shape = _SHAPES.get(kind) if isinstance(kind, str) else None
+    if shape is None:
+        return  # pool lines and lines of later versions: no reader indexes them
+    for key, (required, types) in shape.items():
+        if key not in entry:
+            if required:
+                raise RecordError(f"line {number}: {entry['type']} line without {key!r}")
+            continue
+        value = entry[key]
+        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+            raise RecordError(f"line {number}: {entry['type']}.{key}: unexpected {type(value).__name__}")
+    if entry["type"] == "result" and entry["outcome"] not in OUTCOMES:
+        raise RecordError(f"line {number}: result.outcome {str(entry['outcome'])[:40]!r} is not one of "
+                          f"{', '.join(OUTCOMES)}")
+    for key in ("verdicts", "items"):
+        if not all(isinstance(x, dict) for x in entry.get(key) or ()):
+            raise RecordError(f"line {number}: {entry['type']}.{key}: every element must be an object")
+    for item in entry.get("items") or ():
+        if not isinstance(item.get("name"), str) or not isinstance(item.get("suite_file"), str):
+            raise RecordError(f"line {number}: a plan item without a name or suite_file")
 
 
 def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -138,4 +138,5 @@ def test_compare_command_exit_codes_and_default_run(tmp_path: Path) -> None:
     (now / "run.jsonl").write_text("not json\n")
     out = cc(str(base), str(now), cwd=tmp_path)
     assert out.returncode == 4 and out.stdout == ""
-    assert out.stderr.splitlines() == [f"clustercheck: error: {now / 'run.jsonl'}: not a run record (no 'run' header line)"]
+    assert out.stderr.splitlines() == [f"clustercheck: error: {now / 'run.jsonl'}: not a run record (line 1: not JSON "
+                                     f"(JSONDecodeError))"]

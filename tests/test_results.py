@@ -159,7 +159,8 @@ def test_fmt_and_fmt_margin():
 # -- RunRecord and read_record -------------------------------------------------------------------
 
 HEADER = {"type": "run", "schema": 1, "platform": "cpu"}
-RESULTS = [{"type": "result", "id": "a", "outcome": "passed"}, {"type": "result", "id": "b", "outcome": "failed"}]
+RESULTS = [{"type": "result", "name": n, "check": n, "suite_file": "s.yaml", "outcome": o}
+           for n, o in (("a", "passed"), ("b", "failed"))]
 END = {"type": "end", "counts": {"passed": 1, "failed": 1}}
 
 
@@ -210,13 +211,29 @@ def test_reopening_a_record_appends(tmp_path):
 def test_read_record_ignores_a_torn_last_line(tmp_path):
     path = tmp_path / "run.jsonl"
     write_record(path, [HEADER, RESULTS[0]])
-    torn = json.dumps({"type": "result", "id": "b", "outcome": "failed"}, sort_keys=True)
+    torn = json.dumps(RESULTS[1], sort_keys=True)
     with path.open("a", encoding="utf-8") as fh:  # the writer was killed half-way through this line
         fh.write(torn[: len(torn) // 2])
     header, results, end = read_record(path)
     assert header == HEADER
     assert results == [RESULTS[0]]
     assert end is None
+
+
+def test_a_bad_line_before_the_last_is_refused_naming_it(tmp_path):
+    """Only a torn *last* line is a kill; a broken line before it would hide a result."""
+    from clustercheck.record import RecordError
+
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER, RESULTS[0]])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"type": "result", "na\n' + json.dumps(RESULTS[1]) + "\n")
+    with pytest.raises(RecordError, match="line 3: not JSON"):
+        read_record(path)
+    other = tmp_path / "other.jsonl"
+    write_record(other, [HEADER, {**RESULTS[1], "outcome": "fine"}])
+    with pytest.raises(RecordError, match="line 2: result.outcome 'fine' is not one of passed, failed, error, skip"):
+        read_record(other)
 
 
 def test_run_without_end_line_reads_as_unfinished(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.record import SCHEMA_VERSION, Record, counts, load
+from clustercheck.record import SCHEMA_VERSION, Record, RecordError, counts, load
 from clustercheck.report.status import run_status
 
 
@@ -26,6 +26,9 @@ def read(record: Path) -> Record:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{record}: cannot read the run record ({type(exc).__name__}); reports left as they were") \
             from None
+    except RecordError as exc:
+        raise UserError(f"{record}: not a run record clustercheck can render ({exc}); reports left as they were") \
+            from None
     if rec.header.get("type") != "run":
         raise UserError(f"{record}: not a run record clustercheck can render (ValueError: it has no 'run' line); "
                         "reports left as they were")
@@ -34,9 +37,11 @@ def read(record: Path) -> Record:
 
 def render_record(rec: Record, out_dir: Path) -> dict[str, Path]:
     """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
+    from jinja2 import UndefinedError  # a field the template reads is missing from a hand-edited record
+
     try:
         texts = _render(rec)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, UndefinedError) as exc:
         raise UserError(f"{rec.path}: not a run record clustercheck can render ({type(exc).__name__}: "
                         f"{str(exc)[:80]}); reports left as they were") from None
     paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
