@@ -71,7 +71,7 @@ def test_tensor_core_throughput_is_dense(name, bf16):
     """Dense figures: half of what datasheets print 'with sparsity'; FP8 twice BF16 where the part has it."""
     entry = specs.SPECS[name]
     assert entry["bf16_dense"].value == entry["fp16_dense"].value == bf16
-    assert entry["tf32_dense"].value == pytest.approx(bf16 / 2, rel=0.01)
+    assert entry["tf32_dense"].value == pytest.approx(bf16 / 2, rel=0.02)  # L40S: 183 vs 362.05 / 2
     if "fp8_dense" in entry:
         assert entry["fp8_dense"].value == pytest.approx(2 * bf16, rel=0.02)  # L40S: 733 vs 2 x 362.05
     assert all(v.unit == "TFLOP/s" and "dense" in v.source and "https://" in v.source for v in entry.values())
