@@ -4,8 +4,10 @@
 
 Runs clustercheck.measure.burn:burn itself on this machine's device (a CUDA GPU when there is one, else
 the CPU with every core busy, so that the sampler thread has to take its time from the GEMM), with the
-watch off and on, alternately, `repeats` pairs per sampling interval. Prints the median TFLOP/s of each,
-the median of the pairs' on/off ratios and the cost (1 - that median), and whether every cost is below 1%.
+watch off and on in the order off, on, on, off (`repeats` times per sampling interval, so that load that
+drifts during a repeat weighs on both alike). Prints the median TFLOP/s of each, the median of the
+repeats' on/off ratios with their interquartile range, the cost (1 - that median), and whether every
+cost is below 1%.
 Other work on the machine moves single runs by several percent: read the medians, not one pair. Beside
 it, the CPU time the sampling thread itself used as a share of the run's CPU time (seconds x threads):
 the cost that load on the machine cannot blur.
@@ -28,7 +30,7 @@ from clustercheck.measure import burn as rank_burn
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of burn per run")
-    ap.add_argument("--repeats", type=int, default=7, help="off/on pairs per interval")
+    ap.add_argument("--repeats", type=int, default=7, help="off, on, on, off runs per interval")
     ap.add_argument("--intervals", default="1.0,0.1", help="sampling intervals in seconds (1.0: the default)")
     ap.add_argument("--m", type=int, default=0, help="matrix size (0: 8192 on a GPU, 512 on CPUs)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
@@ -45,9 +47,9 @@ def main() -> int:
     rank_burn._barrier = lambda ctx: None  # one rank, no process group
     m = args.m or (8192 if cuda else 512)
     print(f"device: {torch.cuda.get_device_name(0) if cuda else f'CPU, {args.threads} torch threads'}; m={m}; "
-          f"{args.duration:g} s per run, {args.repeats} off/on pairs per interval")
+          f"{args.duration:g} s per run, {args.repeats} x (off, on, on, off) per interval")
     print(f"{'interval':>9} {'off TFLOP/s':>12} {'on TFLOP/s':>12} {'on/off':>8} {'cost':>7} {'samples':>8} "
-          f"{'watch CPU':>10}")
+          f"{'watch CPU':>10}  on/off IQR")
     worst = 0.0
     for interval in (float(i) for i in args.intervals.split(",")):
         off: list[float] = []
@@ -57,18 +59,21 @@ def main() -> int:
         shares: list[float] = []
         for _ in range(args.repeats):
             p = {"duration": args.duration, "m": m, "dtype": "auto", "chunk": 4, "warmup": 2, "seed": 0}
-            a = rank_burn.burn(ctx, {**p, "interval": 0.0})
-            b = rank_burn.burn(ctx, {**p, "interval": interval})
-            assert a["wrong"] == b["wrong"] == 0 and b["watch"] and not b["watch"]["error_count"], b["watch"]
-            off.append(a["tflops"])
-            on.append(b["tflops"])
-            ratios.append(b["tflops"] / a["tflops"])
-            samples.append(b["watch"]["samples"])
-            shares.append(b["watch"]["cpu_s"] / (b["seconds"] * (1 if cuda else args.threads)))
+            runs = [rank_burn.burn(ctx, {**p, "interval": i}) for i in (0.0, interval, interval, 0.0)]
+            assert all(r["wrong"] == 0 for r in runs)
+            a, b = (runs[0], runs[3]), (runs[1], runs[2])
+            assert all(r["watch"] and not r["watch"]["error_count"] for r in b), b
+            off += [r["tflops"] for r in a]
+            on += [r["tflops"] for r in b]
+            ratios.append(sum(r["tflops"] for r in b) / sum(r["tflops"] for r in a))
+            samples += [r["watch"]["samples"] for r in b]
+            shares += [r["watch"]["cpu_s"] / (r["seconds"] * (1 if cuda else args.threads)) for r in b]
         ratio = statistics.median(ratios)
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratio] * 3
         worst = max(worst, 1 - ratio)
         print(f"{interval:>8g}s {statistics.median(off):>12.5f} {statistics.median(on):>12.5f} {ratio:>8.4f} "
-              f"{(1 - ratio) * 100:>6.2f}% {statistics.median(samples):>8g} {statistics.median(shares) * 100:>9.3f}%")
+              f"{(1 - ratio) * 100:>6.2f}% {statistics.median(samples):>8g} {statistics.median(shares) * 100:>9.3f}%"
+              f"  {quartiles[0]:.4f}..{quartiles[2]:.4f}")
     ok = worst < 0.01
     print(f"watch cost below 1% at every interval: {'yes' if ok else 'NO'}")
     return 0 if ok else 1

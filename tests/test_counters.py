@@ -210,3 +210,16 @@ def test_a_bad_counters_block_is_one_line_naming_file_line_and_key(tmp_path: Pat
 @pytest.mark.parametrize("name", sorted(DEFAULTS))
 def test_every_default_allowance_cites_a_public_source(name: str) -> None:
     assert not problems(DEFAULTS[name].source), DEFAULTS[name].source
+
+
+def test_a_nodes_first_rank_takes_the_snapshot_live_and_the_others_answer_nothing() -> None:
+    from types import SimpleNamespace
+
+    from clustercheck.counters.snapshot import rank_snapshot
+
+    first = rank_snapshot(SimpleNamespace(local_rank=0, host="here"), {"previous": None})["snapshot"]
+    second = rank_snapshot(SimpleNamespace(local_rank=0, host="here"), {"previous": first})["snapshot"]
+    before, after = Snapshot.from_dict(first), Snapshot.from_dict(second)
+    assert before.host == "here" and before.cursor is not None and after.taken >= before.taken
+    assert not [e for e in before.errors + after.errors if e.reader == "kernel.log"]  # /dev/kmsg is readable here
+    assert rank_snapshot(SimpleNamespace(local_rank=1, host="here"), {"previous": None}) == {}
