@@ -649,3 +649,17 @@ def test_end_to_end_a_users_own_check_is_judged_by_the_profiles_default(project:
     assert borrowed["origin"] == "thresholds/cpu.yaml:9 checks.too-fast.busbw, named by suites/s.yaml:8 limits"
     res.stdout.fnmatch_lines(["*limit from '>= 1000000' (thresholds/cpu.yaml:9 checks.too-fast.busbw, named by "
                               "suites/s.yaml:8 limits)*"])
+
+
+def test_docs_profiles_quotes_the_origins_it_shows():
+    doc = (THRESHOLDS.parent / "docs" / "profiles.md").read_text()
+    h100 = load_named(THRESHOLDS, "h100-sxm-8x")
+    derived = derive.derived_by_name("h100-sxm-4x")
+    assert derived is not None
+    for limit in (h100.defaults["all_reduce"].limits["busbw"], h100.limits["allreduce-default"]["busbw"],
+                  derived.defaults["all_reduce"].limits["busbw"]):
+        assert limit.origin in doc, limit.origin
+    assert "(thresholds/h100-sxm-8x.yaml:79 defaults.all_reduce.busbw); Ring all_reduce on 8xH100/H200" in doc
+    assert h100.defaults["all_reduce"].limits["busbw"].source.startswith("Ring all_reduce on 8xH100/H200")
+    for model in derive.MODELS:
+        assert f"| {model.slug} | " in doc and f"{model.memory.fraction:g} x " in doc
