@@ -64,7 +64,7 @@ _PCIE_ALLREDUCE = Floor(0.1, "8x A40 nccl-tests measured 3.9 GB/s across NODE an
                              "NCCL_P2P_DISABLE=1, the broken path (https://github.com/eugenesiow/LLM-Insights/blob/master/"
                              "infrastructure/hardware/README.md); clustercheck's floor 0.1 of the PCIe x16 rate fails it")
 _PCIE_P2P = Floor(0.5, "no public per-pair PCIe measurement found; clustercheck's floor half the PCIe x16 rate, as "
-                       "thresholds/a40-nvbridge-8x.yaml")
+                       "in the shipped a40-nvbridge-8x profile")
 _HOST = {
     "pcie5_x16": Floor(0.75, f"clustercheck's floor: 0.75 of PCIe Gen5 x16 63.0 GB/s (47.3). Gen5 x16 measured: H200 "
                              f"nvbandwidth H2D 55.43 / D2H 55.06 GB/s, 88% / 87% ({_ML_NET}, PCIe); Azure gates 48 "
