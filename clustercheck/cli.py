@@ -78,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")
     plat.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     plat.add_argument("name", nargs="?")
-    plat.add_argument("--thresholds", type=Path, metavar="DIR")
+    plat.add_argument("--thresholds", type=Path, metavar="DIR", action="append", default=[],
+                      help="a directory of your own profiles, searched first (repeatable; also $CLUSTERCHECK_THRESHOLDS)")
     from clustercheck.probes.cli import add_parser as add_probe_parser
 
     add_probe_parser(sub)
@@ -153,20 +154,18 @@ def resolve_suite(name: str) -> Path:
 def _run(args: argparse.Namespace, rest: list[str]) -> int:
     import pytest
 
-    from clustercheck.platform import read_facts
+    from clustercheck.profiles import search_path
     from clustercheck.suite import load_suite
-    from clustercheck.thresholds import load_named, load_profile
 
-    names = args.suites or [DEFAULT_GPU_SUITE if read_facts().gpu_count else DEFAULT_CPU_SUITE]
+    names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
     for path in paths:  # refuse bad input in one line before pytest starts
         load_suite(path, display(path))
-    thresholds = args.thresholds or data_dir("thresholds")
+    search = search_path(args.thresholds)
     if args.platform:
-        load_named(thresholds, args.platform)
+        search.load(args.platform)
     else:
-        for profile in sorted(thresholds.glob("*.yaml")):
-            load_profile(profile, display(profile))
+        search.profiles()
     from clustercheck.options import pytest_args as option_args
 
     pytest_args = [*map(str, paths), "-p", "no:cacheprovider", *rest, *option_args(args)]
@@ -174,6 +173,20 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
         pytest_args += ["-p", name]
     pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
     return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
+
+
+def default_suite() -> str:
+    """The suite `clustercheck run` runs when none is named, from what this machine has: the NVLink quick
+    gate on 8 NVIDIA GPUs, the MI300X one on AMD, a single-node GPU smoke test on fewer GPUs, else the
+    CPU suite (which measures for real with gloo)."""
+    from clustercheck.platform import read_facts
+
+    facts = read_facts()
+    if not facts.accelerator_count:
+        return DEFAULT_CPU_SUITE
+    if facts.hip:
+        return "quick-gate-mi300x"
+    return DEFAULT_GPU_SUITE if facts.accelerator_count >= 8 else "gpu-smoke"
 
 
 def _report(run: Path) -> int:
@@ -216,31 +229,40 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _platforms(args: argparse.Namespace) -> int:
-    from clustercheck.thresholds import load_named, load_profile
+    from clustercheck.profiles import search_path
+    from clustercheck.thresholds import load_profile
 
-    directory = args.thresholds or data_dir("thresholds")
+    search = search_path(args.thresholds)
     if args.action == "list":
-        for path in sorted(directory.glob("*.yaml")):
+        for path in search.files().values():
             profile = load_profile(path, display(path))
             detect = ", ".join(f"{k}={_show(v)}" for k, v in profile.detect.items())
             hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
             print(f"{profile.name:<20} {profile.description}")
-            print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)}")
+            print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)} ({search.origin(path)})")
             _print_specs(profile.hardware, indent=22)
+        from clustercheck.derive import known_models
+
+        models = ", ".join(m.slug for m in known_models())
+        print(f"derived: any count of a known model ({models}), e.g. 'platforms show h100-sxm-4x'; used when no "
+              f"profile above matches, or with --platform NAME")
         return 0
     if not args.name:
         raise UserError("platforms show needs a profile name")
-    profile = load_named(directory, args.name)
+    profile = search.load(args.name)
     print(f"{profile.name}: {profile.description} ({profile.file})")
     if profile.expect:
         print("  expect (probes): " + ", ".join(f"{k}={v}" for k, v in profile.expect.items()))
-    for check, limits in profile.limits.items():
-        for metric, limit in limits.items():
-            print(f"  {check}.{metric} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
-            for src in limit.spec_sources:
-                print(f"      {src}")
-            if limit.source:
-                print(f"      source: {limit.source}")
+    rules = [(f"{check}.{metric}", limit) for check, limits in profile.limits.items() for metric, limit in limits.items()]
+    for kind, default in profile.defaults.items():  # any check of the kind that checks: does not name
+        when = f" [{default.describe_when()}]" if default.describe_when() else ""
+        rules += [(f"defaults.{kind}.{metric}{when}", limit) for metric, limit in default.limits.items()]
+    for name, limit in rules:
+        print(f"  {name} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
+        for src in limit.spec_sources:
+            print(f"      {src}")
+        if limit.source:
+            print(f"      source: {limit.source}")
     return 0
 
 

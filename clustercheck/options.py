@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from clustercheck.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
+from clustercheck.profiles import SearchPath, search_path
 
 FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
 
@@ -36,7 +37,8 @@ class Opt:
         if self.flag:
             return {"action": "store_true", "default": self.default, "help": self.help}
         if self.repeat:
-            return {"action": "append", "default": [], "metavar": self.metavar, "help": self.help}
+            return {"action": "append", "default": [], "metavar": self.metavar, "help": self.help,
+                    **({"type": self.type} if self.type else {})}
         out: dict[str, Any] = {"default": self.default, "help": self.help}
         for key in ("type", "choices", "metavar"):
             if getattr(self, key) is not None:
@@ -47,8 +49,9 @@ class Opt:
 RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("platform", "--platform", "threshold profile to judge against (a file name in --thresholds without "
         ".yaml); default: detected from the hardware"),
-    Opt("thresholds", "--thresholds", "directory of threshold profiles (default: the shipped thresholds/)",
-        type=Path, metavar="DIR"),
+    Opt("thresholds", "--thresholds", "a directory of your own threshold profiles, searched before the shipped "
+        "ones (repeatable; also $CLUSTERCHECK_THRESHOLDS, ':'-separated); a profile of the same name hides ours",
+        type=Path, metavar="DIR", repeat=True),
     Opt("ranks", "--ranks", "rank processes per node (default: one per GPU; 2 without GPUs)", type=int,
         metavar="N"),
     Opt("backend", "--backend", "torch.distributed backend (default: nccl with GPUs, gloo without)",
@@ -91,7 +94,7 @@ class Options:
     """A run's options, resolved: what the session works from."""
 
     platform: str | None
-    thresholds: Path
+    thresholds: SearchPath  # the user's profile directories, then the shipped ones, then derived profiles
     ranks: int | None
     backend: str  # auto, gloo or nccl
     out: Path
@@ -109,7 +112,7 @@ class Options:
     progress: bool | None = None
 
 
-def resolve(get: Callable[[str], Any], default_thresholds: Path) -> Options:
+def resolve(get: Callable[[str], Any]) -> Options:
     """Options from the declared values (`get(name)`), checked; UserError on a bad value."""
     from clustercheck.compare import parse_tolerance
 
@@ -122,7 +125,7 @@ def resolve(get: Callable[[str], Any], default_thresholds: Path) -> Options:
     except argparse.ArgumentTypeError as exc:
         raise UserError(f"--compare-tolerance: {exc}") from None
     values["faults"] = dict(_fault(text) for text in values["faults"])
-    values["thresholds"] = values["thresholds"] or default_thresholds
+    values["thresholds"] = search_path(values["thresholds"] or ())
     return Options(**values)
 
 
@@ -152,6 +155,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
         value = getattr(args, o.name)
         if o.flag:
             out += [o.pytest_flag] if value else []
+        elif o.repeat:
+            out += [a for v in value or () for a in (o.pytest_flag, str(v))]
         elif value is not None and value != o.default:
             out += [o.pytest_flag, str(value)]
     return out

@@ -1,16 +1,16 @@
-"""Where the shipped suites and threshold profiles live."""
+"""Where the shipped suites and threshold profiles live: package data (`clustercheck/data/`), read with
+importlib.resources, so a wheel installed anywhere finds them. In a checkout `clustercheck/data/suites`
+and `clustercheck/data/thresholds` are links to the top-level `suites/` and `thresholds/`, the source."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
-
-_CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def data_dir(name: str) -> Path:
-    """`suites` or `thresholds` of this checkout (editable install), else of the working directory."""
-    shipped = _CHECKOUT / name
-    return shipped if shipped.is_dir() else Path.cwd() / name
+    """`suites` or `thresholds` shipped with the package (a real directory: wheels are unpacked)."""
+    return Path(str(resources.files("clustercheck") / "data" / name))
 
 
 def display(path: Path) -> str:

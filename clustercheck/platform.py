@@ -20,7 +20,8 @@ from clustercheck import memory, nvml
 from clustercheck.errors import UserError
 from clustercheck.nvml import Gpu, NvmlFault
 from clustercheck.paths import display
-from clustercheck.thresholds import Profile, load_profile
+from clustercheck.profiles import SearchPath, as_search
+from clustercheck.thresholds import Profile
 
 
 @dataclass(frozen=True)
@@ -224,34 +225,47 @@ def _closest(found: list[Profile], facts: Facts) -> list[Profile]:
     return [p for p, c in zip(found, counts) if c == best]
 
 
-def _profiles(directory: Path) -> list[Profile]:
-    return [load_profile(p, display(p)) for p in sorted(directory.glob("*.yaml"))]
-
-
-def detect(directory: Path, facts: Facts, profiles: list[Profile] | None = None, where: str = "this machine"
-           ) -> Profile:
-    """The single profile whose detect block matches; a clear error when none or several do."""
-    found = _closest([p for p in (profiles if profiles is not None else _profiles(directory)) if matches(p, facts)],
+def detect(where: SearchPath | Path, facts: Facts, profiles: list[Profile] | None = None,
+           node: str = "this machine") -> Profile:
+    """The single hand-written profile whose detect block matches; else the profile derived from the spec
+    table for this GPU model and count (a node with 4 L40S, say); a clear error when none or several do.
+    A model with a hand-written profile is judged by it: fewer GPUs than it holds is a broken node (7 of
+    8), so a genuinely smaller board is named with --platform (e.g. h100-sxm-4x, a derived profile)."""
+    search = as_search(where)
+    found = _closest([p for p in (profiles if profiles is not None else search.profiles()) if matches(p, facts)],
                      facts)
     if not found:
-        raise UserError(f"no threshold profile in {directory} matches {where} ({describe(facts).strip()}); "
+        derived = _derived(facts)
+        if derived is not None:
+            return derived
+        raise UserError(f"no threshold profile in {search.describe()} matches {node} ({describe(facts).strip()}); "
                         f"pick one with --platform")
     if len(found) > 1:
-        raise UserError(f"several profiles match {where} ({', '.join(p.name for p in found)}); "
+        raise UserError(f"several profiles match {node} ({', '.join(p.name for p in found)}); "
                         f"pick one with --platform")
     return found[0]
 
 
-def detect_nodes(directory: Path, nodes: Mapping[str, Facts]) -> Profile:
+def _derived(facts: Facts) -> Profile | None:
+    from clustercheck.derive import derived_profile
+
+    ids = set(facts.device_ids)
+    if len(ids) != 1 or not facts.accelerator_count:
+        return None
+    return derived_profile(ids.pop(), facts.accelerator_count, facts.nvlinks_per_gpu)
+
+
+def detect_nodes(where: SearchPath | Path, nodes: Mapping[str, Facts]) -> Profile:
     """The one profile every node matches. One line naming the nodes when some match none or when
     they match different platforms: a mixed allocation is not one run's platform."""
-    profiles = _profiles(directory)
+    search = as_search(where)
+    profiles = search.profiles()
     by_profile: dict[str, list[str]] = {}
     chosen: dict[str, Profile] = {}
     unmatched: dict[str, list[str]] = {}
     for node, facts in nodes.items():
         try:
-            profile = detect(directory, facts, profiles, where=node)
+            profile = detect(search, facts, profiles, node=node)
         except UserError:
             unmatched.setdefault(describe(facts).strip(), []).append(node)
             continue
@@ -259,7 +273,7 @@ def detect_nodes(directory: Path, nodes: Mapping[str, Facts]) -> Profile:
         chosen[profile.name] = profile
     if unmatched:
         listed = "; ".join(f"{hostlist.collect_hostlist(n)} ({why})" for why, n in unmatched.items())
-        raise UserError(f"no threshold profile in {directory} matches node(s) {listed}; pick one with --platform")
+        raise UserError(f"no threshold profile in {search.describe()} matches node(s) {listed}; pick one with --platform")
     if len(by_profile) > 1:
         listed = "; ".join(f"{name} on {hostlist.collect_hostlist(n)}" for name, n in by_profile.items())
         raise UserError(f"the nodes disagree on the platform: {listed}; run each platform on its own "

@@ -15,7 +15,7 @@ from clustercheck.checks import KINDS
 from clustercheck.errors import ClusterCheckError, HarnessError, Skip, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judge import Outcome
-from clustercheck.paths import data_dir, display
+from clustercheck.paths import display
 from clustercheck.progress import Progress
 from clustercheck.record import ResultEntry, item_name, plan_item, result_entry
 from clustercheck.session import CheckSession
@@ -43,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _refuse_parallel_workers(config)
     try:
-        options = run_options.resolve(config.getoption, data_dir("thresholds"))
+        options = run_options.resolve(config.getoption)
         config.stash[session_key] = CheckSession(options, list(sys.argv))
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None

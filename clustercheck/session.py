@@ -24,7 +24,7 @@ from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultE
 from clustercheck.runner import Layout, Runner
 from clustercheck.scopes import Where
 from clustercheck.suite import CheckSpec
-from clustercheck.thresholds import Profile, load_named
+from clustercheck.thresholds import Profile
 
 Found = dict[Where, Outcome | ClusterCheckError]
 FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sysfs
@@ -60,7 +60,7 @@ class CheckSession:
         self.facts = nodes[self.nodes[0]]
         try:
             if opts.platform:
-                self.profile = load_named(opts.thresholds, opts.platform)
+                self.profile = opts.thresholds.load(opts.platform)
             else:
                 self.profile = platform_mod.detect_nodes(opts.thresholds, nodes)
             for check in checks:

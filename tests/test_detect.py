@@ -56,16 +56,23 @@ def test_of_two_profiles_of_one_gpu_the_nearest_count_at_or_above_wins(tmp_path)
 
 
 @pytest.mark.parametrize("f", [
-    facts(8, (0x2330,), 12),                   # a variant whose GPUs have 12 NVLinks, not 18
-    facts(16, (0x2330,), 18),                  # more GPUs than the platform holds
+    facts(16, (0x2330,), 18),                  # more GPUs than any board holds
     facts(8, (0x2330, 0x20b2), 18),            # mixed GPUs
-    facts(8, (0x26b9,), 0),                    # L40S, no NVLink
-    facts(0, pci=(0x74a2,) * 8),               # MI308X: no profile yet
+    facts(0, pci=(0x74a2,) * 8),               # MI308X: no profile and no spec yet
 ])
 def test_variants_match_no_profile_and_the_error_says_platform(f):
     assert not [n for n, p in PROFILES.items() if matches(p, f)]
     with pytest.raises(UserError, match="--platform"):
         detect(THRESHOLDS, f)
+
+
+@pytest.mark.parametrize("f, name", [
+    (facts(8, (0x2330,), 12), "h100-sxm-8x-nvl12"),  # a variant whose GPUs have 12 NVLinks, not 18
+    (facts(8, (0x26b9,), 0), "l40s-8x"),             # L40S: no hand-written profile
+    (facts(2, (0x2335,), 18), "h200-sxm-8x"),        # a hand-written profile wins: 2 of 8 is a broken node
+])
+def test_without_a_hand_written_match_a_known_model_gets_its_derived_profile(f, name):
+    assert detect(THRESHOLDS, f).name == name
 
 
 def test_pci_accelerators_reads_class_vendor_device(tmp_path):

@@ -57,13 +57,12 @@ def test_every_limit_source_of_a_shipped_profile_is_public(path):
     profile = load_profile(path)
     assert profile.limits, f"{path.name}: no limits"
     bad = []
-    for check_id, metrics in profile.limits.items():
-        for metric, limit in metrics.items():
-            for what in problems(limit.source):
-                bad.append(f"{check_id}.{metric} source {what}: {limit.source!r}")
-            for spec_source in limit.spec_sources:
-                for what in problems(spec_source):
-                    bad.append(f"{check_id}.{metric} spec source {what}: {spec_source!r}")
+    for limit in profile.all_limits():  # checks: and defaults: alike
+        for what in problems(limit.source):
+            bad.append(f"{limit.origin} source {what}: {limit.source!r}")
+        for spec_source in limit.spec_sources:
+            for what in problems(spec_source):
+                bad.append(f"{limit.origin} spec source {what}: {spec_source!r}")
     assert not bad, f"{path.name}:\n" + "\n".join(bad)
 
 

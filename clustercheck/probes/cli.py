@@ -40,7 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                    help="an expectation, e.g. nvlinks_per_gpu=18 or topology.gpu_gpu=NV18 (overrides the profile)")
     p.add_argument("--platform", help="take expectations from this threshold profile (default: detected when live)")
-    p.add_argument("--thresholds", type=Path, metavar="DIR", help="directory of threshold profiles")
+    p.add_argument("--thresholds", type=Path, metavar="DIR", action="append", default=[],
+                   help="a directory of your own profiles, searched first (repeatable; also $CLUSTERCHECK_THRESHOLDS)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -109,14 +110,13 @@ def _read(path: Path) -> str:
 
 
 def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
-    from clustercheck.paths import data_dir
     from clustercheck.probes import parse_expect_args
-    from clustercheck.thresholds import load_named
+    from clustercheck.profiles import search_path
 
-    directory = args.thresholds or data_dir("thresholds")
+    search = search_path(args.thresholds)
     expect: dict[str, Any] = {}
     if args.platform:
-        profile = load_named(directory, args.platform)
+        profile = search.load(args.platform)
         expect = dict(profile.expect)
         print(f"platform: {escape(profile.name)} (--platform)")
     elif live:
@@ -124,7 +124,7 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
 
         facts = read_facts()
         try:
-            profile = detect(directory, facts)
+            profile = detect(search, facts)
             expect = dict(profile.expect)
             print(f"platform: {escape(profile.name)} (detected: {escape(describe(facts))})")
         except UserError:
