@@ -47,6 +47,9 @@ class RankContext:
             info["cuda_reserved"] = torch.cuda.memory_reserved(self.device)  # what the caching allocator holds
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
             info["cuda"] = torch.version.cuda
+            hip = getattr(torch.version, "hip", None)  # a ROCm build: "nccl" above is RCCL's version
+            if hip:
+                info["hip"] = hip
         if facts and self.local_rank == 0:
             from clustercheck.platform import read_facts
 
