@@ -35,6 +35,10 @@ class Explanation:
     suspects: tuple[tuple[Part, ...], ...]
     unexplained: tuple[Test, ...]
     open_parts: frozenset[Part]  # uncleared parts of failed tests (chosen, suspect or masked)
+    # chosen parts that an explanation as short could do without (_entangled): the index of the suspect
+    # group each is tied to, and the parts that could stand in for it. Tested again next round, and
+    # never blamed while tied.
+    entangled: dict[Part, tuple[int, tuple[Part, ...]]]
 
 
 def explain(tests: list[Test]) -> Explanation:
@@ -54,11 +58,33 @@ def explain(tests: list[Test]) -> Explanation:
     support: dict[Part, tuple[Test, ...]] = {}
     implicated: dict[Part, tuple[Test, ...]] = {}
     chosen_set = set(chosen)
+    alone: dict[Part, list[int]] = {}
     for p in chosen:
         implicated[p] = tuple(failed[i] for i in sorted(of_part[p]))
-        support[p] = tuple(failed[i] for i in sorted(of_part[p]) if not (cands[i] & chosen_set) - {p})
+        alone[p] = [i for i in sorted(of_part[p]) if not (cands[i] & chosen_set) - {p}]
+        support[p] = tuple(failed[i] for i in alone[p])
     open_parts = frozenset().union(*cands.values()) if cands else frozenset()
-    return Explanation(cleared, tuple(chosen), support, implicated, tuple(suspects), unexplained, open_parts)
+    return Explanation(cleared, tuple(chosen), support, implicated, tuple(suspects), unexplained, open_parts,
+                       _entangled(alone, cands, suspects))
+
+
+def _entangled(alone: dict[Part, list[int]], cands: dict[int, frozenset[Part]],
+               suspects: list[tuple[Part, ...]]) -> dict[Part, tuple[int, tuple[Part, ...]]]:
+    """Chosen parts that an explanation as short could do without: one of the failed tests a part alone
+    explains also holds a suspect, and the others (if any) share another candidate that could stand in
+    for it. Two bad nodes u, v of one round-2 pair: u's tests are (u, v) and (w, u), so {link w-u, v}
+    is as short as {u, v}."""
+    group_of = {q: k for k, group in enumerate(suspects) for q in group}
+    out: dict[Part, tuple[int, tuple[Part, ...]]] = {}
+    for p, tests in alone.items():
+        touching = [group_of[q] for i in tests for q in sorted(cands[i] & group_of.keys())]
+        if not touching:
+            continue
+        rest = [cands[i] - {p} for i in tests if not cands[i] & group_of.keys()]
+        stand_ins = frozenset.intersection(*rest) if rest else frozenset()
+        if not rest or stand_ins:
+            out[p] = (touching[0], tuple(sorted(stand_ins)))
+    return out
 
 
 def _components(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]]) -> list[dict[int, frozenset[Part]]]:

@@ -84,6 +84,9 @@ class Planner:
         self.max_rounds = max_rounds
         self.confirm = confirm
         self.rings = screen_rings(names, self.topology, ring_size)
+        self._under: dict[str, list[str]] = {}  # leaf switch -> its nodes, in the given order
+        for n in names:
+            self._under.setdefault(self.topology.leaf(n), []).append(n)
         self._tests: list[Test] = []
         self._pending: list[Group] = []
         self._rounds = 0
@@ -137,8 +140,11 @@ class Planner:
         ex = self.explanation()
         every_failed = self._every_test_failed()
         findings: list[Finding] = []
+        suspects = [list(group) for group in ex.suspects]
+        for p, (k, stand_ins) in ex.entangled.items():  # still tied when the rounds ran out: never blamed
+            suspects[k] += [p, *(q for q in stand_ins if q not in suspects[k])]
         if not every_failed:  # nothing ever passed: a shared cause (threshold, software), not these parts
-            for p in ex.chosen:
+            for p in (p for p in ex.chosen if p not in ex.entangled):
                 evidence = tuple(Evidence(t.group.id, t.group.round, t.group.members, t.outcome)
                                  for t in ex.implicated[p])
                 findings.append(Finding(p.kind, p.name, self._nodes_of(p), evidence, confidence(len(ex.support[p]))))
@@ -146,7 +152,7 @@ class Planner:
         named = {n for f in findings if f.kind == "node" for n in f.nodes}
         return Verdicts(
             rounds=self._rounds, tests=len(self._tests), findings=tuple(findings),
-            suspects=() if every_failed else ex.suspects,
+            suspects=() if every_failed else tuple(tuple(group) for group in suspects),
             unexplained=tuple(t.group.id for t in ex.unexplained), cleared=cleared,
             untested=tuple(n for n in self.nodes if n not in cleared and n not in named),
             every_test_failed=every_failed)
@@ -220,6 +226,7 @@ class Planner:
         cleared_nodes = {p.key[0] for p in ex.cleared if p.kind == "node"}
         chosen = set(ex.chosen)
         targets: list[Part] = [p for group in ex.suspects for p in group]
+        targets += list(ex.entangled)  # chosen partly by the greedy order: judged again on new partners
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
         if confirm:
             targets += [p for p in ex.chosen if len(ex.support[p]) < 2]
@@ -234,7 +241,7 @@ class Planner:
                     b.with_helper(u, "helper")
                     b.with_helper(v, "helper")
             else:
-                under = [n for n in self.nodes if self.topology.leaf(n) == p.key[0] and n in cleared_nodes]
+                under = [n for n in self._under.get(p.key[0], ()) if n in cleared_nodes]
                 for n in under[:2]:
                     b.with_helper(n, "probe", other_leaf=True)
 
