@@ -4,6 +4,7 @@ list and the nodes that could not be measured, and where the reports are."""
 from __future__ import annotations
 
 import shlex
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -16,13 +17,18 @@ _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
 
 
+WIDTH = 100  # the table fits this many columns; a cell too wide goes on its own line, a reason wraps whole
+_GAP = 2
+_CHECK_MIN = 16  # the check id column narrows to this before the others do
+
+
 def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for r in results:
         verdicts = r.get("verdicts") or []
         if not verdicts:
-            reason = (r.get("message") or "").splitlines()[0:1]
-            rows.append((r["name"], "-", "-", "-", "-", r["outcome"].upper() + (f": {reason[0][:60]}" if reason else "")))
+            reason = (r.get("message") or "").strip().splitlines()[0:1]  # whole: wrapped, never cut
+            rows.append((r["name"], "-", "-", "-", "-", r["outcome"].upper() + (f": {reason[0]}" if reason else "")))
             continue
         for v in verdicts:
             metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
@@ -30,10 +36,57 @@ def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     return rows
 
 
-def summary_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
-    rows = [_HEAD, *table_rows(results)]
+def column_widths(rows: Sequence[tuple[str, ...]], width: int = WIDTH) -> list[int]:
+    """Natural widths of all but the verdict column, narrowed (the check id first, down to _CHECK_MIN, then
+    the widest) until the row and the verdict's first word fit `width`; wider cells then overflow."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD) - 1)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    verdict = max(len(row[-1].partition(": ")[0]) + 1 for row in rows)
+    while sum(widths) + _GAP * len(widths) + verdict > width:
+        i = 0 if widths[0] > _CHECK_MIN else max(range(len(widths)), key=lambda j: widths[j] - len(_HEAD[j]))
+        if widths[i] <= len(_HEAD[i]):
+            break
+        widths[i] -= 1
+    return widths
+
+
+def render_row(row: tuple[str, ...], widths: Sequence[int], width: int = WIDTH) -> list[str]:
+    """One row as lines of at most `width`: a cell that overruns the next column's start pushes the rest
+    onto a continuation line at their columns; the verdict's reason wraps under it, whole."""
+    starts = [sum(widths[:i]) + _GAP * i for i in range(len(row))]
+    if set(row[1:-1]) == {"-"} and starts[-1] + len(row[-1]) > width >= starts[1] + len(row[-1]):
+        row, starts = (row[0], row[-1]), [0, starts[1]]  # no measurements: the reason spans their empty columns
+    lines: list[str] = []
+    line = ""
+    for cell, start in zip(row[:-1], starts):
+        if line and len(line) + _GAP > start:
+            lines.append(line)
+            line = ""
+        line = line.ljust(start) + cell
+        while len(line) > width:  # only a cell wider than the whole table: wrapped, not cut
+            lines.append(line[:width])
+            line = " " * start + line[width:]
+    start = starts[-1]
+    if line and len(line) + _GAP > start:
+        lines.append(line)
+        line = ""
+    if start + len(row[-1]) <= width:
+        return [*lines, line.ljust(start) + row[-1]]
+    head, _, reason = row[-1].partition(": ")
+    lines.append(line.ljust(start) + head + ":")
+    indent = start if width - start >= 40 else 4
+    return lines + textwrap.wrap(reason, width, initial_indent=" " * indent, subsequent_indent=" " * indent,
+                                 break_on_hyphens=False)
+
+
+def summary_lines(results: Sequence[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
+    rows = [_HEAD, *table_rows(results)]
+    widths = column_widths(rows, width)
+    lines: list[str] = []
+    for before, row in zip([None, *rows], rows):
+        if before is not None and before[0] == row[0] and len(row[0]) > widths[0]:
+            row = ("", *row[1:])  # the next verdict of a check whose id already has its own line
+        lines += [line.rstrip() for line in render_row(row, widths, width)]
+    return lines
 
 
 def incomplete_line(rec: Record) -> str | None:
