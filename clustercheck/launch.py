@@ -113,7 +113,11 @@ class LocalLauncher(Launcher):
 
 
 def _advertised() -> str:
-    """The address other nodes reach this controller at: the IP the hostname resolves to."""
+    """The address other nodes reach this controller at: $CC_STORE_ADDR when set (where the hostname
+    resolves to loopback, or to an address the nodes cannot route to, such as hosts that are network
+    namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
+    if addr := os.environ.get("CC_STORE_ADDR"):
+        return addr
     try:
         return socket.gethostbyname(socket.getfqdn())
     except OSError:

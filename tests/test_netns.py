@@ -1,0 +1,154 @@
+"""Nodes as network namespaces on this machine (tests/netns.py), one link throttled by tc: the real hosts
+launcher, pool, gloo and suite runner over veth links, and the localization planner on measured groups.
+
+The ranks run `ip netns exec <host> env GLOO_SOCKET_IFNAME=eth0 python -m clustercheck.worker`: gloo
+binds to the namespace's own veth, and the controller's store (root namespace) is reached at the
+root's address on the bridge, $CC_STORE_ADDR (the hostname here resolves to loopback, which inside a
+namespace is the namespace's own).
+
+Sizes and rates: 512 KiB all_reduce; a throttled link at 8 Mbit/s moves it at about 0.001 GB/s bus
+bandwidth, an unthrottled veth on two busy cores at 0.06-0.35 GB/s (measured here); the limit 0.01 GB/s
+sits 10x from the first and 6x or more from the second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from netns import IFNAME, NetBed, netbed, unavailable, wait_gone  # noqa: E402
+
+RATE = "8mbit"
+LIMIT_GBS = 0.01
+SIZE = "512KiB"
+TEMPLATE = f"ip netns exec {{host}} env GLOO_SOCKET_IFNAME={IFNAME} {{python}}"
+
+SUITE = f"""checks:
+  - id: pair-bw
+    measure: all_reduce
+    scope: pair
+    params: {{sizes: [{SIZE}], iters: 2, warmup: 1, check_iters: 1}}
+"""
+LIMITS = f"""platform: cpu
+detect: {{gpu_count: 0}}
+checks:
+  pair-bw: {{busbw: {{limit: '>= {LIMIT_GBS}', unit: GB/s}}}}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def netns_here() -> None:
+    why = unavailable()  # not at import: it adds (and removes) a namespace to find out
+    if why is not None:
+        pytest.skip(f"no network namespaces here: {why}")
+
+
+@pytest.fixture
+def bed() -> Iterator[NetBed]:
+    with netbed(4) as b:
+        yield b
+    assert wait_gone(b) == []  # namespaces, veths and the bridge are gone
+
+
+def test_a_failure_inside_the_bed_still_removes_everything() -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        with netbed(2) as b:
+            assert len(b.leftovers()) == 2 + 1 + 1  # two hosts, the switch namespace, the root's veth
+            raise RuntimeError("boom")
+    assert wait_gone(b) == []
+
+
+def test_a_bed_that_fails_half_built_is_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import netns
+
+    real = netns._ns
+    made: list[str] = []
+
+    def failing(ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if argv[:3] == ("ip", "addr", "add") and made:  # the second host's address
+            raise RuntimeError("injected")
+        if argv[:3] == ("ip", "addr", "add"):
+            made.append(ns)
+        return real(ns, *argv, check=check)
+
+    monkeypatch.setattr(netns, "_ns", failing)
+    before = set(os.listdir("/sys/class/net"))
+    with pytest.raises(RuntimeError, match="injected"):
+        NetBed.create(3)
+    tag = made[0].rsplit("-h", 1)[0] + "-"
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    assert not [ns for ns in listed if ns.startswith(tag)]  # hosts 1 and 2 and the switch were made
+    assert set(os.listdir("/sys/class/net")) <= before
+
+
+def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, tmp_path: Path) -> None:
+    slow = bed.hosts[2]
+    bed.throttle_host(slow, RATE)
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1"]
+    env = {**os.environ, "CC_STORE_ADDR": bed.root_addr}
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
+    outcomes = {r["node"]: r["outcome"] for r in data["results"]}
+    pairs = {f"{a},{b}" for i, a in enumerate(bed.hosts) for b in bed.hosts[i + 1:]}
+    assert set(outcomes) == pairs, res.stdout + res.stderr
+    assert outcomes == {p: "failed" if slow in p.split(",") else "passed" for p in pairs}, res.stdout
+    busbw = {r["node"]: r["metrics"]["busbw"]["value"] for r in data["results"]}
+    assert max(v for p, v in busbw.items() if slow in p) < LIMIT_GBS / 3 < LIMIT_GBS * 3 < \
+        min(v for p, v in busbw.items() if slow not in p), busbw
+    assert res.returncode == 1  # failed items: the run's verdict
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == f"{slow}\n"  # it failed 3 partners
+    assert {r["host"] for r in data["results"][0]["pool"]["ranks"]} == set(bed.hosts)
+
+
+def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the traffic between hosts 1 and 2 is slow (htb on each one's eth0, filtered by the other's
+    address): each host is fine with every other partner, so the fault is that pair, not a node."""
+    from clustercheck.checks import KINDS
+    from clustercheck.launch import HostsLauncher
+    from clustercheck.localize import Planner
+    from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
+    from clustercheck.pool import PoolKey, PoolManager, RankFailure
+
+    a, b = bed.hosts[0], bed.hosts[1]
+    bed.throttle_pair(a, b, RATE)
+    monkeypatch.setenv("CC_STORE_ADDR", bed.root_addr)
+    manager = PoolManager(tmp_path / "logs", launcher=HostsLauncher(list(bed.hosts), TEMPLATE))
+    params = {"collective": "all_reduce", "sizes": [512 << 10], "dtype": "float32", "warmup": 1, "iters": 2,
+              "check_iters": 1, "placements": ["in"]}
+    rounds: list[list[tuple[tuple[str, ...], object]]] = []
+    try:
+        pool = manager.get(PoolKey("gloo", len(bed.hosts)))
+        ranks_of = {r["host"]: [r["rank"]] for r in pool.ranks}
+
+        def run(groups: list[tuple[str, ...]]) -> list[object]:
+            ranks = rank_groups(groups, ranks_of)
+            try:
+                answers = dict(enumerate(pool.run("all_reduce", params, 120, groups=ranks,
+                                                  runner=KINDS["all_reduce"].runner)))
+            except RankFailure as exc:
+                answers = exc.answered
+            return group_outcomes(ranks, answers, all_reduce_busbw)
+
+        v = drive(Planner(list(bed.hosts), threshold=LIMIT_GBS), run,
+                  on_round=lambda gs, out: rounds.append([(g.members, o) for g, o in zip(gs, out)]))
+    finally:
+        manager.close(kill=True)
+    story = json.dumps(rounds)
+    assert [(f.kind, f.nodes) for f in v.findings] == [("link", (a, b))], story
+    assert v.suspects == () and v.unexplained == () and v.cleared == set(bed.hosts), story
+    assert v.rounds == 3, story
+    slow = [o for rnd in rounds for members, o in rnd if {a, b} <= set(members)]
+    fast = [o for rnd in rounds for members, o in rnd if not {a, b} <= set(members)]
+    assert slow and fast and max(slow) < LIMIT_GBS / 3 < LIMIT_GBS * 3 < min(fast), story  # type: ignore[type-var]
