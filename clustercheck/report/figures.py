@@ -49,8 +49,8 @@ def _finite(v: Any) -> bool:
 # -- bandwidth against size -------------------------------------------------------------------------
 
 def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | None, w: int, h: int,
-             legend: str) -> dict[str, Any] | None:
-    """Lines of (size, busbw) on a log2 x axis. `legend`: "none", "top" (inside, top right) or "right"
+             legend: str, ylabel: str = "busbw (GB/s)") -> dict[str, Any] | None:
+    """Lines of (size, value) on a log2 x axis, busbw unless `ylabel` names another. `legend`: "none", "top" (inside, top right) or "right"
     (a column beside the plot, for many series)."""
     series = [(label, pts) for label, pts in series if len(pts) >= 2]
     if not series:
@@ -93,7 +93,7 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
         for line in lines:
             line["label"] = line["label"].replace("\n", " ")
     return {
-        "w": w, "h": h, "series": lines, "legend_keys": keys,
+        "w": w, "h": h, "series": lines, "legend_keys": keys, "ylabel": ylabel,
         "limit_y": sy(limit) if limit else None, "limit": fmt(limit) if limit else None,
         "xticks": [(sx(s), format_size(s)) for s in sizes][::step],
         "yticks": [(sy(y), label) for y, label in yticks],
@@ -101,19 +101,35 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
     }
 
 
-def _points(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    return sorted((r["size"], r["busbw"]) for r in rows if _finite(r.get("busbw")) and _finite(r.get("size")))
+def _points(rows: list[dict[str, Any]], key: str = "busbw", scale: float = 1.0) -> list[tuple[int, float]]:
+    return sorted((r["size"], r[key] * scale) for r in rows if _finite(r.get(key)) and _finite(r.get("size")))
 
 
-def plot(rows: list[dict[str, Any]], limit: float | None) -> dict[str, Any] | None:
-    """busbw against message size (log2 x axis), one line per placement (out-of-place, in-place) with a
-    legend when there are two; None when there is nothing to draw."""
+TIME_UNITS = ("us", "ms", "s")
+
+
+def sweep_metric(verdicts: list[dict[str, Any]]) -> tuple[str, str, float | None]:
+    """(row key, unit, limit) of what a sweep plots: time per operation when a limit is on a time (a latency
+    check: `time_us <= 50000 us`; its rows carry time_us), else busbw with its limit, if any."""
+    timed = next((v for v in verdicts if v.get("unit") in TIME_UNITS and _finite(v.get("limit"))
+                  and v["metric"] == "time_us"), None)
+    if timed is not None:
+        return "time_us", timed["unit"], timed["limit"]
+    return "busbw", "GB/s", next((v["limit"] for v in verdicts if v["metric"] == "busbw"), None)
+
+
+def plot(rows: list[dict[str, Any]], limit: float | None, metric: str = "busbw",
+         unit: str = "GB/s") -> dict[str, Any] | None:
+    """`metric` (busbw, or time_us drawn in `unit`) against message size (log2 x axis), one line per
+    placement (out-of-place, in-place) with a legend when there are two; None when there is nothing to draw."""
     by_placement: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_placement.setdefault(r.get("placement") or "", []).append(r)
     order = sorted(by_placement, key=lambda p: PLACEMENT_ORDER.index(p) if p in PLACEMENT_ORDER else 9)
-    series = [(PLACEMENT_LABEL.get(p, p), _points(by_placement[p])) for p in order]
-    return _xy_plot(series, limit, W, H, legend="top")
+    scale = convert(1.0, "us", unit) if metric == "time_us" else 1.0  # rows carry microseconds
+    series = [(PLACEMENT_LABEL.get(p, p), _points(by_placement[p], metric, scale)) for p in order]
+    label = f"time per operation ({unit})" if metric == "time_us" else f"{metric} ({unit})"
+    return _xy_plot(series, limit, W, H, legend="top", ylabel=label)
 
 
 def _worse_placement(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:

@@ -11,7 +11,7 @@ from clustercheck import verdicts as vt
 from clustercheck.checks import figure_of
 from clustercheck.comm import line as comm_line
 from clustercheck.record import counts
-from clustercheck.report.figures import bars, heatmap, node_plot, plot
+from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
 from clustercheck.units import fmt, format_size
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
@@ -84,7 +84,7 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
     checks = []
     for i, r in enumerate(results, 1):
-        busbw_limit = next((v["limit"] for v in r.get("verdicts") or [] if v["metric"] == "busbw"), None)
+        metric, unit, limit = sweep_metric(r.get("verdicts") or [])  # time per operation for a latency check
         rows = r.get("rows") or []
         subject_rows = bool(rows) and "subject" in rows[0]
         figure = figure_of(r)
@@ -92,7 +92,7 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         checks.append({**r, "anchor": f"check-{i}", "verdict_summary": verdict_summary(r.get("verdicts") or []),
                        "comm_line": comm_line(r["comm"]) if r.get("comm") else "",
                        "pool_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())),
-                       "plot": plot(rows, busbw_limit) if figure == "sweep" else None,
+                       "plot": plot(rows, limit, metric, unit) if figure == "sweep" else None,
                        "heatmap": heatmap(r) if subject_rows and figure == "matrix" else None,
                        "bars": bars(r) if subject_rows and figure == "bars" else None})
     by_node: dict[str, dict[str, int]] = {}
