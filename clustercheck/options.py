@@ -83,9 +83,15 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("nccl_log", "--nccl-log", NCCL_LOG_HELP, default="full", choices=NCCL_LOG_MODES),
     Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total, time "
         "left) on stderr; default: on when stderr is a terminal", cli_flag="--progress", default=None, flag=True),
+    Opt("repeat", "--repeat", "burn-in: run the suite N times in one session (pools kept); each result "
+        "carries its repetition, and each item is summarised: pass ratio, min/median/max, trend", type=int,
+        metavar="N"),
+    Opt("duration", "--duration", "burn-in: repeat the suite until this much time has passed (4h, 30m, 90s, "
+        "1h30m); a repetition is never cut short: the last one starts before the time is up", metavar="TIME"),
     Opt("faults", "--cc-inject-fault", "for testing clustercheck itself: make a rank hang, crash, raise or "
-        "corrupt its result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last), or make every "
-        "rank wait 2 s before measuring (delay)", repeat=True, metavar="CHECK:KIND[@RANK]", cli=False),
+        "corrupt its result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last; #REP: only in "
+        "that repetition), or make every rank wait 2 s before measuring (delay)", repeat=True,
+        metavar="CHECK:KIND[@RANK][#REP]", cli=False),
 )
 
 
@@ -98,7 +104,7 @@ class Options:
     ranks: int | None
     backend: str  # auto, gloo or nccl
     out: Path
-    faults: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # check id -> (kind, rank)
+    faults: dict[str, tuple[str, int | None, int | None]] = field(default_factory=dict)  # id -> (kind, rank, rep)
     compare: str | None = None  # a saved run to judge regressions against, item by item
     launcher: str = "local"
     hosts: str | None = None
@@ -110,6 +116,12 @@ class Options:
     tolerance: float = 0.05
     nccl_log: str = "full"  # full (init log + tuning pool), init, off
     progress: bool | None = None
+    repeat: int | None = None
+    duration: float | None = None  # seconds
+
+    @property
+    def repeating(self) -> bool:
+        return bool(self.repeat and self.repeat > 1 or self.duration)
 
 
 def resolve(get: Callable[[str], Any]) -> Options:
@@ -125,16 +137,44 @@ def resolve(get: Callable[[str], Any]) -> Options:
     except argparse.ArgumentTypeError as exc:
         raise UserError(f"--compare-tolerance: {exc}") from None
     values["faults"] = dict(_fault(text) for text in values["faults"])
+    if values["repeat"] is not None and not 1 <= values["repeat"] <= 1_000_000:
+        raise UserError(f"--repeat must be between 1 and 1000000, got {values['repeat']}")
+    if values["duration"] is not None:
+        values["duration"] = parse_duration(values["duration"])
+        if values["repeat"] is not None:
+            raise UserError("--repeat and --duration: give one (a count of repetitions, or a time to fill)")
     values["thresholds"] = search_path(values["thresholds"] or ())
     return Options(**values)
 
 
-def _fault(text: str) -> tuple[str, tuple[str, int | None]]:
+def _fault(text: str) -> tuple[str, tuple[str, int | None, int | None]]:
     check, _, spec = text.rpartition(":")
+    spec, _, rep = spec.partition("#")
     kind, _, rank = spec.partition("@")
-    if not check or kind not in FAULTS or rank and not rank.isdigit():
-        raise UserError(f"--cc-inject-fault {text!r}: expected CHECK:KIND[@RANK], KIND one of {', '.join(FAULTS)}")
-    return check, (kind, int(rank) if rank else None)
+    if not check or kind not in FAULTS or rank and not rank.isdigit() or rep and not rep.isdigit():
+        raise UserError(f"--cc-inject-fault {text!r}: expected CHECK:KIND[@RANK][#REP], KIND one of {', '.join(FAULTS)}")
+    return check, (kind, int(rank) if rank else None, int(rep) if rep else None)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'4h', '30m', '90s', '1h30m', '2.5h' or plain seconds -> seconds; UserError naming the option."""
+    import re
+
+    t = text.strip().lower()
+    parts = re.fullmatch(r"((\d+(\.\d+)?)\s*[smhd]\s*)+", t) and re.findall(r"(\d+(?:\.\d+)?)\s*([smhd])", t)
+    if parts:
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    else:
+        try:
+            seconds = float(t)
+        except ValueError:
+            seconds = -1.0
+    if not 0 < seconds <= 30 * 86400 or seconds != seconds:
+        raise UserError(f"--duration {text!r}: expected a time such as 4h, 30m, 90s or 1h30m (at most 30 days)")
+    return seconds
 
 
 def add_to(group: Any, cli: bool) -> None:

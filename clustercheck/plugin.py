@@ -186,6 +186,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """Burn-in (--repeat N, --duration T): the collected items, run again and again in this one session
+    (the rank pools stay up), each result marked with its repetition. A repetition always runs whole:
+    the next starts only while time is left. Without those options pytest's own loop runs."""
+    cs = session.config.stash.get(session_key, None)
+    if cs is None or not cs.started or not cs.options.repeating or session.config.option.collectonly:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        return None  # pytest's loop reports the collection errors
+    deadline = time.monotonic() + cs.options.duration if cs.options.duration else None
+    repetition = 0
+    while True:
+        repetition += 1
+        if cs.options.repeat and repetition > cs.options.repeat or deadline and repetition > 1 and \
+                time.monotonic() >= deadline:
+            return True
+        assert cs.runner is not None
+        cs.runner.repetition = repetition
+        for i, item in enumerate(session.items):
+            nextitem = session.items[i + 1] if i + 1 < len(session.items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        cs.repetitions = repetition
+
+
 def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:
     outcome = "error" if report.when == "setup" and report.failed else report.outcome
     message = ""
@@ -193,10 +222,14 @@ def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:
         message = str(report.longrepr[2]).removeprefix("Skipped: ")
     elif report.failed:
         message = str(report.longrepr)
-    return result_entry(item.check, item.node, item.config.stash[session_key].nodes, nodeid=item.nodeid,
-                        name=item.name, outcome=outcome, message=message,
-                        duration=time.monotonic() - item.t0 if item.t0 else 0.0, measured=item.outcome,
-                        figure=KINDS[item.check.measure].figure)
+    cs = item.config.stash[session_key]
+    entry = result_entry(item.check, item.node, cs.nodes, nodeid=item.nodeid,
+                         name=item.name, outcome=outcome, message=message,
+                         duration=time.monotonic() - item.t0 if item.t0 else 0.0, measured=item.outcome,
+                         figure=KINDS[item.check.measure].figure)
+    if cs.options.repeating and cs.runner is not None:
+        entry["repeat"] = cs.runner.repetition
+    return entry
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
@@ -241,9 +274,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from clustercheck.report.terminal import exclusion_lines, file_lines, summary_lines
 
     terminalreporter.section("clustercheck")
-    for line in summary_lines(cs.results):
+    from clustercheck import burnin
+
+    for line in summary_lines(burnin.folded(cs.results)):  # a repeated run: each item once, its worst repetition
         terminalreporter.write_line(line)
     terminalreporter.write_line("")
+
+    if burnin.repeated(cs.results):
+        for line in burnin.lines(burnin.summarize(cs.results)):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line("")
     stopper = config.stash.get(stopper_key, None)
     if stopper is not None:
         stopper.restore()

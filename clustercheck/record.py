@@ -43,6 +43,7 @@ class RunHeader(TypedDict, total=False):
     ranks: int
     ranks_per_node: int
     nodes: list[str]
+    repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
 
 
 class VerdictEntry(TypedDict, total=False):
@@ -100,6 +101,8 @@ class ResultEntry(PlanItem, total=False):
     pool: dict[str, Any]
     comm: dict[str, Any]
     figure: str
+    repeat: int  # the repetition (1, 2, ...) of a repeated run; absent otherwise
+    burn_in: dict[str, Any]  # reports only (burnin.folded): the item's summary over the repetitions
 
 
 class DrainEntry(TypedDict):
@@ -124,6 +127,7 @@ class EndEntry(TypedDict, total=False):
     pool_starts: int
     interrupted: bool
     signal: str | None
+    repetitions: int  # repetitions that ran to their end (repeated runs)
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,10 @@ class Record:
     plan: list[PlanItem] | None = None  # None in records written before plans
 
     def not_run(self) -> list[PlanItem]:
-        """Planned items without a result: never started, or cut off by an interruption or a kill."""
-        done = {item_id(r) for r in self.results}
+        """Planned items without a result: never started, or cut off by an interruption or a kill (in a
+        repeated run: in the last repetition that started)."""
+        last = max((r.get("repeat") or 0 for r in self.results), default=0)
+        done = {item_id(r) for r in self.results if (r.get("repeat") or 0) == last}
         return [p for p in self.plan or [] if item_id(p) not in done]
 
     def incomplete(self) -> str | None:
@@ -149,7 +155,12 @@ class Record:
         if self.end.get("interrupted"):
             return f"interrupted ({self.end.get('signal') or 'SIGINT'})"
         missing = len(self.not_run())
-        return f"{missing} planned item(s) never ran" if missing else None
+        if missing:
+            return f"{missing} planned item(s) never ran"
+        wanted, ran = (self.header.get("repeat") or {}).get("count"), self.end.get("repetitions")
+        if isinstance(wanted, int) and isinstance(ran, int) and ran < wanted:
+            return f"{ran} of {wanted} repetitions ran"
+        return None
 
 
 def now() -> str:
@@ -240,17 +251,18 @@ _STR, _OPT_STR, _NUM = (str,), (str, type(None)), (int, float)
 _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
     "run": {"platform": (False, _STR), "nodes": (False, (list,)), "ranks": (False, (int,)), "facts": (False, (dict,)),
             "argv": (False, (list,)), "suites": (False, (list,)), "thresholds": (False, (dict,)),
-            "started": (False, _STR), "schema": (False, (int,))},
+            "started": (False, _STR), "schema": (False, (int,)), "repeat": (False, (dict,))},
     "result": {"name": (True, _STR), "check": (True, _STR), "suite_file": (True, _STR), "outcome": (True, _STR),
                "measure": (False, _STR), "scope": (False, _STR), "node": (False, _OPT_STR), "nodes": (False, (list,)),
                "line": (False, (int,)), "message": (False, _STR), "duration": (False, _NUM),
                "verdicts": (False, (list,)), "metrics": (False, (dict,)), "rows": (False, (list,)),
                "params": (False, (dict,)), "description": (False, _STR), "worst": (False, _OPT_STR),
-               "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,))},
+               "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,)), "repeat": (False, (int,))},
     "plan": {"items": (True, (list,))},
     "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
                 "unmeasured": (False, (dict,)), "untested": (False, (list,))},
-    "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR)},
+    "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR),
+            "repetitions": (False, (int,))},
 }
 
 

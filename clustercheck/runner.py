@@ -37,6 +37,7 @@ class Runner:
         self.pools = pools
         self.options = options
         self.layout = layout
+        self.repetition = 1  # of a repeated run (--repeat, --duration): a fault may target one
 
     def groups(self, check: CheckSpec, pool: WorkerPool) -> list[Round]:
         """Rounds of (item, global ranks) groups that run at the same time, with the groups argument for
@@ -144,5 +145,7 @@ class Runner:
         fault = self.options.faults.get(check.id)
         if fault is None:
             return params
-        kind, rank = fault
+        kind, rank, repetition = fault
+        if repetition is not None and repetition != self.repetition:
+            return params
         return {**params, "fault": {"kind": kind, "rank": self.layout.nranks - 1 if rank is None else rank}}

@@ -50,6 +50,7 @@ class CheckSession:
         self._cache: dict[str, Found | Exception] = {}
         self.exclusion: ExcludeEntry = {}
         self.baseline: Baseline | None = None
+        self.repetitions = 0  # repetitions of a repeated run that ran to their end
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[str], plan: list[PlanItem] | None = None) -> None:
@@ -100,6 +101,8 @@ class CheckSession:
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
+            **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
+               if opts.repeating else {}),
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
         self.record.append({"type": "plan", "items": plan or []})
@@ -235,7 +238,8 @@ class CheckSession:
         self._exclude()
         self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
                             "pool_starts": self.pools.starts, "interrupted": interrupted,
-                            "signal": signal if interrupted else None})
+                            "signal": signal if interrupted else None,
+                            **({"repetitions": self.repetitions} if self.options.repeating else {})})
         self.record.close()
 
 

@@ -63,13 +63,23 @@ def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), **status,
-               "results": results}
+               "results": results, **_burn_in(results)}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     return {"json": ("results.json", _json(summary)), "sla": ("sla.json", _json(sla)),
             "junit": ("junit.xml", render_junit(header, results, rec.not_run(),
                                                 (status["incomplete"] or {}).get("reason"))),
             "html": ("report.html", render_html(header, results, end, sla, status).encode("utf-8"))}
+
+
+def _burn_in(results: Any) -> dict[str, Any]:
+    """results.json's `burn_in` block for a repeated run: each item's summary and each node's pass ratio."""
+    from clustercheck.burnin import by_node, repeated, summarize
+
+    if not repeated(results):
+        return {}
+    items = summarize(results)
+    return {"burn_in": {"items": [s.as_dict() for s in items], "nodes": by_node(items)}}
 
 
 def _json(doc: Any) -> bytes:

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Sequence
 
 from clustercheck import verdicts as vt
+from clustercheck.burnin import folded
 from clustercheck.comm import line as comm_line
 from clustercheck.record import PlanItem, ResultEntry, RunHeader, classname, item_id
 from clustercheck.units import fmt
@@ -70,6 +71,19 @@ def verdict_lines(r: ResultEntry) -> list[str]:
     return lines
 
 
+def _burn_in_properties(r: ResultEntry) -> list[tuple[str, str]]:
+    s = r.get("burn_in")
+    if not s:
+        return []
+    props = [("repetitions", str(s["repetitions"])), ("pass_ratio", f"{s['pass_ratio']:.6g}")]
+    if s.get("min") is not None:
+        props += [("spread.metric", s["metric"]), ("spread.min", fmt(s["min"])), ("spread.median", fmt(s["median"])),
+                  ("spread.max", fmt(s["max"])), ("spread.unit", s["unit"])]
+    if s.get("trend") is not None:
+        props.append(("trend", f"{s['trend']:+.4g}"))
+    return props
+
+
 def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) -> ET.Element:
     el = ET.SubElement(parent, tag, {k: _clean(v) for k, v in attrs.items()})
     if text:
@@ -85,7 +99,7 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
     root = ET.Element("testsuites", name="clustercheck")
     totals: dict[str, int] = {"tests": 0, "failures": 0, "errors": 0}
     seconds = 0.0
-    for r in results:
+    for r in folded(results):
         outcome = r["outcome"]
         duration = float(r.get("duration") or 0.0)
         suite = _el(root, "testsuite", name=item_id(r), tests=1, failures=int(outcome == "failed"),
@@ -93,7 +107,7 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
                     timestamp=r.get("finished") or header.get("started") or "", hostname=r.get("node") or host,
                     package=classname(r), file=r["suite_file"])
         props = _el(suite, "properties")
-        for name, value in properties(r, header):
+        for name, value in properties(r, header) + _burn_in_properties(r):
             _el(props, "property", name=name, value=value)
         case = _el(suite, "testcase", name=r["name"], classname=classname(r), time=f"{duration:.3f}")
         message = r.get("message") or ""
