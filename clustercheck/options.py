@@ -83,6 +83,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("nccl_log", "--nccl-log", NCCL_LOG_HELP, default="full", choices=NCCL_LOG_MODES),
     Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total, time "
         "left) on stderr; default: on when stderr is a terminal", cli_flag="--progress", default=None, flag=True),
+    Opt("counters", "--cc-counters", "snapshot each node's hardware counters (PCIe AER, InfiniBand ports, GPU "
+        "ECC, row remap and NVLink errors through NVML) and kernel log (Xid, AER, MCE lines) around every check: "
+        "an increase beyond its allowance fails that item, naming counter, device and delta; a counter that "
+        "cannot be read is an error", cli_flag="--counters", default=False, flag=True),
     Opt("repeat", "--repeat", "burn-in: run the suite N times in one session (pools kept); each result "
         "carries its repetition, and each item is summarised: pass ratio, min/median/max, trend", type=int,
         metavar="N"),
@@ -118,6 +122,7 @@ class Options:
     progress: bool | None = None
     repeat: int | None = None
     duration: float | None = None  # seconds
+    counters: bool = False
 
     @property
     def repeating(self) -> bool:

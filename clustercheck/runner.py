@@ -38,6 +38,9 @@ class Runner:
         self.options = options
         self.layout = layout
         self.repetition = 1  # of a repeated run (--repeat, --duration): a fault may target one
+        # --counters: each node's last snapshot (as_dict), and per node what rose in the last check's window
+        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, Any] = {}
 
     def groups(self, check: CheckSpec, pool: WorkerPool) -> list[Round]:
         """Rounds of (item, global ranks) groups that run at the same time, with the groups argument for
@@ -76,6 +79,8 @@ class Runner:
         out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
         infos = [self._pool_info(pool, check)]
         rounds = self.groups(check, pool)
+        if self.options.counters and not self.snapshots:
+            self.snapshots = self._snapshot(pool)  # the first window opens here
         t0, tuning = time.monotonic(), 0.0
         for number, (groups, arg) in enumerate(rounds):
             failure: RankFailure | None = None
@@ -113,7 +118,42 @@ class Runner:
             if kind.tuning_pass and self._log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
                 info["tuning_seconds"] = round(tuning, 3)
             info["rounds"] = len(rounds)
+        if self.options.counters:
+            self._close_window(key)
         return out
+
+    SNAPSHOT_TIMEOUT = 60.0
+
+    def _snapshot(self, pool: WorkerPool) -> dict[str, dict[str, Any]]:
+        """host -> a snapshot of its counters and kernel log (its first rank's), the log read after that
+        node's last snapshot; HarnessError when a node's first rank could not take one."""
+        answers = pool.run("counters", {"previous": self.snapshots}, self.SNAPSHOT_TIMEOUT,
+                           runner="clustercheck.counters.snapshot:rank_snapshot")
+        return {a["snapshot"]["host"]: a["snapshot"] for a in answers if a.get("snapshot")}
+
+    def _close_window(self, key: PoolKey) -> None:
+        """Snapshot every node after the check and judge what rose since its last snapshot: the window is
+        the check, with whatever happened since the previous check's end (nothing falls between windows)."""
+        from clustercheck.counters import allowances
+        from clustercheck.counters.delta import delta
+        from clustercheck.counters.facts import Snapshot
+
+        try:
+            after = self._snapshot(self.pools.get(key))  # a fresh pool if a rank died in the check
+        except HarnessError as exc:
+            self.pools.discard(key)
+            self.windows = {node: f"counters could not be read after the check: {str(exc).splitlines()[0]}"
+                            for node in self.layout.nodes}
+            self.snapshots = {}
+            return
+        self.windows = {}
+        for node in self.layout.nodes:
+            if node not in after or node not in self.snapshots:
+                self.windows[node] = f"no counter snapshot from {node} {'after' if node not in after else 'before'} the check"
+                continue
+            self.windows[node] = allowances.judge(delta(Snapshot.from_dict(self.snapshots[node]),
+                                                        Snapshot.from_dict(after[node])))
+        self.snapshots = after
 
     def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:
         return {"number": pool.number, "pids": pool.pids, "backend": self.layout.backend, "ranks": pool.ranks,

@@ -196,10 +196,30 @@ class CheckSession:
                 found[where] = answered
                 continue
             try:
-                found[where] = judge(answered[0], rules, answered[1])
+                found[where] = self._with_counters(check, where, judge(answered[0], rules, answered[1]))
             except ClusterCheckError as exc:  # a skip or an error of this item's own (a probe's, a missing metric)
                 found[where] = exc
         return found
+
+    def _with_counters(self, check: CheckSpec, where: Where, outcome: Outcome) -> Outcome:
+        """--counters: the item's outcome with a verdict per counter that rose on its nodes during the
+        check (failed beyond its allowance); HarnessError when a counter of its nodes could not be read."""
+        assert self.runner is not None
+        if not self.options.counters:
+            return outcome
+        from clustercheck import scopes
+        from clustercheck.counters import allowances
+
+        extra = []
+        for node in scopes.members(where, self.nodes):
+            window = self.runner.windows.get(node)
+            if window is None or isinstance(window, str):
+                raise HarnessError(f"{check.id}: {window or f'no counter window for {node}'}")
+            if window.harness_errors:
+                raise HarnessError(f"{check.id}: counters of {node} could not be judged: "
+                                   f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
+            extra += allowances.verdicts(window, check.id)
+        return Outcome(outcome.measurement, outcome.verdicts + extra, outcome.pool)
 
     def add_result(self, entry: ResultEntry) -> None:
         # the record is the only copy: a week of burn-in must not grow the controller with every check

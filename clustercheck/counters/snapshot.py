@@ -51,9 +51,10 @@ def take(previous: Snapshot | None = None, sources: Sources = Sources(), host: s
 
 def rank_snapshot(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
     """Rank side (a `module:function` runner): the node's first rank takes the snapshot, reading the
-    kernel log after `params["previous"]` (a snapshot's as_dict, or None); the others answer {}."""
+    kernel log after `params["previous"][host]` (its node's last snapshot, as_dict; absent for the
+    first); the others answer {}."""
     if ctx.local_rank != 0:
         return {}
-    previous = params.get("previous")
+    previous = (params.get("previous") or {}).get(ctx.host)
     snap = take(Snapshot.from_dict(previous) if previous else None, host=ctx.host)
     return {"snapshot": snap.as_dict()}
