@@ -160,6 +160,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     progress = item.config.stash.get(progress_key, None)
     if progress is not None and isinstance(item, CheckItem):
         capture = item.config.pluginmanager.getplugin("capturemanager")
+        stopper = item.config.stash.get(stopper_key, None)
+        if stopper is not None:  # an interrupt skips teardown: the live line's thread stops by itself
+            progress.stopped = lambda: bool(stopper.received)
         with capture.global_and_fixture_disabled():  # the line is for the person watching, not the report
             progress.start(item.check.id, item.node)
 
@@ -168,6 +171,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     progress = item.config.stash.get(progress_key, None)
     if progress is not None and isinstance(item, CheckItem):
         progress.finished_one()
+        if progress.done >= progress.total:
+            progress.stop()
 
 
 @pytest.hookimpl(wrapper=True)
