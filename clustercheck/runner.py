@@ -131,6 +131,8 @@ class Runner:
                            runner="clustercheck.counters.snapshot:rank_snapshot")
         return {a["snapshot"]["host"]: a["snapshot"] for a in answers if a.get("snapshot")}
 
+    allowances: Mapping[str, Any] | None = None  # the profile's counters: block; None: the built-in allowances
+
     def _close_window(self, key: PoolKey) -> None:
         """Snapshot every node after the check and judge what rose since its last snapshot: the window is
         the check, with whatever happened since the previous check's end (nothing falls between windows)."""
@@ -152,7 +154,7 @@ class Runner:
                 self.windows[node] = f"no counter snapshot from {node} {'after' if node not in after else 'before'} the check"
                 continue
             self.windows[node] = allowances.judge(delta(Snapshot.from_dict(self.snapshots[node]),
-                                                        Snapshot.from_dict(after[node])))
+                                                        Snapshot.from_dict(after[node])), self.allowances)
         self.snapshots = after
 
     def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:

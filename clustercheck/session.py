@@ -93,6 +93,7 @@ class CheckSession:
         self.record = RunWriter(self.run_dir / "run.jsonl")
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
         self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node))
+        self.runner.allowances = self.profile.counters or None
         self.record.append({
             "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
             "platform": self.profile.name, "platform_detected": not opts.platform,

@@ -95,6 +95,7 @@ class Profile:
     limits: dict[str, dict[str, Limit]] = field(default_factory=dict)
     expect: dict[str, object] = field(default_factory=dict)  # what probes judge against (probes.EXPECT_KEYS)
     defaults: dict[str, Default] = field(default_factory=dict)  # measure kind -> its limits (defaults:)
+    counters: dict[str, Any] = field(default_factory=dict)  # counter -> Allowance (counters:); {}: the built-in ones
 
     def limits_for(self, check_id: str) -> dict[str, Limit] | None:
         return self.limits.get(check_id)
@@ -164,8 +165,14 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
     defaults_f.done()
     expect_raw = top.get("expect", dict, None)
     expect = {} if expect_raw is None else check_expect(expect_raw, name, "expect", top.line_of("expect"))
+    counters_raw = top.get("counters", dict, None)
+    counters: dict[str, Any] = {}
+    if counters_raw is not None:  # --counters allowances, checked here so a mistake stops the run at once
+        from clustercheck.counters.allowances import parse as parse_allowances
+
+        counters = parse_allowances(counters_raw, name, top.line_of("counters"))
     top.done()
-    return Profile(platform, name, description, detect, hardware, limits, expect, defaults)
+    return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters)
 
 
 _DEFAULT_DTYPES = ("auto", *sorted(set(CANONICAL_DTYPE.get(d, d) for d in DTYPES)))

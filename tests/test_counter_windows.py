@@ -57,3 +57,16 @@ def test_an_xid_logged_during_one_check_fails_that_item_and_no_other(project: py
     assert xid["subject"].endswith("0000:3b:00") and XID in xid["detail"]
     assert not [v for r in (results["ok"], results["ok2"]) for v in r["verdicts"] if v["metric"].startswith("kernel")]
     assert (out / "latest" / "exclude.txt").read_text().strip()  # the node whose GPU logged an Xid is excluded
+
+
+def test_a_profiles_counters_block_sets_allowances_and_a_mistake_names_file_line_and_key(tmp_path: Path):
+    from clustercheck.errors import UserError
+    from clustercheck.thresholds import load_profile
+
+    base = "platform: p\ndetect: {gpu_count: 0}\ncounters:\n"
+    (tmp_path / "p.yaml").write_text(base + "  kernel.xid.43: {allow: 5, source: \"our jobs raise Xid 43 on purpose\"}\n")
+    profile = load_profile(tmp_path / "p.yaml")
+    assert profile.counters["kernel.xid.43"].allowed(60) == 5 and "kernel.xid" in profile.counters  # over the built-ins
+    (tmp_path / "p.yaml").write_text(base + "  kernel.xid.43: {allow: lots, source: \"x\"}\n")
+    with pytest.raises(UserError, match=r"p.yaml:4: counters.kernel.xid.43.allow: expected a count"):
+        load_profile(tmp_path / "p.yaml")
