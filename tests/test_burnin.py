@@ -122,3 +122,18 @@ def test_the_cpu_burn_in_suite_collects():
 
     suite = load_suite(Path(__file__).resolve().parent.parent / "suites" / "cpu-burn-in.yaml")
     assert [c.measure for c in suite.checks] == ["burn", "all_reduce", "host_memory"]
+
+
+@pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
+def test_every_check_of_the_gpu_burn_in_suite_has_its_limits(platform):
+    """suites/burn-in.yaml is judged on the 8-GPU profiles without a check id of its own in them: through
+    per-kind defaults and a named limit (a GPU run is the proof; this is what can be checked here)."""
+    from clustercheck.judge import check_metrics, rules_for
+    from clustercheck.profiles import search_path
+    from clustercheck.suite import load_suite
+
+    profile = search_path().load(platform)
+    for check in load_suite(Path(__file__).resolve().parent.parent / "suites" / "burn-in.yaml").checks:
+        check_metrics(check, profile)
+        if check.measure != "probe":
+            assert rules_for(check, profile).limits, check.id
