@@ -27,6 +27,7 @@ class ItemSummary:
     unit: str
     values: tuple[float, ...]       # that metric per repetition that measured it, in order
     outcomes: tuple[str, ...]       # per repetition, in order
+    measured_in: tuple[int, ...] = ()  # the repetition of each value (an errored one has none)
 
     @property
     def pass_ratio(self) -> float:
@@ -65,6 +66,7 @@ class ItemSummary:
                 "failed": self.failed, "errors": self.errors, "skipped": self.skipped,
                 "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
                 "unit": self.unit, "values": list(self.values), "outcomes": list(self.outcomes),
+                "measured_in": list(self.measured_in),
                 "min": spread[0] if spread else None, "median": spread[1] if spread else None,
                 "max": spread[2] if spread else None, "trend": self.trend}
 
@@ -82,28 +84,29 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> list[ItemSummary]:
     out = []
     for item, runs in by_item.items():
         runs = sorted(runs, key=lambda r: r.get("repeat") or 0)
-        metric, unit, values = _series(runs)
+        metric, unit, points = _series(runs)
         outcomes = tuple(str(r.get("outcome")) for r in runs)
         out.append(ItemSummary(item, runs[0].get("node"), len(runs), outcomes.count("passed"),
                                outcomes.count("failed"), outcomes.count("error"), outcomes.count("skipped"),
-                               metric, unit, values, outcomes))
+                               metric, unit, tuple(v for _, v in points), outcomes, tuple(k for k, _ in points)))
     return out
 
 
-def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, tuple[float, ...]]:
+def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tuple[int, float]]]:
     metric = next((v.get("metric") for r in runs for v in r.get("verdicts") or () if v.get("kind") != "expect"), None)
     if metric is None:
-        return None, "", ()
-    values, unit = [], ""
-    for r in runs:  # the check's own verdict, else its first subject's (per-GPU kinds judge each GPU)
+        return None, "", []
+    values: list[tuple[int, float]] = []
+    unit = ""
+    for k, r in enumerate(runs, 1):  # the check's own verdict, else its first subject's (per-GPU kinds judge each GPU)
         found = [v for v in r.get("verdicts") or ()
                  if v.get("metric") == metric and isinstance(v.get("measured"), (int, float))
                  and not isinstance(v.get("measured"), bool)]
         if found:
             pick = next((v for v in found if not v.get("subject")), found[0])
-            values.append(float(pick["measured"]))
+            values.append((int(r.get("repeat") or k), float(pick["measured"])))
             unit = str(pick.get("unit") or unit)
-    return metric, unit, tuple(values)
+    return metric, unit, values
 
 
 def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:

@@ -89,6 +89,9 @@ def test_three_repetitions_with_one_bad_fail_the_item_and_say_so_everywhere(proj
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props["repetitions"] == "3" and props["pass_ratio"] == "0.666667" and props["spread.metric"] == "busbw"
     assert (run / "exclude.txt").read_text().strip()  # a node that failed one repetition is excluded
+    html = (run / "report.html").read_text()
+    assert '<h2 id="burn-in">Burn-in</h2>' in html and html.count('class="burn-in"') == 1  # busbw over time
+    assert "repetition 2: " in html and "(failed)</title>" in html and "limit 1e-06" in html
 
 
 def test_duration_repeats_whole_repetitions_until_the_time_is_up(project: pytest.Pytester):

@@ -316,3 +316,29 @@ def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
         "legend_keys": [{"x": left + 90 * i, "colour": colour[m], "label": m} for i, m in enumerate(metrics)],
         "limits": limit_lines, "x_end": left + span,
     }
+
+
+def repetition_plot(points: list[tuple[int, float]], limit: float | None, ylabel: str, w: int = 520,
+                    h: int = 180) -> dict[str, Any] | None:
+    """A burn-in item's judged metric against its repetition number (linear x axis), with the limit line:
+    a card that slows as it heats, or one bad hour among good ones, shows as a slope or a dip."""
+    pts = [(i, v) for i, v in points if _finite(v)]
+    if len(pts) < 2:
+        return None
+    ymax = nice_max(max([v for _, v in pts] + ([limit] if limit else [])) * 1.05)
+    yticks = [(ymax * i / 4, fmt(round(ymax * i / 4, 6))) for i in range(5)]
+    pad, right, top, n = max(44, 6 * max(len(label) for _, label in yticks) + 12), 24, 10, max(i for i, _ in pts)
+
+    def sx(i: int) -> float:
+        return round(pad + (i - 1) / max(1, n - 1) * (w - pad - right), 1)
+
+    def sy(y: float) -> float:
+        return round(h - 34 - y / ymax * (h - 34 - top), 1)
+
+    step = max(1, math.ceil(n / 10))
+    return {"w": w, "h": h, "ylabel": ylabel, "pad": pad, "x_end": w - right, "top": top, "x_axis_y": h - 34,
+            "points": " ".join(f"{sx(i)},{sy(v)}" for i, v in pts),
+            "dots": [(sx(i), sy(v), i, fmt(v)) for i, v in pts],
+            "xticks": [(sx(i), str(i)) for i in range(1, n + 1, step)],
+            "yticks": [(sy(y), label) for y, label in yticks],
+            "limit_y": sy(limit) if limit else None, "limit": fmt(limit) if limit else None}

@@ -66,6 +66,21 @@ def _rule(v: dict[str, Any]) -> str:
     return f"expected {fmt(v['limit'])}" if vt.is_expectation(v) else f"{v['op']} {fmt(v['limit'])}"
 
 
+def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each item of a repeated run: its summary and its metric over the repetitions, with its limit."""
+    from clustercheck.burnin import summarize
+    from clustercheck.record import item_id
+    from clustercheck.report.figures import repetition_plot
+
+    out = []
+    for s in summarize(results):
+        limit = next((v.get("limit") for r in results if item_id(r) == s.item for v in r.get("verdicts") or ()
+                      if v.get("metric") == s.metric and isinstance(v.get("limit"), (int, float))), None)
+        out.append({**s.as_dict(), "plot": repetition_plot(list(zip(s.measured_in, s.values)), limit,
+                                                           f"{s.metric} ({s.unit})")})
+    return out
+
+
 def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`."""
     rows: list[tuple[str, str]] = []
@@ -82,6 +97,10 @@ def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
+    from clustercheck.burnin import folded, repeated
+
+    burn_in = _burn_in(results) if repeated(results) else []
+    results = folded(results)  # a repeated run: each item once (its worst repetition), its series below
     checks = []
     for i, r in enumerate(results, 1):
         metric, unit, limit = sweep_metric(r.get("verdicts") or [])  # time per operation for a latency check
@@ -105,4 +124,5 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     return _env.get_template("report.html.j2").render(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
         node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header), sla=sla,
+        burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []})
