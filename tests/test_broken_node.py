@@ -92,8 +92,8 @@ def test_nodes_that_disagree_on_the_platform_are_refused_in_one_line_naming_them
     assert str(info.value).startswith("the nodes disagree on the platform: h100-sxm-8x on gpu[1-3]; "
                                       "h200-sxm-8x on gpu4;")
     assert "\n" not in str(info.value)
-    nodes["gpu4"] = _node("gpu4", 8, (0x26b9,), 0)  # L40S: no profile
-    with pytest.raises(UserError, match=r"matches node\(s\) gpu4 \(8 GPU\(s\), pci ids \['0x26b9'\]"):
+    nodes["gpu4"] = _node("gpu4", 8, (0x26b9,), 0)  # L40S: no hand-written profile, a derived one
+    with pytest.raises(UserError, match=r"the nodes disagree on the platform: h100-sxm-8x on gpu\[1-3\]; l40s-8x on gpu4"):
         detect_nodes(THRESHOLDS, nodes)
 
 

@@ -110,9 +110,9 @@ def test_the_tools_own_avg_check_failing_fails(tmp_path, capsys):
     (["--input", str(GB300), "--expect", "busbw_min={allreduce: 400}"], "busbw_min: 'allreduce' is not a collective"),
     (["--input", str(GB300), "--expect", "busbw_min=fast"], "busbw_min"),
 ])
-def test_not_the_tools_output_or_a_bad_floor_is_one_line_exit_2(capsys, args, message):
+def test_not_the_tools_output_or_a_bad_floor_is_one_line_exit_4(capsys, args, message):
     code, out, err = cc(capsys, *args)
-    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert code == 4 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_live_collect_skips_with_what_to_give():

@@ -82,6 +82,6 @@ def test_sum_only_output_passes_and_says_what_it_cannot_judge(capsys):
     assert code == 0 and "SUM lines only: per-GPU values are not in this output" in out
 
 
-def test_not_nvbandwidth_output_exits_2(capsys):
+def test_not_nvbandwidth_output_exits_4(capsys):
     code, out, err = cc(capsys, "--input", str(TOOLS / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"))
-    assert code == 2 and "expected nvbandwidth output" in err and len(err.strip().splitlines()) == 1
+    assert code == 4 and "expected nvbandwidth output" in err and len(err.strip().splitlines()) == 1

@@ -576,8 +576,8 @@ def test_every_limit_and_default_cites_a_public_source(where):
 
 
 @pytest.mark.parametrize("name, kinds", [
-    ("h100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
-    ("h200-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("h100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm", "burn"}),
+    ("h200-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm", "burn"}),
     ("a100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("b200-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("gh200", {"host_device", "device_memory", "gemm"}),
