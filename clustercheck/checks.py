@@ -171,7 +171,8 @@ COLLECTIVES = tuple(PLACEMENTS)
 COLLECTIVE_METRICS = COLLECTIVE_UNITS
 
 for _name, _text in _COLLECTIVE_TEXT.items():
-    register(Kind(_name, ("node", "cluster", "pair"), COLLECTIVE_UNITS, p.collective_parser(_name),
+    register(Kind(_name, ("node", "cluster", "pair", *(("localize",) if _name == "all_reduce" else ())),
+                  COLLECTIVE_UNITS, p.collective_parser(_name),
                   f"torch.distributed {_text} over a size sweep, timed and checked as nccl-tests does",
                   "clustercheck.measure.collectives:collective", judge_collective, min_ranks=2, tuning_pass=True,
                   figure="sweep", check_group=_check_layouts, extra={"collective": _name},

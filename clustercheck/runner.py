@@ -62,9 +62,9 @@ class Runner:
         kind, layout = KINDS[check.measure], self.layout
         if kind.gpu_only and layout.backend != "nccl":
             raise Skip(f"{check.measure} needs GPUs and this node has none")
-        if check.scope == "pair" and len(layout.nodes) < 2:
-            raise Skip(f"scope pair needs two nodes or more; this run has {len(layout.nodes)}")
-        group = layout.per_node * {"pair": 2, "cluster": len(layout.nodes)}.get(check.scope, 1)
+        if check.scope in ("pair", "localize") and len(layout.nodes) < 2:
+            raise Skip(f"scope {check.scope} needs two nodes or more; this run has {len(layout.nodes)}")
+        group = layout.per_node * {"pair": 2, "localize": 2, "cluster": len(layout.nodes)}.get(check.scope, 1)
         if group < kind.min_ranks:
             raise Skip(f"{check.measure} over a single rank moves no data between devices")
         kind.check_group(check, group)
@@ -121,6 +121,39 @@ class Runner:
         if self.options.counters:
             self._close_window(key)
         return out
+
+    def localize(self, check: CheckSpec, threshold: float) -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
+        """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
+        result, and the next round gets a fresh pool); per item (node, None) its verdicts and message,
+        the rounds as rows, and the pool's info."""
+        from clustercheck.localize.check import localize
+
+        self.applies(check)
+        kind = KINDS[check.measure]
+        key = PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=self._log_mode("init"))
+        pool = self.pools.get(key)
+        info = self._pool_info(pool, check)
+        params = self._with_fault(check, kind.task(check, {}))
+        ranks_of: dict[str, list[int]] = {}
+        for r in pool.ranks:
+            ranks_of.setdefault(r["host"], []).append(r["rank"])
+        current = [pool]
+
+        def run(groups: list[list[int]]) -> dict[int, Any]:
+            try:
+                return dict(enumerate(current[0].run(check.measure, params, check.timeout, groups=groups,
+                                                     runner=kind.runner)))
+            except RankFailure as exc:
+                self.pools.discard(key)
+                current[0] = self.pools.get(key)
+                return dict(exc.answered)
+
+        t0 = time.monotonic()
+        found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id)
+        info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
+        if self.options.counters:
+            self._close_window(key)
+        return found, rows, info
 
     SNAPSHOT_TIMEOUT = 60.0
 

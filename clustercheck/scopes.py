@@ -15,6 +15,8 @@ def rounds(scope: str, nodes: list[str], pair_strategy: str = "rounds", pair_see
         return [[None]]
     if scope == "pair":
         return [[pair_name(p) for p in pairs] for pairs in schedule(pair_strategy, nodes, pair_seed)]
+    if scope == "localize":  # a verdict per node, and one for the links and switch uplinks (docs/localize.md)
+        return [[*nodes, None]]
     return [list(nodes)]  # node, gpu, gpu-pair: every node on its own, all at once
 
 

@@ -191,6 +191,8 @@ class CheckSession:
         assert self.runner is not None and self.profile is not None
         self.runner.applies(check)  # a check that does not apply here is skipped, and needs no threshold
         rules = rules_for(check, self.profile)
+        if check.scope == "localize":
+            return self._localize(check, rules)
         found: Found = {}
         for where, answered in self.runner.run(check, self.profile.expect).items():
             if isinstance(answered, HarnessError):
@@ -200,6 +202,25 @@ class CheckSession:
                 found[where] = self._with_counters(check, where, judge(answered[0], rules, answered[1]))
             except ClusterCheckError as exc:  # a skip or an error of this item's own (a probe's, a missing metric)
                 found[where] = exc
+        return found
+
+    def _localize(self, check: CheckSpec, rules: Any) -> Found:
+        """`scope: localize`: each node's outcome from the planner's verdict (an error when it could not
+        tell), the cluster item's from the links and uplinks it named; the group floor is busbw's limit."""
+        from clustercheck.results import Measurement
+
+        assert self.runner is not None
+        limit = rules.limits.get("busbw")
+        if limit is None or limit.op not in (">=", ">"):
+            raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=) for the check in the profile")
+        items, rows, info = self.runner.localize(check, float(limit.value))
+        found: Found = {}
+        for where, (verdicts, message) in items.items():
+            if not verdicts:
+                found[where] = HarnessError(f"{check.id}: {where}: {message}")
+                continue
+            outcome = Outcome(Measurement({}, {}, rows=rows), verdicts, info)
+            found[where] = self._with_counters(check, where, outcome)
         return found
 
     def _with_counters(self, check: CheckSpec, where: Where, outcome: Outcome) -> Outcome:

@@ -12,7 +12,7 @@ from clustercheck.checks import KINDS
 from clustercheck.errors import UserError, show
 from clustercheck.schema import Fields, between, one_of
 
-SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair")
+SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair", "localize")
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
 DEFAULT_TIMEOUT = 300.0
 

@@ -280,3 +280,27 @@ def test_group_outcomes_fail_a_group_with_a_silent_rank_and_keep_the_others() ->
     out = group_outcomes([[0, 1], [2, 3], [4, 5]], answers, all_reduce_busbw)
     assert out[1] is None and out[2] is False  # rank 3 said nothing; rank 5 summed wrong
     assert out[0] == pytest.approx((1 << 20) / 0.002 / 1e9)  # mean time over ranks, factor 2(n-1)/n = 1
+
+
+def test_scope_localize_items_from_measured_groups():
+    """clustercheck.localize.check on a fake fabric (ranks answer as the all_reduce runner does): the
+    slow node fails with its evidence, the others pass, the cluster item names no link."""
+    from clustercheck.localize.check import localize
+
+    nodes = [f"n{i}" for i in range(1, 9)]
+    ranks_of = {n: [i] for i, n in enumerate(nodes)}
+    size = 1 << 20
+
+    def run(groups: list[list[int]]) -> dict[int, dict]:
+        out = {}
+        for g in groups:
+            gbps = 0.1 if 2 in g else 10.0  # n3's rank: a slow node
+            for r in g:
+                out[r] = {"rows": [{"size": size, "bytes": size, "seconds": size / 1e9 / gbps, "wrong": 0}]}
+        return out
+
+    items, rows = localize(nodes, ranks_of, 1.0, run, "fabric")
+    assert [v.passed for v in items["n3"][0]] == [False] and "named bad" in items["n3"][1]
+    assert all(items[n][0] and items[n][0][0].passed for n in nodes if n != "n3")
+    assert [v.passed for v in items[None][0]] == [True]
+    assert rows and {r["outcome"] for r in rows} == {"passed", "failed"} and max(r["round"] for r in rows) <= 4

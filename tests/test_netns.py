@@ -152,3 +152,36 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     slow = [o for rnd in rounds for members, o in rnd if {a, b} <= set(members)]
     fast = [o for rnd in rounds for members, o in rnd if not {a, b} <= set(members)]
     assert slow and fast and max(slow) < LIMIT_GBS / 3 < LIMIT_GBS * 3 < min(fast), story  # type: ignore[type-var]
+
+
+LOCALIZE_SUITE = f"""checks:
+  - id: fabric
+    measure: all_reduce
+    scope: localize
+    params: {{sizes: [{SIZE}], iters: 2, warmup: 1, check_iters: 1, placements: [in]}}
+"""
+LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:")
+
+
+def test_scope_localize_through_the_run_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path: Path) -> None:
+    """`clustercheck run` with `scope: localize`: the planner's rounds on the run's own pool; every node
+    is cleared (passed), the cluster item fails naming link h1-h2, and no node is excluded."""
+    a, b = bed.hosts[0], bed.hosts[1]
+    bed.throttle_pair(a, b, RATE)
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(LOCALIZE_LIMITS)
+    (tmp_path / "s.yaml").write_text(LOCALIZE_SUITE)
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1"]
+    env = {**os.environ, "CC_STORE_ADDR": bed.root_addr}
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert (tmp_path / "out" / "latest" / "results.json").is_file(), res.stdout[-4000:] + res.stderr[-4000:]
+    data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
+    outcomes = {r["name"]: r["outcome"] for r in data["results"]}
+    assert outcomes == {**{f"fabric[{h}]": "passed" for h in bed.hosts}, "fabric": "failed"}, res.stdout + res.stderr
+    (cluster,) = [r for r in data["results"] if r["name"] == "fabric"]
+    (bad,) = [v for v in cluster["verdicts"] if not v["passed"]]
+    assert bad["subject"] == f"link {a} <-> {b}", bad
+    rounds = {row["round"] for row in cluster["rows"]}
+    assert rounds and max(rounds) <= 4
+    assert res.returncode == 1 and (tmp_path / "out" / "latest" / "exclude.txt").read_text() == ""

@@ -1,0 +1,81 @@
+"""`scope: localize` on an all_reduce check: the planner's rounds (clustercheck/localize/planner.py) run
+on the run's rank pool, each round's groups at once, until the planner is done; then one outcome per
+node (failed when the planner names it, passed when a passing test cleared it, an error when it could
+tell neither: a suspect or an untested node is never passed) and one for the whole cluster (failed for
+each link or switch uplink it names). The group floor is the check's busbw limit from the profile.
+Controller side: no torch."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
+from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts
+from clustercheck.localize.planner import Planner
+from clustercheck.verdicts import Expectation, Verdict
+
+SOURCE = "clustercheck's localization (docs/localize.md): screening rings, pair splits, confirmation with known-good partners"
+
+RunGroups = Callable[[list[list[int]]], Mapping[int, Any]]
+
+
+def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: float, run: RunGroups,
+             check_id: str, max_rounds: int = 4) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
+    """Drive the planner with `run` (global rank groups -> each rank's answer; ranks that gave none are
+    missing). Returns, per item (a node, None for the cluster), its verdicts and a message, and the
+    rounds as rows for the record."""
+    order = sorted(nodes, key=lambda n: min(ranks_of.get(n) or [1 << 30]))  # rings follow rank order
+    planner = Planner(order, threshold=threshold, max_rounds=max_rounds)
+    rows: list[dict[str, Any]] = []
+
+    def measure(groups: list[tuple[str, ...]]) -> list[GroupOutcome]:
+        ranks = rank_groups(groups, ranks_of)
+        return group_outcomes(ranks, run(ranks), all_reduce_busbw)
+
+    def log(groups: list[Group], outcomes: list[GroupOutcome]) -> None:
+        rows.extend({"round": g.round, "group": g.id, "members": list(g.members),
+                     "busbw": v if isinstance(v, float) else None,
+                     "outcome": "passed" if v is True or isinstance(v, float) and v >= threshold else "failed"}
+                    for g, v in zip(groups, outcomes))
+
+    found = drive(planner, measure, on_round=log)
+    return items(found, nodes, threshold, check_id), rows
+
+
+def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str
+          ) -> dict[str | None, tuple[list[Verdict], str]]:
+    named = {f.name: f for f in v.named("node")}
+    suspects = {p.name for group in v.suspects for p in group if p.kind == "node"}
+    rule = Expectation(check_id, "localized", "cleared", f"every group >= {threshold:g} GB/s", SOURCE)
+    out: dict[str | None, tuple[list[Verdict], str]] = {}
+    for node in nodes:
+        if node in named:
+            f = named[node]
+            detail = (f"named bad in {v.rounds} round(s), confidence {f.confidence:.3f}: "
+                      + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome)}" for e in f.evidence[:4]))
+            out[node] = ([Verdict("localized", "bad", "", rule, False, subject=node, detail=detail)], detail)
+        elif node in v.cleared:
+            out[node] = ([Verdict("localized", "cleared", "", rule, True, subject=node,
+                                  detail="a passing group exercised it")], "")
+        else:
+            why = "a suspect the rounds could not tell apart from another part" if node in suspects else \
+                "no test both exercised and cleared it"
+            out[node] = ([], f"not localized: {why} (rounds {v.rounds}, tests {v.tests})")
+    parts = [f for f in v.findings if f.kind != "node"]
+    cluster = [Verdict("localized", "bad", "", rule, False, subject=f"{f.kind} {' <-> '.join(f.nodes)}",
+                       detail=f"{f.kind} {f.name} ({', '.join(f.nodes)}) named bad, confidence {f.confidence:.3f}: "
+                              + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome)}"
+                                          for e in f.evidence[:4]))
+               for f in parts]
+    if not cluster:
+        cluster = [Verdict("localized", "no link or uplink named", "", rule, True,
+                           detail=f"{v.tests} test(s) in {v.rounds} round(s)"
+                                  + (f"; unexplained failed groups: {', '.join(v.unexplained)}" if v.unexplained else ""))]
+    out[None] = (cluster, "")
+    return out
+
+
+def _value(outcome: GroupOutcome) -> str:
+    if isinstance(outcome, float):
+        return f"{outcome:.3g} GB/s"
+    return {True: "passed", False: "wrong results", None: "no result"}.get(outcome, str(outcome))
