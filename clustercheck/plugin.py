@@ -152,7 +152,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     stopper.install()
     config.stash[stopper_key] = stopper
     if cs.options.progress or cs.options.progress is None and sys.stderr.isatty():
-        config.stash[progress_key] = Progress(len(checks))
+        progress = Progress(len(checks) * (cs.options.repeat or 1))
+        if cs.pools is not None:
+            progress.detail = cs.pools.progress  # the running sweep's size, as its ranks post it
+        config.stash[progress_key] = progress
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -171,7 +174,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     progress = item.config.stash.get(progress_key, None)
     if progress is not None and isinstance(item, CheckItem):
         progress.finished_one()
-        if progress.done >= progress.total:
+        if progress.done >= progress.total and not item.config.stash[session_key].options.duration:
             progress.stop()
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clustercheck import wire
-from clustercheck.errors import HarnessError
+from clustercheck.errors import HarnessError, escape
 from clustercheck.launch import Launcher, LocalLauncher
 
 START_TIMEOUT = 180.0
@@ -79,6 +79,7 @@ class WorkerPool:
         self.logs: list[Path] = []
         self.ranks: list[dict[str, Any]] = []
         self.seq = 0
+        self.progress = ""  # what the running task last said of itself (wire.PROGRESS_KEY), for the live line
         self.store: Any = None
         self.key_hex = wire.new_key()
 
@@ -143,6 +144,9 @@ class WorkerPool:
         """Run one task on every rank (inside `groups` of global ranks at once, when given): `runner`
         ("module:function", a measure kind's rank-side code) called with `params`, `op` naming it in
         messages. Return each rank's result in rank order, or raise RankFailure."""
+        self.progress = ""
+        if self.store.check([wire.PROGRESS_KEY]):
+            self.store.delete_key(wire.PROGRESS_KEY)  # the last task's words are not this one's
         self.seq += 1
         seq = self.seq
         task = {"op": op, "params": params, "groups": groups, "runner": runner}
@@ -169,7 +173,11 @@ class WorkerPool:
         errors = [wire.errors_key(seq)] if seq is not None else []
         results = keys if seq is not None else []  # while starting, the ranks post no results
         heard = _Heard()
+        next_look = time.monotonic() + 1.0
         while not self.store.check(done):
+            if seq is not None and time.monotonic() >= next_look:  # where the task stands, for the live line
+                next_look += 1.0
+                self.progress = self._progress()
             if any(p.poll() is not None for p in self.procs) or errors and self.store.check(errors):
                 self._listen(results, heard)
                 self._settle(results, heard)
@@ -185,6 +193,14 @@ class WorkerPool:
             for rank, (k, value) in enumerate(zip(keys, values)):
                 self._hear(heard, rank, self._unseal(k, value))
         return heard
+
+    def _progress(self) -> str:
+        try:
+            if self.store.check([wire.PROGRESS_KEY]):
+                return escape(self.store.get(wire.PROGRESS_KEY).decode("utf-8", "replace"))[:80]
+        except Exception:  # a store hiccup must not fail the task it only reports on
+            pass
+        return ""
 
     def _listen(self, results: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
         """Add new answers (from the `results` keys) and deaths to `heard` (srun's log is read when
@@ -369,6 +385,10 @@ class PoolManager:
         if self.on_start is not None:
             self.on_start(pool)
         return pool
+
+    def progress(self) -> str:
+        """What the task running now last said of itself (the per-size step of a sweep), or ""."""
+        return next((p.progress for p in list(self.pools.values()) if p.progress), "")
 
     def discard(self, key: PoolKey) -> None:
         pool = self.pools.pop(key, None)

@@ -23,6 +23,7 @@ class Progress:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self.detail: Callable[[], str] = lambda: ""  # where the running task stands, from its ranks
 
     @property
     def stream(self) -> TextIO:
@@ -40,7 +41,9 @@ class Progress:
         left = f", about {clock(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
         on = f" on {where}" if where else ""
         this = f" (this {clock(now - started)})" if started is not None else ""
-        return f"clustercheck [{self.done + 1}/{self.total}] {check_id}{on}, elapsed {clock(elapsed)}{this}{left}"
+        detail = self.detail() if started is not None else ""
+        step = f": {detail}" if detail else ""
+        return f"clustercheck [{self.done + 1}/{self.total}] {check_id}{on}{step}, elapsed {clock(elapsed)}{this}{left}"
 
     def start(self, check_id: str, where: str | None) -> None:
         if not self.live:

@@ -46,6 +46,9 @@ def unseal(key: str, text: str | bytes) -> Any:
 # in `answers` (the rank that completes the count sets `complete`) and, when it failed, in `errors`.
 # The controller so polls two keys per round however many ranks there are, and each rank deletes its
 # previous result when it reads the next task (by then the controller has read it).
+PROGRESS_KEY = "progress"  # where a task's group rank 0 posts how far it is (plain text, shown escaped)
+
+
 def task_key(seq: int) -> str:
     return f"task/{seq}"
 

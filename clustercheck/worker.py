@@ -84,7 +84,7 @@ def main() -> int:
     dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                             timeout=pg_timeout)
     ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node,
-                      nccl_log=nccl_log, bus_id=bus)
+                      nccl_log=nccl_log, bus_id=bus, progress=lambda text: store.set(wire.PROGRESS_KEY, text[:120]))
     store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
     seq = 0
     while True:

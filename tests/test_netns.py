@@ -163,25 +163,44 @@ LOCALIZE_SUITE = f"""checks:
 LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:")
 
 
-def test_scope_localize_through_the_run_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path: Path) -> None:
-    """`clustercheck run` with `scope: localize`: the planner's rounds on the run's own pool; every node
-    is cleared (passed), the cluster item fails naming link h1-h2, and no node is excluded."""
-    a, b = bed.hosts[0], bed.hosts[1]
-    bed.throttle_pair(a, b, RATE)
+@pytest.fixture
+def bed6() -> Iterator[NetBed]:
+    with netbed(6) as b:
+        yield b
+    assert wait_gone(b) == []
+
+
+@pytest.mark.parametrize("fault", ["link", "node"])
+def test_scope_localize_through_the_run_names_the_throttled_link_or_node_and_only_it(bed6: NetBed, tmp_path: Path,
+                                                                                     fault: str) -> None:
+    """`clustercheck run` with `scope: localize` on 6 namespaced nodes: the planner's rounds on the run's
+    own pool. One pair's traffic throttled: every node passes, the cluster item fails naming that link,
+    nothing is excluded. One node's traffic throttled on all its links: that node fails and is excluded."""
+    hosts = bed6.hosts
+    if fault == "link":
+        bed6.throttle_pair(hosts[0], hosts[1], RATE)
+    else:
+        bed6.throttle_host(hosts[3], RATE)
     (tmp_path / "th").mkdir()
     (tmp_path / "th" / "cpu.yaml").write_text(LOCALIZE_LIMITS)
     (tmp_path / "s.yaml").write_text(LOCALIZE_SUITE)
     cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
-           "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1"]
-    env = {**os.environ, "CC_STORE_ADDR": bed.root_addr}
-    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+           "--launcher", "hosts", "--hosts", ",".join(hosts), "--host-command", TEMPLATE, "--ranks", "1"]
+    env = {**os.environ, "CC_STORE_ADDR": bed6.root_addr}
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert (tmp_path / "out" / "latest" / "results.json").is_file(), res.stdout[-4000:] + res.stderr[-4000:]
     data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
     outcomes = {r["name"]: r["outcome"] for r in data["results"]}
-    assert outcomes == {**{f"fabric[{h}]": "passed" for h in bed.hosts}, "fabric": "failed"}, res.stdout + res.stderr
     (cluster,) = [r for r in data["results"] if r["name"] == "fabric"]
-    (bad,) = [v for v in cluster["verdicts"] if not v["passed"]]
-    assert bad["subject"] == f"link {a} <-> {b}", bad
-    rounds = {row["round"] for row in cluster["rows"]}
-    assert rounds and max(rounds) <= 4
-    assert res.returncode == 1 and (tmp_path / "out" / "latest" / "exclude.txt").read_text() == ""
+    assert {row["round"] for row in cluster["rows"]} <= {1, 2, 3, 4}
+    excluded = (tmp_path / "out" / "latest" / "exclude.txt").read_text()
+    if fault == "link":
+        assert outcomes == {**{f"fabric[{h}]": "passed" for h in hosts}, "fabric": "failed"}, res.stdout
+        (bad,) = [v for v in cluster["verdicts"] if not v["passed"]]
+        assert bad["subject"] == f"link {hosts[0]} <-> {hosts[1]}", bad
+        assert excluded == ""  # no node drained for a link alone
+    else:
+        assert outcomes == {**{f"fabric[{h}]": "failed" if h == hosts[3] else "passed" for h in hosts},
+                            "fabric": "passed"}, res.stdout
+        assert excluded == f"{hosts[3]}\n"
+    assert res.returncode == 1

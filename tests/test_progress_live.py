@@ -72,3 +72,41 @@ def test_the_thread_sleeps_between_redraws_and_stops_on_an_interrupt() -> None:
     time.sleep(0.15)
     assert tty.getvalue() == quiet  # nothing more is written over the summary
     assert time.thread_time() - cpu < 0.2
+
+
+def test_the_live_line_shows_where_the_running_sweep_stands_from_its_ranks(project):
+    """A gloo sweep posts its size step to the pool's store; the controller's poll reads it about once a
+    second (pool.progress), and the live line shows it (checked through the pool, on real ranks)."""
+    from pathlib import Path
+
+    from clustercheck.checks import KINDS
+    from clustercheck.pool import PoolKey, PoolManager
+
+    manager = PoolManager(Path(project.path) / "logs")
+    seen: list[str] = []
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        params = {"collective": "all_reduce", "sizes": [1 << 10, 1 << 22, 1 << 24], "dtype": "float32",
+                  "warmup": 1, "iters": 100, "check_iters": 1, "placements": ["in"]}
+        import threading
+
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.2):
+                if manager.progress():
+                    seen.append(manager.progress())
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        pool.run("all_reduce", params, 120, runner=KINDS["all_reduce"].runner)
+        stop.set()
+        t.join()
+    finally:
+        manager.close(kill=True)
+    assert seen and all(" of 3" in s for s in seen), seen
+    from clustercheck.progress import Progress
+
+    p = Progress(1)
+    p.detail = lambda: "16MiB in-place, 3 of 3"
+    assert ": 16MiB in-place, 3 of 3, elapsed" in p.line("sweep", "vm", started=0.0)

@@ -23,6 +23,15 @@ class RankContext:
     group: Any = None
     nccl_log: Any = None  # NcclLog on NCCL ranks: what NCCL wrote to this rank's debug file
     bus_id: str = ""  # the PCI address of this rank's GPU (binding.bus_id); "" on CPU ranks
+    progress: Any = None  # posts a short text the controller's live line shows (store key PROGRESS_KEY)
+
+    def report(self, text: str) -> None:
+        """Where a long task stands ("64MiB, size 5 of 9"), for the person watching; group rank 0 only."""
+        if self.rank == 0 and self.progress is not None:
+            try:
+                self.progress(text)
+            except Exception:  # never let the live line cost a measurement
+                pass
 
     def global_of(self, group_rank: int) -> int:
         import torch.distributed as dist

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from clustercheck.formulas import Layout, layout
 from clustercheck.measure import RankContext, fault_here
 from clustercheck.memory import CHECK_CHUNK
+from clustercheck.units import format_size
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _PERIOD = 1021  # prime; check data repeats every _PERIOD (or n x _PERIOD) elements
@@ -215,7 +216,9 @@ def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     if p.get("tuning_pass"):
         return _tuning_pass(ctx, p)
     rows = []
+    total = len(p.get("sizes") or ()) * len(p.get("placements") or ()) or "?"
     for size, lay, placement, bench in _benches(ctx, p):
+        ctx.report(f"{format_size(size)} {placement}-place, {len(rows) + 1} of {total}")
         bench.fill_random()
         for _ in range(p["warmup"]):
             bench.op()
