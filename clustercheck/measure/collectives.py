@@ -215,7 +215,7 @@ def collective(ctx: RankContext, p: dict[str, Any]) -> dict[str, Any]:
     refuse_graph_on_rocm(p)
     if p.get("tuning_pass"):
         return _tuning_pass(ctx, p)
-    rows = []
+    rows: list[dict[str, Any]] = []
     total = len(p.get("sizes") or ()) * len(p.get("placements") or ()) or "?"
     for size, lay, placement, bench in _benches(ctx, p):
         ctx.report(f"{format_size(size)} {placement}-place, {len(rows) + 1} of {total}")
