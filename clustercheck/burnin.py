@@ -76,20 +76,25 @@ def repeated(results: Sequence[Mapping[str, Any]]) -> bool:
     return any(r.get("repeat") for r in results)
 
 
-def summarize(results: Sequence[Mapping[str, Any]]) -> list[ItemSummary]:
-    """One summary per item, in the order items first appear."""
-    by_item: dict[str, list[Mapping[str, Any]]] = {}
+def grouped(results: Sequence[Any]) -> dict[str, list[Any]]:
+    """item -> its results in repetition order, items in the order they first appear (one pass)."""
+    by_item: dict[str, list[Any]] = {}
     for r in results:
         by_item.setdefault(item_id(r), []).append(r)
-    out = []
-    for item, runs in by_item.items():
-        runs = sorted(runs, key=lambda r: r.get("repeat") or 0)
-        metric, unit, points = _series(runs)
-        outcomes = tuple(str(r.get("outcome")) for r in runs)
-        out.append(ItemSummary(item, runs[0].get("node"), len(runs), outcomes.count("passed"),
-                               outcomes.count("failed"), outcomes.count("error"), outcomes.count("skipped"),
-                               metric, unit, tuple(v for _, v in points), outcomes, tuple(k for k, _ in points)))
-    return out
+    return {item: sorted(runs, key=lambda r: r.get("repeat") or 0) for item, runs in by_item.items()}
+
+
+def summarize(results: Sequence[Mapping[str, Any]]) -> list[ItemSummary]:
+    """One summary per item, in the order items first appear."""
+    return [_summary(item, runs) for item, runs in grouped(results).items()]
+
+
+def _summary(item: str, runs: Sequence[Mapping[str, Any]]) -> ItemSummary:
+    metric, unit, points = _series(runs)
+    outcomes = tuple(str(r.get("outcome")) for r in runs)
+    return ItemSummary(item, runs[0].get("node"), len(runs), outcomes.count("passed"), outcomes.count("failed"),
+                       outcomes.count("error"), outcomes.count("skipped"), metric, unit,
+                       tuple(v for _, v in points), outcomes, tuple(k for k, _ in points))
 
 
 def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tuple[int, float]]]:
@@ -153,8 +158,8 @@ def folded(results: Sequence[Any]) -> list[Any]:
         return list(results)
     worst = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
     out = []
-    for s in summarize(results):
-        runs = [r for r in results if item_id(r) == s.item]
+    for item, runs in grouped(results).items():
+        s = _summary(item, runs)
         pick = min(runs, key=lambda r: worst.get(r["outcome"], 4))
         bad = [str(r.get("repeat")) for r in runs if r["outcome"] in ("failed", "error")]
         note = (f"{s.outcome} in repetition(s) {', '.join(bad)} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"

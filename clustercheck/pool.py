@@ -145,8 +145,7 @@ class WorkerPool:
         ("module:function", a measure kind's rank-side code) called with `params`, `op` naming it in
         messages. Return each rank's result in rank order, or raise RankFailure."""
         self.progress = ""
-        if self.store.check([wire.PROGRESS_KEY]):
-            self.store.delete_key(wire.PROGRESS_KEY)  # the last task's words are not this one's
+        self.store.delete_key(wire.PROGRESS_KEY)  # the last task's words are not this one's (absent: no-op)
         self.seq += 1
         seq = self.seq
         task = {"op": op, "params": params, "groups": groups, "runner": runner}

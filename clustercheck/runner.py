@@ -73,7 +73,7 @@ class Runner:
         """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
         self.applies(check)
         kind = KINDS[check.measure]
-        key = PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=self._log_mode("init"))
+        key = self._key(check, self._log_mode("init"))
         pool = self.pools.get(key)
         params = self._with_fault(check, kind.task(check, expect))
         out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
@@ -130,7 +130,7 @@ class Runner:
 
         self.applies(check)
         kind = KINDS[check.measure]
-        key = PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=self._log_mode("init"))
+        key = self._key(check, self._log_mode("init"))
         pool = self.pools.get(key)
         info = self._pool_info(pool, check)
         params = self._with_fault(check, kind.task(check, {}))
@@ -190,6 +190,10 @@ class Runner:
                                                         Snapshot.from_dict(after[node])), self.allowances)
         self.snapshots = after
 
+    def _key(self, check: CheckSpec, nccl_log: str) -> PoolKey:
+        """The pool a check's task runs in: one per backend, rank count, environment and NCCL log mode."""
+        return PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=nccl_log)
+
     def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:
         return {"number": pool.number, "pids": pool.pids, "backend": self.layout.backend, "ranks": pool.ranks,
                 "env": dict(check.env), "starts": self.pools.starts}
@@ -206,7 +210,7 @@ class Runner:
         measurement stands."""
         if self._log_mode("tuning") == "off":
             return None, ""
-        key = PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log="tuning")
+        key = self._key(check, "tuning")
         task = {k: v for k, v in params.items() if k != "fault"}  # a test fault belongs to the timed run
         try:
             return self.pools.get(key).run(check.measure, {**task, "tuning_pass": True}, check.timeout,

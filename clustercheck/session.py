@@ -23,6 +23,7 @@ from clustercheck.record import (SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultE
                                  sha256, slim)
 from clustercheck.runner import Layout, Runner
 from clustercheck.scopes import Where
+from clustercheck.verdicts import Expectation, Verdict
 from clustercheck.suite import CheckSpec
 from clustercheck.thresholds import Profile
 
@@ -300,16 +301,14 @@ def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> lis
     to use as many ranks per node as it has, so the others' extra GPUs went unmeasured because of it."""
     out: list[ResultEntry] = []
     for node, (count, most) in short.items():
+        rule = Expectation("gpu-count", "usable GPUs", str(most), "the most GPUs any node of this run has")
         detail = (f"ranks see {count} GPU(s) here, {most} on other nodes: the run used {per_node} rank(s) per node, "
                   f"so GPU(s) beyond {per_node} on the other nodes went unmeasured")
         out.append({"type": "result", "name": f"gpu-count[{node}]", "nodeid": f"gpu-count[{node}]",
                     "check": "gpu-count", "measure": "layout", "scope": "node", "node": node, "nodes": [node],
                     "suite_file": "clustercheck", "line": 0, "outcome": "failed",
                     "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
-                    "verdicts": [{"kind": "expect", "metric": "usable GPUs", "measured": count, "unit": "",
-                                  "op": "", "limit": str(most), "expression": str(most), "passed": False,
-                                  "margin": None, "source": "", "origin": "the most GPUs any node of this run has",
-                                  "spec_sources": [], "worst": None, "subject": node, "detail": detail}]})
+                    "verdicts": [Verdict("usable GPUs", count, "", rule, False, subject=node, detail=detail).as_dict()]})
     return out
 
 

@@ -58,10 +58,8 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
     sizes = sorted({s for _, pts in series for s, _ in pts})
     if len(sizes) < 2:
         return None
-    ymax = nice_max(max([b for _, pts in series for _, b in pts] + ([limit] if limit else [])) * 1.05)
+    ymax, yticks, pad = _y_axis([b for _, pts in series for _, b in pts], limit)
     x0, x1 = math.log2(sizes[0]), math.log2(sizes[-1])
-    yticks = [(ymax * i / 4, fmt(round(ymax * i / 4, 6))) for i in range(5)]
-    pad = max(44, 6 * max(len(label) for _, label in yticks) + 12)  # room for the longest y label
     legend_w = 180 if legend == "right" else 0
     right = 24 + legend_w  # room for half of the last size label (and the legend column)
     top = 10
@@ -99,6 +97,13 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
         "yticks": [(sy(y), label) for y, label in yticks],
         "x_axis_y": h - 34, "pad": pad, "x_end": w - right, "top": top,
     }
+
+
+def _y_axis(values: list[float], limit: float | None) -> tuple[float, list[tuple[float, str]], int]:
+    """(top of the axis, its five ticks with labels, the left padding its longest label needs)."""
+    ymax = nice_max(max(values + ([limit] if limit else [])) * 1.05)
+    yticks = [(ymax * i / 4, fmt(round(ymax * i / 4, 6))) for i in range(5)]
+    return ymax, yticks, max(44, 6 * max(len(label) for _, label in yticks) + 12)
 
 
 def _points(rows: list[dict[str, Any]], key: str = "busbw", scale: float = 1.0) -> list[tuple[int, float]]:
@@ -325,9 +330,8 @@ def repetition_plot(points: list[tuple[int, float]], limit: float | None, ylabel
     pts = [(i, v) for i, v in points if _finite(v)]
     if len(pts) < 2:
         return None
-    ymax = nice_max(max([v for _, v in pts] + ([limit] if limit else [])) * 1.05)
-    yticks = [(ymax * i / 4, fmt(round(ymax * i / 4, 6))) for i in range(5)]
-    pad, right, top, n = max(44, 6 * max(len(label) for _, label in yticks) + 12), 24, 10, max(i for i, _ in pts)
+    ymax, yticks, pad = _y_axis([v for _, v in pts], limit)
+    right, top, n = 24, 10, max(i for i, _ in pts)
 
     def sx(i: int) -> float:
         return round(pad + (i - 1) / max(1, n - 1) * (w - pad - right), 1)

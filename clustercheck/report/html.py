@@ -68,13 +68,13 @@ def _rule(v: dict[str, Any]) -> str:
 
 def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each item of a repeated run: its summary and its metric over the repetitions, with its limit."""
-    from clustercheck.burnin import summarize
-    from clustercheck.record import item_id
+    from clustercheck.burnin import grouped, summarize
     from clustercheck.report.figures import repetition_plot
 
     out = []
+    runs_of = grouped(results)
     for s in summarize(results):
-        limit = next((v.get("limit") for r in results if item_id(r) == s.item for v in r.get("verdicts") or ()
+        limit = next((v.get("limit") for r in runs_of[s.item] for v in r.get("verdicts") or ()
                       if v.get("metric") == s.metric and isinstance(v.get("limit"), (int, float))), None)
         out.append({**s.as_dict(), "plot": repetition_plot(list(zip(s.measured_in, s.values)), limit,
                                                            f"{s.metric} ({s.unit})")})
