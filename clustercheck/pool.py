@@ -30,6 +30,7 @@ START_TIMEOUT = 180.0
 # killed task a moment after its peers have seen the connection drop), so that the message names the
 # rank that caused the failure rather than the first peer that noticed it.
 GRACE = 3.0
+IDLE = {"idle": True}  # the result of a rank in no group of its task (measure.run_task's own)
 NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are summarised
 # What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
 _PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
@@ -64,6 +65,7 @@ class _Heard:
     ok: dict[int, Any] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
     dead: dict[int, str] = field(default_factory=dict)
+    idle: frozenset[int] = frozenset()  # in no group of the task: they post nothing (their `ok` is IDLE)
 
     def accounted(self) -> set[int]:
         return {*self.ok, *self.errors, *self.dead}
@@ -113,9 +115,9 @@ class WorkerPool:
         if self.launcher.kind == "slurm":
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
         self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
-        keys = [f"ready/{r}" for r in range(self.key.nranks)]
+        keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
         self._wait(keys, START_TIMEOUT, "starting the ranks")
-        self.ranks = [self._read(k) for k in keys]
+        self.ranks = [self._read(k) for k in keys.values()]
 
     def alive(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
@@ -143,15 +145,20 @@ class WorkerPool:
             groups: list[list[int]] | None = None, runner: str | None = None) -> list[dict[str, Any]]:
         """Run one task on every rank (inside `groups` of global ranks at once, when given): `runner`
         ("module:function", a measure kind's rank-side code) called with `params`, `op` naming it in
-        messages. Return each rank's result in rank order, or raise RankFailure."""
+        messages. Return each rank's result in rank order (IDLE for a rank in no group), or raise
+        RankFailure."""
         self.progress = ""
         self.store.delete_key(wire.PROGRESS_KEY)  # the last task's words are not this one's (absent: no-op)
         self.seq += 1
         seq = self.seq
-        task = {"op": op, "params": params, "groups": groups, "runner": runner}
+        n = self.key.nranks
+        busy = sorted({r for g in groups for r in g}) if groups is not None else list(range(n))
+        # Ranks outside every group post nothing: a localization round leaves about half of them idle,
+        # and their results were half of what the controller read and verified (docs/localize.md).
+        task = {"op": op, "params": params, "groups": groups, "runner": runner, "answering": len(busy)}
         self.store.set(wire.task_key(seq), wire.seal(self.key_hex, task))
-        keys = [wire.result_key(seq, r) for r in range(self.key.nranks)]
-        heard = self._wait(keys, timeout, op, seq)
+        keys = {r: wire.result_key(seq, r) for r in busy}
+        heard = self._wait(keys, timeout, op, seq, idle=frozenset(range(n)) - frozenset(busy))
         if heard.errors:
             raise self._failure(heard, op)
         # The store lives in this process: kept, a task's keys would cost a few KiB per check for the
@@ -160,7 +167,8 @@ class WorkerPool:
             self.store.delete_key(k)
         return [heard.ok[r] for r in range(self.key.nranks)]
 
-    def _wait(self, keys: list[str], timeout: float, what: str, seq: int | None = None) -> _Heard:
+    def _wait(self, keys: dict[int, str], timeout: float, what: str, seq: int | None = None,
+              idle: frozenset[int] = frozenset()) -> _Heard:
         """Wait for task `seq`'s answers (or, without `seq`, for every key), watching the ranks; backs
         off from 1 ms so short checks pay no latency. Each round costs two store lookups and a
         waitpid per local process, whatever the number of ranks. Returns the answers; a death, an
@@ -168,10 +176,11 @@ class WorkerPool:
         or be reported."""
         deadline = time.monotonic() + timeout
         delay = 0.001
-        done = [wire.complete_key(seq)] if seq is not None else keys
+        done = [wire.complete_key(seq)] if seq is not None else list(keys.values())
         errors = [wire.errors_key(seq)] if seq is not None else []
-        results = keys if seq is not None else []  # while starting, the ranks post no results
-        heard = _Heard()
+        # where to look for answers on a failure: every rank's key (an idle rank posts only an error)
+        results = {r: wire.result_key(seq, r) for r in range(self.key.nranks)} if seq is not None else {}
+        heard = _Heard(ok=dict.fromkeys(idle, IDLE), idle=idle)
         next_look = time.monotonic() + 1.0
         while not self.store.check(done):
             if seq is not None and time.monotonic() >= next_look:  # where the task stands, for the live line
@@ -188,9 +197,12 @@ class WorkerPool:
             delay = min(delay * 2, 0.05)
         if seq is not None:
             multi_get = getattr(self.store, "multi_get", None)  # torch >= 2.4: one round trip for all
-            values = multi_get(keys) if multi_get else [self.store.get(k) for k in keys]
-            for rank, (k, value) in enumerate(zip(keys, values)):
+            names = list(keys.values())
+            values = multi_get(names) if multi_get else [self.store.get(k) for k in names]
+            for (rank, k), value in zip(keys.items(), values):
                 self._hear(heard, rank, self._unseal(k, value))
+            if self.store.check(errors):  # an idle rank's error does not hold up the count: read it too
+                self._listen(results, heard)
         return heard
 
     def _progress(self) -> str:
@@ -201,11 +213,11 @@ class WorkerPool:
             pass
         return ""
 
-    def _listen(self, results: list[str], heard: _Heard, *, srun_log: bool = False) -> None:
+    def _listen(self, results: dict[int, str], heard: _Heard, *, srun_log: bool = False) -> None:
         """Add new answers (from the `results` keys) and deaths to `heard` (srun's log is read when
         srun ended, or when asked)."""
-        for rank, k in enumerate(results):
-            if rank not in heard.ok and rank not in heard.errors and self.store.check([k]):
+        for rank, k in results.items():
+            if (rank in heard.idle or rank not in heard.ok) and rank not in heard.errors and self.store.check([k]):
                 self._hear(heard, rank, self._read(k))
         deaths: dict[int, str] = {}
         if not self._srun:
@@ -215,10 +227,12 @@ class WorkerPool:
             if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks
                 deaths = dict.fromkeys(range(self.key.nranks), f"ended with srun, which {_exit_text(ended)}")
         for rank, why in deaths.items():
+            if rank in heard.idle:  # it had nothing to say, but a rank that died ends the pool
+                heard.ok.pop(rank, None)
             if rank not in heard.ok and rank not in heard.errors:  # it had its say before it went
                 heard.dead.setdefault(rank, why)
 
-    def _settle(self, results: list[str], heard: _Heard) -> None:
+    def _settle(self, results: dict[int, str], heard: _Heard) -> None:
         """Give the other ranks GRACE seconds to answer, fail or be reported dead."""
         end = time.monotonic() + GRACE
         while len(heard.accounted()) < self.key.nranks and time.monotonic() < end:
@@ -272,6 +286,7 @@ class WorkerPool:
         if payload["ok"]:
             heard.ok[rank] = payload["result"]
         else:
+            heard.ok.pop(rank, None)  # an idle rank's error replaces its IDLE
             heard.errors[rank] = payload["error"]
 
     def _read(self, key: str) -> Any:

@@ -7,7 +7,6 @@ or a result: anything it writes fails verification and ends the check as an erro
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import secrets
@@ -24,22 +23,26 @@ def new_key() -> str:
     return secrets.token_hex(32)
 
 
+_MAC_LEN = 64  # hex digits of an HMAC-SHA256
+
+
 def seal(key: str, obj: Any) -> str:
+    """The MAC's hex digits, then the JSON body: one parse to open (8,192 results a round at scale)."""
     body = json.dumps(obj, sort_keys=True)
-    mac = hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
-    return json.dumps({"body": body, "mac": mac})
+    return hmac.digest(key.encode(), body.encode(), "sha256").hex() + body
 
 
 def unseal(key: str, text: str | bytes) -> Any:
-    try:
-        outer = json.loads(text)
-        body, mac = outer["body"], outer["mac"]
-        want = hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise Forged("malformed message on the store") from None
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, want):
+    raw = text.encode() if isinstance(text, str) else text
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) <= _MAC_LEN:
+        raise Forged("malformed message on the store")
+    mac, body = raw[:_MAC_LEN], raw[_MAC_LEN:]
+    if not hmac.compare_digest(mac, hmac.digest(key.encode(), body, "sha256").hex().encode()):
         raise Forged("message on the store failed verification (not from one of our ranks)")
-    return json.loads(body)
+    try:
+        return json.loads(body)
+    except ValueError:  # sealed by our key yet not JSON: a rank of another version
+        raise Forged("malformed message on the store") from None
 
 
 # Store keys of task `seq`. The controller posts the task; each rank posts its result, counts itself

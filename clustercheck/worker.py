@@ -101,17 +101,24 @@ def main() -> int:
             payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
             print(payload["traceback"], file=sys.stderr, flush=True)
         release_free_memory()  # before answering, so the controller never times it
-        _answer(store, seq, rank, world, wire.seal(key, payload), failed=not payload["ok"])
+        groups = task.get("groups")
+        idle = groups is not None and not any(rank in g for g in groups)
+        if idle and payload["ok"]:
+            continue  # in no group: the controller expects nothing from this rank (pool.py)
+        _answer(store, seq, rank, int(task.get("answering", world)), wire.seal(key, payload),
+                failed=not payload["ok"], counted=not idle)
     dist.destroy_process_group()
     return 0
 
 
-def _answer(store: Any, seq: int, rank: int, world: int, sealed: str, failed: bool) -> None:
-    """Post this rank's result and count it (wire.py: the controller polls the counts, not N keys)."""
+def _answer(store: Any, seq: int, rank: int, answering: int, sealed: str, failed: bool, counted: bool = True) -> None:
+    """Post this rank's result and count it among the task's `answering` ranks (wire.py: the controller
+    polls the counts, not N keys). An idle rank that failed posts its error uncounted: the count is
+    the busy ranks' alone, and `errors` sends the controller to read it."""
     store.set(wire.result_key(seq, rank), sealed)
     if failed:
         store.add(wire.errors_key(seq), 1)
-    if store.add(wire.answers_key(seq), 1) == world:
+    if counted and store.add(wire.answers_key(seq), 1) == answering:
         store.set(wire.complete_key(seq), "1")
 
 

@@ -127,6 +127,33 @@ def test_a_dead_rank_is_named_and_the_ranks_that_answered_keep_their_results(poo
     assert failure.value.answered[0]["rows"][0]["wrong"] == 0
 
 
+def test_ranks_in_no_group_post_nothing_and_read_as_idle(pools: PoolManager) -> None:
+    """A localization round leaves about half the ranks idle: they post no result, so the controller
+    reads and verifies only the busy ranks' (docs/localize.md, dispatch)."""
+    from clustercheck.pool import IDLE
+
+    pool = pools.get(PoolKey("gloo", 3))
+    results = pool.run("all_reduce", PARAMS, 60, groups=[[0, 1]])
+    assert results[2] == IDLE and all(r["rows"][0]["wrong"] == 0 for r in results[:2])
+    seq = pool.seq
+    assert [pool.store.check([wire.result_key(seq, r)]) for r in range(3)] == [True, True, False]
+    assert pool.run("all_reduce", PARAMS, 60)[2]["rows"][0]["wrong"] == 0  # idle once, busy the next task
+
+
+def test_a_rank_that_dies_while_idle_still_fails_the_task(pools: PoolManager) -> None:
+    """Idle is not silent: a dead rank outside every group ends the task, named, as any death does."""
+    import os
+    import signal
+
+    pool = pools.get(PoolKey("gloo", 3))
+    os.kill(pool.pids[2], signal.SIGKILL)
+    pool.procs[2].wait()
+    with pytest.raises(RankFailure) as failure:
+        pool.run("all_reduce", PARAMS, 30, groups=[[0, 1]])
+    assert str(failure.value).startswith("rank 2 (") and "was killed by SIGKILL" in str(failure.value)
+    assert 2 in failure.value.failed and 2 not in failure.value.answered
+
+
 def test_an_error_waits_for_the_others_then_says_who_did_not_answer(pools: PoolManager) -> None:
     pool = pools.get(PoolKey("gloo", 2))
     with pytest.raises(RankFailure) as failure:  # rank 0 waits in the all_reduce for rank 1, which raised
@@ -168,8 +195,10 @@ def test_rank_ranges_are_short() -> None:
 def test_seal_round_trip_and_tamper() -> None:
     key = wire.new_key()
     assert wire.unseal(key, wire.seal(key, {"a": [1, 2]})) == {"a": [1, 2]}
-    sealed = wire.seal(key, {"wrong": 0}).replace('\\"wrong\\": 0', '\\"wrong\\": 1')
-    with pytest.raises(wire.Forged):
-        wire.unseal(key, sealed)
-    with pytest.raises(wire.Forged):
-        wire.unseal(key, "not json")
+    sealed = wire.seal(key, {"wrong": 0})
+    assert '"wrong": 0' in sealed
+    for forged in (sealed.replace('"wrong": 0', '"wrong": 1'),  # the body changed
+                   wire.seal(wire.new_key(), {"wrong": 0}),  # sealed with another pool's key
+                   sealed[:64], "", "not json", b"\xff" * 80):
+        with pytest.raises(wire.Forged):
+            wire.unseal(key, forged)
