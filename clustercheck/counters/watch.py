@@ -10,6 +10,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 # nvmlClocksEventReason* bits, named as nvidia-smi prints them
@@ -87,20 +88,49 @@ def gpu_reader(bus_id: str) -> Callable[[], Sample]:
     return read
 
 
-def cpu_reader(cpus: frozenset[int]) -> Callable[[], Sample]:
+def cpu_reader(cpus: frozenset[int], root: Path | None = None, thermal_root: Path | None = None,
+               cpuinfo: Path | None = None) -> Callable[[], Sample]:
+    """Readings of the rank's CPUs. The files are found once, here: a sample only reads them (a third of
+    the cost of listing sysfs each time, which the load would pay at every sample). A file that
+    vanishes or cannot be read makes the sample an error, never a zero."""
     from clustercheck.counters import sysfs
 
+    root, thermal_root, cpuinfo = root or sysfs.CPUS, thermal_root or sysfs.THERMAL, cpuinfo or sysfs.CPUINFO
+
+    def cpu_of(path: Path, up: int) -> int:
+        return int(path.parents[up].name[3:])
+
+    freq = sorted((p for p in root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq") if cpu_of(p, 1) in cpus),
+                  key=lambda p: cpu_of(p, 1))
+    zones = sorted(thermal_root.glob("thermal_zone*/temp"))
+    throttle = sorted(p for p in root.glob("cpu[0-9]*/thermal_throttle/*_throttle_count") if cpu_of(p, 1) in cpus)
+    use_cpuinfo = not freq and cpuinfo.exists()  # x86 VMs often have no cpufreq
+
+    def number(path: Path) -> int:
+        try:
+            with open(path, "rb") as fh:
+                return int(fh.read())
+        except (OSError, ValueError) as exc:
+            raise OSError(f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
+
+    def cpuinfo_mhz() -> list[float]:
+        with open(cpuinfo, "rb") as fh:
+            text = fh.read().decode(errors="replace")
+        out, cpu = [], -1
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.startswith("processor"):
+                cpu = int(value)
+            elif key.startswith("cpu MHz") and cpu in cpus:
+                out.append(float(value))
+        return out
+
     def read() -> Sample:
-        freq = sysfs.cpu_mhz(cpus=cpus)
-        zones = sysfs.thermal()
-        throttle = sysfs.cpu_throttle()
-        problems = [e.text() for e in freq.errors + zones.errors + throttle.errors]
-        if problems:
-            raise OSError("; ".join(problems))
-        mine = [c.value for c in throttle.counters if int(c.device[3:]) in cpus]
-        return Sample(time.monotonic(), max((g.value for g in zones.gauges), default=None),
-                      statistics.fmean(g.value for g in freq.gauges) if freq.gauges else None,
-                      throttle_count=sum(mine) if mine else None)
+        mhz = [number(p) / 1000.0 for p in freq] if freq else cpuinfo_mhz() if use_cpuinfo else []
+        temps = [number(p) / 1000.0 for p in zones]
+        counts = [number(p) for p in throttle]
+        return Sample(time.monotonic(), max(temps, default=None), statistics.fmean(mhz) if mhz else None,
+                      throttle_count=sum(counts) if counts else None)
     return read
 
 
