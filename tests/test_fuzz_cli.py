@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustercheck import probes
+from clustercheck.probes import cli as probe_cli
 from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
 from evidence import TOOLS
@@ -202,7 +203,7 @@ def test_probe_inputs(capsys: pytest.CaptureFixture[str], tmp_path_factory: pyte
 def test_a_huge_probe_input_is_refused_without_reading_it_all(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     huge = tmp_path / "huge.txt"
     with huge.open("wb") as fh:
-        fh.truncate(probes.cli.MAX_INPUT * 4)  # sparse: 256 MiB of NULs that cost no disk
+        fh.truncate(probe_cli.MAX_INPUT * 4)  # sparse: 256 MiB of NULs that cost no disk
     code, _, err = run_main(["probe", "topo", "--input", str(huge)], capsys)
     assert code == Exit.BAD_INPUT and "larger than 64 MiB" in err
 
