@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from clustercheck import scopes
 from clustercheck.checks import KINDS, Answers
 from clustercheck.errors import HarnessError, Skip
+from clustercheck.localize.topology import Topology, check_nodes, load_topology
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, RankFailure, WorkerPool
 from clustercheck.scopes import Where
@@ -149,11 +150,23 @@ class Runner:
                 return dict(exc.answered)
 
         t0 = time.monotonic()
-        found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id)
+        topology = self._topology()
+        info["topology"] = f"{self.options.topology} ({len(set(topology.leaf_of.values()))} leaf switch(es))" \
+            if topology is not None else "none"
+        found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
         info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
         if self.options.counters:
             self._close_window(key)
         return found, rows, info
+
+    def _topology(self) -> Topology | None:
+        """--topology, cut to this run's nodes (a cluster's file names many more); a run node under no
+        switch is the user's error, named, before any round runs."""
+        if self.options.topology is None:
+            return None
+        full = load_topology(self.options.topology)
+        check_nodes(full, self.layout.nodes, str(self.options.topology))
+        return Topology.build({n: full.leaf_of[n] for n in self.layout.nodes}, full.parent_of)
 
     SNAPSHOT_TIMEOUT = 60.0
 

@@ -204,3 +204,36 @@ def test_scope_localize_through_the_run_names_the_throttled_link_or_node_and_onl
                             "fabric": "passed"}, res.stdout
         assert excluded == f"{hosts[3]}\n"
     assert res.returncode == 1
+
+
+def test_scope_localize_follows_the_topology_file_and_refuses_a_node_outside_it(bed6: NetBed, tmp_path: Path) -> None:
+    """--topology: the planner gets the switch tree (cut to the run's nodes; the file names one node
+    more), the throttled link inside a leaf is still named and only it, and the record says which file
+    it used. A run node missing from the file is the user's error, named, with no round run."""
+    hosts = bed6.hosts
+    bed6.throttle_pair(hosts[0], hosts[1], RATE)
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(LOCALIZE_LIMITS)
+    (tmp_path / "s.yaml").write_text(LOCALIZE_SUITE)
+    tree = {"leaf-a": {"nodes": list(hosts[:3])}, "leaf-b": {"nodes": [*hosts[3:], "elsewhere1"]},
+            "spine": {"switches": ["leaf-a", "leaf-b"]}}
+    (tmp_path / "topo.json").write_text(json.dumps(tree))
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "hosts", "--hosts", ",".join(hosts), "--host-command", TEMPLATE, "--ranks", "1",
+           "--topology", "topo.json"]
+    env = {**os.environ, "CC_STORE_ADDR": bed6.root_addr}
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
+    outcomes = {r["name"]: r["outcome"] for r in data["results"]}
+    assert outcomes == {**{f"fabric[{h}]": "passed" for h in hosts}, "fabric": "failed"}, res.stdout
+    (cluster,) = [r for r in data["results"] if r["name"] == "fabric"]
+    (bad,) = [v for v in cluster["verdicts"] if not v["passed"]]
+    assert bad["subject"] == f"link {hosts[0]} <-> {hosts[1]}", bad
+    assert "topo.json (2 leaf switch(es))" in json.dumps(cluster), cluster
+    assert res.returncode == 1
+
+    tree["leaf-b"]["nodes"] = list(hosts[3:5])  # hosts[5] under no switch
+    (tmp_path / "topo.json").write_text(json.dumps(tree))
+    res = subprocess.run([*cmd, "--out", "out2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert f"1 node(s) are under no switch: {hosts[5]}" in res.stdout + res.stderr, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "Traceback" not in res.stdout + res.stderr and res.returncode != 0

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
 from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts
 from clustercheck.localize.planner import Planner
+from clustercheck.localize.topology import Topology
 from clustercheck.verdicts import Expectation, Verdict
 
 SOURCE = "clustercheck's localization (docs/localize.md): screening rings, pair splits, confirmation with known-good partners"
@@ -20,12 +21,12 @@ RunGroups = Callable[[list[list[int]]], Mapping[int, Any]]
 
 
 def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: float, run: RunGroups,
-             check_id: str, max_rounds: int = 4) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
+             check_id: str, max_rounds: int = 4, topology: Topology | None = None) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
     """Drive the planner with `run` (global rank groups -> each rank's answer; ranks that gave none are
     missing). Returns, per item (a node, None for the cluster), its verdicts and a message, and the
     rounds as rows for the record."""
     order = sorted(nodes, key=lambda n: min(ranks_of.get(n) or [1 << 30]))  # rings follow rank order
-    planner = Planner(order, threshold=threshold, max_rounds=max_rounds)
+    planner = Planner(order, topology, threshold=threshold, max_rounds=max_rounds)
     rows: list[dict[str, Any]] = []
 
     def measure(groups: list[tuple[str, ...]]) -> list[GroupOutcome]:
