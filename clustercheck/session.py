@@ -84,6 +84,10 @@ class CheckSession:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
         try:
+            if opts.topology is not None:  # a run node under no switch: the user's error, before any check
+                from clustercheck.localize.topology import check_nodes, load_topology
+
+                check_nodes(load_topology(opts.topology), self.nodes, str(opts.topology))
             _make_dir(opts.out, self.run_dir)
         except UserError:
             if first is not None:
