@@ -22,7 +22,8 @@ METRICS = {"tflops": "TFLOP/s", "relative": "ratio", "wrong": "count", "temp_max
 HIGHER_IS_BETTER = ("tflops", "relative")
 RELATIVE_SOURCE = ("huggingface/gpu-fryer README.md: --tflops-tolerance, each GPU within 10% of the best GPU "
                    "of its node (default 10)")
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "float8_e4m3fn", "fp8")
+FP8 = "float8_e4m3fn"
 MAX_M = 16384  # the known-answer check is exact while m <= 16384 (measure/burn.py)
 
 
@@ -35,7 +36,7 @@ def burn_params(f: Fields) -> dict[str, Any]:
     params = {"duration": f.get("duration", (int, float), 60.0, check=between(0.1, 7 * 86400)),
               "m": f.get("m", int, 0, check=lambda v: None if v == 0 or 64 <= v <= MAX_M else
                          f"must be between 64 and {MAX_M} (or 0: 8192 on GPUs, 1024 on CPUs), got {v}"),
-              "dtype": p.CANONICAL_DTYPE.get(dtype, dtype),
+              "dtype": FP8 if dtype == "fp8" else p.CANONICAL_DTYPE.get(dtype, dtype),
               "chunk": f.get("chunk", int, 10, check=between(1, 10_000)),
               "warmup": f.get("warmup", int, 2, check=between(0, 10_000)),
               "interval": f.get("interval", (int, float), 1.0, check=lambda v: None if v == 0 or 0.01 <= v <= 600
@@ -43,13 +44,18 @@ def burn_params(f: Fields) -> dict[str, Any]:
               "seed": f.get("seed", int, 0, check=between(0, 2 ** 31))}
     params["duration"], params["interval"] = float(params["duration"]), float(params["interval"])
     f.done()
+    if params["dtype"] == FP8 and params["m"] % 16:  # torch._scaled_mm on GPUs: both dimensions multiples of 16
+        raise f.error("m", f"must be a multiple of 16 for {FP8} (torch._scaled_mm), got {params['m']}")
     return params
 
 
 def memory(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
-    """a, b, c and the known answer in their dtype, plus the float64 operands and product that make it."""
+    """a, b, c and the known answer in their dtype, plus the float64 operands and product that make it.
+    fp8: a and b of 1 byte, c and the known answer in float32."""
     m = params["m"] or (8192 if gpu else 1024)
     dtype = params.get("dtype", "auto")
+    if dtype == FP8:
+        return _device(m * m * (2 * 1 + 2 * 4 + 24), m * m, n, gpu)
     elt = p.DTYPES[dtype] if dtype != "auto" else (2 if gpu else 4)
     return _device(m * m * (4 * elt + 24), m * m * elt, n, gpu)
 

@@ -134,7 +134,7 @@ def test_burn_params_are_checked_with_file_line_and_key(tmp_path: Path) -> None:
     parse = KINDS["burn"].parse
     ok = parse(Fields(yamlfile.loads("duration: 30\ndtype: bf16\n", "s.yaml"), "s.yaml", "params"))
     assert ok["duration"] == 30.0 and ok["dtype"] == "bfloat16" and ok["interval"] == 1.0 and ok["m"] == 0
-    for text, key in (("m: 32768\n", "m"), ("interval: 0.001\n", "interval"), ("dtype: fp8\n", "dtype"),
+    for text, key in (("m: 32768\n", "m"), ("interval: 0.001\n", "interval"), ("dtype: float8_e5m2\n", "dtype"),
                       ("duraton: 5\n", "duraton")):
         with pytest.raises(UserError) as err:
             parse(Fields(yamlfile.loads(text, "s.yaml"), "s.yaml", "params"))
