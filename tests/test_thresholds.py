@@ -659,7 +659,7 @@ def test_docs_profiles_quotes_the_origins_it_shows():
     for limit in (h100.defaults["all_reduce"].limits["busbw"], h100.limits["allreduce-default"]["busbw"],
                   derived.defaults["all_reduce"].limits["busbw"]):
         assert limit.origin in doc, limit.origin
-    assert "(thresholds/h100-sxm-8x.yaml:79 defaults.all_reduce.busbw); Ring all_reduce on 8xH100/H200" in doc
+    assert "(thresholds/h100-sxm-8x.yaml:87 defaults.all_reduce.busbw); Ring all_reduce on 8xH100/H200" in doc
     assert h100.defaults["all_reduce"].limits["busbw"].source.startswith("Ring all_reduce on 8xH100/H200")
     for model in derive.MODELS:
         assert f"| {model.slug} | " in doc and f"{model.memory.fraction:g} x " in doc
