@@ -17,7 +17,17 @@ from clustercheck.errors import UserError
 from clustercheck.formulas import PLACEMENTS, layout
 from clustercheck.params import DTYPES
 
-CHECK_CHUNK = 16 << 20  # elements a correctness check compares at once (collectives._wrong): its mask's bytes
+# A correctness check (collectives._wrong) compares a chunk at a time: a bool mask of the chunk, and the
+# int64 copy of it that sum() makes before reducing (measured on an H100: 144 MiB over a 256 MiB buffer
+# with 16 Mi-element chunks, docs/validation/2026-11-25-h100-sxm.md): 9 bytes an element, 16 MiB at most.
+CHECK_BYTES_PER_ELEMENT = 9
+CHECK_CHUNK = 16 << 20  # bytes of those temporaries at most
+CHECK_ELEMENTS = CHECK_CHUNK // CHECK_BYTES_PER_ELEMENT  # elements compared at once
+
+
+def check_temporaries(count: int) -> int:
+    """Bytes the correctness check of a `count`-element buffer holds beside it."""
+    return min(count, CHECK_ELEMENTS) * CHECK_BYTES_PER_ELEMENT
 
 
 def _gib(nbytes: int) -> str:
@@ -50,7 +60,7 @@ def collective(measure: str, in_place_send: bool = False) -> Need:
                     count = lay.send_count
                 else:
                     count = lay.recv_count
-                bytes_ = count * elt + min(max(lay.send_count, lay.recv_count), CHECK_CHUNK)  # + the bool mask
+                bytes_ = count * elt + check_temporaries(max(lay.send_count, lay.recv_count))
                 if bytes_ > peak:
                     peak, at = bytes_, size
         return _device(peak, at, n, gpu)

@@ -90,6 +90,11 @@ def _collective_params(f: Fields) -> dict[str, Any]:
         "per_iteration": f.get("per_iteration", bool, True),
         "cuda_graph": f.get("cuda_graph", int, 0, check=between(0, 10_000)),
     }
+    if params["cuda_graph"] and not params["warmup"]:
+        # NCCL >= 2.22 connects peers at a communicator's first use of an algorithm, with cudaMalloc: inside
+        # a capture that fails (nccl-tests warms up first, common.cu BenchTime)
+        raise f.error("warmup", "cuda_graph needs warmup >= 1: NCCL connects at first use, which a graph "
+                                "capture cannot hold")
     return params
 
 

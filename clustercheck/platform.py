@@ -215,6 +215,19 @@ def matches(profile: Profile, facts: Facts) -> bool:
     return links is None or facts.nvlinks_per_gpu is None or facts.nvlinks_per_gpu == links
 
 
+class AmbiguousPlatform(UserError):
+    """Several profiles match a node equally well."""
+
+
+def _first_directory(found: list[Profile], search: SearchPath) -> list[Profile]:
+    """The matches from the earliest directory on the search path that has any: a profile the user
+    gives (--thresholds, $CLUSTERCHECK_THRESHOLDS) for this machine wins over a shipped one that also
+    matches, as a same-named one hides ours."""
+    tiers = search.tiers()
+    first = min((tiers.get(p.name, len(search.dirs)) for p in found), default=0)
+    return [p for p in found if tiers.get(p.name, len(search.dirs)) == first]
+
+
 def _closest(found: list[Profile], facts: Facts) -> list[Profile]:
     """Of several matches, the ones whose gpu_count is nearest above this node's count (an HGX 4-GPU
     profile beside the 8-GPU one of the same GPU)."""
@@ -232,8 +245,8 @@ def detect(where: SearchPath | Path, facts: Facts, profiles: list[Profile] | Non
     A model with a hand-written profile is judged by it: fewer GPUs than it holds is a broken node (7 of
     8), so a genuinely smaller board is named with --platform (e.g. h100-sxm-4x, a derived profile)."""
     search = as_search(where)
-    found = _closest([p for p in (profiles if profiles is not None else search.profiles()) if matches(p, facts)],
-                     facts)
+    found = [p for p in (profiles if profiles is not None else search.profiles()) if matches(p, facts)]
+    found = _closest(_first_directory(found, search), facts)
     if not found:
         derived = _derived(facts)
         if derived is not None:
@@ -241,8 +254,8 @@ def detect(where: SearchPath | Path, facts: Facts, profiles: list[Profile] | Non
         raise UserError(f"no threshold profile in {search.describe()} matches {node} ({describe(facts).strip()}); "
                         f"pick one with --platform")
     if len(found) > 1:
-        raise UserError(f"several profiles match {node} ({', '.join(p.name for p in found)}); "
-                        f"pick one with --platform")
+        raise AmbiguousPlatform(f"several profiles match {node} ({', '.join(p.name for p in found)}); "
+                                f"pick one with --platform")
     return found[0]
 
 
@@ -266,6 +279,8 @@ def detect_nodes(where: SearchPath | Path, nodes: Mapping[str, Facts]) -> Profil
     for node, facts in nodes.items():
         try:
             profile = detect(search, facts, profiles, node=node)
+        except AmbiguousPlatform:
+            raise
         except UserError:
             unmatched.setdefault(describe(facts).strip(), []).append(node)
             continue

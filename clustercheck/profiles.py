@@ -34,6 +34,11 @@ class SearchPath:
     def profiles(self) -> list[Profile]:
         return [load_profile(path, display(path)) for path in self.files().values()]
 
+    def tiers(self) -> dict[str, int]:
+        """Profile name -> the position of its winning file's directory on the path (0: searched first)."""
+        index = {d.resolve(): k for k, d in enumerate(self.dirs)}
+        return {name: index.get(path.parent.resolve(), len(self.dirs)) for name, path in self.files().items()}
+
     def origin(self, path: Path) -> str:
         return "shipped" if path.parent.resolve() == self.shipped.resolve() else display(path.parent)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOOLS = FIXTURES / "tool-outputs"
 SEEDS = FIXTURES / "seeds"
+LENT = FIXTURES / "gpu-validation"  # captured on GPUs lent to clustercheck's own validation (docs/validation/)
 
 
 def files(folder: str) -> list[Path]:

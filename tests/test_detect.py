@@ -118,3 +118,30 @@ def test_nvls_floor_may_exceed_the_link_spec_but_ring_may_not():
     assert h100["allreduce-default"]["busbw"].value == 430
     assert h100["allreduce-ring"]["busbw"].value < 450
     assert h100["host-device"]["h2d"].value == pytest.approx(0.75 * 63.02)
+
+
+LENT = "platform: lent\ndetect: {gpu_count: 1}\nchecks: {}\n"  # tests/gpu's profile: count only
+
+
+def test_a_users_profile_that_matches_wins_over_a_shipped_one_that_also_does(tmp_path):
+    """Found on the lent H100: a user's count-only profile and the shipped h100-sxm-1x both match one
+    H100; the directory the user gave is searched first, so its match is the platform."""
+    from clustercheck.platform import detect_nodes
+    from clustercheck.profiles import search_path
+
+    (tmp_path / "lent.yaml").write_text(LENT)
+    h100 = facts(1, (0x2330,), 0)
+    search = search_path([tmp_path], environ={})
+    assert detect(search, h100).name == "lent"
+    assert detect_nodes(search, {"vm": h100}).name == "lent"
+    assert detect(search_path([], environ={}), h100).name == "h100-sxm-1x"
+
+
+def test_two_matches_in_one_directory_say_several_not_none(tmp_path):
+    from clustercheck.platform import detect_nodes
+    from clustercheck.profiles import search_path
+
+    (tmp_path / "lent.yaml").write_text(LENT)
+    (tmp_path / "twin.yaml").write_text(LENT.replace("lent", "twin"))
+    with pytest.raises(UserError, match=r"several profiles match vm \(lent, twin\)"):
+        detect_nodes(search_path([tmp_path], environ={}), {"vm": facts(1, (0x2330,), 0)})

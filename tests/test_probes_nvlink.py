@@ -110,3 +110,40 @@ def test_a_platform_without_nvlink_says_zero_and_its_unbridged_gpus_pass():
 def test_not_nvlink_status_is_a_parse_error(bad):
     with pytest.raises(ProbeParseError):
         nvlink.parse(bad)
+
+
+def _silent_nvlink(tmp_path, monkeypatch) -> None:
+    """A stand-in nvidia-smi that answers `nvlink -s` as the lent H100 alone in a VM did (exit 0, nothing:
+    fixtures/gpu-validation/h100-sxm-vm-580-nvlink-s-empty.txt) and lists that one GPU."""
+    import os
+
+    from evidence import LENT
+
+    empty = LENT / "h100-sxm-vm-580-nvlink-s-empty.txt"
+    assert not [line for line in empty.read_text().splitlines() if not line.startswith("# source:")]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text('#!/bin/sh\ncase "$1" in nvlink) exit 0;; --query-gpu=index,name) '
+                      'echo "0, NVIDIA H100 80GB HBM3"; exit 0;; esac\nexit 9\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_a_node_that_lists_no_link_fails_every_gpu_of_an_nvlink_platform(tmp_path, monkeypatch):
+    from clustercheck.probes import get, run_live
+
+    _silent_nvlink(tmp_path, monkeypatch)
+    outcome = run_live(get("nvlink"), {"nvlinks_per_gpu": 18})
+    assert outcome.outcome == "failed", outcome
+    (verdict,) = outcome.verdicts
+    assert verdict.subject.startswith("GPU0") and "no link listed under this GPU; platform expects 18" in verdict.detail
+
+
+@pytest.mark.parametrize("expect", [{}, {"nvlinks_per_gpu": 0}])
+def test_a_node_that_lists_no_link_is_a_skip_where_no_nvlink_is_expected(tmp_path, monkeypatch, expect):
+    from clustercheck.probes import get, run_live
+
+    _silent_nvlink(tmp_path, monkeypatch)
+    outcome = run_live(get("nvlink"), expect)
+    assert outcome.outcome == "skipped" and outcome.reason == "nvidia-smi nvlink -s lists no link: no NVLink on this machine"

@@ -555,3 +555,10 @@ def test_odd_unknown_keys_are_quoted_in_the_one_line_error(tmp_path, key, shown)
     exc = error_of(tmp_path, one_check() + f"{key}: 1\n")
     assert str(exc).startswith(f"{tmp_path / 'suite.yaml'}:6: {shown}: unknown key"), str(exc)
     assert str(exc).splitlines() == [str(exc)] and str(exc).isprintable()
+
+
+def test_cuda_graph_without_warmup_is_refused_at_the_warmup_line(tmp_path):
+    """NCCL connects an algorithm's peers at first use, with cudaMalloc, which a capture cannot hold."""
+    exc = error_of(tmp_path, one_check("      sizes: [16MiB]\n      warmup: 0\n      cuda_graph: 5\n"))
+    assert_points_at(exc, tmp_path, 6, "checks[0].params.warmup")
+    assert "cuda_graph needs warmup >= 1" in str(exc)

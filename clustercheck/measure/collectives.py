@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from clustercheck.formulas import Layout, layout
 from clustercheck.measure import RankContext, fault_here
-from clustercheck.memory import CHECK_CHUNK
+from clustercheck.memory import CHECK_ELEMENTS
 from clustercheck.units import format_size
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -57,15 +57,18 @@ def _fill(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> None:
 
 
 def _wrong(buf: torch.Tensor, period: torch.Tensor, offset: int = 0) -> int:
-    """Elements of `buf` that differ from the repeated period. Compared in chunks, so the boolean mask
-    (one byte per element: 1/4 of an fp32 buffer, 1/2 of a bf16 one) never grows with the buffer."""
+    """Elements of `buf` that differ from the repeated period. Compared in chunks, so the temporaries (the
+    bool mask and the int64 copy sum() makes of it, memory.CHECK_CHUNK bytes at most) never grow with the
+    buffer; the count stays on the device until the end (one synchronisation, not one per chunk)."""
     tile = torch.roll(period, -(offset % period.numel())).to(buf.dtype)
     full = buf.numel() // tile.numel()
     body = buf[: full * tile.numel()].view(full, tile.numel())
     rest = buf[full * tile.numel():]
-    rows = max(1, CHECK_CHUNK // tile.numel())  # a 16 MiB mask, whatever the buffer's size
-    wrong = sum(int((body[k:k + rows] != tile).sum().item()) for k in range(0, full, rows))
-    return wrong + int((rest != tile[: rest.numel()]).sum().item())
+    rows = max(1, CHECK_ELEMENTS // tile.numel())
+    wrong = (rest != tile[: rest.numel()]).sum()
+    for k in range(0, full, rows):
+        wrong += (body[k:k + rows] != tile).sum()
+    return int(wrong.item())
 
 
 class Bench:
@@ -152,7 +155,9 @@ def _timed(ctx: RankContext, op: Callable[[], None], iters: int, graph_launches:
     _barrier(ctx)
     if graph_launches:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread-local: NCCL's proxy thread may allocate while this thread captures (nccl-tests captures
+        # with cudaStreamCaptureModeThreadLocal for that reason, common.cu)
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for _ in range(iters):
                 op()
         ctx.sync()

@@ -82,6 +82,8 @@ def _speeds(links: tuple[tuple[int, float | None], ...]) -> str:
 
 def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     want = expect.get("nvlinks_per_gpu")
+    if not any(g.links or g.all_inactive for g in gpus) and not want:
+        raise ProbeSkip(f"{UNLISTED}: no NVLink on this machine")  # only `collect` makes such GPUs
     best = max(g.active for g in gpus)
     fastest: dict[str, float] = {}  # per GPU model: GPUs of one model run their links at one speed
     for g in gpus:
@@ -94,7 +96,7 @@ def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeV
         down = [str(k) for k, s in g.links if s is None]
         if g.active == 0 and want != 0:  # nvlinks_per_gpu: 0 says a platform without NVLink (PCIe cards)
             problems.append("no active NVLink (all links inactive)" if g.all_inactive or g.links else
-                            "no link listed under this GPU")
+                            f"no link listed under this GPU{f'; platform expects {want}' if want else ''}")
         elif want is not None and g.active < want:
             problems.append(f"{g.active} active link(s); platform expects {want}")
         elif want is None and down:
@@ -119,12 +121,28 @@ def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeV
     return out
 
 
-def collect() -> str:
+UNLISTED = "nvidia-smi nvlink -s lists no link"
+
+
+def collect() -> str | tuple[NvlinkGpu, ...]:
+    """The text, or, where `nvlink -s` exits 0 and prints nothing (a node without NVLink; also an SXM H100
+    alone in a VM, driver 580.159.04: tests/fixtures/nvidia-smi-nvlink-s/h100-sxm-vm-empty.txt), every GPU
+    nvidia-smi lists with no link: `judge` skips that without an NVLink expectation and fails each GPU of a
+    platform that has NVLink, whose links a driver or fabric fault can hide just so. A non-zero exit was
+    an error in run()."""
     text = nvsmi.run("nvlink", "-s")
-    # a node without NVLink answers with exit 0 and no link line; a non-zero exit was an error in run()
-    if not re.search(r"^\s*Link \d+:|all links are inactive", text, re.MULTILINE | re.IGNORECASE):
-        raise ProbeSkip("nvidia-smi nvlink -s lists no link: no NVLink on this machine")
-    return text
+    if re.search(r"^\s*Link \d+:|all links are inactive", text, re.MULTILINE | re.IGNORECASE):
+        return text
+    listed = nvsmi.run("--query-gpu=index,name", "--format=csv,noheader")
+    gpus = []
+    for line in listed.splitlines():
+        index, _, name = line.partition(",")
+        if not index.strip().isdigit():
+            raise ProbeParseError(f"`nvidia-smi --query-gpu=index,name`: expected 'INDEX, NAME', got {line!r}")
+        gpus.append(NvlinkGpu(int(index), name.strip(), ()))
+    if not gpus:
+        raise ProbeSkip(f"{UNLISTED}, and nvidia-smi lists no GPU: no NVLink on this machine")
+    return tuple(gpus)
 
 
 PROBE = Probe(
