@@ -32,6 +32,21 @@ START_TIMEOUT = 180.0
 GRACE = 3.0
 IDLE = {"idle": True}  # the result of a rank in no group of its task (measure.run_task's own)
 NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are summarised
+_NCCL_WARN = re.compile(rb" NCCL WARN ")
+
+
+def nccl_warnings(log_dir: Path, pool: int, rank: int, lines: int = 3) -> tuple[str, str]:
+    """(file, its last `lines` NCCL WARN lines) from this rank's NCCL debug file
+    (measure.nccl_log.log_name; the newest where a rank restarted); ("", "") without one."""
+    try:
+        files = sorted(log_dir.glob(f"pool{pool}-nccl-rank{rank}.*.log"), key=lambda f: f.stat().st_mtime)
+        if not files:
+            return "", ""
+        with files[-1].open("rb") as fh:
+            warned = deque((ln for ln in fh if _NCCL_WARN.search(ln)), maxlen=lines)
+    except OSError:
+        return "", ""
+    return str(files[-1]), b"".join(warned).decode(errors="replace").rstrip()
 # What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
 _PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
                         r"ncclRemoteError|remote peer", re.IGNORECASE)
@@ -306,9 +321,14 @@ class WorkerPool:
             return ""
 
     def _quote(self, ranks: list[int], lines: int = 6) -> str:
-        """The last output lines of these ranks (those that wrote any), to say what they were doing."""
+        """The last output lines of these ranks (those that wrote any), to say what they were doing, and
+        NCCL's last warnings: with NCCL_DEBUG_FILE set (the timed pools) NCCL writes them there, not to
+        the rank's output, and they are usually the reason ("Duplicate GPU detected", "unhandled system
+        error")."""
         parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks[:NAMED]
                  if (text := self.tail(r, lines))]
+        parts += [f"\n--- rank {r} NCCL warnings ({where}):\n{text}" for r in ranks[:NAMED]
+                  for where, text in [nccl_warnings(self.log_dir, self.number, r)] if text]
         more = f"\n--- (the other {len(ranks) - NAMED}: {self.log_dir})" if len(ranks) > NAMED else ""
         if not parts:
             return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"

@@ -127,6 +127,25 @@ def test_a_dead_rank_is_named_and_the_ranks_that_answered_keep_their_results(poo
     assert failure.value.answered[0]["rows"][0]["wrong"] == 0
 
 
+# NCCL's own words, as it writes them to NCCL_DEBUG_FILE (ROCm/rccl#5656's log: host:pid:tid [dev] file:line NCCL WARN)
+NCCL_WARN = ('corona:927:927 [0] /src/rccl/hipify/src/init.cc:140 NCCL WARN NUMA auto balancing enabled which can '
+             'lead to variability in the RCCL performance! Disable by "sudo sysctl kernel.numa_balancing=0"')
+
+
+def test_a_dead_ranks_message_quotes_nccl_warnings_from_its_debug_file(pools: PoolManager) -> None:
+    """With NCCL_DEBUG_FILE set NCCL writes its WARN lines there, not to the rank's output: found on the
+    lent H100, where the failure message would otherwise miss NCCL's reason."""
+    pool = pools.get(PoolKey("gloo", 2))
+    (pool.log_dir / f"pool{pool.number}-nccl-rank1.4242.log").write_text(
+        "corona:927:927 [0] NCCL INFO Bootstrap : Using eth0\n" + NCCL_WARN + "\n")
+    with pytest.raises(RankFailure) as failure:
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "crash", "rank": 1}}, 30, groups=[[0], [1]])
+    message = str(failure.value)
+    assert f"--- rank 1 NCCL warnings ({pool.log_dir / f'pool{pool.number}-nccl-rank1.4242.log'}):" in message
+    assert NCCL_WARN in message and "Bootstrap" not in message
+    assert "rank 0 NCCL warnings" not in message
+
+
 def test_ranks_in_no_group_post_nothing_and_read_as_idle(pools: PoolManager) -> None:
     """A localization round leaves about half the ranks idle: they post no result, so the controller
     reads and verifies only the busy ranks' (docs/localize.md, dispatch)."""
