@@ -11,6 +11,8 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_count": ((int,), "GPUs the inventory and topology must show"),
     "gpu_model": ((str,), "text the GPU product name must contain, e.g. 'H100'"),
     "nvlinks_per_gpu": ((int,), "active NVLinks every GPU must have"),
+    "nvswitch_fabric": ((bool,), "whether every GPU must be registered with an NVSwitch fabric (State Completed, "
+                        "Status Success)"),
     "topology": ((dict,), "GPU<->GPU and GPU<->NIC link levels as nvidia-smi topo -m prints them (AMD: XGMI, PCIE)"),
     "acs_redirect": ((bool,), "whether ACS request/completion redirect may be on (true only on VMs)"),
     "pcie_gen": ((int,), "PCIe generation every GPU link must reach"),

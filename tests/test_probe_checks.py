@@ -23,7 +23,7 @@ def test_node_health_suite_on_this_machine(project: pytest.Pytester) -> None:
     for check in ("versions", "nccl-env", "pci-acs"):  # need no GPU: real verdicts here
         assert results[check]["outcome"] == "passed" and results[check]["verdicts"], check
     if not Path("/dev/nvidiactl").exists():
-        for check in ("topology", "nvlink", "ecc", "throttle"):
+        for check in ("topology", "nvlink", "fabric", "ecc", "throttle"):
             assert results[check]["outcome"] == "skipped" and "nvidia-smi" in results[check]["message"]
 
 

@@ -78,7 +78,7 @@ def test_skip_from_evidence_prints_skipped_and_exits_5():
 
 def test_list_names_every_probe():
     out = cc("probe", "--list")
-    for name in ("versions", "env", "pci-acs", "pcie-link", "topo", "numa", "nvlink", "ecc", "throttle", "gds", "ib"):
+    for name in ("versions", "env", "pci-acs", "pcie-link", "topo", "numa", "nvlink", "fabric", "ecc", "throttle", "gds", "ib"):
         assert f"\n{name} " in "\n" + out.stdout
 
 
@@ -91,7 +91,7 @@ def test_probe_all_on_this_machine_skips_gpu_probes_with_reasons():
     assert lines["pci-acs"] in ("PASSED", "FAILED", "SKIPPED")
     assert "ERROR" not in lines.values()
     if not Path("/proc/driver/nvidia").exists():
-        assert all(lines[p] == "SKIPPED" for p in ("topo", "nvlink", "ecc", "throttle"))
+        assert all(lines[p] == "SKIPPED" for p in ("topo", "nvlink", "fabric", "ecc", "throttle"))
 
 
 def test_platforms_list_shows_spec_values_and_sources():

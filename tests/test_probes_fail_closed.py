@@ -21,8 +21,8 @@ FAILURES = [
     ("Failed to initialize NVML: No supported GPUs were found", 255),         # kubernetes-sigs/dra-driver-nvidia-gpu#1008
     ("No devices were found", 6),  # NVIDIA/open-gpu-kernel-modules#862; status not shown there, 6 stands in
 ]
-COMMAND = {"ecc": "`nvidia-smi -q`", "throttle": "`nvidia-smi -q`", "nvlink": "`nvidia-smi nvlink -s`",
-           "numa": "`nvidia-smi topo -m`", "topo": "`nvidia-smi topo -m`"}
+COMMAND = {"ecc": "`nvidia-smi -q`", "throttle": "`nvidia-smi -q`", "fabric": "`nvidia-smi -q`",
+           "nvlink": "`nvidia-smi nvlink -s`", "numa": "`nvidia-smi topo -m`", "topo": "`nvidia-smi topo -m`"}
 
 
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stderr: str = "", code: int = 0, stdout: str = "") -> None:
@@ -44,7 +44,7 @@ def _no_nvml() -> nvsmi.NvsmiReport:
 
 
 @pytest.mark.parametrize("message, code", FAILURES, ids=["gpu-lost", "version-mismatch", "no-supported-gpus", "no-devices"])
-@pytest.mark.parametrize("name", ["ecc", "throttle", "nvlink", "numa"])
+@pytest.mark.parametrize("name", ["ecc", "throttle", "fabric", "nvlink", "numa"])
 def test_a_failing_nvidia_smi_is_an_error_naming_command_status_and_stderr(tmp_path, monkeypatch, name, message, code):
     stand_in(tmp_path, monkeypatch, message, code)
     outcome = run_live(get(name), {})
@@ -71,7 +71,7 @@ def test_an_nvidia_smi_killed_by_a_signal_is_an_error(tmp_path, monkeypatch):
     assert outcome.outcome == "error" and "`nvidia-smi -q` was killed by SIGSEGV" in outcome.reason
 
 
-@pytest.mark.parametrize("name", ["ecc", "throttle", "nvlink", "numa"])
+@pytest.mark.parametrize("name", ["ecc", "throttle", "fabric", "nvlink", "numa"])
 def test_only_a_missing_nvidia_smi_is_a_skip(tmp_path, monkeypatch, name):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no nvidia-smi anywhere on PATH
     monkeypatch.setattr(ecc, "read_nvml", _no_nvml)
@@ -90,6 +90,7 @@ def test_a_healthy_stand_in_passes_so_the_errors_above_come_from_the_failure(tmp
     stand_in(tmp_path, monkeypatch, stdout=body)
     assert run_live(get("ecc"), {}).outcome == "passed"
     assert run_live(get("throttle"), {}).outcome == "passed"
+    assert run_live(get("fabric"), {"nvswitch_fabric": True}).outcome == "passed"
 
 
 # -- crashed logs and text from other tools -----------------------------------------------------------
@@ -118,7 +119,7 @@ def test_versions_refuses_a_real_nvbandwidth_log_cut_by_a_real_abort():
 OWN = {
     "versions": {"nvidia-smi-q"}, "env": set(), "pci-acs": {"lspci-acs"}, "pcie-link": {"lspci-acs", "nvidia-smi-q"},
     "numa": {"nvidia-smi-topo"}, "nvlink": {"nvlink-status"}, "ecc": {"nvidia-smi-q"}, "throttle": {"nvidia-smi-q"},
-    "gds": {"gdscheck"}, "ib": {"ibstat", "ibv_devinfo"},
+    "fabric": {"nvidia-smi-q"}, "gds": {"gdscheck"}, "ib": {"ibstat", "ibv_devinfo"},
 }
 CAPTURES = sorted(TOOLS.glob("*/*.txt"))
 

@@ -22,6 +22,7 @@ _MODULES = {
     "topo": "topo",
     "numa": "numa",
     "nvlink": "nvlink",
+    "fabric": "fabric",
     "ecc": "ecc",
     "throttle": "throttle",
     "gds": "gds",
