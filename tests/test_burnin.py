@@ -129,8 +129,8 @@ def test_the_cpu_burn_in_suite_collects():
 
 @pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
 def test_every_check_of_the_gpu_burn_in_suite_has_its_limits(platform):
-    """suites/burn-in.yaml is judged on the 8-GPU profiles without a check id of its own in them: through
-    per-kind defaults and a named limit (a GPU run is the proof; this is what can be checked here)."""
+    """suites/burn-in.yaml is judged on the 8-GPU profiles through per-kind defaults, a named limit and,
+    for the fp8 burn alone, a check entry of its own (checks.burn-fp8-20min): no check meets 'no threshold'."""
     from clustercheck.judge import check_metrics, rules_for
     from clustercheck.profiles import search_path
     from clustercheck.suite import load_suite
