@@ -87,10 +87,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "ECC, row remap and NVLink errors through NVML) and kernel log (Xid, AER, MCE lines) around every check: "
         "an increase beyond its allowance fails that item, naming counter, device and delta; a counter that "
         "cannot be read is an error", cli_flag="--counters", default=False, flag=True),
-    Opt("topology", "--topology", "scope localize: the cluster's switch tree, a Slurm topology.conf or a .json "
-        "mapping ({switch: {nodes: HOSTLIST, switches: [...]}}); the screening rings follow its leaf switches and "
-        "a slow switch uplink can be named; nodes of the run missing from it are an error (default: none)",
-        type=Path, metavar="FILE"),
+    Opt("topology", "--topology", "scope localize: the cluster's switch tree, a Slurm topology.conf, a .json "
+        "mapping ({switch: {nodes: HOSTLIST, switches: [...]}}) or the word 'slurm' (what `scontrol show "
+        "topology` says); the screening rings follow its leaf switches and a slow switch uplink can be named; "
+        "nodes of the run missing from it are an error (default: none)", metavar="FILE|slurm"),
     Opt("repeat", "--repeat", "burn-in: run the suite N times in one session (pools kept); each result "
         "carries its repetition, and each item is summarised: pass ratio, min/median/max, trend", type=int,
         metavar="N"),
@@ -127,7 +127,7 @@ class Options:
     repeat: int | None = None
     duration: float | None = None  # seconds
     counters: bool = False
-    topology: Path | None = None  # scope localize: topology.conf or .json (checked when options resolve)
+    topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
 
     @property
     def repeating(self) -> bool:
@@ -155,9 +155,9 @@ def resolve(get: Callable[[str], Any]) -> Options:
             raise UserError("--repeat and --duration: give one (a count of repetitions, or a time to fill)")
     values["thresholds"] = search_path(values["thresholds"] or ())
     if values["topology"] is not None:
-        from clustercheck.localize.topology import load_topology
+        from clustercheck.localize.topology import read_topology
 
-        load_topology(values["topology"])  # a mistake in it is the user's: file, line and key, before any run
+        read_topology(values["topology"])  # a mistake in it is the user's: file, line and key, before any run
     return Options(**values)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from clustercheck import scopes
 from clustercheck.checks import KINDS, Answers
 from clustercheck.errors import HarnessError, Skip
-from clustercheck.localize.topology import Topology, check_nodes, load_topology
+from clustercheck.localize.topology import SCONTROL, SLURM, Topology
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, RankFailure, WorkerPool
 from clustercheck.scopes import Where
@@ -34,10 +34,11 @@ class Layout:
 
 
 class Runner:
-    def __init__(self, pools: PoolManager, options: Options, layout: Layout) -> None:
+    def __init__(self, pools: PoolManager, options: Options, layout: Layout, topology: Topology | None = None) -> None:
         self.pools = pools
         self.options = options
         self.layout = layout
+        self.topology = topology  # --topology, read once when the session started, cut to the run's nodes
         self.repetition = 1  # of a repeated run (--repeat, --duration): a fault may target one
         # --counters: each node's last snapshot (as_dict), and per node what rose in the last check's window
         self.snapshots: dict[str, dict[str, Any]] = {}
@@ -150,23 +151,15 @@ class Runner:
                 return dict(exc.answered)
 
         t0 = time.monotonic()
-        topology = self._topology()
-        info["topology"] = f"{self.options.topology} ({len(set(topology.leaf_of.values()))} leaf switch(es))" \
+        topology = self.topology
+        source = SCONTROL if self.options.topology == SLURM else self.options.topology
+        info["topology"] = f"{source} ({len(set(topology.leaf_of.values()))} leaf switch(es))" \
             if topology is not None else "none"
         found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
         info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
         if self.options.counters:
             self._close_window(key)
         return found, rows, info
-
-    def _topology(self) -> Topology | None:
-        """--topology, cut to this run's nodes (a cluster's file names many more); a run node under no
-        switch is the user's error, named, before any round runs."""
-        if self.options.topology is None:
-            return None
-        full = load_topology(self.options.topology)
-        check_nodes(full, self.layout.nodes, str(self.options.topology))
-        return Topology.build({n: full.leaf_of[n] for n in self.layout.nodes}, full.parent_of)
 
     SNAPSHOT_TIMEOUT = 60.0
 

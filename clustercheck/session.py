@@ -84,10 +84,11 @@ class CheckSession:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
         try:
+            topology = None
             if opts.topology is not None:  # a run node under no switch: the user's error, before any check
-                from clustercheck.localize.topology import check_nodes, load_topology
+                from clustercheck.localize.topology import for_nodes
 
-                check_nodes(load_topology(opts.topology), self.nodes, str(opts.topology))
+                topology = for_nodes(opts.topology, self.nodes)
             _make_dir(opts.out, self.run_dir)
         except UserError:
             if first is not None:
@@ -97,7 +98,7 @@ class CheckSession:
         _point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
-        self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node))
+        self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
         self.runner.allowances = self.profile.counters or None
         self.record.append({
             "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),

@@ -6,9 +6,10 @@ session share it. docs/localize.md has the design, its bound and the measured ta
 
 from clustercheck.localize.model import Evidence, Finding, Group, Outcome, Part, Verdicts, exercised, ring_edges
 from clustercheck.localize.planner import Planner, Ring, screen_rings
-from clustercheck.localize.topology import Topology, load_topology, parse_topology_conf, topology_from_mapping
+from clustercheck.localize.topology import (Topology, load_topology, parse_topology_conf, read_topology,
+                                            topology_from_mapping)
 
 __all__ = [
     "Evidence", "Finding", "Group", "Outcome", "Part", "Planner", "Ring", "Topology", "Verdicts", "exercised",
-    "load_topology", "parse_topology_conf", "ring_edges", "screen_rings", "topology_from_mapping",
+    "load_topology", "parse_topology_conf", "read_topology", "ring_edges", "screen_rings", "topology_from_mapping",
 ]

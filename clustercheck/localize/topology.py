@@ -1,14 +1,17 @@
 """Switch tree of a cluster: which leaf switch each node hangs from, and which switch is above which.
 
 Read from Slurm's topology.conf (topology/tree lines `SwitchName=s0 Nodes=dev[0-5]`, `SwitchName=s3
-Switches=s[0-2]`; topology/block lines `BlockName=b1 Nodes=...` are read as leaves with no parent), or
-from a JSON mapping of the same shape: `{"s0": {"nodes": "dev[0-5]"}, "s3": {"switches": ["s0", "s1"]}}`.
+Switches=s[0-2]`; topology/block lines `BlockName=b1 Nodes=...` are read as leaves with no parent), from
+a JSON mapping of the same shape: `{"s0": {"nodes": "dev[0-5]"}, "s3": {"switches": ["s0", "s1"]}}`, or
+from the running Slurm (`slurm`: `scontrol show topology`, which prints topology.conf's lines with
+`Level=` and `LinkSpeed=` added and, on a switch above others, every node below it in `Nodes=`).
 Format reference: Slurm's topology.conf(5), SchedMD/slurm doc/man/man5/topology.conf.5 (EXAMPLE).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -19,6 +22,8 @@ import hostlist
 from clustercheck.errors import UserError
 
 _KEYS = {"switchname", "blockname", "nodes", "switches", "linkspeed", "blocksizes"}
+SLURM = "slurm"  # --topology slurm: ask the running Slurm (scontrol show topology)
+SCONTROL = "scontrol show topology"
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,11 @@ class Topology:
         return tuple(s for s in pa if s not in common) + tuple(s for s in pb if s not in common)
 
 
-def parse_topology_conf(text: str, source: str = "topology.conf") -> Topology:
-    """Slurm's topology.conf (tree or block plugin lines); a mistake is one UserError line."""
+def parse_topology_conf(text: str, source: str = "topology.conf", scontrol: bool = False) -> Topology:
+    """Slurm's topology.conf (tree or block plugin lines); a mistake is one UserError line. With
+    `scontrol`, the lines `scontrol show topology` prints: keys Slurm adds (Level, LinkSpeed, others in
+    later versions) are passed over, and a switch above others takes its nodes from them, not from the
+    `Nodes=` that lists every node below it."""
     leaf_of: dict[str, str] = {}
     children: dict[str, list[str]] = {}
     where: dict[str, int] = {}
@@ -69,7 +77,7 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> Topology:
             key, eq, value = token.partition("=")
             if not eq or not value:
                 raise UserError(f"expected Key=Value, got {token!r}", file=source, line=number)
-            if key.lower() not in _KEYS:
+            if key.lower() not in _KEYS and not scontrol:
                 raise UserError("unknown key (topology/tree or topology/block lines: SwitchName, BlockName, Nodes, "
                                 "Switches, LinkSpeed)", file=source, line=number, key=key)
             fields[key.lower()] = value
@@ -83,7 +91,8 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> Topology:
         where[name] = number
         if "nodes" not in fields and "switches" not in fields:
             raise UserError(f"switch {name!r} has neither Nodes= nor Switches=", file=source, line=number)
-        for node in _expand(fields.get("nodes", ""), source, number, "Nodes"):
+        below = fields.get("nodes", "") if not (scontrol and "switches" in fields) else ""
+        for node in _expand(below, source, number, "Nodes"):
             if node in leaf_of:
                 raise UserError(f"node {node!r} is already under switch {leaf_of[node]!r}", file=source,
                                 line=number, key="Nodes")
@@ -126,6 +135,32 @@ def load_topology(path: str | Path) -> Topology:
     return parse_topology_conf(text, str(p))
 
 
+def read_topology(spec: str | Path) -> Topology:
+    """--topology: `slurm` asks the running Slurm; anything else is a topology.conf or .json file."""
+    return slurm_topology() if str(spec) == SLURM else load_topology(spec)
+
+
+def slurm_topology(timeout: float = 30.0) -> Topology:
+    """The switch tree the running Slurm holds. No scontrol, a failing one or an empty answer (no
+    TopologyPlugin: scontrol says 'No topology information available' on stderr and exits 0) is one
+    UserError line: localizing without the tree the user asked for would name switches wrongly."""
+    try:
+        res = subprocess.run(SCONTROL.split(), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise UserError("--topology slurm: scontrol is not on PATH (run inside a Slurm allocation, or give "
+                        "a topology.conf)") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"--topology slurm: {SCONTROL} gave no answer in {timeout:g} s") from None
+    said = " ".join(res.stderr.split())[:300]
+    if res.returncode != 0:
+        raise UserError(f"--topology slurm: {SCONTROL} exited {res.returncode}: {said or 'no message'}")
+    if not res.stdout.strip():
+        raise UserError(f"--topology slurm: Slurm holds no switch tree ({SCONTROL} printed nothing"
+                        + (f"; it said: {said}" if said else "") + "); set TopologyPlugin=topology/tree "
+                        "with a topology.conf, or give --topology FILE")
+    return parse_topology_conf(res.stdout, SCONTROL, scontrol=True)
+
+
 def _names(value: Any, source: str, key: str) -> list[str]:
     if isinstance(value, str):
         return _expand(value, source, None, key)
@@ -163,6 +198,15 @@ def _link(leaf_of: dict[str, str], children: dict[str, list[str]], where: dict[s
             if s in seen:
                 raise UserError(f"switches form a loop: {' -> '.join([*seen, s])}", file=source, line=where.get(s))
     return Topology.build(leaf_of, parent_of)
+
+
+def for_nodes(spec: str | Path, nodes: Iterable[str]) -> Topology:
+    """--topology read and cut to a run's nodes (a cluster's tree names many more); a run node under no
+    switch is the user's error, named before any check runs."""
+    nodes = list(nodes)
+    full = read_topology(spec)
+    check_nodes(full, nodes, SCONTROL if str(spec) == SLURM else str(spec))
+    return Topology.build({n: full.leaf_of[n] for n in nodes}, full.parent_of)
 
 
 def check_nodes(topology: Topology, nodes: Iterable[str], source: str = "topology") -> None:

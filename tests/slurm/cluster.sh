@@ -192,9 +192,17 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=30
 Waittime=0
+# A switch tree (topology.conf beside this file): ccnode1-2 under leaf ccleaf1, ccnode3 under ccleaf2,
+# both under ccspine. `clustercheck run --topology slurm` reads it back through `scontrol show topology`.
+TopologyPlugin=topology/tree
 
 NodeName=ccnode[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[${ports[0]},${ports[1]},${ports[2]}] CPUs=${CPUS_PER_NODE} Sockets=1 CoresPerSocket=${CPUS_PER_NODE} ThreadsPerCore=1 RealMemory=${MEM_PER_NODE} State=UNKNOWN
 PartitionName=debug Nodes=ccnode[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+    cat >"$dir/topology.conf" <<EOF
+SwitchName=ccleaf1 Nodes=ccnode[1-2]
+SwitchName=ccleaf2 Nodes=ccnode3
+SwitchName=ccspine Switches=ccleaf[1-2]
 EOF
 }
 

@@ -143,6 +143,34 @@ def test_killed_rank_errors_its_node_only_names_it_and_excludes_no_node(slurm: d
     assert "exclude: none" in res.stdout
 
 
+def test_the_switch_tree_comes_from_the_running_slurm(slurm: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster.sh's topology.conf (ccnode1-2 under ccleaf1, ccnode3 under ccleaf2, both under ccspine),
+    read back through `scontrol show topology` as --topology slurm does."""
+    from clustercheck.localize.topology import slurm_topology
+
+    monkeypatch.setenv("SLURM_CONF", slurm["SLURM_CONF"])
+    topo = slurm_topology()
+    assert dict(topo.leaf_of) == {"ccnode1": "ccleaf1", "ccnode2": "ccleaf1", "ccnode3": "ccleaf2"}, \
+        "a test cluster started before cluster.sh set TopologyPlugin: restart it"
+    assert dict(topo.parent_of) == {"ccleaf1": "ccspine", "ccleaf2": "ccspine"}
+
+
+def test_scope_localize_under_slurm_reads_the_tree_from_scontrol(slurm: dict, work: Path) -> None:
+    (work / "s.yaml").write_text("""checks:
+  - id: fabric
+    measure: all_reduce
+    scope: localize
+    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1, placements: [in]}
+""")
+    (work / "th" / "cpu.yaml").write_text(LIMITS.replace("ar-cluster:", "fabric:"))
+    res = run(slurm, work, "--topology", "slurm")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    found = {r["name"]: r for r in results(work)["results"]}
+    assert {n: r["outcome"] for n, r in found.items()} == {
+        "fabric": "passed", "fabric[ccnode1]": "passed", "fabric[ccnode2]": "passed", "fabric[ccnode3]": "passed"}
+    assert "scontrol show topology (2 leaf switch(es))" in json.dumps(found["fabric"])
+
+
 def test_hosts_launcher_runs_the_suite_with_a_template_and_no_ssh(work: Path) -> None:
     cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
            "--launcher", "hosts", "--hosts", "h[1-3]", "--host-command", "env CC_HOST={host} {python}"]
