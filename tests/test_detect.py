@@ -42,9 +42,24 @@ def test_each_platform_matches_exactly_one_profile(want, f):
     facts(4, (0x2330,), 18),                   # half a node: four GPUs missing
     facts(8, (0x2330,), None),                 # links unknown (NVML stopped answering): the device id decides
     facts(0, pci=(0x2330,) * 8),               # H100s on the bus, driver not loaded
+    facts(1, (0x2330,), 18),                   # seven GPUs gone: the one left has an HGX GPU's 18 NVLinks
 ])
 def test_a_node_with_gpus_missing_or_nvml_down_is_still_its_platform(f):
     assert [n for n, p in PROFILES.items() if matches(p, f)] == ["h100-sxm-8x"]
+
+
+def test_one_gpu_with_nvlinks_is_an_hgx_board_short_of_seven_and_fails_as_one():
+    """A node whose HGX board lost seven GPUs from the bus must not read as a healthy one-GPU machine:
+    its GPU still has 18 NVLinks, so the 8-GPU profile judges it and its versions check fails (1 of 8).
+    One GPU without NVLinks (passed through to a VM, as on the lent H100) is the 1x platform."""
+    from clustercheck.probes import versions
+
+    for gpu_id, board in ((0x2330, "h100-sxm"), (0x2335, "h200-sxm")):
+        assert detect(THRESHOLDS, facts(1, (gpu_id,), 18)).name == f"{board}-8x"
+        assert detect(THRESHOLDS, facts(1, (gpu_id,), 0)).name == f"{board}-1x"
+    one = versions.Inventory(1, ("NVIDIA H100 80GB HBM3",), "580.159.04", "13.0", None, None, None)
+    (count,) = [v for v in versions.judge(one, PROFILES["h100-sxm-8x"].expect) if v.what == "GPU count"]
+    assert not count.passed and "1 GPU(s)" in count.detail and "platform expects 8" in count.detail
 
 
 def test_of_two_profiles_of_one_gpu_the_nearest_count_at_or_above_wins(tmp_path):

@@ -602,7 +602,7 @@ def test_single_gpu_profiles_have_no_peers():
     for name, hbm in (("h100-sxm-1x", 3350), ("h200-sxm-1x", 4800)):
         profile = load_named(THRESHOLDS, name)
         assert profile.detect["gpu_count"] == profile.expect["gpu_count"] == 1
-        assert "nvlink" not in profile.hardware and "nvlinks_per_gpu" not in profile.detect
+        assert "nvlink" not in profile.hardware and profile.detect["nvlinks_per_gpu"] == 0  # an HGX GPU has 18
         assert not {"allreduce-default", "p2p-matrix"} & set(profile.limits)
         assert profile.limits["device-memory"]["bandwidth"].spec_sources[0].startswith(
             f"spec.hbm.bandwidth = {hbm} GB/s")
