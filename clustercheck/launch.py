@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import ipaddress
 import socket
 import subprocess
 import sys
@@ -32,6 +33,7 @@ WORKER = ["-m", "clustercheck.worker"]
 class Launcher:
     kind = "local"
     nodes: tuple[str, ...] = ()
+    store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
 
     def store_bind(self) -> tuple[str, str]:
         """(address to listen on, address the ranks connect to)."""
@@ -112,11 +114,11 @@ class LocalLauncher(Launcher):
                        env, logs[r], key, new_session=False) for r in range(nranks)]
 
 
-def _advertised() -> str:
-    """The address other nodes reach this controller at: $CC_STORE_ADDR when set (where the hostname
-    resolves to loopback, or to an address the nodes cannot route to, such as hosts that are network
-    namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
-    if addr := os.environ.get("CC_STORE_ADDR"):
+def advertised(store_addr: str | None = None) -> str:
+    """The address other nodes reach this controller at: --store-addr, else $CC_STORE_ADDR (set either
+    where the hostname resolves to loopback, or to an address the nodes cannot route to, such as hosts
+    that are network namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
+    if addr := store_addr or os.environ.get("CC_STORE_ADDR"):
         return addr
     try:
         return socket.gethostbyname(socket.getfqdn())
@@ -124,12 +126,27 @@ def _advertised() -> str:
         return socket.gethostname()
 
 
+def loopback(addr: str) -> bool:
+    """127.0.0.0/8, ::1 or `localhost`: reachable from this machine only."""
+    if addr.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False  # a name: the ranks resolve it
+
+
+STORE_HINT = ("the store was advertised at {addr}, a loopback address (this controller's hostname resolves "
+              "to it): ranks on other machines cannot reach it; give --store-addr with an address they can reach")
+
+
 class SlurmLauncher(Launcher):
     kind = "slurm"
 
-    def __init__(self) -> None:
+    def __init__(self, store_addr: str | None = None) -> None:
         import hostlist
 
+        self.store_addr = store_addr
         nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
         if not nodelist:
             raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
@@ -137,7 +154,7 @@ class SlurmLauncher(Launcher):
         self.nodes = tuple(hostlist.expand_hostlist(nodelist))
 
     def store_bind(self) -> tuple[str, str]:
-        return "0.0.0.0", _advertised()
+        return "0.0.0.0", advertised(self.store_addr)
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
@@ -161,7 +178,8 @@ class SlurmLauncher(Launcher):
 class HostsLauncher(Launcher):
     kind = "hosts"
 
-    def __init__(self, hosts: list[str], template: str) -> None:
+    def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
+        self.store_addr = store_addr
         if not hosts:
             raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
         try:
@@ -174,7 +192,7 @@ class HostsLauncher(Launcher):
         self.words = words
 
     def store_bind(self) -> tuple[str, str]:
-        return "0.0.0.0", _advertised()
+        return "0.0.0.0", advertised(self.store_addr)
 
     def argv(self, host: str) -> list[str]:
         subst = {"{host}": host, "{python}": sys.executable}
@@ -201,11 +219,11 @@ class HostsLauncher(Launcher):
         return procs
 
 
-def make_launcher(kind: str, hosts: str | None, template: str) -> Launcher:
+def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
     if kind == "local":
         return LocalLauncher()
     if kind == "slurm":
-        return SlurmLauncher()
+        return SlurmLauncher(store_addr)
     if kind == "hosts":
         import hostlist
 
@@ -213,5 +231,5 @@ def make_launcher(kind: str, hosts: str | None, template: str) -> Launcher:
             names = hostlist.expand_hostlist(hosts or "")
         except hostlist.BadHostlist as exc:
             raise UserError(f"--hosts {hosts!r}: {exc}") from None
-        return HostsLauncher(names, template)
+        return HostsLauncher(names, template, store_addr)
     raise UserError(f"unknown launcher {kind!r}")

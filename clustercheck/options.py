@@ -67,6 +67,9 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("host_command", "--host-command", "how --launcher hosts runs Python on a host; split like a shell "
         "would, never run by one; {host} and {python} are filled in (default: 'ssh {host} {python}')",
         default="ssh {host} {python}", metavar="TEMPLATE"),
+    Opt("store_addr", "--store-addr", "slurm and hosts launchers: the address ranks on other machines reach "
+        "this controller at (its rank store); default: $CC_STORE_ADDR, else the IP this machine's hostname "
+        "resolves to, which on many systems is loopback", metavar="ADDR"),
     Opt("pair_strategy", "--pair-strategy", "scope pair: every node pair in rounds of disjoint pairs, or one "
         "round of random pairs", default="rounds", choices=("rounds", "random")),
     Opt("pair_seed", "--pair-seed", "seed of --pair-strategy random (default 0)", default=0, type=int,
@@ -115,6 +118,7 @@ class Options:
     faults: dict[str, tuple[str, int | None, int | None]] = field(default_factory=dict)  # id -> (kind, rank, rep)
     compare: str | None = None  # a saved run to judge regressions against, item by item
     launcher: str = "local"
+    store_addr: str | None = None
     hosts: str | None = None
     host_command: str = "ssh {host} {python}"
     pair_strategy: str = "rounds"
@@ -153,6 +157,11 @@ def resolve(get: Callable[[str], Any]) -> Options:
         values["duration"] = parse_duration(values["duration"])
         if values["repeat"] is not None:
             raise UserError("--repeat and --duration: give one (a count of repetitions, or a time to fill)")
+    if values["store_addr"] is not None:
+        if not values["store_addr"].strip() or any(c.isspace() for c in values["store_addr"]):
+            raise UserError(f"--store-addr takes one address or host name, got {values['store_addr']!r}")
+        if values["launcher"] == "local":
+            raise UserError("--store-addr is for --launcher slurm or hosts: local ranks reach the store on 127.0.0.1")
     values["thresholds"] = search_path(values["thresholds"] or ())
     if values["topology"] is not None:
         from clustercheck.localize.topology import read_topology

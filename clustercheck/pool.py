@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from clustercheck import wire
 from clustercheck.errors import HarnessError, escape
-from clustercheck.launch import Launcher, LocalLauncher
+from clustercheck.launch import STORE_HINT, Launcher, LocalLauncher, loopback
 
 START_TIMEOUT = 180.0
 # After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
@@ -131,7 +131,14 @@ class WorkerPool:
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
         self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
-        self._wait(keys, START_TIMEOUT, "starting the ranks")
+        try:
+            self._wait(keys, START_TIMEOUT, "starting the ranks")
+        except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
+            if self.launcher.kind == "local" or not loopback(advertised):
+                raise
+            first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
+            raise RankFailure(f"{first} ({STORE_HINT.format(addr=advertised)}){nl}{rest}", exc.answered,
+                              exc.failed) from None
         self.ranks = [self._read(k) for k in keys.values()]
 
     def alive(self) -> bool:

@@ -34,7 +34,7 @@ FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sy
 class CheckSession:
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
-        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command)
+        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command, options.store_addr)
         self.argv = argv
         self.started = False
         self.facts: platform_mod.Facts | None = None

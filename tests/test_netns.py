@@ -22,6 +22,8 @@ from typing import Iterator
 
 import pytest
 
+from clustercheck.exitcodes import Exit
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from netns import IFNAME, NetBed, netbed, unavailable, wait_gone  # noqa: E402
 
@@ -95,8 +97,9 @@ def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, t
     (tmp_path / "th" / "cpu.yaml").write_text(LIMITS)
     (tmp_path / "s.yaml").write_text(SUITE)
     cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
-           "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1"]
-    env = {**os.environ, "CC_STORE_ADDR": bed.root_addr}
+           "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1",
+           "--store-addr", bed.root_addr]  # the flag, not $CC_STORE_ADDR: it must reach the ranks
+    env = {k: v for k, v in os.environ.items() if k != "CC_STORE_ADDR"}
     res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
     outcomes = {r["node"]: r["outcome"] for r in data["results"]}
@@ -109,6 +112,21 @@ def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, t
     assert res.returncode == 1  # failed items: the run's verdict
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == f"{slow}\n"  # it failed 3 partners
     assert {r["host"] for r in data["results"][0]["pool"]["ranks"]} == set(bed.hosts)
+
+
+def test_a_store_the_hosts_cannot_reach_is_said_with_what_to_give(bed: NetBed, tmp_path: Path) -> None:
+    """The controller's hostname resolving to loopback (Debian's 127.0.1.1, or 127.0.0.1 here) is the
+    first thing a new cluster hits: ranks in other namespaces cannot reach 127.0.0.1 of this one. The
+    run stops before any check, in one line that says to give --store-addr (not a pass, not a hang)."""
+    (tmp_path / "s.yaml").write_text(SUITE)
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--out", "out", "--launcher", "hosts",
+           "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1", "--store-addr", "127.0.0.1"]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    out = res.stdout + res.stderr
+    (line,) = [ln for ln in out.splitlines() if "could not read the nodes' platform facts" in ln]
+    assert "during starting the ranks" in line and "the store was advertised at 127.0.0.1, a loopback address" \
+        in line and "give --store-addr" in line, out[-3000:]
+    assert res.returncode == Exit.BAD_INPUT and "Traceback" not in out, out[-3000:]
 
 
 def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path: Path,
