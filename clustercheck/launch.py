@@ -39,6 +39,11 @@ class Launcher:
         """(address to listen on, address the ranks connect to)."""
         return "127.0.0.1", "127.0.0.1"
 
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        """Where this launcher puts a rank, before the rank says so itself; None where another program
+        places it (srun)."""
+        return socket.gethostname()
+
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         """Start the ranks with `env` (the controller's environment plus the pool's); `check_env`, the
@@ -156,6 +161,9 @@ class SlurmLauncher(Launcher):
     def store_bind(self) -> tuple[str, str]:
         return "0.0.0.0", advertised(self.store_addr)
 
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        return None  # srun places the tasks (its distribution may be set by the user's environment)
+
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         per_node = nranks // len(self.nodes)
@@ -193,6 +201,9 @@ class HostsLauncher(Launcher):
 
     def store_bind(self) -> tuple[str, str]:
         return "0.0.0.0", advertised(self.store_addr)
+
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        return self.nodes[rank // max(1, nranks // len(self.nodes))]  # as start() places them
 
     def argv(self, host: str) -> list[str]:
         subst = {"{host}": host, "{python}": sys.executable}

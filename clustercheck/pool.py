@@ -342,7 +342,10 @@ class WorkerPool:
         return "".join(parts) + more
 
     def _host(self, rank: int) -> str:
-        return self.ranks[rank]["host"] if rank < len(self.ranks) else "localhost"
+        """The host a rank said it runs on; before it said so (a failed start), where it was sent."""
+        if rank < len(self.ranks):
+            return str(self.ranks[rank]["host"])
+        return self.launcher.node_of(rank, self.key.nranks) or "host not yet known"
 
     def tail(self, rank: int, lines: int = 8) -> str:
         """The last lines this rank wrote (from srun's merged, rank-prefixed log under Slurm)."""

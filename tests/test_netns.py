@@ -126,6 +126,7 @@ def test_a_store_the_hosts_cannot_reach_is_said_with_what_to_give(bed: NetBed, t
     (line,) = [ln for ln in out.splitlines() if "could not read the nodes' platform facts" in ln]
     assert "during starting the ranks" in line and "the store was advertised at 127.0.0.1, a loopback address" \
         in line and "give --store-addr" in line, out[-3000:]
+    assert f"({bed.hosts[0]})" in line and "localhost" not in line, line  # ranks named by where they were sent
     assert res.returncode == Exit.BAD_INPUT and "Traceback" not in out, out[-3000:]
 
 
