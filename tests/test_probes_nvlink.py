@@ -112,7 +112,7 @@ def test_not_nvlink_status_is_a_parse_error(bad):
         nvlink.parse(bad)
 
 
-def _silent_nvlink(tmp_path, monkeypatch) -> None:
+def _silent_nvlink(tmp_path, monkeypatch, listed: str = "0, NVIDIA H100 80GB HBM3") -> None:
     """A stand-in nvidia-smi that answers `nvlink -s` as the lent H100 alone in a VM did (exit 0, nothing:
     fixtures/gpu-validation/h100-sxm-vm-580-nvlink-s-empty.txt) and lists that one GPU."""
     import os
@@ -125,7 +125,7 @@ def _silent_nvlink(tmp_path, monkeypatch) -> None:
     bin_dir.mkdir()
     script = bin_dir / "nvidia-smi"
     script.write_text('#!/bin/sh\ncase "$1" in nvlink) exit 0;; --query-gpu=index,name) '
-                      'echo "0, NVIDIA H100 80GB HBM3"; exit 0;; esac\nexit 9\n')
+                      f'printf "{listed}"; exit 0;; esac\nexit 9\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
 
@@ -147,3 +147,16 @@ def test_a_node_that_lists_no_link_is_a_skip_where_no_nvlink_is_expected(tmp_pat
     _silent_nvlink(tmp_path, monkeypatch)
     outcome = run_live(get("nvlink"), expect)
     assert outcome.outcome == "skipped" and outcome.reason == "nvidia-smi nvlink -s lists no link: no NVLink on this machine"
+
+
+def test_a_node_that_lists_neither_link_nor_gpu_fails_an_nvlink_platform_and_skips_elsewhere(tmp_path, monkeypatch):
+    """nvidia-smi answering with exit 0 and no GPU at all: never a skip where the platform has NVLink."""
+    from clustercheck.probes import get, run_live
+
+    _silent_nvlink(tmp_path, monkeypatch, listed="")
+    outcome = run_live(get("nvlink"), {"nvlinks_per_gpu": 18})
+    assert outcome.outcome == "failed", outcome
+    (verdict,) = outcome.verdicts
+    assert verdict.subject == "node" and "lists no GPU; platform expects 18 per GPU" in verdict.detail
+    outcome = run_live(get("nvlink"), {})
+    assert outcome.outcome == "skipped" and "nvidia-smi lists no GPU: no NVLink on this machine" in outcome.reason

@@ -83,7 +83,11 @@ def _speeds(links: tuple[tuple[int, float | None], ...]) -> str:
 def judge(gpus: tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     want = expect.get("nvlinks_per_gpu")
     if not any(g.links or g.all_inactive for g in gpus) and not want:
-        raise ProbeSkip(f"{UNLISTED}: no NVLink on this machine")  # only `collect` makes such GPUs
+        raise ProbeSkip(f"{UNLISTED}{'' if gpus else ', and nvidia-smi lists no GPU'}: no NVLink on this "
+                        f"machine")  # only `collect` makes such GPUs, or none
+    if not gpus:  # a platform with NVLink whose nvidia-smi shows neither links nor GPUs: the node fails
+        return [ProbeVerdict("node", "active NVLinks", False, f"{UNLISTED} and nvidia-smi lists no GPU; platform "
+                             f"expects {want} per GPU", measured=0, expected=want)]
     best = max(g.active for g in gpus)
     fastest: dict[str, float] = {}  # per GPU model: GPUs of one model run their links at one speed
     for g in gpus:
@@ -140,8 +144,6 @@ def collect() -> str | tuple[NvlinkGpu, ...]:
         if not index.strip().isdigit():
             raise ProbeParseError(f"`nvidia-smi --query-gpu=index,name`: expected 'INDEX, NAME', got {line!r}")
         gpus.append(NvlinkGpu(int(index), name.strip(), ()))
-    if not gpus:
-        raise ProbeSkip(f"{UNLISTED}, and nvidia-smi lists no GPU: no NVLink on this machine")
     return tuple(gpus)
 
 
