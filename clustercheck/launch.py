@@ -14,10 +14,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shlex
-import ipaddress
 import socket
 import subprocess
 import sys
@@ -202,8 +202,8 @@ class HostsLauncher(Launcher):
     def store_bind(self) -> tuple[str, str]:
         return "0.0.0.0", advertised(self.store_addr)
 
-    def node_of(self, rank: int, nranks: int) -> str | None:
-        return self.nodes[rank // max(1, nranks // len(self.nodes))]  # as start() places them
+    def node_of(self, rank: int, nranks: int) -> str:
+        return self.nodes[rank // max(1, nranks // len(self.nodes))]  # ranks in blocks of one node's
 
     def argv(self, host: str) -> list[str]:
         subst = {"{host}": host, "{python}": sys.executable}
@@ -222,7 +222,7 @@ class HostsLauncher(Launcher):
         travel = rank_env(env, check_env=check_env)  # laid over the remote login's own environment
         procs = []
         for r in range(nranks):
-            host = self.nodes[r // per_node]
+            host = self.node_of(r, nranks)
             args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
                     "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",
                     "--backend", env["CC_BACKEND"]]

@@ -32,6 +32,11 @@ START_TIMEOUT = 180.0
 GRACE = 3.0
 IDLE = {"idle": True}  # the result of a rank in no group of its task (measure.run_task's own)
 NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are summarised
+# What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
+_PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
+                        r"ncclRemoteError|remote peer", re.IGNORECASE)
+# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
+_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 _NCCL_WARN = re.compile(rb" NCCL WARN ")
 
 
@@ -47,11 +52,6 @@ def nccl_warnings(log_dir: Path, pool: int, rank: int, lines: int = 3) -> tuple[
     except OSError:
         return "", ""
     return str(files[-1]), b"".join(warned).decode(errors="replace").rstrip()
-# What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
-_PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
-                        r"ncclRemoteError|remote peer", re.IGNORECASE)
-# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
-_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from clustercheck import scopes
 from clustercheck.checks import KINDS, Answers
 from clustercheck.errors import HarnessError, Skip
-from clustercheck.localize.topology import SCONTROL, SLURM, Topology
+from clustercheck.localize.topology import Topology, source_of
 from clustercheck.options import Options
 from clustercheck.pool import PoolKey, PoolManager, RankFailure, WorkerPool
 from clustercheck.scopes import Where
@@ -152,9 +152,8 @@ class Runner:
 
         t0 = time.monotonic()
         topology = self.topology
-        source = SCONTROL if self.options.topology == SLURM else self.options.topology
-        info["topology"] = f"{source} ({len(set(topology.leaf_of.values()))} leaf switch(es))" \
-            if topology is not None else "none"
+        info["topology"] = "none" if topology is None else \
+            f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
         found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
         info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
         if self.options.counters:

@@ -2,9 +2,8 @@
 # GPU validation, call 1: inventory, fresh captures, tests/gpu, shipped suites, probes, watch cost.
 # Run from the repo root on a GPU machine; writes everything to $V (default /tmp/v), one log per step.
 V=${V:-/tmp/v}; mkdir -p "$V"
-step() { local name=$1 limit=$2; shift 2; echo "== $name: $* (limit ${limit}s)"; local t0=$SECONDS
-         timeout "$limit" "$@" > "$V/$name.txt" 2>&1; local rc=$?
-         echo "== $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$V/$name.txt" >> "$V/steps.txt"; }
+# shellcheck source=benchmarks/gpu/step.sh
+source "$(dirname "$0")/step.sh"
 { date -u; uname -a; nvidia-smi; python3 -c "
 import torch, pynvml
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())

@@ -2,9 +2,8 @@
 # GPU validation, call 2: tests/gpu after the fixes, timing cross-checks, an independent copy reference,
 # pool memory, a short burn with --counters, and the watch cost with more repeats. Logs in $V.
 V=${V:-/tmp/v2}; mkdir -p "$V"
-step() { local name=$1 limit=$2; shift 2; echo "== $name: $* (limit ${limit}s)"; local t0=$SECONDS
-         timeout "$limit" "$@" > "$V/$name.txt" 2>&1; local rc=$?
-         echo "== $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$V/$name.txt" >> "$V/steps.txt"; }
+# shellcheck source=benchmarks/gpu/step.sh
+source "$(dirname "$0")/step.sh"
 step gpu-tests 150 python3 -m pytest tests/gpu -m gpu -v -rs -p no:cacheprovider
 step timing 90 python3 benchmarks/gpu/timing_crosscheck.py
 step copy-reference 60 python3 benchmarks/gpu/copy_reference.py

@@ -2,9 +2,8 @@
 # GPU validation, call 3: the burn with its NVML watch and --counters, the counter readers live, eager
 # against graph timing, the timing cross-checks again, and the default suite. Logs in $V.
 V=${V:-/tmp/v3}; mkdir -p "$V"
-step() { local name=$1 limit=$2; shift 2; echo "== $name: $* (limit ${limit}s)"; local t0=$SECONDS
-         timeout "$limit" "$@" > "$V/$name.txt" 2>&1; local rc=$?
-         echo "== $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$V/$name.txt" >> "$V/steps.txt"; }
+# shellcheck source=benchmarks/gpu/step.sh
+source "$(dirname "$0")/step.sh"
 step burn-smoke 150 python3 -m clustercheck run benchmarks/gpu/burn-smoke.yaml --repeat 2 --counters --out /tmp/cc3 -v
 step counters-live 30 python3 benchmarks/gpu/counters_live.py
 step timing-graph 150 python3 benchmarks/gpu/timing_graph.py

@@ -140,6 +140,11 @@ def read_topology(spec: str | Path) -> Topology:
     return slurm_topology() if str(spec) == SLURM else load_topology(spec)
 
 
+def source_of(spec: str | Path) -> str:
+    """Where --topology's tree comes from, as errors and the record name it."""
+    return SCONTROL if str(spec) == SLURM else str(spec)
+
+
 def slurm_topology(timeout: float = 30.0) -> Topology:
     """The switch tree the running Slurm holds. No scontrol, a failing one or an empty answer (no
     TopologyPlugin: scontrol says 'No topology information available' on stderr and exits 0) is one
@@ -205,7 +210,7 @@ def for_nodes(spec: str | Path, nodes: Iterable[str]) -> Topology:
     switch is the user's error, named before any check runs."""
     nodes = list(nodes)
     full = read_topology(spec)
-    check_nodes(full, nodes, SCONTROL if str(spec) == SLURM else str(spec))
+    check_nodes(full, nodes, source_of(spec))
     return Topology.build({n: full.leaf_of[n] for n in nodes}, full.parent_of)
 
 
