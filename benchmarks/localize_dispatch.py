@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from clustercheck import wire
+from clustercheck.run import wire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import localize_sim as sim  # noqa: E402

@@ -130,7 +130,7 @@ def run_two_pass(nodes: list[str], topo: Topology, f: Faults, seed: int) -> dict
 
 
 def run_pairwise(nodes: list[str], topo: Topology, f: Faults) -> dict[str, Any]:
-    """Every pair once, in n-1 rounds of disjoint pairs (circle method; clustercheck.pairs). Only pairs
+    """Every pair once, in n-1 rounds of disjoint pairs (circle method; clustercheck.run.pairs). Only pairs
     that touch a fault, or that noise fails, can fail; the others are drawn as a count of false fails."""
     n = len(nodes)
     leaf = {nd: topo.leaf(nd) for nd in nodes}

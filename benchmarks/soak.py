@@ -12,7 +12,7 @@ reached are simply not run, and the session ends as usual (pool closed, `end` li
 Every --interval seconds a sampler thread records: controller RSS (/proc/self/status VmRSS) and
 threads, each rank's RSS (the controller's child processes, i.e. the pool's pids), open file
 descriptors (/proc/PID/fd) of controller and ranks, the controller's child and descendant process
-counts, `clustercheck.worker` processes that are ours and on the whole machine, checks done.
+counts, `clustercheck.run.worker` processes that are ours and on the whole machine, checks done.
 
 After the warm-up (max(2 min, 10% of the time), at most half of it) the verdict requires:
 - RSS of the controller and of each rank within +-10% of the post-warm-up baseline, judged on medians
@@ -101,7 +101,7 @@ def _cmdline(pid: int) -> str:
 
 
 def processes(me: int) -> tuple[list[int], int, list[int], int]:
-    """(children, descendants, our clustercheck.worker pids, clustercheck.worker processes on the machine)."""
+    """(children, descendants, our clustercheck.run.worker pids, clustercheck.run.worker processes on the machine)."""
     ppids = _ppids()
     children = sorted(p for p, pp in ppids.items() if pp == me)
     descendants, frontier = set(), list(children)
@@ -110,7 +110,7 @@ def processes(me: int) -> tuple[list[int], int, list[int], int]:
         if p not in descendants:
             descendants.add(p)
             frontier += [c for c, pp in ppids.items() if pp == p]
-    workers = [p for p in ppids if "clustercheck.worker" in _cmdline(p)]
+    workers = [p for p in ppids if "clustercheck.run.worker" in _cmdline(p)]
     ours = sorted(p for p in workers if p in descendants)
     return children, len(descendants), ours, len(workers)
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from clustercheck import wire
+from clustercheck.run import wire
 
 ROUNDS = 5
 

@@ -154,8 +154,8 @@ def resolve_suite(name: str) -> Path:
 def _run(args: argparse.Namespace, rest: list[str]) -> int:
     import pytest
 
-    from clustercheck.profiles import search_path
-    from clustercheck.suite import load_suite
+    from clustercheck.judging.profiles import search_path
+    from clustercheck.suite.load import load_suite
 
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
@@ -179,7 +179,7 @@ def default_suite() -> str:
     """The suite `clustercheck run` runs when none is named, from what this machine has: the NVLink quick
     gate on 8 NVIDIA GPUs, the MI300X one on AMD, a single-node GPU smoke test on fewer GPUs, else the
     CPU suite (which measures for real with gloo)."""
-    from clustercheck.platform import read_facts
+    from clustercheck.judging.platform import read_facts
 
     facts = read_facts()
     if not facts.accelerator_count:
@@ -208,13 +208,13 @@ def _report(run: Path) -> int:
 
 
 def _tolerance(text: str) -> float:
-    from clustercheck.compare import parse_tolerance
+    from clustercheck.record.compare import parse_tolerance
 
     return parse_tolerance(text)
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from clustercheck.compare import compare, load_run, report_lines
+    from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)
     current = load_run(args.current if args.current else args.out / "latest", args.out)
@@ -229,8 +229,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _platforms(args: argparse.Namespace) -> int:
-    from clustercheck.profiles import search_path
-    from clustercheck.thresholds import load_profile
+    from clustercheck.judging.profiles import search_path
+    from clustercheck.judging.thresholds import load_profile
 
     search = search_path(args.thresholds)
     if args.action == "list":
@@ -241,7 +241,7 @@ def _platforms(args: argparse.Namespace) -> int:
             print(f"{profile.name:<20} {profile.description}")
             print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)} ({search.origin(path)})")
             _print_specs(profile.hardware, indent=22)
-        from clustercheck.derive import known_models
+        from clustercheck.judging.derive import known_models
 
         models = ", ".join(m.slug for m in known_models())
         print(f"derived: any count of a known model ({models}), e.g. 'platforms show h100-sxm-4x'; used when no "
@@ -274,7 +274,7 @@ def _show(value: object) -> str:
 
 def _print_specs(hardware: dict[str, str], indent: int) -> None:
     """Every spec value a profile's hardware roles point at, with unit, then its sources once each."""
-    from clustercheck.specs import SPECS
+    from clustercheck.judging.specs import SPECS
 
     for role, spec in hardware.items():
         values = ", ".join(f"{f} {v.value:g} {v.unit}" for f, v in SPECS[spec].items())
@@ -288,7 +288,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     import hostlist
 
-    from clustercheck import exclude
+    from clustercheck.record import exclude
 
     rc, out = exclude.run(["scontrol", "show", "node", "-o"])
     if rc != 0:

@@ -67,3 +67,17 @@ def layout(collective: str, size: int, elt: int, nranks: int) -> Layout:
                       "alltoall": (base * nranks, base * nranks)}[collective]
         return Layout(base, send, recv, base * elt * nranks, max(send, recv) * elt)
     return Layout(count, count, count, count * elt, count * elt)
+
+
+# The correctness check (measure/collectives.py _wrong) compares a chunk at a time: a bool mask of the
+# chunk, and the int64 copy of it that sum() makes before reducing (measured on an H100: 144 MiB over a
+# 256 MiB buffer with 16 Mi-element chunks, docs/validation/2026-11-25-h100-sxm.md): 9 bytes an element,
+# 16 MiB at most. The rank side chunks by it; the memory need of a collective counts it.
+CHECK_BYTES_PER_ELEMENT = 9
+CHECK_CHUNK = 16 << 20  # bytes of those temporaries at most
+CHECK_ELEMENTS = CHECK_CHUNK // CHECK_BYTES_PER_ELEMENT  # elements compared at once
+
+
+def check_temporaries(count: int) -> int:
+    """Bytes the correctness check of a `count`-element buffer holds beside it."""
+    return min(count, CHECK_ELEMENTS) * CHECK_BYTES_PER_ELEMENT

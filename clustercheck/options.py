@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from clustercheck.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
+from clustercheck.fabric.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
-from clustercheck.profiles import SearchPath, search_path
+from clustercheck.judging.profiles import SearchPath, search_path
 
 FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
 
@@ -140,7 +140,7 @@ class Options:
 
 def resolve(get: Callable[[str], Any]) -> Options:
     """Options from the declared values (`get(name)`), checked; UserError on a bad value."""
-    from clustercheck.compare import parse_tolerance
+    from clustercheck.record.compare import parse_tolerance
 
     values = {o.name: get(o.name) for o in RUN_OPTIONS}
     ranks = values["ranks"]

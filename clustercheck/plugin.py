@@ -10,18 +10,20 @@ from typing import Any, Generator, Iterator
 import pytest
 
 from clustercheck import options as run_options
-from clustercheck import scopes
-from clustercheck.checks import KINDS
-from clustercheck.errors import ClusterCheckError, HarnessError, Skip, UserError
+from clustercheck.run import scopes
+from clustercheck.kinds import KINDS
+from clustercheck.errors import ClusterCheckError, Skip, UserError
 from clustercheck.exitcodes import Exit, for_verdict
-from clustercheck.judge import Outcome
+from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display
 from clustercheck.progress import Progress
-from clustercheck.record import ResultEntry, item_name, plan_item, result_entry
-from clustercheck.session import CheckSession
-from clustercheck.signals import Stopper
-from clustercheck.suite import CheckSpec, is_suite_file, load_suite
-from clustercheck.verdicts import failure_text
+from clustercheck.record.entries import plan_item, result_entry
+from clustercheck.record.schema import ResultEntry, item_name
+from clustercheck.run.session import CheckSession
+from clustercheck.run.signals import Stopper
+from clustercheck.suite.load import is_suite_file, load_suite
+from clustercheck.suite.spec import CheckSpec
+from clustercheck.judging.verdicts import failure_text
 
 session_key = pytest.StashKey[CheckSession]()
 progress_key = pytest.StashKey[Progress]()
@@ -282,7 +284,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from clustercheck.report.terminal import exclusion_lines, file_lines, summary_lines
 
     terminalreporter.section("clustercheck")
-    from clustercheck import burnin
+    from clustercheck.record import burnin
 
     for line in summary_lines(burnin.folded(cs.results)):  # a repeated run: each item once, its worst repetition
         terminalreporter.write_line(line)

@@ -33,6 +33,12 @@ def format_size(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
+# The element types a suite may name for its buffers, with their size in bytes, and the long name of
+# each short one (what the ranks and the record use).
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
+CANONICAL_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
 # Every unit a threshold may name, with its family and factor to the family's base unit.
 UNITS: dict[str, tuple[str, float]] = {
     "GB/s": ("bandwidth", 1e9),

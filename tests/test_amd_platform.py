@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from clustercheck import platform
-from clustercheck.binding import locality
+from clustercheck.judging import platform
+from clustercheck.run.binding import locality
 from clustercheck.measure import RankContext
 from clustercheck.measure.collectives import ROCM_GRAPH_REFUSAL, collective
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import nccl_debug
+from clustercheck.fabric import nccl_debug
 from clustercheck.measure.collectives import refuse_graph_on_rocm
-from clustercheck.probes import ProbeParseError, ProbeSkip, amd_host, get, run_live
-from clustercheck.thresholds import load_named
+from clustercheck.probes import amd_host
+from clustercheck.probes import get, run_live
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
+from helpers import load_named
 
 REPO = Path(__file__).resolve().parent.parent
 DEBUG = REPO / "tests" / "fixtures" / "nccl-debug"

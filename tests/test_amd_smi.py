@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, amd_smi, topo
-from clustercheck.thresholds import load_named
+from clustercheck.probes import amd_smi, topo
+from clustercheck.probes.base import ProbeParseError
+from helpers import load_named
 from evidence import TOOLS, files
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.binding import bus_id, device_index, gpu_cpus, locality, parse_cpulist
+from clustercheck.run.binding import bus_id, device_index, gpu_cpus, locality, parse_cpulist
 from clustercheck.errors import UserError
 
 PCI = Path("/sys/bus/pci/devices")
@@ -129,7 +129,7 @@ def test_a_rank_that_cannot_see_its_gpu_says_so_in_one_line_and_exits() -> None:
 
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "CC_POOL_KEY": "k" * 64, "CC_LOG_DIR": ""}
-    argv = [sys.executable, "-m", "clustercheck.worker", "--rank", "1", "--local-rank", "1", "--node", "n7",
+    argv = [sys.executable, "-m", "clustercheck.run.worker", "--rank", "1", "--local-rank", "1", "--node", "n7",
             "--world-size", "2", "--store", f"127.0.0.1:{store.port}", "--backend", "nccl"]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 2, out.stderr

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from clustercheck.errors import UserError
-from clustercheck.nvml import NvmlFault
-from clustercheck.platform import Facts, detect, detect_nodes, layout, read_facts
+from clustercheck.judging.nvml import NvmlFault
+from clustercheck.judging.platform import Facts, detect, detect_nodes, layout, read_facts
 from clustercheck.probes import versions
-from conftest import write_suite
+from helpers import write_suite
 from nvml_capture import STANDIN, failing, for_subprocesses, h100_node, in_process, link_down, without
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,10 +215,10 @@ def _ranks_see(count: int, host: str) -> Facts:
 def test_a_node_with_fewer_usable_gpus_fails_so_the_others_gpus_left_unmeasured_are_not_silent():
     """NCCL runs one rank per GPU, as many as the node with the fewest has: that node fails as its own
     item (and is excluded), naming why the others' eighth GPU went unmeasured."""
-    from clustercheck import exclude
-    from clustercheck.platform import short_nodes
-    from clustercheck.session import _short_node_results
-    from clustercheck.verdicts import line
+    from clustercheck.record import exclude
+    from clustercheck.judging.platform import short_nodes
+    from clustercheck.run.session import _short_node_results
+    from clustercheck.judging.verdicts import line
 
     nodes = {"n1": _ranks_see(8, "n1"), "n2": _ranks_see(7, "n2"), "n3": _ranks_see(8, "n3")}
     backend, per_node = layout("auto", None, nodes)
@@ -234,7 +234,7 @@ def test_a_node_with_fewer_usable_gpus_fails_so_the_others_gpus_left_unmeasured_
 
 
 def test_memory_is_judged_on_the_node_that_has_least_not_on_the_controller():
-    from clustercheck.session import _least
+    from clustercheck.run.session import _least
 
     nodes = {"n1": Facts(host="n1", gpu_count=0, host_memory=64 << 30),
              "n2": Facts(host="n2", gpu_count=0, host_memory=3 << 30),

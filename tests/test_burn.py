@@ -15,14 +15,15 @@ import pytest
 import torch
 
 from clustercheck import yamlfile
-from clustercheck.checks import KINDS, Answers, Rules
+from clustercheck.kinds import KINDS
+from clustercheck.kinds.base import Answers, Rules
 from clustercheck.counters import watch as w
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
-from clustercheck.memory import memory_need
+from helpers import memory_need
 from clustercheck.schema import Fields
-from clustercheck.suite import CheckSpec
+from clustercheck.suite.spec import CheckSpec
 from nvml_capture import h100_node, in_process
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
@@ -100,7 +101,7 @@ def test_a_wrong_element_fails_whatever_the_limits_and_an_unwatched_burn_is_an_e
 
 def test_a_limit_on_what_the_watch_could_not_see_is_an_error_not_a_pass() -> None:
     from clustercheck.errors import NotMeasured
-    from clustercheck.thresholds import Limit
+    from clustercheck.judging.limits import Limit
 
     hot = Limit("burn", "temp_max", "<=", 84.0, "C", "<= 84", "facebookresearch/gcm ... 84 C", "p.yaml:3")
     _, verdicts = judge([answer("n1", "GPU0", 700.0, watch={**answer("n", "g", 1)["watch"], "temp_max": 88.0})],

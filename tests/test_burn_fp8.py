@@ -16,14 +16,14 @@ import pytest
 import torch
 
 from clustercheck import yamlfile
-from clustercheck.burn_check import MAX_M
-from clustercheck.checks import KINDS
+from clustercheck.kinds.burn import MAX_M
+from clustercheck.kinds import KINDS
 from clustercheck.errors import NoThreshold, UserError
 from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
-from clustercheck.memory import memory_need
+from helpers import memory_need
 from clustercheck.schema import Fields
-from clustercheck.suite import CheckSpec
+from clustercheck.suite.spec import CheckSpec
 
 FP8 = torch.float8_e4m3fn
 CPU = torch.device("cpu")
@@ -143,8 +143,8 @@ def check(check_id: str, dtype: str = "fp8") -> CheckSpec:
 
 @pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
 def test_the_fp8_burn_in_check_is_judged_on_the_dense_fp8_peak_and_no_bf16_floor_judges_fp8(platform: str) -> None:
-    from clustercheck.judge import rules_for
-    from clustercheck.profiles import search_path
+    from clustercheck.judging.judge import rules_for
+    from clustercheck.judging.profiles import search_path
 
     profile = search_path().load(platform)
     tflops = rules_for(check("burn-fp8-20min"), profile).limits["tflops"]
@@ -188,7 +188,7 @@ def test_an_fp8_burn_runs_on_cpu_ranks_through_the_pool_and_a_corruption_fails_i
 
 
 def test_the_burn_in_suite_has_an_fp8_burn_beside_the_bf16_one() -> None:
-    from clustercheck.suite import load_suite
+    from clustercheck.suite.load import load_suite
 
     suite = load_suite(Path(__file__).resolve().parent.parent / "suites" / "burn-in.yaml")
     burns = {c.id: c.params["dtype"] for c in suite.checks if c.measure == "burn"}

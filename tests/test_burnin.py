@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.burnin import by_node, folded, summarize
+from clustercheck.record.burnin import by_node, folded, summarize
 from clustercheck.errors import UserError
 from clustercheck.options import _fault, parse_duration
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out")
 
@@ -121,7 +121,7 @@ def test_repeat_and_duration_together_are_refused(project: pytest.Pytester):
 
 
 def test_the_cpu_burn_in_suite_collects():
-    from clustercheck.suite import load_suite
+    from clustercheck.suite.load import load_suite
 
     suite = load_suite(Path(__file__).resolve().parent.parent / "suites" / "cpu-burn-in.yaml")
     assert [c.measure for c in suite.checks] == ["burn", "all_reduce", "host_memory"]
@@ -131,9 +131,9 @@ def test_the_cpu_burn_in_suite_collects():
 def test_every_check_of_the_gpu_burn_in_suite_has_its_limits(platform):
     """suites/burn-in.yaml is judged on the 8-GPU profiles through per-kind defaults, a named limit and,
     for the fp8 burn alone, a check entry of its own (checks.burn-fp8-20min): no check meets 'no threshold'."""
-    from clustercheck.judge import check_metrics, rules_for
-    from clustercheck.profiles import search_path
-    from clustercheck.suite import load_suite
+    from clustercheck.judging.judge import check_metrics, rules_for
+    from clustercheck.judging.profiles import search_path
+    from clustercheck.suite.load import load_suite
 
     profile = search_path().load(platform)
     for check in load_suite(Path(__file__).resolve().parent.parent / "suites" / "burn-in.yaml").checks:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_THRESHOLDS, small_check
+from helpers import CPU_THRESHOLDS, small_check
 
 REPO = Path(__file__).resolve().parent.parent
 

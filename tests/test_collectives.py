@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.formulas import PLACEMENTS, layout
-from conftest import write_suite
+from helpers import write_suite
 
 COLLECTIVES = list(PLACEMENTS)
 

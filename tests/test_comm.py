@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import comm
+from clustercheck.fabric import comm
 from clustercheck.measure.nccl_log import SUBSYS, NcclLog
-from clustercheck.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey, PoolManager
 from evidence import text as shared_text
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl-debug"

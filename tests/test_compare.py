@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.compare import classify, compare, load_run, parse_tolerance, report_lines
+from clustercheck.record.compare import classify, compare, load_run, parse_tolerance, report_lines
 from clustercheck.errors import UserError
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 RUN = ("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
 

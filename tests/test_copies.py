@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from clustercheck.checks import KINDS
-from clustercheck.results import evaluate, reduce_p2p
-from clustercheck.thresholds import Limit
-from conftest import write_suite
+from clustercheck.kinds import KINDS
+from clustercheck.judging.measurement import evaluate
+from clustercheck.kinds.p2p import reduce_p2p
+from clustercheck.judging.limits import Limit
+from helpers import write_suite
 
 SUITE = """checks:
   - id: hostmem

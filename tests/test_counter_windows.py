@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 KMSG = Path("/dev/kmsg")
 XID = "clustercheck-test: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
@@ -61,7 +61,7 @@ def test_an_xid_logged_during_one_check_fails_that_item_and_no_other(project: py
 
 def test_a_profiles_counters_block_sets_allowances_and_a_mistake_names_file_line_and_key(tmp_path: Path):
     from clustercheck.errors import UserError
-    from clustercheck.thresholds import load_profile
+    from clustercheck.judging.thresholds import load_profile
 
     base = "platform: p\ndetect: {gpu_count: 0}\ncounters:\n"
     (tmp_path / "p.yaml").write_text(base + "  kernel.xid.43: {allow: 5, source: \"our jobs raise Xid 43 on purpose\"}\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import allowances_of
 from clustercheck.counters import DEFAULTS, Snapshot, Sources, delta, judge, take, verdicts
 from clustercheck.counters import allowances, sysfs
 from clustercheck.errors import UserError
@@ -183,7 +184,7 @@ def test_a_profiles_counters_block_refines_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("platform: p\ncounters:\n  kernel.xid.43: {allow: 5, source: \"clustercheck's test\"}\n"
                     "  pcie.aer.correctable: {allow: 2/min, source: \"clustercheck's test\"}\n")
-    rules = allowances.from_profile(path)
+    rules = allowances_of(path)
     assert allowances.allowance_for("kernel.xid.43", rules).allowed(10) == 5
     assert allowances.allowance_for("kernel.xid.79", rules).allowed(10) == 0
     assert allowances.allowance_for("pcie.aer.correctable", rules).allowed(90) == 3
@@ -203,7 +204,7 @@ def test_a_bad_counters_block_is_one_line_naming_file_line_and_key(tmp_path: Pat
     path = tmp_path / "p.yaml"
     path.write_text(text)
     with pytest.raises(UserError) as err:
-        allowances.from_profile(path)
+        allowances_of(path)
     assert f"p.yaml:{line}: " in str(err.value) and key in str(err.value) and "\n" not in str(err.value)
 
 

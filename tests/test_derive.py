@@ -1,4 +1,4 @@
-"""clustercheck.derive: a profile for 1, 2, 4 or 8 GPUs of every model in the table, its limits computed from
+"""clustercheck.judging.derive: a profile for 1, 2, 4 or 8 GPUs of every model in the table, its limits computed from
 the spec table with public sources, names that round-trip, NVLink and xGMI roles only where there are peers."""
 
 from __future__ import annotations
@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import derive, specs
-from clustercheck.derive import MODELS, derived_by_name, derived_name, derived_profile, derived_text, parse_name
-from clustercheck.platform import Facts, matches
-from clustercheck.thresholds import load_profile
+from helpers import all_limits
+from clustercheck.judging import derive
+from clustercheck.judging import specs
+from clustercheck.judging.derive import MODELS, derived_by_name, derived_name, derived_profile, derived_text, parse_name
+from clustercheck.judging.platform import Facts, matches
+from clustercheck.judging.thresholds import load_profile
 from test_sources import problems
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
@@ -47,7 +49,7 @@ def test_every_model_and_count_derives_a_profile_with_spec_relative_limits(model
         assert ("xgmi" in profile.hardware) == (model.fabric == "xgmi")
         if count == 1:
             assert "nvlinks_per_gpu" not in profile.detect and "nvlinks_per_gpu" not in profile.expect
-        for limit in profile.all_limits():
+        for limit in all_limits(profile):
             assert limit.op == ">=" and 0 < limit.value, limit
             assert limit.spec_sources, f"{limit.key} is not spec-relative"
             assert not problems(limit.source), (limit.key, problems(limit.source))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clustercheck.errors import UserError
-from clustercheck.platform import Facts, detect, matches, pci_accelerators
-from clustercheck.thresholds import load_profile
+from clustercheck.judging.platform import Facts, detect, matches, pci_accelerators
+from clustercheck.judging.thresholds import load_profile
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
 PROFILES = {p.stem: load_profile(p) for p in sorted(THRESHOLDS.glob("*.yaml"))}
@@ -141,8 +141,8 @@ LENT = "platform: lent\ndetect: {gpu_count: 1}\nchecks: {}\n"  # tests/gpu's pro
 def test_a_users_profile_that_matches_wins_over_a_shipped_one_that_also_does(tmp_path):
     """Found on the lent H100: a user's count-only profile and the shipped h100-sxm-1x both match one
     H100; the directory the user gave is searched first, so its match is the platform."""
-    from clustercheck.platform import detect_nodes
-    from clustercheck.profiles import search_path
+    from clustercheck.judging.platform import detect_nodes
+    from clustercheck.judging.profiles import search_path
 
     (tmp_path / "lent.yaml").write_text(LENT)
     h100 = facts(1, (0x2330,), 0)
@@ -153,8 +153,8 @@ def test_a_users_profile_that_matches_wins_over_a_shipped_one_that_also_does(tmp
 
 
 def test_two_matches_in_one_directory_say_several_not_none(tmp_path):
-    from clustercheck.platform import detect_nodes
-    from clustercheck.profiles import search_path
+    from clustercheck.judging.platform import detect_nodes
+    from clustercheck.judging.profiles import search_path
 
     (tmp_path / "lent.yaml").write_text(LENT)
     (tmp_path / "twin.yaml").write_text(LENT.replace("lent", "twin"))

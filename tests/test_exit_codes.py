@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.exitcodes import MEANING, Exit, for_verdict
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 from evidence import TOOLS
 
 REPO = Path(__file__).resolve().parent.parent

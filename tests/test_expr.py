@@ -1,4 +1,4 @@
-"""clustercheck.expr: the threshold grammar (operators, precedence, units, spec references) and its
+"""clustercheck.judging.expr: the threshold grammar (operators, precedence, units, spec references) and its
 refusals, which are always ExprError with a message that says what was expected."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustercheck.expr import ExprError, Quantity, parse_limit
+from clustercheck.judging.expr import ExprError, Quantity, parse_limit
 
 TABLE = {
     ("nvlink4", "unidirectional"): Quantity(450.0, "GB/s", ("nvlink4 uni",)),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_suite
+from helpers import write_suite
 
 THRESHOLDS = "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n" + "".join(
     f"  {c}: {{busbw: {{limit: '>= 0', unit: GB/s}}}}\n" for c in "abcd")

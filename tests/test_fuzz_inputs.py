@@ -27,11 +27,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from clustercheck.checks import KINDS
+from clustercheck.kinds import KINDS
 from clustercheck.errors import UserError
-from clustercheck.specs import SPECS
-from clustercheck.suite import load_suite
-from clustercheck.thresholds import load_profile
+from clustercheck.judging.specs import SPECS
+from clustercheck.suite.load import load_suite
+from clustercheck.judging.thresholds import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_SUITES = sorted((REPO / "suites").glob("*.yaml"))

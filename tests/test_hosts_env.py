@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.launch import HostsLauncher, env_line, rank_env, read_env
-from clustercheck.pool import PoolKey, PoolManager
+from clustercheck.run.launch import HostsLauncher, env_line, rank_env, read_env
+from clustercheck.run.pool import PoolKey, PoolManager
 
 RANK_SIDE = '''\
 import os

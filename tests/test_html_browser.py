@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
@@ -160,7 +160,7 @@ def test_gpu_figures_render_heatmap_overlay_and_bars(browser: Browser, tmp_path:
     """The figures of a hand-made 8-GPU record (no GPU needed) as Chromium draws them."""
     from gpu_record import GPUS, SLOW, write_gpu_record
 
-    from clustercheck.report import render_all
+    from helpers import render_all
     from clustercheck.report.figures import colour_for
 
     report = render_all(write_gpu_record(tmp_path / "run.jsonl"), tmp_path)["html"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_suite
+from helpers import write_suite
 from test_faults import RUN, _wait_for_results, assert_all_gone, rank_pids, record
 
 CHECKS = "abcde"

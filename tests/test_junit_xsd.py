@@ -8,7 +8,7 @@ import pytest
 
 from test_reports import EVIL, write_record
 
-from clustercheck.report import render_all
+from helpers import render_all
 
 etree = pytest.importorskip("lxml.etree", reason="lxml (the 'test' extra) validates against the XSD")
 
@@ -52,7 +52,7 @@ def test_control_characters_from_a_rank_log_still_validate(schema: "etree.XMLSch
 
 
 def test_a_real_cpu_run_validates(schema: "etree.XMLSchema", project: pytest.Pytester) -> None:
-    from conftest import small_check, write_suite
+    from helpers import small_check, write_suite
 
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast") + small_check("unjudged"))
     project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")

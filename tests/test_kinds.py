@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from clustercheck.checks import KINDS, figure_of
+from clustercheck.kinds import KINDS, figure_of
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
 
@@ -21,7 +21,8 @@ def measure(ctx, params):
 '''
 
 CONFTEST = '''\
-from clustercheck.checks import Kind, judge_subjects, register
+from clustercheck.kinds import register
+from clustercheck.kinds.subjects import per_subject
 from clustercheck.schema import between
 
 
@@ -31,8 +32,9 @@ def _parse(f):
     return params
 
 
-register(Kind("tiny", ("node",), {"answer": "count"}, _parse, "each rank answers base + its rank",
-              "tinykind:measure", judge_subjects))
+register(name="tiny", scopes=("node",), metrics={"answer": "count"}, parse=_parse,
+         description="each rank answers base + its rank", runner="tinykind:measure",
+         judge=per_subject({"answer": "count"}))
 '''
 
 PROFILE = '''\

@@ -10,7 +10,7 @@ from typing import Any
 
 from test_reports import write_record
 
-from clustercheck.report import render_all
+from helpers import render_all
 from clustercheck.report.figures import plot, sweep_metric
 
 SIZES = (8, 64, 512, 4096)

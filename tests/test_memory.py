@@ -11,8 +11,11 @@ import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.formulas import PLACEMENTS, layout
-from clustercheck.memory import CHECK_ELEMENTS, check_fits, host_available, host_need, memory_need
-from clustercheck.suite import load_suite
+from helpers import host_need, memory_need
+from clustercheck.formulas import CHECK_ELEMENTS
+from clustercheck.judging.platform import host_available
+from clustercheck.run.fit import check_fits
+from clustercheck.suite.load import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 1 << 30
@@ -109,7 +112,7 @@ def test_the_worker_empties_cudas_cache_between_tasks_once_cuda_is_up(monkeypatc
     empties torch's caching allocator only where CUDA was initialised, never initialising it itself."""
     import types
 
-    from clustercheck import worker
+    from clustercheck.run import worker
 
     calls: list[str] = []
     up = {"value": False}
@@ -128,7 +131,7 @@ def test_the_cli_refuses_a_suite_that_cannot_fit_before_any_rank_starts(tmp_path
     import subprocess
     import sys
 
-    from clustercheck.memory import host_available
+    from clustercheck.judging.platform import host_available
 
     available = host_available()
     if available is None or available >= 64 << 30:

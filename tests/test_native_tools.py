@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.errors import UserError
-from clustercheck.suite import load_suite
+from clustercheck.suite.load import load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tool-outputs"
 NCCL_PASS = FIXTURES / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"
@@ -104,9 +104,9 @@ def test_nvbandwidth_parameters_are_refused_at_load(tmp_path: Path, params: str,
 
 
 def test_the_argument_lists_carry_validated_values_only() -> None:
-    from clustercheck.native_params import nccl_tests_argv, nvbandwidth_argv
+    from clustercheck.kinds.nccl_tests import argv as nccl_tests_argv, parse as nccl_tests_params
+    from clustercheck.kinds.nvbandwidth import argv as nvbandwidth_argv, parse as nvbandwidth_params
     from clustercheck.schema import Fields
-    from clustercheck.native_params import nccl_tests_params, nvbandwidth_params
 
     nccl = nccl_tests_params(Fields({"min_bytes": "1MiB", "max_bytes": "1GiB", "check": 0}, "s.yaml", "p"))
     assert nccl_tests_argv(nccl, 8) == ["all_reduce_perf", "-b", "1048576", "-e", "1073741824", "-f", "2", "-g", "8",
@@ -273,8 +273,8 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
 
 @pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
 def test_the_shipped_suite_has_limits_for_every_check_on_the_8_gpu_profiles(platform: str) -> None:
-    from clustercheck.judge import check_metrics
-    from clustercheck.thresholds import load_profile
+    from clustercheck.judging.judge import check_metrics
+    from clustercheck.judging.thresholds import load_profile
 
     root = Path(__file__).resolve().parent.parent
     suite = load_suite(root / "suites" / "native-tools.yaml")
@@ -291,7 +291,7 @@ def test_the_shipped_suite_has_limits_for_every_check_on_the_8_gpu_profiles(plat
 # -- judging edge cases, without a pool -------------------------------------------------------------
 
 def _answers(tmp_path: Path, measure: str, params: str, ran: dict) -> object:
-    from clustercheck.checks import Answers
+    from clustercheck.kinds.base import Answers
 
     path = tmp_path / "s.yaml"
     path.write_text(f"checks:\n  - id: x\n    measure: {measure}\n    params: {params}\n")
@@ -303,7 +303,8 @@ def _answers(tmp_path: Path, measure: str, params: str, ran: dict) -> object:
 
 
 def _judge(answers: object) -> tuple[object, list]:
-    from clustercheck.checks import KINDS, Rules
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Rules
 
     return KINDS[answers.check.measure].judge(answers, Rules({}))  # type: ignore[attr-defined]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import nccl_debug as nd
+from clustercheck.fabric import nccl_debug as nd
 from evidence import text as shared_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl-debug"
@@ -101,7 +101,7 @@ def test_nccl_1453_nameless_format_transports_and_a_line_glued_to_a_table_row() 
 
 def test_nccl_892_algo_env_p2p_and_nvls_channel_count() -> None:
     d = nd.parse(fixture("nccl-892-h800-algo-env-p2p.txt"))
-    assert d.algo_env == "Tree,Ring,,CollnetDirect,CollnetChain,NVLS"  # three ranks print it; kept once
+    assert d.env_dict.get("NCCL_ALGO") == "Tree,Ring,,CollnetDirect,CollnetChain,NVLS"  # three ranks print it; kept once
     assert d.env == (("NCCL_ALGO", "Tree,Ring,,CollnetDirect,CollnetChain,NVLS"),)
     assert d.transport_kinds == frozenset({"P2P"}) and not d.p2p_suspect
     assert [t.via for t in d.transports] == ["P2P/direct pointer", "P2P/direct pointer"]
@@ -272,7 +272,7 @@ def test_module_imports_no_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, clustercheck.nccl_debug; print('torch' in sys.modules)"
+    code = "import sys, clustercheck.fabric.nccl_debug; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

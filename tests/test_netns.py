@@ -1,7 +1,7 @@
 """Nodes as network namespaces on this machine (tests/netns.py), one link throttled by tc: the real hosts
 launcher, pool, gloo and suite runner over veth links, and the localization planner on measured groups.
 
-The ranks run `ip netns exec <host> env GLOO_SOCKET_IFNAME=eth0 python -m clustercheck.worker`: gloo
+The ranks run `ip netns exec <host> env GLOO_SOCKET_IFNAME=eth0 python -m clustercheck.run.worker`: gloo
 binds to the namespace's own veth, and the controller's store (root namespace) is reached at the
 root's address on the bridge, $CC_STORE_ADDR (the hostname here resolves to loopback, which inside a
 namespace is the namespace's own).
@@ -134,11 +134,12 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the traffic between hosts 1 and 2 is slow (htb on each one's eth0, filtered by the other's
     address): each host is fine with every other partner, so the fault is that pair, not a node."""
-    from clustercheck.checks import KINDS
-    from clustercheck.launch import HostsLauncher
+    from clustercheck.kinds import KINDS
+    from clustercheck.run.launch import HostsLauncher
     from clustercheck.localize import Planner
     from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
-    from clustercheck.pool import PoolKey, PoolManager, RankFailure
+    from clustercheck.run.failure import RankFailure
+    from clustercheck.run.pool import PoolKey, PoolManager
 
     a, b = bed.hosts[0], bed.hosts[1]
     bed.throttle_pair(a, b, RATE)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import wire
-from clustercheck.pool import HarnessError, PoolKey, PoolManager, RankFailure, rank_ranges, srun_task_ends
+from clustercheck.run import wire
+from clustercheck.errors import HarnessError
+from clustercheck.run.failure import RankFailure, rank_ranges, srun_task_ends
+from clustercheck.run.pool import PoolKey, PoolManager
 
 PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
           "placements": ["in"]}
@@ -149,7 +151,7 @@ def test_a_dead_ranks_message_quotes_nccl_warnings_from_its_debug_file(pools: Po
 def test_ranks_in_no_group_post_nothing_and_read_as_idle(pools: PoolManager) -> None:
     """A localization round leaves about half the ranks idle: they post no result, so the controller
     reads and verifies only the busy ranks' (docs/localize.md, dispatch)."""
-    from clustercheck.pool import IDLE
+    from clustercheck.run.pool import IDLE
 
     pool = pools.get(PoolKey("gloo", 3))
     results = pool.run("all_reduce", PARAMS, 60, groups=[[0, 1]])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_suite
+from helpers import write_suite
 
 REPO = Path(__file__).resolve().parent.parent
 

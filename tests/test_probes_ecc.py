@@ -11,7 +11,9 @@ import pynvml
 import pytest
 
 from clustercheck.cli import main
-from clustercheck.probes import ProbeSkip, ecc, ecc_nvml, get, nvsmi, run_live
+from clustercheck.probes import ecc, ecc_nvml, nvsmi
+from clustercheck.probes import get, run_live
+from clustercheck.probes.base import ProbeSkip
 from evidence import TOOLS, text
 
 Q = "nvidia-smi-q"

@@ -9,7 +9,9 @@ import ctypes.util
 import pytest
 
 from clustercheck.cli import main
-from clustercheck.probes import ProbeParseError, env, get, run_live
+from clustercheck.probes import env
+from clustercheck.probes import get, run_live
+from clustercheck.probes.base import ProbeParseError
 
 ENV_TEXT = "# source: a job's env\n\nPATH=/usr/bin\nNCCL_DEBUG=INFO\nexport NCCL_P2P_DISABLE=1\nNCCL_IB_HCA=mlx5\n"
 

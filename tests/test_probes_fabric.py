@@ -9,8 +9,10 @@ import pytest
 
 from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
-from clustercheck.probes import ProbeSkip, ProbeVerdict, fabric, get, run_live
-from clustercheck.thresholds import load_profile
+from clustercheck.probes import fabric
+from clustercheck.probes import get, run_live
+from clustercheck.probes.base import ProbeSkip, ProbeVerdict
+from clustercheck.judging.thresholds import load_profile
 from evidence import LENT, TOOLS, files, ids, text
 
 Q = "nvidia-smi-q"

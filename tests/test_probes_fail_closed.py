@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from clustercheck.cli import main
-from clustercheck.probes import ProbeParseError, ecc, ecc_nvml, get, nvsmi, run_live, versions
+from clustercheck.probes import ecc, ecc_nvml, nvsmi, versions
+from clustercheck.probes import get, run_live
+from clustercheck.probes.base import ProbeParseError
 from evidence import TOOLS, text
 
 # Real nvidia-smi failures. Messages and, where the thread shows it, the exit status:

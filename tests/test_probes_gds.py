@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, gds
+from clustercheck.probes import gds
+from clustercheck.probes.base import ProbeParseError
 from evidence import files, ids, text
 
 G = "gdscheck"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, ib
+from clustercheck.probes import ib
+from clustercheck.probes.base import ProbeParseError
 from evidence import files, ids, text
 
 IB_FIXTURES = files("ibstat") + files("ibv_devinfo")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from clustercheck.cli import main
-from clustercheck.probes import ProbeParseError, nvlink
+from clustercheck.probes import nvlink
+from clustercheck.probes.base import ProbeParseError
 from evidence import files, ids, text
 
 NV = "nvlink-status"

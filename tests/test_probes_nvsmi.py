@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, ecc, nvsmi, pcie_link, throttle, versions
+from clustercheck.probes import ecc, nvsmi, pcie_link, throttle, versions
+from clustercheck.probes.base import ProbeParseError
 from evidence import files, ids, text
 
 Q = "nvidia-smi-q"

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, pci_acs
+from clustercheck.probes import pci_acs
+from clustercheck.probes.base import ProbeParseError
 from evidence import files, ids, text
 
 ACS = "lspci-acs"

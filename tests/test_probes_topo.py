@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from clustercheck.probes import ProbeParseError, ProbeSkip, numa, topo
+from clustercheck.probes import numa, topo
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
 from evidence import files, ids, seed_block, text
 
 TOPO = "nvidia-smi-topo"

@@ -79,8 +79,8 @@ def test_the_live_line_shows_where_the_running_sweep_stands_from_its_ranks(proje
     second (pool.progress), and the live line shows it (checked through the pool, on real ranks)."""
     from pathlib import Path
 
-    from clustercheck.checks import KINDS
-    from clustercheck.pool import PoolKey, PoolManager
+    from clustercheck.kinds import KINDS
+    from clustercheck.run.pool import PoolKey, PoolManager
 
     manager = PoolManager(Path(project.path) / "logs")
     seen: list[str] = []

@@ -10,7 +10,7 @@ import pytest
 
 from gpu_record import BIDIR_FAIL, GPUS, H2D_SLOW_GPU, NO_PEER, SLOW, p2p_result, write_gpu_record
 
-from clustercheck.report import render_all
+from helpers import render_all
 from clustercheck.report.figures import RATIO_HI, RATIO_LO, bars, colour_for, heatmap, node_plot, plot
 
 
@@ -133,7 +133,7 @@ def test_node_table_folds_per_subject_verdicts(tmp_path: Path) -> None:
 
 def test_terminal_table_names_the_subject(tmp_path: Path) -> None:
     from clustercheck.report.terminal import summary_lines
-    from clustercheck.record import read_record
+    from clustercheck.record.io import read_record
 
     _, results, _ = read_record(write_gpu_record(tmp_path / "run.jsonl"))
     lines = summary_lines(results)

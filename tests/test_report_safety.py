@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import small_check, write_suite
+from helpers import small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "-p", "no:cacheprovider")
 REPORTS = ("results.json", "sla.json", "junit.xml", "report.html")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.report import render_all
+from helpers import render_all
 from clustercheck.report.terminal import summary_lines
 
 EVIL = "<script>alert(1)</script>"
@@ -80,7 +80,7 @@ def test_html_has_summary_plot_and_provenance(tmp_path: Path) -> None:
 
 
 def test_report_command_reproduces_the_live_reports(project: pytest.Pytester) -> None:
-    from conftest import small_check, write_suite
+    from helpers import small_check, write_suite
 
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
     live_run = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
@@ -101,7 +101,7 @@ def test_report_on_a_missing_run_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_terminal_table_lines_up_and_shows_every_outcome(tmp_path: Path) -> None:
-    from clustercheck.record import read_record
+    from clustercheck.record.io import read_record
 
     _, results, _ = read_record(write_record(tmp_path / "run.jsonl"))
     lines = summary_lines(results)

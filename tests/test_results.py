@@ -1,4 +1,4 @@
-"""clustercheck.results: per-rank rows -> nccl-tests style measurement, verdicts with unit conversion,
+"""clustercheck.judging.measurement and the kinds' reductions: per-rank rows -> nccl-tests style measurement, verdicts with unit conversion,
 and the append-only JSONL run record that survives a killed writer."""
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.record import RunRecord, counts, read_record
-from clustercheck.verdicts import fmt_margin
+from clustercheck.record.io import RunWriter
+from clustercheck.record.io import read_record
+from clustercheck.record.schema import counts
+from clustercheck.judging.verdicts import fmt_margin
 from clustercheck.units import fmt
-from clustercheck.results import (Measurement, evaluate,
-                                  reduce_collective)
-from clustercheck.thresholds import Limit
+from clustercheck.judging.measurement import Measurement, evaluate
+from clustercheck.kinds.collectives import reduce_collective
+from clustercheck.judging.limits import Limit
 
 HOSTS = ["node-a", "node-a", "node-b", "node-b"]
 
@@ -156,7 +158,7 @@ def test_fmt_and_fmt_margin():
     assert fmt_margin(-3.0, 0.0) == "-3"
 
 
-# -- RunRecord and read_record -------------------------------------------------------------------
+# -- RunWriter and read_record -------------------------------------------------------------------
 
 HEADER = {"type": "run", "schema": 1, "platform": "cpu"}
 RESULTS = [{"type": "result", "name": n, "check": n, "suite_file": "s.yaml", "outcome": o}
@@ -165,7 +167,7 @@ END = {"type": "end", "counts": {"passed": 1, "failed": 1}}
 
 
 def write_record(path: Path, entries: list[dict]) -> None:
-    record = RunRecord(path)
+    record = RunWriter(path)
     for entry in entries:
         record.append(entry)
     record.close()
@@ -181,7 +183,7 @@ def test_each_append_is_one_json_line(tmp_path):
 
 def test_each_entry_is_on_disk_before_close(tmp_path):
     path = tmp_path / "run.jsonl"
-    record = RunRecord(path)
+    record = RunWriter(path)
     record.append(HEADER)
     record.append(RESULTS[0])
     assert len(path.read_text(encoding="utf-8").splitlines()) == 2  # read while the writer is still open
@@ -222,7 +224,7 @@ def test_read_record_ignores_a_torn_last_line(tmp_path):
 
 def test_a_bad_line_before_the_last_is_refused_naming_it(tmp_path):
     """Only a torn *last* line is a kill; a broken line before it would hide a result."""
-    from clustercheck.record import RecordError
+    from clustercheck.record.io import RecordError
 
     path = tmp_path / "run.jsonl"
     write_record(path, [HEADER, RESULTS[0]])
@@ -248,7 +250,7 @@ def test_counts_per_outcome():
 
 
 def test_iteration_stats_take_the_slowest_rank_per_iteration():
-    from clustercheck.results import iteration_stats
+    from clustercheck.kinds.collectives import iteration_stats
 
     stats = iteration_stats([[1e-6, 5e-6, 3e-6], [2e-6, 1e-6, 3e-6]])
     assert stats["iter_us"] == pytest.approx([2.0, 5.0, 3.0])

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import envpolicy
-from conftest import CPU_THRESHOLDS, small_check
+from clustercheck.suite import envpolicy
+from helpers import CPU_THRESHOLDS, small_check
 from evidence import TOOLS
 
 DELLA = TOOLS / "nvidia-smi-topo" / "della-8xh100-nv18-6nic-empty-cpu-affinity-tabs.txt"
@@ -173,7 +173,7 @@ def test_check_ids_outside_the_safe_charset_are_refused(tree: Path, check_id: st
 
 
 def test_ids_the_shipped_suites_use_are_in_the_charset() -> None:
-    from clustercheck.suite import ID, load_suite
+    from clustercheck.suite.load import ID, load_suite
 
     suites = sorted((Path(__file__).resolve().parent.parent / "suites").glob("*.yaml"))
     ids = [c.id for s in suites for c in load_suite(s).checks]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_reports import EVIL, write_record
 
-from clustercheck.report import render_all
+from helpers import render_all
 from clustercheck.report.sla import spread
 
 

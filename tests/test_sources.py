@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import specs
-from clustercheck.thresholds import load_profile
+from helpers import all_limits
+from clustercheck.judging import specs
+from clustercheck.judging.thresholds import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ def test_every_limit_source_of_a_shipped_profile_is_public(path):
     profile = load_profile(path)
     assert profile.limits, f"{path.name}: no limits"
     bad = []
-    for limit in profile.all_limits():  # checks: and defaults: alike
+    for limit in all_limits(profile):  # checks: and defaults: alike
         for what in problems(limit.source):
             bad.append(f"{limit.origin} source {what}: {limit.source!r}")
         for spec_source in limit.spec_sources:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.exitcodes import Exit
-from clustercheck.launch import HostsLauncher, advertised, loopback, make_launcher
+from clustercheck.run.launch import HostsLauncher, advertised, loopback, make_launcher
 
 
 def test_the_flag_wins_over_the_environment_which_wins_over_the_hostname(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""clustercheck.suite: suite files -> CheckSpecs, and a one-line UserError naming file, line and
+"""clustercheck.suite.load: suite files -> CheckSpecs, and a one-line UserError naming file, line and
 dotted key for every mistake a user can make in one."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from clustercheck.errors import UserError
-from clustercheck.suite import DEFAULT_TIMEOUT, CheckSpec, is_suite_file, load_suite
+from clustercheck.suite.load import DEFAULT_TIMEOUT, is_suite_file, load_suite
+from clustercheck.suite.spec import CheckSpec
 
 MiB = 1 << 20
 

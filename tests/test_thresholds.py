@@ -1,4 +1,4 @@
-"""clustercheck.thresholds: profiles resolved against the spec table, unit conversion, Limit.passes and
+"""clustercheck.judging.thresholds: profiles resolved against the spec table, unit conversion, Limit.passes and
 Limit.margin, and one-line errors naming file:line:key; every shipped profile loads."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck import specs
+from clustercheck.judging import specs
 from clustercheck.errors import UserError
-from clustercheck.thresholds import Limit, load_named, load_profile, profile_names
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.thresholds import load_profile
+from helpers import all_limits, load_named, profile_names
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
 
@@ -388,11 +390,11 @@ def test_a_per_collective_floor_naming_no_collective_is_refused_at_load(tmp_path
 
 # -- defaults: per measure kind, overridden by check id; named limits; provenance -------------------
 
-from clustercheck import derive  # noqa: E402
+from clustercheck.judging import derive  # noqa: E402
 from clustercheck.errors import NoThreshold  # noqa: E402
-from clustercheck.judge import applicable_limits, check_metrics, rules_for  # noqa: E402
-from clustercheck.suite import load_suite  # noqa: E402
-from clustercheck.verdicts import of_limit, provenance  # noqa: E402
+from clustercheck.judging.judge import applicable_limits, check_metrics, rules_for  # noqa: E402
+from clustercheck.suite.load import load_suite  # noqa: E402
+from clustercheck.judging.verdicts import of_limit, provenance  # noqa: E402
 from test_sources import problems  # noqa: E402
 
 DEFAULTS = HEAD + """\
@@ -431,7 +433,7 @@ def test_defaults_are_read_per_kind_with_their_conditions(tmp_path):
     busbw = ar.limits["busbw"]
     assert (busbw.value, busbw.check, busbw.key) == (270.0, "", "defaults.all_reduce.busbw")
     assert busbw.origin == f"{tmp_path / 'lab.yaml'}:17 defaults.all_reduce.busbw"
-    assert [lim.key for lim in profile.all_limits()] == [
+    assert [lim.key for lim in all_limits(profile)] == [
         "checks.allreduce-default.busbw", "defaults.all_reduce.busbw", "defaults.gemm.tflops"]
 
 
@@ -570,7 +572,7 @@ SHIPPED_AND_DERIVED = SHIPPED + [derive.derived_name(m, n) for m in derive.MODEL
 def test_every_limit_and_default_cites_a_public_source(where):
     profile = load_profile(where) if isinstance(where, Path) else derive.derived_by_name(where)
     assert profile is not None
-    bad = [(lim.key, what) for lim in profile.all_limits()
+    bad = [(lim.key, what) for lim in all_limits(profile)
            for what in problems(lim.source) + [w for s in lim.spec_sources for w in problems(s)]]
     assert not bad
 
@@ -632,7 +634,7 @@ def test_end_to_end_a_users_own_check_is_judged_by_the_profiles_default(project:
     the terminal say which rule applied, and a check that borrows limits says where it borrowed them."""
     import json
 
-    from conftest import CPU_THRESHOLDS, small_check, write_suite
+    from helpers import CPU_THRESHOLDS, small_check, write_suite
 
     (project.path / "thresholds" / "cpu.yaml").write_text(CPU_THRESHOLDS + (
         "defaults:\n  all_reduce:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"clustercheck's test floor\"}\n"))

@@ -18,8 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clustercheck.pool import PoolKey, PoolManager
-from clustercheck.results import reduce_collective, reduce_subjects
+from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.kinds.collectives import reduce_collective
+from clustercheck.kinds.subjects import reduce_subjects
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -32,7 +33,7 @@ def sweep(pool, coll: str, sizes: list[int], placement: str, graph: int = 0, dty
 
 
 def main() -> int:
-    from clustercheck.checks import KINDS
+    from clustercheck.kinds import KINDS
 
     ok = True
     graph_ratio: dict[int, float] = {}

@@ -17,8 +17,8 @@ SIZES = [256 * MiB, 1024 * MiB, 2048 * MiB]
 
 
 def via_pool() -> None:
-    from clustercheck.pool import PoolKey, PoolManager
-    from clustercheck.results import reduce_collective
+    from clustercheck.run.pool import PoolKey, PoolManager
+    from clustercheck.kinds.collectives import reduce_collective
 
     with tempfile.TemporaryDirectory() as tmp:
         pools = PoolManager(Path(tmp))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.counters.delta import Delta, Increase
@@ -110,17 +109,6 @@ def parse(raw: object, file: str, line: int = 0, key: str = "counters") -> dict[
     return out
 
 
-def from_profile(path: Path) -> dict[str, Allowance]:
-    """The allowances of a threshold profile file (DEFAULTS when it has no `counters:` block)."""
-    from clustercheck import yamlfile
-
-    doc = yamlfile.load(path, str(path))
-    if not isinstance(doc, dict) or "counters" not in doc:
-        return dict(DEFAULTS)
-    line = doc.line_of("counters") if isinstance(doc, yamlfile.Mapping) else 0
-    return parse(doc["counters"], str(path), line)
-
-
 def allowance_for(name: str, allowances: Mapping[str, Allowance]) -> Allowance:
     """The allowance of the longest dotted prefix of `name` (kernel.xid.79, kernel.xid, kernel)."""
     parts = name.split(".")
@@ -182,8 +170,8 @@ def verdicts(j: Judgement, check_id: str) -> list[Any]:
     """clustercheck Verdicts for an item: one per counter that rose (passed or failed against its
     allowance, subject `<host> <device>`) and a failed one per device that vanished. Harness errors
     are not verdicts: the caller raises them (Judgement.harness_errors)."""
-    from clustercheck.thresholds import Limit
-    from clustercheck.verdicts import Expectation, Verdict
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.verdicts import Expectation, Verdict
 
     out = []
     for f in j.findings:

@@ -13,7 +13,7 @@ from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes,
 from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts
 from clustercheck.localize.planner import Planner
 from clustercheck.localize.topology import Topology
-from clustercheck.verdicts import Expectation, Verdict
+from clustercheck.judging.verdicts import Expectation, Verdict
 
 SOURCE = "clustercheck's localization (docs/localize.md): screening rings, pair splits, confirmation with known-good partners"
 

@@ -47,7 +47,7 @@ class RankContext:
                                 "device": str(self.device), "backend": self.backend,
                                 "torch": torch.__version__}
         if self.device.type == "cuda":
-            from clustercheck.binding import locality, nvml_index
+            from clustercheck.run.binding import locality, nvml_index
 
             where = locality(self.bus_id) if self.bus_id else None
             info.update(bus_id=self.bus_id, nvml_index=nvml_index(self.bus_id) if self.bus_id else None,
@@ -60,7 +60,7 @@ class RankContext:
             if hip:
                 info["hip"] = hip
         if facts and self.local_rank == 0:
-            from clustercheck.platform import read_facts
+            from clustercheck.judging.platform import read_facts
 
             info["facts"] = read_facts(torch_gpus=torch.cuda.device_count()).as_dict()
         return info
@@ -78,7 +78,7 @@ class RankContext:
 def cuda_bus_id(index: int) -> str:
     """The PCI address of CUDA device `index`; "" where torch's device properties lack CUDA's PCI ids
     (pci_domain_id/pci_bus_id/pci_device_id, present in torch 2.13, absent from its type stubs)."""
-    from clustercheck.binding import bus_id
+    from clustercheck.run.binding import bus_id
 
     props = torch.cuda.get_device_properties(index)
     ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
@@ -174,9 +174,9 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
         return ctx.describe(facts=bool(params.get("facts")))
     path = task.get("runner")
     if not path:  # a task named by a built-in measure kind alone (tests, benchmarks)
-        from clustercheck.checks import KINDS
+        from clustercheck.kinds import KINDS
 
-        if op not in KINDS:
+        if not isinstance(op, str) or op not in KINDS:
             raise ValueError(f"unknown task {op!r}")
         path, params = KINDS[op].runner, {**KINDS[op].extra, **params}
     runner = runner_of(path)

@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from clustercheck.formulas import Layout, layout
 from clustercheck.measure import RankContext, fault_here
-from clustercheck.memory import CHECK_ELEMENTS
+from clustercheck.formulas import CHECK_ELEMENTS
 from clustercheck.units import format_size
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

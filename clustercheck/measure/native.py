@@ -30,7 +30,7 @@ _OURS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 def nccl_tests(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     if ctx.local_rank != 0:
         return {}
-    from clustercheck.native_params import nccl_tests_argv
+    from clustercheck.kinds.nccl_tests import argv as nccl_tests_argv
 
     gpus = params["gpus"] or _gpus_here(ctx)
     return run_tool(ctx, nccl_tests_argv(params, gpus), params["tool_timeout"])
@@ -39,7 +39,7 @@ def nccl_tests(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
 def nvbandwidth(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     if ctx.local_rank != 0:
         return {}
-    from clustercheck.native_params import nvbandwidth_argv
+    from clustercheck.kinds.nvbandwidth import argv as nvbandwidth_argv
 
     return run_tool(ctx, nvbandwidth_argv(params), params["tool_timeout"])
 

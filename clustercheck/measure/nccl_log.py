@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, MutableMapping
 
-from clustercheck import nccl_debug
+from clustercheck.fabric import nccl_debug
 
 SUBSYS = {"init": "INIT,ENV", "tuning": "INIT,ENV,TUNING"}
 USER_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")

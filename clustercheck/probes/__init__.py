@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from dataclasses import replace
+from typing import Any, Mapping
+
+from clustercheck.probes.base import Probe, ProbeOutcome, ProbeParseError, ProbeSkip, ProbeVerdict
 
 # CLI name -> module under clustercheck.probes
 _MODULES = {
@@ -33,56 +35,6 @@ _MODULES = {
     "amd-host": "amd_host",
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
-
-
-class ProbeParseError(ValueError):
-    """The text is not what the probe reads; the message says what was expected."""
-
-
-class ProbeSkip(Exception):
-    """The tool or hardware the probe needs is absent here; the message is the reason."""
-
-    @property
-    def reason(self) -> str:
-        return str(self.args[0]) if self.args else "not applicable"
-
-
-@dataclass(frozen=True)
-class ProbeVerdict:
-    subject: str          # what was judged: a bridge BDF "0000:02:08.0", "GPU3", "mlx5_0/1", "NCCL_P2P_DISABLE"
-    what: str             # the property: "ACS redirect", "link width", "active NVLinks"
-    passed: bool
-    detail: str = ""      # one line a person can act on
-    measured: object = None
-    expected: object = None
-
-    def line(self) -> str:
-        return f"{self.subject}: {self.what}: {self.detail}" if self.detail else f"{self.subject}: {self.what}"
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    description: str
-    input_help: str       # what --input FILE must hold
-    scope: str            # "node" or "gpu": what the verdicts are about
-    parse: Callable[[str], Any]
-    collect: Callable[[], Any]
-    judge: Callable[[Any, Mapping[str, Any]], list[ProbeVerdict]]
-    expect_keys: tuple[str, ...] = ()
-    by_index: bool = False  # subjects name GPUs by nvidia-smi index only ("GPU3"): live runs add the bus id
-
-
-@dataclass(frozen=True)
-class ProbeOutcome:
-    name: str
-    outcome: str          # passed | failed | skipped | error
-    verdicts: tuple[ProbeVerdict, ...] = ()
-    reason: str = ""      # for skipped and error
-
-    @property
-    def failures(self) -> tuple[ProbeVerdict, ...]:
-        return tuple(v for v in self.verdicts if not v.passed)
 
 
 def get(name: str) -> Probe:
@@ -130,21 +82,3 @@ def name_gpus(verdicts: tuple[ProbeVerdict, ...], bus_ids: Mapping[int, str]) ->
         return f"{m.group(0)} ({bus})" if bus else m.group(0)
 
     return tuple(replace(v, subject=_GPU_NAME.sub(one, v.subject)) for v in verdicts)
-
-
-# -- helpers shared by parsers ---------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def evidence_lines(text: str) -> list[str]:
-    """Lines of tool output: ANSI escapes removed, trailing spaces dropped, and a fixture's
-    '# source: ...' line plus the blank line after it skipped (captured evidence carries its origin)."""
-    lines = [_ANSI.sub("", line).rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    if lines and lines[0].startswith("# source:"):
-        lines = lines[2:] if len(lines) > 1 and not lines[1].strip() else lines[1:]
-    return lines
-
-
-# Expectations live in clustercheck.expect (thresholds load them too); probes name them from here.
-from clustercheck.expect import EXPECT_KEYS, TOPOLOGY_KEYS, check_expect, parse_expect_args  # noqa: E402,F401

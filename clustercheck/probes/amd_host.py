@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
 
 _SYSCTL = re.compile(r"^\s*kernel\.numa_balancing\s*=\s*(\S+)\s*$")
 _CMDLINE = re.compile(r"(?:^|\s)(?:BOOT_IMAGE|root)=\S+")
@@ -38,7 +38,7 @@ def parse(text: str) -> HostSettings:
     cmdline = next((l.strip() for l in lines if _CMDLINE.search(l)), None)
     if numa is not None or cmdline is not None:
         return HostSettings(numa, cmdline, source="sysctl/cmdline")
-    from clustercheck import nccl_debug
+    from clustercheck.fabric import nccl_debug
 
     log = nccl_debug.parse(text)
     if log.is_rccl or log.numa_balancing_on or log.iommu_pt_missing:
@@ -80,7 +80,7 @@ def _read(path: Path) -> str:
 
 
 def collect(proc: Path = Path("/proc"), pci_root: Path = Path("/sys/bus/pci/devices")) -> HostSettings:
-    from clustercheck.platform import _pci_functions
+    from clustercheck.judging.platform import _pci_functions
 
     if not any(vendor == 0x1002 for _, vendor, _ in _pci_functions(pci_root)):
         raise ProbeSkip("no AMD accelerator on the PCI bus: AMD's RCCL host settings do not apply")

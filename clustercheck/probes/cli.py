@@ -46,6 +46,7 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from clustercheck import probes
+    from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip
 
     if args.list:
         for name in probes.NAMES:
@@ -71,14 +72,14 @@ def main(args: argparse.Namespace) -> int:
     text = _read(args.input)
     try:
         parsed = probe.parse(text)
-    except probes.ProbeParseError as exc:
+    except ProbeParseError as exc:
         raise UserError(f"{args.input}: cannot judge it as {probe.input_help}: {exc}") from None
     try:
         verdicts = tuple(probe.judge(parsed, expect))
-    except probes.ProbeSkip as exc:
-        return _report(probes.ProbeOutcome(probe.name, "skipped", reason=exc.reason))
+    except ProbeSkip as exc:
+        return _report(ProbeOutcome(probe.name, "skipped", reason=exc.reason))
     failed = any(not v.passed for v in verdicts)
-    return _report(probes.ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
+    return _report(ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
 
 
 MAX_INPUT = 64 << 20  # bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB)
@@ -110,8 +111,8 @@ def _read(path: Path) -> str:
 
 
 def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
-    from clustercheck.probes import parse_expect_args
-    from clustercheck.profiles import search_path
+    from clustercheck.judging.expect import parse_expect_args
+    from clustercheck.judging.profiles import search_path
 
     search = search_path(args.thresholds)
     expect: dict[str, Any] = {}
@@ -120,7 +121,7 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
         expect = dict(profile.expect)
         print(f"platform: {escape(profile.name)} (--platform)")
     elif live:
-        from clustercheck.platform import describe, detect, read_facts
+        from clustercheck.judging.platform import describe, detect, read_facts
 
         facts = read_facts()
         try:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, ecc_nvml, nvsmi
+from clustercheck.probes import ecc_nvml, nvsmi
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 
 SRAM_CORRECTABLE_MAX = 10_000
 DRAM_MAX = 20_000_000

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, tool
+from clustercheck.probes import tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
 
 _ASSIGN = re.compile(r"^(?:export\s+|declare -x\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _PREFIXES = ("NCCL_", "CUDA_", "TORCH_NCCL_", "FI_")

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeSkip, ProbeVerdict, nvsmi
+from clustercheck.probes import nvsmi
+from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict
 
 HEALTHY = ("Completed", "Success")
 _ABSENT = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}

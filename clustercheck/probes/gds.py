@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
+from clustercheck.probes import tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
 
 _GPU = re.compile(r"^GPU index (\d+) (.+?) bar:\d+ bar size \(MiB\):\s*\d+\s*(.*)$")
 _TRANSPORTS = ("NVMe", "NVMe P2PDMA", "NVMeOF", "SCSI", "ScaleFlux CSD", "NVMesh", "DDN EXAScaler",

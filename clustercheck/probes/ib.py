@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
+from clustercheck.probes import tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
 
 SYSFS = Path("/sys/class/infiniband")
 

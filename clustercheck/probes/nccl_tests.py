@@ -19,7 +19,7 @@ import math
 from typing import Any, Mapping
 
 from clustercheck.errors import UserError
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeSkip, ProbeVerdict, nvsmi, tool, topo
+from clustercheck.probes import nvsmi, tool, topo
+from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict
 
 
 def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:

@@ -15,10 +15,10 @@ import re
 import statistics
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nvbandwidth as reader
-from clustercheck.toolout.nvbandwidth import NvbandwidthRun, Testcase
+from clustercheck.toolout.nvbandwidth_run import NvbandwidthRun, Testcase
 
 _P2P = tuple(f"device_to_device_memcpy_{d}_{e}" for d in ("read", "write") for e in ("ce", "sm"))
 FLOORS: dict[str, tuple[str, ...]] = {

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, nvsmi, tool
+from clustercheck.probes import nvsmi, tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
 
 _GPU = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
 _LINK = re.compile(r"^Link (\d+): (.+)$")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines, tool
+from clustercheck.probes import tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out

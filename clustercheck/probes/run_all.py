@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import NAMES, ProbeOutcome, ProbeVerdict, get, run_live
+from clustercheck.probes import NAMES, get, run_live
+from clustercheck.probes.base import ProbeOutcome, ProbeVerdict
 
 
 def run_node_health(expect: Mapping[str, Any]) -> list[tuple[str, str, tuple[ProbeVerdict, ...] | str]]:

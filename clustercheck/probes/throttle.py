@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, nvsmi
+from clustercheck.probes import nvsmi
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
 
 BAD_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
 TEMP_MAX_C = 84.0

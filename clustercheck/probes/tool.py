@@ -15,7 +15,7 @@ import signal
 import subprocess
 from typing import Sequence
 
-from clustercheck.probes import ProbeParseError, ProbeSkip
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
 
 
 class ToolError(RuntimeError):

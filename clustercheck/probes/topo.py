@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
 
 _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
 _RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -234,7 +234,8 @@ def _count(levels: Any) -> list[tuple[str, int]]:
 def collect_text() -> str:
     """nvidia-smi, else amd-smi, else (older ROCm) rocm-smi. A failing tool (a GPU lost from the bus) is an
     error naming the command; only when none is installed does the probe skip."""
-    from clustercheck.probes import ProbeSkip, nvsmi, tool
+    from clustercheck.probes import nvsmi, tool
+    from clustercheck.probes.base import ProbeSkip
 
     try:
         return nvsmi.run("topo", "-m")

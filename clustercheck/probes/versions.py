@@ -2,7 +2,7 @@
 
 Evidence: `nvidia-smi -q` (driver, CUDA, GPUs) and/or `name: version` lines (torch: 2.4.0, nccl: 2.21.5,
 as `python -c 'import torch; print(torch.__version__)'` and friends print them). Live: NVML through
-clustercheck.platform and the installed torch. Minimum versions come from the platform's expect block.
+clustercheck.judging.platform and the installed torch. Minimum versions come from the platform's expect block.
 Fewer GPUs than the platform's gpu_count fails, naming the missing GPU where anything can: a bus id the
 PCI bus shows and NVML does not list, or the HGX module (nvidia-smi "Module Id", 1..8) nobody answers
 for. Every NVML call that failed live fails its GPU, naming the call and NVML's error.
@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from clustercheck.nvml import NvmlFault, bus_id
-from clustercheck.probes import Probe, ProbeParseError, ProbeVerdict, evidence_lines, nvsmi, tool
+from clustercheck.judging.nvml import NvmlFault, bus_id
+from clustercheck.probes import nvsmi, tool
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
 _KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)
@@ -131,7 +132,7 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
 def collect() -> Inventory:
     from importlib import metadata
 
-    from clustercheck.platform import read_facts
+    from clustercheck.judging.platform import read_facts
 
     facts = read_facts()
     torch_v = nccl_v = cuda_v = None

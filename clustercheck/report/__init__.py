@@ -10,13 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.record import SCHEMA_VERSION, Record, RecordError, counts, load
+from clustercheck.record.io import Record, RecordError, load
+from clustercheck.record.schema import SCHEMA_VERSION, counts
 from clustercheck.report.status import run_status
-
-
-def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
-    """Render every report from `record` into `out_dir`; UserError (nothing replaced) when it cannot."""
-    return render_record(read(record), out_dir)
 
 
 def read(record: Path) -> Record:
@@ -74,7 +70,7 @@ def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
 
 def _burn_in(results: Any) -> dict[str, Any]:
     """results.json's `burn_in` block for a repeated run: each item's summary and each node's pass ratio."""
-    from clustercheck.burnin import by_node, repeated, summarize
+    from clustercheck.record.burnin import by_node, repeated, summarize
 
     if not repeated(results):
         return {}

@@ -7,10 +7,10 @@ from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from clustercheck import verdicts as vt
-from clustercheck.checks import figure_of
-from clustercheck.comm import line as comm_line
-from clustercheck.record import counts
+from clustercheck.judging import verdicts as vt
+from clustercheck.kinds import figure_of
+from clustercheck.fabric.comm import line as comm_line
+from clustercheck.record.schema import counts
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
 from clustercheck.units import fmt, format_size
 
@@ -68,7 +68,7 @@ def _rule(v: dict[str, Any]) -> str:
 
 def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each item of a repeated run: its summary and its metric over the repetitions, with its limit."""
-    from clustercheck.burnin import grouped, summarize
+    from clustercheck.record.burnin import grouped, summarize
     from clustercheck.report.figures import repetition_plot
 
     out = []
@@ -97,7 +97,7 @@ def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
-    from clustercheck.burnin import folded, repeated
+    from clustercheck.record.burnin import folded, repeated
 
     burn_in = _burn_in(results) if repeated(results) else []
     results = folded(results)  # a repeated run: each item once (its worst repetition), its series below

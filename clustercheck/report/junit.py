@@ -10,10 +10,10 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Sequence
 
-from clustercheck import verdicts as vt
-from clustercheck.burnin import folded
-from clustercheck.comm import line as comm_line
-from clustercheck.record import PlanItem, ResultEntry, RunHeader, classname, item_id
+from clustercheck.judging import verdicts as vt
+from clustercheck.record.burnin import folded
+from clustercheck.fabric.comm import line as comm_line
+from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
 from clustercheck.units import fmt
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from clustercheck.record import EndEntry, ResultEntry, RunHeader, item_id
+from clustercheck.record.schema import EndEntry, ResultEntry, RunHeader, item_id
 
 SLA_SCHEMA = 1
 _SPREAD = ("iter_us_min", "iter_us_median", "iter_us_max")

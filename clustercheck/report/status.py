@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustercheck.exclude import untested
-from clustercheck.record import Record, counts, item_id
+from clustercheck.record.exclude import untested
+from clustercheck.record.io import Record
+from clustercheck.record.schema import counts, item_id
 
 
 def run_status(rec: Record) -> dict[str, Any]:

@@ -8,10 +8,11 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from clustercheck import verdicts as vt
-from clustercheck.exclude import as_hostlist
+from clustercheck.judging import verdicts as vt
+from clustercheck.record.exclude import as_hostlist
 from clustercheck.paths import display
-from clustercheck.record import ExcludeEntry, Record
+from clustercheck.record.io import Record
+from clustercheck.record.schema import ExcludeEntry
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")

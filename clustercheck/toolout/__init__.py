@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from clustercheck.probes import evidence_lines
+from clustercheck.probes.base import evidence_lines
 
 __all__ = ["NotToolOutput", "clean_lines", "number"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clustercheck import nccl_debug
-from clustercheck.probes import evidence_lines
+from clustercheck.fabric import nccl_debug
+from clustercheck.probes.base import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)

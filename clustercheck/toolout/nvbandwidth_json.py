@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from clustercheck.toolout import NotToolOutput, number
-from clustercheck.toolout.nvbandwidth import Device, NvbandwidthRun, Testcase
+from clustercheck.toolout.nvbandwidth_run import Device, NvbandwidthRun, Testcase
 
 _DEVICE = re.compile(r"^(?P<index>\d+): (?P<name>.+?)(?: \((?P<pci>[0-9a-fA-F:.]+)\))?(?:: \((?P<host>[^)]*)\))?$")
 _UNIT = re.compile(r"\((GB/s|ns)\)\s*$")

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.binding import locality
-from clustercheck.memory import memory_need
-from clustercheck.pool import PoolKey, PoolManager, RankFailure
+from clustercheck.run.binding import locality
+from helpers import memory_need
+from clustercheck.run.failure import RankFailure
+from clustercheck.run.pool import PoolKey, PoolManager
 
 pytestmark = pytest.mark.gpu
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey, PoolManager
 
 pytestmark = pytest.mark.gpu
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.pool import PoolKey, PoolManager
-from clustercheck.results import reduce_collective, reduce_subjects
+from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.kinds.collectives import reduce_collective
+from clustercheck.kinds.subjects import reduce_subjects
 
 pytestmark = pytest.mark.gpu
 
@@ -50,7 +51,7 @@ def test_nccl_cuda_graph_mode_is_exact(pools: PoolManager) -> None:
 def test_nccl_says_its_version_transports_and_algorithm(pools: PoolManager) -> None:
     """The timed pool logs NCCL's init to a file per rank; the untimed tuning pool also logs each call's
     algorithm/protocol (NCCL on one rank takes a shortcut without one, so labels need two GPUs)."""
-    from clustercheck import comm
+    from clustercheck.fabric import comm
 
     n = ngpus()
     params = {"sizes": [8, 1 << 20, 64 << 20], "dtype": "float32", "warmup": 2, "iters": 5, "check_iters": 1,
@@ -72,7 +73,7 @@ def test_nccl_says_its_version_transports_and_algorithm(pools: PoolManager) -> N
     ("gemm", {"m": 4096, "dtype": "bfloat16", "loops": 10, "samples": 3}, "tflops", 5.0),
 ])
 def test_per_gpu_measurements(pools: PoolManager, op: str, params: dict, metric: str, floor: float) -> None:
-    from clustercheck.checks import KINDS
+    from clustercheck.kinds import KINDS
 
     pool = pools.get(PoolKey("nccl", ngpus()))
     m = reduce_subjects(pool.run(op, params, 300), KINDS[op].metrics)

@@ -1,0 +1,117 @@
+"""Judging on the controller: which rules apply to a check, its kind's verdicts from the ranks' answers,
+and, with `--compare`, one verdict per metric against the same item of a saved run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from clustercheck.errors import NoThreshold, UserError
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.measurement import Outcome
+from clustercheck.judging.thresholds import Profile
+from clustercheck.judging.verdicts import Verdict, of_limit
+from clustercheck.kinds import KINDS
+from clustercheck.kinds.base import Answers, Rules
+from clustercheck.paths import display
+from clustercheck.record.compare import HIGHER, Change, load_run, match
+from clustercheck.record.schema import ResultEntry, item_id
+from clustercheck.suite.spec import CheckSpec
+from clustercheck.units import UNITS, fmt
+
+
+def applicable_limits(check: CheckSpec, profile: Profile) -> tuple[dict[str, Limit], str]:
+    """The limits that judge `check`, and why there are none when there are none. The most specific rule
+    wins: the profile's `checks.<check id>`; else the entry the suite names (`limits: <check id>`); else
+    `defaults.<measure kind>` when the check fits its `when:`. Each Limit's origin says which rule it is."""
+    own = profile.limits_for(check.id)
+    if own is not None:
+        return own, ""
+    if check.limits:
+        named = profile.limits_for(check.limits)
+        if named is None:
+            raise _unknown_limits(check, profile)
+        via = f", named by {check.file}:{check.limits_line} limits"
+        return {m: replace(lim, check=check.id, origin=lim.origin + via) for m, lim in named.items()}, ""
+    default = profile.defaults.get(check.measure)
+    if default is None:
+        return {}, ""
+    why = default.misfit(check.params)
+    if why:
+        return {}, f"; defaults.{check.measure} ({profile.file}:{default.line}) {why}"
+    return {m: replace(lim, check=check.id) for m, lim in default.limits.items()}, ""
+
+
+def _unknown_limits(check: CheckSpec, profile: Profile) -> UserError:
+    known = ", ".join(sorted(profile.limits)) or "none"
+    return UserError(f"check {check.id!r} names limits {check.limits!r}, which platform {profile.name!r} "
+                     f"({profile.file}) does not have under checks: (it has: {known})",
+                     file=check.file, line=check.limits_line or check.line, key="limits")
+
+
+def check_metrics(check: CheckSpec, profile: Profile) -> None:
+    """Every limit that judges `check`, and every `defaults:` entry of the profile, names a metric its kind
+    reports, in a compatible unit; a suite's `limits:` names an entry the profile has."""
+    for kind, default in profile.defaults.items():
+        if kind not in KINDS:
+            raise UserError(f"no measure kind {kind!r} (known: {', '.join(sorted(KINDS))})",
+                            file=profile.file, line=default.line or None, key=f"defaults.{kind}")
+        _fits(kind, default.limits)
+    limits, _ = applicable_limits(check, profile)
+    borrowed = check.limits and profile.limits_for(check.id) is None
+    _fits(check.measure, limits, f" (check {check.id!r} of {check.where} names it in limits:)" if borrowed else "")
+
+
+def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
+    known = KINDS[kind].metrics
+    for metric, limit in limits.items():
+        key = limit.key or f"checks.{limit.check}.{metric}"
+        if metric not in known:
+            raise UserError(f"{kind} reports no metric {metric!r} (it reports {', '.join(known) or 'none'}){note}",
+                            file=limit.file or None, line=limit.line or None, key=key)
+        if UNITS[limit.unit][0] != UNITS[known[metric]][0]:
+            raise UserError(f"unit {limit.unit} does not fit {metric}, which is measured in {known[metric]}{note}",
+                            file=limit.file or None, line=limit.line or None, key=f"{key}.unit")
+
+
+def rules_for(check: CheckSpec, profile: Profile) -> Rules:
+    """The profile's limits for `check`; a kind judged by limits with none is an error, never a pass."""
+    limits, why = applicable_limits(check, profile)
+    if KINDS[check.measure].limited and not limits:
+        raise NoThreshold(f"no threshold for check {check.id!r} on platform {profile.name!r} ({profile.file}){why}; "
+                          f"add one under checks.{check.id} or defaults.{check.measure}")
+    origin = f"{profile.file} expect" if profile.expect else "the probe's built-in expectation"
+    return Rules(limits, origin)
+
+
+def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:
+    measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
+    return Outcome(measurement, verdicts, pool)
+
+
+class Baseline:
+    """A saved run that each item is also judged against (`--compare`)."""
+
+    def __init__(self, arg: str, history: Any, tolerance: float) -> None:
+        run = load_run(arg, history)
+        self.items: dict[str, ResultEntry] = {item_id(r): r for r in run.results}
+        self.origin = f"--compare {display(run.path)}"
+        self.tolerance = tolerance
+
+    def regressions(self, check: CheckSpec, item: str, verdicts: list[Verdict]) -> list[Verdict]:
+        """One verdict per directional metric that the baseline judged the same way: the relative change,
+        failing when it got worse by the tolerance or more."""
+        old = self.items.get(item)
+        if old is None:
+            return []
+        changes, _ = match(item, old.get("verdicts"), [v.as_dict() for v in verdicts], self.tolerance)
+        return [self._verdict(check, c) for c in changes]
+
+    def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
+        op, bound = (">=", -self.tolerance) if c.direction == HIGHER else ("<=", self.tolerance)
+        limit = Limit(check.id, f"{c.name} vs baseline", op, bound, "ratio", f"change {op} {bound:+.0%}",
+                      f"baseline measured {fmt(c.baseline)}", self.origin)
+        verdict = of_limit(limit.metric, c.change, limit, subject=c.subject)
+        # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify)
+        return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
+                       verdict.margin, subject=c.subject)

@@ -1,0 +1,91 @@
+"""What a measure kind is: the `Kind` record every kind module fills in, what its judge receives
+(`Answers`, `Rules`) and the pieces several kinds share (the built-in correctness limit, the memory need
+of buffers on a rank's device). Controller side: no torch, nothing of the run loop or the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.verdicts import Verdict
+from clustercheck.schema import Fields
+from clustercheck.suite.spec import CheckSpec
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What one item's ranks returned (a node's, a pair's or the whole cluster's), with what judging needs."""
+
+    check: CheckSpec
+    per_rank: list[dict[str, Any]]
+    ranks: list[dict[str, Any]]  # the pool's description of each of these ranks: host, device, NCCL version
+    backend: str
+    tuned: list[dict[str, Any]] | None = None  # the untimed pass in which NCCL logs its algorithm
+    tuning_error: str = ""
+
+    @property
+    def hosts(self) -> list[str]:
+        return [r["host"] for r in self.ranks]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What an item is judged against: the profile's limits for its check; where expectations come from."""
+
+    limits: Mapping[str, Limit]
+    expect_origin: str = "the probe's built-in expectation"
+
+
+Judge = Callable[[Answers, Rules], "tuple[Measurement, list[Verdict]]"]
+# A kind's memory need: (bytes per rank in the memory it measures, host bytes per node, the size that sets
+# it), from its parameters, the ranks per node and whether the ranks are on GPUs (run/fit.py judges it).
+Need = Callable[[Mapping[str, Any], int, bool], "tuple[int, int, int]"]
+
+
+def _no_group_check(check: CheckSpec, nranks: int) -> None:
+    return None
+
+
+def _own_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(check.params)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One `measure:` a suite may name. Register it with `clustercheck.kinds.register(...)`."""
+
+    name: str
+    scopes: tuple[str, ...]
+    metrics: dict[str, str]  # metric -> unit
+    parse: Callable[[Fields], dict[str, Any]]
+    description: str
+    runner: str  # "module:function" every rank runs, called with (RankContext, params)
+    judge: Judge
+    gpu_only: bool = False  # skipped (with the reason) on a run without GPUs
+    min_ranks: int = 1  # ranks a group needs for the measurement to mean anything
+    limited: bool = True  # judged against the profile's limits; False: against expectations (probes)
+    tuning_pass: bool = False  # NCCL's algorithm is read in an untimed second pass
+    figure: str = "bars"  # what the HTML report draws: sweep (busbw per size), matrix, bars, none
+    check_group: Callable[[CheckSpec, int], None] = _no_group_check  # raises when a group cannot work
+    task_params: Callable[[CheckSpec, Mapping[str, Any]], dict[str, Any]] = _own_params
+    extra: dict[str, Any] = field(default_factory=dict)  # fixed parameters every task of this kind carries
+    memory: Need | None = None  # the buffers it holds, so that a suite that cannot fit is refused early
+
+    def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""
+        return {**self.extra, **self.task_params(check, expect)}
+
+
+# Correctness is not a threshold a platform may relax: any wrong element fails (nccl-tests #wrong).
+WRONG_LIMIT_SOURCE = "correctness: every element of a reduction on exactly summable data must match (nccl-tests #wrong)"
+
+
+def wrong_limit(check_id: str) -> Limit:
+    return Limit(check_id, "wrong", "==", 0.0, "count", "== 0", WRONG_LIMIT_SOURCE, "built in")
+
+
+def device_need(per_rank: int, size: int, n: int, gpu: bool) -> tuple[int, int, int]:
+    """Buffers on the rank's device: on a GPU, no host memory; on a CPU rank, host memory for every rank."""
+    return per_rank, 0 if gpu else per_rank * n, size

@@ -1,0 +1,189 @@
+"""The seven collectives (`measure: all_reduce`, `all_gather`, ...): a size sweep timed and checked as
+nccl-tests does. Here: their parameters, the buffers they hold, how the ranks' times become nccl-tests
+rows (mean time across ranks, algbw and busbw from it), and the judge, which adds the built-in
+`wrong == 0` limit and what NCCL said it did. The ranks run clustercheck.measure.collectives:collective."""
+
+from __future__ import annotations
+
+import dataclasses
+from statistics import fmean, median, pstdev
+from typing import Any, Callable, Mapping
+
+from clustercheck import formulas, units
+from clustercheck.errors import SizeTooSmall, show
+from clustercheck.fabric.comm import describe, tag_rows
+from clustercheck.formulas import PLACEMENTS, check_temporaries, layout
+from clustercheck.judging.measurement import Measurement, evaluate
+from clustercheck.judging.verdicts import Verdict
+from clustercheck.kinds import params as shared
+from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wrong_limit
+from clustercheck.schema import Fields, between, one_of
+from clustercheck.suite.spec import CheckSpec
+
+UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+         "iter_cv": "ratio"}
+_TEXT = {
+    "all_reduce": "all_reduce (sum), in place", "all_gather": "all_gather, out of place and in place",
+    "reduce_scatter": "reduce_scatter (sum), out of place and in place", "alltoall": "alltoall, out of place",
+    "broadcast": "broadcast from rank 0, in place", "reduce": "reduce (sum) to rank 0, in place",
+    "sendrecv": "each rank sends to the next and receives from the previous",
+}
+
+
+# -- parameters ------------------------------------------------------------------------------------
+
+def _collective_params(f: Fields) -> dict[str, Any]:
+    sizes = shared.sizes(f)
+    dtype = f.get("dtype", str, "float32", check=one_of(*units.DTYPE_BYTES))
+    dtype = units.CANONICAL_DTYPE.get(dtype, dtype)
+    elt = units.DTYPE_BYTES[dtype]
+    size_key = "sizes" if "sizes" in f.data else "min_bytes"
+    for s in sizes:
+        if s % elt:
+            raise f.error(size_key, f"size {s} B is not a whole number of {dtype} elements ({elt} B each)")
+        if s > shared.MAX_SIZE:
+            raise f.error(size_key if s == sizes[0] else ("sizes" if size_key == "sizes" else "max_bytes"),
+                          f"size {units.format_size(s)} is above the {units.format_size(shared.MAX_SIZE)} limit")
+    judge = shared.size(f, "judge_at", str(sizes[-1])) if "judge_at" in f.data else sizes[-1]
+    if judge not in sizes:
+        raise f.error("judge_at", f"{judge} B is not one of the swept sizes "
+                                  f"({', '.join(units.format_size(s) for s in sizes)})")
+    params = {
+        "sizes": sizes,
+        "dtype": dtype,
+        "warmup": f.get("warmup", int, 5, check=between(0, 10_000)),
+        "iters": f.get("iters", int, 20, check=between(1, 100_000)),
+        "check_iters": f.get("check_iters", int, 1, check=between(0, 1_000)),
+        "judge_at": judge,
+        "per_iteration": f.get("per_iteration", bool, True),
+        "cuda_graph": f.get("cuda_graph", int, 0, check=between(0, 10_000)),
+    }
+    if params["cuda_graph"] and not params["warmup"]:
+        # NCCL >= 2.22 connects peers at a communicator's first use of an algorithm, with cudaMalloc: inside
+        # a capture that fails (nccl-tests warms up first, common.cu BenchTime)
+        raise f.error("warmup", "cuda_graph needs warmup >= 1: NCCL connects at first use, which a graph "
+                                "capture cannot hold")
+    return params
+
+
+def parser(collective: str) -> Callable[[Fields], dict[str, Any]]:
+    available = PLACEMENTS[collective]
+
+    def parse(f: Fields) -> dict[str, Any]:
+        params = _collective_params(f)
+        placements = f.get("placements", list, list(available))
+        if not placements or any(p not in available for p in placements) or len(set(placements)) != len(placements):
+            raise f.error("placements", f"{collective} can run {' and '.join(available)}-place "
+                                        f"(as a list: {list(available)}), got {show(placements)}")
+        params["placements"] = [p for p in available if p in placements]
+        f.done()
+        return params
+
+    return parse
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+def need(measure: str, in_place_send: bool = False) -> Need:
+    """One Bench at a time, as collectives.collective builds them: out of place a send and a receive
+    buffer, in place one buffer (the send buffer where the collective works in it: reduce_scatter's
+    in-place send holds the receive slice), plus the bounded comparison mask of the correctness check."""
+    def fn(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+        elt = units.DTYPE_BYTES[params.get("dtype", "float32")]
+        peak, at = 0, 0
+        for size in params["sizes"]:
+            lay = layout(measure, size, elt, n)
+            for placement in params.get("placements", PLACEMENTS[measure]):
+                if placement == "out":
+                    count = lay.send_count + lay.recv_count
+                elif in_place_send:
+                    count = lay.send_count
+                else:
+                    count = lay.recv_count
+                bytes_ = count * elt + check_temporaries(max(lay.send_count, lay.recv_count))
+                if bytes_ > peak:
+                    peak, at = bytes_, size
+        return device_need(peak, at, n, gpu)
+    return fn
+
+
+# -- reduction -------------------------------------------------------------------------------------
+
+def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, float]:
+    """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
+    (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept."""
+    if not per_rank_iters or not all(per_rank_iters):
+        return {}
+    times = [max(column) * 1e6 for column in zip(*per_rank_iters)]
+    mean = fmean(times)
+    return {"iter_us_min": min(times), "iter_us_median": median(times), "iter_us_max": max(times),
+            "iter_cv": pstdev(times) / mean if mean else 0.0, "iter_us": times}
+
+
+def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
+                      judge_at: int) -> Measurement:
+    """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it);
+    the headline metrics come from the judged size, the worse placement where there are two."""
+    rows = []
+    for by_rank in zip(*[r["rows"] for r in per_rank]):
+        first = by_rank[0]
+        seconds = [r["seconds"] for r in by_rank]
+        t, alg, bus = formulas.bandwidths(collective, first["bytes"], seconds)
+        rows.append({"size": first["size"], "count": first["count"], "bytes": first["bytes"],
+                     "placement": first["placement"], "dtype": per_rank[0]["dtype"], "time_us": t * 1e6,
+                     "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
+                     "wrong_ranks": [i for i, r in enumerate(by_rank) if r["wrong"]],
+                     "rank_time_us": [s * 1e6 for s in seconds],
+                     "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
+                     **iteration_stats([r["iter_seconds"] for r in by_rank])})
+    judged = [r for r in rows if r["size"] == judge_at] or [r for r in rows if r["size"] == rows[-1]["size"]]
+    worst_row = min(judged, key=lambda r: r["busbw"])
+    worst = worst_row["slowest_rank"]
+    return Measurement(
+        metrics={"busbw": worst_row["busbw"], "algbw": worst_row["algbw"],
+                 "time_us": max(r["time_us"] for r in judged),
+                 "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
+                 "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
+        units=dict(UNITS),
+        rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"],
+        worst_of={"wrong": _wrong_ranks(rows, per_rank, hosts)} if any(r["wrong"] for r in rows) else {})
+
+
+def _wrong_ranks(rows: list[dict[str, Any]], per_rank: list[dict[str, Any]], hosts: list[str]) -> str:
+    """The ranks whose results were wrong (not the slowest one), with their counts and the sizes."""
+    counts: dict[int, int] = {}
+    sizes: dict[int, list[int]] = {}
+    for row, by_rank in zip(rows, zip(*[r["rows"] for r in per_rank])):
+        for rank in row["wrong_ranks"]:
+            counts[rank] = counts.get(rank, 0) + by_rank[rank]["wrong"]
+            sizes.setdefault(rank, []).append(row["size"])
+    named = [f"rank {r} ({hosts[r]}): {n} wrong at {', '.join(units.format_size(z) for z in dict.fromkeys(sizes[r]))}"
+             for r, n in sorted(counts.items())]
+    return "; ".join(named[:8]) + (f"; and {len(named) - 8} more rank(s)" if len(named) > 8 else "")
+
+
+# -- judging ---------------------------------------------------------------------------------------
+
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    check = a.check
+    m = reduce_collective(check.measure, a.per_rank, a.hosts, check.params["judge_at"])
+    comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
+    tag_rows(m.rows, comm.get("algorithms", {}))
+    m = dataclasses.replace(m, comm=comm)
+    limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
+    return m, evaluate(m, limits)
+
+
+def check_layouts(check: CheckSpec, nranks: int) -> None:
+    for size in check.params["sizes"]:
+        if layout(check.measure, size, units.DTYPE_BYTES[check.params["dtype"]], nranks).param_count == 0:
+            raise SizeTooSmall(f"{check.where}: {check.measure} of {size} B over {nranks} ranks moves "
+                               f"nothing (nccl-tests rounds per-rank counts down to 16 B); use larger sizes")
+
+
+PROVIDES = tuple(
+    Kind(name, ("node", "cluster", "pair", *(("localize",) if name == "all_reduce" else ())), UNITS, parser(name),
+         f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does",
+         "clustercheck.measure.collectives:collective", judge, min_ranks=2, tuning_pass=True, figure="sweep",
+         check_group=check_layouts, extra={"collective": name}, memory=need(name, in_place_send=name == "reduce_scatter"))
+    for name, text in _TEXT.items())

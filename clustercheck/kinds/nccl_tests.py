@@ -1,0 +1,146 @@
+"""`measure: nccl_tests`: an nccl-tests binary (all_reduce_perf by default) run on each node's first rank
+over the node's GPUs, with validated flags; its table judged like a collective (busbw, algbw and time at
+the largest size, avg_busbw) plus the built-in `#wrong` and out-of-bounds verdicts, which a profile cannot
+relax. A suite names a program, never a path (kinds/native.py says why). Ranks:
+clustercheck.measure.native:nccl_tests."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from clustercheck import units
+from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.verdicts import Verdict, of_limit
+from clustercheck.kinds import params as shared
+from clustercheck.kinds.base import Answers, Kind, Rules
+from clustercheck.kinds.native import judge_limits, program_name, parse_output, result_of, run_verdict, task_params, zero_limit
+from clustercheck.schema import Fields, between, one_of
+from clustercheck.toolout import nccl_tests as reader
+from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
+from clustercheck.toolout.nccl_tests import NcclTestsRun
+
+METRICS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
+           "out_of_bounds": "count"}
+# NVIDIA/nccl-tests src/common.cu: main returns non-zero when errors[0] (#wrong) or the Avg bus bandwidth is
+# below 0.9 x NCCL_TESTS_MIN_BW
+_EXIT_HINT = " (nccl-tests exits non-zero when a result is wrong or below NCCL_TESTS_MIN_BW)"
+# `_mpi` when nccl-tests was built with NAME_SUFFIX=_mpi
+_BINARY = re.compile(rf"(?:{'|'.join(NCCL_TESTS_COLLECTIVES)})_perf(?:_mpi)?")
+# -d and -o as nccl-tests names them (src/common.cu test_typenames, test_opnames); "all" is left out: it
+# prints one table per type or op, and a check judges one run.
+DATATYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+                  "f8e4m3", "f8e5m2")
+OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+
+
+def parse(f: Fields) -> dict[str, Any]:
+    binary = program_name(f, "all_reduce_perf", _BINARY,
+                     f"an nccl-tests binary (<collective>_perf, collective one of {', '.join(NCCL_TESTS_COLLECTIVES)})")
+    lo = shared.size(f, "min_bytes", "8")
+    hi = shared.size(f, "max_bytes", "128MiB")
+    for key, size in (("min_bytes", lo), ("max_bytes", hi)):
+        if size > shared.MAX_SIZE:
+            raise f.error(key, f"{units.format_size(size)} is above the {units.format_size(shared.MAX_SIZE)} limit")
+    if hi < lo:
+        raise f.error("max_bytes", f"must be >= min_bytes ({lo}), got {hi}")
+    params = {
+        "binary": binary, "min_bytes": lo, "max_bytes": hi,
+        "step_factor": f.get("step_factor", int, 2, check=between(2, 1024)),
+        "iters": f.get("iters", int, 20, check=between(1, 100_000)),
+        "warmup": f.get("warmup", int, 5, check=between(0, 10_000)),
+        "gpus": f.get("gpus", int, None, check=between(1, 64)),  # None: every GPU of the node, 1 without GPUs
+        "check": f.get("check", int, 1, check=between(0, 1000)),
+        "datatype": f.get("datatype", str, "float", check=one_of(*DATATYPES)),
+        "op": f.get("op", str, "sum", check=one_of(*OPS)),
+        "cudagraph": f.get("cudagraph", int, 0, check=between(0, 1000)),
+        "blocking": f.get("blocking", int, 0, check=between(0, 1)),
+    }
+    f.done()
+    return params
+
+
+def argv(params: dict[str, Any], gpus: int) -> list[str]:
+    """The flags of one single-node run (NVIDIA/nccl-tests README: -b -e -f -g; src/common.cu longopts)."""
+    argv = [params["binary"], "-b", str(params["min_bytes"]), "-e", str(params["max_bytes"]),
+            "-f", str(params["step_factor"]), "-g", str(gpus), "-n", str(params["iters"]),
+            "-w", str(params["warmup"]), "-c", str(params["check"]), "-d", params["datatype"],
+            "-o", params["op"]]
+    # -G and -z only when asked for: builds older than the flag stop at an option they do not know
+    return argv + (["-G", str(params["cudagraph"])] if params["cudagraph"] else []) \
+        + (["-z", "1"] if params["blocking"] else [])
+
+
+
+
+def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
+    """The tool's own send and receive buffers at max_bytes on each GPU (none of ours on a CPU run)."""
+    size = params["max_bytes"]
+    return (2 * size, 0, size) if gpu else (0, 0, size)
+
+
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    result = result_of(a)
+    run: NcclTestsRun = parse_output(lambda text: reader.parse(text, result["binary"]), result)
+    rows = [{"size": r.size, "count": r.count, "dtype": r.dtype, "placement": name.split("_")[0],
+             "time_us": p.time_us, "algbw": p.algbw, "busbw": p.busbw, "wrong": p.wrong, "line": r.line}
+            for r in run.rows for name, p in r.placements()]
+    metrics: dict[str, float] = {}
+    largest = run.largest()
+    if largest is not None and largest.placements():
+        places = [p for _, p in largest.placements()]
+        worse = min(places, key=lambda p: p.busbw)  # judged on the worse placement, as the collectives are
+        metrics.update(busbw=worse.busbw, algbw=worse.algbw, time_us=max(p.time_us for p in places))
+    if run.avg_busbw is not None:
+        metrics["avg_busbw"] = run.avg_busbw
+    checked = [p.wrong for r in run.rows for _, p in r.placements() if p.wrong is not None]
+    if checked:
+        metrics["wrong"] = float(sum(checked))
+    if run.out_of_bounds is not None:
+        metrics["out_of_bounds"] = float(run.out_of_bounds)
+    m = Measurement(metrics=metrics, units=dict(METRICS), rows=rows, worst=result["host"],
+                    judged_at=largest.size if largest else None)
+    check = a.check
+    # the data verdicts first: a wrong result is what an exclusion list should name, not the exit status
+    data = _data_verdicts(check.id, run, result["binary"], check.params["check"])
+    ran = run_verdict(check.id, result, run.failure, _nccl_summary(run, result), _EXIT_HINT)
+    profile = {k: v for k, v in rules.limits.items() if k not in ("wrong", "out_of_bounds")}
+    return m, data + [ran] + judge_limits(m, profile, ran.passed)
+
+
+def _nccl_summary(run: NcclTestsRun, result: Mapping[str, Any]) -> str:
+    gpus = f"-g {run.n_gpus}, " if run.n_gpus else ""
+    models = f" ({', '.join(run.gpu_models)})" if run.gpu_models else ""
+    version = f", NCCL {run.nccl_version}" if run.nccl_version else ""
+    sizes = f"{len({r.size for r in run.rows})} sizes {run.rows[0].size}..{run.rows[-1].size} B" if run.rows else "no rows"
+    return f"{gpus}{run.nranks or '?'} ranks{models}{version}; {sizes}"
+
+
+def _data_verdicts(check_id: str, run: NcclTestsRun, binary: str, asked: int) -> list[Verdict]:
+    """#wrong per size and placement, out-of-bounds values, and validation that was asked for but not done."""
+    wrong = zero_limit(check_id, "wrong", "every element of the result must match (nccl-tests #wrong)")
+    out: list[Verdict] = []
+    for row in run.rows:
+        for name, place_result in row.placements():
+            if place_result.wrong:
+                place = name.replace("_", "-")
+                out.append(Verdict("wrong", place_result.wrong, "count", wrong, False, wrong.margin(place_result.wrong),
+                                   subject=f"{row.size} B {place}",
+                                   detail=f"{place_result.wrong:g} wrong elements at size {row.size} B {place} (output line "
+                                          f"{row.line})"))
+    checked = [p for r in run.rows for _, p in r.placements() if p.checked]
+    if not out and checked and any(p.wrong is not None for p in checked):
+        out.append(of_limit("wrong", 0.0, wrong, subject=binary))
+    elif asked and run.rows and not checked:
+        out.append(Verdict("wrong", "N/A", "count", wrong, False, subject=binary,
+                           detail=f"validation was asked for (-c {asked}) and the table says N/A: not checked"))
+    if run.out_of_bounds is not None:
+        oob = zero_limit(check_id, "out_of_bounds", "nccl-tests counts results outside its tolerance")
+        out.append(of_limit("out_of_bounds", float(run.out_of_bounds), oob, subject=binary))
+    return out
+
+
+PROVIDES = (Kind("nccl_tests", ("node",), METRICS, parse,
+                 "an nccl-tests binary (all_reduce_perf by default) run on each node's first rank over the node's GPUs; "
+                 "its table judged like a collective", "clustercheck.measure.native:nccl_tests", judge, figure="sweep",
+                 task_params=task_params, memory=need),)

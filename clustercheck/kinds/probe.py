@@ -1,0 +1,48 @@
+"""`measure: probe`: a system probe (`clustercheck probe --list`) run on each node's first rank and judged
+against the profile's `expect:` block, overridden per check by `params: {expect: ...}`. Its verdicts are
+expectations, not limits. Ranks: clustercheck.measure:probe."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clustercheck.errors import HarnessError, Skip
+from clustercheck.judging.expect import check_expect
+from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.verdicts import Expectation, Verdict
+from clustercheck.kinds.base import Answers, Kind, Rules
+from clustercheck.probes import NAMES
+from clustercheck.schema import Fields, one_of
+from clustercheck.suite.spec import CheckSpec
+
+
+def parse(f: Fields) -> dict[str, Any]:
+    name = f.get("probe", str, check=one_of(*NAMES))
+    expect = check_expect(f.get("expect", dict, {}), f.file, f.key_path("expect"), f.line_of("expect"))
+    f.done()
+    return {"probe": name, "expect": expect}
+
+
+def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    return {"probe": check.params["probe"], "expect": {**expect, **check.params["expect"]}}
+
+
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    """A probe's verdicts, from the node's first rank: expectations, not limits."""
+    result = next(r for r in a.per_rank if "outcome" in r)
+    if result["outcome"] == "skipped":
+        raise Skip(result["reason"])
+    if result["outcome"] == "error":
+        raise HarnessError(f"probe {a.check.params['probe']} on {result['host']}: {result['reason']}")
+    verdicts = [Verdict(v["what"], v["measured"], "",
+                        Expectation(a.check.id, v["what"], v["expected"] or "-", rules.expect_origin, v["detail"]),
+                        v["passed"], subject=v["subject"], detail=v["detail"])
+                for v in result["verdicts"]]
+    worst = next((v.subject for v in verdicts if not v.passed), None)
+    return Measurement(metrics={}, units={}, worst=worst), verdicts
+
+
+PROVIDES = (Kind("probe", ("node",), {}, parse,
+                 "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
+                 "run on each node's first rank", "clustercheck.measure:probe", judge, limited=False,
+                 figure="none", task_params=task),)

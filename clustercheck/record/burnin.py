@@ -1,0 +1,170 @@
+"""Burn-in summaries: a suite repeated (`--repeat N`, `--duration 4h`) gives each item one result per
+repetition (`repeat` in the result line); this module folds them into one summary per item: how many
+repetitions, how many passed, the pass ratio, the judged metric's min/median/max over the repetitions and
+its trend (the last quarter's mean against the first quarter's). An item passes burn-in only when every
+repetition passed: one bad hour in four is a bad node (`pass_ratio` below 1 fails it, never averages it
+away). No torch, no pytest: reports and plugins read it."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from clustercheck.record.schema import item_id
+
+
+@dataclass(frozen=True)
+class ItemSummary:
+    item: str                       # <suite stem>::<check id>[<where>]
+    node: str | None
+    repetitions: int
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    metric: str | None              # the first verdict's metric (the one the check is judged by)
+    unit: str
+    values: tuple[float, ...]       # that metric per repetition that measured it, in order
+    outcomes: tuple[str, ...]       # per repetition, in order
+    measured_in: tuple[int, ...] = ()  # the repetition of each value (an errored one has none)
+
+    @property
+    def pass_ratio(self) -> float:
+        judged = self.passed + self.failed + self.errors
+        return self.passed / judged if judged else 0.0
+
+    @property
+    def outcome(self) -> str:
+        """The item's burn-in outcome: its worst repetition (a failure, else an error, else a pass)."""
+        for worst in ("failed", "error", "passed"):
+            if worst in self.outcomes:
+                return worst
+        return "skipped"
+
+    @property
+    def spread(self) -> tuple[float, float, float] | None:
+        """(min, median, max) of the metric over the repetitions; None when none measured it."""
+        if not self.values:
+            return None
+        return min(self.values), statistics.median(self.values), max(self.values)
+
+    @property
+    def trend(self) -> float | None:
+        """Relative change of the last quarter's mean against the first quarter's (4 or more values):
+        a card that slows as it heats shows here before it misses its limit."""
+        n = len(self.values)
+        if n < 4:
+            return None
+        q = max(1, n // 4)
+        first, last = statistics.fmean(self.values[:q]), statistics.fmean(self.values[-q:])
+        return (last - first) / abs(first) if first else None
+
+    def as_dict(self) -> dict[str, Any]:
+        spread = self.spread
+        return {"item": self.item, "node": self.node, "repetitions": self.repetitions, "passed": self.passed,
+                "failed": self.failed, "errors": self.errors, "skipped": self.skipped,
+                "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
+                "unit": self.unit, "values": list(self.values), "outcomes": list(self.outcomes),
+                "measured_in": list(self.measured_in),
+                "min": spread[0] if spread else None, "median": spread[1] if spread else None,
+                "max": spread[2] if spread else None, "trend": self.trend}
+
+
+def repeated(results: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the results come from a repeated run (any result carries its repetition number)."""
+    return any(r.get("repeat") for r in results)
+
+
+def grouped(results: Sequence[Any]) -> dict[str, list[Any]]:
+    """item -> its results in repetition order, items in the order they first appear (one pass)."""
+    by_item: dict[str, list[Any]] = {}
+    for r in results:
+        by_item.setdefault(item_id(r), []).append(r)
+    return {item: sorted(runs, key=lambda r: r.get("repeat") or 0) for item, runs in by_item.items()}
+
+
+def summarize(results: Sequence[Mapping[str, Any]]) -> list[ItemSummary]:
+    """One summary per item, in the order items first appear."""
+    return [_summary(item, runs) for item, runs in grouped(results).items()]
+
+
+def _summary(item: str, runs: Sequence[Mapping[str, Any]]) -> ItemSummary:
+    metric, unit, points = _series(runs)
+    outcomes = tuple(str(r.get("outcome")) for r in runs)
+    return ItemSummary(item, runs[0].get("node"), len(runs), outcomes.count("passed"), outcomes.count("failed"),
+                       outcomes.count("error"), outcomes.count("skipped"), metric, unit,
+                       tuple(v for _, v in points), outcomes, tuple(k for k, _ in points))
+
+
+def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tuple[int, float]]]:
+    metric = next((v.get("metric") for r in runs for v in r.get("verdicts") or () if v.get("kind") != "expect"), None)
+    if metric is None:
+        return None, "", []
+    values: list[tuple[int, float]] = []
+    unit = ""
+    for k, r in enumerate(runs, 1):  # the check's own verdict, else its first subject's (per-GPU kinds judge each GPU)
+        found = [v for v in r.get("verdicts") or ()
+                 if v.get("metric") == metric and isinstance(v.get("measured"), (int, float))
+                 and not isinstance(v.get("measured"), bool)]
+        if found:
+            pick = next((v for v in found if not v.get("subject")), found[0])
+            values.append((int(r.get("repeat") or k), float(pick["measured"])))
+            unit = str(pick.get("unit") or unit)
+    return metric, unit, values
+
+
+def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
+    """node -> its items' repetitions and the pass ratio over all of them (a node passes burn-in only at 1)."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in summaries:
+        for node in (s.node or "").split(","):
+            if not node:
+                continue
+            entry = out.setdefault(node, {"items": 0, "repetitions": 0, "passed": 0, "judged": 0})
+            entry["items"] += 1
+            entry["repetitions"] += s.repetitions
+            entry["passed"] += s.passed
+            entry["judged"] += s.passed + s.failed + s.errors
+    for entry in out.values():
+        entry["pass_ratio"] = round(entry["passed"] / entry["judged"], 6) if entry["judged"] else 0.0
+    return out
+
+
+def lines(summaries: Sequence[ItemSummary]) -> list[str]:
+    """The terminal's burn-in section: one line per item, worst first, a node verdict per node."""
+    from clustercheck.units import fmt
+
+    order = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
+    out = [f"burn-in: {max((s.repetitions for s in summaries), default=0)} repetition(s)"]
+    for s in sorted(summaries, key=lambda s: (order.get(s.outcome, 4), s.item)):
+        spread = s.spread
+        shown = (f"{s.metric} min {fmt(spread[0])} median {fmt(spread[1])} max {fmt(spread[2])} {s.unit}"
+                 if spread else "no metric")
+        trend = f", trend {s.trend:+.1%}" if s.trend is not None else ""
+        out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.passed + s.failed + s.errors}"
+                   f" ({s.pass_ratio:.0%}); {shown}{trend}")
+    for node, entry in sorted(by_node(summaries).items()):
+        word = "passes" if entry["pass_ratio"] == 1 else "FAILS"
+        out.append(f"  node {node} {word} burn-in: {entry['passed']} of {entry['judged']} item repetitions passed")
+    return out
+
+
+def folded(results: Sequence[Any]) -> list[Any]:
+    """A repeated run's results, one per item (a CI page or a terminal table lists each item once): the
+    worst repetition's result, with the item's burn-in outcome, its summary under `burn_in` and the
+    repetitions' total time. Results of a run that did not repeat are returned as they are."""
+    if not repeated(results):
+        return list(results)
+    worst = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
+    out = []
+    for item, runs in grouped(results).items():
+        s = _summary(item, runs)
+        pick = min(runs, key=lambda r: worst.get(r["outcome"], 4))
+        bad = [str(r.get("repeat")) for r in runs if r["outcome"] in ("failed", "error")]
+        note = (f"{s.outcome} in repetition(s) {', '.join(bad)} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"
+                if bad else f"passed all {s.repetitions} repetitions")
+        message = f"{note}: {pick.get('message') or ''}".rstrip(": ") if bad else note
+        out.append({**pick, "outcome": s.outcome, "message": message,
+                    "duration": sum(float(r.get("duration") or 0.0) for r in runs), "burn_in": s.as_dict()})
+    return out

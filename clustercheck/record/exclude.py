@@ -1,0 +1,95 @@
+"""From verdicts to the scheduler: the exclusion list, draining, and resuming what we drained.
+
+Only *failed* items put a node on the list (DESIGN: an error is the harness's problem, never the
+node's). A node-scope failure names its node. A pair failure implicates both nodes, so a node is
+listed only when it failed pairs with two or more partners, or every pair it was in; a
+cluster-scope failure names no node.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Sequence
+
+import hostlist
+
+from clustercheck.record.schema import ResultEntry
+from clustercheck.judging.verdicts import brief
+
+PREFIX = "clustercheck:"
+
+
+def _why(r: ResultEntry) -> str:
+    failed = [v for v in r.get("verdicts") or [] if not v["passed"]]
+    return f"{r['check']} {brief(failed[0])}" if failed else r["check"]
+
+
+def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
+    """node -> the first reason it is excluded for."""
+    out: dict[str, str] = {}
+    partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
+    for r in results:
+        where = r.get("node")
+        if r.get("scope") == "pair" and where:
+            a, b = where.split(",")
+            for x, y in ((a, b), (b, a)):
+                partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or r["outcome"] == "failed"
+        elif r["outcome"] == "failed" and r.get("scope") != "cluster" and where:
+            out.setdefault(where, _why(r))
+    for node, seen in partners.items():
+        bad = [p for p, failed in seen.items() if failed]
+        if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
+            pair = next(r for r in results if r.get("scope") == "pair" and r["outcome"] == "failed"
+                        and node in (r.get("node") or "").split(","))
+            out[node] = f"{_why(pair)} (failed pairs with {', '.join(bad)})"
+    return out
+
+
+def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
+    """node -> its items that ended in error. Never a reason to exclude (the harness could not
+    measure), but a gate must say which nodes went unmeasured rather than pass them in silence."""
+    out: dict[str, list[str]] = {}
+    for r in results:
+        if r["outcome"] == "error" and r.get("scope") != "cluster" and r.get("node"):
+            for node in (r.get("node") or "").split(","):
+                out.setdefault(node, []).append(r["name"])
+    return out
+
+
+def untested(nodes: Sequence[str], results: Sequence[ResultEntry]) -> list[str]:
+    """Nodes that no item measured: none of the items covering them passed or failed (all errored, were
+    skipped or never ran). Never excluded, never silently absent: the gate knows nothing of them."""
+    measured: set[str] = set()
+    for r in results:
+        if r["outcome"] in ("passed", "failed"):
+            measured.update(r.get("nodes") or [])
+    return [n for n in nodes if n not in measured]
+
+
+def as_hostlist(nodes: list[str]) -> str:
+    return hostlist.collect_hostlist(nodes) if nodes else ""
+
+
+def drain_commands(nodes: dict[str, str]) -> list[list[str]]:
+    return [["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={PREFIX} {why}"[:255]]
+            for node, why in nodes.items()]
+
+
+def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """From `scontrol show node -o`: (nodes drained with our prefix, [(node, reason)] drained otherwise)."""
+    ours, others = [], []
+    for line in show_node_output.splitlines():
+        name = re.search(r"\bNodeName=(\S+)", line)
+        state = re.search(r"\bState=(\S+)", line)
+        if not name or not state or "DRAIN" not in state.group(1):
+            continue
+        reason = re.search(r"\bReason=(.*?)(?: \[[^\]]+\])?\s*$", line)
+        text = reason.group(1) if reason else ""
+        (ours.append(name.group(1)) if text.startswith(PREFIX) else others.append((name.group(1), text)))
+    return ours, others
+
+
+def run(cmd: list[str]) -> tuple[int, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()

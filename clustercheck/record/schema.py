@@ -1,0 +1,150 @@
+"""The run record's shape (`run.jsonl`, docs/run-record.md): its schema version, the typed lines the
+writer writes and the readers read, and the identity of an item across runs. A leaf: everything that
+writes or reads a record (the session, reports, compare, exclusion, plugins) agrees through it."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any, Mapping, Sequence, TypedDict
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+class SuiteRef(TypedDict):
+    file: str
+    sha256: str
+
+
+class RunHeader(TypedDict, total=False):
+    """The `run` line: what ran, where, against which profile."""
+    type: str
+    schema: int
+    started: str
+    argv: list[str]
+    cwd: str
+    python: str
+    platform: str
+    platform_detected: bool
+    thresholds: SuiteRef
+    suites: list[SuiteRef]
+    facts: dict[str, Any]
+    launcher: str
+    backend: str
+    ranks: int
+    ranks_per_node: int
+    nodes: list[str]
+    repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
+
+
+class VerdictEntry(TypedDict, total=False):
+    """One verdict: a numeric limit (`kind: limit`, with `op` and a number in `limit`) or a probe's
+    expectation (`kind: expect`, `op` empty, `limit` the expected value as text)."""
+    kind: str
+    metric: str
+    measured: float | str
+    unit: str
+    op: str
+    limit: float | str
+    passed: bool
+    margin: float | None
+    expression: str
+    source: str
+    origin: str
+    spec_sources: list[str]
+    worst: str | None
+    subject: str | None
+    detail: str | None
+
+
+class MetricValue(TypedDict):
+    value: float
+    unit: str
+
+
+class PlanItem(TypedDict):
+    """One item the run set out to measure (the `plan` line lists them all, before the first result)."""
+    name: str
+    nodeid: str
+    check: str
+    measure: str
+    scope: str
+    node: str | None
+    nodes: list[str]
+    suite_file: str
+    line: int
+
+
+class ResultEntry(PlanItem, total=False):
+    """One item's `result` line (the fields of docs/run-record.md): the item, as planned, and its outcome."""
+    type: str
+    description: str
+    params: dict[str, Any]
+    outcome: str
+    message: str
+    duration: float
+    finished: str
+    metrics: dict[str, MetricValue]
+    verdicts: list[VerdictEntry]
+    rows: list[dict[str, Any]]
+    worst: str | None
+    judged_at: int | None
+    pool: dict[str, Any]
+    comm: dict[str, Any]
+    figure: str
+    repeat: int  # the repetition (1, 2, ...) of a repeated run; absent otherwise
+    burn_in: dict[str, Any]  # reports only (burnin.folded): the item's summary over the repetitions
+
+
+class DrainEntry(TypedDict):
+    command: list[str]
+    rc: int | None
+    output: str
+
+
+class ExcludeEntry(TypedDict, total=False):
+    type: str
+    hostlist: str
+    reasons: dict[str, str]
+    drain: list[DrainEntry]
+    unmeasured: dict[str, list[str]]
+    untested: list[str]
+
+
+class EndEntry(TypedDict, total=False):
+    type: str
+    finished: str
+    counts: dict[str, int]
+    pool_starts: int
+    interrupted: bool
+    signal: str | None
+    repetitions: int  # repetitions that ran to their end (repeated runs)
+
+
+def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    out = dict.fromkeys(OUTCOMES, 0)
+    for r in results:
+        out[r["outcome"]] += 1
+    return out
+
+
+# -- item identity ---------------------------------------------------------------------------------
+
+def classname(r: Mapping[str, Any]) -> str:
+    """The suite file's stem: JUnit's classname and the first half of an item's id."""
+    return PurePath(r["suite_file"]).stem
+
+
+def item_id(r: Mapping[str, Any]) -> str:
+    """The stable key of one item across runs: `<suite stem>::<check id>[<node/GPU/pair>]`."""
+    return f"{classname(r)}::{r['name']}"
+
+
+def item_name(check_id: str, where: str | None) -> str:
+    """An item's name: its check id plus the node or node pair it is about (none for scope cluster)."""
+    return check_id if where is None else f"{check_id}[{where}]"
+
+
+def slim(r: ResultEntry) -> ResultEntry:
+    """A result without its bulky per-size rows, pool and parameters (for summaries and hooks)."""
+    return {k: v for k, v in r.items() if k not in ("rows", "pool", "params")}  # type: ignore[return-value]

@@ -1,0 +1,92 @@
+"""How a task failed on the ranks, told cause first: what the ranks have said so far (`Heard`), the
+exception a failed task raises (`RankFailure`, with the results of the ranks that did answer), and the
+readers of the evidence the story quotes: srun's account of its tasks, a rank's NCCL warnings, exit
+statuses and rank ranges."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustercheck.errors import HarnessError
+
+NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are summarised
+# What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
+PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
+                        r"ncclRemoteError|remote peer", re.IGNORECASE)
+# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
+_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
+_NCCL_WARN = re.compile(rb" NCCL WARN ")
+
+
+def nccl_warnings(log_dir: Path, pool: int, rank: int, lines: int = 3) -> tuple[str, str]:
+    """(file, its last `lines` NCCL WARN lines) from this rank's NCCL debug file
+    (measure.nccl_log.log_name; the newest where a rank restarted); ("", "") without one."""
+    try:
+        files = sorted(log_dir.glob(f"pool{pool}-nccl-rank{rank}.*.log"), key=lambda f: f.stat().st_mtime)
+        if not files:
+            return "", ""
+        with files[-1].open("rb") as fh:
+            warned = deque((ln for ln in fh if _NCCL_WARN.search(ln)), maxlen=lines)
+    except OSError:
+        return "", ""
+    return str(files[-1]), b"".join(warned).decode(errors="replace").rstrip()
+
+
+class RankFailure(HarnessError):
+    """Some ranks did not complete a task. The message names the likely cause first; `answered` holds
+    the results of the ranks that did answer, so that groups the failure did not touch (other nodes of
+    a node-scoped check) keep their outcome, and `failed` the ranks without one."""
+
+    def __init__(self, message: str, answered: dict[int, Any] | None = None,
+                 failed: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.answered = answered or {}
+        self.failed = failed
+
+
+@dataclass
+class Heard:
+    """What the ranks have said about one task so far: results, errors raised, and deaths."""
+    ok: dict[int, Any] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    dead: dict[int, str] = field(default_factory=dict)
+    idle: frozenset[int] = frozenset()  # in no group of the task: they post nothing (their `ok` is IDLE)
+
+    def accounted(self) -> set[int]:
+        return {*self.ok, *self.errors, *self.dead}
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
+def srun_task_ends(log: str) -> dict[int, str]:
+    """Tasks srun reported as ended badly, in the order it reported them: rank -> srun's words."""
+    found: dict[int, str] = {}
+    for _node, tasks, reason in _SRUN_TASK.findall(log):
+        for part in tasks.split(","):
+            lo, _, hi = part.partition("-")
+            for rank in range(int(lo), int(hi or lo) + 1):
+                found.setdefault(rank, reason.strip())
+    return found
+
+
+def exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

@@ -1,0 +1,245 @@
+"""Launchers start a pool's rank processes; rendezvous is torch.distributed's c10d store.
+
+- `local`: this machine, one process per rank, the store on loopback.
+- `slurm`: inside an allocation (salloc/sbatch): one `srun` starts every rank on every node of the
+  allocation; Slurm's SLURM_PROCID/SLURM_LOCALID/SLURMD_NODENAME give each rank its place.
+- `hosts`: an explicit host list and a command template such as `ssh {host} {python}`; the template
+  is split like a shell would (shlex) and never given to a shell, then `-m clustercheck.run.worker` and
+  the rank's arguments are appended. The pool's HMAC key goes to each rank on its stdin, and on the
+  next line the variables the pool set for the rank (the check's `env:`, clustercheck's CC_*): ssh
+  passes no environment (only what the server's AcceptEnv lets through), and `env K=V` words in the
+  argv would need quoting for the remote shell ssh hands them to but not for a template without one
+  (`ip netns exec`, `docker exec`), so stdin carries them for every template alike.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any, Mapping
+
+from clustercheck.errors import UserError
+
+WORKER = ["-m", "clustercheck.run.worker"]
+
+
+class Launcher:
+    kind = "local"
+    nodes: tuple[str, ...] = ()
+    store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
+
+    def store_bind(self) -> tuple[str, str]:
+        """(address to listen on, address the ranks connect to)."""
+        return "127.0.0.1", "127.0.0.1"
+
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        """Where this launcher puts a rank, before the rank says so itself; None where another program
+        places it (srun)."""
+        return socket.gethostname()
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+        """Start the ranks with `env` (the controller's environment plus the pool's); `check_env`, the
+        check's own `env:`, lets a launcher whose ranks do not inherit `env` send it whole (hosts)."""
+        raise NotImplementedError
+
+
+def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None,
+             check_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a remote rank must be told: every variable the pool set or changed for its ranks (`env` is
+    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts),
+    every CC_* variable, and the check's `env:` even where the controller's value is the same. The
+    rest of the controller's environment stays on the controller."""
+    base = os.environ if base is None else base
+    out = {k: v for k, v in env.items() if k.startswith("CC_") or base.get(k) != v}
+    out.update(check_env or {})
+    return dict(sorted(out.items()))
+
+
+def env_line(env: Mapping[str, str]) -> bytes:
+    """The environment as the one stdin line a rank reads after its key (JSON escapes newlines)."""
+    return json.dumps(dict(env), sort_keys=True).encode() + b"\n"
+
+
+def read_env(line: str) -> dict[str, str]:
+    """The rank side of `env_line`; {} when the launcher sent no such line. ValueError when malformed."""
+    if not line.strip():
+        return {}
+    data = json.loads(line)
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError("expected one JSON object of names to string values")
+    if any("\0" in k + v or "=" in k or not k for k, v in data.items()):
+        raise ValueError("a name or value that no environment can hold")
+    return data
+
+
+def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
+           new_session: bool = True, remote_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start one rank (or its ssh). Either way Ctrl-C at the terminal reaches the controller only, which
+    ends the ranks itself. Local ranks get a process group of their own but stay in the controller's
+    session: with the kernel's autogroup scheduling a session is a CPU-sharing group, and ranks in a
+    session each share the cores differently from a bare torchrun's ranks (docs/benchmarks.md: gloo
+    broadcast measured 10-18% below torchrun's on 2 vCPUs that way). ssh gets a session of its own, so
+    it can never prompt on the terminal."""
+    group: dict[str, Any] = {"start_new_session": True}
+    if not new_session:
+        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                **group)
+    assert proc.stdin is not None
+    _send_key(proc.stdin, key, remote_env)
+    return proc
+
+
+def _send_key(stdin: IO[bytes], key: str, remote_env: Mapping[str, str] | None = None) -> None:
+    try:
+        stdin.write(key.encode() + b"\n" + (env_line(remote_env) if remote_env is not None else b""))
+        stdin.close()
+    except BrokenPipeError:
+        pass  # the rank died at once; the pool notices and reports its output
+
+
+class LocalLauncher(Launcher):
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.nodes = (socket.gethostname(),)
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+        return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
+                       env, logs[r], key, new_session=False) for r in range(nranks)]
+
+
+def advertised(store_addr: str | None = None) -> str:
+    """The address other nodes reach this controller at: --store-addr, else $CC_STORE_ADDR (set either
+    where the hostname resolves to loopback, or to an address the nodes cannot route to, such as hosts
+    that are network namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
+    if addr := store_addr or os.environ.get("CC_STORE_ADDR"):
+        return addr
+    try:
+        return socket.gethostbyname(socket.getfqdn())
+    except OSError:
+        return socket.gethostname()
+
+
+def loopback(addr: str) -> bool:
+    """127.0.0.0/8, ::1 or `localhost`: reachable from this machine only."""
+    if addr.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False  # a name: the ranks resolve it
+
+
+STORE_HINT = ("the store was advertised at {addr}, a loopback address (this controller's hostname resolves "
+              "to it): ranks on other machines cannot reach it; give --store-addr with an address they can reach")
+
+
+class SlurmLauncher(Launcher):
+    kind = "slurm"
+
+    def __init__(self, store_addr: str | None = None) -> None:
+        import hostlist
+
+        self.store_addr = store_addr
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if not nodelist:
+            raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
+                            "SLURM_JOB_NODELIST is not set")
+        self.nodes = tuple(hostlist.expand_hostlist(nodelist))
+
+    def store_bind(self) -> tuple[str, str]:
+        return "0.0.0.0", advertised(self.store_addr)
+
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        return None  # srun places the tasks (its distribution may be set by the user's environment)
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+        per_node = nranks // len(self.nodes)
+        from clustercheck.run.wire import TOKEN_ENV
+
+        env = {**env, TOKEN_ENV: key}  # srun hands the environment to every task; never on a command line
+        argv = ["srun", "-l", f"--nodes={len(self.nodes)}", f"--ntasks={nranks}", f"--ntasks-per-node={per_node}",
+                # a dead rank must not take the other nodes' ranks with it before they answer: the pool
+                # collects what every rank said, blames the dead one and ends the step itself
+                "--kill-on-bad-exit=0", "--export=ALL", "--unbuffered",
+                # ranks may outnumber the CPUs the allocation holds (salloc -N3 gives one per node)
+                "--overcommit",
+                # pools of other environments, and NCCL's untimed tuning pool, share the nodes with this one
+                "--overlap", sys.executable, *WORKER, "--from-slurm"]
+        with logs[0].open("wb") as out:  # one srun for all ranks; -l prefixes each line with its rank
+            return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)]
+
+
+class HostsLauncher(Launcher):
+    kind = "hosts"
+
+    def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
+        self.store_addr = store_addr
+        if not hosts:
+            raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
+        try:
+            words = shlex.split(template)
+        except ValueError as exc:
+            raise UserError(f"--host-command {template!r}: {exc}") from None
+        if not words or not any("{host}" in w for w in words):
+            raise UserError(f"--host-command {template!r} must contain {{host}}, e.g. 'ssh {{host}} {{python}}'")
+        self.nodes = tuple(hosts)
+        self.words = words
+
+    def store_bind(self) -> tuple[str, str]:
+        return "0.0.0.0", advertised(self.store_addr)
+
+    def node_of(self, rank: int, nranks: int) -> str:
+        return self.nodes[rank // max(1, nranks // len(self.nodes))]  # ranks in blocks of one node's
+
+    def argv(self, host: str) -> list[str]:
+        subst = {"{host}": host, "{python}": sys.executable}
+        out = []
+        for word in self.words:
+            for k, v in subst.items():
+                word = word.replace(k, v)
+            out.append(word)
+        if "{python}" not in " ".join(self.words):
+            out.append(sys.executable)
+        return out
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+        per_node = nranks // len(self.nodes)
+        travel = rank_env(env, check_env=check_env)  # laid over the remote login's own environment
+        procs = []
+        for r in range(nranks):
+            host = self.node_of(r, nranks)
+            args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
+                    "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",
+                    "--backend", env["CC_BACKEND"]]
+            procs.append(_popen(args, env, logs[r], key, remote_env=travel))
+        return procs
+
+
+def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
+    if kind == "local":
+        return LocalLauncher()
+    if kind == "slurm":
+        return SlurmLauncher(store_addr)
+    if kind == "hosts":
+        import hostlist
+
+        try:
+            names = hostlist.expand_hostlist(hosts or "")
+        except hostlist.BadHostlist as exc:
+            raise UserError(f"--hosts {hosts!r}: {exc}") from None
+        return HostsLauncher(names, template, store_addr)
+    raise UserError(f"unknown launcher {kind!r}")

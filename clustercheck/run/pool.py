@@ -1,0 +1,376 @@
+"""Long-lived rank processes, one pool per launch environment, driven through a c10d TCPStore.
+
+Starting torch and a process group costs seconds, so a pool is started once and reused by every
+check with the same (backend, ranks, env); NCCL reads some variables once per process, so a check
+with another environment gets its own pool. The controller posts `task/<seq>` and each rank
+answers `result/<seq>/<rank>`; a dead or silent rank ends the pool, and the next check gets a
+fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from clustercheck.errors import HarnessError, escape
+from clustercheck.run import wire
+from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, nccl_warnings, rank_ranges,
+                                      srun_task_ends)
+from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
+
+START_TIMEOUT = 180.0
+# After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
+# killed task a moment after its peers have seen the connection drop), so that the message names the
+# rank that caused the failure rather than the first peer that noticed it.
+GRACE = 3.0
+IDLE = {"idle": True}  # the result of a rank in no group of its task (measure.run_task's own)
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    backend: str  # nccl or gloo
+    nranks: int
+    env: tuple[tuple[str, str], ...] = ()
+    nccl_log: str = "off"  # what NCCL logs to each rank's file: off, init (timed pools), tuning (untimed)
+
+
+class WorkerPool:
+    def __init__(self, key: PoolKey, log_dir: Path, number: int, launcher: Launcher | None = None) -> None:
+        self.key = key
+        self.log_dir = log_dir
+        self.number = number
+        self.launcher = launcher or LocalLauncher()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self.ranks: list[dict[str, Any]] = []
+        self.seq = 0
+        self.progress = ""  # what the running task last said of itself (wire.PROGRESS_KEY), for the live line
+        self.store: Any = None
+        self.key_hex = wire.new_key()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        import torch.distributed as dist
+
+        # The local launcher listens on loopback only (TCPStore alone would bind every interface);
+        # multi-node launchers must listen where the other nodes reach us.
+        bind, advertised = self.launcher.store_bind()
+        listener = socket.create_server((bind, 0), backlog=1024)
+        port = listener.getsockname()[1]
+        self.store = dist.TCPStore(advertised, port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=START_TIMEOUT),
+                                   master_listen_fd=listener.detach())  # the store owns and closes it
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(self.key.env)
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
+        if self.key.backend == "gloo" and self.launcher.kind == "local":
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        # Ranks share a node's cores; as torchrun does, keep each rank's intra-op threads from
+        # oversubscribing them (which slows CPU-side work and distorts gloo timings).
+        per_node = max(1, self.key.nranks // max(1, len(self.launcher.nodes)))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // per_node)))
+        env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend, CC_STORE_HOST=advertised,
+                   CC_STORE_PORT=str(port), CC_NCCL_LOG=self.key.nccl_log, CC_LOG_DIR=str(self.log_dir),
+                   CC_POOL_NUMBER=str(self.number))
+        env.pop(wire.TOKEN_ENV, None)
+        self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
+        if self.launcher.kind == "slurm":
+            self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
+        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
+        keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
+        try:
+            self._wait(keys, START_TIMEOUT, "starting the ranks")
+        except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
+            if self.launcher.kind == "local" or not loopback(advertised):
+                raise
+            first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
+            raise RankFailure(f"{first} ({STORE_HINT.format(addr=advertised)}){nl}{rest}", exc.answered,
+                              exc.failed) from None
+        self.ranks = [self._read(k) for k in keys.values()]
+
+    def alive(self) -> bool:
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+    def close(self, *, kill: bool = False) -> None:
+        if not kill and self.alive() and self.store is not None:
+            self.seq += 1
+            self.store.set(wire.task_key(self.seq), wire.seal(self.key_hex, {"op": "exit"}))
+            deadline = time.monotonic() + 10
+            for p in self.procs:
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+        self.store = None
+
+    # -- tasks -----------------------------------------------------------------------------
+    def run(self, op: str, params: dict[str, Any], timeout: float,
+            groups: list[list[int]] | None = None, runner: str | None = None) -> list[dict[str, Any]]:
+        """Run one task on every rank (inside `groups` of global ranks at once, when given): `runner`
+        ("module:function", a measure kind's rank-side code) called with `params`, `op` naming it in
+        messages. Return each rank's result in rank order (IDLE for a rank in no group), or raise
+        RankFailure."""
+        self.progress = ""
+        self.store.delete_key(wire.PROGRESS_KEY)  # the last task's words are not this one's (absent: no-op)
+        self.seq += 1
+        seq = self.seq
+        n = self.key.nranks
+        busy = sorted({r for g in groups for r in g}) if groups is not None else list(range(n))
+        # Ranks outside every group post nothing: a localization round leaves about half of them idle,
+        # and their results were half of what the controller read and verified (docs/localize.md).
+        task = {"op": op, "params": params, "groups": groups, "runner": runner, "answering": len(busy)}
+        self.store.set(wire.task_key(seq), wire.seal(self.key_hex, task))
+        keys = {r: wire.result_key(seq, r) for r in busy}
+        heard = self._wait(keys, timeout, op, seq, idle=frozenset(range(n)) - frozenset(busy))
+        if heard.errors:
+            raise self._failure(heard, op)
+        # The store lives in this process: kept, a task's keys would cost a few KiB per check for the
+        # whole session, outside Python's heap. Each rank deletes its result when it reads the next task.
+        for k in (wire.task_key(seq), wire.answers_key(seq), wire.complete_key(seq)):
+            self.store.delete_key(k)
+        return [heard.ok[r] for r in range(self.key.nranks)]
+
+    def _wait(self, keys: dict[int, str], timeout: float, what: str, seq: int | None = None,
+              idle: frozenset[int] = frozenset()) -> Heard:
+        """Wait for task `seq`'s answers (or, without `seq`, for every key), watching the ranks; backs
+        off from 1 ms so short checks pay no latency. Each round costs two store lookups and a
+        waitpid per local process, whatever the number of ranks. Returns the answers; a death, an
+        error or the timeout raises RankFailure once the other ranks have had GRACE seconds to answer
+        or be reported."""
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        done = [wire.complete_key(seq)] if seq is not None else list(keys.values())
+        errors = [wire.errors_key(seq)] if seq is not None else []
+        # where to look for answers on a failure: every rank's key (an idle rank posts only an error)
+        results = {r: wire.result_key(seq, r) for r in range(self.key.nranks)} if seq is not None else {}
+        heard = Heard(ok=dict.fromkeys(idle, IDLE), idle=idle)
+        next_look = time.monotonic() + 1.0
+        while not self.store.check(done):
+            if seq is not None and time.monotonic() >= next_look:  # where the task stands, for the live line
+                next_look += 1.0
+                self.progress = self._progress()
+            if any(p.poll() is not None for p in self.procs) or errors and self.store.check(errors):
+                self._listen(results, heard)
+                self._settle(results, heard)
+                raise self._failure(heard, what)
+            if time.monotonic() > deadline:
+                self._listen(results, heard)
+                raise self._failure(heard, what, timed_out=timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        if seq is not None:
+            multi_get = getattr(self.store, "multi_get", None)  # torch >= 2.4: one round trip for all
+            names = list(keys.values())
+            values = multi_get(names) if multi_get else [self.store.get(k) for k in names]
+            for (rank, k), value in zip(keys.items(), values):
+                self._hear(heard, rank, self._unseal(k, value))
+            if self.store.check(errors):  # an idle rank's error does not hold up the count: read it too
+                self._listen(results, heard)
+        return heard
+
+    def _progress(self) -> str:
+        try:
+            if self.store.check([wire.PROGRESS_KEY]):
+                return escape(self.store.get(wire.PROGRESS_KEY).decode("utf-8", "replace"))[:80]
+        except Exception:  # a store hiccup must not fail the task it only reports on
+            pass
+        return ""
+
+    def _listen(self, results: dict[int, str], heard: Heard, *, srun_log: bool = False) -> None:
+        """Add new answers (from the `results` keys) and deaths to `heard` (srun's log is read when
+        srun ended, or when asked)."""
+        for rank, k in results.items():
+            if (rank in heard.idle or rank not in heard.ok) and rank not in heard.errors and self.store.check([k]):
+                self._hear(heard, rank, self._read(k))
+        deaths: dict[int, str] = {}
+        if not self._srun:
+            deaths = {r: exit_text(p.returncode) for r, p in enumerate(self.procs) if p.poll() is not None}
+        elif (ended := self.procs[0].poll()) is not None or srun_log:
+            deaths = {r: f"ended (srun: task {r}: {why})" for r, why in self._srun_tasks().items()}
+            if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks
+                deaths = dict.fromkeys(range(self.key.nranks), f"ended with srun, which {exit_text(ended)}")
+        for rank, why in deaths.items():
+            if rank in heard.idle:  # it had nothing to say, but a rank that died ends the pool
+                heard.ok.pop(rank, None)
+            if rank not in heard.ok and rank not in heard.errors:  # it had its say before it went
+                heard.dead.setdefault(rank, why)
+
+    def _settle(self, results: dict[int, str], heard: Heard) -> None:
+        """Give the other ranks GRACE seconds to answer, fail or be reported dead."""
+        end = time.monotonic() + GRACE
+        while len(heard.accounted()) < self.key.nranks and time.monotonic() < end:
+            time.sleep(0.05)
+            self._listen(results, heard, srun_log=True)  # srun reports a killed task while the step still runs
+
+    def _failure(self, heard: Heard, what: str, timed_out: float | None = None) -> RankFailure:
+        """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
+        their own, then those that only lost a peer, then those that said nothing."""
+        n = self.key.nranks
+        lost = {r for r, e in heard.errors.items() if PEER_LOST.search(e)}
+        own = sorted(set(heard.errors) - lost)
+        silent = [r for r in range(n) if r not in heard.accounted()]
+        causes = [*heard.dead, *own]  # deaths in the order seen (srun lists the first task it lost first)
+        parts = [f"rank {r} ({self._host(r)}) {reason} during {what}" for r, reason in heard.dead.items()]
+        parts += [f"rank {r} ({self._host(r)}) raised {heard.errors[r]}" for r in own]
+        for r in sorted(lost):
+            first = heard.errors[r].splitlines()[0]
+            parts.append(f"rank {r} ({self._host(r)}) then lost a peer: {first}" if causes
+                         else f"rank {r} ({self._host(r)}) raised {heard.errors[r]}")
+        if timed_out is not None:
+            parts.insert(0, f"timed out after {timed_out:g} s during {what}: no answer from {self._names(silent)}")
+        elif silent:
+            parts.append(f"no answer from {self._names(silent)}")
+        if self._srun and self.procs[0].poll() is not None and not self._srun_tasks():
+            message = (f"srun (all {n} ranks) {exit_text(self.procs[0].returncode)} during {what}\n"
+                       f"--- last output ({self.logs[0]}):\n{self._raw_tail()}")
+        else:
+            quoted = list(heard.dead)[:1] if heard.dead else silent if timed_out is not None else []
+            message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
+        failed = frozenset(range(n)) - frozenset(heard.ok)
+        return RankFailure(message, dict(heard.ok), failed)
+
+    def _names(self, ranks: list[int]) -> str:
+        """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""
+        if len(ranks) <= NAMED:
+            return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
+        from clustercheck.record.exclude import as_hostlist
+
+        hosts = sorted({self._host(r) for r in ranks})
+        return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {as_hostlist(hosts)}"
+
+    def _srun_tasks(self) -> dict[int, str]:
+        try:
+            return srun_task_ends(self.logs[0].read_text(errors="replace"))
+        except OSError:
+            return {}
+
+    @staticmethod
+    def _hear(heard: Heard, rank: int, payload: dict[str, Any]) -> None:
+        if payload["ok"]:
+            heard.ok[rank] = payload["result"]
+        else:
+            heard.ok.pop(rank, None)  # an idle rank's error replaces its IDLE
+            heard.errors[rank] = payload["error"]
+
+    def _read(self, key: str) -> Any:
+        return self._unseal(key, self.store.get(key))
+
+    def _unseal(self, key: str, value: bytes) -> Any:
+        try:
+            return wire.unseal(self.key_hex, value)
+        except wire.Forged as exc:
+            raise HarnessError(f"{key}: {exc}") from None
+
+    def _raw_tail(self, lines: int = 12) -> str:
+        try:
+            with self.logs[0].open("rb") as fh:
+                return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+        except OSError:
+            return ""
+
+    def _quote(self, ranks: list[int], lines: int = 6) -> str:
+        """The last output lines of these ranks (those that wrote any), to say what they were doing, and
+        NCCL's last warnings: with NCCL_DEBUG_FILE set (the timed pools) NCCL writes them there, not to
+        the rank's output, and they are usually the reason ("Duplicate GPU detected", "unhandled system
+        error")."""
+        parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks[:NAMED]
+                 if (text := self.tail(r, lines))]
+        parts += [f"\n--- rank {r} NCCL warnings ({where}):\n{text}" for r in ranks[:NAMED]
+                  for where, text in [nccl_warnings(self.log_dir, self.number, r)] if text]
+        more = f"\n--- (the other {len(ranks) - NAMED}: {self.log_dir})" if len(ranks) > NAMED else ""
+        if not parts:
+            return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
+        return "".join(parts) + more
+
+    def _host(self, rank: int) -> str:
+        """The host a rank said it runs on; before it said so (a failed start), where it was sent."""
+        if rank < len(self.ranks):
+            return str(self.ranks[rank]["host"])
+        return self.launcher.node_of(rank, self.key.nranks) or "host not yet known"
+
+    def tail(self, rank: int, lines: int = 8) -> str:
+        """The last lines this rank wrote (from srun's merged, rank-prefixed log under Slurm)."""
+        shared = len(self.logs) == 1 and self.key.nranks > 1
+        try:
+            with self.logs[0 if shared else rank].open("rb") as fh:
+                if not shared:
+                    return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+                prefix = f"{rank}: ".encode()
+                return b"".join(deque((ln for ln in fh if ln.lstrip().startswith(prefix)), maxlen=lines)
+                                ).decode(errors="replace").rstrip()
+        except (OSError, IndexError):
+            return ""
+
+    @property
+    def _srun(self) -> bool:
+        """One srun process stands for every rank (its log is merged and rank-prefixed)."""
+        return len(self.procs) == 1 and self.key.nranks > 1
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+class PoolManager:
+    """Pools by launch environment; a pool that failed is dropped and replaced on next use."""
+
+    def __init__(self, log_dir: Path, on_start: Callable[[WorkerPool], None] | None = None,
+                 launcher: Launcher | None = None) -> None:
+        self.log_dir = log_dir
+        self.on_start = on_start
+        self.launcher = launcher or LocalLauncher()
+        self.pools: dict[PoolKey, WorkerPool] = {}
+        self.starts = 0
+
+    def get(self, key: PoolKey) -> WorkerPool:
+        pool = self.pools.get(key)
+        if pool is not None and pool.alive():
+            return pool
+        if pool is not None:
+            self.discard(key)
+        self.starts += 1
+        pool = WorkerPool(key, self.log_dir, self.starts, self.launcher)
+        self.pools[key] = pool
+        try:
+            pool.start()
+        except BaseException:
+            self.discard(key)
+            raise
+        if self.on_start is not None:
+            self.on_start(pool)
+        return pool
+
+    def progress(self) -> str:
+        """What the task running now last said of itself (the per-size step of a sweep), or ""."""
+        return next((p.progress for p in list(self.pools.values()) if p.progress), "")
+
+    def discard(self, key: PoolKey) -> None:
+        pool = self.pools.pop(key, None)
+        if pool is not None:
+            pool.close(kill=True)
+
+    def close(self, kill: bool = False) -> None:
+        for key in list(self.pools):
+            self.pools.pop(key).close(kill=kill)
+
+    def kill_all(self) -> None:
+        """SIGKILL every rank at once, waiting for nothing (safe from a signal handler): whatever the
+        controller is waiting on then ends within a polling round."""
+        for pool in list(self.pools.values()):
+            for proc in list(pool.procs):
+                if proc.poll() is None:
+                    proc.kill()

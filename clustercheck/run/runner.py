@@ -1,0 +1,237 @@
+"""Running one check on the rank pools: its scope's rounds as groups of ranks, a failure kept to the items
+whose ranks it touched, NCCL's untimed tuning pass, and how long the ranks worked. Knows nothing of any
+measure kind beyond what `checks.Kind` says."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clustercheck.run import scopes
+from clustercheck.kinds import KINDS
+from clustercheck.kinds.base import Answers
+from clustercheck.errors import HarnessError, Skip
+from clustercheck.localize.topology import Topology, source_of
+from clustercheck.options import Options
+from clustercheck.run.failure import RankFailure
+from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
+from clustercheck.run.scopes import Where
+from clustercheck.suite.spec import CheckSpec
+
+Round = tuple[list[tuple[Where, list[int]]], Any]  # (item, its global ranks) groups; the groups argument
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks are: the backend, the nodes and the ranks per node."""
+
+    backend: str
+    nodes: list[str]
+    per_node: int
+
+    @property
+    def nranks(self) -> int:
+        return self.per_node * len(self.nodes)
+
+
+class Runner:
+    def __init__(self, pools: PoolManager, options: Options, layout: Layout, topology: Topology | None = None) -> None:
+        self.pools = pools
+        self.options = options
+        self.layout = layout
+        self.topology = topology  # --topology, read once when the session started, cut to the run's nodes
+        self.repetition = 1  # of a repeated run (--repeat, --duration): a fault may target one
+        # --counters: each node's last snapshot (as_dict), and per node what rose in the last check's window
+        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, Any] = {}
+
+    def groups(self, check: CheckSpec, pool: WorkerPool) -> list[Round]:
+        """Rounds of (item, global ranks) groups that run at the same time, with the groups argument for
+        the ranks (None: the whole world)."""
+        by_node: dict[str, list[int]] = {}
+        for r in pool.ranks:
+            by_node.setdefault(r["host"], []).append(r["rank"])
+        out: list[Round] = []
+        for items in scopes.rounds(check.scope, self.layout.nodes, self.options.pair_strategy,
+                                   self.options.pair_seed):
+            groups = [(where, [r for node in scopes.members(where, self.layout.nodes) for r in by_node[node]])
+                      for where in items]
+            whole = len(groups) == 1 and len(groups[0][1]) == len(pool.ranks)
+            out.append((groups, None if whole else [g for _, g in groups]))
+        return out
+
+    def applies(self, check: CheckSpec) -> None:
+        """Skip (with the reason) a check this run cannot do; HarnessError for a group that cannot work."""
+        kind, layout = KINDS[check.measure], self.layout
+        if kind.gpu_only and layout.backend != "nccl":
+            raise Skip(f"{check.measure} needs GPUs and this node has none")
+        if check.scope in ("pair", "localize") and len(layout.nodes) < 2:
+            raise Skip(f"scope {check.scope} needs two nodes or more; this run has {len(layout.nodes)}")
+        group = layout.per_node * {"pair": 2, "localize": 2, "cluster": len(layout.nodes)}.get(check.scope, 1)
+        if group < kind.min_ranks:
+            raise Skip(f"{check.measure} over a single rank moves no data between devices")
+        kind.check_group(check, group)
+
+    def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:
+        """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
+        self.applies(check)
+        kind = KINDS[check.measure]
+        key = self._key(check, self._log_mode("init"))
+        pool = self.pools.get(key)
+        params = self._with_fault(check, kind.task(check, expect))
+        out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
+        infos = [self._pool_info(pool, check)]
+        rounds = self.groups(check, pool)
+        if self.options.counters and not self.snapshots:
+            self.snapshots = self._snapshot(pool)  # the first window opens here
+        t0, tuning = time.monotonic(), 0.0
+        for number, (groups, arg) in enumerate(rounds):
+            failure: RankFailure | None = None
+            if number and not pool.alive():  # an earlier round lost a rank: the rest run on a fresh pool
+                try:
+                    pool = self.pools.get(key)
+                except HarnessError as exc:
+                    out.update((where, HarnessError(f"not measured: {exc}")) for later in rounds[number:]
+                               for where, _ in later[0])
+                    break
+                infos.append(self._pool_info(pool, check))
+            try:
+                answers = dict(enumerate(pool.run(check.measure, params, check.timeout, groups=arg,
+                                                  runner=kind.runner)))
+            except RankFailure as exc:
+                self.pools.discard(key)
+                failure, answers = exc, exc.answered
+            except HarnessError:
+                self.pools.discard(key)
+                raise
+            t1 = time.monotonic()
+            tuned, tuning_error = self._tuning_pass(check, params, arg) if kind.tuning_pass and not failure \
+                else (None, "")
+            tuning += time.monotonic() - t1
+            for where, ranks in groups:
+                if failure is not None and not failure.failed.isdisjoint(ranks):
+                    out[where] = HarnessError(str(failure))  # the whole story: the cause may be elsewhere
+                    continue
+                out[where] = (Answers(check, [answers[r] for r in ranks], [pool.ranks[r] for r in ranks],
+                                      self.layout.backend, tuned and [tuned[r] for r in ranks], tuning_error),
+                              infos[-1])
+        for info in infos:
+            # how long the ranks worked on this check, all nodes or pairs of it together, pool starts excluded
+            info["measure_seconds"] = round(time.monotonic() - t0 - tuning, 3)
+            if kind.tuning_pass and self._log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
+                info["tuning_seconds"] = round(tuning, 3)
+            info["rounds"] = len(rounds)
+        if self.options.counters:
+            self._close_window(key)
+        return out
+
+    def localize(self, check: CheckSpec, threshold: float) -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
+        """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
+        result, and the next round gets a fresh pool); per item (node, None) its verdicts and message,
+        the rounds as rows, and the pool's info."""
+        from clustercheck.localize.check import localize
+
+        self.applies(check)
+        kind = KINDS[check.measure]
+        key = self._key(check, self._log_mode("init"))
+        pool = self.pools.get(key)
+        info = self._pool_info(pool, check)
+        params = self._with_fault(check, kind.task(check, {}))
+        ranks_of: dict[str, list[int]] = {}
+        for r in pool.ranks:
+            ranks_of.setdefault(r["host"], []).append(r["rank"])
+        current = [pool]
+
+        def run(groups: list[list[int]]) -> dict[int, Any]:
+            try:
+                return dict(enumerate(current[0].run(check.measure, params, check.timeout, groups=groups,
+                                                     runner=kind.runner)))
+            except RankFailure as exc:
+                self.pools.discard(key)
+                current[0] = self.pools.get(key)
+                return dict(exc.answered)
+
+        t0 = time.monotonic()
+        topology = self.topology
+        info["topology"] = "none" if topology is None else \
+            f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
+        found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
+        info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
+        if self.options.counters:
+            self._close_window(key)
+        return found, rows, info
+
+    SNAPSHOT_TIMEOUT = 60.0
+
+    def _snapshot(self, pool: WorkerPool) -> dict[str, dict[str, Any]]:
+        """host -> a snapshot of its counters and kernel log (its first rank's), the log read after that
+        node's last snapshot; HarnessError when a node's first rank could not take one."""
+        answers = pool.run("counters", {"previous": self.snapshots}, self.SNAPSHOT_TIMEOUT,
+                           runner="clustercheck.counters.snapshot:rank_snapshot")
+        return {a["snapshot"]["host"]: a["snapshot"] for a in answers if a.get("snapshot")}
+
+    allowances: Mapping[str, Any] | None = None  # the profile's counters: block; None: the built-in allowances
+
+    def _close_window(self, key: PoolKey) -> None:
+        """Snapshot every node after the check and judge what rose since its last snapshot: the window is
+        the check, with whatever happened since the previous check's end (nothing falls between windows)."""
+        from clustercheck.counters import allowances
+        from clustercheck.counters.delta import delta
+        from clustercheck.counters.facts import Snapshot
+
+        try:
+            after = self._snapshot(self.pools.get(key))  # a fresh pool if a rank died in the check
+        except HarnessError as exc:
+            self.pools.discard(key)
+            self.windows = {node: f"counters could not be read after the check: {str(exc).splitlines()[0]}"
+                            for node in self.layout.nodes}
+            self.snapshots = {}
+            return
+        self.windows = {}
+        for node in self.layout.nodes:
+            if node not in after or node not in self.snapshots:
+                self.windows[node] = f"no counter snapshot from {node} {'after' if node not in after else 'before'} the check"
+                continue
+            self.windows[node] = allowances.judge(delta(Snapshot.from_dict(self.snapshots[node]),
+                                                        Snapshot.from_dict(after[node])), self.allowances)
+        self.snapshots = after
+
+    def _key(self, check: CheckSpec, nccl_log: str) -> PoolKey:
+        """The pool a check's task runs in: one per backend, rank count, environment and NCCL log mode."""
+        return PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=nccl_log)
+
+    def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:
+        return {"number": pool.number, "pids": pool.pids, "backend": self.layout.backend, "ranks": pool.ranks,
+                "env": dict(check.env), "starts": self.pools.starts}
+
+    def _log_mode(self, mode: str) -> str:
+        """What NCCL logs in a pool for `mode` (init: timed pools, tuning: the sibling), per --nccl-log."""
+        wanted = {"full": ("init", "tuning"), "init": ("init",), "off": ()}[self.options.nccl_log]
+        return mode if self.layout.backend == "nccl" and mode in wanted else "off"
+
+    def _tuning_pass(self, check: CheckSpec, params: dict[str, Any],
+                     groups: Any) -> tuple[list[dict[str, Any]] | None, str]:
+        """Each size once more in the untimed sibling pool, whose NCCL logs its algorithm and protocol per
+        call: (per-rank results, why there are none). Its failure costs the labels only: the timed
+        measurement stands."""
+        if self._log_mode("tuning") == "off":
+            return None, ""
+        key = self._key(check, "tuning")
+        task = {k: v for k, v in params.items() if k != "fault"}  # a test fault belongs to the timed run
+        try:
+            return self.pools.get(key).run(check.measure, {**task, "tuning_pass": True}, check.timeout,
+                                           groups=groups, runner=KINDS[check.measure].runner), ""
+        except HarnessError as exc:
+            self.pools.discard(key)
+            return None, f"the tuning pass failed, so no algorithm is known: {str(exc).splitlines()[0]}"
+
+    def _with_fault(self, check: CheckSpec, params: dict[str, Any]) -> dict[str, Any]:
+        """The task's parameters, with the test-only fault for this check when one was asked for."""
+        fault = self.options.faults.get(check.id)
+        if fault is None:
+            return params
+        kind, rank, repetition = fault
+        if repetition is not None and repetition != self.repetition:
+            return params
+        return {**params, "fault": {"kind": kind, "rank": self.layout.nranks - 1 if rank is None else rank}}

@@ -1,0 +1,346 @@
+"""CheckSession: one clustercheck run inside a pytest session: the platform, the pools, the record, and
+each item's outcome (measured by `runner`, judged by `judge`). Plain objects only; plugin.py wires them
+to pytest."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from clustercheck.judging import platform as platform_mod
+from clustercheck.errors import ClusterCheckError, HarnessError, UserError
+from clustercheck.judging.judge import Baseline, check_metrics, judge, rules_for
+from clustercheck.judging.measurement import Outcome
+from clustercheck.run.launch import make_launcher
+from clustercheck.run.fit import check_fits
+from clustercheck.options import Options
+from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
+from clustercheck.record.io import RunWriter, load, now, sha256
+from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
+from clustercheck.run.runner import Layout, Runner
+from clustercheck.run.scopes import Where
+from clustercheck.judging.verdicts import Expectation, Verdict
+from clustercheck.suite.spec import CheckSpec
+from clustercheck.judging.thresholds import Profile
+
+Found = dict[Where, Outcome | ClusterCheckError]
+FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sysfs
+
+
+class CheckSession:
+    def __init__(self, options: Options, argv: list[str]) -> None:
+        self.options = options
+        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command, options.store_addr)
+        self.argv = argv
+        self.started = False
+        self.facts: platform_mod.Facts | None = None
+        self.profile: Profile | None = None
+        self.pools: PoolManager | None = None
+        self.runner: Runner | None = None
+        self.record: RunWriter | None = None
+        self.run_dir: Path | None = None
+        self.results: list[ResultEntry] = []  # read back from the record at the end, for the summary
+        self.backend = "gloo"
+        self.nranks = 2
+        self.per_node = 2
+        self.nodes: list[str] = list(self.launcher.nodes)
+        self._cache: dict[str, Found | Exception] = {}
+        self.exclusion: ExcludeEntry = {}
+        self.baseline: Baseline | None = None
+        self.repetitions = 0  # repetitions of a repeated run that ran to their end
+
+    # -- start -----------------------------------------------------------------------------
+    def start(self, checks: list[CheckSpec], suite_files: list[str], plan: list[PlanItem] | None = None) -> None:
+        """Detect the platform, load and cross-check thresholds, open the run record and write the plan
+        (every item this run sets out to measure). UserError on mistakes."""
+        opts = self.options
+        nodes, first = self._node_facts()
+        self.facts = nodes[self.nodes[0]]
+        try:
+            if opts.platform:
+                self.profile = opts.thresholds.load(opts.platform)
+            else:
+                self.profile = platform_mod.detect_nodes(opts.thresholds, nodes)
+            for check in checks:
+                check_metrics(check, self.profile)
+            if opts.compare:
+                self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
+            self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
+            # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer)
+            gpu_free, gpu_where = _least(nodes, "gpu_memory_free")
+            host_free, host_where = _least(nodes, "host_memory")
+            check_fits(checks, self.per_node, self.backend, gpu_free if self.backend == "nccl" else None, host_free,
+                       gpu_where, host_where)
+        except BaseException:
+            if first is not None:
+                first.close(kill=True)
+                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            raise
+        self.nranks = self.per_node * len(self.nodes)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
+        try:
+            topology = None
+            if opts.topology is not None:  # a run node under no switch: the user's error, before any check
+                from clustercheck.localize.topology import for_nodes
+
+                topology = for_nodes(opts.topology, self.nodes)
+            _make_dir(opts.out, self.run_dir)
+        except UserError:
+            if first is not None:
+                first.close(kill=True)
+                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            raise
+        _point_latest(opts.out, self.run_dir)
+        self.record = RunWriter(self.run_dir / "run.jsonl")
+        self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
+        self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
+        self.runner.allowances = self.profile.counters or None
+        self.record.append({
+            "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
+            "platform": self.profile.name, "platform_detected": not opts.platform,
+            "thresholds": {"file": self.profile.file, "sha256": sha256(self.profile.file)},
+            "suites": [{"file": f, "sha256": sha256(f)} for f in suite_files],
+            "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
+            "ranks_per_node": self.per_node,
+            "nodes": self.nodes, "python": sys.executable,
+            **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
+               if opts.repeating else {}),
+            **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
+        })
+        self.record.append({"type": "plan", "items": plan or []})
+        if not opts.ranks and self.backend == "nccl":
+            for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
+                self.record.append(entry)
+        if first is not None:
+            self._adopt(first)
+        self.started = True
+
+    def _node_facts(self) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
+        """Each node's platform facts, read by its first rank: the controller may be a login or head
+        node without GPUs. Where the controller is the only node (the local launcher, or a one-node
+        allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
+        CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
+        here = socket.gethostname()
+        if self.launcher.kind == "local" or self.nodes in ([here], [here.split(".")[0]]):
+            return {self.nodes[0]: platform_mod.read_facts()}, None
+        key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
+        logs = self.options.out / f".starting-{os.getpid()}" / "logs"
+        _make_dir(self.options.out, logs)
+        pool = WorkerPool(key, logs, 1, self.launcher)
+        try:
+            pool.start()
+            answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
+        except HarnessError as exc:  # the ranks' own words stay in their logs, named here
+            pool.close(kill=True)
+            raise UserError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
+                            f"(the ranks' output: {pool.log_dir})") from None
+        facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
+        silent = [n for n in self.nodes if n not in facts]
+        if silent:  # a launcher that gave a node no local rank 0: nothing was read there
+            pool.close(kill=True)
+            raise UserError(f"no platform facts from node(s) {', '.join(silent)}: no rank with local rank 0 there")
+        return facts, pool
+
+    def _adopt(self, pool: WorkerPool) -> None:
+        """The facts pool joins the run: its logs move into the run directory (its ranks keep writing to
+        the same files) and it serves the checks whose pool it already is (a CPU run's), or ends."""
+        assert self.pools is not None and self.run_dir is not None
+        logs = self.run_dir / "logs"
+        starting = pool.log_dir.parent
+        os.replace(pool.log_dir, logs)
+        shutil.rmtree(starting, ignore_errors=True)
+        pool.log_dir, pool.logs = logs, [logs / p.name for p in pool.logs]
+        self.pools.starts = pool.number
+        self._pool_started(pool)
+        if pool.key == PoolKey(self.backend, self.nranks):
+            self.pools.pools[pool.key] = pool
+        else:
+            pool.close()
+
+    def _pool_started(self, pool: WorkerPool) -> None:
+        assert self.record is not None
+        self.record.append({"type": "pool", "number": pool.number, "backend": pool.key.backend,
+                            "nccl_log": pool.key.nccl_log,
+                            "ranks": pool.ranks, "env": dict(pool.key.env), "pids": pool.pids, "started": now()})
+
+    # -- one item --------------------------------------------------------------------------
+    def measure(self, check: CheckSpec, item_id: str = "", where: Where = None) -> Outcome:
+        """The outcome of one item: `where` is its node, node pair ("a,b") or None for scope cluster.
+        The first item of a check measures every node (or pair) at once; the others read the cache."""
+        if check.id not in self._cache:
+            try:
+                self._cache[check.id] = self._measure_all(check)
+            except Exception as exc:  # every item of the check gets the same error or skip
+                self._cache[check.id] = exc
+        found = self._cache[check.id]
+        if isinstance(found, Exception):
+            raise type(found)(*found.args)
+        outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
+        if not found:
+            del self._cache[check.id]
+        if outcome is None:
+            raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
+        if isinstance(outcome, Exception):  # this node's or pair's ranks failed (or its own judging did)
+            raise outcome
+        if self.baseline is None:
+            return outcome
+        return Outcome(outcome.measurement, outcome.verdicts + self.baseline.regressions(check, item_id,
+                                                                                          outcome.verdicts),
+                       outcome.pool)
+
+    def _measure_all(self, check: CheckSpec) -> Found:
+        assert self.runner is not None and self.profile is not None
+        self.runner.applies(check)  # a check that does not apply here is skipped, and needs no threshold
+        rules = rules_for(check, self.profile)
+        if check.scope == "localize":
+            return self._localize(check, rules)
+        found: Found = {}
+        for where, answered in self.runner.run(check, self.profile.expect).items():
+            if isinstance(answered, HarnessError):
+                found[where] = answered
+                continue
+            try:
+                found[where] = self._with_counters(check, where, judge(answered[0], rules, answered[1]))
+            except ClusterCheckError as exc:  # a skip or an error of this item's own (a probe's, a missing metric)
+                found[where] = exc
+        return found
+
+    def _localize(self, check: CheckSpec, rules: Any) -> Found:
+        """`scope: localize`: each node's outcome from the planner's verdict (an error when it could not
+        tell), the cluster item's from the links and uplinks it named; the group floor is busbw's limit."""
+        from clustercheck.judging.measurement import Measurement
+
+        assert self.runner is not None
+        limit = rules.limits.get("busbw")
+        if limit is None or limit.op not in (">=", ">"):
+            raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=) for the check in the profile")
+        items, rows, info = self.runner.localize(check, float(limit.value))
+        found: Found = {}
+        for where, (verdicts, message) in items.items():
+            if not verdicts:
+                found[where] = HarnessError(f"{check.id}: {where}: {message}")
+                continue
+            outcome = Outcome(Measurement({}, {}, rows=rows), verdicts, info)
+            found[where] = self._with_counters(check, where, outcome)
+        return found
+
+    def _with_counters(self, check: CheckSpec, where: Where, outcome: Outcome) -> Outcome:
+        """--counters: the item's outcome with a verdict per counter that rose on its nodes during the
+        check (failed beyond its allowance); HarnessError when a counter of its nodes could not be read."""
+        assert self.runner is not None
+        if not self.options.counters:
+            return outcome
+        from clustercheck.run import scopes
+        from clustercheck.counters import allowances
+
+        extra = []
+        for node in scopes.members(where, self.nodes):
+            window = self.runner.windows.get(node)
+            if window is None or isinstance(window, str):
+                raise HarnessError(f"{check.id}: {window or f'no counter window for {node}'}")
+            if window.harness_errors:
+                raise HarnessError(f"{check.id}: counters of {node} could not be judged: "
+                                   f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
+            extra += allowances.verdicts(window, check.id)
+        return Outcome(outcome.measurement, outcome.verdicts + extra, outcome.pool)
+
+    def add_result(self, entry: ResultEntry) -> None:
+        # the record is the only copy: a week of burn-in must not grow the controller with every check
+        if self.record is not None:
+            self.record.append(entry)
+
+    # -- end -------------------------------------------------------------------------------
+    def _exclude(self) -> None:
+        """Write the exclusion list (exclude.txt, Slurm hostlist syntax) and drain if asked."""
+        from clustercheck.record import exclude
+
+        assert self.record is not None and self.run_dir is not None
+        nodes = exclude.excluded(self.results)
+        text = exclude.as_hostlist(list(nodes))
+        (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
+        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
+                          "untested": exclude.untested(self.nodes, self.results)}
+        if nodes and (self.options.drain or self.options.drain_dry_run):
+            for cmd in exclude.drain_commands(nodes):
+                rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)
+                self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
+        self.record.append({"type": "exclude", **self.exclusion})
+
+    def kill_ranks(self) -> None:
+        if self.pools is not None:
+            self.pools.kill_all()
+
+    def finish(self, interrupted: bool = False, signal: str | None = None) -> None:
+        """Stop the pools, write the exclusion list and the end line. An interrupted run's end line says
+        so (and by which signal): every report then reads INCOMPLETE."""
+        if not self.started:
+            return
+        assert self.pools is not None and self.record is not None and self.run_dir is not None
+        self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
+        self.results = [slim(r) for r in load(self.record.path).results]
+        self._exclude()
+        self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
+                            "pool_starts": self.pools.starts, "interrupted": interrupted,
+                            "signal": signal if interrupted else None,
+                            **({"repetitions": self.repetitions} if self.options.repeating else {})})
+        self.record.close()
+
+
+def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
+    """The least of a memory fact over the nodes that know it, and the node that has it: memory is read
+    where the ranks run (the controller may be a login node with other memory and no GPU)."""
+    known = {node: getattr(f, field) for node, f in nodes.items() if getattr(f, field) is not None}
+    if not known:
+        return None, ""
+    node = min(known, key=known.__getitem__)
+    return known[node], f"node {node}"
+
+
+def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:
+    """A failed `gpu-count[node]` item for each node with fewer usable GPUs than the others: the run had
+    to use as many ranks per node as it has, so the others' extra GPUs went unmeasured because of it."""
+    out: list[ResultEntry] = []
+    for node, (count, most) in short.items():
+        rule = Expectation("gpu-count", "usable GPUs", str(most), "the most GPUs any node of this run has")
+        detail = (f"ranks see {count} GPU(s) here, {most} on other nodes: the run used {per_node} rank(s) per node, "
+                  f"so GPU(s) beyond {per_node} on the other nodes went unmeasured")
+        out.append({"type": "result", "name": f"gpu-count[{node}]", "nodeid": f"gpu-count[{node}]",
+                    "check": "gpu-count", "measure": "layout", "scope": "node", "node": node, "nodes": [node],
+                    "suite_file": "clustercheck", "line": 0, "outcome": "failed",
+                    "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
+                    "verdicts": [Verdict("usable GPUs", count, "", rule, False, subject=node, detail=detail).as_dict()]})
+    return out
+
+
+def _make_dir(out: Path, path: Path) -> None:
+    """Create a directory under --out; one line, not a traceback, when --out names a file, /proc or a
+    read-only place."""
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot create the run directory {path} "
+                        f"({exc.strerror or type(exc).__name__})") from None
+
+
+def _unique(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def _point_latest(out: Path, run_dir: Path) -> None:
+    link = out / "latest"
+    try:
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(run_dir.name)
+    except OSError:
+        pass  # a convenience only

@@ -1,0 +1,173 @@
+"""Rank process: `python -m clustercheck.run.worker`. Joins the process group once, then runs tasks
+posted by the controller on the c10d store until told to exit. Imports no pytest."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any
+
+from clustercheck.run import wire
+
+# The controller's liveness is the store connection; a short wait lets us notice its death quickly.
+_POLL = timedelta(seconds=5)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this rank when the process that started it dies (no strays)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def main() -> int:
+    _die_with_parent()
+    from clustercheck.run.launch import read_env
+
+    env = os.environ
+    args = _args()
+    # the pool's HMAC key: from the environment (srun), else the first line on stdin (local, hosts)
+    key = env.pop(wire.TOKEN_ENV, None)
+    if not key:
+        key = sys.stdin.readline().strip()
+        try:  # the hosts launcher's second line: the variables the pool set for this rank
+            env.update(read_env(sys.stdin.readline()))
+        except ValueError as exc:
+            print(f"clustercheck rank: refusing the environment on stdin: {exc}", file=sys.stderr, flush=True)
+            return 2
+    import torch  # after the environment is complete: torch and OpenMP read some variables at import
+    import torch.distributed as dist
+
+    from clustercheck.run.binding import device_index
+    from clustercheck.errors import UserError
+    from clustercheck.measure import RankContext, cuda_bus_id, run_task
+    from clustercheck.measure.nccl_log import NcclLog, log_name
+
+    if args.from_slurm:
+        rank, local_rank, node = int(env["SLURM_PROCID"]), int(env["SLURM_LOCALID"]), env["SLURMD_NODENAME"]
+        world = int(env["SLURM_NTASKS"])
+    else:
+        rank, local_rank, node = args.rank, args.local_rank, args.node or socket.gethostname()
+        world = args.world_size or int(env["CC_WORLD_SIZE"])
+    host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
+    backend = args.backend or env["CC_BACKEND"]
+    store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
+    device = torch.device("cpu")
+    nccl_log, bus = None, ""
+    if backend == "nccl":  # before NCCL initialises: it reads its debug settings once
+        nccl_log = NcclLog.configure(os.environ, env.get("CC_NCCL_LOG", "off"), env.get("CC_LOG_DIR", ""),
+                                     log_name(env.get("CC_POOL_NUMBER", "0"), rank))
+        try:  # by CUDA's count, not NVML's: CUDA_VISIBLE_DEVICES (the user's, or srun's per task) renumbers
+            index = device_index(env.get("CUDA_VISIBLE_DEVICES"), local_rank, torch.cuda.device_count(),
+                                 per_task=args.from_slurm)
+        except UserError as exc:  # one line, quoted by the pool as this rank's last output
+            print(f"clustercheck rank {rank} ({node}): {exc}", file=sys.stderr, flush=True)
+            return 2
+        torch.cuda.set_device(index)
+        device, bus = torch.device("cuda", index), cuda_bus_id(index)
+    pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
+    dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
+                            timeout=pg_timeout)
+    ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node,
+                      nccl_log=nccl_log, bus_id=bus, progress=lambda text: store.set(wire.PROGRESS_KEY, text[:120]))
+    store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
+    seq = 0
+    while True:
+        seq += 1
+        task = _next_task(store, seq, key)
+        if task is None or task.get("op") == "exit":
+            break
+        if seq > 1:  # the controller read every answer to the last task before it posted this one
+            store.delete_key(wire.result_key(seq - 1, rank))
+        payload: dict[str, Any]
+        try:
+            payload = {"ok": True, "result": run_task(ctx, task)}
+        except Exception as exc:  # reported to the controller as a harness error, with the traceback
+            payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            print(payload["traceback"], file=sys.stderr, flush=True)
+        release_free_memory()  # before answering, so the controller never times it
+        groups = task.get("groups")
+        idle = groups is not None and not any(rank in g for g in groups)
+        if idle and payload["ok"]:
+            continue  # in no group: the controller expects nothing from this rank (pool.py)
+        _answer(store, seq, rank, int(task.get("answering", world)), wire.seal(key, payload),
+                failed=not payload["ok"], counted=not idle)
+    dist.destroy_process_group()
+    return 0
+
+
+def _answer(store: Any, seq: int, rank: int, answering: int, sealed: str, failed: bool, counted: bool = True) -> None:
+    """Post this rank's result and count it among the task's `answering` ranks (wire.py: the controller
+    polls the counts, not N keys). An idle rank that failed posts its error uncounted: the count is
+    the busy ranks' alone, and `errors` sends the controller to read it."""
+    store.set(wire.result_key(seq, rank), sealed)
+    if failed:
+        store.add(wire.errors_key(seq), 1)
+    if counted and store.add(wire.answers_key(seq), 1) == answering:
+        store.set(wire.complete_key(seq), "1")
+
+
+def release_free_memory() -> None:
+    """Hand free memory back between tasks (never inside a timed loop). glibc keeps freed buffers below
+    its mmap threshold for reuse, so without this a rank that idles through a long burn-in holds the
+    high-water mark of whichever checks came before (+13% over a 30-minute soak). torch's CUDA caching
+    allocator likewise keeps every freed block: the pools of one node share its GPUs (a timed and a
+    tuning pool per `env:`), so a pool that keeps its largest buffers cached starves the next one."""
+    import gc
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        # a task's tensors caught in reference cycles (tracebacks, closures) go first, so their device
+        # memory can be returned; a full collection costs ~90 ms with torch loaded, so CPU ranks (whose
+        # buffers the generational collector frees in time) skip it
+        gc.collect()
+        torch.cuda.empty_cache()
+    trim = getattr(_LIBC, "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim(0)
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m clustercheck.run.worker", description="a clustercheck rank (started by a launcher)")
+    p.add_argument("--from-slurm", action="store_true", help="take rank, local rank and node from srun's environment")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--local-rank", type=int, default=0)
+    p.add_argument("--node", help="the node name this rank reports (default: the hostname)")
+    p.add_argument("--world-size", type=int)
+    p.add_argument("--store", metavar="HOST:PORT", help="the controller's c10d store")
+    p.add_argument("--backend", choices=("gloo", "nccl"))
+    return p.parse_args()
+
+
+def _next_task(store: Any, seq: int, key: str) -> dict[str, Any] | None:
+    import torch.distributed as dist
+
+    while True:
+        try:
+            return wire.unseal(key, store.get(wire.task_key(seq)))
+        except wire.Forged as exc:  # not from our controller: refuse to run anything and leave
+            print(f"refusing task {seq}: {exc}", file=sys.stderr, flush=True)
+            return None
+        except dist.DistNetworkError:
+            return None  # the controller is gone: leave quietly
+        except dist.DistStoreError:
+            continue  # no task yet
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Suite files (`suites/*.yaml`) -> frozen CheckSpecs that remember their file and line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clustercheck import yamlfile
+from clustercheck.kinds import KINDS
+from clustercheck.suite import envpolicy
+from clustercheck.suite.spec import SCOPES, CheckSpec, Suite
+from clustercheck.errors import show
+from clustercheck.schema import Fields, between, one_of
+
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
+DEFAULT_TIMEOUT = 300.0
+
+
+def load_suite(path: Path, display: str | None = None) -> Suite:
+    name = display or str(path)
+    doc = yamlfile.load(path, name)
+    top = Fields(doc, name, "")
+    suite_name = top.get("suite", str, path.stem)
+    description = top.get("description", str, "")
+    defaults = Fields(top.get("defaults", dict, {}), name, "defaults", top.line_of("defaults"))
+    default_timeout = defaults.get("timeout", float, DEFAULT_TIMEOUT, check=between(1, 86_400))
+    default_env = _env(defaults, ())
+    defaults.done()
+    raw_checks = top.get("checks", list)
+    top.done()
+    if not raw_checks:
+        raise top.error("checks", "a suite needs at least one check")
+    checks: list[CheckSpec] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_checks):
+        f = Fields(raw, name, f"checks[{index}]", top.line_of("checks"))
+        check_id = f.get("id", str, check=_valid_id)
+        if check_id in seen:
+            raise f.error("id", f"duplicate check id {show(check_id)} (first at line {seen[check_id]})")
+        seen[check_id] = f.line
+        measure = f.get("measure", str, check=one_of(*KINDS))
+        kind = KINDS[measure]
+        scope = f.get("scope", str, kind.scopes[0], check=one_of(*SCOPES))
+        if scope not in kind.scopes:
+            raise f.error("scope", f"{measure} supports scope {', '.join(kind.scopes)}, not {scope!r}")
+        timeout = f.get("timeout", float, default_timeout, check=between(1, 86_400))
+        env = _env(f, default_env)
+        params_f = Fields(f.get("params", dict, {}), name, f.key_path("params"), f.line_of("params"))
+        params = kind.parse(params_f)
+        limits = f.get("limits", str, "", check=_valid_id)
+        if limits and not kind.limited:
+            raise f.error("limits", f"{measure} is judged against the profile's expect: block, not by limits")
+        checks.append(CheckSpec(check_id, measure, scope, params, env, timeout,
+                                f.get("description", str, ""), name, f.line, limits, f.line_of("limits")))
+        f.done()
+    return Suite(suite_name, description, name, tuple(checks))
+
+
+def _valid_id(value: str) -> str | None:
+    # Ids become pytest node ids, file names in reports and text on terminals: no control bytes,
+    # no '::' or '[' (pytest's separators), nothing a shell or HTML would read differently.
+    if not ID.fullmatch(value):
+        return (f"{show(value)} is not a check id: 1-100 characters of letters, digits, '.', '_' and '-', "
+                f"starting with a letter or digit")
+    return None
+
+
+def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    raw = f.get("env", dict, None)
+    if raw is None:
+        return inherited
+    entries = Fields(raw, f.file, f.key_path("env"), f.line_of("env"))
+    env = dict(inherited)
+    for key, value in raw.items():
+        problem = envpolicy.name_problem(key)
+        if problem:
+            raise entries.error(key, f"{show(key)} {problem}")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) \
+                or isinstance(value, int) and value.bit_length() > 64:  # str() refuses > 4300 digits
+            raise entries.error(key, f"expected text or a number, got {show(value)}")
+        problem = envpolicy.value_problem(str(value))
+        if problem:
+            raise entries.error(key, f"{problem}: {show(value)}")
+        env[key] = str(value)
+    return tuple(sorted(env.items()))
+
+
+def is_suite_file(path: Path) -> bool:
+    """A YAML file is a suite when it has a top-level `checks:` list (cheap pre-check for collection)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return any(line.startswith("checks:") for line in fh)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+

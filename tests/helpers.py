@@ -1,0 +1,98 @@
+"""What several test modules share: a CPU threshold profile and suite snippets, and the small readers the
+tests need that clustercheck itself does not (a profile by name from a directory, every limit of a
+profile, a kind's memory need by name, a report re-render from a record path). A plain module: test files
+import it; conftest.py keeps only the fixtures and hooks pytest must find there."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pytest
+
+from clustercheck import yamlfile
+from clustercheck.counters.allowances import DEFAULTS, Allowance, parse
+from clustercheck.errors import UserError
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.specs import SPECS
+from clustercheck.judging.thresholds import Profile, load_profile
+from clustercheck.paths import display
+from clustercheck.report import read, render_record
+from clustercheck.run.fit import needs
+
+CPU_THRESHOLDS = """\
+platform: cpu
+description: test profile
+detect:
+  gpu_count: 0
+checks:
+  ok:
+    busbw: {limit: ">= 0.000001", unit: GB/s, source: "any working loopback"}
+  too-fast:
+    busbw: {limit: ">= 1000000", unit: GB/s, source: "impossible on purpose"}
+"""
+
+
+def small_check(check_id: str, **extra: str) -> str:
+    lines = [f"  - id: {check_id}", "    measure: all_reduce", "    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}"]
+    lines += [f"    {k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_suite(p: pytest.Pytester, body: str, name: str = "s.yaml") -> Path:
+    path = p.path / "suites" / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def profile_names(directory: Path) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_named(directory: Path, platform: str) -> Profile:
+    path = directory / f"{platform}.yaml"
+    if not path.is_file():
+        known = ", ".join(profile_names(directory)) or "none"
+        raise UserError(f"no threshold profile {platform!r} in {directory} (known: {known})")
+    return load_profile(path, display(path))
+
+
+def all_limits(profile: Profile) -> Iterator[Limit]:
+    """Every limit the profile sets: checks first, then defaults."""
+    for metrics in profile.limits.values():
+        yield from metrics.values()
+    for default in profile.defaults.values():
+        yield from default.limits.values()
+
+
+def memory_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, backend: str = "nccl") -> int:
+    """Peak bytes one rank's task holds in the memory it measures (run.fit.needs)."""
+    return needs(measure, params, nranks_per_node, backend)[0]
+
+
+def host_need(measure: str, params: Mapping[str, Any], nranks_per_node: int, backend: str = "nccl") -> int:
+    """Peak host bytes of the whole node for this check (run.fit.needs)."""
+    return needs(measure, params, nranks_per_node, backend)[1]
+
+
+def pcie_unidirectional(gen: int, width: int) -> float:
+    """Payload GB/s per direction of a PCIe link of `gen` and `width` lanes."""
+    entry = SPECS.get(f"pcie{gen}_x16")
+    if entry is None:
+        raise KeyError(f"no PCIe generation {gen} in the spec table (known: 3-7)")
+    return entry["per_lane_unidirectional"].value * width
+
+
+def allowances_of(path: Path) -> dict[str, Allowance]:
+    """The counter allowances of a threshold profile file (DEFAULTS when it has no `counters:` block)."""
+    doc = yamlfile.load(path, str(path))
+    if not isinstance(doc, dict) or "counters" not in doc:
+        return dict(DEFAULTS)
+    line = doc.line_of("counters") if isinstance(doc, yamlfile.Mapping) else 0
+    return parse(doc["counters"], str(path), line)
+
+
+def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
+    """Render every report from `record` into `out_dir` (what `clustercheck report` does)."""
+    return render_record(read(record), out_dir)
