@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from clustercheck.fabric.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
+from clustercheck.run.launch import LAUNCHERS
 from clustercheck.judging.profiles import SearchPath, search_path
 
 FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
@@ -61,7 +62,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="DIR"),
     Opt("launcher", "--launcher", "how ranks start: local (this machine), slurm (srun on every node of the "
         "allocation, inside salloc or sbatch), hosts (--hosts started with --host-command)", default="local",
-        choices=("local", "slurm", "hosts")),
+        choices=tuple(LAUNCHERS)),
     Opt("hosts", "--hosts", "nodes for --launcher hosts, in Slurm hostlist syntax (node[01-04],gpu7)",
         metavar="HOSTLIST"),
     Opt("host_command", "--host-command", "how --launcher hosts runs Python on a host; split like a shell "

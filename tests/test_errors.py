@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from clustercheck.errors import MAX_KEY, UserError, show
 
 
@@ -40,3 +42,25 @@ def test_user_error_escapes_every_line_breaking_or_terminal_character():
     text = str(UserError("bad \x1b[2J", file="s.yaml", line=1, key="a\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\t\r\n"))
     assert text == "s.yaml:1: a\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029\\t\\r\\n: bad \\x1b[2J"
     assert text.splitlines() == [text]
+
+
+def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
+    """The session hands the same failure to each item of a check; each gets a copy that keeps what the
+    original carried: a UserError's file, line and key, a RankFailure's answers and failed ranks."""
+    from clustercheck.run.failure import RankFailure
+    from clustercheck.run.session import CheckSession
+    from clustercheck.suite.spec import CheckSpec
+
+    check = CheckSpec("c", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 3)
+    for original in (UserError("bad", file="s.yaml", line=3, key="params.sizes"),
+                     RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1}))):
+        session = CheckSession.__new__(CheckSession)
+        session._cache = {check.id: original}
+        seen = []
+        for _ in range(2):
+            with pytest.raises(type(original)) as info:
+                session.measure(check, "s::c[n1]", "n1")
+            seen.append(info.value)
+        assert seen[0] is not original and seen[0] is not seen[1]
+        for got in seen:
+            assert str(got) == str(original) and vars(got) == vars(original)

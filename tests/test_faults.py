@@ -89,6 +89,8 @@ def test_rank_exception_is_an_error_with_its_message(fproject: pytest.Pytester) 
     res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:raise@1")
     res.assert_outcomes(passed=1, errors=1)
     res.stdout.fnmatch_lines(["*rank 1 (*) raised RuntimeError: injected fault*"])
+    # its log is quoted as a dead rank's is: the traceback says where it raised
+    res.stdout.fnmatch_lines(["*--- rank 1 last output (*pool1-rank1.log):*", "*raise RuntimeError(\"injected fault\")*"])
     assert_all_gone(rank_pids(record(fproject.path)))
 
 

@@ -88,7 +88,7 @@ def test_a_broken_entry_point_stops_the_run_in_one_line(tmp_path: Path) -> None:
     res = _clustercheck(tmp_path, "run", "s.yaml", "--out", "out")
     assert res.returncode == 4, res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert lines == ["clustercheck: entry point clustercheck.kinds: entry = entrykind:KIND: measure kind "
+    assert lines == ["clustercheck: error: entry point clustercheck.kinds: entry = entrykind:KIND: measure kind "
                      "'entry_kind': runner entrykind:nowhere: entrykind defines no 'nowhere' at its top level"], lines
     assert "Traceback" not in res.stdout + res.stderr and not (tmp_path / "out").exists()
 

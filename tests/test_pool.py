@@ -180,7 +180,10 @@ def test_an_error_waits_for_the_others_then_says_who_did_not_answer(pools: PoolM
     with pytest.raises(RankFailure) as failure:  # rank 0 waits in the all_reduce for rank 1, which raised
         pool.run("all_reduce", {**PARAMS, "fault": {"kind": "raise", "rank": 1}}, 30)
     assert str(failure.value).startswith("rank 1 (") and "raised RuntimeError: injected fault" in str(failure.value)
-    assert str(failure.value).endswith(")") and "no answer from rank 0 (" in str(failure.value)
+    first, _, quoted = str(failure.value).partition("\n")
+    assert first.endswith(")") and "no answer from rank 0 (" in first
+    # the rank that raised is quoted as a dead one is: its traceback says where
+    assert quoted.startswith("--- rank 1 last output (") and quoted.endswith("RuntimeError: injected fault")
     assert failure.value.answered == {} and failure.value.failed == {0, 1}
 
 

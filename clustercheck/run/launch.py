@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 from clustercheck.errors import UserError
 
@@ -30,7 +30,13 @@ WORKER = ["-m", "clustercheck.run.worker"]
 
 
 class Launcher:
-    kind = "local"
+    """Starts a pool's ranks. What the rest of the run needs to know about a launcher is said by its
+    capabilities, never by comparing its name."""
+
+    kind = "local"  # the name the record and the options use
+    remote = False  # ranks may run on other machines: the store listens where they reach it, and each node's
+    # facts are read by its own first rank (the controller may be a login node)
+    merged_log = False  # one process (srun) stands for every rank and writes one rank-prefixed log
     nodes: tuple[str, ...] = ()
     store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
 
@@ -146,6 +152,8 @@ STORE_HINT = ("the store was advertised at {addr}, a loopback address (this cont
 
 class SlurmLauncher(Launcher):
     kind = "slurm"
+    remote = True
+    merged_log = True
 
     def __init__(self, store_addr: str | None = None) -> None:
         import hostlist
@@ -184,6 +192,7 @@ class SlurmLauncher(Launcher):
 
 class HostsLauncher(Launcher):
     kind = "hosts"
+    remote = True
 
     def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
         self.store_addr = store_addr
@@ -229,17 +238,26 @@ class HostsLauncher(Launcher):
         return procs
 
 
-def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
-    if kind == "local":
-        return LocalLauncher()
-    if kind == "slurm":
-        return SlurmLauncher(store_addr)
-    if kind == "hosts":
-        import hostlist
+def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+    import hostlist
 
-        try:
-            names = hostlist.expand_hostlist(hosts or "")
-        except hostlist.BadHostlist as exc:
-            raise UserError(f"--hosts {hosts!r}: {exc}") from None
-        return HostsLauncher(names, template, store_addr)
-    raise UserError(f"unknown launcher {kind!r}")
+    try:
+        names = hostlist.expand_hostlist(hosts or "")
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"--hosts {hosts!r}: {exc}") from None
+    return HostsLauncher(names, template, store_addr)
+
+
+# --launcher NAME -> how to make it from (--hosts, --host-command, --store-addr)
+LAUNCHERS: dict[str, Callable[[str | None, str, str | None], Launcher]] = {
+    "local": lambda hosts, template, store_addr: LocalLauncher(),
+    "slurm": lambda hosts, template, store_addr: SlurmLauncher(store_addr),
+    "hosts": _hosts,
+}
+
+
+def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
+    make = LAUNCHERS.get(kind)
+    if make is None:
+        raise UserError(f"unknown launcher {kind!r} (known: {', '.join(LAUNCHERS)})")
+    return make(hosts, template, store_addr)

@@ -71,7 +71,7 @@ class WorkerPool:
         env = dict(os.environ)
         env.update(self.key.env)
         env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d store polling would log every wait
-        if self.key.backend == "gloo" and self.launcher.kind == "local":
+        if self.key.backend == "gloo" and not self.launcher.remote:
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         # Ranks share a node's cores; as torchrun does, keep each rank's intra-op threads from
         # oversubscribing them (which slows CPU-side work and distorts gloo timings).
@@ -82,14 +82,14 @@ class WorkerPool:
                    CC_POOL_NUMBER=str(self.number))
         env.pop(wire.TOKEN_ENV, None)
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
-        if self.launcher.kind == "slurm":
+        if self.launcher.merged_log:
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
         self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            if self.launcher.kind == "local" or not loopback(advertised):
+            if not self.launcher.remote or not loopback(advertised):
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
             raise RankFailure(f"{first} ({STORE_HINT.format(addr=advertised)}){nl}{rest}", exc.answered,
@@ -238,7 +238,8 @@ class WorkerPool:
             message = (f"srun (all {n} ranks) {exit_text(self.procs[0].returncode)} during {what}\n"
                        f"--- last output ({self.logs[0]}):\n{self._raw_tail()}")
         else:
-            quoted = list(heard.dead)[:1] if heard.dead else silent if timed_out is not None else []
+            # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
+            quoted = list(heard.dead)[:1] or own[:1] or (silent if timed_out is not None else [])
             message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
         failed = frozenset(range(n)) - frozenset(heard.ok)
         return RankFailure(message, dict(heard.ok), failed)
@@ -318,7 +319,7 @@ class WorkerPool:
     @property
     def _srun(self) -> bool:
         """One srun process stands for every rank (its log is merged and rank-prefixed)."""
-        return len(self.procs) == 1 and self.key.nranks > 1
+        return self.launcher.merged_log and self.key.nranks > 1
 
     @property
     def pids(self) -> list[int]:

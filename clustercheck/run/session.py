@@ -4,6 +4,7 @@ to pytest."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import socket
@@ -127,7 +128,7 @@ class CheckSession:
         allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
         CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
         here = socket.gethostname()
-        if self.launcher.kind == "local" or self.nodes in ([here], [here.split(".")[0]]):
+        if not self.launcher.remote or self.nodes in ([here], [here.split(".")[0]]):
             return {self.nodes[0]: platform_mod.read_facts()}, None
         key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
         logs = self.options.out / f".starting-{os.getpid()}" / "logs"
@@ -179,8 +180,8 @@ class CheckSession:
             except Exception as exc:  # every item of the check gets the same error or skip
                 self._cache[check.id] = exc
         found = self._cache[check.id]
-        if isinstance(found, Exception):
-            raise type(found)(*found.args)
+        if isinstance(found, Exception):  # each item raises its own copy, with every field the original had
+            raise copy.copy(found)
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
         if not found:
             del self._cache[check.id]

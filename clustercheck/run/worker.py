@@ -97,9 +97,9 @@ def main() -> int:
         payload: dict[str, Any]
         try:
             payload = {"ok": True, "result": run_task(ctx, task)}
-        except Exception as exc:  # reported to the controller as a harness error, with the traceback
-            payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-            print(payload["traceback"], file=sys.stderr, flush=True)
+        except Exception as exc:  # a harness error; the traceback goes to this rank's log, which the pool quotes
+            payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            print(traceback.format_exc(), file=sys.stderr, flush=True)
         release_free_memory()  # before answering, so the controller never times it
         groups = task.get("groups")
         idle = groups is not None and not any(rank in g for g in groups)
