@@ -20,6 +20,7 @@ from clustercheck.suite.load import load_suite
 FIXTURES = Path(__file__).parent / "fixtures" / "tool-outputs"
 NCCL_PASS = FIXTURES / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"
 NVB_PASS = FIXTURES / "nvbandwidth" / "h2d-memcpy-ce-8gpu-readme.txt"
+NVB_P2P = FIXTURES / "nvbandwidth" / "d2d-memcpy-write-ce-8gpu-readme.txt"
 NVB_CRASH = FIXTURES / "nvbandwidth-crashed" / "one-to-all-read-sm-8xl40s-aborted-core-dumped.txt"
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
 WRONG_ROW = ("     1048576        262144     float     sum      -1    203.2    5.16    9.68      0    207.2    5.06"
@@ -339,3 +340,37 @@ def test_out_of_bounds_values_fail_and_cut_output_is_an_error_not_a_verdict(tmp_
     assert [(v.metric, v.measured) for v in verdicts if not v.passed] == [("out_of_bounds", 4.0), ("run", "failed")]
     with pytest.raises(HarnessError, match="more than clustercheck keeps"):
         _judge(_answers(tmp_path, "nccl_tests", "{}", {"stdout": text, "truncated": True, "stdout_bytes": 9 << 20}))
+
+
+@pytest.mark.parametrize("edit", ["none", "wrong", "out_of_bounds"])
+def test_a_capture_and_a_run_of_the_same_text_give_the_same_data_verdicts(tmp_path: Path, edit: str) -> None:
+    """One judge per tool output: `probe nccl-tests --input` and `measure: nccl_tests` read the same text to
+    the same correctness verdicts (subject, what, pass, detail), whatever the text says."""
+    from clustercheck.probes import nccl_tests as probe
+    from clustercheck.toolout import nccl_tests as reader
+
+    text = {"none": captured(NCCL_PASS), "wrong": wrong_capture(),
+            "out_of_bounds": captured(NCCL_PASS).replace("# Out of bounds values : 0 OK",
+                                                         "# Out of bounds values : 4 FAILED")}[edit]
+    offline = probe.judge(reader.parse(text), {})
+    _, verdicts = _judge(_answers(tmp_path, "nccl_tests", "{check: 1}", {"stdout": text}))
+    ran = {(v.subject, v.metric, v.passed, v.detail) for v in verdicts if v.metric in ("wrong", "out_of_bounds")}
+    seen = {(v.subject, v.what, v.passed, v.detail) for v in offline
+            if v.what in ("wrong", "out_of_bounds")}
+    assert ran == seen and ran, (ran, seen)
+    assert any(not p for _, _, p, _ in ran) == (edit != "none")
+
+
+def test_a_capture_and_a_run_name_nvbandwidth_cells_alike(tmp_path: Path) -> None:
+    """One cell name: the probe's verdicts and the run's subjects name a pair `GPU6<-GPU0` alike."""
+    from clustercheck.probes import nvbandwidth as probe
+    from clustercheck.toolout import nvbandwidth as reader
+
+    text = captured(NVB_P2P)
+    offline = probe.judge(reader.parse(text), {"p2p_min": 1000.0})
+    m, _ = _judge(_answers(tmp_path, "nvbandwidth", "{testcases: [device_to_device_memcpy_write_ce]}",
+                           {"stdout": text, "binary": "nvbandwidth"}))
+    subjects = set(m.subjects)  # type: ignore[attr-defined]
+    failed = next(v for v in offline if v.what == "p2p_min" and not v.passed)
+    named = {s for s in subjects if f"{s} " in failed.detail}
+    assert len(named) >= 8, (sorted(subjects)[:4], failed.detail)

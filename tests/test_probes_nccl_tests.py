@@ -71,8 +71,8 @@ def test_wrong_values_fail_naming_size_and_count(tmp_path, capsys):
     lines[-2] = "# Out of bounds values : 4 FAILED"
     code, out, _ = cc(capsys, "--input", _file(tmp_path, lines[2:]))
     assert code == 1
-    assert "FAIL 2147483648 B: #wrong (in-place): 4 wrong elements at size 2147483648 B in-place (line 52)" in out
-    assert "FAIL all_reduce_perf: out-of-bounds values: Out of bounds values : 4 FAILED" in out
+    assert "FAIL 2147483648 B in-place: wrong: 4 wrong elements at size 2147483648 B in-place (output line 52)" in out
+    assert "FAIL all_reduce_perf: out_of_bounds: Out of bounds values : 4 FAILED" in out
 
 
 CRASH = "ztan-mig-gq73: Test NCCL failure common.cu:1058 'unhandled system error (run with NCCL_DEBUG=INFO for details)'"

@@ -29,7 +29,7 @@ def _file(tmp_path: Path, body: str) -> str:
 def test_readme_d2d_passes_the_a100_floors(capsys):
     code, out, _ = cc(capsys, "--input", str(D2D), "--platform", "a100-sxm-8x")
     assert code == 0, out
-    assert ("PASS device_to_device_memcpy_write_ce: p2p_min: 56 value(s) >= 243 GB/s; lowest 274.89 (GPU6 <- GPU0)"
+    assert ("PASS device_to_device_memcpy_write_ce: p2p_min: 56 value(s) >= 243 GB/s; lowest 274.89 (GPU6<-GPU0)"
             in out)
     assert "p2p_uniformity: 56 pairs within 10% of the median 276.35 GB/s" in out
     assert "not in this capture, so not judged: h2d_min, d2h_min" in out
@@ -38,7 +38,7 @@ def test_readme_d2d_passes_the_a100_floors(capsys):
 def test_the_same_matrix_fails_the_h100_pair_floor_naming_pairs(capsys):
     code, out, _ = cc(capsys, "--input", str(D2D), "--expect", "p2p_min=276.3")
     assert code == 1 and "FAIL device_to_device_memcpy_write_ce: p2p_min: " in out
-    assert "GPU6 <- GPU0 274.89" in out and " more" in out   # more than 8 pairs: the rest are counted
+    assert "GPU6<-GPU0 274.89" in out and " more" in out   # more than 8 pairs: the rest are counted
 
 
 def test_a_slow_pair_and_a_missing_pair_fail(tmp_path, capsys):
@@ -47,8 +47,8 @@ def test_a_slow_pair_and_a_missing_pair_fail(tmp_path, capsys):
     code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "p2p_min=243", "--expect",
                       "p2p_uniformity=0.1")
     assert code == 1
-    assert "2 of 56 below 243 GB/s: GPU3 <- GPU1 138.31, GPU0 <- GPU1 N/A (not measured)" in out
-    assert "1 of 55 pair(s) more than 10% from the median 276.33 GB/s" in out and "GPU3 <- GPU1 138.31 (-49.9%)" in out
+    assert "2 of 56 below 243 GB/s: GPU3<-GPU1 138.31, GPU0<-GPU1 N/A (not measured)" in out
+    assert "1 of 55 pair(s) more than 10% from the median 276.33 GB/s" in out and "GPU3<-GPU1 138.31 (-49.9%)" in out
 
 
 @pytest.mark.parametrize("floor, code", [("25.9", 0), ("26", 1)])

@@ -11,10 +11,13 @@ from typing import Any, Mapping
 
 from clustercheck import units
 from clustercheck.judging.measurement import Measurement
-from clustercheck.judging.verdicts import Verdict, of_limit
+from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, Kind, Rules
-from clustercheck.kinds.native import judge_limits, program_name, parse_output, result_of, run_verdict, task_params, zero_limit
+from clustercheck.kinds.native import (BUILT_IN, judge_limits, parse_output, program_name, result_of, run_verdict,
+                                      task_params, zero_limit)
+from clustercheck.probes import nccl_tests as probe
+from clustercheck.probes.base import ProbeVerdict
 from clustercheck.schema import Fields, between, one_of
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
@@ -101,43 +104,30 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     m = Measurement(metrics=metrics, units=dict(METRICS), rows=rows, worst=result["host"],
                     judged_at=largest.size if largest else None)
     check = a.check
-    # the data verdicts first: a wrong result is what an exclusion list should name, not the exit status
-    data = _data_verdicts(check.id, run, result["binary"], check.params["check"])
-    ran = run_verdict(check.id, result, run.failure, _nccl_summary(run, result), _EXIT_HINT)
+    # the data verdicts first: a wrong result is what an exclusion list should name, not the exit status;
+    # they are the offline probe's own (probes/nccl_tests.py), so a capture and a run are judged alike
+    subject = result["binary"]
+    data = [_verdict(check.id, v) for v in probe.data_verdicts(run, subject, check.params["check"])]
+    ran = run_verdict(check.id, result, run.failure, probe.summary(run), _EXIT_HINT)
     profile = {k: v for k, v in rules.limits.items() if k not in ("wrong", "out_of_bounds")}
     return m, data + [ran] + judge_limits(m, profile, ran.passed)
 
 
-def _nccl_summary(run: NcclTestsRun, result: Mapping[str, Any]) -> str:
-    gpus = f"-g {run.n_gpus}, " if run.n_gpus else ""
-    models = f" ({', '.join(run.gpu_models)})" if run.gpu_models else ""
-    version = f", NCCL {run.nccl_version}" if run.nccl_version else ""
-    sizes = f"{len({r.size for r in run.rows})} sizes {run.rows[0].size}..{run.rows[-1].size} B" if run.rows else "no rows"
-    return f"{gpus}{run.nranks or '?'} ranks{models}{version}; {sizes}"
+_ZERO_WHY = {"wrong": "every element of the result must match (nccl-tests #wrong)",
+             "out_of_bounds": "nccl-tests counts results outside its tolerance"}
 
 
-def _data_verdicts(check_id: str, run: NcclTestsRun, binary: str, asked: int) -> list[Verdict]:
-    """#wrong per size and placement, out-of-bounds values, and validation that was asked for but not done."""
-    wrong = zero_limit(check_id, "wrong", "every element of the result must match (nccl-tests #wrong)")
-    out: list[Verdict] = []
-    for row in run.rows:
-        for name, place_result in row.placements():
-            if place_result.wrong:
-                place = name.replace("_", "-")
-                out.append(Verdict("wrong", place_result.wrong, "count", wrong, False, wrong.margin(place_result.wrong),
-                                   subject=f"{row.size} B {place}",
-                                   detail=f"{place_result.wrong:g} wrong elements at size {row.size} B {place} (output line "
-                                          f"{row.line})"))
-    checked = [p for r in run.rows for _, p in r.placements() if p.checked]
-    if not out and checked and any(p.wrong is not None for p in checked):
-        out.append(of_limit("wrong", 0.0, wrong, subject=binary))
-    elif asked and run.rows and not checked:
-        out.append(Verdict("wrong", "N/A", "count", wrong, False, subject=binary,
-                           detail=f"validation was asked for (-c {asked}) and the table says N/A: not checked"))
-    if run.out_of_bounds is not None:
-        oob = zero_limit(check_id, "out_of_bounds", "nccl-tests counts results outside its tolerance")
-        out.append(of_limit("out_of_bounds", float(run.out_of_bounds), oob, subject=binary))
-    return out
+def _verdict(check_id: str, v: ProbeVerdict) -> Verdict:
+    """A data verdict of the probe as a run records it: `wrong` and `out_of_bounds` against their built-in
+    `== 0` limit, the others as the tool's own expectations."""
+    if v.what in _ZERO_WHY:
+        limit = zero_limit(check_id, v.what, _ZERO_WHY[v.what])
+        measured = float(v.measured) if isinstance(v.measured, (int, float)) else str(v.measured)
+        margin = limit.margin(measured) if isinstance(measured, float) else None
+        return Verdict(v.what, measured, "count", limit, v.passed, margin, subject=v.subject, detail=v.detail)
+    rule = Expectation(check_id, v.what, "-" if v.expected is None else str(v.expected), BUILT_IN, v.detail)
+    return Verdict(v.what, "" if v.measured is None else str(v.measured), "", rule, v.passed, subject=v.subject,
+                   detail=v.detail)
 
 
 PROVIDES = (Kind("nccl_tests", ("node",), METRICS, parse,

@@ -18,7 +18,8 @@ from clustercheck.kinds.native import judge_limits, program_name, parse_output, 
 from clustercheck.errors import show
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import nvbandwidth as reader
-from clustercheck.toolout.nvbandwidth_run import NvbandwidthRun, Testcase
+from clustercheck.probes import nvbandwidth as probe
+from clustercheck.toolout.nvbandwidth_run import NvbandwidthRun
 
 # Every testcase nvbandwidth v0.8 runs on one node (NVIDIA/nvbandwidth testcase.h, createTestcases() in
 # nvbandwidth.cpp); the multinode_* ones need an MPI launch across nodes, which this kind does not do.
@@ -96,7 +97,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         if case.sum is not None:
             metrics[f"{case.name}_sum"] = case.sum * scale
         values = []
-        for subject, raw in _cells(case):
+        for subject, raw in case.subjects():
             value = math.nan if raw is None else raw * scale  # a cell the tool could not measure never passes
             subjects.setdefault(subject, {})[case.name] = value
             if raw is not None:
@@ -110,31 +111,12 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     worst = min((r for r in rows if r["metric"] == first), key=lambda r: r["median"], default={}).get("subject")
     m = Measurement(metrics=metrics, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects)
     asked = a.check.params["testcases"]
-    verdict = run_verdict(a.check.id, result, run.failure, _nvb_summary(run, asked))
+    verdict = run_verdict(a.check.id, result, run.failure, _summary(run, asked))
     return m, [verdict] + judge_limits(m, rules.limits, verdict.passed)
 
 
-def _cells(case: Testcase) -> list[tuple[str, float | None]]:
-    """(subject, value) per cell: `GPU3` for a one-row matrix (host to each GPU), `GPU0->GPU1` (the arrow as
-    the title prints it) for a GPU pair, the diagonal of a GPU-pair matrix left out."""
-    arrow = next((x for x in ("<->", "->", "<-") if x in (case.title or "")), "->")
-    if case.peer_to_peer:
-        return [(f"GPU{r}{arrow}GPU{c}", v) for r, c, v in case.cells(off_diagonal=True)]
-    if len(case.rows) == 1:
-        return [(f"GPU{c}", v) for _, c, v in case.cells()]
-    return [(f"row{r}{arrow}GPU{c}", v) for r, c, v in case.cells()]
-
-
-def _nvb_summary(run: NvbandwidthRun, asked: list[str]) -> str:
-    ran = set(run.ran)
-    parts = [f"{len(run.testcases)} matrices from {len(ran)} of {len(asked)} testcase(s)"]
-    if run.waived:
-        parts.append(f"{run.waived} waived by nvbandwidth (not supported on this node)")
-    if run.version:
-        parts.append(f"nvbandwidth {run.version}")
-    if run.devices:
-        parts.append(f"{len(run.devices)} device(s): {', '.join(sorted({d.name for d in run.devices}))}")
-    return "; ".join(parts)
+def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
+    return f"{len(set(run.ran))} of {len(asked)} testcase(s) ran; {probe.summary(run)}"
 
 
 PROVIDES = (Kind("nvbandwidth", ("node",), METRICS, parse,

@@ -41,9 +41,9 @@ def collect() -> str:
 
 
 def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    subject = f"{run.collective}_perf" if run.collective else run.tool
-    out = [_run_verdict(run, subject)]
-    out += _data_verdicts(run, subject)
+    subject = tool_name(run)
+    out = [run_verdict(run, subject)]
+    out += data_verdicts(run, subject)
     model = expect.get("gpu_model")
     if model and run.gpu_models:
         wrong = [m for m in run.gpu_models if str(model) not in m]
@@ -55,49 +55,70 @@ def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     return out
 
 
-def _run_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict:
+def tool_name(run: NcclTestsRun) -> str:
+    """The subject of a run's own verdicts: the binary (all_reduce_perf), else the tool."""
+    return f"{run.collective}_perf" if run.collective else run.tool
+
+
+def summary(run: NcclTestsRun) -> str:
+    """What ran, in one line: ranks, hosts, GPU models, NCCL version, sizes, the footer's figures."""
     hosts = f" on {len(run.hosts)} host(s)" if run.hosts else ""
     who = f"{run.nranks} ranks{hosts}" if run.nranks else "no Rank lines"
     models = f" ({', '.join(run.gpu_models)})" if run.gpu_models else ""
     version = f", NCCL {run.nccl_version}" if run.nccl_version else ""
-    if run.failure:
-        return ProbeVerdict(subject, "run", False, f"{run.failure_kind}: {run.failure}", run.failure,
-                            "a complete table and footer")
     sizes = "no rows"
     if run.rows:
         sizes = f"{len(run.rows)} sizes {min(r.size for r in run.rows)}..{max(r.size for r in run.rows)} B"
     avg = f"; Avg bus bandwidth {run.avg_busbw:g}" if run.avg_busbw is not None else ""
-    return ProbeVerdict(subject, "run", True, f"{who}{models}{version}; {sizes}; Out of bounds values "
-                        f"{run.out_of_bounds}{avg}", "complete")
+    return f"{who}{models}{version}; {sizes}; Out of bounds values {run.out_of_bounds}{avg}"
 
 
-def _data_verdicts(run: NcclTestsRun, subject: str) -> list[ProbeVerdict]:
+def run_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict:
+    if run.failure:
+        return ProbeVerdict(subject, "run", False, f"{run.failure_kind}: {run.failure}", run.failure,
+                            "a complete table and footer")
+    return ProbeVerdict(subject, "run", True, summary(run), "complete")
+
+
+def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> list[ProbeVerdict]:
+    """The correctness of what the tool computed, judged the same way offline (`probe nccl-tests`) and in a
+    run (`measure: nccl_tests`, which passes `asked`, the `-c` it gave): every `#wrong` > 0 per size and
+    placement, the out-of-bounds count, the tool's own failed bandwidth check, and otherwise one verdict
+    on the data as a whole. The verdicts whose rule is `== 0` carry expected 0."""
     out = []
     for row in run.rows:
         for name, p in row.placements():
             if p.wrong is not None and p.wrong > 0:
                 place = name.replace("_", "-")
-                out.append(ProbeVerdict(f"{row.size} B", f"#wrong ({place})", False,
-                                        f"{p.wrong:g} wrong elements at size {row.size} B {place} (line {row.line})",
-                                        p.wrong, 0))
-    if run.out_of_bounds:
-        out.append(ProbeVerdict(subject, "out-of-bounds values", False, f"Out of bounds values : {run.out_of_bounds} "
-                                f"FAILED: {run.out_of_bounds} result(s) outside the tolerance", run.out_of_bounds, 0))
+                out.append(ProbeVerdict(f"{row.size} B {place}", "wrong", False,
+                                        f"{p.wrong:g} wrong elements at size {row.size} B {place} (output line "
+                                        f"{row.line})", p.wrong, 0))
+    failed_rows = bool(out)
+    if run.out_of_bounds is not None:
+        ok = not run.out_of_bounds
+        detail = "Out of bounds values : 0 OK" if ok else (
+            f"Out of bounds values : {run.out_of_bounds} FAILED: {run.out_of_bounds} result(s) outside the tolerance")
+        out.append(ProbeVerdict(subject, "out_of_bounds", ok, detail, run.out_of_bounds, 0))
     if run.avg_busbw_check == "FAILED":
         out.append(ProbeVerdict(subject, "Avg bus bandwidth", False, f"the tool's own check failed: Avg bus bandwidth "
                                 f"{run.avg_busbw:g} FAILED (below 0.9 x NCCL_TESTS_MIN_BW / -c)", run.avg_busbw))
-    if out or not run.rows:
+    if failed_rows or not run.rows:
         return out
     checked = [p for r in run.rows for _, p in r.placements() if p.checked]
     if not checked:
-        detail = "not checked: validation off (#wrong/error N/A), so only speed was measured"
-    elif run.format == "wrong" or run.format == "json":
-        detail = f"#wrong 0 in {len(checked)} checked result(s)"
+        if asked:
+            out.append(ProbeVerdict(subject, "wrong", False, f"validation was asked for (-c {asked}) and the table "
+                                    f"says N/A: not checked", "N/A", 0))
+        else:
+            out.append(ProbeVerdict(subject, "data check", True, "not checked: validation off (#wrong/error N/A), "
+                                    "so only speed was measured", 0))
+    elif any(p.wrong is not None for p in checked):
+        out.append(ProbeVerdict(subject, "wrong", True, f"#wrong 0 in {len(checked)} checked result(s)", 0, 0))
     else:
         worst = max(p.error for p in checked if p.error is not None)
-        detail = (f"largest error {worst:g} in {len(checked)} checked result(s); Out of bounds values "
-                  f"{run.out_of_bounds}")
-    return [ProbeVerdict(subject, "data check", True, detail, len(checked))]
+        out.append(ProbeVerdict(subject, "data check", True, f"largest error {worst:g} in {len(checked)} checked "
+                                f"result(s); Out of bounds values {run.out_of_bounds}", len(checked)))
+    return out
 
 
 def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple[float | None, str]:

@@ -11,7 +11,6 @@ down to the SUM lines has no per-GPU values to judge.
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any, Mapping
 
@@ -72,9 +71,8 @@ def _matrix(run: NvbandwidthRun, name: str) -> Testcase | None:
     return case if case is not None and case.rows else None
 
 
-def _run_verdict(run: NvbandwidthRun, absent: list[str]) -> ProbeVerdict:
-    if run.failure:
-        return ProbeVerdict("nvbandwidth", "run", False, f"failed: {run.failure}", run.failure, "every test finished")
+def summary(run: NvbandwidthRun) -> str:
+    """What the output holds, in one line: results, matrices, waived tests, version, devices, notes."""
     with_matrix = sum(1 for t in run.testcases if t.rows)
     parts = [f"{len(run.testcases)} result(s), {with_matrix} with a matrix, {run.waived} waived"]
     if run.version:
@@ -83,25 +81,16 @@ def _run_verdict(run: NvbandwidthRun, absent: list[str]) -> ProbeVerdict:
         parts.append(f"{len(run.devices)} device(s): {', '.join(sorted({d.name for d in run.devices}))}")
     if run.format == "sum-only":
         parts.append("SUM lines only: per-GPU values are not in this output")
-    if absent:
-        parts.append(f"not in this capture, so not judged: {', '.join(absent)}")
     if run.notes:
         parts.append(f"{len(run.notes)} note(s): {run.notes[0]}")
-    return ProbeVerdict("nvbandwidth", "run", True, "; ".join(parts), len(run.testcases))
+    return "; ".join(parts)
 
 
-def _arrow(case: Testcase) -> str:
-    m = re.search(r"\(row\)\s*(<->|->|<-)", case.title or "")
-    return m.group(1) if m else "->"
-
-
-def _cells(case: Testcase) -> list[tuple[str, float | None]]:
-    """(what, value) for the cells a floor judges: GPU pairs off the diagonal, else every GPU."""
-    if case.peer_to_peer:
-        arrow = _arrow(case)
-        return [(f"GPU{r} {arrow} GPU{c}", v) for r, c, v in case.cells(off_diagonal=True)]
-    one_row = len(case.rows) == 1
-    return [(f"GPU{c}" if one_row else f"row {r} GPU{c}", v) for r, c, v in case.cells()]
+def _run_verdict(run: NvbandwidthRun, absent: list[str]) -> ProbeVerdict:
+    if run.failure:
+        return ProbeVerdict("nvbandwidth", "run", False, f"failed: {run.failure}", run.failure, "every test finished")
+    detail = summary(run) + (f"; not in this capture, so not judged: {', '.join(absent)}" if absent else "")
+    return ProbeVerdict("nvbandwidth", "run", True, detail, len(run.testcases))
 
 
 def _listed(items: list[str]) -> str:
@@ -110,7 +99,7 @@ def _listed(items: list[str]) -> str:
 
 
 def _floor_verdict(case: Testcase, key: str, floor: float) -> ProbeVerdict:
-    cells = _cells(case)
+    cells = case.subjects()
     missing = [what for what, v in cells if v is None]
     low = sorted(((v, what) for what, v in cells if v is not None and v < floor))
     measured = [v for _, v in cells if v is not None]
@@ -125,7 +114,7 @@ def _floor_verdict(case: Testcase, key: str, floor: float) -> ProbeVerdict:
 
 
 def _uniformity_verdict(case: Testcase, spread: float) -> ProbeVerdict:
-    cells = [(what, v) for what, v in _cells(case) if v is not None]
+    cells = [(what, v) for what, v in case.subjects() if v is not None]
     if len(cells) < 2:
         return ProbeVerdict(case.name, "p2p_uniformity", True, f"{len(cells)} measured pair(s): nothing to compare")
     median = statistics.median(v for _, v in cells)

@@ -5,8 +5,11 @@ The text reader (`nvbandwidth`) and the `-j` JSON reader (`nvbandwidth_json`) bo
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
+
+_ARROW = re.compile(r"\(row\)\s*(<->|->|<-)")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,22 @@ class Testcase:
     @property
     def peer_to_peer(self) -> bool:
         return bool(self.title) and "GPU(row)" in (self.title or "") and "GPU(column)" in (self.title or "")
+
+    @property
+    def arrow(self) -> str:
+        """The direction the title gives its rows and columns: `->`, `<-` or `<->` (`->` when it says none)."""
+        m = _ARROW.search(self.title or "")
+        return m.group(1) if m else "->"
+
+    def subjects(self) -> list[tuple[str, float | None]]:
+        """(subject, value) per cell a verdict judges, named the one way every report names them: `GPU3` in a
+        one-row matrix (host to each GPU), `GPU0->GPU1` (the arrow as the title prints it) for a GPU pair with
+        the diagonal left out, `row0->GPU3` in any other matrix."""
+        if self.peer_to_peer:
+            return [(f"GPU{r}{self.arrow}GPU{c}", v) for r, c, v in self.cells(off_diagonal=True)]
+        if len(self.rows) == 1:
+            return [(f"GPU{c}", v) for _, c, v in self.cells()]
+        return [(f"row{r}{self.arrow}GPU{c}", v) for r, c, v in self.cells()]
 
 
 @dataclass(frozen=True)
