@@ -110,15 +110,6 @@ class CheckItem(pytest.Item):
         except Skip as exc:
             # report the suite line, not this file, as where the skip comes from (-rs)
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
-        props = self.user_properties
-        props.append(("platform", session.profile.name if session.profile else ""))
-        for i, v in enumerate(self.outcome.verdicts):
-            e = v.as_dict()
-            if i == 0:
-                props += [("metric", v.metric), ("measured", v.measured), ("limit", e["limit"]),
-                          ("unit", v.unit), ("margin", "" if v.margin is None else round(v.margin, 6))]
-            props += [(f"{v.metric}.measured", v.measured), (f"{v.metric}.limit", f"{e['op']} {e['limit']}"),
-                      (f"{v.metric}.unit", v.unit)]
 
     def runtest(self) -> None:
         assert self.outcome is not None
@@ -191,7 +182,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
     if call.when == "setup" and not report.passed or call.when == "call":
         entry = _entry(item, report)
-        item.config.stash[session_key].add_result(entry)
+        from clustercheck.report.junit import properties
+
+        cs = item.config.stash[session_key]
+        # `--junitxml` writes the properties junit.xml has (pytest reads them from the teardown report)
+        item.user_properties[:] = properties(entry, {"platform": cs.profile.name, "thresholds": {
+            "file": cs.profile.file, "sha256": ""}} if cs.profile else {})
+        cs.add_result(entry)
         item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
     return report
 

@@ -13,6 +13,9 @@ def _has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # a test that runs pytest on a suite (pytester) starts a real pool: `-m "not pool"` skips it
+        if {"pytester", "project"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pool)
     if any(item.get_closest_marker("gpu") for item in items) and not _has_gpu():
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none visible to torch here)")
         for item in items:

@@ -185,6 +185,7 @@ def test_burn_runs_on_cpu_ranks_through_the_pool_and_reaches_the_record(pytester
         assert got["burn-hot"]["outcome"] == "error" and "temp_max" in json.dumps(got["burn-hot"])
 
 
+@pytest.mark.pool
 def test_the_watch_cost_benchmark_runs_and_prints_both_figures() -> None:
     import re
     import subprocess

@@ -57,6 +57,7 @@ def test_unknown_suite_name_lists_the_shipped_ones() -> None:
     assert "no suite named 'no-such-suite' (shipped suites: burn-in, cpu-burn-in, cpu-smoke, gpu-smoke, native-tools, node-health, quick-gate-mi300x, quick-gate-nvlink8)" in out.stderr
 
 
+@pytest.mark.pool
 def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "-k", "ok", cwd=tree)
@@ -87,6 +88,7 @@ def test_help_explains_commands_and_exit_codes() -> None:
     assert "go to pytest unchanged" in run_help and "--platform" in run_help
 
 
+@pytest.mark.pool
 def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
     out = cc("run", "-k", "ok", "-p", "no:randomly", "-v", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)

@@ -161,6 +161,7 @@ def test_gloo_says_only_its_name() -> None:
     assert comm.line({"library": "gloo"}) == "gloo"
 
 
+@pytest.mark.pool
 def test_the_tuning_pass_runs_each_size_once_on_real_ranks(tmp_path: Path) -> None:
     """The rank side of the pass with real gloo ranks: one row per size and placement, no timing, no
     label (gloo has no NCCL log); the pool stays usable for the timed task after it."""

@@ -29,6 +29,8 @@ from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
 from evidence import TOOLS
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 CODES = {int(c) for c in Exit}
 COUNTS: Counter[str] = Counter()

@@ -13,6 +13,8 @@ import pytest
 from clustercheck.run.launch import HostsLauncher, env_line, rank_env, read_env
 from clustercheck.run.pool import PoolKey, PoolManager
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 RANK_SIDE = '''\
 import os
 

@@ -125,6 +125,7 @@ def test_the_worker_empties_cudas_cache_between_tasks_once_cuda_is_up(monkeypatc
     assert calls == ["empty"]
 
 
+@pytest.mark.pool
 def test_the_cli_refuses_a_suite_that_cannot_fit_before_any_rank_starts(tmp_path: Path) -> None:
     """The issue's case end to end: quick-gate-nvlink8 with 8 gloo ranks on a box with less than 64 GiB
     ran 7.5 minutes into the OOM killer; now it is one line, exit 4, before a rank or a run dir exists."""

@@ -27,6 +27,8 @@ from clustercheck.exitcodes import Exit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from netns import IFNAME, NetBed, netbed, unavailable, wait_gone  # noqa: E402
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 RATE = "8mbit"
 LIMIT_GBS = 0.01
 SIZE = "512KiB"

@@ -12,6 +12,8 @@ from clustercheck.errors import HarnessError
 from clustercheck.run.failure import RankFailure, rank_ranges, srun_task_ends
 from clustercheck.run.pool import PoolKey, PoolManager
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
           "placements": ["in"]}
 

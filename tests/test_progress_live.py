@@ -10,6 +10,10 @@ import time
 
 from clustercheck.progress import CLEAR, Progress
 
+import pytest
+
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 
 class FakeTTY(io.StringIO):
     def isatty(self) -> bool:

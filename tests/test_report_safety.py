@@ -12,6 +12,8 @@ import pytest
 
 from helpers import small_check, write_suite
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 RUN = ("--thresholds", "thresholds", "-p", "no:cacheprovider")
 REPORTS = ("results.json", "sla.json", "junit.xml", "report.html")
 

@@ -124,6 +124,7 @@ def test_the_deny_list_wins_over_the_allowed_prefixes() -> None:
         assert envpolicy.name_problem(name) is None, name
 
 
+@pytest.mark.pool
 def test_an_allowed_variable_still_loads_and_runs(tree: Path) -> None:
     (tree / "ok.yaml").write_text("checks:\n" + small_check("ok") + "    env: {NCCL_ALGO: Ring, OMP_NUM_THREADS: 1}\n")
     out = cc("run", "ok.yaml", "--thresholds", "th", "--out", "o", cwd=tree)

@@ -13,6 +13,8 @@ import pytest
 from clustercheck.exitcodes import Exit
 from clustercheck.run.launch import HostsLauncher, advertised, loopback, make_launcher
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 
 def test_the_flag_wins_over_the_environment_which_wins_over_the_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("socket.gethostbyname", lambda name: "10.1.2.3")

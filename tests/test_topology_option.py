@@ -9,6 +9,10 @@ from pathlib import Path
 
 from clustercheck.exitcodes import Exit
 
+import pytest
+
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--out", "out", *args],

@@ -18,6 +18,8 @@ from clustercheck.localize import parse_topology_conf, read_topology
 from clustercheck.localize.topology import SCONTROL, for_nodes, slurm_topology
 from evidence import FIXTURES
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 CAPTURE = FIXTURES / "slurm" / "scontrol-show-topology-22.05.txt"
 LEAVES = {"ccnode1": "ccleaf1", "ccnode2": "ccleaf1", "ccnode3": "ccleaf2"}
 PARENTS = {"ccleaf1": "ccspine", "ccleaf2": "ccspine"}

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_SUITES = sorted(p.name for p in (REPO / "suites").glob("*.yaml"))
 SHIPPED_PROFILES = sorted(p.stem for p in (REPO / "thresholds").glob("*.yaml"))

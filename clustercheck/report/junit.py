@@ -1,18 +1,24 @@
-"""JUnit XML from the run record, valid against the Jenkins xunit plugin's junit-10.xsd (the schema pytest
-checks its own xunit2 output against; tests/schemas/). That schema allows <properties> only on a
-<testsuite>, so every item gets a testsuite of its own carrying its measured/limit/unit/margin
-properties, with one <testcase> inside. Testcase names are stable across runs: `name` is the check id
-plus its node/GPU/pair (`allreduce-sweep[node7]`), `classname` is the suite file's stem."""
+"""JUnit XML from the run record, written with junitparser and valid against the Jenkins xunit plugin's
+junit-10.xsd (the schema pytest checks its own xunit2 output against; tests/schemas/). That schema allows
+<properties> only on a <testsuite>, so every item gets a testsuite of its own carrying its measured /
+limit / unit / margin properties, with one <testcase> inside. Testcase names are stable across runs:
+`name` is the check id plus its node/GPU/pair (`allreduce-sweep[node7]`), `classname` is the suite file's
+stem. `properties` is the one source of an item's properties: `pytest --junitxml` writes the same ones.
+
+junitparser (5.x, maintained, reads and writes JUnit with lxml or the standard library) rather than
+junit-xml, whose last release was in 2023 and which has no typed properties API."""
 
 from __future__ import annotations
 
+import io
 import re
-import xml.etree.ElementTree as ET
 from typing import Any, Sequence
 
+from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+from clustercheck.fabric.comm import line as comm_line
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.burnin import folded
-from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
 from clustercheck.units import fmt
 
@@ -84,11 +90,21 @@ def _burn_in_properties(r: ResultEntry) -> list[tuple[str, str]]:
     return props
 
 
-def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) -> ET.Element:
-    el = ET.SubElement(parent, tag, {k: _clean(v) for k, v in attrs.items()})
-    if text:
-        el.text = _clean(text)
-    return el
+class _Suite(TestSuite):
+    """A testsuite with the two attributes junit-10.xsd allows that junitparser does not name."""
+
+    package = Attr()
+    file = Attr()
+
+
+def _suite(name: str, timestamp: str, hostname: str, package: str, file: str,
+           properties: list[tuple[str, str]]) -> Any:
+    suite = _Suite(_clean(name))
+    suite.timestamp, suite.hostname = _clean(timestamp), _clean(hostname)
+    suite.package, suite.file = _clean(package), _clean(file)
+    for key, value in properties:  # before the testcase: the schema's order
+        suite.add_property(_clean(key), _clean(value))
+    return suite
 
 
 def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem] = (),
@@ -96,49 +112,52 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
     """Every item with a result, then every planned item that never ran, as an error: a CI page must
     never show an interrupted run as fewer tests that all passed."""
     host = (header.get("facts") or {}).get("host") or ""
-    root = ET.Element("testsuites", name="clustercheck")
-    totals: dict[str, int] = {"tests": 0, "failures": 0, "errors": 0}
+    root = JUnitXml("clustercheck")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
     seconds = 0.0
     for r in folded(results):
         outcome = r["outcome"]
-        duration = float(r.get("duration") or 0.0)
-        suite = _el(root, "testsuite", name=item_id(r), tests=1, failures=int(outcome == "failed"),
-                    errors=int(outcome == "error"), skipped=int(outcome == "skipped"), time=f"{duration:.3f}",
-                    timestamp=r.get("finished") or header.get("started") or "", hostname=r.get("node") or host,
-                    package=classname(r), file=r["suite_file"])
-        props = _el(suite, "properties")
-        for name, value in properties(r, header) + _burn_in_properties(r):
-            _el(props, "property", name=name, value=value)
-        case = _el(suite, "testcase", name=r["name"], classname=classname(r), time=f"{duration:.3f}")
+        duration = round(float(r.get("duration") or 0.0), 3)
+        suite = _suite(item_id(r), r.get("finished") or header.get("started") or "", r.get("node") or host,
+                       classname(r), r["suite_file"], properties(r, header) + _burn_in_properties(r))
+        case = TestCase(_clean(r["name"]), _clean(classname(r)), duration)
         message = r.get("message") or ""
-        first = message.splitlines()[0] if message.strip() else outcome
+        first = _clean(message.splitlines()[0] if message.strip() else outcome)
         if outcome == "failed":  # the hardware missed a limit or a result was wrong
-            _el(case, "failure", message, message=first, type="threshold")
+            case.result = [_text(Failure(first, "threshold"), message)]
         elif outcome == "error":  # the harness could not measure
-            _el(case, "error", message, message=first, type="harness")
+            case.result = [_text(Error(first, "harness"), message)]
         elif outcome == "skipped":
-            _el(case, "skipped", None, message=first)
+            case.result = [Skipped(first)]
         out = verdict_lines(r)
         if out:
-            _el(case, "system-out", "\n".join(out) + "\n")
+            case.system_out = _clean("\n".join(out) + "\n")
+        suite.add_testcase(case)
+        suite.update_statistics()
+        root.add_testsuite(suite)
         totals["tests"] += 1
         totals["failures"] += outcome == "failed"
         totals["errors"] += outcome == "error"
         seconds += duration
     for p in not_run:
-        message = f"not run: {why or 'the run did not finish'}"
-        suite = _el(root, "testsuite", name=item_id(p), tests=1, failures=0, errors=1, skipped=0, time="0.000",
-                    timestamp=header.get("started") or "", hostname=p.get("node") or host, package=classname(p),
-                    file=p["suite_file"])
-        props = _el(suite, "properties")
-        for name, value in (("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")):
-            _el(props, "property", name=name, value=value)
-        case = _el(suite, "testcase", name=p["name"], classname=classname(p), time="0.000")
-        _el(case, "error", message, message=message, type="incomplete")
+        message = _clean(f"not run: {why or 'the run did not finish'}")
+        suite = _suite(item_id(p), header.get("started") or "", p.get("node") or host, classname(p), p["suite_file"],
+                       [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")])
+        case = TestCase(_clean(p["name"]), _clean(classname(p)), 0.0)
+        case.result = [_text(Error(message, "incomplete"), message)]
+        suite.add_testcase(case)
+        suite.update_statistics()
+        root.add_testsuite(suite)
         totals["tests"] += 1
         totals["errors"] += 1
-    for key, total in totals.items():
-        root.set(key, str(total))
-    root.set("time", f"{seconds:.3f}")
-    ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
+    root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
+    root.time = round(seconds, 3)
+    buffer = io.BytesIO()
+    root.write(buffer, pretty=True)
+    return buffer.getvalue()
+
+
+def _text(result: Any, text: str) -> Any:
+    result.text = _clean(text) if text else None
+    return result

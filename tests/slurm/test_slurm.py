@@ -14,7 +14,7 @@ import pytest
 
 from cluster_fixture import slurm  # noqa: F401  (a fixture; tests/conftest.py keeps the name conftest)
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.pool, pytest.mark.slurm]
 
 SUITE = """checks:
   - id: ar-cluster
