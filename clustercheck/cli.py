@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("suites", nargs="*", metavar="SUITE",
                      help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
                           f"{DEFAULT_GPU_SUITE} with)")
-    from clustercheck.options import add_to
+    from clustercheck.run.options import add_to
 
     add_to(run, cli=True)
     # pytest's options that take a value, declared so that their value is never read as a SUITE
@@ -166,7 +166,7 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
         search.load(args.platform)
     else:
         search.profiles()
-    from clustercheck.options import pytest_args as option_args
+    from clustercheck.run.options import pytest_args as option_args
 
     pytest_args = [*map(str, paths), "-p", "no:cacheprovider", *rest, *option_args(args)]
     for name in args.plugins:

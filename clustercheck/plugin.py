@@ -9,7 +9,7 @@ from typing import Any, Generator, Iterator
 
 import pytest
 
-from clustercheck import options as run_options
+from clustercheck.run import options as run_options
 from clustercheck.run import scopes
 from clustercheck.kinds import KINDS
 from clustercheck.errors import ClusterCheckError, Skip, UserError
@@ -22,7 +22,7 @@ from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
 from clustercheck.run.signals import Stopper
 from clustercheck.suite.load import is_suite_file, load_suite
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.verdicts import failure_text
 
 session_key = pytest.StashKey[CheckSession]()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from clustercheck.judging import platform
-from clustercheck.run.binding import locality
+from clustercheck.measure.binding import locality
 from clustercheck.measure import RankContext
 from clustercheck.measure.collectives import ROCM_GRAPH_REFUSAL, collective
 

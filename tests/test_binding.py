@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.run.binding import bus_id, device_index, gpu_cpus, locality, parse_cpulist
+from clustercheck.measure.binding import bus_id, device_index, gpu_cpus, locality, parse_cpulist
 from clustercheck.errors import UserError
 
 PCI = Path("/sys/bus/pci/devices")

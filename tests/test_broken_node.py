@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.errors import UserError
-from clustercheck.judging.nvml import NvmlFault
+from clustercheck.nvml import NvmlFault
 from clustercheck.judging.platform import Facts, detect, detect_nodes, layout, read_facts
 from clustercheck.probes import versions
 from helpers import write_suite

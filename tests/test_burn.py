@@ -23,7 +23,7 @@ from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
 from helpers import memory_need
 from clustercheck.schema import Fields
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from nvml_capture import h100_node, in_process
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")

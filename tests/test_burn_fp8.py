@@ -23,7 +23,7 @@ from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
 from helpers import memory_need
 from clustercheck.schema import Fields
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 FP8 = torch.float8_e4m3fn
 CPU = torch.device("cpu")
@@ -143,7 +143,7 @@ def check(check_id: str, dtype: str = "fp8") -> CheckSpec:
 
 @pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
 def test_the_fp8_burn_in_check_is_judged_on_the_dense_fp8_peak_and_no_bf16_floor_judges_fp8(platform: str) -> None:
-    from clustercheck.judging.judge import rules_for
+    from clustercheck.run.judge import rules_for
     from clustercheck.judging.profiles import search_path
 
     profile = search_path().load(platform)

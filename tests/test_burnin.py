@@ -12,7 +12,7 @@ import pytest
 
 from clustercheck.record.burnin import by_node, folded, summarize
 from clustercheck.errors import UserError
-from clustercheck.options import _fault, parse_duration
+from clustercheck.run.options import _fault, parse_duration
 from helpers import small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out")
@@ -131,7 +131,7 @@ def test_the_cpu_burn_in_suite_collects():
 def test_every_check_of_the_gpu_burn_in_suite_has_its_limits(platform):
     """suites/burn-in.yaml is judged on the 8-GPU profiles through per-kind defaults, a named limit and,
     for the fp8 burn alone, a check entry of its own (checks.burn-fp8-20min): no check meets 'no threshold'."""
-    from clustercheck.judging.judge import check_metrics, rules_for
+    from clustercheck.run.judge import check_metrics, rules_for
     from clustercheck.judging.profiles import search_path
     from clustercheck.suite.load import load_suite
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import allowances_of
-from clustercheck.counters import DEFAULTS, Snapshot, Sources, delta, judge, take, verdicts
+from clustercheck.counters import DEFAULTS, Snapshot, Sources, delta, judge, take
+from clustercheck.judging.windows import verdicts
 from clustercheck.counters import allowances, sysfs
 from clustercheck.errors import UserError
 from evidence import FIXTURES

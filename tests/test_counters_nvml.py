@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from clustercheck.counters import Snapshot, delta, judge, verdicts
+from clustercheck.counters import Snapshot, delta, judge
+from clustercheck.judging.windows import verdicts
 from clustercheck.counters.nvml_counters import read
 from nvml_capture import failing, h100_node, in_process
 

@@ -49,7 +49,7 @@ def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
     original carried: a UserError's file, line and key, a RankFailure's answers and failed ranks."""
     from clustercheck.run.failure import RankFailure
     from clustercheck.run.session import CheckSession
-    from clustercheck.suite.spec import CheckSpec
+    from clustercheck.kinds.base import CheckSpec
 
     check = CheckSpec("c", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 3)
     for original in (UserError("bad", file="s.yaml", line=3, key="params.sizes"),

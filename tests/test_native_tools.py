@@ -274,7 +274,7 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
 
 @pytest.mark.parametrize("platform", ["h100-sxm-8x", "h200-sxm-8x"])
 def test_the_shipped_suite_has_limits_for_every_check_on_the_8_gpu_profiles(platform: str) -> None:
-    from clustercheck.judging.judge import check_metrics
+    from clustercheck.run.judge import check_metrics
     from clustercheck.judging.thresholds import load_profile
 
     root = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.suite.load import DEFAULT_TIMEOUT, is_suite_file, load_suite
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 MiB = 1 << 20
 

@@ -392,7 +392,7 @@ def test_a_per_collective_floor_naming_no_collective_is_refused_at_load(tmp_path
 
 from clustercheck.judging import derive  # noqa: E402
 from clustercheck.errors import NoThreshold  # noqa: E402
-from clustercheck.judging.judge import applicable_limits, check_metrics, rules_for  # noqa: E402
+from clustercheck.run.judge import applicable_limits, check_metrics, rules_for  # noqa: E402
 from clustercheck.suite.load import load_suite  # noqa: E402
 from clustercheck.judging.verdicts import of_limit, provenance  # noqa: E402
 from test_sources import problems  # noqa: E402

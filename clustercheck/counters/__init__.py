@@ -10,13 +10,13 @@ and delta. Plain typed modules, no torch, no pytest:
     nvml_counters.py  GPU counters through pynvml
     snapshot.py     take(previous): every reader at once; rank_snapshot for a node's first rank
     delta.py        delta(before, after): increases per counter and device, and what kept it whole
-    allowances.py   DEFAULTS with sources, a profile's `counters:` block, judge and verdicts
+    allowances.py   DEFAULTS with sources, a profile's `counters:` block, judge (judging/windows.py: as verdicts)
 """
 
-from clustercheck.counters.allowances import DEFAULTS, Allowance, Judgement, judge, verdicts
+from clustercheck.counters.allowances import DEFAULTS, Allowance, Judgement, judge
 from clustercheck.counters.delta import Delta, Increase, delta
 from clustercheck.counters.facts import Counter, Gauge, KernelLine, LogCursor, ReadError, Snapshot
 from clustercheck.counters.snapshot import Sources, take
 
 __all__ = ["DEFAULTS", "Allowance", "Counter", "Delta", "Gauge", "Increase", "Judgement", "KernelLine", "LogCursor",
-           "ReadError", "Snapshot", "Sources", "delta", "judge", "take", "verdicts"]
+           "ReadError", "Snapshot", "Sources", "delta", "judge", "take"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from clustercheck.counters.delta import Delta, Increase
 from clustercheck.counters.facts import ReadError
@@ -164,24 +164,3 @@ def judge(d: Delta, allowances: Mapping[str, Allowance] | None = None) -> Judgem
         allowance = allowance_for(inc.name, rules)
         findings.append(Finding(inc, allowance, allowance.allowed(d.seconds)))
     return Judgement(d.host, d.seconds, tuple(findings), d.errors)
-
-
-def verdicts(j: Judgement, check_id: str) -> list[Any]:
-    """clustercheck Verdicts for an item: one per counter that rose (passed or failed against its
-    allowance, subject `<host> <device>`) and a failed one per device that vanished. Harness errors
-    are not verdicts: the caller raises them (Judgement.harness_errors)."""
-    from clustercheck.judging.limits import Limit
-    from clustercheck.judging.verdicts import Expectation, Verdict
-
-    out = []
-    for f in j.findings:
-        limit = Limit(check_id, f.increase.name, "<=", float(f.allowed), "count",
-                      f"<= {f.allowance.describe(j.seconds)}", f.allowance.source, f.allowance.origin)
-        out.append(Verdict(f.increase.name, float(f.increase.amount), "count", limit, f.passed,
-                           margin=limit.margin(f.increase.amount), subject=f"{j.host} {f.increase.device}".strip(),
-                           detail=f.text(j.seconds) + (f": {f.increase.lines[0]}" if f.increase.lines else "")))
-    for e in j.vanished:
-        rule = Expectation(check_id, e.reader, "readable before and after the check", "built in", e.text())
-        out.append(Verdict(e.reader, "gone", "", rule, False, subject=f"{j.host} {e.device}".strip(),
-                           detail=e.text()))
-    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustercheck.counters.facts import Counter, Reading, ReadError
-from clustercheck.judging.nvml import _Reader, _text, bus_id, error_name
+from clustercheck.nvml import _Reader, _text, bus_id, error_name
 
 # nvmlNvLinkErrorCounter_t in order: NVML_NVLINK_ERROR_DL_REPLAY ... NVML_NVLINK_ERROR_DL_ECC_DATA
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")

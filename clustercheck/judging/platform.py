@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import hostlist
 
-from clustercheck.judging import nvml
+from clustercheck import nvml
 from clustercheck.errors import UserError
-from clustercheck.judging.nvml import Gpu, NvmlFault
+from clustercheck.nvml import Gpu, NvmlFault
 from clustercheck.judging.profiles import SearchPath, as_search
 from clustercheck.judging.thresholds import Profile
 

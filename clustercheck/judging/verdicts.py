@@ -7,14 +7,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
-from clustercheck.record.schema import VerdictEntry
 from clustercheck.judging.limits import Limit
 from clustercheck.units import fmt
 
 LIMIT, EXPECT = "limit", "expect"
 _MISS = {">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!="}
+
+
+class VerdictEntry(TypedDict, total=False):
+    """One verdict: a numeric limit (`kind: limit`, with `op` and a number in `limit`) or a probe's
+    expectation (`kind: expect`, `op` empty, `limit` the expected value as text)."""
+    kind: str
+    metric: str
+    measured: float | str
+    unit: str
+    op: str
+    limit: float | str
+    passed: bool
+    margin: float | None
+    expression: str
+    source: str
+    origin: str
+    spec_sources: list[str]
+    worst: str | None
+    subject: str | None
+    detail: str | None
 
 
 @dataclass(frozen=True)
@@ -26,9 +45,6 @@ class Expectation:
     expected: str  # "-" when the probe judges on its own (no expectation was given)
     origin: str  # the profile's expect: block, or the probe's built-in rule
     source: str = ""
-
-    def provenance(self) -> str:
-        return f"expected {self.expected} ({self.origin})" + (f"; {self.source}" if self.source else "")
 
 
 @dataclass(frozen=True)

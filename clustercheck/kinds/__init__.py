@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.kinds.base import Kind
-from clustercheck.suite.spec import SCOPES
+from clustercheck.kinds.base import SCOPES
 from clustercheck.units import UNITS
 
 ENTRY_POINTS = "clustercheck.kinds"

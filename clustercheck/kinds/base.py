@@ -1,6 +1,7 @@
-"""What a measure kind is: the `Kind` record every kind module fills in, what its judge receives
-(`Answers`, `Rules`) and the pieces several kinds share (the built-in correctness limit, the memory need
-of buffers on a rank's device). Controller side: no torch, nothing of the run loop or the registry."""
+"""What a measure kind is: the `Kind` record every kind module fills in, the check a suite names it in
+(`CheckSpec`, remembering its file and line), what its judge receives (`Answers`, `Rules`) and the pieces
+several kinds share (the built-in correctness limit, the memory need of buffers on a rank's device).
+Controller side: no torch, nothing of the run loop or the registry."""
 
 from __future__ import annotations
 
@@ -11,7 +12,29 @@ from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.schema import Fields
-from clustercheck.suite.spec import CheckSpec
+
+# Where a check runs and what gets a verdict (docs/design.md): each node on its own, one collective over
+# every rank, node pairs, each GPU, each GPU pair, or the localization planner's rounds.
+SCOPES = ("node", "cluster", "pair", "gpu", "gpu-pair", "localize")
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    measure: str
+    scope: str
+    params: dict[str, Any] = field(hash=False)
+    env: tuple[tuple[str, str], ...]
+    timeout: float
+    description: str
+    file: str
+    line: int
+    limits: str = ""  # judge by the profile's checks.<this id> when it names none for this check's own id
+    limits_line: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from clustercheck.judging.verdicts import Verdict
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wrong_limit
 from clustercheck.schema import Fields, between, one_of
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
          "iter_cv": "ratio"}

@@ -32,7 +32,7 @@ from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import Answers
 from clustercheck.schema import Fields
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from clustercheck.toolout import NotToolOutput
 
 T = TypeVar("T")

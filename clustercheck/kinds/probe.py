@@ -13,7 +13,7 @@ from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import Answers, Kind, Rules
 from clustercheck.probes import NAMES
 from clustercheck.schema import Fields, one_of
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 
 def parse(f: Fields) -> dict[str, Any]:

@@ -47,7 +47,7 @@ class RankContext:
                                 "device": str(self.device), "backend": self.backend,
                                 "torch": torch.__version__}
         if self.device.type == "cuda":
-            from clustercheck.run.binding import locality, nvml_index
+            from clustercheck.measure.binding import locality, nvml_index
 
             where = locality(self.bus_id) if self.bus_id else None
             info.update(bus_id=self.bus_id, nvml_index=nvml_index(self.bus_id) if self.bus_id else None,
@@ -78,7 +78,7 @@ class RankContext:
 def cuda_bus_id(index: int) -> str:
     """The PCI address of CUDA device `index`; "" where torch's device properties lack CUDA's PCI ids
     (pci_domain_id/pci_bus_id/pci_device_id, present in torch 2.13, absent from its type stubs)."""
-    from clustercheck.run.binding import bus_id
+    from clustercheck.measure.binding import bus_id
 
     props = torch.cuda.get_device_properties(index)
     ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]

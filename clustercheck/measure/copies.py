@@ -23,7 +23,7 @@ def _pin_to_gpu_numa(ctx: RankContext) -> set[int] | None:
     back afterwards (later CPU-side checks in this pool must not inherit one node's cores), or None
     when nothing was changed: no bus id, or neither source names CPUs (measure where we are, as
     nvbandwidth does without -d)."""
-    from clustercheck.run.binding import gpu_cpus
+    from clustercheck.measure.binding import gpu_cpus
 
     cpus = gpu_cpus(ctx.bus_id) if ctx.bus_id else frozenset()
     if not cpus:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _SYSCTL = re.compile(r"^\s*kernel\.numa_balancing\s*=\s*(\S+)\s*$")
 _CMDLINE = re.compile(r"(?:^|\s)(?:BOOT_IMAGE|root)=\S+")

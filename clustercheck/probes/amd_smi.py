@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")

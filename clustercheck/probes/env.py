@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _ASSIGN = re.compile(r"^(?:export\s+|declare -x\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _PREFIXES = ("NCCL_", "CUDA_", "TORCH_NCCL_", "FI_")

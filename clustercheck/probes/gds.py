@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _GPU = re.compile(r"^GPU index (\d+) (.+?) bar:\d+ bar size \(MiB\):\s*\d+\s*(.*)$")
 _TRANSPORTS = ("NVMe", "NVMe P2PDMA", "NVMeOF", "SCSI", "ScaleFlux CSD", "NVMesh", "DDN EXAScaler",

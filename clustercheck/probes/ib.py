@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 SYSFS = Path("/sys/class/infiniband")
 

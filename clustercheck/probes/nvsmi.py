@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import ProbeParseError, ProbeSkip, evidence_lines
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
+from clustercheck.toolout import evidence_lines
 
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
 _GPU = re.compile(rf"^GPU ({_BUS.pattern})$")
@@ -37,7 +38,7 @@ class NvsmiGpu:
     @property
     def label(self) -> str:
         """"GPU3 (0000:19:00.0)": the index and the bus id in sysfs form, as every GPU subject is named."""
-        from clustercheck.judging.nvml import bus_id
+        from clustercheck.nvml import bus_id
 
         return f"{self.name} ({bus_id(self.bus_id)})"
 
@@ -112,7 +113,7 @@ def bus_ids() -> dict[int, str]:
 
 def parse_bus_ids(text: str) -> dict[int, str]:
     """`nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader` lines: "0, 00000000:19:00.0"."""
-    from clustercheck.judging.nvml import bus_id
+    from clustercheck.nvml import bus_id
 
     out: dict[int, str] = {}
     for line in text.splitlines():

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out

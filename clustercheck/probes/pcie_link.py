@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
 _SPEED = re.compile(r"Speed\s+([\d.]+)GT/s.*?Width\s+x(\d+)")

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
 _RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}

@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from clustercheck.judging.nvml import NvmlFault, bus_id
+from clustercheck.nvml import NvmlFault, bus_id
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
+from clustercheck.toolout import evidence_lines
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
 _KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)

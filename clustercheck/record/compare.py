@@ -13,7 +13,8 @@ from pathlib import Path
 
 from clustercheck.errors import UserError
 from clustercheck.record.io import RecordError, read_record
-from clustercheck.record.schema import SCHEMA_VERSION, ResultEntry, RunHeader, VerdictEntry, item_id
+from clustercheck.judging.verdicts import VerdictEntry
+from clustercheck.record.schema import SCHEMA_VERSION, ResultEntry, RunHeader, item_id
 from clustercheck.units import fmt
 
 HIGHER, LOWER = "higher", "lower"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from clustercheck.judging.measurement import Outcome
 from clustercheck.record.io import now
 from clustercheck.record.schema import PlanItem, ResultEntry
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 
 def plan_item(check: CheckSpec, where: str | None, nodes: list[str], *, nodeid: str, name: str) -> PlanItem:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping, Sequence, TypedDict
 
+from clustercheck.judging.verdicts import VerdictEntry
+
 SCHEMA_VERSION = 1
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
@@ -35,26 +37,6 @@ class RunHeader(TypedDict, total=False):
     ranks_per_node: int
     nodes: list[str]
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
-
-
-class VerdictEntry(TypedDict, total=False):
-    """One verdict: a numeric limit (`kind: limit`, with `op` and a number in `limit`) or a probe's
-    expectation (`kind: expect`, `op` empty, `limit` the expected value as text)."""
-    kind: str
-    metric: str
-    measured: float | str
-    unit: str
-    op: str
-    limit: float | str
-    passed: bool
-    margin: float | None
-    expression: str
-    source: str
-    origin: str
-    spec_sources: list[str]
-    worst: str | None
-    subject: str | None
-    detail: str | None
 
 
 class MetricValue(TypedDict):

@@ -14,6 +14,9 @@ from clustercheck.record.io import Record, RecordError, load
 from clustercheck.record.schema import SCHEMA_VERSION, counts
 from clustercheck.report.status import run_status
 
+# Every report a run directory gets, by kind: `_render` makes each from the record; the terminal lists them.
+REPORTS = {"json": "results.json", "sla": "sla.json", "junit": "junit.xml", "html": "report.html"}
+
 
 def read(record: Path) -> Record:
     """The run record to render; UserError (one line) when it is unreadable or not a record."""
@@ -62,10 +65,10 @@ def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
                "results": results, **_burn_in(results)}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
-    return {"json": ("results.json", _json(summary)), "sla": ("sla.json", _json(sla)),
-            "junit": ("junit.xml", render_junit(header, results, rec.not_run(),
-                                                (status["incomplete"] or {}).get("reason"))),
-            "html": ("report.html", render_html(header, results, end, sla, status).encode("utf-8"))}
+    made = {"json": _json(summary), "sla": _json(sla),
+            "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason")),
+            "html": render_html(header, results, end, sla, status).encode("utf-8")}
+    return {kind: (REPORTS[kind], data) for kind, data in made.items()}
 
 
 def _burn_in(results: Any) -> dict[str, Any]:

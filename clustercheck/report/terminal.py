@@ -13,9 +13,10 @@ from clustercheck.record.exclude import as_hostlist
 from clustercheck.paths import display
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry
+from clustercheck.report import REPORTS
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
-FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
+FILES = ("run.jsonl", *REPORTS.values(), "exclude.txt")
 
 
 WIDTH = 100  # the table fits this many columns; a cell too wide goes on its own line, a reason wraps whole

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.kinds import KINDS
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import format_size
 
 

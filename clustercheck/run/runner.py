@@ -13,11 +13,11 @@ from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
 from clustercheck.errors import HarnessError, Skip
 from clustercheck.localize.topology import Topology, source_of
-from clustercheck.options import Options
+from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
 from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.run.scopes import Where
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 
 Round = tuple[list[tuple[Where, list[int]]], Any]  # (item, its global ranks) groups; the groups argument
 

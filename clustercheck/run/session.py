@@ -15,18 +15,18 @@ from typing import Any
 
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
-from clustercheck.judging.judge import Baseline, check_metrics, judge, rules_for
+from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
-from clustercheck.options import Options
+from clustercheck.run.options import Options
 from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.record.io import RunWriter, load, now, sha256
 from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
 from clustercheck.judging.verdicts import Expectation, Verdict
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.thresholds import Profile
 
 Found = dict[Where, Outcome | ClusterCheckError]
@@ -237,8 +237,8 @@ class CheckSession:
         assert self.runner is not None
         if not self.options.counters:
             return outcome
+        from clustercheck.judging.windows import verdicts
         from clustercheck.run import scopes
-        from clustercheck.counters import allowances
 
         extra = []
         for node in scopes.members(where, self.nodes):
@@ -248,7 +248,7 @@ class CheckSession:
             if window.harness_errors:
                 raise HarnessError(f"{check.id}: counters of {node} could not be judged: "
                                    f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
-            extra += allowances.verdicts(window, check.id)
+            extra += verdicts(window, check.id)
         return Outcome(outcome.measurement, outcome.verdicts + extra, outcome.pool)
 
     def add_result(self, entry: ResultEntry) -> None:

@@ -53,7 +53,7 @@ def main() -> int:
     import torch  # after the environment is complete: torch and OpenMP read some variables at import
     import torch.distributed as dist
 
-    from clustercheck.run.binding import device_index
+    from clustercheck.measure.binding import device_index
     from clustercheck.errors import UserError
     from clustercheck.measure import RankContext, cuda_bus_id, run_task
     from clustercheck.measure.nccl_log import NcclLog, log_name

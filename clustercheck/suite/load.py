@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from clustercheck import yamlfile
 from clustercheck.kinds import KINDS
 from clustercheck.suite import envpolicy
-from clustercheck.suite.spec import SCOPES, CheckSpec, Suite
+from clustercheck.kinds.base import SCOPES, CheckSpec
 from clustercheck.errors import show
 from clustercheck.schema import Fields, between, one_of
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
 DEFAULT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    file: str
+    checks: tuple[CheckSpec, ...]
 
 
 def load_suite(path: Path, display: str | None = None) -> Suite:

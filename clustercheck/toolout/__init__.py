@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import re
 
-from clustercheck.probes.base import evidence_lines
+__all__ = ["NotToolOutput", "clean_lines", "evidence_lines", "number"]
 
-__all__ = ["NotToolOutput", "clean_lines", "number"]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def evidence_lines(text: str) -> list[str]:
+    """Lines of tool output: ANSI escapes removed, trailing spaces dropped, and a fixture's
+    '# source: ...' line plus the blank line after it skipped (captured evidence carries its origin)."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    if lines and lines[0].startswith("# source:"):
+        lines = lines[2:] if len(lines) > 1 and not lines[1].strip() else lines[1:]
+    return lines
 
 
 class NotToolOutput(ValueError):

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.fabric import nccl_debug
-from clustercheck.probes.base import evidence_lines
+from clustercheck.toolout import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from clustercheck.probes.base import evidence_lines
+from clustercheck.toolout import evidence_lines
 from clustercheck.toolout import NotToolOutput, clean_lines, number
 from clustercheck.toolout.nvbandwidth_run import Device, NvbandwidthRun, Testcase
 from clustercheck.toolout import nvbandwidth_json

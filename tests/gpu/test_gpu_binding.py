@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.run.binding import locality
+from clustercheck.measure.binding import locality
 from helpers import memory_need
 from clustercheck.run.failure import RankFailure
 from clustercheck.run.pool import PoolKey, PoolManager

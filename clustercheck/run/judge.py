@@ -16,7 +16,7 @@ from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
 from clustercheck.record.compare import HIGHER, Change, load_run, match
 from clustercheck.record.schema import ResultEntry, item_id
-from clustercheck.suite.spec import CheckSpec
+from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, fmt
 
 
