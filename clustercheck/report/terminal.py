@@ -15,7 +15,7 @@ from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
-FILES = ("run.jsonl", "junit.xml", "results.json", "report.html", "exclude.txt")
+FILES = ("run.jsonl", "junit.xml", "ctrf.json", "results.json", "report.html", "exclude.txt")
 
 
 WIDTH = 100  # the table fits this many columns; a cell too wide goes on its own line, a reason wraps whole
@@ -125,4 +125,5 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
 
 
 def file_lines(run_dir: Path) -> list[str]:
-    return [f"  {name:<13} {display(run_dir / name)}" for name in FILES]
+    signed = ("attestation.json",) if (run_dir / "attestation.json").is_file() else ()
+    return [f"  {name:<16} {display(run_dir / name)}" for name in FILES + signed]
