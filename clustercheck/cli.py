@@ -211,8 +211,13 @@ def _report(run: Path) -> int:
     from clustercheck.record.attestation import signer
 
     # a signed run re-renders byte for byte, naming its signer as before, so its attestation still holds
-    for kind, path in render_record(rec, record.parent, signer=signer(record.parent)).items():
+    signed_by = signer(record.parent)
+    before = {p: p.read_bytes() for p in record.parent.iterdir() if p.is_file()} if signed_by else {}
+    for kind, path in render_record(rec, record.parent, signer=signed_by).items():
         print(f"{kind:<6} {display(path)}")
+        if signed_by and before.get(path) != path.read_bytes():
+            print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
+                  f"signs the run again)", file=sys.stderr)
     line = incomplete_line(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
         print(line, file=sys.stderr)

@@ -66,7 +66,7 @@ def signature(signer: str | None) -> dict[str, Any]:
     checks; an unsigned run says so (docs/evidence.md)."""
     return {"signed_by": signer, "algorithm": "ed25519" if signer else None,
             "attestation": ATTESTATION if signer else None,
-            "format": "in-toto Statement v1, predicate test-result v0.1, in a DSSE envelope",
+            "format": "a DSSE envelope around an in-toto Statement v1 (predicate test-result v0.1)",
             "verify": "clustercheck verify RUN --key PUBLIC_KEY", "verify_checks": list(VERIFY_CHECKS),
             "proves": "the holder of the signing key attests these files, unchanged since signing; their metrics "
                       "and verdicts follow from the recorded per-rank measurements and threshold profile",
