@@ -226,10 +226,12 @@ def _verdicts(where: str, recorded: list[dict[str, Any]], rejudged: list[dict[st
         else:
             out.verdicts += 1
     for old in left:  # not made by the kind's judge: --counters and --compare verdicts
-        if old.get("metric", "").endswith(" vs baseline") or old.get("detail") is not None:
+        baseline = str(old.get("origin") or "").startswith("--compare ")
+        if baseline or old.get("detail") is not None:
             out.notes.append(f"{where}: verdict {old.get('metric')} [{old.get('subject')}] judged as recorded "
                              f"({old.get('origin')}: its input is not part of the run's evidence)")
-            _consistent(where, [old], out)
+            if not baseline:  # a baseline verdict fails at exactly the tolerance, which its limit passes
+                _consistent(where, [old], out)
         else:
             out.problems.append(f"{where}: verdict {old.get('metric')} ({_brief(old)}) does not follow from the "
                                 f"ranks' measurements (re-judging makes no such verdict)")
