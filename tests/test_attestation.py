@@ -348,3 +348,23 @@ def test_verify_refuses_bad_arguments_with_exit_4(tmp_path: Path) -> None:
     rsa.chmod(0o600)
     refused = cc("sign", str(tmp_path), "--key", str(rsa), cwd=tmp_path)
     assert refused.returncode == 4 and "Ed25519 only" in refused.stderr
+
+
+@pytest.mark.pool
+def test_a_run_recorded_without_its_inputs_is_signed_only_while_they_are_as_run(work: dict[str, Path],
+                                                                              tmp_path: Path) -> None:
+    run = copy_of(work, "unsigned", tmp_path)
+    shutil.rmtree(run / "inputs")  # as a run recorded before clustercheck kept them
+    signed = cc("sign", str(run), "--key", str(work["key"]), cwd=tmp_path)
+    assert signed.returncode == 0, signed.stderr  # copied from where the record says, sha256 checked
+    assert (run / "inputs/suites/evidence.yaml").read_text() == SUITE
+    assert verify(run, work["pub"]).returncode == 0
+    shutil.rmtree(run / "inputs")
+    suite = work["root"] / "evidence.yaml"
+    suite.write_text(SUITE + "# edited after the run\n")
+    try:
+        refused = cc("sign", str(run), "--key", str(work["key"]), cwd=tmp_path)
+    finally:
+        suite.write_text(SUITE)
+    assert refused.returncode == 4
+    assert "its sha256 differs from the record's: it changed since the run" in refused.stderr

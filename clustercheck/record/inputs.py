@@ -100,12 +100,14 @@ def complete_for_signing(run_dir: Path, header: Mapping[str, object]) -> None:
     if isinstance(thresholds, Mapping):
         refs.append(("thresholds", thresholds))
     refs += [("suites", s) for s in header.get("suites") or () if isinstance(s, Mapping)]  # type: ignore[attr-defined]
+    cwd = Path(str(header.get("cwd") or "."))  # the record names inputs as the run was given them
     for kind, ref in refs:
         file, digest = str(ref.get("file") or ""), str(ref.get("sha256") or "")
         if digest and digest in have:
             continue
+        where = file if file.startswith(DERIVED) else str(cwd / file)
         name = str(header.get("platform") or "") if kind == "thresholds" else Path(file).stem
-        data = profile_text(file, name) if kind == "thresholds" else _read(file)
+        data = profile_text(where, name) if kind == "thresholds" else _read(where)
         if not digest or data is None or _digest(data) != digest:
             why = "no sha256 in the record" if not digest else "cannot be read" if data is None else \
                 "its sha256 differs from the record's: it changed since the run"
