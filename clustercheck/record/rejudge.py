@@ -72,7 +72,7 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
     name = rec.path.name
     header = rec.header
     kept = inputs.index(run_dir)
-    profile, suites = _inputs(header, kept, out)
+    profile, suites = _inputs(run_dir, header, kept, out)
     lines = result_lines(rec.path)
     for number, r in zip(lines, rec.results):
         where = f"{name}:{number}: {item_id(r)}"
@@ -80,7 +80,8 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
     return out
 
 
-def _inputs(header: Mapping[str, Any], kept: dict[str, Path], out: Rejudged) -> tuple[Any, dict[str, Any]]:
+def _inputs(run_dir: Path, header: Mapping[str, Any], kept: dict[str, Path], out: Rejudged
+            ) -> tuple[Any, dict[str, Any]]:
     """The recorded profile and suites, loaded from their kept copies (each named by its original path, so
     that every limit's origin reads as it did in the run); a problem for each one missing."""
     from clustercheck.judging.thresholds import load_profile
@@ -95,7 +96,7 @@ def _inputs(header: Mapping[str, Any], kept: dict[str, Path], out: Rejudged) -> 
     else:
         try:
             profile = load_profile(copy, str(ref.get("file")))
-            out.profile = copy.relative_to(copy.parents[2]).as_posix() if len(copy.parents) > 2 else copy.name
+            out.profile = copy.relative_to(run_dir).as_posix()
         except UserError as exc:
             out.problems.append(f"{copy.name}: the kept threshold profile cannot be read: {exc}")
     suites: dict[str, Any] = {}
