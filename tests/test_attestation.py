@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -113,7 +114,7 @@ def results_line(run: Path, item: str) -> int:
     raise AssertionError(item)
 
 
-def edit_record(run: Path, change) -> None:  # type: ignore[no-untyped-def]
+def edit_record(run: Path, change: Callable[[dict], None]) -> None:
     lines = []
     for line in (run / "run.jsonl").read_text().splitlines():
         entry = json.loads(line)
