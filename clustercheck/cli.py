@@ -1,4 +1,5 @@
-"""The `clustercheck` command: run | report | platforms. `run` is pytest with the suites chosen for you."""
+"""The `clustercheck` command: run | report | compare | probe | platforms | resume | sign | verify. `run` is
+pytest with the suites chosen for you."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ examples:
   clustercheck report clustercheck-out/latest   re-render the reports of a saved run
   clustercheck compare 20260101-120000-cpu  regressions of clustercheck-out/latest against a saved run
   clustercheck platforms show cpu          every threshold of a profile, resolved, with its source
+  clustercheck run burn-in --sign key.pem  sign the run's evidence (attestation.json) when it ends
+  clustercheck verify RUN --key key.pub    check a delivered run: signature, digests, metrics and verdicts
 
 exit codes (every subcommand, and pytest runs of suites):
 {table}
@@ -81,8 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     plat.add_argument("--thresholds", type=Path, metavar="DIR", action="append", default=[],
                       help="a directory of your own profiles, searched first (repeatable; also $CLUSTERCHECK_THRESHOLDS)")
     from clustercheck.probes.cli import add_parser as add_probe_parser
+    from clustercheck.record.commands import add_parsers as add_evidence_parsers
 
     add_probe_parser(sub)
+    add_evidence_parsers(sub)
     return p
 
 
@@ -107,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             return probe_main(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command in ("sign", "verify"):
+            from clustercheck.record import commands
+
+            return commands.sign_main(args) if args.command == "sign" else commands.verify_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
@@ -199,8 +208,16 @@ def _report(run: Path) -> int:
     if not record.is_file():
         raise UserError(f"no run record at {record}")
     rec = read(record)
-    for kind, path in render_record(rec, record.parent).items():
+    from clustercheck.record.attestation import signer
+
+    # a signed run re-renders byte for byte, naming its signer as before, so its attestation still holds
+    signed_by = signer(record.parent)
+    before = {p: p.read_bytes() for p in record.parent.iterdir() if p.is_file()} if signed_by else {}
+    for kind, path in render_record(rec, record.parent, signer=signed_by).items():
         print(f"{kind:<6} {display(path)}")
+        if signed_by and before.get(path) != path.read_bytes():
+            print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
+                  f"signs the run again)", file=sys.stderr)
     line = incomplete_line(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
         print(line, file=sys.stderr)

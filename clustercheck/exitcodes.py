@@ -1,6 +1,6 @@
-"""One exit-code table for every subcommand (run, report, compare, probe, platforms, resume) and for a
-plain `pytest` run of suites. Rows follow pytest's own codes where they mean the same thing, so a CI job
-that reads pytest's codes reads ours. A gate is judged by its worst case: INCOMPLETE before FAILED before
+"""One exit-code table for every subcommand (run, report, compare, probe, platforms, resume, sign, verify)
+and for a plain `pytest` run of suites. Rows follow pytest's own codes where they mean the same thing, so a
+CI job that reads pytest's codes reads ours. A gate is judged by its worst case: INCOMPLETE before FAILED before
 ERROR before NOTHING before PASSED."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ class Exit(IntEnum):
 
 MEANING = {
     Exit.PASSED: "passed: every item that applied passed",
-    Exit.FAILED: "failed: the hardware missed a limit or an expectation (compare: a regression)",
+    Exit.FAILED: "failed: the hardware missed a limit or an expectation (compare: a regression; verify: not verified)",
     Exit.INCOMPLETE: "INCOMPLETE: the run did not finish (interrupted, killed, stopped early)",
     Exit.ERROR: "harness error: something could not be measured, and nothing failed",
-    Exit.BAD_INPUT: "usage or bad input: arguments, suite, profile, baseline or record file",
+    Exit.BAD_INPUT: "usage or bad input: arguments, suite, profile, baseline, record file or key",
     Exit.NOTHING: "nothing to judge: nothing collected, every item skipped, or nothing compared",
 }
 

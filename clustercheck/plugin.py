@@ -17,6 +17,7 @@ from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display
 from clustercheck.progress import Progress
+from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
@@ -46,7 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _refuse_parallel_workers(config)
     try:
         options = run_options.resolve(config.getoption)
-        config.stash[session_key] = CheckSession(options, list(sys.argv))
+        # the private key's path never reaches the record, nor so any report
+        config.stash[session_key] = CheckSession(options, redact_argv(list(sys.argv), SIGN_FLAGS))
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -258,17 +260,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     if cs.started and cs.run_dir is not None:
-        from clustercheck.report import read, render_record
+        from clustercheck.report import read
         from clustercheck.report.status import run_status
         from clustercheck.report.terminal import incomplete_line
 
         rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
-        render_record(rec, cs.run_dir)
+        from clustercheck.record.signing import render_and_sign
+
+        unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
+        if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error
+            print(f"clustercheck: the run is not signed: {unsigned}", file=sys.stderr)
         session.config.stash[incomplete_key] = incomplete_line(rec)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
         code = for_verdict(run_status(rec)["verdict"])
-        session.exitstatus = int(code) or session.exitstatus
+        session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
                                                              exclusion=cs.exclusion, incomplete=rec.incomplete(),
                                                              config=session.config)

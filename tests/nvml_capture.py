@@ -1,5 +1,6 @@
 """Scenarios for the stand-in pynvml (tests/nvml_standin/), built from real captures: the eight GPUs of
-an H100 SXM5 node's `nvidia-smi -a` (name, bus id, PCI device id, Module Id, driver, CUDA) and the NV18
+an H100 SXM5 node's `nvidia-smi -a` (name, bus id, PCI device id, Module Id, UUID, serial, VBIOS, driver,
+CUDA) and the NV18
 links of an 8 x H100 `nvidia-smi topo -m`. Tests then take a GPU away, take a link down or make one
 NVML call fail the way NVML reports it."""
 
@@ -34,7 +35,8 @@ def h100_node() -> dict[str, Any]:
         device_id, module = g.get("PCI/Device Id"), g.get("Platform Info/Module Id")
         assert device_id and module
         gpus.append({"name": g.product, "bus_id": g.bus_id, "device_id": int(device_id, 16),
-                     "module_id": int(module), "links": int(cell.group(1))})
+                     "module_id": int(module), "links": int(cell.group(1)), "uuid": g.get("GPU UUID"),
+                     "serial": g.get("Serial Number"), "vbios": g.get("VBIOS Version")})
     return {"driver": report.head("Driver Version"), "cuda": int(major) * 1000 + int(minor) * 10, "gpus": gpus}
 
 

@@ -51,3 +51,4 @@ class Outcome:
     measurement: Measurement
     verdicts: list[Verdict]
     pool: dict[str, Any]
+    answers: list[dict[str, Any]] | None = None  # what the ranks answered, as the judge read it (for verify)

@@ -79,7 +79,7 @@ def judge_burn(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         rows.append({"subject": r["subject"], "metric": "tflops", "median": r["tflops"], "min": r["tflops_min"],
                      "max": r["tflops_max"], "bus_id": r["bus_id"], "host": r["host"], "dtype": r["dtype"],
                      "m": r["m"], "gemms": r["gemms"], "checked": r["checked"], "seconds": r["seconds"],
-                     "watch": seen})
+                     "watch": seen, "wrong": r["wrong"]})
     metrics = {k: (min if k in HIGHER_IS_BETTER else max)(v[k] for v in subjects.values() if k in v)
                for k in METRICS if any(k in v for v in subjects.values())}
     worst = min(subjects, key=lambda s: subjects[s]["relative"]) if subjects else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from clustercheck.judging.measurement import Outcome
 from clustercheck.record.io import now
+from clustercheck.record.rebuild import keeps_answers
 from clustercheck.record.schema import PlanItem, ResultEntry
 from clustercheck.kinds.base import CheckSpec
 
@@ -29,6 +30,8 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
         entry["verdicts"] = [v.as_dict() for v in measured.verdicts]
         entry["rows"], entry["worst"], entry["judged_at"] = m.rows, m.worst, m.judged_at
         entry["pool"] = measured.pool
+        if measured.answers is not None and keeps_answers(check.measure):
+            entry["answers"] = measured.answers  # what `clustercheck verify` judges again (record/rebuild.py)
         if m.comm:
             entry["comm"] = m.comm
     return entry

@@ -37,6 +37,8 @@ class RunHeader(TypedDict, total=False):
     ranks_per_node: int
     nodes: list[str]
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
+    run_id: str  # a UUID naming this run in its evidence (absent in older records)
+    node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
 
 
 class MetricValue(TypedDict):
@@ -76,6 +78,7 @@ class ResultEntry(PlanItem, total=False):
     figure: str
     repeat: int  # the repetition (1, 2, ...) of a repeated run; absent otherwise
     burn_in: dict[str, Any]  # reports only (burnin.folded): the item's summary over the repetitions
+    answers: list[dict[str, Any]]  # what the ranks answered, as the kind's judge read it (record/rebuild.py)
 
 
 class DrainEntry(TypedDict):

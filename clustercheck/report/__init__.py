@@ -1,4 +1,4 @@
-"""Reports rendered from the run record: JSON results, SLA evidence, JUnit XML, HTML. Every report is
+"""Reports rendered from the run record: JSON results, SLA evidence, JUnit XML, CTRF, HTML. Every report is
 rendered in full before any file is replaced, so a record that cannot be read (empty, binary, fields of
 the wrong type) leaves the reports already there byte for byte as they were."""
 
@@ -15,7 +15,8 @@ from clustercheck.record.schema import SCHEMA_VERSION, counts
 from clustercheck.report.status import run_status
 
 # Every report a run directory gets, by kind: `_render` makes each from the record; the terminal lists them.
-REPORTS = {"json": "results.json", "sla": "sla.json", "junit": "junit.xml", "html": "report.html"}
+REPORTS = {"json": "results.json", "sla": "sla.json", "junit": "junit.xml", "ctrf": "ctrf.json",
+           "html": "report.html"}
 
 
 def read(record: Path) -> Record:
@@ -34,15 +35,21 @@ def read(record: Path) -> Record:
     return rec
 
 
-def render_record(rec: Record, out_dir: Path) -> dict[str, Path]:
-    """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
+def render_texts(rec: Record, signer: str | None = None) -> dict[str, tuple[str, bytes]]:
+    """Every report of `rec` as (file name, bytes), in memory; `signer` the fingerprint of the key that
+    signs (or signed) the run. UserError (one line) when the record cannot be rendered."""
     from jinja2 import UndefinedError  # a field the template reads is missing from a hand-edited record
 
     try:
-        texts = _render(rec)
+        return _render(rec, signer)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, UndefinedError) as exc:
         raise UserError(f"{rec.path}: not a run record clustercheck can render ({type(exc).__name__}: "
                         f"{str(exc)[:80]}); reports left as they were") from None
+
+
+def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict[str, Path]:
+    """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
+    texts = render_texts(rec, signer)
     paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
     staged = []
     for kind, (name, data) in texts.items():
@@ -54,10 +61,11 @@ def render_record(rec: Record, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
+def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
+    from clustercheck.report.ctrf import render_ctrf
     from clustercheck.report.html import render_html
     from clustercheck.report.junit import render_junit
-    from clustercheck.report.sla import evidence
+    from clustercheck.report.sla import evidence, signature
 
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
@@ -65,8 +73,10 @@ def _render(rec: Record) -> dict[str, tuple[str, bytes]]:
                "results": results, **_burn_in(results)}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
+    sla["signature"] = signature(signer)
     made = {"json": _json(summary), "sla": _json(sla),
             "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason")),
+            "ctrf": render_ctrf(header, results, end, rec.not_run(), status, signer),
             "html": render_html(header, results, end, sla, status).encode("utf-8")}
     return {kind: (REPORTS[kind], data) for kind, data in made.items()}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from clustercheck.record.evidence import ATTESTATION, VERIFY_CHECKS
 from clustercheck.record.schema import EndEntry, ResultEntry, RunHeader, item_id
 
 SLA_SCHEMA = 1
@@ -58,3 +59,16 @@ def evidence(header: RunHeader, results: Sequence[ResultEntry], end: EndEntry | 
         "inputs": {"argv": header.get("argv"), "thresholds": header.get("thresholds"), "suites": header.get("suites")},
         "checks": checks,
     }
+
+
+def signature(signer: str | None) -> dict[str, Any]:
+    """Who signed the run (the key's fingerprint, `ssh-keygen -l` style) and what `clustercheck verify`
+    checks; an unsigned run says so (docs/evidence.md)."""
+    return {"signed_by": signer, "algorithm": "ed25519" if signer else None,
+            "attestation": ATTESTATION if signer else None,
+            "format": "a DSSE envelope around an in-toto Statement v1 (predicate test-result v0.1)",
+            "verify": "clustercheck verify RUN --key PUBLIC_KEY", "verify_checks": list(VERIFY_CHECKS),
+            "proves": "the holder of the signing key attests these files, unchanged since signing; their metrics "
+                      "and verdicts follow from the recorded per-rank measurements and threshold profile",
+            "does_not_prove": "that the measurements came from the hardware named: the signature binds the "
+                              "signer's key, not the physical GPUs"}

@@ -126,4 +126,5 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
 
 
 def file_lines(run_dir: Path) -> list[str]:
-    return [f"  {name:<13} {display(run_dir / name)}" for name in FILES]
+    signed = ("attestation.json",) if (run_dir / "attestation.json").is_file() else ()
+    return [f"  {name:<16} {display(run_dir / name)}" for name in FILES + signed]

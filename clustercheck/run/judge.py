@@ -86,7 +86,7 @@ def rules_for(check: CheckSpec, profile: Profile) -> Rules:
 
 def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:
     measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
-    return Outcome(measurement, verdicts, pool)
+    return Outcome(measurement, verdicts, pool, answers.per_rank)
 
 
 class Baseline:

@@ -12,6 +12,7 @@ from clustercheck.fabric.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
 from clustercheck.run.launch import LAUNCHERS
 from clustercheck.judging.profiles import SearchPath, search_path
+from clustercheck.record.keys import SigningKey, load_private
 
 FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
 
@@ -100,6 +101,11 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="N"),
     Opt("duration", "--duration", "burn-in: repeat the suite until this much time has passed (4h, 30m, 90s, "
         "1h30m); a repetition is never cut short: the last one starts before the time is up", metavar="TIME"),
+    Opt("sign", "--cc-sign", "sign the run's evidence with this Ed25519 private key (PEM from `openssl genpkey "
+        "-algorithm ed25519`, or OpenSSH): attestation.json in the run directory, checked by `clustercheck verify`; "
+        "the key is read (and a bad or group/world-readable one refused) before anything is measured; an "
+        "encrypted key's passphrase comes from $CLUSTERCHECK_KEY_PASSPHRASE", cli_flag="--sign", type=Path,
+        metavar="KEY"),
     Opt("faults", "--cc-inject-fault", "for testing clustercheck itself: make a rank hang, crash, raise or "
         "corrupt its result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last; #REP: only in "
         "that repetition), or make every rank wait 2 s before measuring (delay)", repeat=True,
@@ -133,6 +139,7 @@ class Options:
     duration: float | None = None  # seconds
     counters: bool = False
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
+    sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
 
     @property
     def repeating(self) -> bool:
@@ -164,6 +171,8 @@ def resolve(get: Callable[[str], Any]) -> Options:
         if values["launcher"] == "local":
             raise UserError("--store-addr is for --launcher slurm or hosts: local ranks reach the store on 127.0.0.1")
     values["thresholds"] = search_path(values["thresholds"] or ())
+    if values["sign"] is not None:  # a typo in the key path must not cost a 4-hour burn-in its signature
+        values["sign"] = load_private(Path(values["sign"]), "--sign")
     if values["topology"] is not None:
         from clustercheck.localize.topology import read_topology
 

@@ -5,10 +5,12 @@ to pytest."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import socket
 import sys
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,8 @@ from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
 from clustercheck.run.options import Options
 from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
-from clustercheck.record.io import RunWriter, load, now, sha256
+from clustercheck.record import inputs
+from clustercheck.record.io import RunWriter, load, now
 from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
@@ -99,14 +102,14 @@ class CheckSession:
             raise
         _point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
+        kept = inputs.keep(self.run_dir, self.profile.file, self.profile.name, suite_files)  # exactly as run
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
         self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
         self.runner.allowances = self.profile.counters or None
         self.record.append({
             "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
             "platform": self.profile.name, "platform_detected": not opts.platform,
-            "thresholds": {"file": self.profile.file, "sha256": sha256(self.profile.file)},
-            "suites": [{"file": f, "sha256": sha256(f)} for f in suite_files],
+            "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
@@ -191,9 +194,8 @@ class CheckSession:
             raise outcome
         if self.baseline is None:
             return outcome
-        return Outcome(outcome.measurement, outcome.verdicts + self.baseline.regressions(check, item_id,
-                                                                                          outcome.verdicts),
-                       outcome.pool)
+        return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
+            check, item_id, outcome.verdicts))
 
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
@@ -249,7 +251,7 @@ class CheckSession:
                 raise HarnessError(f"{check.id}: counters of {node} could not be judged: "
                                    f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
             extra += verdicts(window, check.id)
-        return Outcome(outcome.measurement, outcome.verdicts + extra, outcome.pool)
+        return dataclasses.replace(outcome, verdicts=outcome.verdicts + extra)
 
     def add_result(self, entry: ResultEntry) -> None:
         # the record is the only copy: a week of burn-in must not grow the controller with every check

@@ -89,6 +89,24 @@ class _Library:
         name.value = self.gpus[i]["name"].encode()
         return _SUCCESS
 
+    def _text(self, handle: Any, fn: str, key: str, out: Any) -> int:
+        """A string query (UUID, serial, VBIOS): NOT_SUPPORTED where the scenario's GPU has no such field."""
+        code, value = self._value(handle, fn, key)
+        if code == _SUCCESS and value is None:
+            return _NOT_SUPPORTED
+        if code == _SUCCESS:
+            out.value = str(value).encode()
+        return code
+
+    def nvmlDeviceGetUUID(self, handle: Any, uuid: Any, size: Any) -> int:
+        return self._text(handle, "nvmlDeviceGetUUID", "uuid", uuid)
+
+    def nvmlDeviceGetSerial(self, handle: Any, serial: Any, size: Any) -> int:
+        return self._text(handle, "nvmlDeviceGetSerial", "serial", serial)
+
+    def nvmlDeviceGetVbiosVersion(self, handle: Any, version: Any, size: Any) -> int:
+        return self._text(handle, "nvmlDeviceGetVbiosVersion", "vbios", version)
+
     def nvmlDeviceGetModuleId(self, handle: Any, module: Any) -> int:
         i = self._gpu(handle)
         if code := self._fails(i, "nvmlDeviceGetModuleId"):

@@ -1,0 +1,69 @@
+"""`clustercheck sign RUN --key KEY` and `clustercheck verify RUN --key PUB`: their arguments and what they
+print. Exit codes (README's table): sign 0 once the run is signed, whatever its verdict; verify 0 verified,
+1 not verified (each reason one line naming the file, and the record line where there is one); both 4 for
+bad arguments, an unreadable key or a run directory that cannot be signed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from clustercheck.exitcodes import Exit
+from clustercheck.paths import display
+
+SIGN_HELP = "sign a saved run: attestation.json over every file of its directory (DSSE, in-toto, Ed25519)"
+VERIFY_HELP = "verify a signed run: signature, digests, no file left out, every metric and verdict re-judged"
+
+
+def add_parsers(sub: Any) -> None:
+    sign = sub.add_parser("sign", help=SIGN_HELP, description=SIGN_HELP + ". The reports are rendered again with "
+                          "the signer's key fingerprint in sla.json and report.html; the key is never copied and its "
+                          "path is written nowhere. docs/evidence.md")
+    sign.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    sign.add_argument("--key", type=Path, required=True, metavar="KEY",
+                      help="Ed25519 private key: PEM (openssl genpkey -algorithm ed25519) or OpenSSH; readable by "
+                           "its owner only; an encrypted key's passphrase in $CLUSTERCHECK_KEY_PASSPHRASE")
+    verify = sub.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP + ". Exit 0: verified; 1: not "
+                            "verified (one line per reason); 4: bad arguments or an unreadable key. docs/evidence.md")
+    verify.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    verify.add_argument("--key", type=Path, action="append", required=True, metavar="PUB",
+                        help="a public key the run may be signed by: PEM (openssl pkey -pubout) or an OpenSSH "
+                             "'ssh-ed25519 ...' line; repeatable; only these keys are trusted")
+
+
+def sign_main(args: argparse.Namespace) -> int:
+    from clustercheck.record.keys import load_private
+    from clustercheck.record.signing import sign_run
+    from clustercheck.record.verify import run_dir_of
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    key = load_private(args.key, "--key")
+    run_dir = run_dir_of(args.run)
+    rec = read(run_dir / "run.jsonl")
+    paths = sign_run(run_dir, rec, key)
+    for kind, path in paths.items():
+        print(f"{kind:<6} {display(path)}")
+    print(f"signed by {key.fingerprint} (ed25519); run verdict {run_status(rec)['verdict']}")
+    return Exit.PASSED
+
+
+def verify_main(args: argparse.Namespace) -> int:
+    from clustercheck.record.keys import load_public
+    from clustercheck.record.verify import run_dir_of, verify
+
+    keys = [load_public(path, "--key") for path in args.key]
+    run_dir = run_dir_of(args.run)
+    result = verify(run_dir, keys)
+    for line in result.passed:
+        print(f"ok    {line}")
+    for line in result.notes:
+        print(f"note  {line}")
+    for line in result.problems:
+        print(f"FAIL  {line}")
+    if result.verified:
+        print(f"verified: {display(run_dir)}")
+        return Exit.PASSED
+    print(f"NOT VERIFIED: {display(run_dir)}: {len(result.problems)} problem(s)")
+    return Exit.FAILED

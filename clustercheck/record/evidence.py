@@ -1,0 +1,124 @@
+"""What a signed run attests to: its evidence files (every file of the run directory but the attestation
+itself: the record, the reports, the inputs as run, the rank and NCCL logs, the exclusion list) with their
+sha256, and the in-toto Statement about them. The predicate is in-toto's test-result v0.1
+(https://github.com/in-toto/attestation spec/predicates/test-result.md: result PASSED/WARNED/FAILED,
+configuration, passed/warned/failed tests) plus a `clustercheck` block: the run, its platform, each node's
+hardware identity, and the versions that measured."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from clustercheck.record.io import Record
+from clustercheck.record.schema import item_id
+
+ATTESTATION = "attestation.json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+# What `clustercheck verify` checks, said the same way in sla.json, the HTML report and docs/evidence.md.
+VERIFY_CHECKS = (
+    "the signature, against exactly the public key(s) given (no patterns, no trust on first use)",
+    "the sha256 of every file the attestation lists",
+    "that no file of the run directory is missing from the attestation",
+    "that every metric follows from the raw per-rank measurements in run.jsonl, by the formulas the run used",
+    "that every verdict follows from its metric and the limit in the recorded threshold profile",
+)
+# in-toto's result of a run, from clustercheck's verdict: anything not cleared is not PASSED
+RESULT = {"PASS": "PASSED", "SKIPPED": "WARNED", "FAIL": "FAILED", "ERROR": "FAILED", "INCOMPLETE": "FAILED"}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class EvidenceProblem(ValueError):
+    """A run directory holds something that cannot be evidence (a link, a device): the message names it."""
+
+
+def evidence_files(run_dir: Path) -> list[str]:
+    """Every file under the run directory, as POSIX paths relative to it, sorted, without the attestation.
+    A symbolic link or anything else that is not a regular file is refused: what it points at is not part
+    of the run directory a buyer receives."""
+    out = []
+    for path in sorted(run_dir.rglob("*")):
+        rel = path.relative_to(run_dir).as_posix()
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise EvidenceProblem(f"{rel}: not a regular file (a link or a device); a run directory holds files only")
+        if path.is_file() and rel != ATTESTATION:
+            out.append(rel)
+    return out
+
+
+def subjects(run_dir: Path) -> list[dict[str, Any]]:
+    return [{"name": name, "digest": {"sha256": sha256_file(run_dir / name)}} for name in evidence_files(run_dir)]
+
+
+def _node_identity(name: str, facts: Mapping[str, Any], pool_ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    ident = dict(facts.get("identity") or {})
+    gpus = ident.pop("gpus", None)
+    if not gpus:  # a record from before identities were read: the bus ids and names NVML gave
+        gpus = [{k: g.get(k) for k in ("index", "bus_id", "name")} for g in facts.get("gpus") or ()]
+    ranks = [r for r in pool_ranks if r.get("host") == name]
+    return {"node": name, "hostname": ident.pop("hostname", facts.get("host")), "gpus": gpus,
+            "board": ident.pop("board", {}), "nics": ident.pop("nics", []),
+            "kernel": ident.pop("kernel", None) or facts.get("os"), **ident,
+            "versions": {"driver": facts.get("driver"), "cuda_driver": facts.get("cuda_driver"),
+                         "cuda": _one(r.get("cuda") for r in ranks), "nccl": _one(r.get("nccl") for r in ranks),
+                         **(facts.get("versions") or {})}}
+
+
+def _one(values: Any) -> str | None:
+    found = sorted({str(v) for v in values if v})
+    return ", ".join(found) or None
+
+
+def predicate(rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
+    """in-toto test-result fields plus clustercheck's own block (run, platform, nodes, versions)."""
+    header = rec.header
+    pools = [r["pool"] for r in rec.results if r.get("pool")]
+    passed: list[str] = []
+    warned: list[str] = []
+    failed: list[str] = []
+    for r in rec.results:
+        name = item_id(r) + (f"#{r['repeat']}" if r.get("repeat") else "")
+        {"passed": passed, "skipped": warned}.get(r["outcome"], failed).append(name)
+    failed += [f"{item_id(p)} (not run)" for p in rec.not_run()]
+    refs: list[tuple[str, Mapping[str, Any]]] = [("thresholds", header.get("thresholds") or {})]
+    refs += [("suite", s) for s in header.get("suites") or []]
+    configuration = [{"name": ref.get("file"), "digest": {"sha256": ref.get("sha256")}, "annotations": {"role": role}}
+                     for role, ref in refs if ref]
+    nodes = header.get("nodes") or []
+    node_facts = header.get("node_facts") or {n: header.get("facts") or {} for n in nodes[:1]}
+    ranks = [r for pool in pools for r in pool.get("ranks") or ()]
+    facts = header.get("facts") or {}
+    return {
+        "result": RESULT.get(status["verdict"], "FAILED"),
+        "configuration": configuration,
+        "passedTests": passed, "warnedTests": warned, "failedTests": failed,
+        "clustercheck": {
+            "run": {"id": header.get("run_id") or header.get("started"), "started": header.get("started"),
+                    "finished": (rec.end or {}).get("finished"), "verdict": status["verdict"],
+                    "incomplete": status.get("incomplete"), "counts": (rec.end or {}).get("counts"),
+                    "argv": header.get("argv")},
+            "platform": header.get("platform"), "platform_detected": header.get("platform_detected"),
+            "launcher": header.get("launcher"), "backend": header.get("backend"), "ranks": header.get("ranks"),
+            "nodes": [_node_identity(n, node_facts.get(n) or {}, ranks) for n in nodes],
+            "versions": {"clustercheck": (facts.get("versions") or {}).get("clustercheck"),
+                         "torch": (facts.get("versions") or {}).get("torch"), "driver": facts.get("driver"),
+                         "cuda": _one(r.get("cuda") for r in ranks), "nccl": _one(r.get("nccl") for r in ranks),
+                         "kernel": (facts.get("identity") or {}).get("kernel") or facts.get("os")},
+            "verify": list(VERIFY_CHECKS),
+        },
+    }
+
+
+def statement(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
+    return {"_type": STATEMENT_TYPE, "subject": subjects(run_dir), "predicateType": PREDICATE_TYPE,
+            "predicate": predicate(rec, status)}

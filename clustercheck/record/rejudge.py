@@ -1,0 +1,274 @@
+"""Judge a recorded run again, from its raw per-rank measurements: each item's answers are rebuilt from its
+result line (record/rebuild.py), reduced and judged by the item's own kind (the same `judge` the run ran:
+nccl-tests byte counts and bus factors, medians, worst subjects, built-in limits) against the limits of the
+recorded threshold profile, read from the copy kept with the run (record/inputs.py) whose sha256 the
+record's header names. Every metric, derived row value and verdict the record holds must come out the
+same; each one that does not is a problem, one line naming the record line.
+
+Judged as recorded, and listed as such: verdicts that no kind's judge makes (`--counters` windows and
+`--compare` baselines, whose inputs are not part of the run's evidence), `scope: localize` items (the
+planner's rounds) and the node-layout items (`gpu-count`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from clustercheck.errors import ClusterCheckError, UserError
+from clustercheck.record import inputs
+from clustercheck.record.io import Record
+from clustercheck.record.rebuild import NotKept, answers, hosts
+from clustercheck.record.schema import ResultEntry, item_id
+
+ROW_LINES = 3  # row values named one by one per item; the rest counted
+REL_TOL = 1e-9  # the record keeps microseconds as floats: a re-derived value differs only in the last bits
+_VERDICT_FIELDS = ("kind", "op", "limit", "unit", "passed", "measured", "margin", "expression", "origin", "source")
+
+
+@dataclass
+class Rejudged:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    results: int = 0  # result lines judged again
+    metrics: int = 0
+    verdicts: int = 0
+    profile: str = ""  # the kept copy the verdicts were judged against
+
+
+def result_lines(path: Path) -> list[int]:
+    """The line number of each result line, in order (Record.results has the same order)."""
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("type") == "result":
+                out.append(number)
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as recorded: numbers within REL_TOL (NaN equals NaN), anything else exactly."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or a == b and type(a) is type(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def _show(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else repr(v) if isinstance(v, str) else str(v)
+
+
+def rejudge(run_dir: Path, rec: Record) -> Rejudged:
+    out = Rejudged()
+    name = rec.path.name
+    header = rec.header
+    kept = inputs.index(run_dir)
+    profile, suites = _inputs(run_dir, header, kept, out)
+    lines = result_lines(rec.path)
+    for number, r in zip(lines, rec.results):
+        where = f"{name}:{number}: {item_id(r)}"
+        _one(where, r, header, profile, suites, out)
+    return out
+
+
+def _inputs(run_dir: Path, header: Mapping[str, Any], kept: dict[str, Path], out: Rejudged
+            ) -> tuple[Any, dict[str, Any]]:
+    """The recorded profile and suites, loaded from their kept copies (each named by its original path, so
+    that every limit's origin reads as it did in the run); a problem for each one missing."""
+    from clustercheck.judging.thresholds import load_profile
+    from clustercheck.suite.load import load_suite
+
+    profile = None
+    ref = header.get("thresholds") or {}
+    copy = kept.get(str(ref.get("sha256") or ""))
+    if copy is None:
+        out.problems.append(f"{inputs.INPUTS}/: no copy of the threshold profile {ref.get('file')} with the record's "
+                            f"sha256 {str(ref.get('sha256') or '')[:16] or '(none)'}: no verdict can be re-judged")
+    else:
+        try:
+            profile = load_profile(copy, str(ref.get("file")))
+            out.profile = copy.relative_to(run_dir).as_posix()
+        except UserError as exc:
+            out.problems.append(f"{copy.name}: the kept threshold profile cannot be read: {exc}")
+    suites: dict[str, Any] = {}
+    for s in header.get("suites") or ():
+        copy = kept.get(str(s.get("sha256") or ""))
+        if copy is None:
+            out.problems.append(f"{inputs.INPUTS}/: no copy of the suite {s.get('file')} with the record's sha256 "
+                                f"{str(s.get('sha256') or '')[:16] or '(none)'}: its items cannot be re-judged")
+            continue
+        try:
+            suites[str(s.get("file"))] = load_suite(copy, str(s.get("file")))
+        except UserError as exc:
+            out.problems.append(f"{copy.name}: the kept suite cannot be read: {exc}")
+    return profile, suites
+
+
+def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str, Any], out: Rejudged) -> None:
+    recorded: list[dict[str, Any]] = [dict(v) for v in r.get("verdicts") or []]
+    _outcome(where, r, recorded, out)
+    if not recorded and not r.get("metrics"):
+        return  # an error or a skip: nothing was judged, nothing to judge again
+    if r.get("scope") == "localize" or r.get("measure") == "layout":
+        by = "the localization planner" if r.get("scope") == "localize" else "the run's layout of ranks"
+        out.notes.append(f"{where}: judged as recorded (by {by}, not from per-rank measurements)")
+        _consistent(where, recorded, out)
+        return
+    suite = suites.get(r.get("suite_file") or "")
+    check = next((c for c in suite.checks if c.id == r.get("check")), None) if suite else None
+    if check is None:
+        listed = any(s.get("file") == r.get("suite_file") for s in header.get("suites") or ())
+        if suite is not None or not listed:  # a suite listed but not kept was named once already
+            out.problems.append(f"{where}: check {r.get('check')!r} of {r.get('suite_file')} is not in the run's "
+                                f"suite files: it cannot be re-judged")
+        return
+    if profile is None:
+        return  # said once already
+    if _norm(r.get("params")) != _norm(check.params):
+        out.problems.append(f"{where}: its params differ from check {check.id!r} in the suite as run "
+                            f"({check.where}): not what was measured")
+        return
+    _judge_again(where, r, check, header, profile, recorded, out)
+
+
+def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: Any,
+                 recorded: list[dict[str, Any]], out: Rejudged) -> None:
+    from clustercheck.run.judge import rules_for
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Answers
+
+    try:
+        per_rank = answers(r, check, header)
+        rules = rules_for(check, profile)
+        ranks = hosts(r, header, len(per_rank))
+        m, verdicts = KINDS[check.measure].judge(Answers(check, per_rank, ranks, str(header.get("backend") or "gloo")),
+                                                 rules)
+    except NotKept as exc:
+        out.problems.append(f"{where}: cannot be re-judged: {exc}")
+        return
+    except ClusterCheckError as exc:  # the kind's judge refuses the answers (a failed tool, no threshold)
+        out.problems.append(f"{where}: re-judging its answers gives no verdicts ({str(exc).splitlines()[0][:160]})")
+        return
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as exc:
+        out.problems.append(f"{where}: its measurements cannot be judged ({type(exc).__name__}: {str(exc)[:80]}): "
+                            f"not what a run writes")
+        return
+    out.results += 1
+    _metrics(where, r, m, out)
+    _rows(where, r, m.rows, out)
+    if m.judged_at is not None and r.get("judged_at") is not None and not same(m.judged_at, r.get("judged_at")):
+        out.problems.append(f"{where}: judged_at {r.get('judged_at')} B, re-derived {m.judged_at} B")
+    _verdicts(where, recorded, [dict(v.as_dict()) for v in verdicts], out)
+
+
+def _metrics(where: str, r: ResultEntry, m: Any, out: Rejudged) -> None:
+    recorded = dict(r.get("metrics") or {})
+    for metric, value in m.metrics.items():
+        got = recorded.pop(metric, None)
+        if got is None:
+            out.problems.append(f"{where}: metric {metric} is missing from the record (re-derived {_show(value)} "
+                                f"{m.units.get(metric, '')})")
+        elif not same(got.get("value"), value) or got.get("unit") != m.units.get(metric):
+            out.problems.append(f"{where}: metric {metric}: recorded {_show(got.get('value'))} {got.get('unit')}, "
+                                f"re-derived {_show(value)} {m.units.get(metric)} from the ranks' measurements")
+        else:
+            out.metrics += 1
+    for metric in recorded:
+        out.problems.append(f"{where}: metric {metric} does not follow from the ranks' measurements (its kind "
+                            f"reports no such metric for them)")
+
+
+def _rows(where: str, r: ResultEntry, rows: Sequence[Mapping[str, Any]], out: Rejudged) -> None:
+    """Every derived number of the per-size table (time, algbw, busbw, #wrong, slowest rank, spread)."""
+    got = list(r.get("rows") or [])
+    if len(got) != len(rows):
+        out.problems.append(f"{where}: {len(got)} row(s) recorded, {len(rows)} re-derived")
+        return
+    found = []
+    for i, (old, new) in enumerate(zip(got, rows)):
+        for key, value in new.items():
+            if isinstance(value, (int, float)) and key in old and not same(old[key], value):
+                label = f"size {new.get('size')} B {new.get('placement')}-place" if "size" in new else \
+                    f"{new.get('subject')} {new.get('metric')}"
+                found.append(f"{where}: row {i + 1} ({label}): {key} recorded {_show(old[key])}, "
+                             f"re-derived {_show(value)}")
+    out.problems += found[:ROW_LINES]
+    if len(found) > ROW_LINES:  # one forged column is one story, not a line per size
+        out.problems.append(f"{where}: and {len(found) - ROW_LINES} more row value(s) that do not follow from the "
+                            f"ranks' measurements")
+
+
+def _key(v: Mapping[str, Any]) -> tuple[str, str]:
+    return str(v.get("metric")), str(v.get("subject"))
+
+
+def _verdicts(where: str, recorded: list[dict[str, Any]], rejudged: list[dict[str, Any]], out: Rejudged) -> None:
+    left = list(recorded)
+    for new in rejudged:
+        old = next((v for v in left if _key(v) == _key(new)), None)
+        who = f"verdict {new['metric']}" + (f" [{new['subject']}]" if new.get("subject") else "")
+        if old is None:
+            out.problems.append(f"{where}: {who} ({_brief(new)}) is missing from the record")
+            continue
+        left.remove(old)
+        differ = [k for k in _VERDICT_FIELDS if k in old and not same(old.get(k), new.get(k))]
+        if differ:
+            out.problems.append(f"{where}: {who}: recorded {_brief(old)}, re-judged {_brief(new)} against "
+                                f"{new.get('origin')} (differs in {', '.join(differ)})")
+        else:
+            out.verdicts += 1
+    for old in left:  # not made by the kind's judge: --counters and --compare verdicts
+        baseline = str(old.get("origin") or "").startswith("--compare ")
+        if baseline or old.get("detail") is not None:
+            out.notes.append(f"{where}: verdict {old.get('metric')} [{old.get('subject')}] judged as recorded "
+                             f"({old.get('origin')}: its input is not part of the run's evidence)")
+            if not baseline:  # a baseline verdict fails at exactly the tolerance, which its limit passes
+                _consistent(where, [old], out)
+        else:
+            out.problems.append(f"{where}: verdict {old.get('metric')} ({_brief(old)}) does not follow from the "
+                                f"ranks' measurements (re-judging makes no such verdict)")
+
+
+def _brief(v: Mapping[str, Any]) -> str:
+    state = "pass" if v.get("passed") else "FAIL"
+    if v.get("kind") == "expect" or not v.get("op"):
+        return f"{state} ({_show(v.get('measured'))}, expected {v.get('limit')})"
+    return f"{state} ({_show(v.get('measured'))} {v.get('op')} {_show(v.get('limit'))} {v.get('unit') or ''})".rstrip()
+
+
+def _consistent(where: str, verdicts: Sequence[Mapping[str, Any]], out: Rejudged) -> None:
+    """A verdict judged as recorded must at least agree with its own number and limit."""
+    from clustercheck.judging.limits import Limit
+
+    for v in verdicts:
+        if v.get("kind") == "expect" or not v.get("op") or not isinstance(v.get("measured"), (int, float)):
+            continue
+        try:
+            limit = Limit("", str(v.get("metric")), str(v["op"]), float(v["limit"]), str(v.get("unit")), "", "", "")
+            agrees = limit.passes(float(v["measured"])) == bool(v.get("passed"))
+        except (KeyError, TypeError, ValueError):  # an operator or limit no run writes
+            agrees = False
+        if not agrees:
+            out.problems.append(f"{where}: verdict {v.get('metric')}: {_brief(v)} contradicts its own limit")
+
+
+def _outcome(where: str, r: ResultEntry, recorded: list[dict[str, Any]], out: Rejudged) -> None:
+    """The item's outcome follows from its verdicts: failed when one failed, passed when all passed."""
+    if not recorded or r.get("outcome") not in ("passed", "failed"):
+        return
+    expect = "failed" if any(not v.get("passed") for v in recorded) else "passed"
+    if r.get("outcome") != expect:
+        out.problems.append(f"{where}: outcome {r.get('outcome')}, but its verdicts say {expect}")
+
+
+def _norm(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))

@@ -1,0 +1,149 @@
+"""`clustercheck verify RUN --key PUB`: what a buyer runs on a delivered run directory. Five things, each
+failure one line naming the file (and the record line where there is one):
+
+1. the attestation's signature, against exactly the public keys given;
+2. every listed file's sha256;
+3. no file of the run directory left out of the attestation;
+4. every metric re-derived from the raw per-rank measurements in run.jsonl (record/rejudge.py);
+5. every verdict re-judged from its metric and the limit in the recorded threshold profile.
+
+Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
+renders to when this is the clustercheck version that rendered them (rendering is deterministic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Sequence
+
+from clustercheck import __version__
+from clustercheck.errors import UserError
+from clustercheck.record import attestation
+from clustercheck.record.evidence import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
+from clustercheck.record.keys import PublicKey
+from clustercheck.record.rejudge import Rejudged, rejudge
+
+RECORD = "run.jsonl"
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)  # what was checked and held, one line each
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+def run_dir_of(run: Path) -> Path:
+    directory = run.parent if run.name == RECORD and run.is_file() else run
+    if not directory.is_dir():
+        raise UserError(f"{run}: not a run directory")
+    if not (directory / RECORD).is_file() and not (directory / ATTESTATION).is_file():
+        raise UserError(f"{run}: no {RECORD} and no {ATTESTATION}: not a clustercheck run directory")
+    return directory
+
+
+def verify(run_dir: Path, keys: Sequence[PublicKey]) -> Verdict:
+    out = Verdict()
+    signed = _signature(run_dir, keys, out)
+    if signed is not None:
+        _digests(run_dir, signed.statement, out)
+    _rejudge(run_dir, out, signed)
+    return out
+
+
+def _signature(run_dir: Path, keys: Sequence[PublicKey], out: Verdict) -> attestation.Signed | None:
+    try:
+        signed = attestation.read(run_dir)
+    except attestation.AttestationError as exc:
+        out.problems.append(str(exc))
+        return None
+    problem = attestation.check_signature(signed, keys)
+    if problem:
+        out.problems.append(problem)
+    else:
+        by = ", ".join(k for k in signed.keyids if k in {key.fingerprint for key in keys})
+        out.passed.append(f"signature: ed25519 by {by}, one of the {len(keys)} key(s) given")
+    return signed
+
+
+def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict) -> None:
+    listed: dict[str, str] = {}
+    for s in stmt.get("subject") or ():
+        name = str(s.get("name") if isinstance(s, dict) else "")
+        digest = (s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None
+        path = PurePosixPath(name)
+        if not name or path.is_absolute() or ".." in path.parts or name == ATTESTATION:
+            out.problems.append(f"{ATTESTATION}: lists {name!r}, which is no file of the run directory")
+            continue
+        listed[name] = str(digest)
+    before = len(out.problems)
+    for name, digest in listed.items():
+        file = run_dir / name
+        if not file.is_file() or file.is_symlink():
+            out.problems.append(f"{name}: listed in {ATTESTATION} but missing from the run directory")
+        elif sha256_file(file) != digest:
+            out.problems.append(f"{name}: sha256 differs from {ATTESTATION}'s: changed after signing")
+    if len(out.problems) == before:
+        out.passed.append(f"digests: the {len(listed)} file(s) {ATTESTATION} lists are as signed")
+    before = len(out.problems)
+    try:
+        present = evidence_files(run_dir)
+    except EvidenceProblem as exc:
+        out.problems.append(str(exc))
+        return
+    for name in present:
+        if name not in listed:
+            out.problems.append(f"{name}: in the run directory but not in {ATTESTATION}: added after signing")
+    if len(out.problems) == before:
+        out.passed.append("complete: every file of the run directory is listed")
+
+
+def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> None:
+    from clustercheck.report import read, render_texts
+
+    try:
+        rec = read(run_dir / RECORD)
+    except UserError as exc:
+        out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
+        return
+    got: Rejudged = rejudge(run_dir, rec)
+    out.problems += got.problems
+    out.notes += got.notes
+    if not got.problems:
+        out.passed.append(f"metrics: {got.metrics} metric(s) of {got.results} result(s) re-derived from the ranks' raw "
+                          f"measurements in {RECORD}")
+        out.passed.append(f"verdicts: {got.verdicts} re-judged against {got.profile or 'the recorded profile'} "
+                          f"(the record's sha256)")
+    made_by = ((rec.header.get("facts") or {}).get("versions") or {}).get("clustercheck")
+    if made_by != __version__:
+        out.notes.append(f"reports not compared with {RECORD}: rendered by clustercheck {made_by}, this is "
+                         f"{__version__}")
+        return
+    signer = ", ".join(signed.keyids) if signed is not None else _claimed_signer(run_dir)
+    try:
+        texts = render_texts(rec, signer)
+    except UserError as exc:
+        out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
+        return
+    before = len(out.problems)
+    for name, data in texts.values():
+        path = run_dir / name
+        if path.is_file() and path.read_bytes() != data:
+            out.problems.append(f"{name}: differs from what {RECORD} renders to: edited after it was rendered")
+    if len(out.problems) == before:
+        out.passed.append(f"reports: {', '.join(name for name, _ in texts.values())} are what {RECORD} renders to")
+
+
+def _claimed_signer(run_dir: Path) -> str | None:
+    """Who sla.json says signed (the reports name the signer, which the record does not hold)."""
+    import json
+
+    try:
+        found = json.loads((run_dir / "sla.json").read_text(encoding="utf-8"))["signature"]["signed_by"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, str) else None
