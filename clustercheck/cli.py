@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     plat.add_argument("--thresholds", type=Path, metavar="DIR", action="append", default=[],
                       help="a directory of your own profiles, searched first (repeatable; also $CLUSTERCHECK_THRESHOLDS)")
     from clustercheck.probes.cli import add_parser as add_probe_parser
-    from clustercheck.record.commands import add_parsers as add_evidence_parsers
+    from clustercheck.evidence.commands import add_parsers as add_evidence_parsers
 
     add_probe_parser(sub)
     add_evidence_parsers(sub)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args)
         if args.command in ("sign", "verify"):
-            from clustercheck.record import commands
+            from clustercheck.evidence import commands
 
             return commands.sign_main(args) if args.command == "sign" else commands.verify_main(args)
         _parser().print_help()

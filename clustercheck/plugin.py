@@ -265,7 +265,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from clustercheck.report.terminal import incomplete_line
 
         rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
-        from clustercheck.record.signing import render_and_sign
+        from clustercheck.evidence.signing import render_and_sign
 
         unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
         if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error

@@ -1,4 +1,4 @@
-"""A node's hardware identity for signed evidence (clustercheck/record/identity.py): GPU UUIDs, serials and
+"""A node's hardware identity for signed evidence (clustercheck/judging/identity.py): GPU UUIDs, serials and
 VBIOS through the real pynvml over the stand-in library answering from a captured 8 x H100 `nvidia-smi -a`
 (tests/nvml_standin/), board serials from DMI and NIC GUIDs and MACs from sysfs trees laid out here. What
 cannot be read is named, never left out silently."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.record.identity import read_identity
+from clustercheck.judging.identity import read_identity
 from nvml_capture import failing, h100_node, in_process
 
 NVML_ERROR_NO_PERMISSION = 4

@@ -15,7 +15,7 @@ from clustercheck.judging.thresholds import load_profile
 from clustercheck.kinds.base import Answers
 from clustercheck.record.entries import result_entry
 from clustercheck.record.io import load
-from clustercheck.record.rejudge import rejudge
+from clustercheck.evidence.rejudge import rejudge
 from clustercheck.suite.load import load_suite
 from evidence import TOOLS
 

@@ -47,7 +47,7 @@ class Facts:
     hip: str | None = None               # torch.version.hip where torch is a ROCm build: RCCL behind "nccl"
     host_memory: int | None = None       # bytes a run can allocate now (MemAvailable)
     gpu_memory_free: int | None = None   # the least free bytes of this node's GPUs (NVML); None without
-    identity: dict[str, Any] = field(default_factory=dict)  # serials, UUIDs, GUIDs for evidence (record/identity.py)
+    identity: dict[str, Any] = field(default_factory=dict)  # serials, UUIDs, GUIDs for evidence (judging/identity.py)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -165,7 +165,7 @@ def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pc
 
 
 def _read_nvml(torch_gpus: int | None, functions: list[tuple[str, int, int]]) -> Facts:
-    from clustercheck.record.identity import read_identity
+    from clustercheck.judging.identity import read_identity
 
     base = Facts(host=socket.gethostname(), gpu_count=0, cpu_count=os.cpu_count() or 0,
                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from clustercheck.record.evidence import ATTESTATION, PAYLOAD_TYPE, statement
+from clustercheck.record.statement import ATTESTATION, PAYLOAD_TYPE, statement
 from clustercheck.record.io import Record
 from clustercheck.record.keys import ALGORITHM, PublicKey, SigningKey
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from clustercheck.record.evidence import ATTESTATION, VERIFY_CHECKS
+from clustercheck.record.statement import ATTESTATION, VERIFY_CHECKS
 from clustercheck.record.schema import EndEntry, ResultEntry, RunHeader, item_id
 
 SLA_SCHEMA = 1

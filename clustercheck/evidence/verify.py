@@ -4,7 +4,7 @@ failure one line naming the file (and the record line where there is one):
 1. the attestation's signature, against exactly the public keys given;
 2. every listed file's sha256;
 3. no file of the run directory left out of the attestation;
-4. every metric re-derived from the raw per-rank measurements in run.jsonl (record/rejudge.py);
+4. every metric re-derived from the raw per-rank measurements in run.jsonl (evidence/rejudge.py);
 5. every verdict re-judged from its metric and the limit in the recorded threshold profile.
 
 Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
@@ -19,9 +19,9 @@ from typing import Any, Sequence
 from clustercheck import __version__
 from clustercheck.errors import UserError
 from clustercheck.record import attestation
-from clustercheck.record.evidence import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
+from clustercheck.record.statement import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
 from clustercheck.record.keys import PublicKey
-from clustercheck.record.rejudge import Rejudged, rejudge
+from clustercheck.evidence.rejudge import Rejudged, rejudge
 
 RECORD = "run.jsonl"
 

@@ -34,8 +34,8 @@ def add_parsers(sub: Any) -> None:
 
 def sign_main(args: argparse.Namespace) -> int:
     from clustercheck.record.keys import load_private
-    from clustercheck.record.signing import sign_run
-    from clustercheck.record.verify import run_dir_of
+    from clustercheck.evidence.signing import sign_run
+    from clustercheck.evidence.verify import run_dir_of
     from clustercheck.report import read
     from clustercheck.report.status import run_status
 
@@ -51,7 +51,7 @@ def sign_main(args: argparse.Namespace) -> int:
 
 def verify_main(args: argparse.Namespace) -> int:
     from clustercheck.record.keys import load_public
-    from clustercheck.record.verify import run_dir_of, verify
+    from clustercheck.evidence.verify import run_dir_of, verify
 
     keys = [load_public(path, "--key") for path in args.key]
     run_dir = run_dir_of(args.run)

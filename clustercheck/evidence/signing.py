@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clustercheck.errors import UserError
 from clustercheck.record import attestation, inputs
-from clustercheck.record.evidence import EvidenceProblem
+from clustercheck.record.statement import EvidenceProblem
 from clustercheck.record.io import Record
 from clustercheck.record.keys import SigningKey
 
