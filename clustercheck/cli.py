@@ -4,6 +4,7 @@ pytest with the suites chosen for you."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,6 +13,7 @@ from clustercheck import __version__
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.exitcodes import Exit, for_verdict, table
 from clustercheck.paths import data_dir, display
+from clustercheck.run.timings import TIMINGS
 
 DEFAULT_CPU_SUITE = "cpu-smoke"
 DEFAULT_GPU_SUITE = "quick-gate-nvlink8"
@@ -92,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    TIMINGS.mark("interpreter and clustercheck's imports")
     argv = sys.argv[1:] if argv is None else argv
     args, rest = _parser().parse_known_args(argv)
     try:
@@ -166,22 +169,62 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     from clustercheck.judging.profiles import search_path
     from clustercheck.suite.load import load_suite
 
+    from clustercheck.run import prestart
+
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
-    for path in paths:  # refuse bad input in one line before pytest starts
-        load_suite(path, display(path))
-    search = search_path(args.thresholds)
-    if args.platform:
-        search.load(args.platform)
-    else:
-        search.profiles()
-    from clustercheck.run.options import pytest_args as option_args
+    if prestarts(args, rest):  # its ranks import torch while the rest of this function and pytest start
+        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log)
+    saved = os.environ.get(AUTOLOAD)
+    try:
+        for path in paths:  # refuse bad input in one line before pytest starts
+            load_suite(path, display(path))
+        search = search_path(args.thresholds)
+        if args.platform:
+            search.load(args.platform)
+        else:
+            search.profiles()
+        from clustercheck.run.options import pytest_args as option_args
 
-    pytest_args = [*map(str, paths), "-p", "no:cacheprovider", *rest, *option_args(args)]
-    for name in args.plugins:
-        pytest_args += ["-p", name]
-    pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
-    return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
+        pytest_args = [*map(str, paths), *isolation(rest), *rest, *option_args(args)]
+        for name in args.plugins:
+            pytest_args += ["-p", name]
+        pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
+        TIMINGS.mark("suites and profiles checked")
+        os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
+        return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
+    finally:
+        prestart.end()  # the session took it, or nothing ran
+        if saved is None:
+            os.environ.pop(AUTOLOAD, None)
+        else:
+            os.environ[AUTOLOAD] = saved
+
+
+def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
+    """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
+    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--markers"} & set(rest)
+    from clustercheck.run.launch import LAUNCHERS
+
+    return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
+
+
+AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+def isolation(rest: list[str]) -> list[str]:
+    """pytest as `clustercheck run` runs it: clustercheck's plugin and the ones named with -p, none of the
+    other plugins installed beside it (each costs start-up time and may change what a run does); the
+    working directory as rootdir and no ini file from wherever a suite lives; no assertion rewriting (a
+    suite's items assert nothing, and a wheel install would warn that clustercheck was imported first).
+    An option the user gives (-c, --rootdir, --assert) wins. A plain `pytest suites/x.yaml` is untouched."""
+    given = {a.split("=", 1)[0] for a in rest}
+    out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider"]
+    if not given & {"-c", "--config-file", "--rootdir", "--inifile"}:
+        out += ["-c", os.devnull, f"--rootdir={os.getcwd()}"]
+    if "--assert" not in given:
+        out.append("--assert=plain")
+    return out
 
 
 def default_suite() -> str:

@@ -22,6 +22,7 @@ from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
 from clustercheck.run.signals import Stopper
+from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, load_suite
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.verdicts import failure_text
@@ -44,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    TIMINGS.mark("pytest start-up and plugins")
     _refuse_parallel_workers(config)
     try:
         options = run_options.resolve(config.getoption)
@@ -51,6 +53,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[session_key] = CheckSession(options, redact_argv(list(sys.argv), SIGN_FLAGS))
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    local = not config.stash[session_key].launcher.remote
+    if local and _suite_files(config) and not (config.option.collectonly or config.option.help):
+        from clustercheck.run import prestart  # the first pool's ranks start while pytest collects
+
+        prestart.begin(options.out, options.backend, options.ranks, options.nccl_log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from clustercheck.run import prestart
+
+    prestart.end()  # a pool started for a run that never began (a collection error, nothing selected)
+
+
+def _suite_files(config: pytest.Config) -> list[Path]:
+    """The suite files named on the command line."""
+    files = (Path(a.split("::")[0]) for a in config.args)
+    return [f for f in files if f.suffix in (".yaml", ".yml") and is_suite_file(f)]
 
 
 def _refuse_parallel_workers(config: pytest.Config) -> None:
@@ -60,8 +79,7 @@ def _refuse_parallel_workers(config: pytest.Config) -> None:
     workers = config.getoption("numprocesses", None)  # None without xdist; 0 for -n 0
     if not workers:
         return
-    files = (Path(a.split("::")[0]) for a in config.args)
-    suites = [f for f in files if f.suffix in (".yaml", ".yml") and is_suite_file(f)]
+    suites = _suite_files(config)
     if suites:
         raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
                                 "workers would measure the same hardware at the same time and distort every "
@@ -136,6 +154,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     checks = [i for i in items if isinstance(i, CheckItem)]
     if not checks or config.option.collectonly or config.stash.get(bad_suites_key, None):
         return  # a bad suite file is refused (exit 4) before any rank starts, with the good ones
+    TIMINGS.mark("collection")
     files = list(dict.fromkeys(i.check.file for i in checks))
     cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
@@ -143,6 +162,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         cs.start([i.check for i in checks], files, plan)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    TIMINGS.mark("platform, profile and run record")
     stopper = Stopper(cs.kill_ranks)
     stopper.install()
     config.stash[stopper_key] = stopper
@@ -238,6 +258,7 @@ def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:
                          figure=KINDS[item.check.measure].figure)
     if cs.options.repeating and cs.runner is not None:
         entry["repeat"] = cs.runner.repetition
+    TIMINGS.check(item.check.id, entry["duration"])
     return entry
 
 
@@ -256,7 +277,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if stopper is not None:
         stopper.finishing = True  # from here a signal kills the ranks but never cuts the record short
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
+    TIMINGS.mark("checks")
     cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None)
+    TIMINGS.mark("ranks stopped, exclusion list")
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     if cs.started and cs.run_dir is not None:
@@ -270,6 +293,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
         if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error
             print(f"clustercheck: the run is not signed: {unsigned}", file=sys.stderr)
+        TIMINGS.mark("reports")
         session.config.stash[incomplete_key] = incomplete_line(rec)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
@@ -304,3 +328,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
     for line in file_lines(cs.run_dir):
         terminalreporter.write_line(line)
+    if wanted(cs.options.timings):
+        terminalreporter.section("clustercheck timings")
+        for line in TIMINGS.lines():
+            terminalreporter.write_line(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,18 @@ _DETECT_RANGES = {"gpu_count": (0, 1024), "nvlinks_per_gpu": (0, 64)}  # GPUs pe
 
 
 def load_profile(path: Path, display: str | None = None) -> Profile:
+    """The profile in `path`, parsed once per process while the file stays the same (the command line
+    checks every profile before pytest starts, and detection reads them again)."""
     name = display or str(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return parse_profile(yamlfile.load(path, name), name, path.stem)  # the loader says what is wrong
+    return _parsed(path, name, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed(path: Path, name: str, mtime_ns: int, size: int) -> Profile:
     return parse_profile(yamlfile.load(path, name), name, path.stem)
 
 

@@ -11,6 +11,7 @@ importable `module:function`, and replacing a kind that exists needs `replace=Tr
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 from importlib import metadata
@@ -110,16 +111,25 @@ def _runner_problem(runner: object) -> str | None:
         return f"runner {runner}: no module {module!r} on this Python's path (the ranks import it too)"
     if source.suffix != ".py":
         return None  # an extension module: found, but its names cannot be read without importing it
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError) as exc:
-        return f"runner {runner}: {source} cannot be read: {type(exc).__name__}"
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {
-        t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)} | {
-        a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    defined = _top_level_names(source)
+    if isinstance(defined, str):
+        return f"runner {runner}: {source} cannot be read: {defined}"
     if function not in defined:
         return f"runner {runner}: {module} defines no {function!r} at its top level"
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _top_level_names(source: Path) -> frozenset[str] | str:
+    """The names a module's source defines or imports at its top level (once per file: the seven
+    collectives share one runner module); the exception's name when the file cannot be read."""
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        return type(exc).__name__
+    return frozenset({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {
+        t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)} | {
+        a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names})
 
 
 def _module_file(module: str) -> Path | None:

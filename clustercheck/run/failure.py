@@ -90,3 +90,26 @@ def exit_text(code: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a log, "" when it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
+    except OSError:
+        return ""
+
+
+def rank_tail(logs: list[Path], rank: int, nranks: int, lines: int) -> str:
+    """The last lines one rank wrote: its own log, or its `N: ` lines of srun's merged one."""
+    shared = len(logs) == 1 and nranks > 1
+    if not shared:
+        return log_tail(logs[rank], lines) if rank < len(logs) else ""
+    prefix = f"{rank}: ".encode()
+    try:
+        with logs[0].open("rb") as fh:
+            return b"".join(deque((ln for ln in fh if ln.lstrip().startswith(prefix)), maxlen=lines)
+                            ).decode(errors="replace").rstrip()
+    except OSError:
+        return ""

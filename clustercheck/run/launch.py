@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any, Mapping
 
 from clustercheck.errors import UserError
 
@@ -39,6 +39,11 @@ class Launcher:
     merged_log = False  # one process (srun) stands for every rank and writes one rank-prefixed log
     nodes: tuple[str, ...] = ()
     store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
+
+    @classmethod
+    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+        """One from the run's options (--hosts, --host-command, --store-addr)."""
+        raise NotImplementedError
 
     def store_bind(self) -> tuple[str, str]:
         """(address to listen on, address the ranks connect to)."""
@@ -118,6 +123,10 @@ class LocalLauncher(Launcher):
     def __init__(self) -> None:
         self.nodes = (socket.gethostname(),)
 
+    @classmethod
+    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+        return cls()
+
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
@@ -154,6 +163,10 @@ class SlurmLauncher(Launcher):
     kind = "slurm"
     remote = True
     merged_log = True
+
+    @classmethod
+    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+        return cls(store_addr)
 
     def __init__(self, store_addr: str | None = None) -> None:
         import hostlist
@@ -193,6 +206,16 @@ class SlurmLauncher(Launcher):
 class HostsLauncher(Launcher):
     kind = "hosts"
     remote = True
+
+    @classmethod
+    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+        import hostlist
+
+        try:
+            names = hostlist.expand_hostlist(hosts or "")
+        except hostlist.BadHostlist as exc:
+            raise UserError(f"--hosts {hosts!r}: {exc}") from None
+        return cls(names, template, store_addr)
 
     def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
         self.store_addr = store_addr
@@ -238,26 +261,12 @@ class HostsLauncher(Launcher):
         return procs
 
 
-def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
-    import hostlist
-
-    try:
-        names = hostlist.expand_hostlist(hosts or "")
-    except hostlist.BadHostlist as exc:
-        raise UserError(f"--hosts {hosts!r}: {exc}") from None
-    return HostsLauncher(names, template, store_addr)
-
-
-# --launcher NAME -> how to make it from (--hosts, --host-command, --store-addr)
-LAUNCHERS: dict[str, Callable[[str | None, str, str | None], Launcher]] = {
-    "local": lambda hosts, template, store_addr: LocalLauncher(),
-    "slurm": lambda hosts, template, store_addr: SlurmLauncher(store_addr),
-    "hosts": _hosts,
-}
+# --launcher NAME -> its class (LAUNCHERS[name].remote says what it is before one is made)
+LAUNCHERS: dict[str, type[Launcher]] = {"local": LocalLauncher, "slurm": SlurmLauncher, "hosts": HostsLauncher}
 
 
 def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
-    make = LAUNCHERS.get(kind)
-    if make is None:
+    cls = LAUNCHERS.get(kind)
+    if cls is None:
         raise UserError(f"unknown launcher {kind!r} (known: {', '.join(LAUNCHERS)})")
-    return make(hosts, template, store_addr)
+    return cls.make(hosts, template, store_addr)

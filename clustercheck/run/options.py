@@ -88,6 +88,9 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("nccl_log", "--nccl-log", NCCL_LOG_HELP, default="full", choices=NCCL_LOG_MODES),
     Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total, time "
         "left) on stderr; default: on when stderr is a terminal", cli_flag="--progress", default=None, flag=True),
+    Opt("timings", "--cc-timings", "print where the run's seconds went: start-up, collection, each pool's start "
+        "(and each rank's torch import, store, process group, device), each check, the reports (also "
+        "CLUSTERCHECK_PROFILE=1)", cli_flag="--timings", default=False, flag=True),
     Opt("counters", "--cc-counters", "snapshot each node's hardware counters (PCIe AER, InfiniBand ports, GPU "
         "ECC, row remap and NVLink errors through NVML) and kernel log (Xid, AER, MCE lines) around every check: "
         "an increase beyond its allowance fails that item, naming counter, device and delta; a counter that "
@@ -138,6 +141,7 @@ class Options:
     repeat: int | None = None
     duration: float | None = None  # seconds
     counters: bool = False
+    timings: bool = False
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
 

@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import time
-from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -21,8 +20,8 @@ from typing import Any, Callable
 
 from clustercheck.errors import HarnessError, escape
 from clustercheck.run import wire
-from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, nccl_warnings, rank_ranges,
-                                      srun_task_ends)
+from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
+                                      rank_ranges, rank_tail, srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
 
 START_TIMEOUT = 180.0
@@ -54,19 +53,27 @@ class WorkerPool:
         self.progress = ""  # what the running task last said of itself (wire.PROGRESS_KEY), for the live line
         self.store: Any = None
         self.key_hex = wire.new_key()
+        self.start_seconds = 0.0  # from the first socket to the last rank ready
+        self._t0 = 0.0
+        self._advertised = ""
+        self._listener: socket.socket | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        import torch.distributed as dist
+        """Start the ranks and wait until each has joined (RankFailure when one cannot)."""
+        self.spawn()
+        self.connect()
 
-        # The local launcher listens on loopback only (TCPStore alone would bind every interface);
-        # multi-node launchers must listen where the other nodes reach us.
-        bind, advertised = self.launcher.store_bind()
-        listener = socket.create_server((bind, 0), backlog=1024)
-        port = listener.getsockname()[1]
-        self.store = dist.TCPStore(advertised, port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=START_TIMEOUT),
-                                   master_listen_fd=listener.detach())  # the store owns and closes it
+    def spawn(self) -> None:
+        """Start the rank processes (from the thread that will outlive them: Linux sends a rank its
+        parent-death signal when the *thread* that forked it ends). The local launcher listens on
+        loopback only (TCPStore alone would bind every interface); multi-node launchers where the other
+        nodes reach us. The socket listens before the ranks start and `connect` hands it to the store:
+        the ranks import torch meanwhile (seconds each) and their connections wait in the backlog."""
+        self._t0 = time.monotonic()
+        bind, self._advertised = self.launcher.store_bind()
+        self._listener = socket.create_server((bind, 0), backlog=1024)
+        port = self._listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(self.key.env)
@@ -77,24 +84,41 @@ class WorkerPool:
         # oversubscribing them (which slows CPU-side work and distorts gloo timings).
         per_node = max(1, self.key.nranks // max(1, len(self.launcher.nodes)))
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // per_node)))
-        env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend, CC_STORE_HOST=advertised,
-                   CC_STORE_PORT=str(port), CC_NCCL_LOG=self.key.nccl_log, CC_LOG_DIR=str(self.log_dir),
-                   CC_POOL_NUMBER=str(self.number))
+        env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend,
+                   CC_STORE_HOST=self._advertised, CC_STORE_PORT=str(port), CC_NCCL_LOG=self.key.nccl_log,
+                   CC_LOG_DIR=str(self.log_dir), CC_POOL_NUMBER=str(self.number))
         env.pop(wire.TOKEN_ENV, None)
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
         if self.launcher.merged_log:
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
-        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
+        try:
+            self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
+                                             check_env=dict(self.key.env))
+        except BaseException:
+            self._listener.close()
+            raise
+
+    def connect(self) -> None:
+        """Import torch here (the first pool's ranks are importing theirs), open the store on the socket
+        `spawn` made, and wait until every rank has joined."""
+        import torch.distributed as dist
+
+        assert self._listener is not None, "connect() follows spawn()"
+        port = self._listener.getsockname()[1]
+        self.store = dist.TCPStore(self._advertised, port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=START_TIMEOUT),
+                                   master_listen_fd=self._listener.detach())  # the store owns and closes it
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            if not self.launcher.remote or not loopback(advertised):
+            if not self.launcher.remote or not loopback(self._advertised):
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
-            raise RankFailure(f"{first} ({STORE_HINT.format(addr=advertised)}){nl}{rest}", exc.answered,
+            raise RankFailure(f"{first} ({STORE_HINT.format(addr=self._advertised)}){nl}{rest}", exc.answered,
                               exc.failed) from None
         self.ranks = [self._read(k) for k in keys.values()]
+        self.start_seconds = time.monotonic() - self._t0
 
     def alive(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
@@ -236,7 +260,7 @@ class WorkerPool:
             parts.append(f"no answer from {self._names(silent)}")
         if self._srun and self.procs[0].poll() is not None and not self._srun_tasks():
             message = (f"srun (all {n} ranks) {exit_text(self.procs[0].returncode)} during {what}\n"
-                       f"--- last output ({self.logs[0]}):\n{self._raw_tail()}")
+                       f"--- last output ({self.logs[0]}):\n{log_tail(self.logs[0], 12)}")
         else:
             # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
             quoted = list(heard.dead)[:1] or own[:1] or (silent if timed_out is not None else [])
@@ -276,13 +300,6 @@ class WorkerPool:
         except wire.Forged as exc:
             raise HarnessError(f"{key}: {exc}") from None
 
-    def _raw_tail(self, lines: int = 12) -> str:
-        try:
-            with self.logs[0].open("rb") as fh:
-                return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
-        except OSError:
-            return ""
-
     def _quote(self, ranks: list[int], lines: int = 6) -> str:
         """The last output lines of these ranks (those that wrote any), to say what they were doing, and
         NCCL's last warnings: with NCCL_DEBUG_FILE set (the timed pools) NCCL writes them there, not to
@@ -305,16 +322,7 @@ class WorkerPool:
 
     def tail(self, rank: int, lines: int = 8) -> str:
         """The last lines this rank wrote (from srun's merged, rank-prefixed log under Slurm)."""
-        shared = len(self.logs) == 1 and self.key.nranks > 1
-        try:
-            with self.logs[0 if shared else rank].open("rb") as fh:
-                if not shared:
-                    return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
-                prefix = f"{rank}: ".encode()
-                return b"".join(deque((ln for ln in fh if ln.lstrip().startswith(prefix)), maxlen=lines)
-                                ).decode(errors="replace").rstrip()
-        except (OSError, IndexError):
-            return ""
+        return rank_tail(self.logs, rank, self.key.nranks, lines)
 
     @property
     def _srun(self) -> bool:

@@ -77,7 +77,7 @@ class Runner:
         """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
         self.applies(check)
         kind = KINDS[check.measure]
-        key = self._key(check, self._log_mode("init"))
+        key = self._key(check, self.log_mode("init"))
         pool = self.pools.get(key)
         params = self._with_fault(check, kind.task(check, expect))
         out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
@@ -119,7 +119,7 @@ class Runner:
         for info in infos:
             # how long the ranks worked on this check, all nodes or pairs of it together, pool starts excluded
             info["measure_seconds"] = round(time.monotonic() - t0 - tuning, 3)
-            if kind.tuning_pass and self._log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
+            if kind.tuning_pass and self.log_mode("tuning") != "off":  # NCCL's untimed pass, its pool's start included
                 info["tuning_seconds"] = round(tuning, 3)
             info["rounds"] = len(rounds)
         if self.options.counters:
@@ -134,7 +134,7 @@ class Runner:
 
         self.applies(check)
         kind = KINDS[check.measure]
-        key = self._key(check, self._log_mode("init"))
+        key = self._key(check, self.log_mode("init"))
         pool = self.pools.get(key)
         info = self._pool_info(pool, check)
         params = self._with_fault(check, kind.task(check, {}))
@@ -205,7 +205,7 @@ class Runner:
         return {"number": pool.number, "pids": pool.pids, "backend": self.layout.backend, "ranks": pool.ranks,
                 "env": dict(check.env), "starts": self.pools.starts}
 
-    def _log_mode(self, mode: str) -> str:
+    def log_mode(self, mode: str) -> str:
         """What NCCL logs in a pool for `mode` (init: timed pools, tuning: the sibling), per --nccl-log."""
         wanted = {"full": ("init", "tuning"), "init": ("init",), "off": ()}[self.options.nccl_log]
         return mode if self.layout.backend == "nccl" and mode in wanted else "off"
@@ -215,7 +215,7 @@ class Runner:
         """Each size once more in the untimed sibling pool, whose NCCL logs its algorithm and protocol per
         call: (per-rank results, why there are none). Its failure costs the labels only: the timed
         measurement stands."""
-        if self._log_mode("tuning") == "off":
+        if self.log_mode("tuning") == "off":
             return None, ""
         key = self._key(check, "tuning")
         task = {k: v for k, v in params.items() if k != "fault"}  # a test fault belongs to the timed run

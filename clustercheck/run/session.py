@@ -28,6 +28,8 @@ from clustercheck.record.io import RunWriter, load, now
 from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
+from clustercheck.run import prestart
+from clustercheck.run.timings import TIMINGS
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.thresholds import Profile
@@ -63,7 +65,16 @@ class CheckSession:
         """Detect the platform, load and cross-check thresholds, open the run record and write the plan
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
-        nodes, first = self._node_facts()
+        early = prestart.take()  # the local run's first pool, started before pytest was (run/prestart.py)
+        if early is not None and self.launcher.remote:
+            early.discard()
+            early = None
+        try:
+            nodes, first = self._node_facts(early.facts if early else None)
+        except BaseException:
+            if early is not None:
+                early.discard()
+            raise
         self.facts = nodes[self.nodes[0]]
         try:
             if opts.platform:
@@ -81,9 +92,7 @@ class CheckSession:
             check_fits(checks, self.per_node, self.backend, gpu_free if self.backend == "nccl" else None, host_free,
                        gpu_where, host_where)
         except BaseException:
-            if first is not None:
-                first.close(kill=True)
-                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            _drop(first, early)
             raise
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -96,9 +105,7 @@ class CheckSession:
                 topology = for_nodes(opts.topology, self.nodes)
             _make_dir(opts.out, self.run_dir)
         except UserError:
-            if first is not None:
-                first.close(kill=True)
-                shutil.rmtree(first.log_dir.parent, ignore_errors=True)
+            _drop(first, early)
             raise
         _point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
@@ -123,16 +130,19 @@ class CheckSession:
                 self.record.append(entry)
         if first is not None:
             self._adopt(first)
+        elif early is not None and (pool := early.ready()) is not None:
+            self._adopt(pool)
         self.started = True
 
-    def _node_facts(self) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
+    def _node_facts(self, here_facts: platform_mod.Facts | None = None
+                    ) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
         """Each node's platform facts, read by its first rank: the controller may be a login or head
         node without GPUs. Where the controller is the only node (the local launcher, or a one-node
         allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
         CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
         here = socket.gethostname()
         if not self.launcher.remote or self.nodes in ([here], [here.split(".")[0]]):
-            return {self.nodes[0]: platform_mod.read_facts()}, None
+            return {self.nodes[0]: here_facts or platform_mod.read_facts()}, None
         key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
         logs = self.options.out / f".starting-{os.getpid()}" / "logs"
         _make_dir(self.options.out, logs)
@@ -152,9 +162,10 @@ class CheckSession:
         return facts, pool
 
     def _adopt(self, pool: WorkerPool) -> None:
-        """The facts pool joins the run: its logs move into the run directory (its ranks keep writing to
-        the same files) and it serves the checks whose pool it already is (a CPU run's), or ends."""
-        assert self.pools is not None and self.run_dir is not None
+        """A pool started before the run directory existed (the facts pool, or a local run's first pool)
+        joins the run: its logs move into the run directory (its ranks keep writing to the same files)
+        and it serves the checks whose pool it already is, or ends."""
+        assert self.pools is not None and self.run_dir is not None and self.runner is not None
         logs = self.run_dir / "logs"
         starting = pool.log_dir.parent
         os.replace(pool.log_dir, logs)
@@ -162,13 +173,14 @@ class CheckSession:
         pool.log_dir, pool.logs = logs, [logs / p.name for p in pool.logs]
         self.pools.starts = pool.number
         self._pool_started(pool)
-        if pool.key == PoolKey(self.backend, self.nranks):
+        if pool.key == PoolKey(self.backend, self.nranks, nccl_log=self.runner.log_mode("init")):
             self.pools.pools[pool.key] = pool
         else:
             pool.close()
 
     def _pool_started(self, pool: WorkerPool) -> None:
         assert self.record is not None
+        TIMINGS.pool(pool.number, pool.start_seconds, pool.ranks)
         self.record.append({"type": "pool", "number": pool.number, "backend": pool.key.backend,
                             "nccl_log": pool.key.nccl_log,
                             "ranks": pool.ranks, "env": dict(pool.key.env), "pids": pool.pids, "started": now()})
@@ -347,3 +359,13 @@ def _point_latest(out: Path, run_dir: Path) -> None:
         link.symlink_to(run_dir.name)
     except OSError:
         pass  # a convenience only
+
+
+def _drop(*pools: WorkerPool | prestart.Prestarted | None) -> None:
+    """End the pools started before the run directory existed, when the run will not start."""
+    for pool in pools:
+        if isinstance(pool, prestart.Prestarted):
+            pool.discard()
+        elif pool is not None:
+            pool.close(kill=True)
+            shutil.rmtree(pool.log_dir.parent, ignore_errors=True)

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from datetime import timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from clustercheck.run import wire
 
 # The controller's liveness is the store connection; a short wait lets us notice its death quickly.
 _POLL = timedelta(seconds=5)
+_CONNECT = timedelta(seconds=180)  # the pool's own START_TIMEOUT
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -38,6 +40,14 @@ def _die_with_parent() -> None:
 def main() -> int:
     _die_with_parent()
     from clustercheck.run.launch import read_env
+    from clustercheck.run.timings import process_age
+
+    startup = {"to_main": process_age()}  # interpreter and clustercheck's imports, then each step below
+    clock = time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal clock
+        startup[name], clock = time.monotonic() - clock, time.monotonic()
 
     env = os.environ
     args = _args()
@@ -53,6 +63,8 @@ def main() -> int:
     import torch  # after the environment is complete: torch and OpenMP read some variables at import
     import torch.distributed as dist
 
+    step("import_torch")
+
     from clustercheck.measure.binding import device_index
     from clustercheck.errors import UserError
     from clustercheck.measure import RankContext, cuda_bus_id, run_task
@@ -66,7 +78,10 @@ def main() -> int:
         world = args.world_size or int(env["CC_WORLD_SIZE"])
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
-    store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
+    # the controller may still be importing torch when this rank connects: wait as long as it waits for us
+    store = dist.TCPStore(host, int(port), is_master=False, timeout=_CONNECT)
+    store.set_timeout(_POLL)
+    step("store")
     device = torch.device("cpu")
     nccl_log, bus = None, ""
     if backend == "nccl":  # before NCCL initialises: it reads its debug settings once
@@ -80,12 +95,15 @@ def main() -> int:
             return 2
         torch.cuda.set_device(index)
         device, bus = torch.device("cuda", index), cuda_bus_id(index)
+        torch.cuda.init()
+    step("device")
     pg_timeout = timedelta(seconds=float(env.get("CC_PG_TIMEOUT", "600")))
     dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                             timeout=pg_timeout)
+    step("process_group")
     ctx = RankContext(rank=rank, world_size=world, local_rank=local_rank, backend=backend, device=device, host=node,
                       nccl_log=nccl_log, bus_id=bus, progress=lambda text: store.set(wire.PROGRESS_KEY, text[:120]))
-    store.set(f"ready/{rank}", wire.seal(key, ctx.describe()))
+    store.set(f"ready/{rank}", wire.seal(key, {**ctx.describe(), "startup": startup}))
     seq = 0
     while True:
         seq += 1
@@ -108,7 +126,11 @@ def main() -> int:
         _answer(store, seq, rank, int(task.get("answering", world)), wire.seal(key, payload),
                 failed=not payload["ok"], counted=not idle)
     dist.destroy_process_group()
-    return 0
+    # Leave without the interpreter's teardown of torch (most of a second, which the controller would
+    # wait for at the end of every run): the task loop has answered everything it was given.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _answer(store: Any, seq: int, rank: int, answering: int, sealed: str, failed: bool, counted: bool = True) -> None:
