@@ -301,3 +301,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
     for line in file_lines(cs.run_dir):
         terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cs = config.stash.get(session_key, None)
+    if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
+        cs.launcher.close()

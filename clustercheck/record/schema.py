@@ -35,6 +35,7 @@ class RunHeader(TypedDict, total=False):
     ranks_per_node: int
     nodes: list[str]
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
+    absent: dict[str, str]  # node -> why it never joined (--launcher join, k8s): the run is INCOMPLETE
 
 
 class VerdictEntry(TypedDict, total=False):
@@ -109,6 +110,8 @@ class ExcludeEntry(TypedDict, total=False):
     drain: list[DrainEntry]
     unmeasured: dict[str, list[str]]
     untested: list[str]
+    breaker: str  # why --drain/--taint changed nothing (record.exclude.breaker)
+    taint: list[DrainEntry]  # --taint, --taint-dry-run: the kubectl equivalent of each change
 
 
 class EndEntry(TypedDict, total=False):

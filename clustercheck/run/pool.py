@@ -24,6 +24,7 @@ from clustercheck.run import wire
 from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, nccl_warnings, rank_ranges,
                                       srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
+from clustercheck.run.launcher import RankProcess
 
 START_TIMEOUT = 180.0
 # After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
@@ -47,13 +48,13 @@ class WorkerPool:
         self.log_dir = log_dir
         self.number = number
         self.launcher = launcher or LocalLauncher()
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[RankProcess] = []
         self.logs: list[Path] = []
         self.ranks: list[dict[str, Any]] = []
         self.seq = 0
         self.progress = ""  # what the running task last said of itself (wire.PROGRESS_KEY), for the live line
         self.store: Any = None
-        self.key_hex = wire.new_key()
+        self.key_hex = self.launcher.pool_key(number)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -61,12 +62,16 @@ class WorkerPool:
 
         # The local launcher listens on loopback only (TCPStore alone would bind every interface);
         # multi-node launchers must listen where the other nodes reach us.
-        bind, advertised = self.launcher.store_bind()
-        listener = socket.create_server((bind, 0), backlog=1024)
-        port = listener.getsockname()[1]
-        self.store = dist.TCPStore(advertised, port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=START_TIMEOUT),
-                                   master_listen_fd=listener.detach())  # the store owns and closes it
+        lent = self.launcher.pool_store(self.number)  # node agents reach the controller at one port
+        if lent is not None:
+            self.store, advertised, port = lent
+        else:
+            bind, advertised = self.launcher.store_bind()
+            listener = socket.create_server((bind, 0), backlog=1024)
+            port = listener.getsockname()[1]
+            self.store = dist.TCPStore(advertised, port, is_master=True, wait_for_workers=False,
+                                       timeout=timedelta(seconds=START_TIMEOUT),
+                                       master_listen_fd=listener.detach())  # the store owns and closes it
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(self.key.env)
@@ -84,7 +89,8 @@ class WorkerPool:
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
         if self.launcher.merged_log:
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
-        self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs, check_env=dict(self.key.env))
+        self.procs = list(self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
+                                              check_env=dict(self.key.env)))
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
@@ -198,7 +204,9 @@ class WorkerPool:
                 self._hear(heard, rank, self._read(k))
         deaths: dict[int, str] = {}
         if not self._srun:
-            deaths = {r: exit_text(p.returncode) for r, p in enumerate(self.procs) if p.poll() is not None}
+            # a stand-in for a remote rank may know more than an exit status (its node's agent went silent)
+            deaths = {r: getattr(p, "ended", "") or exit_text(p.returncode) for r, p in enumerate(self.procs)
+                      if p.poll() is not None}
         elif (ended := self.procs[0].poll()) is not None or srun_log:
             deaths = {r: f"ended (srun: task {r}: {why})" for r, why in self._srun_tasks().items()}
             if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks

@@ -5,6 +5,7 @@ to pytest."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import socket
@@ -36,7 +37,9 @@ FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sy
 class CheckSession:
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
-        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command, options.store_addr)
+        self.launcher = make_launcher(options)
+        if options.ranks is None and self.launcher.ranks_per_node:  # node agents said how many they run
+            self.options = options = dataclasses.replace(options, ranks=self.launcher.ranks_per_node)
         self.argv = argv
         self.started = False
         self.facts: platform_mod.Facts | None = None
@@ -110,6 +113,7 @@ class CheckSession:
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
+            **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
             **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
                if opts.repeating else {}),
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
@@ -266,11 +270,19 @@ class CheckSession:
         text = exclude.as_hostlist(list(nodes))
         (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
         self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
-                          "untested": exclude.untested(self.nodes, self.results)}
-        if nodes and (self.options.drain or self.options.drain_dry_run):
-            for cmd in exclude.drain_commands(nodes):
-                rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)
+                          "untested": exclude.untested([*self.nodes, *self.launcher.absent], self.results)}
+        opts = self.options
+        acting = nodes and (opts.drain or opts.drain_dry_run or opts.taint or opts.taint_dry_run)
+        if acting and (tripped := exclude.breaker(self.results, nodes, len(self.nodes), opts.drain_max)):
+            self.exclusion["breaker"] = tripped  # the verdicts and exclude.txt stand; nothing is drained
+        elif acting:
+            for cmd in exclude.drain_commands(nodes) if opts.drain or opts.drain_dry_run else []:
+                rc, out = (None, "dry run") if not opts.drain else exclude.run(cmd)
                 self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
+            if opts.taint or opts.taint_dry_run:
+                from clustercheck.k8s.taint import taint
+
+                self.exclusion["taint"] = taint(nodes, self.run_dir.name, dry_run=not opts.taint)
         self.record.append({"type": "exclude", **self.exclusion})
 
     def kill_ranks(self) -> None:
@@ -291,6 +303,7 @@ class CheckSession:
                             "signal": signal if interrupted else None,
                             **({"repetitions": self.repetitions} if self.options.repeating else {})})
         self.record.close()
+        self.launcher.close()  # node agents leave, and what a launcher created in a cluster is deleted
 
 
 def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:

@@ -66,7 +66,9 @@ def main() -> int:
         world = args.world_size or int(env["CC_WORLD_SIZE"])
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
-    store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
+    store: dist.Store = dist.TCPStore(host, int(port), is_master=False, timeout=_POLL)
+    if prefix := env.get("CC_STORE_PREFIX"):  # a pool on a store it shares with others (run/join.py)
+        store = dist.PrefixStore(prefix, store)
     device = torch.device("cpu")
     nccl_log, bus = None, ""
     if backend == "nccl":  # before NCCL initialises: it reads its debug settings once

@@ -1,0 +1,378 @@
+"""`--launcher join`: the controller listens at one address and waits for N node agents
+(`clustercheck agent`, run/agent.py) to join; each agent then starts its node's ranks when a pool asks.
+
+Any engine that can start one process per node can run clustercheck this way: an Indexed Job (the agent
+reads JOB_COMPLETION_INDEX), a JobSet, Kubeflow, an MPIJob, a systemd unit. How the two sides
+authenticate each other: run/gang.py.
+
+The gang: the controller waits --join-timeout seconds for every index 0..N-1; an index that never
+joins is an absent node (named `index-<i>`, or by its pod under --launcher k8s), untested, and the run
+is INCOMPLETE; a run with no agent at all does not start. Every pool's store is a prefix of the
+controller's one store, so the agents, and their ranks, reach the controller at that one port.
+
+A rank on a node is watched through its agent (`RemoteRank`, what the pool polls like a process): the
+agent reports each rank's exit status and ships its output, and sends a heartbeat each second; an agent
+silent for SILENCE seconds is taken as gone, with its ranks.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any, Callable, Mapping, Sequence
+
+from clustercheck.errors import UserError
+from clustercheck.run import gang, wire
+from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
+
+POLL = 0.1  # seconds between looks at the store while a pool waits on its ranks
+
+
+@dataclass(frozen=True)
+class Member:
+    """An agent that joined."""
+
+    index: int
+    node: str
+    key: str  # gang.agent_key: seals everything between the controller and this agent
+    local_ranks: int | None  # --local-ranks, when the agent was given it
+    host: str  # the agent's own hostname (a pod's name)
+    pid: int
+
+
+class JoinLauncher(Launcher):
+    kind = "join"
+    remote = True
+
+    def __init__(self, nodes: int, store_addr: str | None, timeout: float = gang.JOIN_TIMEOUT,
+                 token: str | None = None, *, gather: bool = True) -> None:
+        if nodes < 1:
+            raise UserError(f"--nodes must be at least 1, got {nodes}")
+        self.expected = nodes
+        self.timeout = timeout
+        self.host, self.port = gang.split_addr(store_addr or f"0.0.0.0:{gang.DEFAULT_PORT}", "--store-addr")
+        self.store_addr = f"{self.host}:{self.port}"
+        self.token = gang.read_token() if token is None else token
+        self.nonce = secrets.token_hex(gang.NONCE // 2)
+        self.members: dict[int, Member] = {}
+        self.absent: dict[str, str] = {}
+        self.store: Any = None
+        self._beats: dict[int, tuple[int, float]] = {}  # agent -> (last count, when it last changed)
+        self._silent: dict[int, str] = {}  # agent -> why it is taken as gone
+        self._next_beat = 0.0
+        self._pools: list[RemotePool] = []
+        self._closed = False
+        if gather:
+            try:
+                self.open()
+                self.gather()
+            except BaseException:
+                self.close()
+                raise
+
+    # -- the gang ---------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Listen at --store-addr's port (on loopback only when the address is loopback) and say hello."""
+        import torch.distributed as dist
+
+        bind = self.host if loopback(self.host) else "0.0.0.0"
+        try:
+            listener = socket.create_server((bind, self.port), backlog=1024)
+        except OSError as exc:
+            raise UserError(f"--store-addr {self.store_addr}: cannot listen on {bind}:{self.port} "
+                            f"({exc.strerror or exc})") from None
+        self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=30), master_listen_fd=listener.detach())
+        self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
+
+    def gather(self, on_poll: Callable[[], bool] | None = None, every: float = 5.0) -> None:
+        """Wait for agents 0..N-1 until all joined or the timeout; `on_poll` (every `every` s) may end the
+        wait early by returning True (every pod still missing has ended). Names the absent."""
+        print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
+              f"{self.port}", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + self.timeout
+        seen, bad, next_poll = -1, {}, time.monotonic() + every
+        while len(self.members) < self.expected and time.monotonic() < deadline:
+            count = self.store.add(gang.JOINS, 0)
+            if count != seen:
+                seen = count
+                bad = self._read_joins()
+            if on_poll is not None and time.monotonic() >= next_poll:
+                next_poll += every
+                if on_poll():
+                    break
+            time.sleep(0.1)
+        self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
+        bad.update(self._read_joins())
+        missing = [i for i in range(self.expected) if i not in self.members]
+        self._settle(missing, bad)
+
+    def _read_joins(self) -> dict[int, str]:
+        """Read the joins posted so far; -> index: why an index that tried could not join."""
+        bad: dict[int, str] = {}
+        for i in range(self.expected):
+            if i in self.members:
+                continue
+            if self.store.check([gang.mismatch_key(i)]):
+                bad[i] = (f"its agent's {gang.TOKEN_ENV} differs from the controller's (the agent said so; "
+                          "nothing of it was accepted)")
+            if not self.store.check([gang.join_key(i)]):
+                continue
+            raw = self.store.get(gang.join_key(i))
+            agent_nonce, sealed = raw[:gang.NONCE].decode(errors="replace"), raw[gang.NONCE:]
+            key = gang.agent_key(self.token, self.nonce, agent_nonce)
+            try:
+                info = wire.unseal(key, sealed)
+                member = Member(i, str(info["node"]), key, info.get("local_ranks"), str(info["host"]), int(info["pid"]))
+            except (wire.Forged, KeyError, TypeError, ValueError) as exc:
+                bad[i] = f"a join for index {i} was refused ({exc})"
+                continue
+            if info.get("index") != i:
+                bad[i] = f"a join for index {i} named index {info.get('index')!r}"
+                continue
+            self.members[i] = member
+            self._beats[i] = (0, time.monotonic())
+        return bad
+
+    def _settle(self, missing: list[int], bad: Mapping[int, str]) -> None:
+        """After the wait: refuse what cannot run, name the absent, fix the nodes and ranks per node."""
+        absent = self.explain(missing, bad)
+        if not self.members:
+            said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3]
+                           if not why.startswith("no agent with"))
+            raise UserError(f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} "
+                            f"expected{said}); start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} "
+                            f"and the controller's {gang.TOKEN_ENV}")
+        ordered = [self.members[i] for i in sorted(self.members)]
+        seen: dict[str, int] = {}
+        for m in ordered:
+            if m.node in seen:
+                raise UserError(f"node agents {seen[m.node]} and {m.index} both run on node {m.node}: one agent "
+                                f"per node (the Job's pod anti-affinity), or a distinct {gang.NODE_ENV}")
+            seen[m.node] = m.index
+        offers = {m.local_ranks for m in ordered}
+        if len(offers) > 1:
+            said = ", ".join(f"index {m.index}: {m.local_ranks or 'one per GPU'}" for m in ordered)
+            raise UserError(f"the node agents offer different numbers of ranks ({said}): give every agent the "
+                            "same --local-ranks")
+        self.ranks_per_node = next(iter(offers))
+        self.nodes = tuple(m.node for m in ordered)
+        self.absent = absent
+        if absent:
+            print(f"clustercheck: {len(ordered)} of {self.expected} node agent(s) joined; never joined: "
+                  + "; ".join(f"{name}: {why}" for name, why in absent.items())
+                  + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str]) -> dict[str, str]:
+        """absent node name -> why, for the indices that never joined (Kubernetes: by pod and status)."""
+        return {f"index-{i}": bad.get(i) or f"no agent with {gang.INDEX_ENV}={i} joined within {self.timeout:g} s"
+                for i in missing}
+
+    # -- pools ------------------------------------------------------------------------------------
+    def pool_store(self, number: int) -> tuple[Any, str, int]:
+        import torch.distributed as dist
+
+        return dist.PrefixStore(gang.pool_prefix(number), self.store), self.host, self.port
+
+    def pool_key(self, number: int) -> str:
+        return gang.pool_key(self.token, self.nonce, number)
+
+    def node_of(self, rank: int, nranks: int) -> str:
+        return self.nodes[rank // max(1, nranks // len(self.nodes))]
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> Sequence[RankProcess]:
+        per_node = nranks // len(self.nodes)
+        number = int(env["CC_POOL_NUMBER"])
+        travel = {**rank_env(env, check_env=check_env), "CC_STORE_PREFIX": gang.pool_prefix(number)}
+        ordered = [self.members[i] for i in sorted(self.members)]
+        pool = RemotePool(self, number, [m for m in ordered for _ in range(per_node)], logs)
+        self._pools.append(pool)
+        for pos, m in enumerate(ordered):
+            ranks = list(range(pos * per_node, (pos + 1) * per_node))
+            self.post(m, {"op": "spawn", "pool": number, "ranks": ranks, "world": nranks,
+                          "backend": env["CC_BACKEND"], "env": travel})
+        return pool.ranks
+
+    def post(self, member: Member, message: dict[str, Any]) -> None:
+        """Command agent `member`: numbered by an atomic counter (safe from a signal handler), the number
+        sealed inside so that a replay is refused."""
+        n = self.store.add(gang.cmd_seq(member.index), 1)
+        self.store.set(gang.cmd_key(member.index, n), wire.seal(member.key, {**message, "seq": n}))
+
+    def silent(self) -> Mapping[int, str]:
+        """Agents taken as gone: no heartbeat for SILENCE seconds (looked at once a second at most)."""
+        now = time.monotonic()
+        if now >= self._next_beat and self.store is not None:
+            self._next_beat = now + 1.0
+            for i, (count, since) in self._beats.items():
+                if i in self._silent:
+                    continue
+                beat = self.store.add(gang.beat_key(i), 0)
+                if beat != count:
+                    self._beats[i] = (beat, now)
+                elif now - since > gang.SILENCE:
+                    self._silent[i] = f"its node's agent ({self.members[i].node}), silent for {gang.SILENCE:g} s"
+        return self._silent
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for pool in self._pools:
+            pool.close_files()
+        if self.store is None:
+            return
+        try:
+            self.store.set(gang.OVER, "1")  # agents that joined late, or not at all, leave too
+            for m in self.members.values():
+                if m.index not in self._silent:
+                    self.post(m, {"op": "bye"})
+            deadline = time.monotonic() + 5  # each agent says it left: its ranks are gone too
+            while self.store.add(gang.LEFT, 0) < len(self.members) - len(self._silent) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except Exception:  # the store is this process's own; nothing to save if it broke
+            pass
+        self.store = None
+
+
+class RemotePool:
+    """One pool's ranks as their agents report them: exit statuses, pids, output (into the controller's
+    rank logs, so that a failure quotes them as it quotes a local rank's)."""
+
+    def __init__(self, launcher: JoinLauncher, number: int, placement: list[Member], logs: list[Path]) -> None:
+        self.launcher = launcher
+        self.number = number
+        self.placement = placement  # rank -> its agent
+        self.codes: dict[int, int] = {}
+        self.why: dict[int, str] = {}
+        self.pids: dict[int, int] = {}
+        # kept open: the session may move the log directory (the facts pool), the files stay ours
+        self.files: list[IO[bytes] | None] = [log.open("ab") for log in logs]
+        self.killed: set[int] = set()
+        self.seen_exits = 0
+        self.seen_logs = 0
+        self.chunks: dict[int, int] = {}  # agent -> log chunks read
+        self._next = 0.0
+        self.ranks = [RemoteRank(self, r) for r in range(len(placement))]
+
+    def refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.launcher.store is None or not force and now < self._next or len(self.codes) == len(self.ranks):
+            return
+        self._next = now + POLL
+        store = self.launcher.store
+        exits = store.add(gang.exits_key(self.number), 0)  # before the logs: an agent ships output first
+        if (logs := store.add(gang.logs_key(self.number), 0)) != self.seen_logs:
+            self.seen_logs = logs
+            self._read_logs()
+        if exits != self.seen_exits:
+            self.seen_exits = exits
+            for r, m in enumerate(self.placement):
+                if r not in self.codes and store.check([gang.exit_key(self.number, r)]):
+                    self._ended(r, self._unseal(m, store.get(gang.exit_key(self.number, r))).get("code", -1))
+        for index, why in self.launcher.silent().items():
+            for r, m in enumerate(self.placement):
+                if m.index == index and r not in self.codes:
+                    self.why[r] = f"was lost with {why},"
+                    self._write(r, f"clustercheck: {why}: its ranks are taken as gone\n")
+                    self._ended(r, -9)
+
+    def _read_logs(self) -> None:
+        store = self.launcher.store
+        for m in {m.index: m for m in self.placement}.values():
+            have = store.add(gang.log_count(self.number, m.index), 0)
+            for n in range(self.chunks.get(m.index, 0) + 1, have + 1):
+                chunk = self._unseal(m, store.get(gang.log_chunk(self.number, m.index, n)))
+                rank = chunk.get("rank")
+                if isinstance(rank, int) and 0 <= rank < len(self.ranks) and self.placement[rank] is m:
+                    self._write(rank, str(chunk.get("text", "")))
+            self.chunks[m.index] = have
+
+    def _unseal(self, member: Member, value: bytes) -> dict[str, Any]:
+        try:
+            found = wire.unseal(member.key, value)
+            return found if isinstance(found, dict) else {}
+        except wire.Forged:
+            return {"code": -1, "text": f"clustercheck: a message from agent {member.index} failed verification\n"}
+
+    def _write(self, rank: int, text: str) -> None:
+        fh = self.files[min(rank, len(self.files) - 1)]
+        if fh is not None:
+            fh.write(text.encode())
+            fh.flush()
+
+    def _ended(self, rank: int, code: int) -> None:
+        self.codes[rank] = int(code)
+        fh = self.files[min(rank, len(self.files) - 1)]
+        if fh is not None and len(self.files) == len(self.ranks):
+            fh.close()
+            self.files[rank] = None
+
+    def pid(self, rank: int) -> int:
+        if rank not in self.pids and self.launcher.store is not None:
+            m = self.placement[rank]
+            key = gang.spawned_key(self.number, m.index)
+            if self.launcher.store.check([key]):
+                found = self._unseal(m, self.launcher.store.get(key)).get("pids") or {}
+                self.pids.update({int(r): int(p) for r, p in found.items()})
+        return self.pids.get(rank, 0)
+
+    def kill(self, rank: int) -> None:
+        m = self.placement[rank]
+        if m.index not in self.killed and self.launcher.store is not None and m.index not in self.launcher._silent:
+            self.killed.add(m.index)
+            self.launcher.post(m, {"op": "kill", "pool": self.number})
+
+    def close_files(self) -> None:
+        for i, fh in enumerate(self.files):
+            if fh is not None:
+                fh.close()
+                self.files[i] = None
+
+
+class RemoteRank:
+    """A rank on another node as the pool watches a process (run.launcher.RankProcess)."""
+
+    def __init__(self, pool: RemotePool, rank: int) -> None:
+        self.pool = pool
+        self.rank = rank
+
+    @property
+    def pid(self) -> int:
+        return self.pool.pid(self.rank)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.pool.codes.get(self.rank)
+
+    @property
+    def ended(self) -> str:
+        """How it ended where an exit status does not say it (its agent went silent); "" otherwise."""
+        return self.pool.why.get(self.rank, "")
+
+    def poll(self) -> int | None:
+        self.pool.refresh()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Until the agent reports this rank's end; without a timeout, at most until its agent counts as
+        silent (gang.SILENCE), which a rank whose agent is alive reaches only by ending."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"rank {self.rank} on {self.pool.placement[self.rank].node}",
+                                                timeout or 0.0)
+            if self.pool.launcher.store is None:  # the launcher closed: nothing more will be heard
+                return -9
+            time.sleep(POLL / 2)
+        return code
+
+    def kill(self) -> None:
+        self.pool.kill(self.rank)
