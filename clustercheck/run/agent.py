@@ -192,6 +192,7 @@ class Agent:
             elif msg["op"] == "bye":
                 self.end_all()
                 self.store.add(gang.LEFT, 1)
+                self.say("the run is over: leaving")
                 return LEFT
         return None
 
