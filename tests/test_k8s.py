@@ -412,3 +412,45 @@ def test_a_run_with_taint_taints_the_node_that_failed_and_only_it(cluster: FakeC
     run_id = (tmp_path / "out" / "latest").resolve().name
     assert cluster.nodes["pod1"]["metadata"]["annotations"]["clustercheck.io/run"] == run_id
     assert cluster.nodes["pod0"]["spec"]["taints"] == [] and cluster.nodes["pod0"]["metadata"]["annotations"] == {}
+
+
+@pytest.mark.pool
+def test_the_rendered_controller_runs_its_agents_and_names_a_pod_that_never_started(
+        cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `k8s render` prints, applied to the fake API: its Secret, Service and agents' Job (index 1's
+    image cannot be pulled), and its controller's own arguments (`--launcher join ... --k8s-job NAME`)
+    run here with the rendered secret: index 0 is measured, index 1 is named by its node with the pod's
+    reason, read through the API as the controller's Role allows."""
+    from clustercheck.k8s import api
+
+    project(tmp_path)
+    port = free_port()
+    objects = docs(render("s.yaml", "--nodes", "2", "--image", IMAGE, "--local-ranks", "2", "--join-timeout", "15",
+                          cwd=tmp_path).stdout)
+    agents_job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "clustercheck")
+    for e in agents_job["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if e["name"] == "CLUSTERCHECK_CONTROLLER":
+            e["value"] = f"127.0.0.1:{port}"  # the controller pod's DNS name, on this machine
+    cluster.fates = {1: "image-pull"}
+    with monkeypatch.context() as m:
+        m.setenv("KUBECONFIG", str(cluster.kubeconfig))
+        m.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        kube = api.connect()
+        for obj in objects[:2] + [agents_job]:
+            kube.create(obj)
+    ctl_job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "clustercheck-controller")
+    args = ctl_job["spec"]["template"]["spec"]["containers"][0]["args"][1:]
+    args[args.index("--store-addr") + 1] = f"127.0.0.1:{port}"
+    args = [a for i, a in enumerate(args) if a != "--out" and (i == 0 or args[i - 1] != "--out")]
+    args[0] = "s.yaml"
+    secret = objects[0]["stringData"]["token"]
+    ctl = controller(tmp_path, secret, [*args, "--thresholds", "th", "-k", "not node-late"],
+                     env={"KUBECONFIG": str(cluster.kubeconfig)})
+    out = finish(ctl, [])
+    data = results(tmp_path)
+    assert data["verdict"] == "INCOMPLETE" and ctl.returncode == Exit.INCOMPLETE, out[-4000:]
+    assert {r["node"] for r in data["results"] if r["scope"] == "node"} == {"kw-node-0"}
+    assert data["untested"] == ["kw-node-1"]
+    why = data["run"]["absent"]["kw-node-1"]
+    assert why.startswith("pod clustercheck-1-") and why.endswith(f'never started its agent: ImagePullBackOff: Back-off '
+                                                                  f'pulling image "{IMAGE}"'), why

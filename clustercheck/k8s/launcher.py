@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.k8s import api, manifests
@@ -72,45 +72,11 @@ class K8sLauncher(JoinLauncher):
                     self.made.append(self.kube.create(obj))
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
                       f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
-                self.gather(on_poll=self._every_missing_pod_ended)
+                self.pods = JobPods(self.kube, self.agents.name)
+                self.gather()
         except BaseException:
             self.close()
             raise
-
-    def _missing_pods(self) -> dict[int, Any]:
-        assert self.kube is not None
-        out: dict[int, Any] = {}
-        for pod in self.kube.pods(self.agents.name):
-            index = api.index_of(pod)
-            if index is not None and index not in self.members:
-                out[index] = pod
-        return out
-
-    def _every_missing_pod_ended(self) -> bool:
-        missing = self._missing_pods()
-        return len(missing) == self.expected - len(self.members) and all(api.ended(p) for p in missing.values())
-
-    def explain(self, missing: list[int], bad: Mapping[int, str]) -> dict[str, str]:
-        """By node where the pod was scheduled (that node is untested), else by pod, with the reason
-        from the pod's status (or the agent's own complaint)."""
-        try:
-            pods = self._missing_pods() if missing else {}
-        except UserError as exc:
-            pods, note = {}, f" (its pod could not be read: {exc})"
-        else:
-            note = ""
-        out: dict[str, str] = {}
-        for i in missing:
-            pod = pods.get(i)
-            if pod is None:
-                out[f"{self.agents.name}-{i}"] = bad.get(i) or f"no pod for index {i} was found{note}"
-                continue
-            name = pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name
-            why = bad.get(i) or (f"pod {pod.metadata.name} never started its agent: {api.never_started(pod)}"
-                                 if not pod.status or pod.status.phase != "Running" else
-                                 f"pod {pod.metadata.name} runs, but its agent did not join within {self.timeout:g} s")
-            out[name] = why
-        return out
 
     def close(self) -> None:
         """The agents leave, then what this run created is deleted (by uid: never an object of the same
@@ -129,6 +95,47 @@ class K8sLauncher(JoinLauncher):
                     f"job,service,secret -l {manifests.RUN_LABEL}={self.agents.name})") if failed else \
                 f"deleted Job, Service and Secret {self.agents.name}"
             print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+
+
+class JobPods:
+    """The agents' pods of one Indexed Job, read through the API: which have ended, and why an index
+    never joined (join.Pods)."""
+
+    def __init__(self, kube: api.Kube, job: str) -> None:
+        self.kube = kube
+        self.job = job
+
+    def by_index(self) -> dict[int, Any]:
+        return {i: pod for pod in self.kube.pods(self.job) if (i := api.index_of(pod)) is not None}
+
+    def ended(self, joined: Collection[int], expected: int) -> bool:
+        try:
+            pods = self.by_index()
+        except UserError:
+            return False  # the pods cannot be read: wait the whole timeout
+        missing = [i for i in range(expected) if i not in joined]
+        return all(i in pods and api.ended(pods[i]) for i in missing)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]:
+        """By node where the pod was scheduled (that node is untested), else by pod, with the reason
+        from the pod's status (or the agent's own complaint)."""
+        note = ""
+        try:
+            pods = self.by_index()
+        except UserError as exc:
+            pods, note = {}, f" (its pod could not be read: {exc})"
+        out: dict[str, str] = {}
+        for i in missing:
+            pod = pods.get(i)
+            if pod is None:
+                out[f"{self.job}-{i}"] = bad.get(i) or f"no pod of Job {self.job} for index {i} was found{note}"
+                continue
+            name = pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name
+            running = pod.status is not None and pod.status.phase == "Running"
+            out[name] = bad.get(i) or (f"pod {pod.metadata.name} runs, but its agent did not join within {timeout:g} s"
+                                       if running else
+                                       f"pod {pod.metadata.name} never started its agent: {api.never_started(pod)}")
+        return out
 
 
 def _own_address() -> str:
@@ -150,3 +157,9 @@ def _stops_like_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def job_pods(job: str, namespace: str | None) -> JobPods:
+    """--launcher join --k8s-job JOB: the agents' pods, read with the credentials at hand (inside the
+    cluster: the pod's service account, which k8s render gives `get` and `list` on pods)."""
+    return JobPods(api.connect(namespace), job)

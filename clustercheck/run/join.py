@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping, Sequence
+from typing import IO, Any, Collection, Mapping, Protocol, Sequence
 
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
@@ -46,12 +46,21 @@ class Member:
     pid: int
 
 
+class Pods(Protocol):
+    """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
+    has ended, and why each never joined."""
+
+    def ended(self, joined: Collection[int], expected: int) -> bool: ...
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]: ...
+
+
 class JoinLauncher(Launcher):
     kind = "join"
     remote = True
 
     def __init__(self, nodes: int, store_addr: str | None, timeout: float = gang.JOIN_TIMEOUT,
-                 token: str | None = None, *, gather: bool = True) -> None:
+                 token: str | None = None, *, gather: bool = True, pods: Pods | None = None) -> None:
         if nodes < 1:
             raise UserError(f"--nodes must be at least 1, got {nodes}")
         self.expected = nodes
@@ -68,6 +77,7 @@ class JoinLauncher(Launcher):
         self._next_beat = 0.0
         self._pools: list[RemotePool] = []
         self._closed = False
+        self.pods = pods  # the agents' pods, where an orchestrator can say why one never joined
         if gather:
             try:
                 self.open()
@@ -91,9 +101,9 @@ class JoinLauncher(Launcher):
                                    timeout=timedelta(seconds=30), master_listen_fd=listener.detach())
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
 
-    def gather(self, on_poll: Callable[[], bool] | None = None, every: float = 5.0) -> None:
-        """Wait for agents 0..N-1 until all joined or the timeout; `on_poll` (every `every` s) may end the
-        wait early by returning True (every pod still missing has ended). Names the absent."""
+    def gather(self, every: float = 5.0) -> None:
+        """Wait for agents 0..N-1 until all joined or the timeout, or (with `pods`, looked at every `every`
+        s) until every pod still missing has ended. Names the absent."""
         print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
               f"{self.port}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + self.timeout
@@ -103,9 +113,9 @@ class JoinLauncher(Launcher):
             if count != seen:
                 seen = count
                 bad = self._read_joins()
-            if on_poll is not None and time.monotonic() >= next_poll:
+            if self.pods is not None and time.monotonic() >= next_poll:
                 next_poll += every
-                if on_poll():
+                if self.pods.ended(self.members, self.expected):
                     break
             time.sleep(0.1)
         self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
@@ -170,7 +180,10 @@ class JoinLauncher(Launcher):
                   + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
 
     def explain(self, missing: list[int], bad: Mapping[int, str]) -> dict[str, str]:
-        """absent node name -> why, for the indices that never joined (Kubernetes: by pod and status)."""
+        """absent node name -> why, for the indices that never joined (with `pods`: by node or pod, and
+        the reason the pod's status gives)."""
+        if self.pods is not None and missing:
+            return self.pods.explain(missing, bad, self.timeout)
         return {f"index-{i}": bad.get(i) or f"no agent with {gang.INDEX_ENV}={i} joined within {self.timeout:g} s"
                 for i in missing}
 

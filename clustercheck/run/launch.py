@@ -206,7 +206,12 @@ def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher
 def _join(o: Any) -> Launcher:
     from clustercheck.run.join import JoinLauncher
 
-    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout)
+    pods = None
+    if o.k8s_job:  # inside a cluster: an agent that never joined is named by its pod, and why
+        from clustercheck.k8s.launcher import job_pods
+
+        pods = job_pods(o.k8s_job, o.namespace)
+    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout, pods=pods)
 
 
 def _k8s(o: Any) -> Launcher:
