@@ -283,16 +283,16 @@ def test_the_breaker_stops_the_drain_and_leaves_verdicts_and_exclude_txt(tmp_pat
 def test_a_rank_on_a_silent_agent_is_taken_as_gone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The stand-in for a remote rank: an agent that sent no heartbeat for SILENCE seconds takes its ranks
     with it (exit status and story), without waiting for an answer that cannot come."""
-    from clustercheck.run import gang, join
+    from clustercheck.run import gang, join, remote
 
     monkeypatch.setattr(gang, "SILENCE", 0.3)
     launcher = join.JoinLauncher(1, f"127.0.0.1:{free_port()}", 5, token(), gather=False)
     launcher.open()
     try:
-        member = join.Member(0, "pod0", "k" * 64, None, "pod0", 1)
+        member = gang.Member(0, "pod0", "k" * 64, None, "pod0", 1)
         launcher.members[0], launcher.nodes = member, ("pod0",)
         launcher._beats[0] = (0, time.monotonic())
-        pool = join.RemotePool(launcher, 1, [member], [tmp_path / "rank0.log"])
+        pool = remote.RemotePool(launcher, 1, [member], [tmp_path / "rank0.log"])
         (rank,) = pool.ranks
         assert rank.poll() is None
         code = rank.wait(5)

@@ -188,3 +188,15 @@ def identity(index: str | None, node: str | None, controller: str | None, hostna
         raise UserError(f"node name {name!r} ({'--node' if node is not None else NODE_ENV}): a host name "
                         "without spaces, commas or brackets")
     return Identity(int(raw_index), name, split_addr(addr, where, default_port=None))
+
+
+@dataclass(frozen=True)
+class Member:
+    """An agent that joined."""
+
+    index: int
+    node: str
+    key: str  # gang.agent_key: seals everything between the controller and this agent
+    local_ranks: int | None  # --local-ranks, when the agent was given it
+    host: str  # the agent's own hostname (a pod's name)
+    pid: int
