@@ -74,7 +74,12 @@ def test_an_agent_that_never_joins_leaves_its_node_untested_and_the_run_incomple
     assert "CLUSTERCHECK_TOKEN differs" in absent["index-1"] and "JOB_COMPLETION_INDEX=2" in absent["index-2"]
     assert {r["node"] for r in data["results"] if r["scope"] == "node"} == {"pod0"}
     assert {r["outcome"] for r in data["results"]} == {"passed"}
-    assert "INCOMPLETE: 2 node(s) never joined" in out and "untested: index-[1-2]" in out
+    assert "INCOMPLETE: 2 node(s) never joined: index-1, index-2; 4 of 7 planned item(s) not run" in out
+    assert "untested: index-[1-2]" in out
+    # every report says so, JUnit too: the absent nodes' items are error testcases that never ran
+    assert sorted(data["incomplete"]["items"]) == [f"s::{c}[index-{i}]" for c in ("node-ar", "node-late") for i in (1, 2)]
+    junit = (tmp_path / "out" / "latest" / "junit.xml").read_text()
+    assert junit.count('type="incomplete"') == 4 and "not run: 2 node(s) never joined: index-1, index-2" in junit
     bad = (tmp_path / "agent1.log").read_text()
     assert agents[1].returncode == Exit.BAD_INPUT and "hello failed verification" in bad and "Traceback" not in bad
 

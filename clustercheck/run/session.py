@@ -12,7 +12,7 @@ import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
@@ -118,7 +118,7 @@ class CheckSession:
                if opts.repeating else {}),
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
-        self.record.append({"type": "plan", "items": plan or []})
+        self.record.append({"type": "plan", "items": [*(plan or []), *_absent_plan(checks, self.launcher.absent)]})
         if not opts.ranks and self.backend == "nccl":
             for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
@@ -314,6 +314,17 @@ def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None
         return None, ""
     node = min(known, key=known.__getitem__)
     return known[node], f"node {node}"
+
+
+def _absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
+    """The items a node that never joined would have had (each per-node check's), planned and never run:
+    JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
+    from clustercheck.record.entries import plan_item
+    from clustercheck.record.schema import item_name
+
+    unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
+    return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
+            for c in unique for node in absent]
 
 
 def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:
