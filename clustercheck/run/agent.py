@@ -81,6 +81,7 @@ class Agent:
 
     # -- joining ----------------------------------------------------------------------------------
     def connect(self, timeout: float) -> Any:
+        """A store client of the controller's, retried until `timeout`; None when a signal stops the wait."""
         import torch.distributed as dist
 
         host, port = self.me.controller
@@ -89,7 +90,9 @@ class Agent:
             try:
                 return dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=5))
             except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError: not up yet
-                if time.monotonic() >= deadline or self.stop:
+                if self.stop:
+                    return None
+                if time.monotonic() >= deadline:
                     raise UserError(f"could not reach the controller at {host}:{port} within {timeout:g} s "
                                     f"({str(exc).splitlines()[0][:200]})") from None
                 if not said:
@@ -100,9 +103,13 @@ class Agent:
     def join(self, timeout: float) -> int | None:
         """Join; None when joined, else the exit code."""
         self.store = self.connect(timeout)
+        if self.store is None:
+            return 128 + self.stop
         deadline = time.monotonic() + timeout
         while not self.store.check([gang.HELLO]):
-            if time.monotonic() >= deadline or self.stop:
+            if self.stop:
+                return 128 + self.stop
+            if time.monotonic() >= deadline:
                 raise UserError(f"the store at {self.me.controller[0]}:{self.me.controller[1]} has no clustercheck "
                                 "controller's hello")
             time.sleep(0.2)
