@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -328,7 +329,13 @@ def main(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    code = agent.join(args.join_timeout)
-    if code is not None:
-        return code
-    return agent.serve()
+    try:
+        code = agent.join(args.join_timeout)
+        if code is None:
+            code = agent.serve()
+    finally:
+        if (agent.pools or agent.gone or agent.stop) and any(agent.workdir.iterdir()):
+            agent.say(f"the ranks' output and NCCL's logs stay in {agent.workdir}")  # maybe the only trace
+        else:  # after a goodbye the controller has every rank's output
+            shutil.rmtree(agent.workdir, ignore_errors=True)
+    return code
