@@ -253,6 +253,7 @@ class FakeCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_") and k != "JOB_COMPLETION_INDEX"}
         env.update(self.agent_env)
         env["JOB_COMPLETION_INDEX"] = str(index)
+        env["TMPDIR"] = str(self.logs)  # a pod's /tmp is its own
         for e in container.get("env") or []:
             if "value" in e:
                 env[e["name"]] = e["value"]

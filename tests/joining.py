@@ -70,6 +70,7 @@ def agent(tmp: Path, secret: str, index: int | None, node: str | None, controlle
           prefix: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     e = base_env(secret)
     e["CLUSTERCHECK_CONTROLLER"] = controller_addr
+    e["TMPDIR"] = str(tmp)  # where the agent keeps its ranks' files when it cannot say goodbye
     if index is not None:
         e["JOB_COMPLETION_INDEX"] = str(index)
     if node is not None:

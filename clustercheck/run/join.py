@@ -77,7 +77,8 @@ class JoinLauncher(Launcher):
 
         bind = self.host if loopback(self.host) else "0.0.0.0"
         try:
-            listener = socket.create_server((bind, self.port), backlog=1024)
+            family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+            listener = socket.create_server((bind, self.port), family=family, backlog=1024)
         except OSError as exc:
             raise UserError(f"--store-addr {self.store_addr}: cannot listen on {bind}:{self.port} "
                             f"({exc.strerror or exc})") from None
