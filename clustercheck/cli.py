@@ -75,11 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
                      help="the history directory that holds saved runs (default: clustercheck-out)")
     cmp.add_argument("--all", action="store_true", help="also list metrics that did not change beyond the tolerance")
-    res = sub.add_parser("resume", help="resume Slurm nodes that clustercheck drained (never others)",
-                         description="Resume drained nodes whose reason starts with 'clustercheck:'. Nodes "
-                                     "drained for any other reason are listed and left alone.")
+    res = sub.add_parser("resume", help="resume Slurm nodes that clustercheck drained, or untaint Kubernetes nodes "
+                                        "it tainted (never others)",
+                         description="Resume drained nodes whose reason starts with 'clustercheck:' (with --k8s: "
+                                     "remove the clustercheck.io/failed taints, labels and annotations clustercheck "
+                                     "set). Nodes drained or tainted by anything else are listed and left alone.")
     res.add_argument("nodes", nargs="?", metavar="HOSTLIST", help="only these nodes (default: all)")
-    res.add_argument("--dry-run", action="store_true", help="print the scontrol commands, run none")
+    res.add_argument("--dry-run", action="store_true", help="print the scontrol (kubectl) commands, run none")
+    res.add_argument("--k8s", action="store_true", help="Kubernetes nodes tainted by --taint, not Slurm nodes")
     plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")
     plat.add_argument("action", nargs="?", choices=("list", "show"), default="list")
     plat.add_argument("name", nargs="?")
@@ -90,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
 
     add_probe_parser(sub)
     add_evidence_parsers(sub)
+    from clustercheck.run.k8s.cli import add_parser as add_k8s_parser
+    from clustercheck.run.agent import add_parser as add_agent_parser
+
+    add_k8s_parser(sub)
+    add_agent_parser(sub)
     return p
 
 
@@ -119,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             from clustercheck.evidence import commands
 
             return commands.sign_main(args) if args.command == "sign" else commands.verify_main(args)
+        if args.command == "k8s":
+            from clustercheck.run.k8s.cli import main as k8s_main
+
+            return k8s_main(args)
+        if args.command == "agent":
+            from clustercheck.run.agent import main as agent_main
+
+            return agent_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
@@ -345,6 +361,11 @@ def _print_specs(hardware: dict[str, str], indent: int) -> None:
 
 def _resume(args: argparse.Namespace) -> int:
     import shlex
+
+    if args.k8s:
+        from clustercheck.run.k8s.taint import resume
+
+        return resume(args.nodes, dry_run=args.dry_run)
 
     import hostlist
 

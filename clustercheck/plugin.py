@@ -64,6 +64,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from clustercheck.run import prestart
 
     prestart.end()  # a pool started for a run that never began (a collection error, nothing selected)
+    cs = config.stash.get(session_key, None)
+    if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
+        cs.launcher.close()
 
 
 def _suite_files(config: pytest.Config) -> list[Path]:

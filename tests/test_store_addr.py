@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +23,9 @@ def test_the_flag_wins_over_the_environment_which_wins_over_the_hostname(monkeyp
     assert advertised() == "10.1.2.3"
     monkeypatch.setenv("CC_STORE_ADDR", "10.9.9.9")
     assert advertised() == "10.9.9.9" and advertised("ctl-ib0") == "ctl-ib0"
-    launcher = make_launcher("hosts", "n[1-2]", "ssh {host} {python}", "192.168.7.1")
+    options = SimpleNamespace(launcher="hosts", hosts="n[1-2]", host_command="ssh {host} {python}",
+                              store_addr="192.168.7.1", nodes=None)
+    launcher = make_launcher(options)
     assert isinstance(launcher, HostsLauncher) and launcher.store_bind() == ("0.0.0.0", "192.168.7.1")
 
 
@@ -34,7 +37,7 @@ def test_loopback_is_an_address_only_this_machine_reaches(addr: str, expected: b
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--store-addr", "10.0.0.1"], "--store-addr is for --launcher slurm or hosts"),
+    (["--store-addr", "10.0.0.1"], "--store-addr is for the multi-node launchers (slurm, hosts, join, k8s)"),
     (["--launcher", "hosts", "--hosts", "n1", "--store-addr", "10.0.0.1 10.0.0.2"], "takes one address"),
     (["--launcher", "hosts", "--hosts", "n1", "--store-addr", " "], "takes one address"),
 ])

@@ -8,9 +8,10 @@ cluster-scope failure names no node.
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import hostlist
 
@@ -65,6 +66,26 @@ def untested(nodes: Sequence[str], results: Sequence[ResultEntry]) -> list[str]:
         if r["outcome"] in ("passed", "failed"):
             measured.update(r.get("nodes") or [])
     return [n for n in nodes if n not in measured]
+
+
+def breaker(results: Sequence[ResultEntry], nodes: Mapping[str, str], run_nodes: int, share: float) -> str | None:
+    """The circuit breaker of --drain and --taint: None when they may act on `nodes` (the exclusion
+    list), else the one line that says why nothing is drained or tainted. It trips when more of the run's
+    `run_nodes` nodes than `share` of them, and more than one, failed the same check: the cause is then
+    more likely the threshold, the fabric or software every node shares than every one of those nodes
+    (on a 3-node Slurm, a floor set too high drained all three in one run). NVSentinel's fault quarantine
+    has such a breaker for cordoning."""
+    allowed = max(1, math.floor(share * run_nodes + 1e-9))
+    failing: dict[str, set[str]] = {}
+    for r in results:
+        if r["outcome"] == "failed" and r.get("scope") != "cluster":
+            failing.setdefault(r["check"], set()).update(n for n in r.get("nodes") or [] if n in nodes)
+    check, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
+    if len(failed) <= allowed:
+        return None
+    return (f"circuit breaker: {len(failed)} of {run_nodes} nodes ({len(failed) / run_nodes:.0%}) failed {check}, "
+            f"more than --drain-max {share:.0%} lets act on ({allowed}): drained and tainted nothing, since the "
+            "threshold, the fabric or shared software is the likelier cause; the verdicts and exclude.txt stand")
 
 
 def as_hostlist(nodes: list[str]) -> str:

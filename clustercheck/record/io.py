@@ -39,6 +39,8 @@ class Record:
             return "the run was killed before it ended (the record has no end line)"
         if self.end.get("interrupted"):
             return f"interrupted ({self.end.get('signal') or 'SIGINT'})"
+        if absent := self.header.get("absent"):  # nodes of the run whose agent never joined
+            return f"{len(absent)} node(s) never joined: {', '.join(sorted(absent))}"
         missing = len(self.not_run())
         if missing:
             return f"{missing} planned item(s) never ran"
@@ -133,7 +135,8 @@ _STR, _OPT_STR, _NUM = (str,), (str, type(None)), (int, float)
 _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
     "run": {"platform": (False, _STR), "nodes": (False, (list,)), "ranks": (False, (int,)), "facts": (False, (dict,)),
             "argv": (False, (list,)), "suites": (False, (list,)), "thresholds": (False, (dict,)),
-            "started": (False, _STR), "schema": (False, (int,)), "repeat": (False, (dict,))},
+            "started": (False, _STR), "schema": (False, (int,)), "repeat": (False, (dict,)),
+            "absent": (False, (dict,))},
     "result": {"name": (True, _STR), "check": (True, _STR), "suite_file": (True, _STR), "outcome": (True, _STR),
                "measure": (False, _STR), "scope": (False, _STR), "node": (False, _OPT_STR), "nodes": (False, (list,)),
                "line": (False, (int,)), "message": (False, _STR), "duration": (False, _NUM),
@@ -142,7 +145,8 @@ _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
                "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,)), "repeat": (False, (int,))},
     "plan": {"items": (True, (list,))},
     "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
-                "unmeasured": (False, (dict,)), "untested": (False, (list,))},
+                "unmeasured": (False, (dict,)), "untested": (False, (list,)), "breaker": (False, _STR),
+                "taint": (False, (list,))},
     "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR),
             "repetitions": (False, (int,))},
 }

@@ -39,6 +39,7 @@ class RunHeader(TypedDict, total=False):
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
     run_id: str  # a UUID naming this run in its evidence (absent in older records)
     node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
+    absent: dict[str, str]  # node -> why it never joined (--launcher join, k8s): the run is INCOMPLETE
 
 
 class MetricValue(TypedDict):
@@ -94,6 +95,8 @@ class ExcludeEntry(TypedDict, total=False):
     drain: list[DrainEntry]
     unmeasured: dict[str, list[str]]
     untested: list[str]
+    breaker: str  # why --drain/--taint changed nothing (record.exclude.breaker)
+    taint: list[DrainEntry]  # --taint, --taint-dry-run: the kubectl equivalent of each change
 
 
 class EndEntry(TypedDict, total=False):

@@ -109,6 +109,11 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
         for d in ex.get("drain") or []:
             state = "would run" if d["rc"] is None else f"ran (exit {d['rc']})"
             out.append((f"  drain {state}: {shlex.join(d['command'])}", ""))
+        for d in ex.get("taint") or []:
+            state = "would run" if d["rc"] is None else "done" if d["rc"] == 0 else f"failed ({d['output']})"
+            out.append((f"  taint {state}: {shlex.join(d['command'])}", ""))
+        if ex.get("breaker"):
+            out.append((f"  {ex['breaker']}", "yellow"))
     elif incomplete:
         out.append(("exclude: none so far (the run did not finish: nothing it did not measure is cleared)", ""))
     elif nodes > 1 or ex:

@@ -10,67 +10,28 @@
   passes no environment (only what the server's AcceptEnv lets through), and `env K=V` words in the
   argv would need quoting for the remote shell ssh hands them to but not for a template without one
   (`ip netns exec`, `docker exec`), so stdin carries them for every template alike.
+- `join`: node agents (`clustercheck agent`) started by something else (an Indexed Job, JobSet, MPIJob,
+  systemd) join the controller and start their node's ranks (run/join.py, run/agent.py).
+- `k8s`: the same agents as an Indexed Job behind a headless Service, which this launcher creates and
+  deletes through the Kubernetes API (clustercheck/k8s/launcher.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shlex
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 from clustercheck.errors import UserError
+from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env  # noqa: F401 (re-exported)
 
 WORKER = ["-m", "clustercheck.run.worker"]
-
-
-class Launcher:
-    """Starts a pool's ranks. What the rest of the run needs to know about a launcher is said by its
-    capabilities, never by comparing its name."""
-
-    kind = "local"  # the name the record and the options use
-    remote = False  # ranks may run on other machines: the store listens where they reach it, and each node's
-    # facts are read by its own first rank (the controller may be a login node)
-    merged_log = False  # one process (srun) stands for every rank and writes one rank-prefixed log
-    nodes: tuple[str, ...] = ()
-    store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
-
-    @classmethod
-    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
-        """One from the run's options (--hosts, --host-command, --store-addr)."""
-        raise NotImplementedError
-
-    def store_bind(self) -> tuple[str, str]:
-        """(address to listen on, address the ranks connect to)."""
-        return "127.0.0.1", "127.0.0.1"
-
-    def node_of(self, rank: int, nranks: int) -> str | None:
-        """Where this launcher puts a rank, before the rank says so itself; None where another program
-        places it (srun)."""
-        return socket.gethostname()
-
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
-              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
-        """Start the ranks with `env` (the controller's environment plus the pool's); `check_env`, the
-        check's own `env:`, lets a launcher whose ranks do not inherit `env` send it whole (hosts)."""
-        raise NotImplementedError
-
-
-def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None,
-             check_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What a remote rank must be told: every variable the pool set or changed for its ranks (`env` is
-    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts),
-    every CC_* variable, and the check's `env:` even where the controller's value is the same. The
-    rest of the controller's environment stays on the controller."""
-    base = os.environ if base is None else base
-    out = {k: v for k, v in env.items() if k.startswith("CC_") or base.get(k) != v}
-    out.update(check_env or {})
-    return dict(sorted(out.items()))
 
 
 def env_line(env: Mapping[str, str]) -> bytes:
@@ -123,10 +84,6 @@ class LocalLauncher(Launcher):
     def __init__(self) -> None:
         self.nodes = (socket.gethostname(),)
 
-    @classmethod
-    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
-        return cls()
-
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
         return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
@@ -145,16 +102,6 @@ def advertised(store_addr: str | None = None) -> str:
         return socket.gethostname()
 
 
-def loopback(addr: str) -> bool:
-    """127.0.0.0/8, ::1 or `localhost`: reachable from this machine only."""
-    if addr.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(addr).is_loopback
-    except ValueError:
-        return False  # a name: the ranks resolve it
-
-
 STORE_HINT = ("the store was advertised at {addr}, a loopback address (this controller's hostname resolves "
               "to it): ranks on other machines cannot reach it; give --store-addr with an address they can reach")
 
@@ -163,10 +110,6 @@ class SlurmLauncher(Launcher):
     kind = "slurm"
     remote = True
     merged_log = True
-
-    @classmethod
-    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
-        return cls(store_addr)
 
     def __init__(self, store_addr: str | None = None) -> None:
         import hostlist
@@ -206,16 +149,6 @@ class SlurmLauncher(Launcher):
 class HostsLauncher(Launcher):
     kind = "hosts"
     remote = True
-
-    @classmethod
-    def make(cls, hosts: str | None, template: str, store_addr: str | None) -> Launcher:
-        import hostlist
-
-        try:
-            names = hostlist.expand_hostlist(hosts or "")
-        except hostlist.BadHostlist as exc:
-            raise UserError(f"--hosts {hosts!r}: {exc}") from None
-        return cls(names, template, store_addr)
 
     def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
         self.store_addr = store_addr
@@ -261,12 +194,64 @@ class HostsLauncher(Launcher):
         return procs
 
 
-# --launcher NAME -> its class (LAUNCHERS[name].remote says what it is before one is made)
-LAUNCHERS: dict[str, type[Launcher]] = {"local": LocalLauncher, "slurm": SlurmLauncher, "hosts": HostsLauncher}
+def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+    import hostlist
+
+    try:
+        names = hostlist.expand_hostlist(hosts or "")
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"--hosts {hosts!r}: {exc}") from None
+    return HostsLauncher(names, template, store_addr)
 
 
-def make_launcher(kind: str, hosts: str | None, template: str, store_addr: str | None = None) -> Launcher:
-    cls = LAUNCHERS.get(kind)
-    if cls is None:
-        raise UserError(f"unknown launcher {kind!r} (known: {', '.join(LAUNCHERS)})")
-    return cls.make(hosts, template, store_addr)
+def _join(o: Any) -> Launcher:
+    from clustercheck.run.join import JoinLauncher
+
+    pods = None
+    if o.k8s_job:  # inside a cluster: an agent that never joined is named by its pod, and why
+        from clustercheck.run.k8s.launcher import job_pods
+
+        pods = job_pods(o.k8s_job, o.namespace)
+    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout, pods=pods)
+
+
+def _k8s(o: Any) -> Launcher:
+    from clustercheck.run.k8s.launcher import K8sLauncher
+
+    return K8sLauncher.from_options(o, _nodes(o))
+
+
+def _nodes(o: Any) -> int:
+    if o.nodes is None:
+        raise UserError(f"--launcher {o.launcher} needs --nodes N: how many nodes (node agents) the run waits for")
+    return int(o.nodes)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A launcher as `--launcher NAME` names it: how to make one from the run's options (options.Options;
+    that module imports this one), and whether its ranks may run on other machines (its `remote`),
+    readable before one is made (a local run starts its first pool before the options are resolved)."""
+
+    make: Callable[[Any], Launcher]
+    remote: bool
+
+
+LAUNCHERS: dict[str, Entry] = {
+    "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
+    "slurm": Entry(lambda o: SlurmLauncher(o.store_addr), SlurmLauncher.remote),
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), HostsLauncher.remote),
+    "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
+    "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
+}
+JOINING = ("join", "k8s")  # launchers whose nodes come to the controller: --nodes and --join-timeout apply
+
+
+def make_launcher(options: Any) -> Launcher:
+    entry = LAUNCHERS.get(options.launcher)
+    if entry is None:
+        raise UserError(f"unknown launcher {options.launcher!r} (known: {', '.join(LAUNCHERS)})")
+    if options.nodes is not None and options.launcher not in JOINING:
+        raise UserError(f"--nodes is for --launcher {' or '.join(JOINING)} (the nodes of --launcher "
+                        f"{options.launcher} come from {'--hosts' if options.launcher == 'hosts' else 'where it runs'})")
+    return entry.make(options)

@@ -62,8 +62,9 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "DIR/latest (default: clustercheck-out)", cli_flag="--out", default=Path("clustercheck-out"), type=Path,
         metavar="DIR"),
     Opt("launcher", "--launcher", "how ranks start: local (this machine), slurm (srun on every node of the "
-        "allocation, inside salloc or sbatch), hosts (--hosts started with --host-command)", default="local",
-        choices=tuple(LAUNCHERS)),
+        "allocation, inside salloc or sbatch), hosts (--hosts started with --host-command), join (--nodes node "
+        "agents, `clustercheck agent`, join this controller), k8s (the same agents as an Indexed Job created "
+        "here: docs/kubernetes.md)", default="local", choices=tuple(LAUNCHERS)),
     Opt("hosts", "--hosts", "nodes for --launcher hosts, in Slurm hostlist syntax (node[01-04],gpu7)",
         metavar="HOSTLIST"),
     Opt("host_command", "--host-command", "how --launcher hosts runs Python on a host; split like a shell "
@@ -71,7 +72,26 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         default="ssh {host} {python}", metavar="TEMPLATE"),
     Opt("store_addr", "--store-addr", "slurm and hosts launchers: the address ranks on other machines reach "
         "this controller at (its rank store); default: $CC_STORE_ADDR, else the IP this machine's hostname "
-        "resolves to, which on many systems is loopback", metavar="ADDR"),
+        "resolves to, which on many systems is loopback. join and k8s: HOST:PORT the node agents reach "
+        "(default: every interface, port 29410)", metavar="ADDR"),
+    # -- node agents and Kubernetes (docs/kubernetes.md) --
+    Opt("nodes", "--nodes", "join and k8s launchers: how many nodes (node agents) the run waits for",
+        type=int, metavar="N"),
+    Opt("join_timeout", "--join-timeout", "join and k8s: how long to wait for every node agent; those that "
+        "never join are untested and the run is INCOMPLETE (default 600)", default=600.0, type=float,
+        metavar="SECONDS"),
+    Opt("image", "--k8s-image", "k8s: the container image with clustercheck (and torch) for the node agents",
+        cli_flag="--image", metavar="IMAGE"),
+    Opt("namespace", "--k8s-namespace", "k8s: the namespace to create the agents' Job in (default: the "
+        "kubeconfig context's, else default)", cli_flag="--namespace", metavar="NS"),
+    Opt("gpus_per_node", "--k8s-gpus-per-node", "k8s: nvidia.com/gpu each agent's pod asks for (default 0: "
+        "a CPU run)", cli_flag="--gpus-per-node", default=0, type=int, metavar="G"),
+    Opt("node_selector", "--k8s-node-selector", "k8s: only nodes with this label (repeatable)",
+        cli_flag="--node-selector", repeat=True, metavar="KEY=VALUE"),
+    Opt("rdma", "--k8s-rdma", "k8s: an RDMA device resource each pod asks for, e.g. rdma/ib=1 (repeatable)",
+        cli_flag="--rdma", repeat=True, metavar="RESOURCE=COUNT"),
+    Opt("k8s_job", "--k8s-job", "join, inside a cluster: the Indexed Job whose pods are the agents, so that an "
+        "agent that never joined is named by its pod and the reason Kubernetes gives", metavar="NAME"),
     Opt("pair_strategy", "--pair-strategy", "scope pair: every node pair in rounds of disjoint pairs, or one "
         "round of random pairs", default="rounds", choices=("rounds", "random")),
     Opt("pair_seed", "--pair-seed", "seed of --pair-strategy random (default 0)", default=0, type=int,
@@ -80,6 +100,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         default=False, flag=True),
     Opt("drain_dry_run", "--drain-dry-run", "print the scontrol commands --drain would run, run nothing",
         default=False, flag=True),
+    Opt("taint", "--taint", "Kubernetes: taint every node on the exclusion list clustercheck.io/failed=<check>:"
+        "NoSchedule, with a label and an annotation giving the reason and the run (clustercheck resume --k8s "
+        "removes them)", default=False, flag=True),
+    Opt("taint_dry_run", "--taint-dry-run", "print the kubectl commands --taint would amount to, change nothing",
+        default=False, flag=True),
+    Opt("drain_max", "--drain-max", "circuit breaker of --drain and --taint: when more than this share of the "
+        "run's nodes (and more than one) fail the same check, drain and taint nothing (default 10%%)",
+        default="10%", metavar="SHARE"),
     Opt("compare", "--compare", "judge each item also against the same item of a saved run (a run directory, "
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),
@@ -144,6 +172,17 @@ class Options:
     timings: bool = False
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
+    nodes: int | None = None  # join, k8s: the node agents to wait for
+    join_timeout: float = 600.0
+    image: str | None = None  # k8s
+    namespace: str | None = None
+    gpus_per_node: int = 0
+    node_selector: tuple[tuple[str, str], ...] = ()
+    rdma: tuple[tuple[str, str], ...] = ()
+    k8s_job: str | None = None
+    taint: bool = False
+    taint_dry_run: bool = False
+    drain_max: float = 0.10  # the breaker's share (--drain-max)
 
     @property
     def repeating(self) -> bool:
@@ -173,7 +212,17 @@ def resolve(get: Callable[[str], Any]) -> Options:
         if not values["store_addr"].strip() or any(c.isspace() for c in values["store_addr"]):
             raise UserError(f"--store-addr takes one address or host name, got {values['store_addr']!r}")
         if values["launcher"] == "local":
-            raise UserError("--store-addr is for --launcher slurm or hosts: local ranks reach the store on 127.0.0.1")
+            raise UserError("--store-addr is for the multi-node launchers (slurm, hosts, join, k8s): local ranks "
+                            "reach the store on 127.0.0.1")
+    from clustercheck.run.k8s.labels import agent_options
+
+    values.update(agent_options(values))  # --nodes, --join-timeout, --gpus-per-node, --node-selector, --rdma
+    try:
+        values["drain_max"] = parse_tolerance(values["drain_max"])
+    except argparse.ArgumentTypeError as exc:
+        raise UserError(f"--drain-max: {exc}".replace("tolerance", "share")) from None
+    if values["drain_max"] > 1:
+        raise UserError(f"--drain-max is a share of the run's nodes, at most 100%, got {values['drain_max']:g}")
     values["thresholds"] = search_path(values["thresholds"] or ())
     if values["sign"] is not None:  # a typo in the key path must not cost a 4-hour burn-in its signature
         values["sign"] = load_private(Path(values["sign"]), "--sign")

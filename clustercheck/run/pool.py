@@ -23,6 +23,7 @@ from clustercheck.run import wire
 from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
                                       rank_ranges, rank_tail, srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
+from clustercheck.run.launcher import RankProcess
 
 START_TIMEOUT = 180.0
 # After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
@@ -46,13 +47,13 @@ class WorkerPool:
         self.log_dir = log_dir
         self.number = number
         self.launcher = launcher or LocalLauncher()
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[RankProcess] = []
         self.logs: list[Path] = []
         self.ranks: list[dict[str, Any]] = []
         self.seq = 0
         self.progress = ""  # what the running task last said of itself (wire.PROGRESS_KEY), for the live line
         self.store: Any = None
-        self.key_hex = wire.new_key()
+        self.key_hex = self.launcher.pool_key(number)
         self.start_seconds = 0.0  # from the first socket to the last rank ready
         self._t0 = 0.0
         self._advertised = ""
@@ -68,12 +69,17 @@ class WorkerPool:
         """Start the rank processes (from the thread that will outlive them: Linux sends a rank its
         parent-death signal when the *thread* that forked it ends). The local launcher listens on
         loopback only (TCPStore alone would bind every interface); multi-node launchers where the other
-        nodes reach us. The socket listens before the ranks start and `connect` hands it to the store:
-        the ranks import torch meanwhile (seconds each) and their connections wait in the backlog."""
+        nodes reach us; node agents reach the controller at one port, the launcher's store. The socket
+        listens before the ranks start and `connect` hands it to the store: the ranks import torch
+        meanwhile (seconds each) and their connections wait in the backlog."""
         self._t0 = time.monotonic()
-        bind, self._advertised = self.launcher.store_bind()
-        self._listener = socket.create_server((bind, 0), backlog=1024)
-        port = self._listener.getsockname()[1]
+        lent = self.launcher.pool_store(self.number)
+        if lent is not None:
+            self.store, self._advertised, port = lent
+        else:
+            bind, self._advertised = self.launcher.store_bind()
+            self._listener = socket.create_server((bind, 0), backlog=1024)
+            port = self._listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(self.key.env)
@@ -92,22 +98,24 @@ class WorkerPool:
         if self.launcher.merged_log:
             self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
         try:
-            self.procs = self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
-                                             check_env=dict(self.key.env))
+            self.procs = list(self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
+                                                  check_env=dict(self.key.env)))
         except BaseException:
-            self._listener.close()
+            if self._listener is not None:
+                self._listener.close()
             raise
 
     def connect(self) -> None:
         """Import torch here (the first pool's ranks are importing theirs), open the store on the socket
-        `spawn` made, and wait until every rank has joined."""
-        import torch.distributed as dist
+        `spawn` made (unless the launcher lent one), and wait until every rank has joined."""
+        if self.store is None:
+            import torch.distributed as dist
 
-        assert self._listener is not None, "connect() follows spawn()"
-        port = self._listener.getsockname()[1]
-        self.store = dist.TCPStore(self._advertised, port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=START_TIMEOUT),
-                                   master_listen_fd=self._listener.detach())  # the store owns and closes it
+            assert self._listener is not None, "connect() follows spawn()"
+            port = self._listener.getsockname()[1]
+            self.store = dist.TCPStore(self._advertised, port, is_master=True, wait_for_workers=False,
+                                       timeout=timedelta(seconds=START_TIMEOUT),
+                                       master_listen_fd=self._listener.detach())  # the store owns and closes it
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
@@ -222,7 +230,9 @@ class WorkerPool:
                 self._hear(heard, rank, self._read(k))
         deaths: dict[int, str] = {}
         if not self._srun:
-            deaths = {r: exit_text(p.returncode) for r, p in enumerate(self.procs) if p.poll() is not None}
+            # a stand-in for a remote rank may know more than an exit status (its node's agent went silent)
+            deaths = {r: getattr(p, "ended", "") or exit_text(p.returncode) for r, p in enumerate(self.procs)
+                      if p.poll() is not None}
         elif (ended := self.procs[0].poll()) is not None or srun_log:
             deaths = {r: f"ended (srun: task {r}: {why})" for r, why in self._srun_tasks().items()}
             if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks

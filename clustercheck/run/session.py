@@ -13,7 +13,7 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
@@ -41,7 +41,9 @@ FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sy
 class CheckSession:
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
-        self.launcher = make_launcher(options.launcher, options.hosts, options.host_command, options.store_addr)
+        self.launcher = make_launcher(options)
+        if options.ranks is None and self.launcher.ranks_per_node:  # node agents said how many they run
+            self.options = options = dataclasses.replace(options, ranks=self.launcher.ranks_per_node)
         self.argv = argv
         self.started = False
         self.facts: platform_mod.Facts | None = None
@@ -120,11 +122,12 @@ class CheckSession:
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
+            **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
             **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
                if opts.repeating else {}),
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
         })
-        self.record.append({"type": "plan", "items": plan or []})
+        self.record.append({"type": "plan", "items": [*(plan or []), *_absent_plan(checks, self.launcher.absent)]})
         if not opts.ranks and self.backend == "nccl":
             for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
@@ -280,11 +283,19 @@ class CheckSession:
         text = exclude.as_hostlist(list(nodes))
         (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
         self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
-                          "untested": exclude.untested(self.nodes, self.results)}
-        if nodes and (self.options.drain or self.options.drain_dry_run):
-            for cmd in exclude.drain_commands(nodes):
-                rc, out = (None, "dry run") if not self.options.drain else exclude.run(cmd)
+                          "untested": exclude.untested([*self.nodes, *self.launcher.absent], self.results)}
+        opts = self.options
+        acting = nodes and (opts.drain or opts.drain_dry_run or opts.taint or opts.taint_dry_run)
+        if acting and (tripped := exclude.breaker(self.results, nodes, len(self.nodes), opts.drain_max)):
+            self.exclusion["breaker"] = tripped  # the verdicts and exclude.txt stand; nothing is drained
+        elif acting:
+            for cmd in exclude.drain_commands(nodes) if opts.drain or opts.drain_dry_run else []:
+                rc, out = (None, "dry run") if not opts.drain else exclude.run(cmd)
                 self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
+            if opts.taint or opts.taint_dry_run:
+                from clustercheck.run.k8s.taint import taint
+
+                self.exclusion["taint"] = taint(nodes, self.run_dir.name, dry_run=not opts.taint)
         self.record.append({"type": "exclude", **self.exclusion})
 
     def kill_ranks(self) -> None:
@@ -305,6 +316,7 @@ class CheckSession:
                             "signal": signal if interrupted else None,
                             **({"repetitions": self.repetitions} if self.options.repeating else {})})
         self.record.close()
+        self.launcher.close()  # node agents leave, and what a launcher created in a cluster is deleted
 
 
 def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
@@ -315,6 +327,17 @@ def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None
         return None, ""
     node = min(known, key=known.__getitem__)
     return known[node], f"node {node}"
+
+
+def _absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
+    """The items a node that never joined would have had (each per-node check's), planned and never run:
+    JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
+    from clustercheck.record.entries import plan_item
+    from clustercheck.record.schema import item_name
+
+    unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
+    return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
+            for c in unique for node in absent]
 
 
 def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:

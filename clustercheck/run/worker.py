@@ -79,8 +79,11 @@ def main() -> int:
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
     # the controller may still be importing torch when this rank connects: wait as long as it waits for us
-    store = dist.TCPStore(host, int(port), is_master=False, timeout=_CONNECT)
-    store.set_timeout(_POLL)
+    tcp = dist.TCPStore(host, int(port), is_master=False, timeout=_CONNECT)
+    tcp.set_timeout(_POLL)
+    store: dist.Store = tcp
+    if prefix := env.get("CC_STORE_PREFIX"):  # a pool on a store it shares with others (run/join.py)
+        store = dist.PrefixStore(prefix, tcp)
     step("store")
     device = torch.device("cpu")
     nccl_log, bus = None, ""

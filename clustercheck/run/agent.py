@@ -1,0 +1,341 @@
+"""`clustercheck agent`: a node agent. It reads which node of the run it is from the Indexed Job contract
+(JOB_COMPLETION_INDEX, NODE_NAME, CLUSTERCHECK_CONTROLLER: gang.identity), joins the controller
+(`clustercheck run --launcher join`, run/join.py), and starts this node's ranks whenever a pool asks,
+reporting their exits and output. It never measures anything itself and imports no pytest.
+
+It ends, and takes its ranks with it (SIGKILL to each rank's process group; the ranks also die with it
+by PR_SET_PDEATHSIG), when the controller says goodbye (exit 0), when the controller is gone: its
+connection drops or stays unanswered for gang.SILENCE seconds (exit 3), or on SIGTERM or SIGINT (a
+pod being deleted; exit 128 + the signal). A GPU is so never held by a rank whose run is over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from clustercheck.errors import UserError
+from clustercheck.run import gang, wire
+from clustercheck.run.launch import WORKER, env_line
+
+CHUNK = 64 << 10  # bytes of a rank's output per message
+SHIP_LIMIT = 4 << 20  # bytes of one rank's output shipped at most (the rest stays in the agent's directory)
+GONE, LEFT = 3, 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("agent", help="a node agent: joins a controller (--launcher join) and starts this node's ranks",
+                       description="Join the controller of `clustercheck run --launcher join` and start this node's "
+                                   "ranks when it asks. Identity from the Indexed Job contract: "
+                                   f"{gang.INDEX_ENV} (which node of the run), {gang.NODE_ENV} (the node's "
+                                   f"name; default: the hostname), {gang.CONTROLLER_ENV}=HOST:PORT; the shared "
+                                   f"secret from {gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}. Exit 0 when the "
+                                   "run ends, 3 when the controller is gone, 4 on bad input.")
+    p.add_argument("--local-ranks", type=int, metavar="K",
+                   help="ranks this node runs (on a CPU node; default: the controller's choice, one per GPU)")
+    p.add_argument("--controller", metavar="HOST:PORT", help=f"default: ${gang.CONTROLLER_ENV}")
+    p.add_argument("--index", metavar="N", help=f"default: ${gang.INDEX_ENV}")
+    p.add_argument("--node", metavar="NAME", help=f"default: ${gang.NODE_ENV}, else the hostname")
+    p.add_argument("--join-timeout", type=float, default=gang.JOIN_TIMEOUT, metavar="SECONDS",
+                   help=f"how long to try to reach the controller (default {gang.JOIN_TIMEOUT:g})")
+
+
+@dataclass
+class Rank:
+    rank: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+    shipped: int = 0
+
+
+@dataclass
+class Agent:
+    me: gang.Identity
+    token: str
+    local_ranks: int | None
+    store: Any = None
+    key: str = ""
+    nonce: str = ""
+    hello_nonce: str = ""
+    handled: int = 0
+    pools: dict[int, list[Rank]] = field(default_factory=dict)
+    chunks: dict[int, int] = field(default_factory=dict)
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="clustercheck-agent-")))
+    gone: str = ""  # why the controller is taken as gone ("" while it answers)
+    stop: int = 0  # the signal that asks this agent to end
+
+    def say(self, text: str) -> None:
+        print(f"clustercheck agent {self.me.index} ({self.me.node}): {text}", file=sys.stderr, flush=True)
+
+    # -- joining ----------------------------------------------------------------------------------
+    def connect(self, timeout: float) -> Any:
+        """A store client of the controller's, retried until `timeout`; None when a signal stops the wait."""
+        import torch.distributed as dist
+
+        host, port = self.me.controller
+        deadline, said = time.monotonic() + timeout, False
+        while True:
+            try:
+                return dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=5))
+            except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError: not up yet
+                if self.stop:
+                    return None
+                if time.monotonic() >= deadline:
+                    raise UserError(f"could not reach the controller at {host}:{port} within {timeout:g} s "
+                                    f"({str(exc).splitlines()[0][:200]})") from None
+                if not said:
+                    self.say(f"waiting for the controller at {host}:{port}")
+                    said = True
+                time.sleep(1.0)
+
+    def join(self, timeout: float) -> int | None:
+        """Join; None when joined, else the exit code."""
+        self.store = self.connect(timeout)
+        if self.store is None:
+            return 128 + self.stop
+        deadline = time.monotonic() + timeout
+        while not self.store.check([gang.HELLO]):
+            if self.stop:
+                return 128 + self.stop
+            if time.monotonic() >= deadline:
+                raise UserError(f"the store at {self.me.controller[0]}:{self.me.controller[1]} has no clustercheck "
+                                "controller's hello")
+            time.sleep(0.2)
+        try:
+            hello = wire.unseal(gang.hello_key(self.token), self.store.get(gang.HELLO))
+        except wire.Forged:
+            self.store.set(gang.mismatch_key(self.me.index), "1")
+            raise UserError(f"the controller's hello failed verification: this agent's {gang.TOKEN_ENV} differs "
+                            "from the controller's") from None
+        expected = int(hello["nodes"])
+        if self.me.index >= expected:
+            raise UserError(f"{gang.INDEX_ENV}={self.me.index}, but the controller waits for {expected} agent(s) "
+                            f"(indices 0-{expected - 1})")
+        if self.store.check([gang.CLOSED]):
+            self.say("the run started without this agent (the controller's --join-timeout passed); leaving")
+            return GONE
+        if self.store.add(gang.claim_key(self.me.index), 1) != 1:
+            raise UserError(f"another agent already joined as index {self.me.index}: each of the run's agents "
+                            f"needs its own {gang.INDEX_ENV}")
+        self.nonce = secrets.token_hex(gang.NONCE // 2)
+        self.key = gang.agent_key(self.token, str(hello["nonce"]), self.nonce)
+        self.hello_nonce = str(hello["nonce"])
+        info = {"index": self.me.index, "node": self.me.node, "local_ranks": self.local_ranks,
+                "host": socket.gethostname(), "pid": os.getpid()}
+        self.store.set(gang.join_key(self.me.index), self.nonce + wire.seal(self.key, info))
+        self.store.add(gang.JOINS, 1)
+        self.say(f"joined the controller at {self.me.controller[0]}:{self.me.controller[1]}")
+        return None
+
+    # -- serving ----------------------------------------------------------------------------------
+    def serve(self) -> int:
+        threading.Thread(target=self._beat, daemon=True).start()
+        next_ship = last_over = 0.0
+        quiet_since: float | None = None
+        while True:
+            if self.stop:
+                self.end_all()
+                return 128 + self.stop
+            if self.gone:
+                n = self.end_all()
+                self.say(f"the controller is gone ({self.gone}): stopped {n} rank(s)")
+                return GONE
+            try:
+                code = self._commands()
+                if code is not None:
+                    return code
+                self._reap()
+                if time.monotonic() >= next_ship:
+                    next_ship = time.monotonic() + 0.5
+                    self._ship()
+                if time.monotonic() - last_over >= 1.0:
+                    last_over = time.monotonic()
+                    if self.store.check([gang.OVER]) and not self._pending():
+                        self.end_all()
+                        return LEFT
+                quiet_since = None
+            except RuntimeError as exc:  # DistNetworkError: the store went away; DistStoreError: no answer
+                text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+                quiet_since = quiet_since or time.monotonic()
+                if type(exc).__name__ == "DistNetworkError" or time.monotonic() - quiet_since > gang.SILENCE:
+                    self.gone = text
+                continue
+            time.sleep(0.05)
+
+    def _pending(self) -> bool:
+        return self.store.add(gang.cmd_seq(self.me.index), 0) > self.handled
+
+    def _commands(self) -> int | None:
+        posted = self.store.add(gang.cmd_seq(self.me.index), 0)
+        while self.handled < posted:
+            n = self.handled + 1
+            if not self.store.check([gang.cmd_key(self.me.index, n)]):
+                return None  # numbered but not yet written: next round
+            self.handled = n
+            try:
+                msg = wire.unseal(self.key, self.store.get(gang.cmd_key(self.me.index, n)))
+            except wire.Forged as exc:
+                self.say(f"refusing command {n}: {exc}")
+                continue
+            if msg.get("seq") != n:
+                self.say(f"refusing command {n}: it was sealed as command {msg.get('seq')!r} (a replay)")
+                continue
+            if msg["op"] == "spawn":
+                self.spawn(msg)
+            elif msg["op"] == "kill":
+                self.kill(int(msg["pool"]))
+            elif msg["op"] == "bye":
+                self.end_all()
+                self.store.add(gang.LEFT, 1)
+                self.say("the run is over: leaving")
+                return LEFT
+        return None
+
+    def spawn(self, msg: dict[str, Any]) -> None:
+        pool, world, backend = int(msg["pool"]), int(msg["world"]), str(msg["backend"])
+        host, port = self.me.controller
+        key = gang.pool_key(self.token, self.hello_nonce, pool)
+        env = {k: v for k, v in os.environ.items() if k not in (gang.TOKEN_ENV, gang.TOKEN_FILE_ENV, wire.TOKEN_ENV)}
+        travel = {**msg["env"], "CC_LOG_DIR": str(self.workdir)}  # the controller's directory is not here
+        started = []
+        for local, rank in enumerate(msg["ranks"]):
+            log = self.workdir / f"pool{pool}-rank{rank}.log"
+            argv = [sys.executable, *WORKER, "--rank", str(rank), "--local-rank", str(local), "--node", self.me.node,
+                    "--world-size", str(world), "--store", f"{host}:{port}", "--backend", backend]
+            with log.open("wb") as out:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(key.encode() + b"\n" + env_line(travel))
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died at once; _reap reports it
+            started.append(Rank(int(rank), proc, log))
+        self.pools[pool] = started
+        self.store.set(gang.spawned_key(pool, self.me.index),
+                       wire.seal(self.key, {"pids": {str(r.rank): r.proc.pid for r in started}}))
+
+    def kill(self, pool: int) -> None:
+        for r in self.pools.get(pool, []):
+            if r.proc.poll() is None:
+                try:
+                    os.killpg(r.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    r.proc.kill()
+
+    def end_all(self) -> int:
+        """Stop every rank still running (a pool's own exit was asked for by the controller already)."""
+        live = [r for ranks in self.pools.values() for r in ranks if r.proc.poll() is None]
+        for pool in list(self.pools):
+            self.kill(pool)
+        for r in live:
+            r.proc.wait()
+        if not self.gone:
+            try:
+                self._reap()
+            except RuntimeError:
+                pass
+        return len(live)
+
+    def _reap(self) -> None:
+        """Report each rank that ended: its last output first, then its exit status."""
+        for pool, ranks in list(self.pools.items()):
+            for r in list(ranks):
+                code = r.proc.poll()
+                if code is None:
+                    continue
+                self._ship_rank(pool, r)
+                self.store.set(gang.exit_key(pool, r.rank), wire.seal(self.key, {"code": code}))
+                self.store.add(gang.exits_key(pool), 1)
+                ranks.remove(r)
+            if not ranks:
+                del self.pools[pool]
+
+    def _ship(self) -> None:
+        for pool, ranks in self.pools.items():
+            for r in ranks:
+                self._ship_rank(pool, r)
+
+    def _ship_rank(self, pool: int, r: Rank) -> None:
+        try:
+            with r.log.open("rb") as fh:
+                fh.seek(r.shipped)
+                data = fh.read(max(0, SHIP_LIMIT - r.shipped))
+        except OSError:
+            return
+        for i in range(0, len(data), CHUNK):
+            piece = data[i:i + CHUNK]
+            n = self.chunks[pool] = self.chunks.get(pool, 0) + 1
+            self.store.set(gang.log_chunk(pool, self.me.index, n),
+                           wire.seal(self.key, {"rank": r.rank, "text": piece.decode(errors="replace")}))
+            self.store.add(gang.log_count(pool, self.me.index), 1)
+            self.store.add(gang.logs_key(pool), 1)
+        r.shipped += len(data)
+        if data and r.shipped >= SHIP_LIMIT:
+            note = f"\n[clustercheck agent: output beyond {SHIP_LIMIT >> 20} MiB stays in {r.log} on {self.me.node}]\n"
+            self._post_text(pool, r.rank, note)
+
+    def _post_text(self, pool: int, rank: int, text: str) -> None:
+        n = self.chunks[pool] = self.chunks.get(pool, 0) + 1
+        self.store.set(gang.log_chunk(pool, self.me.index, n), wire.seal(self.key, {"rank": rank, "text": text}))
+        self.store.add(gang.log_count(pool, self.me.index), 1)
+        self.store.add(gang.logs_key(pool), 1)
+
+    def _beat(self) -> None:
+        """Heartbeats on a connection of their own; the controller gone, or silent for SILENCE s, is said."""
+        import torch.distributed as dist
+
+        host, port = self.me.controller
+        quiet_since = time.monotonic()
+        store = None
+        while not self.gone and not self.stop:
+            try:
+                if store is None:
+                    store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=gang.BEAT * 3))
+                store.add(gang.beat_key(self.me.index), 1)
+                quiet_since = time.monotonic()
+            except RuntimeError as exc:
+                store = None
+                if "refused" in str(exc).lower() or "reset" in str(exc).lower() or \
+                        time.monotonic() - quiet_since > gang.SILENCE:
+                    self.gone = str(exc).splitlines()[0][:200] or type(exc).__name__
+                    return
+            time.sleep(gang.BEAT)
+
+
+def main(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's client would log every retry
+    if args.local_ranks is not None and not 1 <= args.local_ranks <= 1024:
+        raise UserError(f"--local-ranks must be between 1 and 1024, got {args.local_ranks}")
+    me = gang.identity(args.index, args.node, args.controller, socket.gethostname())
+    agent = Agent(me, gang.read_token(), args.local_ranks)
+
+    def stop(signum: int, frame: Any) -> None:
+        agent.stop = signum
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    try:
+        code = agent.join(args.join_timeout)
+        if code is None:
+            code = agent.serve()
+    finally:
+        if (agent.pools or agent.gone or agent.stop) and any(agent.workdir.iterdir()):
+            agent.say(f"the ranks' output and NCCL's logs stay in {agent.workdir}")  # maybe the only trace
+        else:  # after a goodbye the controller has every rank's output
+            shutil.rmtree(agent.workdir, ignore_errors=True)
+    return code

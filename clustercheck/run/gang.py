@@ -1,0 +1,202 @@
+"""How node agents join a controller (`--launcher join`, `clustercheck agent`): the identity an agent
+reads, the shared secret, the keys derived from it, and the names of the controller store's keys.
+
+Everything goes through the controller's c10d TCPStore, which anyone who reaches its port can read and
+write, so every message that makes something happen is sealed (wire.seal, HMAC-SHA256) with a key
+derived from a secret that controller and agents share (CLUSTERCHECK_TOKEN, or a file named by
+CLUSTERCHECK_TOKEN_FILE; under `--launcher k8s` a Secret the launcher makes). No key ever travels:
+
+- `hello` (the controller's nonce and how many agents it waits for), sealed with hello_key(token);
+- each agent picks a nonce of its own and seals its `join/<index>` and everything after it with
+  agent_key(token, controller nonce, agent nonce): a message of an earlier run, or of another agent,
+  fails verification;
+- each rank pool's key is pool_key(token, controller nonce, pool number), computed on both sides, so
+  a pool's ranks get their key on stdin from their agent as the hosts launcher's ranks get it from ssh.
+
+Messages from the controller to agent i are numbered `cmd/<i>/<n>` (n from an atomic counter, so that
+a signal handler may post one too) and carry n inside the seal: a replayed command is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from clustercheck.errors import UserError
+
+TOKEN_ENV = "CLUSTERCHECK_TOKEN"
+TOKEN_FILE_ENV = "CLUSTERCHECK_TOKEN_FILE"
+CONTROLLER_ENV = "CLUSTERCHECK_CONTROLLER"
+INDEX_ENV = "JOB_COMPLETION_INDEX"  # the Indexed Job's contract (kubernetes.io: Indexed Job)
+NODE_ENV = "NODE_NAME"  # the downward API's spec.nodeName, by convention
+DEFAULT_PORT = 29410
+JOIN_TIMEOUT = 600.0  # NVSentinel's gang timeout for preflight checks: 600 s
+MIN_TOKEN = 32
+NONCE = 32  # hex digits of a nonce
+SILENCE = 10.0  # seconds without a heartbeat after which an agent, and its ranks, are taken as gone
+BEAT = 1.0  # seconds between an agent's heartbeats
+
+# store keys
+HELLO, JOINS, CLOSED, OVER, LEFT = "hello", "joins", "gang-closed", "over", "left"
+
+
+def join_key(index: int) -> str:
+    return f"join/{index}"
+
+
+def claim_key(index: int) -> str:
+    return f"claim/{index}"
+
+
+def mismatch_key(index: int) -> str:
+    return f"mismatch/{index}"
+
+
+def beat_key(index: int) -> str:
+    return f"beat/{index}"
+
+
+def cmd_seq(index: int) -> str:
+    return f"cmdseq/{index}"
+
+
+def cmd_key(index: int, n: int) -> str:
+    return f"cmd/{index}/{n}"
+
+
+def pool_prefix(number: int) -> str:
+    """The PrefixStore prefix of pool `number`'s keys (ready/<rank>, task/<seq>, ...)."""
+    return f"pool{number}"
+
+
+def spawned_key(pool: int, index: int) -> str:
+    return f"spawned/{pool}/{index}"
+
+
+def exits_key(pool: int) -> str:
+    return f"exits/{pool}"
+
+
+def exit_key(pool: int, rank: int) -> str:
+    return f"exit/{pool}/{rank}"
+
+
+def logs_key(pool: int) -> str:
+    return f"logs/{pool}"
+
+
+def log_count(pool: int, index: int) -> str:
+    return f"logn/{pool}/{index}"
+
+
+def log_chunk(pool: int, index: int, n: int) -> str:
+    return f"log/{pool}/{index}/{n}"
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+
+def read_token(env: Mapping[str, str] | None = None) -> str:
+    """The shared secret from CLUSTERCHECK_TOKEN or the file CLUSTERCHECK_TOKEN_FILE names; UserError
+    (one line) when neither is set, the file cannot be read or the secret is short."""
+    env = os.environ if env is None else env
+    how = ""
+    if path := env.get(TOKEN_FILE_ENV):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            raise UserError(f"{TOKEN_FILE_ENV}={path}: {exc.strerror or exc}") from None
+        how = f"{TOKEN_FILE_ENV}={path}"
+    else:
+        token = env.get(TOKEN_ENV, "").strip()
+        how = TOKEN_ENV
+    if not token:
+        raise UserError(f"controller and node agents authenticate each other with a shared secret: set "
+                        f"{TOKEN_ENV} (or {TOKEN_FILE_ENV}) to the same value for both, e.g. "
+                        f"export {TOKEN_ENV}=$(openssl rand -hex 32)")
+    if len(token) < MIN_TOKEN:
+        raise UserError(f"{how}: the shared secret has {len(token)} characters; give at least {MIN_TOKEN} "
+                        f"(e.g. openssl rand -hex 32)")
+    return token
+
+
+def _derive(token: str, *parts: str) -> str:
+    """HMAC-SHA256 of the token over a label: a key for one purpose, never the token itself."""
+    return hmac.new(token.encode(), " ".join(("clustercheck", *parts)).encode(), "sha256").hexdigest()
+
+
+def hello_key(token: str) -> str:
+    return _derive(token, "hello")
+
+
+def agent_key(token: str, nonce: str, agent_nonce: str) -> str:
+    return _derive(token, "agent", nonce, agent_nonce)
+
+
+def pool_key(token: str, nonce: str, number: int) -> str:
+    return _derive(token, "pool", nonce, str(number))
+
+
+# -- addresses and identity ---------------------------------------------------------------------------
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?$|^\[?[0-9A-Fa-f:.]+\]?$")
+
+
+def split_addr(text: str, what: str, default_port: int | None = DEFAULT_PORT) -> tuple[str, int]:
+    """'HOST:PORT' (or HOST alone where a default port is given) -> (host, port); UserError naming
+    `what` (the option or variable) otherwise."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or "]" in port:  # no port, or a bare IPv6 address
+        host, port = text.strip(), ""
+    host = host.strip("[]")
+    if not port and default_port is not None:
+        port = str(default_port)
+    if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"{what} {text!r}: expected HOST:PORT, e.g. 10.0.0.5:{DEFAULT_PORT}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who an agent is, from the Indexed Job contract (or its flags)."""
+
+    index: int
+    node: str
+    controller: tuple[str, int]
+
+
+def identity(index: str | None, node: str | None, controller: str | None, hostname: str) -> Identity:
+    """From the flags, else JOB_COMPLETION_INDEX, NODE_NAME (else the hostname) and
+    CLUSTERCHECK_CONTROLLER; UserError naming what is missing or malformed."""
+    env = os.environ
+    raw_index = index if index is not None else env.get(INDEX_ENV)
+    if raw_index is None or not raw_index.strip().isdigit():
+        where = "--index" if index is not None else INDEX_ENV
+        got = "is not set" if raw_index is None else f"is {raw_index!r}, not a number"
+        raise UserError(f"{where} {got}: an agent's index says which node of the run it is (an Indexed Job "
+                        f"sets {INDEX_ENV}; elsewhere give --index N)")
+    addr = controller if controller is not None else env.get(CONTROLLER_ENV)
+    if not addr:
+        raise UserError(f"{CONTROLLER_ENV} is not set: give the controller's HOST:PORT (the --store-addr of "
+                        f"`clustercheck run --launcher join`), or --controller")
+    where = "--controller" if controller is not None else CONTROLLER_ENV
+    name = (node if node is not None else env.get(NODE_ENV, "")).strip() or hostname
+    if any(c.isspace() or c in ",[]" for c in name) or len(name) > 253:
+        raise UserError(f"node name {name!r} ({'--node' if node is not None else NODE_ENV}): a host name "
+                        "without spaces, commas or brackets")
+    return Identity(int(raw_index), name, split_addr(addr, where, default_port=None))
+
+
+@dataclass(frozen=True)
+class Member:
+    """An agent that joined."""
+
+    index: int
+    node: str
+    key: str  # gang.agent_key: seals everything between the controller and this agent
+    local_ranks: int | None  # --local-ranks, when the agent was given it
+    host: str  # the agent's own hostname (a pod's name)
+    pid: int

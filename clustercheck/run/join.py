@@ -1,0 +1,240 @@
+"""`--launcher join`: the controller listens at one address and waits for N node agents
+(`clustercheck agent`, run/agent.py) to join; each agent then starts its node's ranks when a pool asks.
+
+Any engine that can start one process per node can run clustercheck this way: an Indexed Job (the agent
+reads JOB_COMPLETION_INDEX), a JobSet, Kubeflow, an MPIJob, a systemd unit. How the two sides
+authenticate each other: run/gang.py.
+
+The gang: the controller waits --join-timeout seconds for every index 0..N-1; an index that never
+joins is an absent node (named `index-<i>`, or by its pod under --launcher k8s), untested, and the run
+is INCOMPLETE; a run with no agent at all does not start. Every pool's store is a prefix of the
+controller's one store, so the agents, and their ranks, reach the controller at that one port.
+
+A rank on a node is watched through its agent (`RemoteRank`, what the pool polls like a process): the
+agent reports each rank's exit status and ships its output, and sends a heartbeat each second; an agent
+silent for SILENCE seconds is taken as gone, with its ranks.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Collection, Mapping, Protocol, Sequence
+
+from clustercheck.errors import UserError
+from clustercheck.run import gang, wire
+from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
+from clustercheck.run.remote import RemotePool
+
+class Pods(Protocol):
+    """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
+    has ended, and why each never joined."""
+
+    def ended(self, joined: Collection[int], expected: int) -> bool: ...
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]: ...
+
+
+class JoinLauncher(Launcher):
+    kind = "join"
+    remote = True
+
+    def __init__(self, nodes: int, store_addr: str | None, timeout: float = gang.JOIN_TIMEOUT,
+                 token: str | None = None, *, gather: bool = True, pods: Pods | None = None) -> None:
+        if nodes < 1:
+            raise UserError(f"--nodes must be at least 1, got {nodes}")
+        self.expected = nodes
+        self.timeout = timeout
+        self.host, self.port = gang.split_addr(store_addr or f"0.0.0.0:{gang.DEFAULT_PORT}", "--store-addr")
+        self.store_addr = f"{self.host}:{self.port}"
+        self.token = gang.read_token() if token is None else token
+        self.nonce = secrets.token_hex(gang.NONCE // 2)
+        self.members: dict[int, gang.Member] = {}
+        self.absent: dict[str, str] = {}
+        self.store: Any = None
+        self._beats: dict[int, tuple[int, float]] = {}  # agent -> (last count, when it last changed)
+        self._silent: dict[int, str] = {}  # agent -> why it is taken as gone
+        self._next_beat = 0.0
+        self._pools: list[RemotePool] = []
+        self._closed = False
+        self.pods = pods  # the agents' pods, where an orchestrator can say why one never joined
+        if gather:
+            try:
+                self.open()
+                self.gather()
+            except BaseException:
+                self.close()
+                raise
+
+    # -- the gang ---------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Listen at --store-addr's port (on loopback only when the address is loopback) and say hello."""
+        import torch.distributed as dist
+
+        bind = self.host if loopback(self.host) else "0.0.0.0"
+        try:
+            family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+            listener = socket.create_server((bind, self.port), family=family, backlog=1024)
+        except OSError as exc:
+            raise UserError(f"--store-addr {self.store_addr}: cannot listen on {bind}:{self.port} "
+                            f"({exc.strerror or exc})") from None
+        self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=30), master_listen_fd=listener.detach())
+        self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
+
+    def gather(self, every: float = 5.0) -> None:
+        """Wait for agents 0..N-1 until all joined or the timeout, or (with `pods`, looked at every `every`
+        s) until every pod still missing has ended. Names the absent."""
+        print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
+              f"{self.port}", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + self.timeout
+        seen, bad, next_poll = -1, {}, time.monotonic() + every
+        while len(self.members) < self.expected and time.monotonic() < deadline:
+            count = self.store.add(gang.JOINS, 0)
+            if count != seen:
+                seen = count
+                bad = self._read_joins()
+            if self.pods is not None and time.monotonic() >= next_poll:
+                next_poll += every
+                if self.pods.ended(self.members, self.expected):
+                    break
+            time.sleep(0.1)
+        self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
+        bad.update(self._read_joins())
+        missing = [i for i in range(self.expected) if i not in self.members]
+        self._settle(missing, bad)
+
+    def _read_joins(self) -> dict[int, str]:
+        """Read the joins posted so far; -> index: why an index that tried could not join."""
+        bad: dict[int, str] = {}
+        for i in range(self.expected):
+            if i in self.members:
+                continue
+            if self.store.check([gang.mismatch_key(i)]):
+                bad[i] = (f"its agent's {gang.TOKEN_ENV} differs from the controller's (the agent said so; "
+                          "nothing of it was accepted)")
+            if not self.store.check([gang.join_key(i)]):
+                continue
+            raw = self.store.get(gang.join_key(i))
+            agent_nonce, sealed = raw[:gang.NONCE].decode(errors="replace"), raw[gang.NONCE:]
+            key = gang.agent_key(self.token, self.nonce, agent_nonce)
+            try:
+                info = wire.unseal(key, sealed)
+                member = gang.Member(i, str(info["node"]), key, info.get("local_ranks"), str(info["host"]), int(info["pid"]))
+            except (wire.Forged, KeyError, TypeError, ValueError) as exc:
+                bad[i] = f"a join for index {i} was refused ({exc})"
+                continue
+            if info.get("index") != i:
+                bad[i] = f"a join for index {i} named index {info.get('index')!r}"
+                continue
+            self.members[i] = member
+            self._beats[i] = (0, time.monotonic())
+        return bad
+
+    def _settle(self, missing: list[int], bad: Mapping[int, str]) -> None:
+        """After the wait: refuse what cannot run, name the absent, fix the nodes and ranks per node."""
+        absent = self.explain(missing, bad)
+        if not self.members:
+            said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3]
+                           if not why.startswith("no agent with"))
+            raise UserError(f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} "
+                            f"expected{said}); start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} "
+                            f"and the controller's {gang.TOKEN_ENV}")
+        ordered = [self.members[i] for i in sorted(self.members)]
+        seen: dict[str, int] = {}
+        for m in ordered:
+            if m.node in seen:
+                raise UserError(f"node agents {seen[m.node]} and {m.index} both run on node {m.node}: one agent "
+                                f"per node (the Job's pod anti-affinity), or a distinct {gang.NODE_ENV}")
+            seen[m.node] = m.index
+        offers = {m.local_ranks for m in ordered}
+        if len(offers) > 1:
+            said = ", ".join(f"index {m.index}: {m.local_ranks or 'one per GPU'}" for m in ordered)
+            raise UserError(f"the node agents offer different numbers of ranks ({said}): give every agent the "
+                            "same --local-ranks")
+        self.ranks_per_node = next(iter(offers))
+        self.nodes = tuple(m.node for m in ordered)
+        self.absent = absent
+        if absent:
+            print(f"clustercheck: {len(ordered)} of {self.expected} node agent(s) joined; never joined: "
+                  + "; ".join(f"{name}: {why}" for name, why in absent.items())
+                  + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str]) -> dict[str, str]:
+        """absent node name -> why, for the indices that never joined (with `pods`: by node or pod, and
+        the reason the pod's status gives)."""
+        if self.pods is not None and missing:
+            return self.pods.explain(missing, bad, self.timeout)
+        return {f"index-{i}": bad.get(i) or f"no agent with {gang.INDEX_ENV}={i} joined within {self.timeout:g} s"
+                for i in missing}
+
+    # -- pools ------------------------------------------------------------------------------------
+    def pool_store(self, number: int) -> tuple[Any, str, int]:
+        import torch.distributed as dist
+
+        return dist.PrefixStore(gang.pool_prefix(number), self.store), self.host, self.port
+
+    def pool_key(self, number: int) -> str:
+        return gang.pool_key(self.token, self.nonce, number)
+
+    def node_of(self, rank: int, nranks: int) -> str:
+        return self.nodes[rank // max(1, nranks // len(self.nodes))]
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> Sequence[RankProcess]:
+        per_node = nranks // len(self.nodes)
+        number = int(env["CC_POOL_NUMBER"])
+        travel = {**rank_env(env, check_env=check_env), "CC_STORE_PREFIX": gang.pool_prefix(number)}
+        ordered = [self.members[i] for i in sorted(self.members)]
+        pool = RemotePool(self, number, [m for m in ordered for _ in range(per_node)], logs)
+        self._pools.append(pool)
+        for pos, m in enumerate(ordered):
+            ranks = list(range(pos * per_node, (pos + 1) * per_node))
+            self.post(m, {"op": "spawn", "pool": number, "ranks": ranks, "world": nranks,
+                          "backend": env["CC_BACKEND"], "env": travel})
+        return pool.ranks
+
+    def post(self, member: gang.Member, message: dict[str, Any]) -> None:
+        """Command agent `member`: numbered by an atomic counter (safe from a signal handler), the number
+        sealed inside so that a replay is refused."""
+        n = self.store.add(gang.cmd_seq(member.index), 1)
+        self.store.set(gang.cmd_key(member.index, n), wire.seal(member.key, {**message, "seq": n}))
+
+    def silent(self) -> Mapping[int, str]:
+        """Agents taken as gone: no heartbeat for SILENCE seconds (looked at once a second at most)."""
+        now = time.monotonic()
+        if now >= self._next_beat and self.store is not None:
+            self._next_beat = now + 1.0
+            for i, (count, since) in self._beats.items():
+                if i in self._silent:
+                    continue
+                beat = self.store.add(gang.beat_key(i), 0)
+                if beat != count:
+                    self._beats[i] = (beat, now)
+                elif now - since > gang.SILENCE:
+                    self._silent[i] = f"its node's agent ({self.members[i].node}), silent for {gang.SILENCE:g} s"
+        return self._silent
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for pool in self._pools:
+            pool.close_files()
+        if self.store is None:
+            return
+        try:
+            self.store.set(gang.OVER, "1")  # agents that joined late, or not at all, leave too
+            for m in self.members.values():
+                if m.index not in self._silent:
+                    self.post(m, {"op": "bye"})
+            deadline = time.monotonic() + 5  # each agent says it left: its ranks are gone too
+            while self.store.add(gang.LEFT, 0) < len(self.members) - len(self._silent) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except Exception:  # the store is this process's own; nothing to save if it broke
+            pass
+        self.store = None

@@ -1,0 +1,217 @@
+"""The Kubernetes API through the official client (`kubernetes`, imported here only): credentials from the
+in-cluster service account or a kubeconfig, a pre-flight that says in one line what is missing before
+anything is created (credentials, a namespace, an RBAC verb), creating and deleting exactly the objects
+a run made (by uid), the agents' pods and why one never started, and nodes for --taint."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from clustercheck.errors import UserError
+
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+JOB_LABEL = "job-name"  # set on a Job's pods by the Job controller (batch.kubernetes.io/job-name too since 1.27)
+
+
+@dataclass(frozen=True)
+class Need:
+    """An RBAC permission the run needs: verb on resource (group "" is the core API)."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    namespaced: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}{'.' + self.group if self.group else ''}"
+
+
+@dataclass(frozen=True)
+class Made:
+    """An object this run created: only these are ever deleted, and only while their uid is the same."""
+
+    kind: str
+    name: str
+    uid: str
+
+
+def _client() -> Any:
+    try:
+        import kubernetes
+    except ImportError:
+        raise UserError("the Kubernetes parts of clustercheck need the official client: pip install "
+                        "'clustercheck[k8s]' (or pip install kubernetes)") from None
+    return kubernetes
+
+
+def connect(namespace: str | None = None) -> Kube:
+    """Credentials from the pod's service account (inside a cluster, without $KUBECONFIG) or the
+    kubeconfig ($KUBECONFIG, else ~/.kube/config); UserError in one line when there are none."""
+    k = _client()
+    cfg = k.client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+        try:
+            k.config.load_incluster_config(client_configuration=cfg)
+        except k.config.ConfigException as exc:
+            raise UserError(f"inside a pod, but its service account cannot be read: {exc}") from None
+        try:
+            own = SA_NAMESPACE.read_text().strip()
+        except OSError:
+            own = "default"
+        return Kube(k.client.ApiClient(cfg), namespace or own, "the pod's service account")
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [str(Path("~/.kube/config").expanduser())]
+    found = [p for p in paths if Path(p).is_file()]
+    if not found:
+        where = f"$KUBECONFIG={os.environ['KUBECONFIG']}" if os.environ.get("KUBECONFIG") else paths[0]
+        raise UserError(f"no Kubernetes credentials: no kubeconfig at {where}, and not inside a pod")
+    try:
+        k.config.load_kube_config(config_file=found[0], client_configuration=cfg, persist_config=False)
+        _, active = k.config.list_kube_config_contexts(config_file=found[0])
+    except (k.config.ConfigException, OSError, ValueError, TypeError) as exc:
+        raise UserError(f"kubeconfig {found[0]}: {str(exc).splitlines()[0]}") from None
+    ns = namespace or (active or {}).get("context", {}).get("namespace") or "default"
+    return Kube(k.client.ApiClient(cfg), ns, f"kubeconfig {found[0]}")
+
+
+def status_message(exc: Exception) -> str:
+    """What the API said, from its Status object (kubernetes.io API conventions: `message`), else the
+    HTTP status and reason; or the connection error."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            found = json.loads(body)
+            if isinstance(found, dict) and found.get("message"):
+                return str(found["message"])
+        except ValueError:
+            pass
+    if getattr(exc, "status", None):
+        return f"HTTP {exc.status} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class Kube:
+    def __init__(self, api: Any, namespace: str, source: str) -> None:
+        k = _client()
+        self.k = k
+        self.api = api
+        self.namespace = namespace
+        self.source = source  # where the credentials came from, for messages
+        self.core = k.client.CoreV1Api(api)
+        self.batch = k.client.BatchV1Api(api)
+        self.authz = k.client.AuthorizationV1Api(api)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """One API call; a refusal or an unreachable server becomes UserError naming `what`."""
+        try:
+            return fn(*args, **kwargs)
+        except self.k.client.ApiException as exc:
+            if exc.status == 404 and "namespaces" in status_message(exc) and "not found" in status_message(exc):
+                raise UserError(f"namespace {self.namespace!r} not found ({self.source})") from None
+            raise UserError(f"{what}: {status_message(exc)}") from None
+        except Exception as exc:  # urllib3: connection refused, TLS, DNS
+            host = getattr(self.api.configuration, "host", "?")
+            raise UserError(f"{what}: cannot reach the Kubernetes API at {host} ({status_message(exc)})") from None
+
+    # -- pre-flight ---------------------------------------------------------------------------------
+    def missing(self, needs: Iterable[Need]) -> list[Need]:
+        """The permissions this identity lacks (SelfSubjectAccessReview: the API server answers for the
+        caller's own RBAC, which any authenticated user may ask)."""
+        out = []
+        for need in needs:
+            attrs = {"verb": need.verb, "resource": need.resource, "group": need.group,
+                     **({"namespace": self.namespace} if need.namespaced else {})}
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": attrs}}
+            answer = self._call(f"asking the API server whether this identity may {need}",
+                                self.authz.create_self_subject_access_review, review)
+            if not answer.status.allowed:
+                out.append(need)
+        return out
+
+    def preflight(self, needs: Iterable[Need], objects: Iterable[dict[str, Any]]) -> None:
+        """Before anything is made: every permission (one line naming those missing), then each object
+        created with dryRun=All, which the API server admits, validates and refuses as it would the
+        real one (an unknown namespace, an invalid field), and stores nothing."""
+        missing = self.missing(needs)
+        if missing:
+            scope = f"in namespace {self.namespace}"
+            raise UserError(f"forbidden ({self.source}): this identity may not {', '.join(map(str, missing))} "
+                            f"{scope} (docs/kubernetes.md: RBAC)")
+        for obj in objects:
+            self.create(obj, dry_run=True)
+
+    # -- objects ------------------------------------------------------------------------------------
+    def _create_fn(self, kind: str) -> Any:
+        return {"Secret": self.core.create_namespaced_secret, "Service": self.core.create_namespaced_service,
+                "Job": self.batch.create_namespaced_job}[kind]
+
+    def create(self, obj: dict[str, Any], dry_run: bool = False) -> Made:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        extra = {"dry_run": "All"} if dry_run else {}
+        made = self._call(f"creating {kind} {name} in namespace {self.namespace}{' (dry run)' if dry_run else ''}",
+                          self._create_fn(kind), self.namespace, obj, **extra)
+        return Made(kind, name, str(made.metadata.uid or ""))
+
+    def delete(self, made: Made) -> str:
+        """Delete an object this run created, only if it is still that object (uid precondition), its pods
+        with it; '' when done or already gone, else why not."""
+        fn = {"Secret": self.core.delete_namespaced_secret, "Service": self.core.delete_namespaced_service,
+              "Job": self.batch.delete_namespaced_job}[made.kind]
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+                "preconditions": {"uid": made.uid}}
+        try:
+            fn(made.name, self.namespace, body=body)
+        except self.k.client.ApiException as exc:
+            if exc.status == 404:
+                return ""
+            return status_message(exc)
+        except Exception as exc:
+            return status_message(exc)
+        return ""
+
+    def pods(self, job: str) -> list[Any]:
+        return list(self._call(f"listing the pods of Job {job}", self.core.list_namespaced_pod, self.namespace,
+                               label_selector=f"{JOB_LABEL}={job}").items)
+
+    # -- nodes (--taint) ----------------------------------------------------------------------------
+    def node(self, name: str) -> Any:
+        return self._call(f"reading node {name}", self.core.read_node, name)
+
+    def nodes(self) -> list[Any]:
+        return list(self._call("listing nodes", self.core.list_node).items)
+
+    def patch_node(self, name: str, body: dict[str, Any]) -> None:
+        self._call(f"patching node {name}", self.core.patch_node, name, body)
+
+
+def index_of(pod: Any) -> int | None:
+    raw = (pod.metadata.annotations or {}).get(INDEX_ANNOTATION) or (pod.metadata.labels or {}).get(INDEX_ANNOTATION)
+    return int(raw) if raw is not None and str(raw).isdigit() else None
+
+
+def never_started(pod: Any) -> str:
+    """Why a pod's agent is not running, from the pod's status: a waiting or ended container (image pull
+    errors, a missing Secret, a crash), else an unschedulable condition, else its phase."""
+    status = pod.status
+    for cs in (status.container_statuses or []) if status else []:
+        state = cs.state
+        if state and state.waiting and state.waiting.reason:
+            return f"{state.waiting.reason}: {state.waiting.message or ''}".rstrip(": ")
+        if state and state.terminated:
+            t = state.terminated
+            return f"its container ended (exit code {t.exit_code}{', ' + t.reason if t.reason else ''})"
+    for cond in (status.conditions or []) if status else []:
+        if cond.type == "PodScheduled" and cond.status == "False":
+            return f"{cond.reason or 'not scheduled'}: {cond.message or ''}".rstrip(": ")
+    phase = status.phase if status else None
+    return f"phase {phase}" if phase else "no status yet"
+
+
+def ended(pod: Any) -> bool:
+    """The pod will never run its agent now (Failed or Succeeded)."""
+    return bool(pod.status and pod.status.phase in ("Failed", "Succeeded"))

@@ -1,0 +1,165 @@
+"""`--launcher k8s`: the node agents of `--launcher join` as an Indexed Job behind a headless Service, with
+the Secret they authenticate with, created here through the Kubernetes API and deleted when the run ends
+(whatever ends it: the last check, an error, SIGINT or SIGTERM).
+
+Order: credentials, then every RBAC verb the run needs and each object created with dryRun=All (one
+line, exit 4, and nothing made when any is missing), then the controller listens, then the objects are
+made and the agents awaited (--join-timeout). A pod that never started (unschedulable, an image that
+cannot be pulled) is an absent node named by its node (or its pod, when it was never scheduled) with the
+reason from its status; when every missing pod has ended, the wait stops early. The agents must be able
+to reach this controller: --store-addr HOST:PORT names where (docs/kubernetes.md)."""
+
+from __future__ import annotations
+
+import secrets
+import signal
+import socket
+import sys
+from contextlib import contextmanager
+from typing import Any, Collection, Iterator, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.run.k8s import api, manifests
+from clustercheck.run import gang
+from clustercheck.run.join import JoinLauncher
+from clustercheck.run.launcher import loopback
+
+RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
+             api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
+             api.Need("list", "pods")]
+TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
+
+
+class K8sLauncher(JoinLauncher):
+    kind = "k8s"
+
+    @classmethod
+    def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
+        return cls(nodes, o.store_addr, o.join_timeout, image=o.image, namespace=o.namespace,
+                   gpus_per_node=o.gpus_per_node, local_ranks=o.ranks, node_selector=o.node_selector, rdma=o.rdma,
+                   taint=o.taint, duration=o.duration)
+
+    def __init__(self, nodes: int, store_addr: str | None, timeout: float, *, image: str | None,
+                 namespace: str | None = None, gpus_per_node: int = 0, local_ranks: int | None = None,
+                 node_selector: tuple[tuple[str, str], ...] = (), rdma: tuple[tuple[str, str], ...] = (),
+                 taint: bool = False, duration: float | None = None, kube: api.Kube | None = None) -> None:
+        if not image:
+            raise UserError("--launcher k8s needs --image IMAGE: an image with clustercheck and torch for the agents")
+        if store_addr is None:  # the agents reach us where our hostname resolves, which must not be loopback
+            store_addr = f"{_own_address()}:{gang.DEFAULT_PORT}"
+        host, port = gang.split_addr(store_addr, "--store-addr")
+        if loopback(host) or host == "0.0.0.0":
+            raise UserError(f"--launcher k8s: the agents' pods must reach this controller, and {host} is not an "
+                            "address they can reach: give --store-addr HOST:PORT (docs/kubernetes.md)")
+        super().__init__(nodes, store_addr, timeout, token=secrets.token_hex(32), gather=False)
+        self.made: list[api.Made] = []
+        self.kube: api.Kube | None = None
+        self._deleted = False
+        try:
+            self.kube = kube or api.connect(namespace)
+            deadline = int(max(12 * 3600, (duration or 0) + 3600))  # a safety net: the run deletes the Job itself
+            self.agents = manifests.Agents(
+                name=f"clustercheck-{secrets.token_hex(3)}", namespace=self.kube.namespace, nodes=nodes, image=image,
+                controller=f"{host}:{port}", gpus_per_node=gpus_per_node,
+                local_ranks=None if gpus_per_node else local_ranks, node_selector=node_selector, rdma=rdma,
+                deadline_s=deadline, join_timeout=timeout)
+            objects = [manifests.secret(self.agents, self.token), manifests.service(self.agents),
+                       manifests.job(self.agents)]
+            self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), objects)
+            self.open()  # listening before any agent starts
+            with _stops_like_ctrl_c():
+                for obj in objects:
+                    self.made.append(self.kube.create(obj))
+                print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
+                      f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
+                self.pods = JobPods(self.kube, self.agents.name)
+                self.gather()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """The agents leave, then what this run created is deleted (by uid: never an object of the same
+        name that someone else made); signals wait until that is done."""
+        super().close()
+        if self._deleted or self.kube is None:
+            return
+        self._deleted = True
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            failed = [f"{m.kind} {m.name}: {why}" for m in reversed(self.made) if (why := self.kube.delete(m))]
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if self.made:
+            said = (f"could not delete {'; '.join(failed)} (kubectl delete -n {self.kube.namespace} "
+                    f"job,service,secret -l {manifests.RUN_LABEL}={self.agents.name})") if failed else \
+                f"deleted Job, Service and Secret {self.agents.name}"
+            print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+
+
+class JobPods:
+    """The agents' pods of one Indexed Job, read through the API: which have ended, and why an index
+    never joined (join.Pods)."""
+
+    def __init__(self, kube: api.Kube, job: str) -> None:
+        self.kube = kube
+        self.job = job
+
+    def by_index(self) -> dict[int, Any]:
+        return {i: pod for pod in self.kube.pods(self.job) if (i := api.index_of(pod)) is not None}
+
+    def ended(self, joined: Collection[int], expected: int) -> bool:
+        try:
+            pods = self.by_index()
+        except UserError:
+            return False  # the pods cannot be read: wait the whole timeout
+        missing = [i for i in range(expected) if i not in joined]
+        return all(i in pods and api.ended(pods[i]) for i in missing)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]:
+        """By node where the pod was scheduled (that node is untested), else by pod, with the reason
+        from the pod's status (or the agent's own complaint)."""
+        note = ""
+        try:
+            pods = self.by_index()
+        except UserError as exc:
+            pods, note = {}, f" (its pod could not be read: {exc})"
+        out: dict[str, str] = {}
+        for i in missing:
+            pod = pods.get(i)
+            if pod is None:
+                out[f"{self.job}-{i}"] = bad.get(i) or f"no pod of Job {self.job} for index {i} was found{note}"
+                continue
+            name = pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name
+            running = pod.status is not None and pod.status.phase == "Running"
+            out[name] = bad.get(i) or (f"pod {pod.metadata.name} runs, but its agent did not join within {timeout:g} s"
+                                       if running else
+                                       f"pod {pod.metadata.name} never started its agent: {api.never_started(pod)}")
+        return out
+
+
+def _own_address() -> str:
+    try:
+        return socket.gethostbyname(socket.getfqdn())
+    except OSError:
+        return "127.0.0.1"
+
+
+@contextmanager
+def _stops_like_ctrl_c() -> Iterator[None]:
+    """While objects are made and the agents awaited (before pytest's own handler is installed), SIGTERM
+    ends the wait as Ctrl-C does, so that what was made is deleted."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"clustercheck: {signal.Signals(signum).name} while waiting for the agents")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def job_pods(job: str, namespace: str | None) -> JobPods:
+    """--launcher join --k8s-job JOB: the agents' pods, read with the credentials at hand (inside the
+    cluster: the pod's service account, which k8s render gives `get` and `list` on pods)."""
+    return JobPods(api.connect(namespace), job)

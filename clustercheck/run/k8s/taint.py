@@ -1,0 +1,119 @@
+"""Taints as the drain (--taint, --taint-dry-run) and their undoing (clustercheck resume --k8s).
+
+A failed node gets the taint `clustercheck.io/failed=<check>:NoSchedule` (no new pod lands there; what
+runs stays, as with a Slurm drain), the label `clustercheck.io/failed=<check>` (to find such nodes with
+a selector), and the annotations `clustercheck.io/reason` (the verdict, in full) and
+`clustercheck.io/run` (the run directory's name). The convention is AWS's and GCP's GPU health checks'
+(a NoSchedule taint with a label and an annotation giving the reason).
+
+`resume --k8s` removes them only where clustercheck set them: the taint key is ours and the node carries
+our run annotation. A node with the same taint key but without the annotation was tainted by someone
+else, and is listed and left alone.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.exitcodes import Exit
+from clustercheck.run.k8s.labels import label_value
+from clustercheck.record.schema import DrainEntry
+
+KEY = "clustercheck.io/failed"
+REASON = "clustercheck.io/reason"
+RUN = "clustercheck.io/run"
+EFFECT = "NoSchedule"
+
+
+def commands(node: str, check: str, why: str, run: str) -> list[list[str]]:
+    """What --taint does to one node, as kubectl would say it (what --taint-dry-run prints)."""
+    value = label_value(check)
+    return [["kubectl", "taint", "nodes", node, f"{KEY}={value}:{EFFECT}", "--overwrite"],
+            ["kubectl", "label", "nodes", node, f"{KEY}={value}", "--overwrite"],
+            ["kubectl", "annotate", "nodes", node, f"{REASON}={why}", f"{RUN}={run}", "--overwrite"]]
+
+
+def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -> list[DrainEntry]:
+    """Taint each excluded node (node -> its reason, `<check> <verdict>`); with `dry_run` only say how.
+    Each node's outcome is one entry (rc None: not run; 0: done; 1: refused, with why)."""
+    out: list[DrainEntry] = []
+    if not dry_run and kube is None:
+        from clustercheck.run.k8s.api import connect
+
+        try:
+            kube = connect()
+        except UserError as exc:
+            return [{"command": cmd, "rc": 1, "output": str(exc)} for node, why in nodes.items()
+                    for cmd in commands(node, why.split()[0], why, run)[:1]]
+    for node, why in nodes.items():
+        check = why.split()[0]
+        cmds = commands(node, check, why, run)
+        if dry_run:
+            out += [{"command": cmd, "rc": None, "output": "dry run"} for cmd in cmds]
+            continue
+        try:
+            _apply(kube, node, label_value(check), why, run)
+            out += [{"command": cmd, "rc": 0, "output": "done through the Kubernetes API"} for cmd in cmds]
+        except UserError as exc:
+            out.append({"command": cmds[0], "rc": 1, "output": str(exc)})
+    return out
+
+
+def _apply(kube: Any, node: str, value: str, why: str, run: str) -> None:
+    current = kube.node(node)
+    taints = [_as_dict(t) for t in (current.spec.taints or []) if not (t.key == KEY and t.effect == EFFECT)]
+    taints.append({"key": KEY, "value": value, "effect": EFFECT})
+    # the node's resourceVersion makes the write conditional: a taint added meanwhile is never lost
+    kube.patch_node(node, {"metadata": {"resourceVersion": current.metadata.resource_version,
+                                        "labels": {KEY: value}, "annotations": {REASON: why[:1000], RUN: run}},
+                           "spec": {"taints": taints}})
+
+
+def _as_dict(t: Any) -> dict[str, Any]:
+    return {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect),
+                               ("timeAdded", t.time_added.isoformat() if t.time_added else None)) if v is not None}
+
+
+def resume(hostlist_text: str | None, dry_run: bool, kube: Any = None) -> int:
+    """`clustercheck resume --k8s [NODES] [--dry-run]`: untaint the nodes clustercheck tainted."""
+    import hostlist
+
+    from clustercheck.run.k8s.api import connect
+
+    wanted = set(hostlist.expand_hostlist(hostlist_text)) if hostlist_text else None
+    kube = kube or connect()
+    ours, status = 0, 0
+    for node in kube.nodes():
+        name = node.metadata.name
+        if wanted is not None and name not in wanted:
+            continue
+        mine = [t for t in node.spec.taints or [] if t.key == KEY]
+        if not mine:
+            continue
+        annotations = node.metadata.annotations or {}
+        if RUN not in annotations:
+            print(f"left alone {name}: tainted {KEY} without the {RUN} annotation clustercheck sets, so not by "
+                  "clustercheck")
+            continue
+        ours += 1
+        cmds = [["kubectl", "taint", "nodes", name, f"{KEY}:{EFFECT}-"], ["kubectl", "label", "nodes", name, f"{KEY}-"],
+                ["kubectl", "annotate", "nodes", name, f"{REASON}-", f"{RUN}-"]]
+        if dry_run:
+            for cmd in cmds:
+                print(f"would run: {shlex.join(cmd)}")
+            continue
+        keep = [_as_dict(t) for t in node.spec.taints if t.key != KEY]
+        try:
+            kube.patch_node(name, {"metadata": {"resourceVersion": node.metadata.resource_version,
+                                                "labels": {KEY: None}, "annotations": {REASON: None, RUN: None}},
+                                   "spec": {"taints": keep}})
+            print(f"untainted {name} (tainted by run {annotations[RUN]})")
+        except UserError as exc:
+            print(f"could not untaint {name}: {exc}", file=sys.stderr)
+            status = 1
+    if not ours:
+        print("no node is tainted by clustercheck")
+    return Exit.ERROR if status else Exit.PASSED

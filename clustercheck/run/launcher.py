@@ -1,0 +1,97 @@
+"""What every launcher is (`Launcher`, the capabilities the pool and the session read) and what a rank
+process must offer the pool (`RankProcess`). The launchers themselves are in `launch` (local, slurm,
+hosts, and the LAUNCHERS table), `join` (node agents) and `clustercheck.run.k8s.launcher` (Kubernetes)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+from clustercheck.run import wire
+
+
+def loopback(addr: str) -> bool:
+    """127.0.0.0/8, ::1 or `localhost`: reachable from this machine only."""
+    if addr.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False  # a name: the ranks resolve it
+
+
+class RankProcess(Protocol):
+    """A started rank as the pool watches it: `subprocess.Popen`, or a stand-in for a rank that another
+    program started on another machine (a node agent's, `join.RemoteRank`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class Launcher:
+    """Starts a pool's ranks. What the rest of the run needs to know about a launcher is said by its
+    capabilities, never by comparing its name."""
+
+    kind = "local"  # the name the record and the options use
+    remote = False  # ranks may run on other machines: the store listens where they reach it, and each node's
+    # facts are read by its own first rank (the controller may be a login node)
+    merged_log = False  # one process (srun) stands for every rank and writes one rank-prefixed log
+    nodes: tuple[str, ...] = ()
+    store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
+    # ranks each node offers where the nodes say so (node agents' --local-ranks); None: the run decides
+    ranks_per_node: int | None = None
+    # nodes the run was meant to have that never took part (an agent that never joined), with why: they
+    # are untested and the run is INCOMPLETE
+    absent: Mapping[str, str] = {}
+
+    def store_bind(self) -> tuple[str, str]:
+        """(address to listen on, address the ranks connect to)."""
+        return "127.0.0.1", "127.0.0.1"
+
+    def pool_store(self, number: int) -> tuple[Any, str, int] | None:
+        """(store, host, port) that pool `number` should use, where the launcher lends one (node agents
+        reach the controller at one fixed port); None: the pool opens its own."""
+        return None
+
+    def pool_key(self, number: int) -> str:
+        """The HMAC key that seals pool `number`'s tasks and results."""
+        return wire.new_key()
+
+    def node_of(self, rank: int, nranks: int) -> str | None:
+        """Where this launcher puts a rank, before the rank says so itself; None where another program
+        places it (srun)."""
+        return socket.gethostname()
+
+    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
+              check_env: Mapping[str, str] | None = None) -> Sequence[RankProcess]:
+        """Start the ranks with `env` (the controller's environment plus the pool's); `check_env`, the
+        check's own `env:`, lets a launcher whose ranks do not inherit `env` send it whole (hosts)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """The run is over (or never started): release what the launcher holds (agents, cluster objects).
+        Called once at the end whatever happened; safe to call again."""
+
+
+def rank_env(env: Mapping[str, str], base: Mapping[str, str] | None = None,
+             check_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a remote rank must be told: every variable the pool set or changed for its ranks (`env` is
+    the controller's environment, `base`, plus the pool's: the check's `env:`, CC_*, thread counts),
+    every CC_* variable, and the check's `env:` even where the controller's value is the same. The
+    rest of the controller's environment stays on the controller."""
+    base = os.environ if base is None else base
+    out = {k: v for k, v in env.items() if k.startswith("CC_") or base.get(k) != v}
+    out.update(check_env or {})
+    return dict(sorted(out.items()))

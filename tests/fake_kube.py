@@ -1,0 +1,291 @@
+"""A stand-in for a Kubernetes API server, on loopback HTTP, for the calls clustercheck makes; the official
+client reaches it through a kubeconfig as it would a cluster. No cluster runs on these machines, so this
+is the boundary the tests fake, and only it: the client, its kubeconfig loading, urllib3 and JSON are
+the real ones.
+
+Shapes follow the API reference (kubernetes.io/docs/reference/kubernetes-api, and "API Concepts"):
+objects carry metadata.uid, resourceVersion and creationTimestamp; lists are {kind: <Kind>List,
+apiVersion, metadata: {resourceVersion}, items}; every refusal is a Status object {kind: Status,
+apiVersion: v1, metadata: {}, status: Failure, message, reason, details, code} with the HTTP code;
+`dryRun=All` admits and validates without storing; DeleteOptions.preconditions.uid is enforced (409
+Conflict); RBAC is a set of (verb, resource) pairs this identity lacks, answered by
+SelfSubjectAccessReview and enforced on every request (403 Forbidden); a create in a namespace that
+does not exist is 404 `namespaces "x" not found`.
+
+A Job (completionMode Indexed) is played by a toy job controller, scheduler and kubelet: one pod per
+index, named <job>-<index>-<suffix>, with the Job controller's labels and the
+batch.kubernetes.io/job-completion-index annotation, and JOB_COMPLETION_INDEX in its environment. What
+becomes of each index is the test's choice (`fates`): "run" starts the pod's container command as a
+local process (`clustercheck ...` run by this Python) with the container's env resolved (value,
+fieldRef spec.nodeName, secretKeyRef), "unschedulable" leaves it Pending with PodScheduled=False
+(reason Unschedulable), "image-pull" leaves it Pending on its node with the container waiting in
+ImagePullBackOff, "failed" ends it (phase Failed, container terminated, exit code 1). Deleting the Job
+(propagationPolicy Background) terminates its processes with SIGTERM and removes its pods.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+_RV = itertools.count(1000)
+PLURAL = {"Secret": "secrets", "Service": "services", "Job": "jobs"}
+KIND = {v: k for k, v in PLURAL.items()}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "details": details, "code": code}
+
+
+class FakeCluster:
+    def __init__(self, tmp: Path, *, namespaces: tuple[str, ...] = ("default",), lacks: set[tuple[str, str]] = frozenset(),
+                 nodes: tuple[str, ...] = (), fates: dict[int, str] | None = None, agent_env: dict[str, str] | None = None,
+                 logs: Path | None = None) -> None:
+        self.namespaces = set(namespaces)
+        self.lacks = set(lacks)  # (verb, resource) this identity may not do
+        self.fates = fates or {}
+        self.agent_env = agent_env or {}
+        self.logs = logs or tmp
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
+        self.pods: dict[str, dict[str, Any]] = {}  # name -> pod
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}  # pod name -> its "container"
+        self.started: list[subprocess.Popen[bytes]] = []  # every container ever started, for close()
+        self.nodes = {n: {"apiVersion": "v1", "kind": "Node",
+                          "metadata": {"name": n, "uid": secrets.token_hex(8), "resourceVersion": str(next(_RV)),
+                                       "creationTimestamp": _now(), "labels": {"kubernetes.io/hostname": n},
+                                       "annotations": {}},
+                          "spec": {"taints": []}, "status": {}} for n in nodes}
+        self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
+        self.lock = threading.RLock()
+        cluster = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _body(self) -> Any:
+                n = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(n) or b"null")
+
+            def _answer(self) -> None:
+                url = urlparse(self.path)
+                with cluster.lock:
+                    cluster.requests.append((self.command, url.path, url.query))
+                    code, body = cluster.handle(self.command, url.path, parse_qs(url.query),
+                                                self._body() if self.command in ("POST", "PATCH", "DELETE") else None)
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _answer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.kubeconfig = tmp / "kubeconfig"
+        self.kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester", "namespace": "default"}}]}))
+
+    # -- the API --------------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        dry = query.get("dryRun") == ["All"]
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
+            attrs = body["spec"]["resourceAttributes"]
+            allowed = (attrs["verb"], attrs["resource"]) not in self.lacks
+            return 201, {**body, "metadata": {"creationTimestamp": None}, "status": {"allowed": allowed}}
+        if m := re.fullmatch(r"/api/v1/nodes(?:/([^/]+))?", path):
+            return self._nodes(method, m.group(1), body)
+        m = re.fullmatch(r"/(?:api/v1|apis/batch/v1)/namespaces/([^/]+)/(secrets|services|jobs|pods)(?:/([^/]+))?", path)
+        if not m:
+            return 404, status(404, "NotFound", "the server could not find the requested resource")
+        ns, plural, name = m.groups()
+        verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method, "get" if name else "list")
+        if (verb, plural) in self.lacks:
+            group = ' in API group "batch"' if plural == "jobs" else ' in API group ""'
+            return 403, status(403, "Forbidden", f'{plural}{".batch" if plural == "jobs" else ""} is forbidden: User '
+                                                 f'"tester" cannot {verb} resource "{plural}"{group} in the namespace "{ns}"',
+                               kind=plural)
+        if ns not in self.namespaces:
+            if method == "GET" and not name:
+                return 200, self._list(plural, [])
+            return 404, status(404, "NotFound", f'namespaces "{ns}" not found', name=ns, kind="namespaces")
+        if plural == "pods":
+            selector = dict(kv.split("=", 1) for kv in (query.get("labelSelector") or [""])[0].split(",") if "=" in kv)
+            with self.lock:
+                self._refresh_pods()
+                items = [copy.deepcopy(p) for p in self.pods.values() if p["metadata"]["namespace"] == ns and
+                         all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
+            return 200, self._list("pods", items)
+        key = (plural, ns, name or (body or {}).get("metadata", {}).get("name", ""))
+        if method == "POST":
+            if key in self.objects:
+                return 409, status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists', name=key[2], kind=plural)
+            obj = copy.deepcopy(body)
+            obj["metadata"].update(uid=secrets.token_hex(16), resourceVersion=str(next(_RV)), creationTimestamp=_now(),
+                                   namespace=ns)
+            if not dry:
+                self.objects[key] = obj
+                if plural == "jobs":
+                    self._start_job(obj)
+            return 201, obj
+        if method == "DELETE":
+            obj = self.objects.get(key)
+            if obj is None:
+                return 404, status(404, "NotFound", f'{plural} "{key[2]}" not found', name=key[2], kind=plural)
+            want = ((body or {}).get("preconditions") or {}).get("uid")
+            if want and want != obj["metadata"]["uid"]:
+                return 409, status(409, "Conflict", f"Operation cannot be fulfilled on {plural} \"{key[2]}\": Precondition "
+                                                    f"failed: UID in precondition: {want}, UID in object meta: "
+                                                    f"{obj['metadata']['uid']}", name=key[2], kind=plural)
+            if not dry:
+                del self.objects[key]
+                if plural == "jobs":
+                    self._stop_job(key[2])
+            if plural == "services":  # the reference: DELETE of a Service answers with the Service
+                return 200, obj
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                         "details": {"name": key[2], "kind": plural, "uid": obj["metadata"]["uid"]}}
+        obj = self.objects.get(key)
+        return (200, obj) if obj else (404, status(404, "NotFound", f'{plural} "{key[2]}" not found'))
+
+    def _list(self, plural: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        kind = {"pods": "PodList", "nodes": "NodeList"}.get(plural, "List")
+        return {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(next(_RV))}, "items": items}
+
+    def _nodes(self, method: str, name: str | None, body: Any) -> tuple[int, Any]:
+        verb = {"PATCH": "patch"}.get(method, "get" if name else "list")
+        if (verb, "nodes") in self.lacks:
+            return 403, status(403, "Forbidden", f'nodes is forbidden: User "tester" cannot {verb} resource "nodes"',
+                               kind="nodes")
+        if name is None:
+            return 200, self._list("nodes", [copy.deepcopy(n) for n in self.nodes.values()])
+        node = self.nodes.get(name)
+        if node is None:
+            return 404, status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
+        if method == "PATCH":  # a merge patch: maps merged (null deletes), lists replaced
+            meta = body.get("metadata") or {}
+            rv = meta.get("resourceVersion")
+            if rv and rv != node["metadata"]["resourceVersion"]:
+                return 409, status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has '
+                                                    "been modified; please apply your changes to the latest version "
+                                                    "and try again", name=name, kind="nodes")
+            for part in ("labels", "annotations"):
+                for k, v in (meta.get(part) or {}).items():
+                    if v is None:
+                        node["metadata"][part].pop(k, None)
+                    else:
+                        node["metadata"][part][k] = v
+            if "taints" in (body.get("spec") or {}):
+                node["spec"]["taints"] = body["spec"]["taints"]
+            node["metadata"]["resourceVersion"] = str(next(_RV))
+        return 200, copy.deepcopy(node)
+
+    # -- the toy job controller, scheduler and kubelet --------------------------------------------------
+    def _start_job(self, job: dict[str, Any]) -> None:
+        name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+        template = job["spec"]["template"]
+        for i in range(job["spec"]["completions"]):
+            fate = self.fates.get(i, "run")
+            pod_name = f"{name}-{i}-{secrets.token_hex(3)[:5]}"
+            node = f"kw-node-{i}" if fate != "unschedulable" else None
+            labels = {**template["metadata"]["labels"], "job-name": name, "batch.kubernetes.io/job-name": name,
+                      "batch.kubernetes.io/job-completion-index": str(i)}
+            pod: dict[str, Any] = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod_name, "namespace": ns, "uid": secrets.token_hex(16), "labels": labels,
+                             "annotations": {"batch.kubernetes.io/job-completion-index": str(i)},
+                             "resourceVersion": str(next(_RV)), "creationTimestamp": _now()},
+                "spec": {**copy.deepcopy(template["spec"]), "hostname": f"{name}-{i}",
+                         **({"nodeName": node} if node else {})},
+                "status": {"phase": "Pending"}}
+            container = template["spec"]["containers"][0]
+            if fate == "unschedulable":
+                pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "
+                                                           "preemption: 0/3 nodes are available: 3 No preemption "
+                                                           "victims found for incoming pod.",
+                                                "lastProbeTime": None, "lastTransitionTime": _now()}]
+            elif fate == "image-pull":
+                pod["status"]["containerStatuses"] = [{
+                    "name": container["name"], "ready": False, "restartCount": 0, "image": container["image"],
+                    "imageID": "", "started": False,
+                    "state": {"waiting": {"reason": "ImagePullBackOff",
+                                          "message": f'Back-off pulling image "{container["image"]}"'}}}]
+            elif fate == "failed":
+                pod["status"]["phase"] = "Failed"
+                pod["status"]["containerStatuses"] = [{
+                    "name": container["name"], "ready": False, "restartCount": 0, "image": container["image"],
+                    "imageID": "", "started": False,
+                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": _now(), "finishedAt": _now()}}}]
+            else:
+                pod["status"]["phase"] = "Running"
+                self.procs[pod_name] = self._run(container, ns, i, node or "", pod_name)
+                self.started.append(self.procs[pod_name])
+            self.pods[pod_name] = pod
+
+    def _run(self, container: dict[str, Any], ns: str, index: int, node: str, pod_name: str) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_") and k != "JOB_COMPLETION_INDEX"}
+        env.update(self.agent_env)
+        env["JOB_COMPLETION_INDEX"] = str(index)
+        env["TMPDIR"] = str(self.logs)  # a pod's /tmp is its own
+        for e in container.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = e["value"]
+            elif ref := e.get("valueFrom", {}).get("fieldRef"):
+                env[e["name"]] = {"spec.nodeName": node}[ref["fieldPath"]]
+            elif ref := e.get("valueFrom", {}).get("secretKeyRef"):
+                secret = self.objects[("secrets", ns, ref["name"])]
+                value = (secret.get("stringData") or {}).get(ref["key"])
+                env[e["name"]] = value if value is not None else base64.b64decode(secret["data"][ref["key"]]).decode()
+        words = [*container["command"], *container.get("args", [])]
+        assert words[0] == "clustercheck", words
+        with (self.logs / f"{pod_name}.log").open("wb") as out:
+            return subprocess.Popen([sys.executable, "-m", "clustercheck", *words[1:]], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _refresh_pods(self) -> None:
+        for name, proc in self.procs.items():
+            code = proc.poll()
+            if code is not None and name in self.pods and self.pods[name]["status"]["phase"] == "Running":
+                self.pods[name]["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+
+    def _stop_job(self, job: str) -> None:
+        for name in [n for n, p in self.pods.items() if p["metadata"]["labels"].get("job-name") == job]:
+            proc = self.procs.pop(name, None)
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            del self.pods[name]
+
+    def close(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.server.shutdown()
+        self.server.server_close()

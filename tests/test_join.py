@@ -1,0 +1,307 @@
+"""--launcher join and `clustercheck agent`, for real on this machine: a controller and node agents as plain
+processes carrying the Indexed Job environment (JOB_COMPLETION_INDEX, NODE_NAME, CLUSTERCHECK_CONTROLLER),
+real rank pools (gloo) started by the agents, the c10d store between them. tests/test_join_netns.py runs
+the same across network namespaces, one per pod."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from clustercheck.exitcodes import Exit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joining import agent, alive, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
+
+
+@pytest.mark.pool
+def test_the_acceptance_command_runs_both_nodes_and_one_rank_each_has_nothing_to_reduce(tmp_path: Path) -> None:
+    """The issue's command, word for word: both nodes are in results.json. With one rank per node,
+    cpu-smoke's node-scoped all_reduce checks have nothing to move and skip (as `clustercheck run
+    --ranks 1` does on one machine): the run says SKIPPED (exit 5), never PASS."""
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["cpu-smoke", "--launcher", "join", "--nodes", "2", "--store-addr",
+                                        f"127.0.0.1:{port}"])
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "1") for i in (0, 1)]
+    out = finish(ctl, agents)
+    data = results(tmp_path)
+    assert {r["node"] for r in data["results"]} == {"pod0", "pod1"}, out[-3000:]
+    assert {r["outcome"] for r in data["results"]} == {"skipped"} and "single rank" in data["results"][0]["message"]
+    assert ctl.returncode == Exit.NOTHING and data["verdict"] == "SKIPPED" and data["run"]["ranks_per_node"] == 1
+    assert [a.returncode for a in agents] == [0, 0]  # the controller said goodbye
+
+
+@pytest.mark.pool
+def test_two_agents_with_two_ranks_each_pass_cpu_smoke(tmp_path: Path) -> None:
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["cpu-smoke", "--launcher", "join", "--nodes", "2", "--store-addr",
+                                        f"127.0.0.1:{port}"])
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
+    out = finish(ctl, agents)
+    data = results(tmp_path)
+    assert ctl.returncode == Exit.PASSED and data["verdict"] == "PASS", out[-3000:]
+    assert {r["node"] for r in data["results"]} == {"pod0", "pod1"} and len(data["results"]) == 6
+    ranks = data["results"][0]["pool"]["ranks"]
+    assert [(r["host"], r["local_rank"]) for r in ranks] == [("pod0", 0), ("pod0", 1), ("pod1", 0), ("pod1", 1)]
+    log = (tmp_path / "out" / "latest" / "logs")
+    assert sorted(p.name for p in log.glob("pool1-rank*.log")) == [f"pool1-rank{r}.log" for r in range(4)]
+    assert [a.returncode for a in agents] == [0, 0]
+
+
+@pytest.mark.pool
+def test_an_agent_that_never_joins_leaves_its_node_untested_and_the_run_incomplete(tmp_path: Path) -> None:
+    """Three nodes expected: index 0 joins, index 1 has another secret (it says so and is refused), index 2
+    never starts. The run measures node 0, and says INCOMPLETE, naming both others and why."""
+    project(tmp_path)
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "3",
+                                        "--store-addr", f"127.0.0.1:{port}", "--join-timeout", "30"])
+    agents = [agent(tmp_path, secret, 0, "pod0", f"127.0.0.1:{port}", "--local-ranks", "2"),
+              agent(tmp_path, token(), 1, "pod1", f"127.0.0.1:{port}", "--local-ranks", "2")]
+    out = finish(ctl, agents)
+    data = results(tmp_path)
+    assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]
+    assert data["incomplete"]["reason"] == "2 node(s) never joined: index-1, index-2"
+    assert sorted(data["untested"]) == ["index-1", "index-2"]
+    absent = data["run"]["absent"]
+    assert "CLUSTERCHECK_TOKEN differs" in absent["index-1"] and "JOB_COMPLETION_INDEX=2" in absent["index-2"]
+    assert {r["node"] for r in data["results"] if r["scope"] == "node"} == {"pod0"}
+    assert {r["outcome"] for r in data["results"]} == {"passed"}
+    assert "INCOMPLETE: 2 node(s) never joined: index-1, index-2; 4 of 7 planned item(s) not run" in out
+    assert "untested: index-[1-2]" in out
+    # every report says so, JUnit too: the absent nodes' items are error testcases that never ran
+    assert sorted(data["incomplete"]["items"]) == [f"s::{c}[index-{i}]" for c in ("node-ar", "node-late") for i in (1, 2)]
+    junit = (tmp_path / "out" / "latest" / "junit.xml").read_text()
+    assert junit.count('type="incomplete"') == 4 and "not run: 2 node(s) never joined: index-1, index-2" in junit
+    bad = (tmp_path / "agent1.log").read_text()
+    assert agents[1].returncode == Exit.BAD_INPUT and "hello failed verification" in bad and "Traceback" not in bad
+
+
+@pytest.mark.pool
+def test_an_agent_that_dies_mid_run_errors_its_node_and_the_other_keeps_its_verdicts(tmp_path: Path) -> None:
+    """Agent 1 is killed (SIGKILL) once the first result is written, while every rank waits 2 s before
+    the node check (a test-only delay): its ranks go with it (PR_SET_PDEATHSIG), the controller hears no
+    heartbeat for 10 s, and only node 1's item errors, naming its agent."""
+    project(tmp_path)
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
+                                        "--store-addr", f"127.0.0.1:{port}", "-k", "not node-late",
+                                        "--cc-inject-fault=node-ar:delay"])
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
+    record = tmp_path / "out" / "latest" / "run.jsonl"
+    try:
+        wait_for(record, '"type": "result"', 180)
+    finally:
+        agents[1].kill()
+    out = finish(ctl, agents)
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    assert outcome["cluster-ar"]["outcome"] == "passed", out[-3000:]
+    assert outcome["node-ar[pod0]"]["outcome"] == "passed", out[-3000:]
+    died = outcome["node-ar[pod1]"]
+    assert died["outcome"] == "error" and "(pod1) was lost with its node's agent (pod1), silent for 10 s" in \
+        died["message"], died["message"]
+    assert "pod0" not in died["message"].splitlines()[0]
+    assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
+    assert agents[0].returncode == 0
+
+
+@pytest.mark.pool
+def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path: Path) -> None:
+    """The controller is killed (SIGKILL: no goodbye) while the ranks wait in a check: each agent says the
+    controller is gone, stops its ranks and exits 3; no rank process is left to hold a GPU."""
+    project(tmp_path)
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
+                                        "--store-addr", f"127.0.0.1:{port}", "--cc-inject-fault=node-ar:delay"])
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
+    record = tmp_path / "out" / "latest" / "run.jsonl"
+    wait_for(record, '"type": "result"', 180)
+    pids = [r["pid"] for line in record.read_text().splitlines() if '"type": "pool"' in line
+            for r in json.loads(line)["ranks"]]
+    assert len(pids) == 4 and all(alive(p) for p in pids)
+    ctl.kill()
+    ctl.wait()
+    for a in agents:
+        a.wait(60)
+    assert [a.returncode for a in agents] == [3, 3]
+    for i in (0, 1):
+        said = (tmp_path / f"agent{i}.log").read_text()
+        assert "the controller is gone" in said and "stopped 2 rank(s)" in said, said
+    assert not [p for p in pids if alive(p)]
+
+
+@pytest.mark.pool
+def test_two_agents_on_one_node_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["cpu-smoke", "--launcher", "join", "--nodes", "2", "--store-addr",
+                                        f"127.0.0.1:{port}"])
+    agents = [agent(tmp_path, secret, i, "same-node", f"127.0.0.1:{port}", "--local-ranks", "1") for i in (0, 1)]
+    out = finish(ctl, agents, timeout=120)
+    assert ctl.returncode == Exit.BAD_INPUT and "node agents 0 and 1 both run on node same-node" in out, out
+    assert "Traceback" not in out and not (tmp_path / "out" / "latest").exists()
+    assert [a.returncode for a in agents] == [0, 0]  # sent away, not left waiting
+
+
+@pytest.mark.parametrize("env, args, said", [
+    ({"JOB_COMPLETION_INDEX": None}, [], "JOB_COMPLETION_INDEX is not set"),
+    ({"JOB_COMPLETION_INDEX": "one"}, [], "JOB_COMPLETION_INDEX is 'one', not a number"),
+    ({"CLUSTERCHECK_CONTROLLER": None}, [], "CLUSTERCHECK_CONTROLLER is not set"),
+    ({"CLUSTERCHECK_CONTROLLER": "ctl"}, [], "CLUSTERCHECK_CONTROLLER 'ctl': expected HOST:PORT"),
+    ({"CLUSTERCHECK_TOKEN": None}, [], "set CLUSTERCHECK_TOKEN"),
+    ({"CLUSTERCHECK_TOKEN": "short"}, [], "the shared secret has 5 characters"),
+    ({"CLUSTERCHECK_TOKEN_FILE": "/nonexistent/t", "CLUSTERCHECK_TOKEN": None}, [], "CLUSTERCHECK_TOKEN_FILE=/nonexistent/t"),
+    ({}, ["--local-ranks", "0"], "--local-ranks must be between 1 and 1024"),
+    ({"NODE_NAME": "a b"}, [], "node name 'a b' (NODE_NAME)"),
+])
+def test_an_agent_refuses_a_bad_identity_in_one_line(tmp_path: Path, env: dict[str, str | None], args: list[str],
+                                                      said: str) -> None:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_")}
+    e.update(JOB_COMPLETION_INDEX="0", CLUSTERCHECK_CONTROLLER="127.0.0.1:1", CLUSTERCHECK_TOKEN=token())
+    for k, v in env.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "agent", *args], env=e, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == Exit.BAD_INPUT, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert said in line and line.startswith("clustercheck: error:"), line
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--launcher", "join"], "--launcher join needs --nodes N"),
+    (["--launcher", "join", "--nodes", "0"], "--nodes must be between 1 and 100000"),
+    (["--launcher", "k8s", "--nodes", "-2"], "--nodes must be between 1 and 100000"),
+    (["--nodes", "2"], "--nodes is for --launcher join or k8s"),
+    (["--launcher", "join", "--nodes", "2", "--store-addr", "10.0.0.1:99999"], "expected HOST:PORT"),
+    (["--launcher", "join", "--nodes", "2", "--join-timeout", "0"], "--join-timeout must be between"),
+    (["--launcher", "k8s", "--nodes", "2", "--node-selector", "gpu"], "--node-selector 'gpu': expected KEY=VALUE"),
+    (["--launcher", "k8s", "--nodes", "2", "--node-selector", "a/b/c=d"], "--node-selector 'a/b/c=d'"),
+    (["--launcher", "k8s", "--nodes", "2", "--rdma", "ib=1"], "--rdma 'ib=1': expected RESOURCE=COUNT"),
+    (["--launcher", "k8s", "--nodes", "2", "--namespace", "Bad_NS"], "--namespace 'Bad_NS'"),
+    (["--launcher", "k8s", "--nodes", "2"], "--launcher k8s needs --image IMAGE"),
+    (["--drain-max", "150%"], "--drain-max is a share of the run's nodes, at most 100%"),
+    (["--drain-max", "lots"], "--drain-max: expected a fraction"),
+])
+def test_bad_node_agent_options_are_one_line_exit_4(tmp_path: Path, args: list[str], said: str) -> None:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_")}
+    e["CLUSTERCHECK_TOKEN"] = token()
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--out", "out", *args], cwd=tmp_path,
+                         env=e, capture_output=True, text=True, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == Exit.BAD_INPUT and said in out, out[-2000:]
+    assert "Traceback" not in out and not (tmp_path / "out").exists()
+
+
+def test_the_controller_without_a_shared_secret_is_one_line_exit_4(tmp_path: Path) -> None:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_")}
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--launcher", "join", "--nodes", "1"],
+                         cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
+    assert res.returncode == Exit.BAD_INPUT and "set CLUSTERCHECK_TOKEN" in res.stdout + res.stderr
+
+
+def test_commands_that_fail_verification_or_are_replayed_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """An agent runs only what its controller sealed for it, numbered as posted: a command sealed with
+    another key, or a genuine one posted again under another number, is refused and never run."""
+    import socket
+
+    import torch.distributed as dist
+
+    from clustercheck.run import gang, wire
+    from clustercheck.run.agent import Agent
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5),
+                          master_listen_fd=listener.detach())
+    a = Agent(gang.Identity(0, "pod0", ("127.0.0.1", port)), token(), 1, store=store, key="k" * 64)
+    ran: list[str] = []
+    a.kill = lambda pool: ran.append(f"kill {pool}")  # type: ignore[method-assign]
+    genuine = wire.seal(a.key, {"op": "kill", "pool": 1, "seq": 2})
+    for body in (wire.seal("x" * 64, {"op": "kill", "pool": 9, "seq": 1}), genuine, genuine):
+        n = store.add(gang.cmd_seq(0), 1)
+        store.set(gang.cmd_key(0, n), body)
+    assert a._commands() is None
+    said = capsys.readouterr().err
+    assert ran == ["kill 1"]  # command 2 only: its own number sealed inside
+    assert "refusing command 1: message on the store failed verification" in said
+    assert "refusing command 3: it was sealed as command 2 (a replay)" in said
+
+
+def test_the_circuit_breaker_trips_on_more_than_the_share_and_more_than_one_node() -> None:
+    from clustercheck.record.exclude import breaker, excluded
+
+    def results(failed: dict[str, list[str]], nodes: int) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for i in range(nodes):
+            node = f"n{i}"
+            for check, bad in failed.items():
+                out.append({"check": check, "name": f"{check}[{node}]", "node": node, "nodes": [node], "scope": "node",
+                            "outcome": "failed" if node in bad else "passed", "verdicts": []})
+        return out
+
+    three = results({"bw": ["n0", "n1", "n2"]}, 3)
+    line = breaker(three, excluded(three), 3, 0.10)  # type: ignore[arg-type]
+    assert line is not None and line.startswith("circuit breaker: 3 of 3 nodes (100%) failed bw, more than --drain-max "
+                                                 "10% lets act on (1): drained and tainted nothing")
+    one = results({"bw": ["n1"]}, 3)
+    assert breaker(one, excluded(one), 3, 0.10) is None  # type: ignore[arg-type]  # one node may always be acted on
+    spread = results({"a": ["n1"], "b": ["n2"], "c": ["n3"]}, 20)  # three nodes, three different checks
+    assert breaker(spread, excluded(spread), 20, 0.10) is None  # type: ignore[arg-type]
+    two, three_of_20 = results({"bw": ["n1", "n2"]}, 20), results({"bw": ["n1", "n2", "n3"]}, 20)
+    assert breaker(two, excluded(two), 20, 0.10) is None  # type: ignore[arg-type]
+    assert "3 of 20 nodes (15%) failed bw" in (breaker(three_of_20, excluded(three_of_20), 20, 0.10) or "")  # type: ignore[arg-type]
+    assert breaker(three_of_20, excluded(three_of_20), 20, 0.20) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.pool
+def test_the_breaker_stops_the_drain_and_leaves_verdicts_and_exclude_txt(tmp_path: Path) -> None:
+    """Both nodes fail the same check (a floor no link meets): --drain-dry-run prints nothing to run, the
+    breaker says why in one line, and the verdicts and exclude.txt are what they would have been."""
+    project(tmp_path)
+    (tmp_path / "th" / "cpu.yaml").write_text((tmp_path / "th" / "cpu.yaml").read_text()
+                                              + "checks:\n  node-ar:\n    busbw: {limit: '>= 1000000', unit: GB/s}\n")
+    port, secret = free_port(), token()
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
+                                        "--store-addr", f"127.0.0.1:{port}", "-k", "node-ar", "--drain-dry-run"])
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
+    out = finish(ctl, agents)
+    assert ctl.returncode == Exit.FAILED, out[-3000:]
+    (line,) = [ln for ln in out.splitlines() if "circuit breaker" in ln]
+    assert "2 of 2 nodes (100%) failed node-ar" in line and "drained and tainted nothing" in line
+    assert "drain would run" not in out
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == "pod[0-1]\n"
+    record = [json.loads(ln) for ln in (tmp_path / "out" / "latest" / "run.jsonl").read_text().splitlines()]
+    (ex,) = [e for e in record if e["type"] == "exclude"]
+    assert ex["drain"] == [] and ex["breaker"] == line.strip() and set(ex["reasons"]) == {"pod0", "pod1"}
+
+
+def test_a_rank_on_a_silent_agent_is_taken_as_gone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The stand-in for a remote rank: an agent that sent no heartbeat for SILENCE seconds takes its ranks
+    with it (exit status and story), without waiting for an answer that cannot come."""
+    from clustercheck.run import gang, join, remote
+
+    monkeypatch.setattr(gang, "SILENCE", 0.3)
+    launcher = join.JoinLauncher(1, f"127.0.0.1:{free_port()}", 5, token(), gather=False)
+    launcher.open()
+    try:
+        member = gang.Member(0, "pod0", "k" * 64, None, "pod0", 1)
+        launcher.members[0], launcher.nodes = member, ("pod0",)
+        launcher._beats[0] = (0, time.monotonic())
+        pool = remote.RemotePool(launcher, 1, [member], [tmp_path / "rank0.log"])
+        (rank,) = pool.ranks
+        assert rank.poll() is None
+        code = rank.wait(5)
+        assert code == -9 and rank.ended == "was lost with its node's agent (pod0), silent for 0.3 s,"
+        assert "its ranks are taken as gone" in (tmp_path / "rank0.log").read_text()
+    finally:
+        launcher.close()
