@@ -27,6 +27,7 @@ class Prestarted:
     pool: WorkerPool
     facts: Facts  # this machine's, read once for the pool and the session
     starting: Path  # where its logs are until the run directory exists
+    made: tuple[Path, ...] = ()  # the directories above `starting` that did not exist before (--out)
     thread: threading.Thread | None = None
     error: BaseException | None = field(default=None)
 
@@ -54,6 +55,11 @@ class Prestarted:
             self.thread.join()
         self.pool.close(kill=True)
         shutil.rmtree(self.starting, ignore_errors=True)
+        for directory in self.made:  # a run that never started leaves no --out behind
+            try:
+                directory.rmdir()
+            except OSError:
+                break  # something else is in it now
 
 
 _pending: Prestarted | None = None
@@ -72,15 +78,15 @@ def begin(out: Path, backend: str, ranks: int | None, nccl_log: str) -> None:
         return
     mode = "init" if backend == "nccl" and nccl_log in ("full", "init") else "off"
     starting = out / f".starting-{os.getpid()}"
+    made = tuple(d for d in (out.absolute(), *out.absolute().parents) if not d.exists())  # deepest first
     pool = WorkerPool(PoolKey(backend, per_node, (), nccl_log=mode), starting / "logs", 1, LocalLauncher())
+    pending = Prestarted(pool, facts, starting, made)
     try:
         starting.mkdir(parents=True)
         pool.spawn()
     except Exception:
-        pool.close(kill=True)
-        shutil.rmtree(starting, ignore_errors=True)
+        pending.discard()
         return
-    pending = Prestarted(pool, facts, starting)
     pending.thread = threading.Thread(target=pending._connect, name="clustercheck-prestart", daemon=True)
     pending.thread.start()
     _pending = pending

@@ -1,0 +1,95 @@
+"""A hang names its cause: every rank says it is alive on a connection of its own, once a second, whatever
+collective it is blocked in, so a check that times out tells the ranks that stopped answering (a node
+whose link went down, a dead host) from those alive and waiting for them; the first are named as the
+likely cause, and the exclusion list names their nodes only. Over network namespaces, one host's link
+is cut in the middle of a check across all nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from netns import IFNAME, netbed, unavailable  # noqa: E402
+
+from clustercheck.run.failure import Heard, silent_story  # noqa: E402
+
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
+PROFILE = """\
+platform: cpu
+description: test profile
+detect:
+  gpu_count: 0
+checks:
+  across:
+    busbw: {limit: ">= 0.000001", unit: GB/s, source: "any working link"}
+"""
+# long enough that the cut lands inside it: a cluster-wide all_reduce sweep, then a wait
+SUITE = """\
+checks:
+  - id: across
+    measure: all_reduce
+    scope: cluster
+    timeout: 25
+    params: {sizes: [1MiB, 4MiB], iters: 4000, warmup: 1, check_iters: 0, per_iteration: false}
+"""
+
+
+def test_the_story_names_the_silent_first_and_the_waiting_after() -> None:
+    """Without a network: ranks whose heartbeat stood still are the cause, the others only wait."""
+    heard = Heard()
+    text, culprits = silent_story([0, 1, 2], {0: "7", 1: "9", 2: "4"}, {0: "8", 1: "10", 2: "4"},
+                                  lambda r: f"h{r + 1}", 2.5)
+    assert culprits == frozenset({2})
+    assert text.startswith("rank 2 (h3) stopped answering (no heartbeat in 2.5 s: unreachable or dead)")
+    assert text.endswith("alive and waiting: rank 0 (h1), rank 1 (h2)")
+    text, culprits = silent_story([0, 1], {0: "3", 1: "3"}, {0: "4", 1: "5"}, lambda r: f"h{r + 1}", 2.5)
+    assert culprits == frozenset() and "alive and waiting" in text  # a slow collective, nobody lost
+    assert heard.idle == frozenset()
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+def test_a_host_whose_link_is_cut_mid_check_is_named_and_excluded_alone(tmp_path: Path) -> None:
+    (tmp_path / "thresholds").mkdir()
+    (tmp_path / "thresholds" / "cpu.yaml").write_text(PROFILE)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    with netbed(3) as bed:
+        a, b, c = bed.hosts
+        template = f"ip netns exec {{host}} env GLOO_SOCKET_IFNAME={IFNAME} PYTHONPATH={os.pathsep.join(sys.path)} {{python}}"
+        argv = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "thresholds", "--out", "out",
+                "--launcher", "hosts", "--hosts", ",".join(bed.hosts), "--host-command", template,
+                "--store-addr", bed.root_addr, "--ranks", "1"]
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def cut_when_measuring() -> None:  # the pool line is written when the check's pool has started
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                runs = list((tmp_path / "out").glob("*/run.jsonl"))
+                if runs and '"type": "pool"' in runs[0].read_text():
+                    time.sleep(3)
+                    bed.cut(c)
+                    return
+                time.sleep(0.2)
+
+        cutter = threading.Thread(target=cut_when_measuring, daemon=True)
+        cutter.start()
+        out, _ = proc.communicate(timeout=240)
+        cutter.join(5)
+    assert proc.returncode == 3, out  # an error: the harness could not finish the check
+    run = (tmp_path / "out" / "latest").resolve()
+    (result,) = [r for r in json.loads((run / "results.json").read_text())["results"]]
+    message = result["message"]
+    assert message.startswith(f"timed out after 25 s during all_reduce: rank 2 ({c}) stopped answering"), message
+    assert f"alive and waiting: rank 0 ({a}), rank 1 ({b})" in message.splitlines()[0], message
+    assert result["unreachable"] == [c]
+    assert (run / "exclude.txt").read_text().split() == [c], out
+    reasons = json.loads((run / "results.json").read_text())["exclusion"]["reasons"]
+    assert list(reasons) == [c] and "stopped answering during across" in reasons[c]
