@@ -159,3 +159,50 @@ def rule_of(expect: Mapping[str, Any]) -> FabricRule:
         return FabricRule.from_dict(raw)
     except (KeyError, TypeError) as exc:  # a task built by another version: say so, never guess
         raise UserError(f"the fabric rule handed to the probe is malformed ({exc})") from None
+
+
+@dataclass(frozen=True)
+class RunFabric:
+    """What the fabric floor of a run's checks depends on: how many nodes it has, its backend, the
+    expectations (the profile's with --expect over them) and the line rate its nodes' ports give."""
+
+    nodes: int
+    backend: str
+    expect: Mapping[str, Any]
+    node_rate: tuple[float | None, str] | None = None
+
+
+def run_fabric(nodes: Mapping[str, Mapping[str, Any] | None], backend: str, expect: Mapping[str, Any],
+               rule: FabricRule | None) -> RunFabric:
+    """The run's fabric context from each node's recorded facts (`network`: fabric/rdma.NetFacts.as_dict)."""
+    from clustercheck.fabric.linerate import of_run
+    from clustercheck.fabric.rdma import NetFacts
+
+    names = expect.get("fabric_ports") or (rule.ports if rule else ()) or None
+    nets = {node: NetFacts.from_dict(f["network"]) if f and f.get("network") else None for node, f in nodes.items()}
+    rate = of_run(nets, list(names) if names else None)
+    return RunFabric(len(nodes), backend, dict(expect), (rate.gbps, rate.text()))
+
+
+def multi_node(scope: str, nodes: int) -> bool:
+    """A check whose items span several nodes: pairs, localization rounds, a cluster of more than one."""
+    return scope in ("pair", "localize") or (scope == "cluster" and nodes > 1)
+
+
+def ring_problem(collective: str, backend: str, env: Mapping[str, str]) -> str | None:
+    """Why a multi-node all_reduce cannot be judged against the network: NCCL's Tree and NVLSTree can move
+    more than the network carries on 2 nodes (NVIDIA/nccl-tests #290, #319: "we suggest passing
+    NCCL_ALGO=RING when benchmarking just two nodes"), so the floor judges Ring only. gloo's and the other
+    collectives' busbw are bounded by the network whatever the algorithm."""
+    if collective != "all_reduce" or backend != "nccl":
+        return None
+    algo = env.get("NCCL_ALGO", "").replace(" ", "").lower()
+    parts = [p for p in algo.split(";") if p]
+    for_allreduce = [p.split(":", 1)[1] for p in parts if p.startswith("allreduce:")]
+    general = [p for p in parts if ":" not in p]
+    chosen = for_allreduce[0] if for_allreduce else (general[0] if general else "")
+    if chosen == "ring":
+        return None
+    return ("not judged: a multi-node all_reduce is judged against the network on Ring only (NCCL's Tree and NVLSTree "
+            "can exceed the network on 2 nodes: NVIDIA/nccl-tests #290, #319); set env: {NCCL_ALGO: Ring} on the check, "
+            f"or judge all_gather / reduce_scatter (NCCL_ALGO here: {env.get('NCCL_ALGO') or 'unset'})")

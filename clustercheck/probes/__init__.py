@@ -30,6 +30,7 @@ _MODULES = {
     "gds": "gds",
     "ib": "ib",
     "nccl-tests": "nccl_tests",
+    "nccl-log": "nccl_log",
     "nvbandwidth": "nvbandwidth",
     "amd-smi": "amd_smi",
     "amd-host": "amd_host",

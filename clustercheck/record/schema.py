@@ -39,6 +39,8 @@ class RunHeader(TypedDict, total=False):
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
     run_id: str  # a UUID naming this run in its evidence (absent in older records)
     node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
+    expect: dict[str, Any]  # --expect given to the run (over the profile's expect: block)
+    fabric: dict[str, Any]  # the fabric floor's rule and the line rate the nodes' ports gave
 
 
 class MetricValue(TypedDict):

@@ -80,6 +80,9 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         default=False, flag=True),
     Opt("drain_dry_run", "--drain-dry-run", "print the scontrol commands --drain would run, run nothing",
         default=False, flag=True),
+    Opt("expect", "--expect", "an expectation over the profile's expect: block, as clustercheck probe takes it, e.g. "
+        "fabric_gbps=3200 (the nodes' network line rate the multi-node busbw floor is a fraction of), net=IB, "
+        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable", metavar="KEY=VALUE", repeat=True),
     Opt("compare", "--compare", "judge each item also against the same item of a saved run (a run directory, "
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),
@@ -140,6 +143,7 @@ class Options:
     counters: bool = False
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
+    expect: dict[str, Any] = field(default_factory=dict)  # --expect, checked: over the profile's expect: block
 
     @property
     def repeating(self) -> bool:
@@ -171,6 +175,9 @@ def resolve(get: Callable[[str], Any]) -> Options:
         if values["launcher"] == "local":
             raise UserError("--store-addr is for --launcher slurm or hosts: local ranks reach the store on 127.0.0.1")
     values["thresholds"] = search_path(values["thresholds"] or ())
+    from clustercheck.judging.expect import parse_expect_args
+
+    values["expect"] = parse_expect_args(list(values["expect"] or ()))  # a bad one stops the run before it starts
     if values["sign"] is not None:  # a typo in the key path must not cost a 4-hour burn-in its signature
         values["sign"] = load_private(Path(values["sign"]), "--sign")
     if values["topology"] is not None:
