@@ -108,6 +108,11 @@ class PciTree:
         self.sys = sys_root
         self.devices: dict[str, Device] = {}
         self.problems: list[str] = []
+        try:  # a machine with one NUMA node: the kernel's -1 (no affinity information) is that node
+            nodes = [n for n in os.listdir(sys_root / "devices" / "system" / "node") if re.fullmatch(r"node\d+", n)]
+        except OSError:
+            nodes = []
+        self.single_node = len(nodes) == 1
         base = sys_root / "bus" / "pci" / "devices"
         try:
             names = sorted(os.listdir(base))
@@ -134,8 +139,9 @@ class PciTree:
             self.problems.append(f"{link}: its sysfs path {real} does not end in {bdf}")
             return None
         numa = _int(real / "numa_node", 10)
+        numa = None if numa is None or numa < 0 else numa
         return Device(bdf, _int(real / "class", 16), _int(real / "vendor", 16), _int(real / "device", 16),
-                      None if numa is None or numa < 0 else numa, root, tuple(chain[:-1]))
+                      0 if numa is None and self.single_node else numa, root, tuple(chain[:-1]))
 
     def link(self, bdf: str) -> Link:
         d = self.sys / "bus" / "pci" / "devices" / bdf

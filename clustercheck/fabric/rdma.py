@@ -6,7 +6,7 @@ whether GPUDirect RDMA can work, and the PCIe path from each NIC and NVMe drive 
   the device's PCI function is its `device` link.
 - GPUDirect RDMA: the peer-memory module NCCL's IB transport looks for
   (`/sys/kernel/mm/memory_peers/nv_mem/version`, `.../nv_mem_nc/version`, `/sys/module/nvidia_peermem`:
-  NVIDIA/nccl src/transport/net_ib), or dma-buf, which needs NVIDIA's open kernel modules
+  NVIDIA/nccl src/transport/net_ib; on AWS EFA `/sys/module/efa_nv_peermem`), or dma-buf, which needs NVIDIA's open kernel modules
   (`/proc/driver/nvidia/version` says "Open Kernel Module") on Linux 5.12 or later (ibv_reg_dmabuf_mr).
 - PCIe paths: `fabric/pcitree.py`.
 
@@ -30,7 +30,8 @@ from clustercheck.fabric.pcitree import PciTree
 _STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")        # "4: ACTIVE", "5: LinkUp"
 _RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec(?:\s*\((.*)\))?\s*$")  # "400 Gb/sec (4X NDR)"
 _PEERMEM = ("kernel/mm/memory_peers/nv_mem/version", "kernel/mm/memory_peers/nv_mem_nc/version",
-            "module/nvidia_peermem/version")
+            "module/nvidia_peermem/version",
+            "module/efa_nv_peermem/version")  # AWS EFA's own peer-memory module (amzn-drivers, "EFA NV Peermem")
 _DMABUF_KERNEL = (5, 12)
 
 

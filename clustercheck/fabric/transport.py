@@ -52,7 +52,9 @@ class Finding:
 def _hosts(names: list[str]) -> str:
     named = [n for n in names if n]
     shown = hostlist.collect_hostlist(named) if named else ""
-    return shown + (" and lines without a host" if "" in names else "") if shown else "the log's ranks"
+    if not shown:
+        return "lines without a host name"
+    return shown + (" and lines without a host name" if "" in names else "")
 
 
 def summary(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
@@ -73,7 +75,8 @@ def summary(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
         parts.append(f"NICs found {'/'.join(str(n) for n in sorted(set(found.values())))}")
     parts.append("GPUDirect RDMA " + ("on" if gdr == {True} else "off" if False in gdr else "not shown"))
     if any(h.sharp for h in hosts.values()):
-        parts.append("SHARP/CollNet plugin " + next(h.collnet_plugin or "NICs /SHARP" for h in hosts.values() if h.sharp))
+        plugin = next((h.collnet_plugin for h in hosts.values() if h.collnet_plugin), "")
+        parts.append(f"SHARP/CollNet: {'collnet plugin ' + plugin if plugin else 'NICs /SHARP'}")
     if any(h.proxied for h in hosts.values()) or any(p for h in hosts.values() for p, _ in h.ring_flags):
         parts.append("PXN used")
     if any(h.dmabuf for h in hosts.values()):

@@ -88,10 +88,10 @@ def parse_rule(raw: object, file: str, line: int) -> FabricRule:
     if not all(isinstance(p, str) and p for p in ports):
         raise f.error("ports", "expected a list of RDMA device or port names, e.g. [mlx5_0, mlx5_3/1]")
     source = f.get("source", str, "")
+    f.done()  # a misspelt key is named first: 'sources' is a typo, not a missing source
     if not source:
         raise f.error("source", "a fabric rule needs its public source (the measurement or guidance its numbers "
                                 "come from)")
-    f.done()
     return FabricRule(fraction, min_size, rate, tuple(ports), source, f"{file}:{line} fabric")
 
 
