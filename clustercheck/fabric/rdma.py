@@ -103,7 +103,9 @@ class NetFacts:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NetFacts:
         gdr = d.get("gdr")
-        return cls(ports=tuple(Port(**{**p, "netdevs": tuple(p.get("netdevs") or ())}) for p in d.get("ports") or ()),
+        keys = Port.__dataclass_fields__
+        return cls(ports=tuple(Port(**{**{k: v for k, v in p.items() if k in keys}, "netdevs": tuple(p.get("netdevs") or ())})
+                               for p in d.get("ports") or ()),
                    gdr=Gdr(gdr["peermem"], gdr["open_module"], gdr["kernel"]) if gdr else None,
                    nic_paths=dict(d.get("nic_paths") or {}), nvme_paths=dict(d.get("nvme_paths") or {}),
                    gpus=tuple(d.get("gpus") or ()), problems=tuple(d.get("problems") or ()))
