@@ -92,3 +92,14 @@ def test_the_html_and_json_reports_show_each_nodes_network(tmp_path):
     assert "line rate 100 Gb/s (1 active of 1 GPU-facing port(s))" in html
     data = json.loads(paths["json"].read_text())
     assert data["run"]["node_facts"]["p5-b"]["network"]["nic_paths"]["rdmap79s0"]["level"] == "PIX"
+
+
+@pytest.mark.pool
+@pytest.mark.parametrize("value", ["0", "-800", "fast"])
+def test_run_refuses_a_line_rate_that_is_not_a_positive_number_in_one_line(tmp_path, value):
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "fabric", "--out", "out", "--expect",
+                          f"fabric_gbps={value}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == Exit.BAD_INPUT and "Traceback" not in res.stderr
+    (line,) = [ln for ln in (res.stdout + res.stderr).splitlines() if "fabric_gbps" in ln]
+    assert line.startswith("ERROR: --expect: fabric_gbps: expected "), line
+    assert not (tmp_path / "out" / "latest").exists()  # refused before anything ran

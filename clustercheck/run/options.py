@@ -80,9 +80,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         default=False, flag=True),
     Opt("drain_dry_run", "--drain-dry-run", "print the scontrol commands --drain would run, run nothing",
         default=False, flag=True),
-    Opt("expect", "--expect", "an expectation over the profile's expect: block, as clustercheck probe takes it, e.g. "
+    Opt("expect", "--cc-expect", "an expectation over the profile's expect: block, as clustercheck probe takes it, e.g. "
         "fabric_gbps=3200 (the nodes' network line rate the multi-node busbw floor is a fraction of), net=IB, "
-        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable", metavar="KEY=VALUE", repeat=True),
+        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable", cli_flag="--expect", metavar="KEY=VALUE",
+        repeat=True),
     Opt("compare", "--compare", "judge each item also against the same item of a saved run (a run directory, "
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),
