@@ -229,6 +229,10 @@ def _messages(line: str) -> Iterable[tuple[str | None, str | None, str]]:
         yield m.group("host"), m.group("pid"), line[m.end():end].rstrip()
 
 
+messages = _messages  # for the other readers of NCCL's lines (nccl_net.py)
+PREFIX = _PREFIX
+
+
 def parse(texts: str | Iterable[str], default_collective: str | None = None) -> NcclDebug:
     """Parse one log text, or several (one per rank's file: context does not carry across texts).
 

@@ -132,7 +132,7 @@ def scan(texts: str | Iterable[str]) -> dict[str, HostNet]:
                 out[where] = _get(out, where).merge(HostNet(where, libibverbs_missing=True))
             if "NCCL INFO " not in line:
                 continue
-            for named, _pid, msg in nccl_debug._messages(line):
+            for named, _pid, msg in nccl_debug.messages(line):
                 found = _one(named or "", msg)
                 if found is not None:
                     out[found.host] = _get(out, found.host).merge(found)
@@ -144,7 +144,7 @@ def _get(out: dict[str, HostNet], host: str) -> HostNet:
 
 
 def _host_of(line: str) -> str:
-    m = nccl_debug._PREFIX.search(line) or re.search(r"(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\]", line)
+    m = nccl_debug.PREFIX.search(line) or re.search(r"(?P<host>[^\s:\[\]]+):\d+:\d+ \[\d+\]", line)
     return (m.group("host") or "") if m else ""
 
 

@@ -56,8 +56,8 @@ def argv(params: Mapping[str, Any], device: str, port: int) -> list[str]:
 
 def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
     devices = check.params["devices"] or list(expect.get("fabric_ports") or [])
-    return {**check.params, "devices": [d.split("/")[0] for d in devices], "tool_timeout": tool_timeout(check.timeout),
-            "ib_write_bw_min": expect.get("ib_write_bw_min")}
+    return {**check.params, "devices": list(dict.fromkeys(d.split("/")[0] for d in devices)),
+            "tool_timeout": tool_timeout(check.timeout)}
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
