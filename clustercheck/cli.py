@@ -339,6 +339,11 @@ def _platforms(args: argparse.Namespace) -> int:
             print(f"      {src}")
         if limit.source:
             print(f"      source: {limit.source}")
+    from clustercheck.judging.fabric import FabricRule
+
+    fabric = profile.fabric or FabricRule()  # multi-node busbw: a fraction of the nodes' line rate
+    print(f"  fabric (multi-node) {fabric.describe()} ({fabric.origin})")
+    print(f"      source: {fabric.source}")
     return 0
 
 

@@ -54,7 +54,7 @@ def test_bad_threshold_expression_is_one_line_exit_4(tree: Path) -> None:
 def test_unknown_suite_name_lists_the_shipped_ones() -> None:
     out = cc("run", "no-such-suite")
     assert out.returncode == 4
-    assert "no suite named 'no-such-suite' (shipped suites: burn-in, cpu-burn-in, cpu-smoke, gpu-smoke, native-tools, node-health, quick-gate-mi300x, quick-gate-nvlink8)" in out.stderr
+    assert "no suite named 'no-such-suite' (shipped suites: burn-in, cpu-burn-in, cpu-smoke, fabric, gpu-smoke, native-tools, node-health, quick-gate-mi300x, quick-gate-nvlink8)" in out.stderr
 
 
 @pytest.mark.pool

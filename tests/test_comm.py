@@ -27,10 +27,10 @@ def _configured(tmp_path: Path, mode: str = "tuning") -> tuple[NcclLog, dict[str
 
 def test_configure_points_nccl_at_a_file_in_the_log_dir(tmp_path: Path) -> None:
     log, env = _configured(tmp_path, "init")
-    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV" == SUBSYS["init"]
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,NET" == SUBSYS["init"]
     assert env["NCCL_DEBUG_FILE"] == str(tmp_path / "pool1-nccl-rank0.1.log") == str(log.path)
     _, env = _configured(tmp_path, "tuning")
-    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,TUNING"
+    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,NET,TUNING"
 
 
 @pytest.mark.parametrize("var", ["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"])

@@ -165,7 +165,7 @@ def test_where_to_add_what_is_true(tmp_path: Path) -> None:
 
     # a kind: its module, the registry, its rank side; nothing else imports it
     builtin = [m for m, p in modules().items() if m.startswith("clustercheck.kinds.") and "\nPROVIDES = " in p.read_text()]
-    assert len(builtin) == 10, builtin
+    assert len(builtin) == 12, builtin
     for m in builtin:
         runners = {k.runner.split(":")[0] for k in importlib.import_module(m).PROVIDES}
         assert all(r.startswith("clustercheck.measure") for r in runners), (m, runners)

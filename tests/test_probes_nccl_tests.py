@@ -29,16 +29,19 @@ def _file(tmp_path: Path, lines: list[str]) -> str:
     return str(path)
 
 
-def test_h100_two_node_capture_passes_on_its_platform_with_the_busbw_of_its_table(capsys):
+def test_h100_two_node_capture_is_not_judged_on_its_platform_without_a_line_rate(capsys):
     """The profile's busbw_min is one node's NVLink floor (430); this capture spans 2 nodes, so the network
-    bounds it: the floor is named as not applying, and the busbw comes from the table's largest row."""
+    bounds it and the NVLink floor never judges it. The profile's fabric rule reads the line rate from the
+    nodes, which a capture does not carry: the busbw is not judged (exit 3), never passed."""
     code, out, err = cc(capsys, "--input", str(H100), "--platform", "h100-sxm-8x")
-    assert code == 0, out + err
+    assert code == 3, out + err
     assert "platform: h100-sxm-8x" in out and "PASS all_reduce_perf: GPU model: NVIDIA H100 80GB HBM3" in out
     busbw = next(line for line in out.splitlines() if ": busbw: " in line)
-    assert busbw.startswith("PASS all_reduce_perf: busbw: 338.82 / 337.35 GB/s (out-of-place / in-place) at "
-                            "8589934592 B; 2 node(s); the platform's one-node floor (430 GB/s) does not apply")
-    assert "16 ranks on 2 host(s)" in out and "Avg bus bandwidth 70.742" in out and out.endswith("0 failed)\n")
+    assert busbw.startswith("NOT JUDGED all_reduce_perf: busbw: not judged: network line rate unknown (give --expect "
+                            "fabric_gbps=N or a profile's fabric block); 338.82 / 337.35 GB/s (out-of-place / "
+                            "in-place) at 8589934592 B; 2 node(s)"), busbw
+    assert "430" not in busbw
+    assert "16 ranks on 2 host(s)" in out and "Avg bus bandwidth 70.742" in out and out.endswith("1 not judged)\n")
 
 
 @pytest.mark.parametrize("floor, code", [("300", 0), ("340", 1)])
@@ -58,7 +61,7 @@ def test_single_node_floor_uses_the_worse_placement_at_the_largest_size(capsys, 
 
 def test_node_count_from_busbw_ratio_without_rank_lines(capsys):
     code, out, _ = cc(capsys, "--input", str(DGX2), "--platform", "a100-sxm-8x")
-    assert code == 0 and "2 node(s): 16 ranks (from busbw/algbw, no Rank lines) at 8 GPUs per node" in out
+    assert code == 3 and "2 node(s): 16 ranks (from busbw/algbw, no Rank lines) at 8 GPUs per node" in out
     code, out, _ = cc(capsys, "--input", str(DGX2), "--expect", "busbw_min=200")
     assert code == 1 and "node count unknown (no Rank lines): judged as one node; floor 200 GB/s" in out
 

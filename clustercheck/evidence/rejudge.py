@@ -142,13 +142,13 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
 
 def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: Any,
                  recorded: list[dict[str, Any]], out: Rejudged) -> None:
-    from clustercheck.run.judge import rules_for
+    from clustercheck.run.judge import fabric_of_header, rules_for
     from clustercheck.kinds import KINDS
     from clustercheck.kinds.base import Answers
 
     try:
         per_rank = answers(r, check, header)
-        rules = rules_for(check, profile)
+        rules = rules_for(check, profile, fabric_of_header(header, profile))
         ranks = hosts(r, header, len(per_rank))
         m, verdicts = KINDS[check.measure].judge(Answers(check, per_rank, ranks, str(header.get("backend") or "gloo")),
                                                  rules)

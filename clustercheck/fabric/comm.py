@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustercheck.fabric.nccl_net import HostNet
+
 NCCL_LOG_MODES = ("full", "init", "off")
 NCCL_LOG_HELP = ("NCCL's own account of each GPU collective: 'full' logs NCCL's init (version, transports) in the "
                  "timed pools and runs each collective once more in an untimed sibling pool that logs which "
@@ -35,12 +37,26 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
     }
     if not read:
         out["why_not"] = next((log["why_not"] for log in logs if log.get("why_not")), "no NCCL log was read")
+    net = merged_net(read)
+    if net:
+        out["net"] = {host: found.as_dict() for host, found in net.items()}
+        out["nccl_env"] = {k: v for log in read for k, v in (log.get("env") or {}).items()}
     capable = [log["nvls_capable"] for log in read if log["nvls_capable"] is not None]
     algos = algorithms(tuned)
     out["algorithms"] = algos
     out["nvls"] = nvls_label(env, read[0]["env"] if read else {}, any(capable) if capable else None, algos)
     if tuning_error:
         out["tuning_error"] = tuning_error
+    return out
+
+
+def merged_net(read: list[dict[str, Any]]) -> dict[str, HostNet]:
+    """Each host's network facts, the ranks' own accounts merged (fabric/nccl_net.py)."""
+    out: dict[str, HostNet] = {}
+    for log in read:
+        for host, raw in (log.get("net") or {}).items():
+            found = HostNet.from_dict(raw)
+            out[host] = out[host].merge(found) if host in out else found
     return out
 
 
@@ -93,6 +109,10 @@ def line(comm: dict[str, Any]) -> str:
         parts.append("SHM between GPUs (P2P broken?)")
     if comm.get("networks"):
         parts.append("network " + ", ".join(comm["networks"]))
+    if comm.get("net"):
+        from clustercheck.fabric.transport import summary
+
+        parts.append(summary({h: HostNet.from_dict(v) for h, v in comm["net"].items()}, {}))
     parts.append(f"NVLS {comm.get('nvls', 'unknown')}")
     for why in ("why_not", "tuning_error"):
         if comm.get(why):

@@ -55,9 +55,10 @@ _TUNING = re.compile(
     r"^(?:(?P<coll>[A-Za-z]+):\s+)?(?P<nbytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
     r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?(?: time (?P<time>[\d.]+))?")
 _COLL_CALL = re.compile(r"^(?P<coll>[A-Za-z]+): opCount ")  # NCCL_DEBUG_SUBSYS=COLL, printed by every rank
+# NCCL >= 2.7 "Channel 00/0 : 0[0] -> 1[1] ...", 2.5-2.6 "Ring 00 : 15[41000] -> 0[1b000] ...", 2.4 "Ring 00 : 15 -> 0 ..."
 _CHANNEL = re.compile(
-    r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[(?P<srcdev>[\da-fA-Fx]+)\] -> (?P<dst>\d+)"
-    r"\[(?P<dstdev>[\da-fA-Fx]+)\](?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
+    r"^(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<srcdev>[\da-fA-Fx]+)\])? -> (?P<dst>\d+)"
+    r"(?:\[(?P<dstdev>[\da-fA-Fx]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
 _NVLS_CAP = re.compile(r"^NVLS multicast support is (?P<not>not )?available on dev (?P<dev>\d+)")
 _ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*?)\s*$")
 _NETWORK = re.compile(r"^Using network (?P<name>.+?)\s*$")
@@ -96,7 +97,7 @@ class Transport:
     channel: int
     src_rank: int
     dst_rank: int
-    src_dev: str
+    src_dev: str            # "" in NCCL 2.4's "Ring 00 : 15 -> 0" lines
     dst_dev: str
     direction: str | None   # "send" / "receive" for network connections
     via: str                # as printed: "P2P/CUMEM/read", "SHM/direct/direct", "NET/IB/0/GDRDMA"
@@ -228,6 +229,10 @@ def _messages(line: str) -> Iterable[tuple[str | None, str | None, str]]:
         yield m.group("host"), m.group("pid"), line[m.end():end].rstrip()
 
 
+messages = _messages  # for the other readers of NCCL's lines (nccl_net.py)
+PREFIX = _PREFIX
+
+
 def parse(texts: str | Iterable[str], default_collective: str | None = None) -> NcclDebug:
     """Parse one log text, or several (one per rank's file: context does not carry across texts).
 
@@ -306,7 +311,7 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
                 if m:
                     transports.append(Transport(
                         channel=int(m.group("channel")), src_rank=int(m.group("src")), dst_rank=int(m.group("dst")),
-                        src_dev=m.group("srcdev"), dst_dev=m.group("dstdev"), direction=m.group("dir"),
+                        src_dev=m.group("srcdev") or "", dst_dev=m.group("dstdev") or "", direction=m.group("dir"),
                         via=_VIA_TAIL.sub("", m.group("via")), host=host, line=number))
                     continue
                 m = _NVLS_CAP.match(msg)

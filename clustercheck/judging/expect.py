@@ -3,6 +3,7 @@ at load with file, line and key like every other input. A leaf module: threshold
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -31,11 +32,27 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
                   "one per collective, e.g. {all_reduce: 430}"),
     "busbw_min_multinode": ((int, float, dict), "the same floor for a multi-node nccl-tests run (bounded by the "
                             "network; no profile sets it)"),
+    "nodes": ((int,), "nodes a multi-node nccl-tests capture must span (its Rank lines' hosts)"),
+    "fabric_gbps": ((int, float), "the node's aggregate network line rate in Gb/s (3200 for 8 x 400G): the fabric "
+                    "floor's base, over a profile's fabric block and the nodes' own ports"),
+    "fabric_ports": ((list,), "the RDMA ports (mlx5_0, mlx5_3/1) whose rates make the node's line rate, e.g. to "
+                     "leave out a storage NIC; default: the ACTIVE ports sharing a PCIe switch with a GPU"),
+    "net": ((str,), "the network NCCL must use between nodes: IB (InfiniBand or RoCE, also through IBext), "
+            "Socket, OFI (AWS Libfabric, EFA)"),
+    "gdr": ((bool,), "whether GPUDirect RDMA must carry NCCL's network traffic (channel lines /GDRDMA)"),
+    "nics": ((int,), "NICs NCCL must use on each node (distinct NET devices in its channel lines)"),
+    "ib_write_bw_min": ((int, float), "lowest ib_write_bw BW average per NIC at the largest size, Gb/s"),
+    "gdsio_read_min": ((int, float), "lowest gdsio GPUDirect (GPUD) read throughput per GPU, GiB/s"),
+    "gdsio_write_min": ((int, float), "lowest gdsio GPUDirect (GPUD) write throughput per GPU, GiB/s"),
     "h2d_min": ((int, float), "lowest nvbandwidth host_to_device_memcpy_ce/_sm value per GPU, GB/s"),
     "d2h_min": ((int, float), "lowest nvbandwidth device_to_host_memcpy_ce/_sm value per GPU, GB/s"),
     "p2p_min": ((int, float), "lowest nvbandwidth device_to_device_memcpy_read/write value per GPU pair, GB/s"),
     "p2p_uniformity": ((int, float), "every nvbandwidth GPU pair within this fraction of the median, e.g. 0.10"),
 }
+# keys whose value must be a finite number above 0 (a line rate of 0 would pass anything), and what it is
+_POSITIVE = {"fabric_gbps": "a line rate in Gb/s", "nodes": "a node count", "nics": "a NIC count",
+             "ib_write_bw_min": "a rate in Gb/s", "gdsio_read_min": "a rate in GiB/s",
+             "gdsio_write_min": "a rate in GiB/s"}
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),
     "nvlink_pairs": ((str,), "GPUs come in bridged pairs with this level (NV4); other pairs use gpu_gpu"),
@@ -71,6 +88,10 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
             problem = _per_collective_problem(value)
             if problem:
                 raise f.error(key, problem)
+        elif key in _POSITIVE and not (math.isfinite(value) and value > 0):
+            raise f.error(key, f"expected {_POSITIVE[key]} above 0, got {value:g}")
+        elif key == "fabric_ports" and not all(isinstance(v, str) and v for v in value):
+            raise f.error(key, "expected a list of RDMA device or port names such as [mlx5_0, mlx5_3/1]")
         out[key] = value
     f.done()
     return out

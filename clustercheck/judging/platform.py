@@ -48,6 +48,9 @@ class Facts:
     host_memory: int | None = None       # bytes a run can allocate now (MemAvailable)
     gpu_memory_free: int | None = None   # the least free bytes of this node's GPUs (NVML); None without
     identity: dict[str, Any] = field(default_factory=dict)  # serials, UUIDs, GUIDs for evidence (judging/identity.py)
+    # RDMA ports, the GPU nearest each NIC and NVMe drive with the PCIe path to it, GPUDirect RDMA
+    # (fabric/rdma.py NetFacts.as_dict); a sysfs tree that cannot be read or contradicts itself is a problem here
+    network: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -171,7 +174,7 @@ def _read_nvml(torch_gpus: int | None, functions: list[tuple[str, int, int]]) ->
                  os=f"{_platform.system()} {_platform.release()}", versions=_versions(),
                  pci_accelerators=tuple(device for _, _, device in functions),
                  pci_gpus=tuple(bus for bus, vendor, _ in functions if vendor == 0x10DE), torch_gpus=torch_gpus,
-                 host_memory=host_available(), identity=read_identity())
+                 host_memory=host_available(), identity=read_identity(), network=_network())
     try:
         import pynvml
     except ImportError:
@@ -194,6 +197,16 @@ def _read_nvml(torch_gpus: int | None, functions: list[tuple[str, int, int]]) ->
         nvlinks_per_gpu=max(links) if links else None, driver=got.driver, cuda_driver=got.cuda_driver,
         gpus=got.gpus, nvml_faults=got.faults, gpu_memory_free=device_available(),
         nvml_status="ok" if not got.faults else f"{len(got.faults)} NVML call(s) failed")
+
+
+def _network() -> dict[str, Any]:
+    """The node's network facts (fabric/rdma.py); a reader that breaks is a problem on the node, not a crash."""
+    from clustercheck.fabric import rdma
+
+    try:
+        return rdma.read().as_dict()
+    except Exception as exc:  # the reader never raises for the hardware's sake; this is its own bug
+        return {"problems": [f"the network facts could not be read: {type(exc).__name__}: {exc}"]}
 
 
 def matches(profile: Profile, facts: Facts) -> bool:

@@ -15,6 +15,7 @@ from clustercheck.errors import show
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.expr import ExprError, Quantity, parse_limit
 from clustercheck.judging.expect import check_expect
+from clustercheck.judging.fabric import FabricRule, parse_rule
 from clustercheck.schema import Fields, between, one_of
 
 
@@ -57,6 +58,7 @@ class Profile:
     expect: dict[str, object] = field(default_factory=dict)  # what probes judge against (judging.expect.EXPECT_KEYS)
     defaults: dict[str, Default] = field(default_factory=dict)  # measure kind -> its limits (defaults:)
     counters: dict[str, Any] = field(default_factory=dict)  # counter -> Allowance (counters:); {}: the built-in ones
+    fabric: FabricRule | None = None  # fabric: the multi-node busbw floor (judging/fabric.py); None: the built-in rule
 
     def limits_for(self, check_id: str) -> dict[str, Limit] | None:
         return self.limits.get(check_id)
@@ -136,8 +138,10 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
         from clustercheck.counters.allowances import parse as parse_allowances
 
         counters = parse_allowances(counters_raw, name, top.line_of("counters"))
+    fabric_raw = top.get("fabric", dict, None)
+    fabric = None if fabric_raw is None else parse_rule(fabric_raw, name, top.line_of("fabric"))
     top.done()
-    return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters)
+    return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters, fabric)
 
 
 _DEFAULT_DTYPES = ("auto", *sorted(set(units.CANONICAL_DTYPE.get(d, d) for d in units.DTYPE_BYTES)))

@@ -177,11 +177,11 @@ def figure_of(r: Mapping[str, Any]) -> str:
 
 
 def _builtins() -> None:
-    from clustercheck.kinds import (burn, collectives, device_memory, gemm, host_device, host_memory, nccl_tests,
-                                    nvbandwidth, p2p, probe)
+    from clustercheck.kinds import (burn, collectives, device_memory, gdsio, gemm, host_device, host_memory,
+                                    ib_write_bw, nccl_tests, nvbandwidth, p2p, probe)
 
     for module in (collectives, host_device, device_memory, host_memory, gemm, p2p, probe, nccl_tests, nvbandwidth,
-                   burn):
+                   burn, ib_write_bw, gdsio):
         for kind in module.PROVIDES:
             register(kind)
 

@@ -31,6 +31,7 @@ class CheckSpec:
     line: int
     limits: str = ""  # judge by the profile's checks.<this id> when it names none for this check's own id
     limits_line: int = 0
+    min_nodes: int = 1  # fewer nodes in the run: the check is skipped, saying so (the fabric between nodes)
 
     @property
     def where(self) -> str:
@@ -59,6 +60,8 @@ class Rules:
 
     limits: Mapping[str, Limit]
     expect_origin: str = "the probe's built-in expectation"
+    expect: Mapping[str, Any] = field(default_factory=dict)  # the profile's expect: block with --expect over it
+    multi_node: bool = False  # the check's items span several nodes: the fabric, not NVLink, bounds them
 
 
 Judge = Callable[[Answers, Rules], "tuple[Measurement, list[Verdict]]"]

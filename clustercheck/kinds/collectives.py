@@ -14,7 +14,7 @@ from clustercheck.errors import SizeTooSmall, show
 from clustercheck.fabric.comm import describe, tag_rows
 from clustercheck.formulas import PLACEMENTS, check_temporaries, layout
 from clustercheck.judging.measurement import Measurement, evaluate
-from clustercheck.judging.verdicts import Verdict
+from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wrong_limit
 from clustercheck.schema import Fields, between, one_of
@@ -171,7 +171,40 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     tag_rows(m.rows, comm.get("algorithms", {}))
     m = dataclasses.replace(m, comm=comm)
     limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
-    return m, evaluate(m, limits)
+    verdicts = evaluate(m, limits)
+    if rules.multi_node and len(set(a.hosts)) > 1 and a.backend == "nccl":
+        verdicts += transport_verdicts(check.id, comm, rules)
+    return m, verdicts
+
+
+TRANSPORT_KEYS = ("net", "gdr", "nics")
+
+
+def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> list[Verdict]:
+    """NCCL's transport between the item's nodes against the expectations net, gdr and nics, from its ranks'
+    own logs (fabric/transport.py, as `clustercheck probe nccl-log` judges a capture). What the logs cannot
+    say is an error of the item, never a pass."""
+    from clustercheck.errors import HarnessError
+    from clustercheck.fabric.comm import merged_net
+    from clustercheck.fabric.transport import judge as judge_transport
+
+    expect = {k: rules.expect[k] for k in TRANSPORT_KEYS if rules.expect.get(k) is not None}
+    if not expect:
+        return []
+    if not comm.get("logs"):
+        raise HarnessError(f"{check_id}: NCCL's transport between nodes is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
+                           f"; expected {', '.join(f'{k}={v}' for k, v in expect.items())} (run with --nccl-log init or full, "
+                           f"and leave NCCL_DEBUG unset)")
+    hosts = merged_net([{"net": comm.get("net") or {}}])
+    env = dict(comm.get("nccl_env") or {})
+    out = []
+    for f in judge_transport(hosts, env, expect):
+        if f.passed is None:
+            raise HarnessError(f"{check_id}: NCCL's {f.what} between nodes is {f.detail}")
+        rule = Expectation(check_id, f.what, str(f.expected), rules.expect_origin, f.detail)
+        out.append(Verdict(f.what, "" if f.measured is None else str(f.measured), "", rule, f.passed,
+                           subject=f.subject, detail=f.detail))
+    return out
 
 
 def check_layouts(check: CheckSpec, nranks: int) -> None:

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, MutableMapping
 
-from clustercheck.fabric import nccl_debug
+from clustercheck.fabric import nccl_debug, nccl_net
 
-SUBSYS = {"init": "INIT,ENV", "tuning": "INIT,ENV,TUNING"}
+# NET adds the lines that say why GPUDirect RDMA is off ("GPU Direct RDMA Disabled for HCA ..."); NCCL writes
+# them when it sets up a connection, in the warm-up, like INIT's channel lines
+SUBSYS = {"init": "INIT,ENV,NET", "tuning": "INIT,ENV,NET,TUNING"}
 USER_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 
 
@@ -33,6 +35,7 @@ class NcclLog:
     nvls_capable: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
     networks: list[str] = field(default_factory=list)
+    net: dict[str, nccl_net.HostNet] = field(default_factory=dict)  # what this rank's NCCL said of the network
 
     @classmethod
     def configure(cls, env: MutableMapping[str, str], mode: str, log_dir: str, name: str) -> NcclLog:
@@ -65,7 +68,10 @@ class NcclLog:
     def read(self, collective: str) -> str | None:
         """Take in what NCCL wrote since the last call; return `algo/proto` when it logged a choice
         for this collective (the most frequent one), else None."""
-        parsed = nccl_debug.parse(self.new_text(), default_collective=collective)
+        text = self.new_text()
+        parsed = nccl_debug.parse(text, default_collective=collective)
+        for host, found in nccl_net.channels(parsed, nccl_net.scan(text)).items():
+            self.net[host] = self.net[host].merge(found) if host in self.net else found
         for v in parsed.versions:
             if v not in self.versions:
                 self.versions.append(v)
@@ -89,7 +95,8 @@ class NcclLog:
             return {"log": None, "why_not": self.why_not}
         return {"log": str(self.path), "versions": self.versions, "transports": sorted(self.transports),
                 "shm_between_gpus": self.shm_between_gpus, "nvls_capable": self.nvls_capable,
-                "env": self.env, "networks": self.networks}
+                "env": self.env, "networks": self.networks,
+                "net": {host: found.as_dict() for host, found in self.net.items()}}
 
 
 def log_name(pool: str, rank: int) -> str:

@@ -13,7 +13,7 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeOutcome, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeOutcome, ProbeParseError, ProbeSkip, ProbeVerdict, outcome_of
 
 # CLI name -> module under clustercheck.probes
 _MODULES = {
@@ -28,8 +28,11 @@ _MODULES = {
     "ecc": "ecc",
     "throttle": "throttle",
     "gds": "gds",
+    "gdsio": "gdsio",
     "ib": "ib",
+    "ib-write-bw": "ib_write_bw",
     "nccl-tests": "nccl_tests",
+    "nccl-log": "nccl_log",
     "nvbandwidth": "nvbandwidth",
     "amd-smi": "amd_smi",
     "amd-host": "amd_host",
@@ -63,7 +66,7 @@ def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
         return ProbeOutcome(probe.name, "error", reason=f"{type(exc).__name__}: {exc}")
     if not verdicts:
         return ProbeOutcome(probe.name, "error", reason="the probe produced no verdict")
-    return ProbeOutcome(probe.name, "passed" if all(v.passed for v in verdicts) else "failed", verdicts)
+    return outcome_of(probe.name, verdicts)  # a verdict the evidence cannot decide makes it an error
 
 
 _GPU_NAME = re.compile(r"\bGPU(\d+)\b(?! \()")

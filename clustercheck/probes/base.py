@@ -28,6 +28,7 @@ class ProbeVerdict:
     detail: str = ""      # one line a person can act on
     measured: object = None
     expected: object = None
+    judged: bool = True   # False: the evidence cannot say (passed is then False too): "not judged: <why>"
 
     def line(self) -> str:
         return f"{self.subject}: {self.what}: {self.detail}" if self.detail else f"{self.subject}: {self.what}"
@@ -55,4 +56,23 @@ class ProbeOutcome:
 
     @property
     def failures(self) -> tuple[ProbeVerdict, ...]:
-        return tuple(v for v in self.verdicts if not v.passed)
+        return tuple(v for v in self.verdicts if not v.passed and v.judged)
+
+    @property
+    def not_judged(self) -> tuple[ProbeVerdict, ...]:
+        return tuple(v for v in self.verdicts if not v.judged)
+
+
+def not_judged(subject: str, what: str, why: str, measured: object = None) -> ProbeVerdict:
+    """A property the evidence cannot decide: never a pass (the probe's outcome is then an error)."""
+    return ProbeVerdict(subject, what, False, f"not judged: {why}", measured, judged=False)
+
+
+def outcome_of(name: str, verdicts: tuple[ProbeVerdict, ...]) -> ProbeOutcome:
+    """failed when a judged verdict failed; else error when one could not be judged; else passed."""
+    result = ProbeOutcome(name, "passed", verdicts)
+    if result.failures:
+        return ProbeOutcome(name, "failed", verdicts)
+    if result.not_judged:
+        return ProbeOutcome(name, "error", verdicts, "; ".join(v.line() for v in result.not_judged))
+    return result

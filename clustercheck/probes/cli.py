@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from clustercheck import probes
-    from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip
+    from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip, outcome_of
 
     if args.list:
         for name in probes.NAMES:
@@ -78,8 +78,7 @@ def main(args: argparse.Namespace) -> int:
         verdicts = tuple(probe.judge(parsed, expect))
     except ProbeSkip as exc:
         return _report(ProbeOutcome(probe.name, "skipped", reason=exc.reason))
-    failed = any(not v.passed for v in verdicts)
-    return _report(ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
+    return _report(outcome_of(probe.name, verdicts))
 
 
 MAX_INPUT = 64 << 20  # bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB)
@@ -116,9 +115,10 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
 
     search = search_path(args.thresholds)
     expect: dict[str, Any] = {}
+    profile_fabric = None
     if args.platform:
         profile = search.load(args.platform)
-        expect = dict(profile.expect)
+        expect, profile_fabric = dict(profile.expect), profile.fabric
         print(f"platform: {escape(profile.name)} (--platform)")
     elif live:
         from clustercheck.judging.platform import describe, detect, read_facts
@@ -126,12 +126,16 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
         facts = read_facts()
         try:
             profile = detect(search, facts)
-            expect = dict(profile.expect)
+            expect, profile_fabric = dict(profile.expect), profile.fabric
             print(f"platform: {escape(profile.name)} (detected: {escape(describe(facts))})")
         except UserError:
             print(f"platform: none matched ({escape(describe(facts))}); judging without platform expectations "
                   f"(pick one with --platform)")
     expect.update(parse_expect_args(args.expect))
+    if profile_fabric is not None or "fabric_rule" not in expect:
+        from clustercheck.judging.fabric import expectations
+
+        expect.update(expectations(profile_fabric))  # the profile's fabric block, else the built-in rule
     return expect
 
 
@@ -140,14 +144,17 @@ def _report(outcome: Any) -> int:
     if outcome.outcome == "skipped":
         print(f"SKIPPED: {escape(outcome.reason)}")
         return Exit.NOTHING
-    if outcome.outcome == "error":
+    if outcome.outcome == "error" and not outcome.verdicts:
         print(f"ERROR: {outcome.name}: {escape(outcome.reason)}")
         return Exit.ERROR
     for v in outcome.verdicts:
-        print(f"{'PASS' if v.passed else 'FAIL'} {escape(v.line())}")
-    bad = outcome.failures
-    print(f"{outcome.name}: {outcome.outcome} ({len(outcome.verdicts) - len(bad)} passed, {len(bad)} failed)")
-    return Exit.FAILED if bad else Exit.PASSED
+        print(f"{'PASS' if v.passed else 'FAIL' if v.judged else 'NOT JUDGED'} {escape(v.line())}")
+    bad, open_ = outcome.failures, outcome.not_judged
+    passed = len(outcome.verdicts) - len(bad) - len(open_)
+    state = "not judged" if outcome.outcome == "error" else outcome.outcome
+    print(f"{outcome.name}: {state} ({passed} passed, {len(bad)} failed"
+          + (f", {len(open_)} not judged" if open_ else "") + ")")
+    return Exit.FAILED if bad else Exit.ERROR if open_ else Exit.PASSED
 
 
 def _all(expect: dict[str, Any]) -> int:

@@ -1,8 +1,11 @@
 """InfiniBand / RoCE ports: state and rate, from `ibstat`, `ibv_devinfo` or /sys/class/infiniband.
 
-Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's check_hw_ib,
-Azure/azurehpc-health-checks customTests), at the platform's `ib_rate_gbps` where given (e.g. 400 for NDR), and at least
-`ib_ports` ports must be active.
+Every port must be ACTIVE with its physical link up (a port that is down carries no RDMA traffic; Azure's
+check_hw_ib, Azure/azurehpc-health-checks customTests), at the platform's `ib_rate_gbps` where given (e.g.
+400 for NDR), and at least `ib_ports` ports must be active. With `fabric_ports` only the ports named there
+must be (and must exist); the others are reported. Live, the ports come from clustercheck/fabric/rdma.py:
+a sysfs tree that cannot be read or contradicts itself fails the node, and with `gdr: true` the node
+must be able to do GPUDirect RDMA (nvidia_peermem loaded, or dma-buf).
 """
 
 from __future__ import annotations
@@ -10,13 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
 from clustercheck.toolout import evidence_lines
 
-SYSFS = Path("/sys/class/infiniband")
 
 
 @dataclass(frozen=True)
@@ -105,13 +107,46 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
     return tuple(out)
 
 
-def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+@dataclass(frozen=True)
+class SysfsReading:
+    """The ports as this node's sysfs shows them, with what could not be read and GPUDirect RDMA."""
+
+    ports: tuple[IbPort, ...]
+    problems: tuple[str, ...]
+    gdr: str | None            # fabric/rdma.Gdr.text(), None when unknown
+    gdr_available: bool | None
+
+
+def judge(reading: tuple[IbPort, ...] | SysfsReading, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    ports = reading.ports if isinstance(reading, SysfsReading) else reading
+    out = [ProbeVerdict("node", "sysfs", False, f"{problem}: the node's RDMA facts cannot be trusted", problem)
+           for problem in (reading.problems if isinstance(reading, SysfsReading) else ())]
+    named: Sequence[str] = expect.get("fabric_ports") or ()
+    if named:
+        missing = [n for n in named if not any(n in (p.device, p.subject) for p in ports)]
+        out += [ProbeVerdict(n, "port", False, "named in fabric_ports and not on this node", "absent", "ACTIVE")
+                for n in missing]
+    if isinstance(reading, SysfsReading) and expect.get("gdr") is True and reading.gdr is not None:
+        out.append(ProbeVerdict("node", "GPUDirect RDMA", bool(reading.gdr_available), reading.gdr,
+                                "available" if reading.gdr_available else "not available", "available"))
+    return out + _judge_ports(ports, expect, named)
+
+
+def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Sequence[str]) -> list[ProbeVerdict]:
     want_rate = expect.get("ib_rate_gbps")
     out = []
     for p in ports:
         layer = f", {p.link_layer}" if p.link_layer else ""
         rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
-        if p.state != "ACTIVE":
+        if named and p.device not in named and p.subject not in named:
+            out.append(ProbeVerdict(p.subject, "port state", True, f"{p.state}{rate}{layer}; not one of fabric_ports, "
+                                    f"not judged for the fabric", p.state))
+            continue
+        phys = (p.phys_state or "").replace(" ", "").replace("_", "").lower()
+        if p.state == "ACTIVE" and p.phys_state and phys not in ("linkup", "5"):
+            out.append(ProbeVerdict(p.subject, "port state", False, f"ACTIVE but physical state {p.phys_state}{layer}: "
+                                    "the link is not up", p.phys_state, "LinkUp"))
+        elif p.state != "ACTIVE":
             phys = f" (physical {p.phys_state})" if p.phys_state else ""
             out.append(ProbeVerdict(p.subject, "port state", False, f"{p.state}{phys}{layer}: no RDMA traffic "
                                     "through this port", p.state, "ACTIVE"))
@@ -128,19 +163,16 @@ def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVer
     return out
 
 
-def collect() -> tuple[IbPort, ...]:
-    if not SYSFS.is_dir() or not any(SYSFS.iterdir()):
+def collect(sys_root: Path = Path("/sys")) -> SysfsReading:
+    from clustercheck.fabric import rdma
+
+    net = rdma.read(sys_root)
+    if not net.ports and not net.problems:
         raise ProbeSkip("no InfiniBand/RoCE device (/sys/class/infiniband is empty or absent)")
-    out = []
-    for dev in sorted(SYSFS.iterdir()):
-        for port in sorted((dev / "ports").iterdir(), key=lambda p: int(p.name)):
-            state = (port / "state").read_text().strip()          # "4: ACTIVE"
-            phys = (port / "phys_state").read_text().strip()      # "5: LinkUp"
-            rate = re.match(r"([\d.]+)", (port / "rate").read_text())  # "400 Gb/sec (4X NDR)"
-            layer = (port / "link_layer").read_text().strip() if (port / "link_layer").exists() else None
-            out.append(IbPort(dev.name, int(port.name), state.partition(":")[2].strip().upper(),
-                              phys.partition(":")[2].strip(), float(rate.group(1)) if rate else None, layer))
-    return tuple(out)
+    ports = tuple(IbPort(p.device, p.port, p.state, None if p.phys_state == "?" else p.phys_state, p.rate_gbps,
+                         None if p.link_layer == "?" else p.link_layer) for p in net.ports)
+    return SysfsReading(ports, net.problems, net.gdr.text() if net.gdr else None,
+                        net.gdr.available if net.gdr else None)
 
 
 PROBE = Probe(
@@ -151,5 +183,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("ib_rate_gbps", "ib_ports"),
+    expect_keys=("ib_rate_gbps", "ib_ports", "fabric_ports", "gdr"),
 )

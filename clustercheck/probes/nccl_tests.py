@@ -9,8 +9,11 @@ Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names i
 is judged against the worse of the out-of-place and in-place busbw of the largest size. A profile's
 `busbw_min` is one node's NVLink floor; a multi-node run is bounded by the network, so for a capture whose
 Rank lines name more than one host (or, without Rank lines, whose rank count from busbw/algbw exceeds the
-profile's `gpu_count`) `busbw_min_multinode` applies instead, and only when given (no profile sets it:
-it depends on the fabric). A capture whose node count cannot be told is judged as one node.
+profile's `gpu_count`) the fabric floor applies instead, never the NVLink one: `busbw_min_multinode` when
+given, else the fabric rule (judging/fabric.py: a fraction of `--expect fabric_gbps` or the profile's
+fabric line rate, at a size on the plateau); without a line rate the busbw is not judged. A capture whose
+node count cannot be told is judged as one node. `nodes` and `gpu_count` check the capture's hosts x
+ranks against what was expected.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from clustercheck import units
 from clustercheck.errors import UserError
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.judging import fabric
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
@@ -49,9 +54,9 @@ def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         wrong = [m for m in run.gpu_models if str(model) not in m]
         out.append(ProbeVerdict(subject, "GPU model", not wrong, f"{', '.join(run.gpu_models)} in the Rank lines; "
                                 f"platform expects {model}", ", ".join(run.gpu_models), model))
-    busbw = _busbw_verdict(run, subject, expect)
-    if busbw is not None:
-        out.append(busbw)
+    for extra in (layout_verdict(run, subject, expect), _busbw_verdict(run, subject, expect)):
+        if extra is not None:
+            out.append(extra)
     return out
 
 
@@ -150,7 +155,39 @@ def _nodes(run: NcclTestsRun, expect: Mapping[str, Any]) -> tuple[int | None, st
     return None, "node count unknown (no Rank lines): judged as one node"
 
 
+def layout_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -> ProbeVerdict | None:
+    """The capture's hosts x GPUs against what is expected: `nodes` (hosts) and the platform's `gpu_count`
+    (ranks on every host). A run on fewer nodes or GPUs than the evidence claims must not stand for it."""
+    want_nodes, per_node = expect.get("nodes"), expect.get("gpu_count")
+    if not run.hosts or (want_nodes is None and (per_node is None or len(run.hosts) < 2)):
+        if want_nodes is not None and not run.hosts:
+            return not_judged(subject, "hosts x GPUs", f"{want_nodes} node(s) expected, and the capture has no "
+                              f"Rank lines naming its hosts")
+        return None
+    per_host: dict[str, int] = {}
+    for r in run.ranks:
+        if r.host:
+            per_host[r.host] = per_host.get(r.host, 0) + 1
+    problems = []
+    if want_nodes is not None and len(per_host) != want_nodes:
+        problems.append(f"{len(per_host)} host(s), {want_nodes} expected")
+    if per_node is not None:
+        short = {h: n for h, n in per_host.items() if n != per_node}
+        problems += [f"{h} ran {n} rank(s), the platform has {per_node} GPUs per node" for h, n in short.items()]
+    shown = " + ".join(f"{h} x{n}" for h, n in per_host.items())
+    expected = f"{want_nodes if want_nodes is not None else len(per_host)} x {per_node if per_node else '?'}"
+    return ProbeVerdict(subject, "hosts x GPUs", not problems, "; ".join(problems) or f"{shown}", shown, expected)
+
+
+_TWO_NODE = ("2 nodes: NCCL's default Tree/NVLSTree all_reduce can exceed the network on 2 nodes (NVIDIA/nccl-tests "
+             "#290, #319), and this capture does not say the algorithm was Ring; rerun with NCCL_ALGO=Ring to judge "
+             "the network itself")
+
+
 def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -> ProbeVerdict | None:
+    """One node: the platform's NVLink floor (busbw_min). Several: the fabric floor, never the NVLink one:
+    busbw_min_multinode when given (an absolute floor), else a fraction of the nodes' line rate
+    (judging/fabric.py); unknown line rate, too small a size or another collective: not judged."""
     row = run.largest()
     if row is None or not row.placements():
         return None
@@ -159,18 +196,33 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     shown = (f"{' / '.join(f'{p.busbw:.2f}' for _, p in places)} GB/s "
              f"({' / '.join(n.replace('_', '-') for n, _ in places)}) at {row.size} B")
     nodes, about = _nodes(run, expect)
-    multi = nodes is not None and nodes > 1
-    floor, label = _floor(expect, "busbw_min_multinode" if multi else "busbw_min", run.collective)
-    if floor is None:
-        single, _ = _floor(expect, "busbw_min", run.collective) if multi else (None, "")
-        if single is not None:
-            why = (f"the platform's one-node floor ({single:g} GB/s) does not apply: a multi-node run is bounded by "
-                   f"the network, not NVLink; set busbw_min_multinode to judge it")
-        else:
-            why = label or "no busbw floor given (busbw_min / busbw_min_multinode)"
-        return ProbeVerdict(subject, "busbw", True, f"{shown}; {about}; {why}", worst)
-    return ProbeVerdict(subject, "busbw", worst >= floor, f"{shown}; {about}; floor {floor:g} GB/s ({label})",
-                        worst, f">= {floor:g}")
+    if nodes is None or nodes < 2:
+        floor, label = _floor(expect, "busbw_min", run.collective)
+        if floor is None:
+            return ProbeVerdict(subject, "busbw", True, f"{shown}; {about}; "
+                                f"{label or 'no busbw floor given (busbw_min)'}", worst)
+        return ProbeVerdict(subject, "busbw", worst >= floor, f"{shown}; {about}; floor {floor:g} GB/s ({label})",
+                            worst, f">= {floor:g}")
+    explicit, label = _floor(expect, "busbw_min_multinode", run.collective)
+    caveat = f"; {_TWO_NODE}" if nodes == 2 and run.collective == "all_reduce" else ""
+    if explicit is not None:
+        return ProbeVerdict(subject, "busbw", worst >= explicit, f"{shown}; {about}; floor {explicit:g} GB/s "
+                            f"({label}){caveat if worst >= explicit else ''}", worst, f">= {explicit:g}")
+    rule = fabric.rule_of(expect)
+    if run.collective is None:
+        return not_judged(subject, "busbw", f"the capture does not say which collective it ran, and the fabric rule "
+                          f"is per collective; {shown}; {about}", worst)
+    limit = fabric.floor(rule, run.collective, fabric.line_rate(expect, rule), subject)
+    if isinstance(limit, str):
+        return not_judged(subject, "busbw", f"{limit.removeprefix('not judged: ')}; {shown}; {about}", worst)
+    if row.size < rule.min_size:
+        return not_judged(subject, "busbw", f"the largest size is below the {units.format_size(rule.min_size)} the "
+                          f"fabric rule judges at ({rule.origin}): busbw below the plateau says little of the network; "
+                          f"{shown}; {about}", worst)
+    ok = worst >= limit.value
+    return ProbeVerdict(subject, "busbw", ok, f"{shown}; {about}; fabric floor {limit.value:g} GB/s "
+                        f"({limit.expression.removeprefix('>= ')}; line rate from {limit.source.rsplit(' from ', 1)[-1]}; "
+                        f"rule {rule.origin}){caveat if ok else ''}", worst, f">= {limit.value:g}")
 
 
 PROBE = Probe(
@@ -181,5 +233,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("busbw_min", "busbw_min_multinode", "gpu_model", "gpu_count"),
+    expect_keys=("busbw_min", "busbw_min_multinode", "gpu_model", "gpu_count", "nodes", "fabric_gbps"),
 )

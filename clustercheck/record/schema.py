@@ -40,6 +40,8 @@ class RunHeader(TypedDict, total=False):
     run_id: str  # a UUID naming this run in its evidence (absent in older records)
     node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
     absent: dict[str, str]  # node -> why it never joined (--launcher join, k8s): the run is INCOMPLETE
+    expect: dict[str, Any]  # --expect given to the run (over the profile's expect: block)
+    fabric: dict[str, Any]  # the fabric floor's rule and the line rate the nodes' ports gave
 
 
 class MetricValue(TypedDict):

@@ -81,10 +81,39 @@ def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each node's network facts (fabric/rdma.py), as read by its first rank: ports, the GPU nearest each
+    NIC and NVMe drive with the PCIe path's slowest link, GPUDirect RDMA, the line rate, the problems."""
+    from clustercheck.fabric.linerate import of_node
+    from clustercheck.fabric.rdma import NetFacts
+
+    facts = header.get("facts") or {}
+    nodes = header.get("node_facts") or {str(facts.get("host") or "node"): facts}
+    out = []
+    for node, f in nodes.items():
+        raw = (f or {}).get("network")
+        if not raw:
+            continue
+        net = NetFacts.from_dict(raw)
+        paths = net.nic_paths
+        ports = [{"name": p.name, "state": p.state, "phys": p.phys_state, "rate": p.rate_text or "-",
+                  "layer": p.link_layer, "pci": p.pci or "-",
+                  "gpu": (paths.get(p.device) or {}).get("to") or "-", "level": (paths.get(p.device) or {}).get("level") or "-",
+                  "bottleneck": (paths.get(p.device) or {}).get("bottleneck") or "-"} for p in net.ports]
+        nvme = [{"bdf": bdf, "gpu": v.get("to") or "-", "level": v.get("level") or "-",
+                 "bottleneck": v.get("bottleneck") or "-"} for bdf, v in sorted(net.nvme_paths.items())]
+        out.append({"node": node, "ports": ports, "nvme": nvme, "gdr": net.gdr.text() if net.gdr else "-",
+                    "line_rate": of_node(net).text(), "problems": list(net.problems)})
+    return out
+
+
 def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`."""
+    """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`; the network has
+    its own section (`network`)."""
     rows: list[tuple[str, str]] = []
     for key, value in (header.get("facts") or {}).items():
+        if key == "network":
+            continue
         if isinstance(value, dict):
             rows += [(f"{key}.{k}", "-" if v is None else str(v)) for k, v in value.items()]
         elif isinstance(value, list):
@@ -124,5 +153,6 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     return _env.get_template("report.html.j2").render(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
         node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header), sla=sla,
+        network=network(header),
         burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []})

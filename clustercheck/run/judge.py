@@ -4,9 +4,10 @@ and, with `--compare`, one verdict per metric against the same item of a saved r
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
 from clustercheck.errors import NoThreshold, UserError
+from clustercheck.judging.fabric import RunFabric, multi_node
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Outcome
 from clustercheck.judging.thresholds import Profile
@@ -74,14 +75,57 @@ def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
                             file=limit.file or None, line=limit.line or None, key=f"{key}.unit")
 
 
-def rules_for(check: CheckSpec, profile: Profile) -> Rules:
-    """The profile's limits for `check`; a kind judged by limits with none is an error, never a pass."""
-    limits, why = applicable_limits(check, profile)
+def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) -> Rules:
+    """The profile's limits for `check`; a kind judged by limits with none is an error, never a pass.
+
+    A collective whose items span several nodes (`run` says how many the run has) is bounded by the
+    network: the profile's one-node floors (defaults:) never judge it, the fabric floor does
+    (judging/fabric.py), unless the profile names the check itself under checks: or the suite borrows
+    an entry with limits:."""
+    expect = dict(run.expect) if run is not None else dict(profile.expect)
+    multi = run is not None and multi_node(check.scope, run.nodes)
+    explicit = profile.limits_for(check.id) is not None or bool(check.limits)
+    if multi and check.measure in COLLECTIVES and not explicit:
+        limits, why = {"busbw": _fabric_floor(check, profile, run)}, ""  # type: ignore[arg-type]
+    else:
+        limits, why = applicable_limits(check, profile)
     if KINDS[check.measure].limited and not limits:
         raise NoThreshold(f"no threshold for check {check.id!r} on platform {profile.name!r} ({profile.file}){why}; "
                           f"add one under checks.{check.id} or defaults.{check.measure}")
     origin = f"{profile.file} expect" if profile.expect else "the probe's built-in expectation"
-    return Rules(limits, origin)
+    return Rules(limits, origin, expect, multi)
+
+
+def fabric_of_header(header: Mapping[str, Any], profile: Profile) -> RunFabric:
+    """A recorded run's fabric context, as its session had it: its nodes' facts, backend and --expect."""
+    from clustercheck.judging.fabric import run_fabric
+
+    nodes = header.get("node_facts") or {str((header.get("facts") or {}).get("host") or "node"): header.get("facts") or {}}
+    expect = {**profile.expect, **(header.get("expect") or {})}
+    return run_fabric(nodes, str(header.get("backend") or "gloo"), expect, profile.fabric)
+
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+
+
+def _fabric_floor(check: CheckSpec, profile: Profile, run: RunFabric) -> Limit:
+    """The fabric floor of a multi-node collective; NoThreshold ('not judged: ...') when it has none."""
+    from clustercheck import units
+    from clustercheck.judging.fabric import FabricRule, floor, line_rate, ring_problem
+
+    rule = profile.fabric or FabricRule()
+    limit = floor(rule, check.measure, line_rate(run.expect, rule, run.node_rate), check.id)
+    if isinstance(limit, str):
+        raise NoThreshold(f"{check.id}: {limit}")
+    judged = check.params.get("judge_at")
+    if isinstance(judged, int) and judged < rule.min_size:
+        raise NoThreshold(f"{check.id}: not judged: judged at {units.format_size(judged)}, below the "
+                          f"{units.format_size(rule.min_size)} the fabric rule ({rule.origin}) judges at, where busbw "
+                          f"has reached its plateau; judge the check at a larger size or set the rule's min_size")
+    problem = ring_problem(check.measure, run.backend, dict(check.env))
+    if problem:
+        raise NoThreshold(f"{check.id}: {problem}")
+    return limit
 
 
 def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:

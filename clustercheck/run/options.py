@@ -108,6 +108,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("drain_max", "--drain-max", "circuit breaker of --drain and --taint: when more than this share of the "
         "run's nodes (and more than one) fail the same check, drain and taint nothing (default 10%%)",
         default="10%", metavar="SHARE"),
+    Opt("expect", "--cc-expect", "an expectation over the profile's expect: block, as clustercheck probe takes it, e.g. "
+        "fabric_gbps=3200 (the nodes' network line rate the multi-node busbw floor is a fraction of), net=IB, "
+        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable", cli_flag="--expect", metavar="KEY=VALUE",
+        repeat=True),
     Opt("compare", "--compare", "judge each item also against the same item of a saved run (a run directory, "
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),
@@ -183,6 +187,7 @@ class Options:
     taint: bool = False
     taint_dry_run: bool = False
     drain_max: float = 0.10  # the breaker's share (--drain-max)
+    expect: dict[str, Any] = field(default_factory=dict)  # --expect, checked: over the profile's expect: block
 
     @property
     def repeating(self) -> bool:
@@ -224,6 +229,9 @@ def resolve(get: Callable[[str], Any]) -> Options:
     if values["drain_max"] > 1:
         raise UserError(f"--drain-max is a share of the run's nodes, at most 100%, got {values['drain_max']:g}")
     values["thresholds"] = search_path(values["thresholds"] or ())
+    from clustercheck.judging.expect import parse_expect_args
+
+    values["expect"] = parse_expect_args(list(values["expect"] or ()))  # a bad one stops the run before it starts
     if values["sign"] is not None:  # a typo in the key path must not cost a 4-hour burn-in its signature
         values["sign"] = load_private(Path(values["sign"]), "--sign")
     if values["topology"] is not None:

@@ -64,6 +64,9 @@ class Runner:
     def applies(self, check: CheckSpec) -> None:
         """Skip (with the reason) a check this run cannot do; HarnessError for a group that cannot work."""
         kind, layout = KINDS[check.measure], self.layout
+        if len(layout.nodes) < check.min_nodes:
+            raise Skip(f"{check.id} needs {check.min_nodes} nodes or more (min_nodes: it judges the network between "
+                       f"nodes); this run has {len(layout.nodes)}")
         if kind.gpu_only and layout.backend != "nccl":
             raise Skip(f"{check.measure} needs GPUs and this node has none")
         if check.scope in ("pair", "localize") and len(layout.nodes) < 2:

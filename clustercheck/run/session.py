@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
+from clustercheck.judging.fabric import RunFabric, run_fabric
 from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
@@ -60,6 +61,8 @@ class CheckSession:
         self._cache: dict[str, Found | Exception] = {}
         self.exclusion: ExcludeEntry = {}
         self.baseline: Baseline | None = None
+        self.expect: dict[str, Any] = {}  # the profile's expect: block with --expect over it
+        self.fabric: RunFabric | None = None  # what multi-node floors depend on (judging/fabric.py)
         self.repetitions = 0  # repetitions of a repeated run that ran to their end
 
     # -- start -----------------------------------------------------------------------------
@@ -88,11 +91,15 @@ class CheckSession:
             if opts.compare:
                 self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
             self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
-            # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer)
+            self.expect = {**self.profile.expect, **opts.expect}
+            self.fabric = run_fabric({n: f.as_dict() for n, f in nodes.items()}, self.backend, self.expect,
+                                     self.profile.fabric)
+            # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer);
+            # a check this run skips for want of nodes holds no buffer
             gpu_free, gpu_where = _least(nodes, "gpu_memory_free")
             host_free, host_where = _least(nodes, "host_memory")
-            check_fits(checks, self.per_node, self.backend, gpu_free if self.backend == "nccl" else None, host_free,
-                       gpu_where, host_where)
+            check_fits([c for c in checks if c.min_nodes <= len(self.nodes)], self.per_node, self.backend,
+                       gpu_free if self.backend == "nccl" else None, host_free, gpu_where, host_where)
         except BaseException:
             _drop(first, early)
             raise
@@ -123,6 +130,9 @@ class CheckSession:
             "ranks_per_node": self.per_node,
             "nodes": self.nodes, "python": sys.executable,
             **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
+            **({"expect": opts.expect} if opts.expect else {}),
+            "fabric": {"line_rate_from_nodes": self.fabric.node_rate[1] if self.fabric and self.fabric.node_rate else None,
+                       "rule": (self.profile.fabric.describe() if self.profile.fabric else "built in")},
             **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
                if opts.repeating else {}),
             **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
@@ -215,11 +225,11 @@ class CheckSession:
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
         self.runner.applies(check)  # a check that does not apply here is skipped, and needs no threshold
-        rules = rules_for(check, self.profile)
+        rules = rules_for(check, self.profile, self.fabric)
         if check.scope == "localize":
             return self._localize(check, rules)
         found: Found = {}
-        for where, answered in self.runner.run(check, self.profile.expect).items():
+        for where, answered in self.runner.run(check, self.expect).items():
             if isinstance(answered, HarnessError):
                 found[where] = answered
                 continue

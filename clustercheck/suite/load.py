@@ -34,6 +34,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
     defaults = Fields(top.get("defaults", dict, {}), name, "defaults", top.line_of("defaults"))
     default_timeout = defaults.get("timeout", float, DEFAULT_TIMEOUT, check=between(1, 86_400))
     default_env = _env(defaults, ())
+    default_min_nodes = defaults.get("min_nodes", int, 1, check=between(1, 100_000))
     defaults.done()
     raw_checks = top.get("checks", list)
     top.done()
@@ -59,8 +60,9 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         limits = f.get("limits", str, "", check=_valid_id)
         if limits and not kind.limited:
             raise f.error("limits", f"{measure} is judged against the profile's expect: block, not by limits")
+        min_nodes = f.get("min_nodes", int, default_min_nodes, check=between(1, 100_000))
         checks.append(CheckSpec(check_id, measure, scope, params, env, timeout,
-                                f.get("description", str, ""), name, f.line, limits, f.line_of("limits")))
+                                f.get("description", str, ""), name, f.line, limits, f.line_of("limits"), min_nodes))
         f.done()
     return Suite(suite_name, description, name, tuple(checks))
 

@@ -1,0 +1,236 @@
+"""A node's network as sysfs shows it, read by its first rank: RDMA ports, the GPU nearest each NIC,
+whether GPUDirect RDMA can work, and the PCIe path from each NIC and NVMe drive to its GPU.
+
+- Ports: `/sys/class/infiniband/<dev>/ports/<n>/{state, phys_state, rate, link_layer}` as the kernel
+  writes them ("4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand" or "Ethernet" for RoCE);
+  the device's PCI function is its `device` link.
+- GPUDirect RDMA: the peer-memory module NCCL's IB transport looks for
+  (`/sys/kernel/mm/memory_peers/nv_mem/version`, `.../nv_mem_nc/version`, `/sys/module/nvidia_peermem`:
+  NVIDIA/nccl src/transport/net_ib; on AWS EFA `/sys/module/efa_nv_peermem`), or dma-buf, which needs NVIDIA's open kernel modules
+  (`/proc/driver/nvidia/version` says "Open Kernel Module") on Linux 5.12 or later (ibv_reg_dmabuf_mr).
+- PCIe paths: `fabric/pcitree.py`.
+
+An unreadable or inconsistent tree never reads as healthy: each such finding is a `problem` of the node
+(a port ACTIVE while its physical link is not LinkUp, a rate the kernel would not write, a device whose
+PCI function is missing), which the `ib` probe turns into a failed verdict on that node. Pure standard
+library; never raises for the hardware's sake.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from clustercheck.fabric.pcitree import PciTree
+
+_STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")        # "4: ACTIVE", "5: LinkUp"
+_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec(?:\s*\((.*)\))?\s*$")  # "400 Gb/sec (4X NDR)"
+_PEERMEM = ("kernel/mm/memory_peers/nv_mem/version", "kernel/mm/memory_peers/nv_mem_nc/version",
+            "module/nvidia_peermem/version",
+            "module/efa_nv_peermem/version")  # AWS EFA's own peer-memory module (amzn-drivers, "EFA NV Peermem")
+_DMABUF_KERNEL = (5, 12)
+
+
+@dataclass(frozen=True)
+class Port:
+    device: str               # mlx5_0
+    port: int
+    state: str                # ACTIVE, DOWN, INIT, ARMED ("?" when unreadable)
+    phys_state: str           # LinkUp, Polling, Disabled ... ("?" when unreadable)
+    rate_gbps: float | None
+    rate_text: str            # as the kernel wrote it, e.g. "400 Gb/sec (4X NDR)"
+    link_layer: str           # InfiniBand, Ethernet (RoCE) or "?"
+    pci: str | None           # the PCI function of the device
+    netdevs: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+    @property
+    def up(self) -> bool:
+        return self.state == "ACTIVE" and self.phys_state.lower() == "linkup"
+
+
+@dataclass(frozen=True)
+class Gdr:
+    peermem: str | None      # the peer-memory file that exists, or None
+    open_module: bool | None  # NVIDIA's open kernel modules (dma-buf capable); None: no NVIDIA driver
+    kernel: str
+
+    @property
+    def dmabuf(self) -> bool:
+        return bool(self.open_module) and _kernel_at_least(self.kernel, _DMABUF_KERNEL)
+
+    @property
+    def available(self) -> bool:
+        return self.peermem is not None or self.dmabuf
+
+    def text(self) -> str:
+        ways = ([f"peer memory ({self.peermem})"] if self.peermem else []) + \
+            (["dma-buf (open kernel modules, Linux >= 5.12)"] if self.dmabuf else [])
+        if ways:
+            return "available: " + ", ".join(ways)
+        why = "no nvidia_peermem (or nv_peer_mem) loaded"
+        if self.open_module is False:
+            why += "; the NVIDIA kernel module is not the open one, so no dma-buf"
+        elif self.open_module is None:
+            why += "; no NVIDIA driver version in /proc/driver/nvidia/version"
+        else:
+            why += f"; kernel {self.kernel} is older than 5.12, so no dma-buf"
+        return f"not available: {why}"
+
+
+@dataclass(frozen=True)
+class NetFacts:
+    ports: tuple[Port, ...] = ()
+    gdr: Gdr | None = None
+    nic_paths: dict[str, dict[str, Any]] = field(default_factory=dict)   # rdma device -> path to nearest GPU
+    nvme_paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # NVMe bdf -> path to nearest GPU
+    gpus: tuple[str, ...] = ()                                           # GPU bus ids on the PCI bus
+    problems: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.gdr is not None:
+            d["gdr"] = {**asdict(self.gdr), "available": self.gdr.available, "text": self.gdr.text()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NetFacts:
+        gdr = d.get("gdr")
+        keys = Port.__dataclass_fields__
+        return cls(ports=tuple(Port(**{**{k: v for k, v in p.items() if k in keys}, "netdevs": tuple(p.get("netdevs") or ())})
+                               for p in d.get("ports") or ()),
+                   gdr=Gdr(gdr["peermem"], gdr["open_module"], gdr["kernel"]) if gdr else None,
+                   nic_paths=dict(d.get("nic_paths") or {}), nvme_paths=dict(d.get("nvme_paths") or {}),
+                   gpus=tuple(d.get("gpus") or ()), problems=tuple(d.get("problems") or ()))
+
+    def gpu_facing(self, port: Port) -> bool:
+        """A port whose NIC shares a PCIe switch with a GPU (PIX or PXB): the rails NCCL sends GPU data on.
+        A NIC behind the host bridge only (a storage or management NIC) is not."""
+        level = (self.nic_paths.get(port.device) or {}).get("level")
+        return level in ("PIX", "PXB")
+
+
+def read(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc"), kernel: str | None = None) -> NetFacts:
+    """This node's network facts (`kernel`: the release, default this machine's). Problems are collected,
+    never raised."""
+    problems: list[str] = []
+    tree = PciTree(sys_root)
+    problems += tree.problems
+    ports = _ports(sys_root / "class" / "infiniband", problems)
+    nic_paths: dict[str, dict[str, Any]] = {}
+    for dev in sorted({p.device for p in ports}):
+        bdf = next((p.pci for p in ports if p.device == dev and p.pci), None)
+        if bdf is None:
+            continue
+        if bdf not in tree.devices:
+            problems.append(f"{dev}: its PCI function {bdf} is not under /sys/bus/pci/devices")
+            continue
+        nearest = tree.nearest_gpu(bdf)
+        nic_paths[dev] = {"pci": bdf, **(nearest.as_dict() if nearest else {"to": None, "level": None})}
+    nvme_paths = {}
+    for d in tree.nvme():
+        nearest = tree.nearest_gpu(d.bdf)
+        nvme_paths[d.bdf] = nearest.as_dict() if nearest else {"to": None, "level": None}
+    return NetFacts(tuple(ports), _gdr(sys_root, proc_root, kernel or platform.release()), nic_paths, nvme_paths,
+                    tuple(g.bdf for g in tree.gpus()), tuple(problems))
+
+
+def _ports(root: Path, problems: list[str]) -> list[Port]:
+    try:
+        devices = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return []  # no RDMA stack or no device: a fact, not a problem
+    except OSError as exc:
+        problems.append(f"{root}: cannot be listed ({exc.strerror or exc})")
+        return []
+    out = []
+    for dev in devices:
+        ports_dir = root / dev / "ports"
+        try:
+            numbers = sorted(os.listdir(ports_dir), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
+        except OSError as exc:
+            problems.append(f"{dev}: {ports_dir} cannot be listed ({exc.strerror or exc})")
+            continue
+        pci = _pci_of(root / dev)
+        netdevs = _list(root / dev / "device" / "net")
+        for n in numbers:
+            if not n.isdigit():
+                problems.append(f"{dev}: port directory {n!r} is not a port number")
+                continue
+            out.append(_port(dev, int(n), ports_dir / n, pci, netdevs, problems))
+        if pci is None:
+            problems.append(f"{dev}: no PCI device behind it ({root / dev / 'device'} is not a link to one)")
+    return out
+
+
+def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], problems: list[str]) -> Port:
+    name = f"{dev}/{n}"
+    state = _field(d / "state", _STATE, name, problems)
+    phys = _field(d / "phys_state", _STATE, name, problems)
+    rate_text = _text(d / "rate")
+    rate = _RATE.match(rate_text or "")
+    if rate_text is None:
+        problems.append(f"{name}: {d / 'rate'} cannot be read")
+    elif rate is None:
+        problems.append(f"{name}: rate {rate_text[:60]!r} is not as the kernel writes it ('400 Gb/sec (4X NDR)')")
+    layer = _text(d / "link_layer")
+    state_word = state.upper() if state else "?"
+    phys_word = phys or "?"
+    if state_word == "ACTIVE" and phys and phys.lower() != "linkup":
+        problems.append(f"{name}: state ACTIVE but physical state {phys}: the sysfs tree contradicts itself")
+    return Port(dev, n, state_word, phys_word, float(rate.group(1)) if rate else None, rate_text or "",
+                layer or "?", pci, netdevs)
+
+
+def _field(path: Path, pattern: re.Pattern[str], name: str, problems: list[str]) -> str | None:
+    text = _text(path)
+    if text is None:
+        problems.append(f"{name}: {path} cannot be read")
+        return None
+    m = pattern.match(text)
+    if m is None:
+        problems.append(f"{name}: {path.name} {text[:60]!r} is not 'N: WORD' as the kernel writes it")
+        return None
+    return m.group(2)
+
+
+def _pci_of(dev_dir: Path) -> str | None:
+    try:
+        real = os.path.realpath(dev_dir / "device")
+    except OSError:
+        return None
+    name = os.path.basename(real)
+    return name.lower() if re.match(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", name) else None
+
+
+def _gdr(sys_root: Path, proc_root: Path, kernel: str) -> Gdr:
+    peermem = next((f"/sys/{rel}" for rel in _PEERMEM if (sys_root / rel).exists()), None)
+    version = _text(proc_root / "driver" / "nvidia" / "version")
+    open_module = None if version is None else "Open Kernel Module" in version
+    return Gdr(peermem, open_module, kernel)
+
+
+def _kernel_at_least(release: str, want: tuple[int, int]) -> bool:
+    m = re.match(r"^(\d+)\.(\d+)", release)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= want
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _list(path: Path) -> tuple[str, ...]:
+    try:
+        return tuple(sorted(os.listdir(path)))
+    except OSError:
+        return ()

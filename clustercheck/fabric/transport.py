@@ -1,0 +1,228 @@
+"""NCCL's transport between nodes, asserted: the network it used (`net`), whether GPUDirect RDMA carried
+it (`gdr`) and how many NICs each node put to work (`nics`), from the per-host facts of
+fabric/nccl_net.py. Shared by `clustercheck probe nccl-log` (a capture) and the live collectives (each
+rank's own log). A failure names its cause and the usual culprit; a capture without the lines a property
+needs says so (`not judged: no channel lines`), never passes.
+
+What is judged on what (NCCL prints these; see nccl_net.py):
+- net: the channel lines' network (`via NET/Socket/0` is a fall-back to TCP). `Using network Socket`
+  alone is enough to fail an IB expectation; passing needs channel lines. A `NET/Socket : Using` init
+  line alone is NCCL probing its networks, no fall-back.
+- gdr: receive-side network channels with or without `/GDRDMA`, and NCCL >= 2.19's
+  `Connected all rings, use ring PXN p GDR g`. Send-side channels without it are GPUDirect reads,
+  which NCCL_NET_GDR_READ decides, and do not fail it.
+- nics: per host, the distinct network devices on its channel lines, and the NICs NCCL listed when it
+  found them (`NET/IB : Using [0]mlx5_0:1/IB ...`): fewer listed than expected fails without channels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import hostlist
+
+from clustercheck.fabric.nccl_net import HostNet
+
+FAMILIES = {"ib": "IB", "ibext": "IB", "roce": "IB", "socket": "Socket", "ofi": "OFI", "efa": "OFI",
+            "libfabric": "OFI", "aws libfabric": "OFI"}
+
+
+def family(net: str) -> str:
+    """IB (IB, IBext, IBext_v8, RoCE through NET/IB), Socket, OFI (AWS Libfabric, Libfabric, OFI
+    provider efa), else the name as printed."""
+    n = net.strip().lower()
+    if n.startswith("ofi provider"):
+        return "OFI"
+    if n.startswith("ibext") or n == "ib" or n.startswith("ib_") or n.startswith("ibext_v"):
+        return "IB"
+    return FAMILIES.get(n, net.strip())
+
+
+@dataclass(frozen=True)
+class Finding:
+    subject: str
+    what: str                  # "network", "GPUDirect RDMA", "NICs per node", "transport"
+    passed: bool | None        # None: not judged
+    detail: str
+    measured: object = None
+    expected: object = None
+
+
+def _hosts(names: list[str]) -> str:
+    named = [n for n in names if n]
+    shown = hostlist.collect_hostlist(named) if named else ""
+    if not shown:
+        return "lines without a host name"
+    return shown + (" and lines without a host name" if "" in names else "")
+
+
+def summary(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
+    """What NCCL said, in one line: networks, channels, NICs, GDR, SHARP, PXN."""
+    if not hosts:
+        return "no NCCL network lines"
+    nets = sorted({n for h in hosts.values() for n in (*h.nets_used, *h.networks)})
+    channels = sum(h.net_channels for h in hosts.values())
+    nics = {h.host or "-": len(h.nics_used) for h in hosts.values() if h.nics_used}
+    found = {h.host or "-": len(h.nics_found) for h in hosts.values() if h.nics_found}
+    gdr = {h.gdr for h in hosts.values() if h.net_channels or h.ring_flags}
+    parts = [f"network {', '.join(nets) or 'not named'}", f"{channels} network channel line(s) on "
+             f"{sum(1 for h in hosts.values() if h.net_channels)} host(s)"]
+    if nics:
+        parts.append("NICs used per host " + ", ".join(f"{h} {n}" for h, n in sorted(nics.items())[:4])
+                     + (" ..." if len(nics) > 4 else ""))
+    if found:
+        parts.append(f"NICs found {'/'.join(str(n) for n in sorted(set(found.values())))}")
+    parts.append("GPUDirect RDMA " + ("on" if gdr == {True} else "off" if False in gdr else "not shown"))
+    if any(h.sharp for h in hosts.values()):
+        plugin = next((h.collnet_plugin for h in hosts.values() if h.collnet_plugin), "")
+        parts.append(f"SHARP/CollNet: {'collnet plugin ' + plugin if plugin else 'NICs /SHARP'}")
+    if any(h.proxied for h in hosts.values()) or any(p for h in hosts.values() for p, _ in h.ring_flags):
+        parts.append("PXN used")
+    if any(h.dmabuf for h in hosts.values()):
+        parts.append("DMA-BUF available")
+    return "; ".join(parts)
+
+
+def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    if expect.get("net") is not None:
+        out.append(_net(hosts, env, str(expect["net"])))
+    if expect.get("gdr") is not None:
+        out.append(_gdr(hosts, env, bool(expect["gdr"])))
+    if expect.get("nics") is not None:
+        out.append(_nics(hosts, env, int(expect["nics"])))
+    return out
+
+
+NO_CHANNELS = "no channel lines"
+
+
+def _net_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str], got: str) -> str:
+    found = []
+    if env.get("NCCL_IB_DISABLE", "").strip() == "1":
+        found.append("NCCL_IB_DISABLE=1 (set by environment) turns NCCL's IB transport off")
+    if env.get("NCCL_NET"):
+        found.append(f"NCCL_NET={env['NCCL_NET']} (set by environment) picks the network")
+    if any(h.libibverbs_missing for h in hosts.values()):
+        found.append("libibverbs was not found (Failed to open libibverbs.so): the image lacks the RDMA user libraries")
+    noib = [h.host for h in hosts.values() if h.no_ib_device]
+    if noib:
+        found.append(f"NET/IB : No device found on {_hosts(noib)}: no RDMA device visible to the ranks "
+                     f"(no /dev/infiniband in the container, the driver not loaded, or NCCL_IB_HCA naming none)")
+    if env.get("NCCL_IB_HCA"):
+        found.append(f"NCCL_IB_HCA={env['NCCL_IB_HCA']} may name no present device")
+    if found:
+        return "; ".join(found)
+    if got == "Socket":
+        return ("the usual culprits: NCCL_IB_DISABLE=1, NCCL_NET=Socket, libibverbs missing in the image, no "
+                "/dev/infiniband in the container, NCCL_IB_HCA naming absent devices")
+    return "the usual culprit: a network plugin (NCCL_NET_PLUGIN, libnccl-net.so) other than the one expected"
+
+
+def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str) -> Finding:
+    wanted = family(want)
+    bad: dict[str, list[str]] = {}   # host -> networks seen that are not the expected one
+    good_channels: list[str] = []
+    chose_only: list[str] = []
+    for h in hosts.values():
+        seen = h.nets_used or h.networks
+        wrong = [n for n in seen if family(n) != wanted]
+        if wrong:
+            bad[h.host] = wrong
+        elif h.nets_used:
+            good_channels.append(h.host)
+        elif h.networks:
+            chose_only.append(h.host)
+    if bad:
+        got = family(next(iter(bad.values()))[0])
+        nets = sorted({n for v in bad.values() for n in v})
+        how = "channel lines" if any(hosts[h].nets_used for h in bad) else "'Using network' lines"
+        fell = " fell back to TCP sockets:" if got == "Socket" else ""
+        return Finding("NCCL", "network", False,
+                       f"NCCL{fell} {how} show {', '.join(nets)} on {_hosts(list(bad))}, {want} expected; "
+                       f"{_net_culprit(hosts, env, got)}", ", ".join(nets), want)
+    if not good_channels:
+        what = f" (only 'Using network' on {_hosts(chose_only)})" if chose_only else ""
+        return Finding("NCCL", "network", None, f"not judged: {NO_CHANNELS}{what}: the log does not show traffic "
+                       f"over the network", None, want)
+    used = sorted({n for h in good_channels for n in hosts[h].nets_used})
+    return Finding("NCCL", "network", True, f"channels via NET/{', NET/'.join(used)} on {_hosts(good_channels)}",
+                   ", ".join(used), want)
+
+
+def _gdr_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
+    said = sorted({r for h in hosts.values() for r in h.gdr_disabled})
+    found = [f"NCCL: GPU Direct RDMA Disabled for {said[0]}" + (f" (and {len(said) - 1} more)" if len(said) > 1 else "")] \
+        if said else []
+    if any("distance" in r for r in said) or env.get("NCCL_NET_GDR_LEVEL"):
+        level = env.get("NCCL_NET_GDR_LEVEL")
+        found.append(f"NCCL_NET_GDR_LEVEL{'=' + level if level else ''}: the GPU-NIC PCI distance is beyond the level "
+                     f"NCCL allows GPUDirect RDMA at (nvidia-smi topo -m shows the distance)")
+    if not found or not any("distance" in r for r in said):
+        found.append("the usual culprit: nvidia_peermem not loaded (lsmod | grep nvidia_peermem) and no dma-buf "
+                     "(NVIDIA's open kernel modules on Linux >= 5.12)")
+    return "; ".join(found)
+
+
+def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool) -> Finding:
+    on, off, sockets = [], [], []
+    for h in hosts.values():
+        if h.nets_used and all(family(n) == "Socket" for n in h.nets_used):
+            sockets.append(h.host)
+        elif h.gdr is True:
+            on.append(h.host)
+        elif h.gdr is False:
+            off.append(h.host)
+    if want and (off or sockets):
+        why = []
+        if off:
+            counts = [f"{hosts[x].recv_gdr[1]} of {sum(hosts[x].recv_gdr)} receive channel(s)" for x in off
+                      if sum(hosts[x].recv_gdr)]
+            flags = [x for x in off if any(g == 0 for _, g in hosts[x].ring_flags)]
+            why.append(f"network channels without GDRDMA on {_hosts(off)}"
+                       + (f" ({counts[0]})" if counts else "") + ("; NCCL says GDR 0" if flags else ""))
+        if sockets:
+            why.append(f"the network is Socket on {_hosts(sockets)}: no GPUDirect RDMA over TCP")
+        return Finding("NCCL", "GPUDirect RDMA", False, f"{'; '.join(why)}, GPUDirect RDMA expected; "
+                       f"{_gdr_culprit(hosts, env) if off else 'see the network verdict'}", "off", "on")
+    if not want and on:
+        return Finding("NCCL", "GPUDirect RDMA", False, f"network channels use GDRDMA on {_hosts(on)}, "
+                       f"GPUDirect RDMA expected off", "on", "off")
+    if not on and not off and not sockets:
+        return Finding("NCCL", "GPUDirect RDMA", None, f"not judged: {NO_CHANNELS} over the network (no receive-side "
+                       f"channel and no 'use ring PXN p GDR g' line)", None, "on" if want else "off")
+    state = "on" if on else "off"
+    sends = [x for x in on if hosts[x].send_gdr[1]]
+    note = f"; send side without GDRDMA on {_hosts(sends)} (GPUDirect reads: NCCL_NET_GDR_READ)" if sends else ""
+    where = f"network channels with GDRDMA on {_hosts(on)}" if on else f"no GDRDMA on {_hosts(off + sockets)}"
+    return Finding("NCCL", "GPUDirect RDMA", True, f"{state}: {where}{note}", state,
+                   "on" if want else "off")
+
+
+def _nics(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: int) -> Finding:
+    short: list[str] = []
+    judged: list[str] = []
+    for h in hosts.values():
+        if h.nics_found and len(h.nics_found) < want:
+            short.append(f"NCCL found {len(h.nics_found)} NIC(s) on {h.host or 'the log'} "
+                         f"({', '.join(n.split(':')[0] for n in h.nics_found)})")
+        elif h.nics_used and len(h.nics_used) < want:
+            short.append(f"{len(h.nics_used)} NIC(s) carried the network channels on {h.host or 'the log'} "
+                         f"({', '.join(sorted(h.nics_used))})")
+        elif h.nics_used:
+            judged.append(h.host)
+    if short:
+        culprits = ([f"NCCL_IB_HCA={env['NCCL_IB_HCA']} (set by environment) limits the NICs"]
+                    if env.get("NCCL_IB_HCA") else []) + \
+            ["the usual culprits: NCCL_IB_HCA naming fewer NICs, ports down (ibstat: State Down), or GPUs without "
+             "a NIC near them (NCCL_CROSS_NIC, the PCI topology)"]
+        return Finding("NCCL", "NICs per node", False, f"{'; '.join(short[:3])}"
+                       + (f"; and {len(short) - 3} more" if len(short) > 3 else "") + f"; {want} expected per node; "
+                       + "; ".join(culprits), min(len(hosts[h].nics_used) or len(hosts[h].nics_found)
+                                                  for h in hosts if hosts[h].nics_used or hosts[h].nics_found), want)
+    if not judged:
+        return Finding("NCCL", "NICs per node", None, f"not judged: {NO_CHANNELS} over the network", None, want)
+    counts = sorted({len(hosts[h].nics_used) for h in judged})
+    return Finding("NCCL", "NICs per node", True, f"{'/'.join(map(str, counts))} NIC(s) carried the network channels "
+                   f"on {_hosts(judged)}", counts[0], want)

@@ -1,0 +1,104 @@
+"""`measure: gdsio`: NVIDIA GPUDirect Storage's gdsio per GPU on each node's first rank
+(clustercheck/measure/native_io.py): a GPUDirect (-x 0) write, then a read of what it wrote, in the
+directory $CLUSTERCHECK_GDS_DIR names on that node. Judged per GPU against `gdsio_write_min` and
+`gdsio_read_min` (GiB/s) from the expectations: the rate the drives or the storage network behind the GPUs
+deliver, which no shipped profile can know (docs/fabric.md, "Storage into the GPU", has the public
+figures). Without a floor the GPUs are not judged (an error, never a pass); without gdsio or the
+directory the check is skipped saying so. Ranks: clustercheck.measure.native_io:gdsio."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clustercheck.errors import HarnessError, Skip
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
+from clustercheck.kinds import params as shared
+from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
+from clustercheck.kinds.native import BUILT_IN, tool_timeout
+from clustercheck.schema import Fields, between, one_of
+from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout import gdsio as reader
+
+METRICS = {"read_gibs": "GiB/s", "write_gibs": "GiB/s"}
+_IO = {"write": "1", "read": "0"}  # gdsio -I: 0 read, 1 write
+
+
+def parse(f: Fields) -> dict[str, Any]:
+    io = f.get("io", list, ["write", "read"])
+    if not io or any(x not in _IO for x in io) or len(set(io)) != len(io):
+        raise f.error("io", "expected a list of write and/or read, e.g. [write, read]")
+    params = {"io": [x for x in ("write", "read") if x in io],  # a read reads what the write made
+              "size": shared.size(f, "size", "8GiB"),
+              "io_size": shared.size(f, "io_size", "1MiB"),
+              "threads": f.get("threads", int, 8, check=between(1, 256)),
+              "duration": f.get("duration", int, 10, check=between(1, 3600)),
+              "gpus": f.get("gpus", int, None, check=between(1, 64)),
+              "xfer": f.get("xfer", str, "gpud", check=one_of("gpud"))}
+    f.done()
+    return params
+
+
+def argv(params: Mapping[str, Any], directory: str, gpu: int, io: str) -> list[str]:
+    """gdsio's flags (NVIDIA GDS benchmarking guide): -D dir, -d GPU, -w threads, -s file size, -i IO size,
+    -x 0 (GPUDirect), -I 0 read / 1 write, -T seconds."""
+    return ["gdsio", "-D", directory, "-d", str(gpu), "-w", str(params["threads"]), "-s", f"{params['size'] >> 20}M",
+            "-i", f"{params['io_size'] >> 10}K", "-x", "0", "-I", _IO[io], "-T", str(params["duration"])]
+
+
+def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    return {**check.params, "tool_timeout": tool_timeout(check.timeout)}
+
+
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    result = next((r for r in a.per_rank if r.get("binary")), None)
+    if result is None:
+        raise HarnessError(f"{a.check.id}: no rank of {', '.join(sorted(set(a.hosts)))} ran gdsio")
+    if result["outcome"] == "missing":
+        raise Skip(result["reason"])
+    if result["outcome"] != "ran":
+        raise HarnessError(result["reason"])
+    subjects: dict[str, dict[str, float]] = {}
+    verdicts: list[Verdict] = []
+    open_: list[str] = []
+    for run in result["runs"]:
+        subject, metric = f"GPU{run['gpu']}", f"{run['io']}_gibs"
+        if run["outcome"] != "ran":
+            raise HarnessError(f"gdsio on {result['host']} ({subject}): {run['reason']}")
+        try:
+            parsed = reader.parse(run["stdout"])
+        except NotToolOutput as exc:
+            raise HarnessError(f"gdsio on {result['host']} ({subject}, {run['io']}) ended with exit status "
+                               f"{run['returncode']} without a result line ({exc})") from None
+        problem = parsed.failure or (f"exit status {run['returncode']}" if run["returncode"] else "") or \
+            ("stopped at its timeout" if run["timed_out"] else "")
+        if problem:
+            rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN, "a result line, no error, exit status 0")
+            verdicts.append(Verdict("run", "failed", "", rule, False, subject=subject, detail=problem))
+        direct = [r for r in parsed.results if r.direct]
+        if not direct:
+            continue
+        value = min(r.gibs for r in direct)
+        subjects.setdefault(subject, {})[metric] = value
+        key = f"gdsio_{run['io']}_min"
+        floor = rules.expect.get(key)
+        if floor is None:
+            open_.append(f"{subject} {run['io']} {value:.2f} GiB/s")
+            continue
+        limit = Limit(a.check.id, metric, ">=", float(floor), "GiB/s", f">= {float(floor):g}",
+                      f"the expectation {key}: the drives' or the storage network's rate", rules.expect_origin)
+        verdicts.append(of_limit(metric, value, limit, subject=subject))
+    if open_:
+        raise HarnessError(f"gdsio on {result['host']}: not judged: no floor given (--expect gdsio_write_min=N "
+                           f"gdsio_read_min=N GiB/s per GPU, or a profile's expect:); measured {'; '.join(open_)}")
+    if not verdicts:
+        raise HarnessError(f"gdsio on {result['host']}: no GPUDirect result")
+    rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
+    return Measurement(metrics={}, units=dict(METRICS), rows=rows, subjects=subjects), verdicts
+
+
+PROVIDES = (Kind("gdsio", ("node",), METRICS, parse,
+                 "NVIDIA gdsio per GPU on each node's first rank: GPUDirect Storage write and read throughput in "
+                 "$CLUSTERCHECK_GDS_DIR, judged against gdsio_write_min / gdsio_read_min", "clustercheck.measure.native_io:gdsio",
+                 judge, gpu_only=True, limited=False, task_params=task_params),)

@@ -1,0 +1,119 @@
+"""`measure: ib_write_bw`: perftest's RDMA write bandwidth per NIC, a loopback run on each node's first
+rank (clustercheck/measure/native_io.py), judged per NIC. Where perftest is not installed, or the node
+has no ACTIVE port, the check is skipped saying so.
+
+Floor per NIC: `ib_write_bw_min` (Gb/s) from the profile's expect: block or --expect when given, else 0.9 of
+the port's own rate as sysfs reports it: Azure's health checks gate ib_write_bw with GPUDirect at 375 of
+400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%) on ND H200 v5 and GB200 v6
+(Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf). A run that failed
+or was cut off fails its NIC. Ranks: clustercheck.measure.native_io:ib_write_bw."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from clustercheck.errors import HarnessError, Skip
+from clustercheck.judging.limits import Limit
+from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
+from clustercheck.kinds import params as shared
+from clustercheck.kinds.base import Answers, Kind, Rules
+from clustercheck.kinds.native import BUILT_IN, tool_timeout
+from clustercheck.kinds.base import CheckSpec
+from clustercheck.schema import Fields, between
+from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout import ib_write_bw as reader
+
+METRICS = {"bw_gbps": "Gb/s", "line_fraction": "ratio"}
+FRACTION = 0.9
+SOURCE = ("Azure gates ib_write_bw with GPUDirect at 375 of 400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%) "
+          "on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf, "
+          "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the port's rate")
+_DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def parse(f: Fields) -> dict[str, Any]:
+    devices = f.get("devices", list, [])
+    if not all(isinstance(d, str) and _DEVICE.fullmatch(d) for d in devices):
+        raise f.error("devices", "expected RDMA device names such as [mlx5_0, mlx5_3]")
+    params = {"size": shared.size(f, "size", "8MiB"),  # Azure's MESSAGE_SIZE=8388608
+              "duration": f.get("duration", int, 5, check=between(1, 600)),
+              "qps": f.get("qps", int, 1, check=between(1, 64)),
+              "gid_index": f.get("gid_index", int, None, check=between(0, 255)),  # RoCE: usually 3
+              "devices": devices}
+    f.done()
+    return params
+
+
+def argv(params: Mapping[str, Any], device: str, port: int) -> list[str]:
+    """perftest's flags (ib_write_bw --help): -d device, -p TCP port, -s size, -D seconds, -q QPs, -F (no CPU
+    frequency check), --report_gbits, -x GID index."""
+    out = ["ib_write_bw", "-d", device, "-p", str(port), "-s", str(params["size"]), "-D", str(params["duration"]),
+           "-q", str(params["qps"]), "-F", "--report_gbits"]
+    return out + (["-x", str(params["gid_index"])] if params.get("gid_index") is not None else [])
+
+
+def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
+    devices = check.params["devices"] or list(expect.get("fabric_ports") or [])
+    return {**check.params, "devices": list(dict.fromkeys(d.split("/")[0] for d in devices)),
+            "tool_timeout": tool_timeout(check.timeout)}
+
+
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    result = next((r for r in a.per_rank if r.get("binary")), None)
+    if result is None:
+        raise HarnessError(f"{a.check.id}: no rank of {', '.join(sorted(set(a.hosts)))} ran ib_write_bw")
+    if result["outcome"] == "missing":
+        raise Skip(result["reason"])
+    if result["outcome"] != "ran":
+        raise HarnessError(result["reason"])
+    floor_gbps = rules.expect.get("ib_write_bw_min")
+    subjects: dict[str, dict[str, float]] = {}
+    verdicts: list[Verdict] = []
+    for run in result["runs"]:
+        dev, client = run["device"], run["client"]
+        if client["outcome"] != "ran":
+            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}): {client['reason']}")
+        try:
+            parsed = reader.parse(client["stdout"])
+        except NotToolOutput as exc:
+            ended = f"exit status {client['returncode']}" if client["returncode"] else "exit status 0"
+            server = (run.get("server") or {}).get("stderr_tail", "").strip().splitlines()[-1:]
+            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}) ended with {ended} without a bandwidth "
+                               f"table ({exc}){'; server: ' + server[0][:160] if server else ''}") from None
+        rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN,
+                           "the tool's whole table, no failure line, exit status 0")
+        problem = parsed.failure or ("" if parsed.complete else "the table was cut off") or \
+            (f"exit status {client['returncode']}" if client["returncode"] else "") or \
+            ("stopped at its timeout" if client["timed_out"] else "")
+        if problem:
+            verdicts.append(Verdict("run", "failed", "", rule, False, subject=dev, detail=problem))
+        largest = parsed.largest()
+        if largest is None:
+            continue
+        value = largest.avg_gbps
+        rate = run.get("rate_gbps")
+        subjects[dev] = {"bw_gbps": value, **({"line_fraction": value / rate} if rate else {})}
+        if floor_gbps is not None:
+            limit = Limit(a.check.id, "bw_gbps", ">=", float(floor_gbps), "Gb/s", f">= {float(floor_gbps):g}",
+                          "the expectation ib_write_bw_min", rules.expect_origin)
+            verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
+        elif rate:
+            limit = Limit(a.check.id, "bw_gbps", ">=", FRACTION * rate, "Gb/s", f">= {FRACTION:g} * {rate:g} Gb/s",
+                          f"{SOURCE}; the port's rate {run.get('rate_gbps'):g} Gb/s from sysfs", BUILT_IN)
+            verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
+        else:
+            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
+                               f"no ib_write_bw_min is given")
+    if not verdicts:
+        raise HarnessError(f"ib_write_bw on {result['host']}: no NIC gave a bandwidth")
+    rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
+    worst = min(subjects, key=lambda s: subjects[s]["bw_gbps"], default=None)
+    return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects), verdicts
+
+
+PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
+                 "perftest ib_write_bw, a loopback run per ACTIVE RDMA NIC on each node's first rank, judged per NIC "
+                 "against 0.9 of its port rate or ib_write_bw_min", "clustercheck.measure.native_io:ib_write_bw", judge,
+                 limited=False, task_params=task_params),)

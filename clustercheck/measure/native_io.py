@@ -1,0 +1,107 @@
+"""Rank side of `measure: ib_write_bw` and `measure: gdsio`: each node's first rank runs the tool for the
+whole node and hands the output, unparsed, to the controller (the kinds judge it with the readers in
+clustercheck/toolout/). Tools run from an argument list, never a shell, found on this rank's PATH, in
+their own process group, with bounded output (clustercheck/measure/native.py).
+
+- ib_write_bw: one loopback run per RDMA device whose port is ACTIVE/LinkUp (or per device the check
+  names): a server on the device, then a client to localhost on the same device, as Azure's node health
+  checks run it (customTests/azure_ib_write_bw_gdr.nhc). Each gets its own TCP port.
+- gdsio: per GPU, a GPUDirect (-x 0) write then read of files gdsio makes in the directory the operator
+  names in $CLUSTERCHECK_GDS_DIR (a suite names no path: docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from typing import Any
+
+from clustercheck.measure import RankContext
+from clustercheck.measure.native import _Reader, _kill_group, run_tool, tool_env
+
+GDS_DIR = "CLUSTERCHECK_GDS_DIR"
+_BASE_PORT = 18515  # perftest's default port, one more per device
+
+
+def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
+    if ctx.local_rank != 0:
+        return {}
+    from clustercheck.fabric import rdma
+    from clustercheck.kinds.ib_write_bw import argv
+
+    base = {"host": ctx.host, "binary": "ib_write_bw"}
+    env = tool_env(ctx)
+    if shutil.which("ib_write_bw", path=env.get("PATH", os.defpath)) is None:
+        return {**base, "outcome": "missing", "reason": f"ib_write_bw (perftest) not found on PATH on {ctx.host}"}
+    net = rdma.read()
+    named = params.get("devices") or []
+    ports = [p for p in net.ports if (p.device in named if named else p.up)]
+    if not ports:
+        why = f"none of {', '.join(named)} is an RDMA device here" if named else "no RDMA port is ACTIVE/LinkUp"
+        return {**base, "outcome": "missing", "reason": f"{why} on {ctx.host} ({len(net.ports)} port(s) in sysfs)"}
+    runs = []
+    for i, port in enumerate(ports):
+        args = argv(params, port.device, _BASE_PORT + i)
+        server = _start(args, env)
+        time.sleep(0.5)  # the server listens before the client connects
+        client = run_tool(ctx, [*args, "localhost"], params["tool_timeout"] / max(1, len(ports)))
+        runs.append({"device": port.device, "port": port.port, "rate_gbps": port.rate_gbps, "up": port.up,
+                     "client": client, "server": _finish(server, 10.0)})
+    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems)}
+
+
+def gdsio(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
+    if ctx.local_rank != 0:
+        return {}
+    from clustercheck.kinds.gdsio import argv
+
+    base = {"host": ctx.host, "binary": "gdsio"}
+    directory = os.environ.get(GDS_DIR, "")
+    if not directory:
+        return {**base, "outcome": "missing", "reason": f"${GDS_DIR} is not set on {ctx.host}: name the directory on "
+                                                       f"the storage to test (gdsio writes its files there)"}
+    if not os.path.isdir(directory):
+        return {**base, "outcome": "unrunnable", "reason": f"${GDS_DIR}={directory} is not a directory on {ctx.host}"}
+    gpus = params["gpus"] or _gpus(ctx)
+    runs = []
+    budget = params["tool_timeout"] / max(1, gpus * len(params["io"]))
+    for gpu in range(gpus):
+        for io in params["io"]:  # write first: gdsio reads the files its write made
+            result = run_tool(ctx, argv(params, directory, gpu, io), budget)
+            runs.append({"gpu": gpu, "io": io, **result})
+            if result["outcome"] == "missing":
+                return {**base, **result}
+    return {**base, "outcome": "ran", "runs": runs}
+
+
+def _gpus(ctx: RankContext) -> int:
+    if ctx.device.type != "cuda":
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def _start(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], _Reader, _Reader] | str:
+    try:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        return f"the server could not be started: {exc}"
+    assert proc.stdout is not None and proc.stderr is not None
+    return proc, _Reader(proc.stdout, 1 << 20, keep="head"), _Reader(proc.stderr, 16 << 10, keep="tail")
+
+
+def _finish(server: tuple[subprocess.Popen[bytes], _Reader, _Reader] | str, timeout: float) -> dict[str, Any]:
+    if isinstance(server, str):
+        return {"outcome": "unrunnable", "reason": server}
+    proc, out, err = server
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+    out.join()
+    err.join()
+    return {"outcome": "ran", "returncode": proc.returncode, "stdout": out.text(), "stderr_tail": err.text()}

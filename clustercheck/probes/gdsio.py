@@ -1,0 +1,77 @@
+"""NVIDIA GPUDirect Storage's `gdsio`, judged per GPU: `clustercheck probe gdsio --input FILE`.
+
+Every GPUDirect result (XferType GPUD) must reach `gdsio_read_min` / `gdsio_write_min` (GiB/s per GPU) for
+its direction; results through host memory (CPUONLY, CPU_GPU) are shown beside them, as the comparison
+that tells a slow GPUDirect path from slow drives (gdsio -x 0 against -x 1, as the Hugging Face playbook
+and NVIDIA's GDS benchmarking guide do). A failure line fails the capture; no GPUD result, or no floor for
+a direction measured, is not judged. Floors come from the drives or storage network behind the GPUs
+(docs/fabric.md, "Storage into the GPU"), so no shipped profile sets them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout import gdsio as reader
+from clustercheck.toolout.gdsio import Gdsio, Result
+
+_KEY = {"READ": "gdsio_read_min", "RANDREAD": "gdsio_read_min", "WRITE": "gdsio_write_min",
+        "RANDWRITE": "gdsio_write_min"}
+
+
+def parse(text: str) -> Gdsio:
+    try:
+        return reader.parse(text)
+    except NotToolOutput as exc:
+        raise ProbeParseError(str(exc)) from None
+
+
+def collect() -> str:
+    raise ProbeSkip("this probe judges captured gdsio output: give --input FILE; a suite runs it per GPU with "
+                    "`measure: gdsio`")
+
+
+def subject(r: Result) -> str:
+    return f"GPU{r.gpu}" if r.gpu is not None else f"line {r.line}"
+
+
+def judge(run: Gdsio, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    out = []
+    if run.failure:
+        out.append(ProbeVerdict("gdsio", "run", False, f"the run failed: {run.failure}", run.failure, "no error"))
+    host = [r for r in run.results if not r.direct]
+    for r in run.results:
+        if not r.direct:
+            continue
+        shown = (f"{r.io} {r.xfer} {r.gibs:.2f} GiB/s, {r.threads} thread(s), {r.latency_us:.0f} us average"
+                 + (f" on {r.target}" if r.target else "") + f" (output line {r.line})")
+        same = [h for h in host if h.gpu == r.gpu and h.io == r.io and h.target == r.target]
+        if same:
+            shown += f"; through host memory {same[0].xfer} {same[0].gibs:.2f} GiB/s"
+        key = _KEY.get(r.io.upper())
+        floor = expect.get(key) if key else None
+        if floor is None:
+            out.append(not_judged(subject(r), f"{r.io.lower()} GPUDirect", f"no floor given (--expect "
+                                  f"{key or 'gdsio_read_min'}=N GiB/s per GPU, from the drives' or the storage "
+                                  f"network's rate); {shown}", r.gibs))
+        else:
+            out.append(ProbeVerdict(subject(r), f"{r.io.lower()} GPUDirect", r.gibs >= float(floor),
+                                    f"{shown}; floor {floor:g} GiB/s ({key})", r.gibs, f">= {floor:g}"))
+    if not any(r.direct for r in run.results):
+        out.append(not_judged("gdsio", "GPUDirect", "no GPUDirect (XferType GPUD) result in the capture: only "
+                              f"{', '.join(sorted({r.xfer for r in run.results}))}"))
+    return out
+
+
+PROBE = Probe(
+    name="gdsio",
+    description="NVIDIA gdsio: GPUDirect Storage throughput per GPU against the drives' or storage network's floor",
+    input_help="gdsio output (IoType ... XferType ... Throughput lines, with the command lines naming -d where captured)",
+    scope="gpu",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("gdsio_read_min", "gdsio_write_min"),
+)

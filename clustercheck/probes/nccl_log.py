@@ -1,0 +1,71 @@
+"""NCCL's transport between nodes, from any `NCCL_DEBUG=INFO` output: `clustercheck probe nccl-log
+--input FILE` (nccl-tests, a training log, a torchrun log, one rank's NCCL_DEBUG_FILE or several
+concatenated).
+
+Reports the network NCCL used, the channel lines' transports, the NICs per host, GPUDirect RDMA, NVLS,
+SHARP/CollNet and PXN; judges the expectations `net` (IB, Socket, OFI), `gdr` (true/false) and `nics`
+(per node) with the rules of clustercheck/fabric/transport.py, which a run applies to each multi-node
+collective too. A failure names its cause and the usual culprit. Nothing expected, or a log without
+the lines a property needs, is not judged (exit 3), never a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clustercheck.fabric import nccl_debug, nccl_net, transport
+from clustercheck.fabric.nccl_net import HostNet
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.toolout import evidence_lines
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    parsed: nccl_debug.NcclDebug
+    hosts: dict[str, HostNet]
+
+
+def parse(text: str) -> NcclLog:
+    lines = evidence_lines(text)
+    if not any("NCCL INFO " in line for line in lines):
+        raise ProbeParseError("expected NCCL_DEBUG=INFO output (lines with 'NCCL INFO'); set NCCL_DEBUG=INFO and "
+                              "NCCL_DEBUG_SUBSYS=INIT,NET (or ALL) for the run you capture")
+    parsed, hosts = nccl_net.read("\n".join(lines))
+    return NcclLog(parsed, hosts)
+
+
+def collect() -> str:
+    raise ProbeSkip("this probe judges a captured NCCL_DEBUG=INFO log: give --input FILE; in a run every multi-node "
+                    "NCCL collective is judged against the same expectations from its ranks' own logs")
+
+
+def judge(log: NcclLog, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    env = log.parsed.env_dict
+    version = f"NCCL {log.parsed.version}; " if log.parsed.version else ""
+    nvls = {True: "NVLS multicast available", False: "NVLS multicast not available"}.get(
+        log.parsed.nvls_capable, "") if log.parsed.nvls_capable is not None else ""
+    facts = f"{version}{transport.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
+    out = [ProbeVerdict("NCCL", "transport", True, facts, len(log.hosts))]
+    findings = transport.judge(log.hosts, env, expect)
+    if not findings:
+        return [not_judged("NCCL", "transport", f"no expectation given (--expect net=IB gdr=true nics=8, or "
+                           f"--platform P); {facts}")]
+    for f in findings:
+        if f.passed is None:
+            out.append(not_judged(f.subject, f.what, f.detail.removeprefix("not judged: "), f.measured))
+        else:
+            out.append(ProbeVerdict(f.subject, f.what, f.passed, f.detail, f.measured, f.expected))
+    return out
+
+
+PROBE = Probe(
+    name="nccl-log",
+    description="NCCL's transport between nodes from an NCCL_DEBUG=INFO log: network, GPUDirect RDMA, NICs per node",
+    input_help="NCCL_DEBUG=INFO output (nccl-tests, a training or torchrun log, NCCL_DEBUG_FILE files concatenated)",
+    scope="node",
+    parse=parse,
+    collect=collect,
+    judge=judge,
+    expect_keys=("net", "gdr", "nics"),
+)

@@ -1,0 +1,93 @@
+"""NVIDIA GPUDirect Storage's `gdsio` result lines, with the command line before each where a capture
+has it (it names the GPU, `-d`, that the result line does not):
+
+    $ gdsio -f /mnt/nvme-raid/test.bin -x 0 -d 1 -s 50G -I 1 -i 1G
+    IoType: WRITE XferType: GPUD Threads: 1 DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB)
+    Throughput: 25.034021 GiB/sec, Avg_Latency: 38861.360000 usecs ops: 50 total_time 1.997282 secs
+
+XferType GPUD is GPUDirect Storage (storage to GPU memory, no bounce through the CPU); CPUONLY, CPU_GPU
+and the others go through host memory (NVIDIA GDS benchmarking guide, gdsio -x). A line that says an
+error is the run's failure; a text without a result line is not gdsio output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass
+
+from clustercheck.toolout import NotToolOutput, clean_lines
+
+_RESULT = re.compile(
+    r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) DataSetSize: (?P<done>\d+)"
+    r"(?:/(?P<asked>\d+))?\(KiB\) IOSize: (?P<iosize>[\d-]+)\(KiB\) Throughput: (?P<gibs>[\d.eE+-]+|nan|inf) GiB/sec, "
+    r"Avg_Latency: (?P<lat>[\d.eE+-]+|nan|inf) usecs ops: (?P<ops>\d+) total_time (?P<secs>[\d.eE+-]+) secs")
+_FAILURE = re.compile(r"\b(error|failed|failure|aborted|core dumped|segmentation fault)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Result:
+    io: str              # READ, WRITE, RANDREAD, RANDWRITE
+    xfer: str            # GPUD, CPUONLY, CPU_GPU, CPU_ASYNC_GPU, CPU_CACHED_GPU, GPUD_ASYNC, GPU_BATCH ...
+    threads: int
+    gibs: float          # Throughput, GiB/s
+    latency_us: float
+    ops: int
+    seconds: float
+    gpu: int | None      # -d of the command line before it, when the capture has one
+    target: str | None   # -f FILE or -D DIR of that command line
+    line: int
+
+    @property
+    def direct(self) -> bool:
+        return self.xfer.startswith("GPUD") or self.xfer == "GPU_BATCH"
+
+
+@dataclass(frozen=True)
+class Gdsio:
+    results: tuple[Result, ...]
+    failure: str | None
+
+
+def _command(line: str) -> tuple[int | None, str | None] | None:
+    if "gdsio" not in line or "IoType:" in line:
+        return None
+    try:
+        words = shlex.split(line.split("gdsio", 1)[1])
+    except ValueError:
+        words = line.split("gdsio", 1)[1].split()
+    gpu = target = None
+    for flag, value in zip(words, words[1:]):
+        if flag == "-d" and value.isdigit():
+            gpu = int(value)
+        elif flag in ("-f", "-D"):
+            target = value
+    return gpu, target
+
+
+def parse(text: str) -> Gdsio:
+    results: list[Result] = []
+    failure = None
+    gpu: int | None = None
+    target: str | None = None
+    for number, line in enumerate(clean_lines(text), 1):
+        cmd = _command(line)
+        if cmd is not None:
+            gpu, target = cmd
+            continue
+        m = _RESULT.search(line)
+        if m is None:
+            if failure is None and line.strip() and _FAILURE.search(line):
+                failure = f"line {number}: {line.strip()[:200]}"
+            continue
+        gibs, lat = float(m.group("gibs")), float(m.group("lat"))
+        if not (math.isfinite(gibs) and math.isfinite(lat)) or gibs < 0:
+            raise NotToolOutput(f"line {number}: a throughput or latency that is not a number: {line.strip()[:120]!r}")
+        results.append(Result(m.group("io"), m.group("xfer"), int(m.group("threads")), gibs, lat, int(m.group("ops")),
+                              float(m.group("secs")), gpu, target, number))
+        gpu = target = None  # a command line belongs to the result after it only
+    if not results:
+        raise NotToolOutput("expected gdsio output ('IoType: READ XferType: GPUD Threads: ... Throughput: N GiB/sec')"
+                            + (f"; {failure}" if failure else ""))
+    return Gdsio(tuple(results), failure)

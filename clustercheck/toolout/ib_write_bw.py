@@ -1,0 +1,95 @@
+"""perftest's `ib_write_bw` (linux-rdma/perftest) output: the device, link type and the bandwidth table.
+
+    #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+    65536      5000             92.42              92.40              0.176230
+
+With `--report_gbits` the columns are Gb/s (10^9 bits); without it "MB/sec" is MiB/s (perftest
+src/perftest_parameters.c: format_factor 0x100000 bytes, else 125000000), read here as Gb/s. A server and
+a client printed into one stream (a loopback run) repeat the table, and --run_infinitely repeats a size:
+each size is kept once, at its worst reading. A run cut
+off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
+to ...`, `Completion with error`) is the run's failure. Never a pass by omission.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from clustercheck.toolout import NotToolOutput, clean_lines
+
+_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
+                     r"BW average\[[^\]]+\]\s+MsgRate\[Mpps\]")
+_ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
+_FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z .*/]+?)\s*:\s*(?P<value>\S+)")
+_FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed to|Completion with error|IB device \S+ not found|"
+                      r"No IB devices found|ERRNO|Error:)", re.IGNORECASE)
+_GBPS_PER = {"Gb/sec": 1.0, "MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9}
+
+
+@dataclass(frozen=True)
+class Row:
+    bytes: int
+    iterations: int
+    peak_gbps: float | None     # None where perftest did not measure it (--run_infinitely prints 0.00)
+    avg_gbps: float
+    msg_rate_mpps: float
+    line: int
+
+
+@dataclass(frozen=True)
+class IbWriteBw:
+    test: str                   # "RDMA_Write BW Test"
+    device: str | None
+    link_type: str | None       # IB, Ethernet (RoCE)
+    unit: str                   # as printed: Gb/sec or MB/sec
+    rows: tuple[Row, ...]
+    complete: bool              # the table's closing line was printed
+    failure: str | None
+
+    def largest(self) -> Row | None:
+        return max(self.rows, key=lambda r: r.bytes) if self.rows else None
+
+
+def parse(text: str) -> IbWriteBw:
+    lines = clean_lines(text)
+    test = next((l.strip() for l in lines if l.strip().endswith("BW Test")), None)
+    if test is None:
+        raise NotToolOutput("expected perftest output ('RDMA_Write BW Test' header, then '#bytes #iterations BW peak...')")
+    fields: dict[str, str] = {}
+    unit = ""
+    rows: dict[int, Row] = {}
+    complete = False
+    failure = None
+    in_table = False
+    for number, line in enumerate(lines, 1):
+        if _FAILURE.match(line) and failure is None:
+            failure = f"line {number}: {line.strip()}"
+        m = _HEADER.match(line)
+        if m:
+            unit, in_table = m.group("unit"), True
+            continue
+        if not in_table:
+            for f in _FIELD.finditer(line):
+                fields.setdefault(f.group("key").strip(), f.group("value"))
+            continue
+        r = _ROW.match(line)
+        if r:
+            factor = _GBPS_PER.get(unit, 1.0)
+            peak = float(r.group("peak"))
+            avg = float(r.group("avg"))
+            if not (math.isfinite(peak) and math.isfinite(avg)):
+                raise NotToolOutput(f"line {number}: a bandwidth that is not a number: {line.strip()!r}")
+            row = Row(int(r.group("bytes")), int(r.group("iters")), peak * factor if peak > 0 else None,
+                      avg * factor, float(r.group("rate")), number)
+            seen = rows.get(row.bytes)
+            if seen is None or row.avg_gbps < seen.avg_gbps:  # a size printed twice (server and client, or
+                rows[row.bytes] = row                           # --run_infinitely): its worst reading counts
+        elif line.strip().startswith("----") and rows:
+            complete = True
+    if not unit:
+        raise NotToolOutput("perftest output without its '#bytes #iterations BW peak[...]' table header: the run "
+                            "stopped before measuring" + (f" ({failure})" if failure else ""))
+    return IbWriteBw(test, fields.get("Device"), fields.get("Link type"), unit, tuple(rows.values()), complete,
+                     failure)

@@ -1,0 +1,160 @@
+"""The native tools of the fabric and of storage, judged per NIC and per GPU: perftest's ib_write_bw and
+NVIDIA's gdsio, on real captures (each fixture names its source), through the offline probes and through
+the kinds' judges as a run calls them; and NCCL's transport as a live multi-node collective asserts it,
+from its ranks' own NCCL logs (real captures read by the rank-side reader)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercheck.cli import main
+from clustercheck.errors import HarnessError, Skip
+from clustercheck.fabric.comm import describe
+from clustercheck.kinds.base import Answers, CheckSpec, Rules
+from clustercheck.kinds.collectives import transport_verdicts
+from clustercheck.kinds.gdsio import judge as judge_gdsio
+from clustercheck.kinds.ib_write_bw import judge as judge_ib_write_bw
+from clustercheck.measure.nccl_log import NcclLog
+from evidence import TOOLS
+
+IBW = TOOLS / "ib_write_bw"
+GDS = TOOLS / "gdsio"
+LOGS = Path(__file__).parent / "fixtures" / "nccl-debug"
+
+
+def _probe(capsys: pytest.CaptureFixture[str], name: str, path: Path, *expect: str) -> tuple[int, str]:
+    args = ["probe", name, "--input", str(path)]
+    for e in expect:
+        args += ["--expect", e]
+    code = main(args)
+    return code, capsys.readouterr().out
+
+
+# -- offline: the probes -------------------------------------------------------------------------------
+
+def test_ib_write_bw_probe_judges_the_largest_size_per_nic(capsys):
+    code, out = _probe(capsys, "ib-write-bw", IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt", "ib_write_bw_min=90")
+    assert code == 0 and "PASS mlx5_0: bandwidth: BW average 92.39 Gb/s at 8388608 B (RDMA_Write BW Test, link " \
+                         "Ethernet); floor 90 Gb/s (ib_write_bw_min)" in out
+    code, out = _probe(capsys, "ib-write-bw", IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt", "ib_write_bw_min=95")
+    assert code == 1 and "FAIL mlx5_0: bandwidth" in out
+    code, out = _probe(capsys, "ib-write-bw", IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt")
+    assert code == 3 and "NOT JUDGED mlx5_0: bandwidth: not judged: no floor given" in out
+
+
+def test_ib_write_bw_in_mib_per_second_is_read_as_gbps_and_a_cut_table_fails(capsys):
+    # MB/sec in perftest is MiB/s (src/perftest_parameters.c: format_factor 0x100000): 23240.68 MiB/s = 194.96 Gb/s
+    code, out = _probe(capsys, "ib-write-bw", IBW / "loopback-ib0-all-sizes-interleaved-superbench.txt",
+                       "ib_write_bw_min=190")
+    assert code == 0 and "BW average 194.96 Gb/s at 8388608 B" in out
+    code, out = _probe(capsys, "ib-write-bw", IBW / "dgx-spark-roce-run-infinitely-client1.txt", "ib_write_bw_min=90")
+    assert code == 1 and "FAIL rocep1s0f0: run: the table has no closing line" in out
+    assert "PASS rocep1s0f0: bandwidth: BW average 92.56 Gb/s at 65536 B" in out  # the worst of its repeated readings
+
+
+def test_gdsio_probe_judges_each_gpu_and_shows_the_host_memory_path_beside_it(capsys):
+    code, out = _probe(capsys, "gdsio", GDS / "wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt", "gdsio_write_min=24")
+    assert code == 0, out
+    assert "PASS GPU0: write GPUDirect: WRITE GPUD 25.11 GiB/s, 1 thread(s), 38738 us average on /mnt/nvme-raid/test.bin " \
+           "(output line 2); through host memory CPUONLY 25.78 GiB/s; floor 24 GiB/s (gdsio_write_min)" in out
+    code, out = _probe(capsys, "gdsio", GDS / "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt", "gdsio_write_min=23")
+    failed = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+    assert code == 1 and len(failed) == 3 and all("22." in ln for ln in failed), failed  # 22.02, 22.82, 22.87 GiB/s
+    code, out = _probe(capsys, "gdsio", GDS / "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt")
+    assert code == 3 and out.count("NOT JUDGED") == 8 and "no floor given (--expect gdsio_write_min=N" in out
+    code, out = _probe(capsys, "gdsio", GDS / "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt", "gdsio_read_min=20")
+    assert code == 3  # a write floor is what these writes need; a read floor judges nothing here
+
+
+# -- in a run: the kinds' judges -----------------------------------------------------------------------
+
+def _answers(measure: str, result: dict[str, Any], params: dict[str, Any] | None = None) -> Answers:
+    check = CheckSpec("c", measure, "node", params or {}, (), 60, "", "s.yaml", 1)
+    return Answers(check, [result, {}], [{"host": "n1"}, {"host": "n1"}], "nccl")
+
+
+def _client(path: Path, returncode: int = 0) -> dict[str, Any]:
+    return {"outcome": "ran", "stdout": path.read_text(), "returncode": returncode, "timed_out": False}
+
+
+def test_ib_write_bw_kind_judges_each_nic_against_its_port_rate_or_the_expectation():
+    runs = [{"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True,
+             "client": _client(IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt"), "server": {}},
+            {"device": "mlx5_1", "port": 1, "rate_gbps": 200.0, "up": True,
+             "client": _client(IBW / "roce-cx5-100g-deepops.txt"), "server": {}}]
+    result = {"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": runs}
+    m, verdicts = judge_ib_write_bw(_answers("ib_write_bw", result), Rules({}))
+    assert [(v.subject, v.passed, round(v.rule.value, 1)) for v in verdicts] == [("mlx5_0", True, 90.0),  # type: ignore[union-attr]
+                                                                                 ("mlx5_1", False, 180.0)]
+    assert m.subjects["mlx5_1"]["line_fraction"] == pytest.approx(92.40 / 200)
+    _, verdicts = judge_ib_write_bw(_answers("ib_write_bw", result), Rules({}, expect={"ib_write_bw_min": 92.39}))
+    assert [v.passed for v in verdicts] == [True, True]
+    with pytest.raises(Skip, match="not found on PATH"):
+        judge_ib_write_bw(_answers("ib_write_bw", {"binary": "ib_write_bw", "outcome": "missing",
+                                                   "reason": "ib_write_bw (perftest) not found on PATH on n1"}), Rules({}))
+    broken = {**result, "runs": [{**runs[0], "client": {**_client(IBW / "roce-cx5-100g-deepops.txt"), "stdout": "oops\n",
+                                                          "returncode": 1}}]}
+    with pytest.raises(HarnessError, match="without a bandwidth table"):
+        judge_ib_write_bw(_answers("ib_write_bw", broken), Rules({}))
+
+
+def _gds_runs(path: Path) -> list[dict[str, Any]]:
+    """Each result line of a real capture as the rank would return it: one gdsio run per GPU and direction."""
+    lines = path.read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.startswith("IoType: WRITE XferType: GPUD"):
+            gpu = int(lines[i - 1].split(" -d ")[1].split()[0])
+            out.append({"gpu": gpu, "io": "write", "outcome": "ran", "stdout": line + "\n", "returncode": 0,
+                        "timed_out": False})
+    return out
+
+
+def test_gdsio_kind_judges_each_gpu_against_the_storage_floor_and_never_passes_without_one():
+    result = {"host": "n1", "binary": "gdsio", "outcome": "ran",
+              "runs": _gds_runs(GDS / "wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt")}
+    m, verdicts = judge_gdsio(_answers("gdsio", result), Rules({}, expect={"gdsio_write_min": 25.05}))
+    assert [(v.subject, v.passed) for v in verdicts] == [("GPU0", True), ("GPU1", False)]
+    assert m.subjects == {"GPU0": {"write_gibs": 25.112706}, "GPU1": {"write_gibs": 25.034021}}
+    with pytest.raises(HarnessError, match="not judged: no floor given"):
+        judge_gdsio(_answers("gdsio", result), Rules({}))
+    with pytest.raises(Skip, match="CLUSTERCHECK_GDS_DIR is not set"):
+        judge_gdsio(_answers("gdsio", {"binary": "gdsio", "outcome": "missing",
+                                       "reason": "$CLUSTERCHECK_GDS_DIR is not set on n1"}), Rules({}))
+
+
+# -- live: NCCL's transport from the ranks' own logs -----------------------------------------------------
+
+def _rank_log(tmp_path: Path, name: str) -> dict[str, Any]:
+    """What a rank returns after reading its NCCL_DEBUG_FILE (here a real capture in that file)."""
+    path = tmp_path / name
+    path.write_text((LOGS / name).read_text())
+    log = NcclLog(path)
+    log.read("all_reduce")
+    return {"nccl": log.summary()}
+
+
+def test_a_live_multinode_collective_asserts_the_transport_from_its_ranks_logs(tmp_path):
+    per_rank = [_rank_log(tmp_path, "nv_peer_memory-56-ib-without-gdr-distance-socket-init.txt")]
+    comm = describe("nccl", per_rank, [{"nccl": "2.4.7"}], None, {})
+    assert set(comm["net"]) == {"master_node", "secondary_node"}
+    verdicts = transport_verdicts("fabric", comm, Rules({}, "thresholds/h100-sxm-8x.yaml expect",
+                                                        expect={"net": "IB", "gdr": True}, multi_node=True))
+    assert [(v.metric, v.passed) for v in verdicts] == [("network", True), ("GPUDirect RDMA", False)]
+    assert "GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)" in (verdicts[1].detail or "")
+    assert verdicts[1].rule.origin == "thresholds/h100-sxm-8x.yaml expect"  # type: ignore[union-attr]
+
+
+def test_a_live_collective_whose_nccl_log_was_not_read_or_shows_no_channels_is_an_error(tmp_path):
+    rules = Rules({}, expect={"net": "IB"}, multi_node=True)
+    off = describe("nccl", [{"nccl": {"log": None, "why_not": "NCCL_DEBUG set by the user: NCCL's log not read"}}],
+                   [{}], None, {})
+    with pytest.raises(HarnessError, match="not judged: NCCL_DEBUG set by the user"):
+        transport_verdicts("fabric", off, rules)
+    blind = describe("nccl", [_rank_log(tmp_path, "nccl-892-h800-algo-env-p2p.txt")], [{}], None, {})
+    with pytest.raises(HarnessError, match="not judged: no channel lines"):
+        transport_verdicts("fabric", blind, rules)
+    assert transport_verdicts("fabric", blind, Rules({}, multi_node=True)) == []  # nothing expected, nothing judged
