@@ -33,11 +33,11 @@ exit codes (every subcommand, and pytest runs of suites):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on a usage error, the code of INCOMPLETE here: usage errors exit 4, as pytest's do."""
+    """argparse exits 2 on a usage error, the code of INCOMPLETE here: usage errors exit 4, as pytest's do,
+    in one line (the usage is one --help away)."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message}\n")
+        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -231,6 +231,8 @@ def _tolerance(text: str) -> float:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
+    1 when a metric regressed, a verdict became failed or #wrong rose, 5 when nothing could be compared."""
     from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)
@@ -240,9 +242,14 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"run      {display(current.path.parent)} ({current.describe()})")
     for line in report_lines(result, show_same=args.all):
         print(line)
-    if result.regressions:
+    partial = [(name, run) for name, run in (("baseline", baseline), ("run", current)) if run.incomplete]
+    for name, run in partial:
+        print(f"INCOMPLETE: the {name} {display(run.path.parent)}: {run.incomplete}", file=sys.stderr)
+    if partial:
+        return Exit.INCOMPLETE
+    if result.worse:
         return Exit.FAILED
-    return Exit.PASSED if result.changes else Exit.NOTHING  # nothing matched: nothing was judged
+    return Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
 
 
 def _platforms(args: argparse.Namespace) -> int:

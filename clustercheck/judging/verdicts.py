@@ -131,7 +131,8 @@ def line(v: Mapping[str, Any]) -> str:
     """One line a person acts on: who, what was measured, the rule, the margin and the worst rank."""
     who = f"{v['subject']} " if v.get("subject") else ""
     if is_expectation(v) or v.get("detail") is not None:
-        return f"{v.get('subject')}: {v['metric']}: {v.get('detail') or ''}".rstrip(": ")
+        where = f"{v['subject']}: " if v.get("subject") else ""
+        return f"{where}{v['metric']}: {v.get('detail') or ''}".rstrip(": ")
     state = "meets" if v["passed"] else "misses"
     worst = f"; worst {v['worst']}" if v.get("worst") and not v["passed"] and not v.get("subject") else ""
     return (f"{who}{v['metric']} {measured_text(v)} {state} the limit {rule_text(v)} "

@@ -34,7 +34,10 @@ def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
             continue
         for v in verdicts:
             metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
-            rows.append((r["name"], metric, vt.measured_text(v), vt.rule_text(v), vt.margin_text(v), vt.word(v)))
+            measured = vt.measured_text(v)
+            if v.get("detail") and v["metric"].endswith(" vs baseline"):  # the baseline's value beside the change
+                measured += f" ({str(v['detail']).split(' (')[0]})"
+            rows.append((r["name"], metric, measured, vt.rule_text(v), vt.margin_text(v), vt.word(v)))
     return rows
 
 

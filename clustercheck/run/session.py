@@ -195,7 +195,7 @@ class CheckSession:
         if self.baseline is None:
             return outcome
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
-            check, item_id, outcome.verdicts))
+            check, item_id, outcome))
 
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
