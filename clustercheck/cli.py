@@ -11,7 +11,7 @@ from typing import NoReturn
 from clustercheck import __version__
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.exitcodes import Exit, for_verdict, table
-from clustercheck.paths import data_dir, display
+from clustercheck.paths import data_dir, display, shown
 
 DEFAULT_CPU_SUITE = "cpu-smoke"
 DEFAULT_GPU_SUITE = "quick-gate-nvlink8"
@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parser().parse_known_args(argv)
     try:
         if args.command == "run":
+            _misspelled(rest, args.plugins)
             _swallowed_values(argv, args.suites, rest)
             return _run(args, rest)
         if rest:
@@ -127,6 +128,50 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:  # a tool clustercheck drives (scontrol) failed: not the user's input
         print(f"clustercheck: error: {exc}", file=sys.stderr)
         return Exit.ERROR
+
+
+def _misspelled(rest: list[str], plugins: list[str]) -> None:
+    """An option neither `clustercheck run` nor pytest (nor a plugin it loads) knows is a typo: one line
+    with the closest known option, exit 4, before pytest starts (whose own message is a usage screen)."""
+    import difflib
+
+    from clustercheck.run.options import RUN_OPTIONS
+
+    flags = [tok.split("=", 1)[0] for tok in rest if tok.startswith("--") and len(tok) > 2]
+    if not flags:
+        return
+    ours = sorted({o.run_flag for o in RUN_OPTIONS if o.cli})
+    theirs = _pytest_flags(plugins)
+    if theirs is None:  # pytest's parser could not be read: leave the judgment to pytest
+        return
+    for flag in flags:
+        if flag in theirs or flag in ours:
+            continue
+        close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.7) or \
+            difflib.get_close_matches(flag, sorted(theirs), n=1, cutoff=0.7)
+        raise UserError(f"unknown option {flag}" + (f"; did you mean {close[0]}?" if close else
+                                                    " (clustercheck run --help lists the options)"))
+
+
+def _pytest_flags(plugins: list[str]) -> set[str] | None:
+    """Every long option pytest, its installed plugins and the `-p` ones would accept; None when pytest's
+    parser cannot be read (its layout is pytest's own, not a promise)."""
+    try:
+        from _pytest.config import get_config
+
+        config = get_config()
+        manager = config.pluginmanager
+        manager.load_setuptools_entrypoints("pytest11")
+        for name in plugins:
+            try:
+                manager.import_plugin(name)
+            except Exception:  # pytest itself will say what is wrong with it
+                continue
+        parser = config._parser
+        groups = [parser._anonymous, *parser._groups]
+        return {name for group in groups for opt in group.options for name in opt.names() if name.startswith("--")}
+    except Exception:
+        return None
 
 
 def _swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
@@ -169,7 +214,7 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
     for path in paths:  # refuse bad input in one line before pytest starts
-        load_suite(path, display(path))
+        load_suite(path, shown(path))
     search = search_path(args.thresholds)
     if args.platform:
         search.load(args.platform)
@@ -253,58 +298,22 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _platforms(args: argparse.Namespace) -> int:
+    from clustercheck.judging import catalog
     from clustercheck.judging.profiles import search_path
-    from clustercheck.judging.thresholds import load_profile
 
     search = search_path(args.thresholds)
     if args.action == "list":
-        for path in search.files().values():
-            profile = load_profile(path, display(path))
-            detect = ", ".join(f"{k}={_show(v)}" for k, v in profile.detect.items())
-            hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
-            print(f"{profile.name:<20} {profile.description}")
-            print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)} ({search.origin(path)})")
-            _print_specs(profile.hardware, indent=22)
-        from clustercheck.judging.derive import known_models
-
-        models = ", ".join(m.slug for m in known_models())
-        print(f"derived: any count of a known model ({models}), e.g. 'platforms show h100-sxm-4x'; used when no "
-              f"profile above matches, or with --platform NAME")
-        return 0
-    if not args.name:
-        raise UserError("platforms show needs a profile name")
-    profile = search.load(args.name)
-    print(f"{profile.name}: {profile.description} ({profile.file})")
-    if profile.expect:
-        print("  expect (probes): " + ", ".join(f"{k}={v}" for k, v in profile.expect.items()))
-    rules = [(f"{check}.{metric}", limit) for check, limits in profile.limits.items() for metric, limit in limits.items()]
-    for kind, default in profile.defaults.items():  # any check of the kind that checks: does not name
-        when = f" [{default.describe_when()}]" if default.describe_when() else ""
-        rules += [(f"defaults.{kind}.{metric}{when}", limit) for metric, limit in default.limits.items()]
-    for name, limit in rules:
-        print(f"  {name} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
-        for src in limit.spec_sources:
-            print(f"      {src}")
-        if limit.source:
-            print(f"      source: {limit.source}")
+        if args.name:
+            raise UserError(f"platforms list takes no name (got {args.name!r}); one profile in full: "
+                            f"clustercheck platforms show {args.name}")
+        lines = catalog.list_lines(search)
+    elif not args.name:
+        raise UserError("platforms show needs a profile name (clustercheck platforms lists them)")
+    else:
+        lines = catalog.show_lines(search, args.name)
+    for line in lines:
+        print(line)
     return 0
-
-
-def _show(value: object) -> str:
-    if isinstance(value, tuple):  # PCI device ids
-        return "[" + ", ".join(f"0x{v:04x}" for v in value) + "]"
-    return str(value)
-
-
-def _print_specs(hardware: dict[str, str], indent: int) -> None:
-    """Every spec value a profile's hardware roles point at, with unit, then its sources once each."""
-    from clustercheck.judging.specs import SPECS
-
-    for role, spec in hardware.items():
-        values = ", ".join(f"{f} {v.value:g} {v.unit}" for f, v in SPECS[spec].items())
-        print(f"{'':<{indent}}spec.{role} = {spec}: {values}")
-        for source in dict.fromkeys(v.source for v in SPECS[spec].values()):
-            print(f"{'':<{indent + 4}}source: {source}")
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -313,7 +322,9 @@ def _resume(args: argparse.Namespace) -> int:
     import hostlist
 
     from clustercheck.record import exclude
+    from clustercheck.run.options import require_tool
 
+    require_tool("scontrol", "clustercheck resume", "it resumes Slurm nodes and has nothing to do without Slurm")
     rc, out = exclude.run(["scontrol", "show", "node", "-o"])
     if rc != 0:
         raise HarnessError(f"scontrol show node failed: {out.splitlines()[-1] if out else rc}")

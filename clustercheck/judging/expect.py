@@ -71,6 +71,9 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
             problem = _per_collective_problem(value)
             if problem:
                 raise f.error(key, problem)
+        for number in (value.values() if isinstance(value, dict) and key != "topology" else [value]):
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and not number >= 0:
+                raise f.error(key, f"expected a number >= 0, got {number!r}")  # a negative floor judges nothing
         out[key] = value
     f.done()
     return out

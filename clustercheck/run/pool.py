@@ -89,7 +89,9 @@ class WorkerPool:
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            if not self.launcher.remote or not loopback(advertised):
+            here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}
+            if not self.launcher.remote or not loopback(advertised) or all(
+                    n in here or loopback(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
             raise RankFailure(f"{first} ({STORE_HINT.format(addr=advertised)}){nl}{rest}", exc.answered,
@@ -225,6 +227,8 @@ class WorkerPool:
         silent = [r for r in range(n) if r not in heard.accounted()]
         causes = [*heard.dead, *own]  # deaths in the order seen (srun lists the first task it lost first)
         parts = [f"rank {r} ({self._host(r)}) {reason} during {what}" for r, reason in heard.dead.items()]
+        if parts and (said := self._last_line(next(iter(heard.dead)))):  # the launcher's own words (ssh: ...) first
+            parts[0] += f": {said}"
         parts += [f"rank {r} ({self._host(r)}) raised {heard.errors[r]}" for r in own]
         for r in sorted(lost):
             first = heard.errors[r].splitlines()[0]
@@ -296,6 +300,12 @@ class WorkerPool:
         if not parts:
             return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
         return "".join(parts) + more
+
+    def _last_line(self, rank: int) -> str:
+        """The last line a rank (or the program that was to start it, such as ssh) wrote, cut to 200
+        characters: the one line a one-line summary quotes."""
+        lines = [ln.strip() for ln in self.tail(rank, 4).splitlines() if ln.strip()]
+        return lines[-1][:200] if lines else ""
 
     def _host(self, rank: int) -> str:
         """The host a rank said it runs on; before it said so (a failed start), where it was sent."""

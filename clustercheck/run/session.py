@@ -21,7 +21,7 @@ from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
-from clustercheck.run.options import Options
+from clustercheck.run.options import Options, check_latest, latest_problem
 from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
 from clustercheck.record import inputs
 from clustercheck.record.io import RunWriter, load, now
@@ -63,6 +63,7 @@ class CheckSession:
         """Detect the platform, load and cross-check thresholds, open the run record and write the plan
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
+        check_latest(opts.out)  # before anything is measured: a `latest` clustercheck did not make is refused
         nodes, first = self._node_facts()
         self.facts = nodes[self.nodes[0]]
         try:
@@ -340,10 +341,14 @@ def _unique(path: Path) -> Path:
 
 
 def _point_latest(out: Path, run_dir: Path) -> None:
+    """Point `latest` at the new run: a new link renamed over the old one (rename never follows a link),
+    and only over a link clustercheck made (options._check_latest refused anything else before the run)."""
     link = out / "latest"
+    if latest_problem(link):
+        return  # made since the run started: left alone
+    tmp = out / f".latest.tmp{os.getpid()}"
     try:
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(run_dir.name)
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
     except OSError:
-        pass  # a convenience only
+        tmp.unlink(missing_ok=True)  # a convenience only
