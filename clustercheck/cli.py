@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "(-x, -v, --junitxml=PATH, a plugin's options, ...) go to pytest unchanged; "
                                      "give their values with '=' (--junitxml=out.xml).")
     run.add_argument("suites", nargs="*", metavar="SUITE",
-                     help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
-                          f"{DEFAULT_GPU_SUITE} with)")
+                     help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, gpu-smoke on 1 to 7 "
+                          f"NVIDIA GPUs, {DEFAULT_GPU_SUITE} on 8 or more, quick-gate-mi300x on AMD GPUs)")
     from clustercheck.run.options import add_to
 
     add_to(run, cli=True)
@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-k", dest="keyword", metavar="EXPR", help="only items whose name matches EXPR (pytest -k)")
     run.add_argument("-m", dest="markexpr", metavar="EXPR", help="only items matching the mark expression (pytest -m)")
     rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
-    rep.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    rep.add_argument("run", type=Path, metavar="RUN", help="a run directory, its run.jsonl, or a run name under --out")
+    rep.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
+                     help="the history directory that holds saved runs (default: clustercheck-out)")
     cmp = sub.add_parser("compare", help="list per-metric regressions of a run against a baseline run",
                          description="Compare two saved runs item by item (matched by check id and node/GPU/pair) "
                                      "and metric (those with a limit; its operator says whether higher or lower "
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "report":
-            return _report(args.run)
+            return _report(args.run, args.out)
         if args.command == "platforms":
             return _platforms(args)
         if args.command == "resume":
@@ -243,15 +245,17 @@ def default_suite() -> str:
     return DEFAULT_GPU_SUITE if facts.accelerator_count >= 8 else "gpu-smoke"
 
 
-def _report(run: Path) -> int:
+def _report(run: Path, out: Path) -> int:
     """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
     from clustercheck.report.status import run_status
     from clustercheck.report.terminal import incomplete_line
 
-    record = run / "run.jsonl" if run.is_dir() else run
+    from clustercheck.record.compare import available, resolve_run
+
+    record = resolve_run(run, out)
     if not record.is_file():
-        raise UserError(f"no run record at {record}")
+        raise UserError(f"no run record at {record}{available(out)}")
     rec = read(record)
     from clustercheck.record.attestation import signer
 
@@ -259,7 +263,7 @@ def _report(run: Path) -> int:
     signed_by = signer(record.parent)
     before = {p: p.read_bytes() for p in record.parent.iterdir() if p.is_file()} if signed_by else {}
     for kind, path in render_record(rec, record.parent, signer=signed_by).items():
-        print(f"{kind:<6} {display(path)}")
+        print(f"{kind:<6} {path.resolve()}")
         if signed_by and before.get(path) != path.read_bytes():
             print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
                   f"signs the run again)", file=sys.stderr)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from pathlib import Path
-from typing import Any, Generator, Iterator
+from typing import Any, Generator, Iterator, TextIO, cast
 
 import pytest
 
@@ -74,7 +75,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     explicit = parent.session.isinitpath(file_path)
     if (explicit or file_path.parent.name == "suites") and is_suite_file(file_path):
         shipped = shipped_name(file_path)  # by name: node ids and results never carry a venv's path
-        return SuiteFile.from_parent(parent, path=file_path, **({"nodeid": shipped} if shipped else {}))
+        if shipped:
+            return SuiteFile.from_parent(parent, path=file_path, nodeid=shipped)
+        return SuiteFile.from_parent(parent, path=file_path)
     return None
 
 
@@ -152,24 +155,24 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         reporter = config.pluginmanager.getplugin("terminalreporter")
         # off a terminal the lines go where pytest's own do, whole, so a log never reads "Fclustercheck [2/3]"
         log = _ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
-        progress = Progress(len(checks) * (opts.repeat or 1), log, per_repetition=len(checks) if opts.repeating
+        progress = Progress(len(checks) * (opts.repeat or 1), cast("TextIO | None", log), per_repetition=len(checks) if opts.repeating
                             else None, deadline=time.monotonic() + opts.duration if opts.duration else None)
         if cs.pools is not None:
             progress.detail = cs.pools.progress  # the running sweep's size, as its ranks post it
         config.stash[progress_key] = progress
 
 
-class _ReporterLines:
+class _ReporterLines(io.TextIOBase):
     """A text stream that hands whole lines to pytest's terminal reporter (which starts each on a line of
     its own, after any dots), for the progress lines of a batch log: no carriage return, no escape code."""
 
     def __init__(self, reporter: Any) -> None:
         self.reporter = reporter
-        self.buffer = ""
+        self._pending = ""
 
     def write(self, text: str) -> int:
-        self.buffer += text
-        *lines, self.buffer = self.buffer.split("\n")
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
         for line in lines:
             shown = self.reporter.currentfspath
             self.reporter.write_line(line)
@@ -335,5 +338,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         stopper.restore()
     for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None)):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
-    for line in file_lines(cs.run_dir):
+    if cs.options.counters:
+        terminalreporter.write_line("counters: read on every node before and after each check (--counters); a rise "
+                                    "beyond its allowance fails the item, an unreadable counter is an error")
+    for line in file_lines(cs.run_dir, url=bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(line)
+

@@ -111,10 +111,22 @@ def resolve_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Pa
     return path / "run.jsonl" if path.is_dir() else path
 
 
+def available(history: Path, shown: int = 8) -> str:
+    """`; runs in DIR: a, b, c` (the newest `shown`, oldest first), to follow a name that is not a run."""
+    try:
+        runs = sorted(p.name for p in history.iterdir() if (p / "run.jsonl").is_file() and not p.is_symlink())
+    except OSError:
+        return f" (and no run history at {history}; --out DIR names another)"
+    if not runs:
+        return f" (no runs in {history} yet)"
+    more = f"{len(runs) - shown} older, " if len(runs) > shown else ""
+    return f"; runs in {history}: {more}{', '.join(runs[-shown:])}"
+
+
 def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
     record = resolve_run(arg, history)
     if not record.is_file():
-        raise UserError(f"no run record at {record}")
+        raise UserError(f"no run record at {record}{available(history)}")
     try:
         rec = load(record)
     except (OSError, UnicodeDecodeError) as exc:

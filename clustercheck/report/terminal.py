@@ -128,6 +128,10 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
     return out
 
 
-def file_lines(run_dir: Path) -> list[str]:
+def file_lines(run_dir: Path, url: bool = False) -> list[str]:
+    """Every file the run wrote, by absolute path (they are opened from other directories and machines);
+    on a terminal (`url`) the HTML report as a file:// URL, which terminals make clickable."""
     signed = ("attestation.json",) if (run_dir / "attestation.json").is_file() else ()
-    return [f"  {name:<16} {display(run_dir / name)}" for name in FILES + signed]
+    where = run_dir.resolve()
+    return [f"  {name:<16} {(where / name).as_uri() if url and name.endswith('.html') else where / name}"
+            for name in FILES + signed]

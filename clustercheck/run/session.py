@@ -112,7 +112,7 @@ class CheckSession:
             "platform": self.profile.name, "platform_detected": not opts.platform,
             "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
-            "ranks_per_node": self.per_node,
+            "ranks_per_node": self.per_node, "counters": opts.counters,
             "nodes": self.nodes, "python": sys.executable,
             **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
                if opts.repeating else {}),
