@@ -225,6 +225,10 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     from clustercheck.run.options import pytest_args as option_args
 
     pytest_args = [*map(str, paths), "-p", "no:cacheprovider", *rest, *option_args(args)]
+    if not any(a == "--rootdir" or a.startswith("--rootdir=") for a in rest):
+        # node ids relative to where the user stands: a shipped suite shows as suites/cpu-smoke.yaml, not as
+        # the site-packages path it was installed to
+        pytest_args.append(f"--rootdir={Path.cwd()}")
     for name in args.plugins:
         pytest_args += ["-p", name]
     pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
