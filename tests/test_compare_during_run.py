@@ -29,7 +29,8 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     record.write_text("".join(json.dumps(x) + "\n" for x in lines))
     res = project.runpytest_subprocess(*RUN, "--compare", str(baseline))
     res.assert_outcomes(failed=1)
-    res.stdout.fnmatch_lines(["*busbw vs baseline -0.* ratio misses the limit >= -0.05 ratio*"])
+    res.stdout.fnmatch_lines(["*busbw vs baseline: * -> * GB/s (-*%; higher is better, at most 5% worse allowed*",
+                              "*busbw vs baseline  -*% (* -> * GB/s)  >= -5%*FAIL*"])
     (result,) = latest(project)["results"]
     reg = [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
     assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]

@@ -140,11 +140,13 @@ def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
 
 def classify(direction: str, change: float, tolerance: float, noise: float = 0.0) -> str:
     """A change at least `tolerance` (the boundary counts) and beyond `noise`, the runs' own spread, is
-    a regression or an improvement by its direction; one within the spread is "noise"."""
+    a regression or an improvement by its direction; one within the spread is "noise". The spread is
+    compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as high): `noise` 0.9 covers
+    changes from /1.9 to x1.9, so a 10x drop of a rate stands out of a spread of +-90% in its times."""
     worse = -change if direction == HIGHER else change
     if abs(worse) < tolerance - 1e-12:
         return "same"
-    if abs(worse) <= noise:
+    if change > -1 and math.isfinite(change) and abs(math.log1p(change)) <= math.log1p(noise):
         return "noise"
     return "regression" if worse > 0 else "improvement"
 
