@@ -4,7 +4,6 @@ pytest with the suites chosen for you."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,11 +11,11 @@ from typing import NoReturn
 from clustercheck import __version__
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.exitcodes import Exit, for_verdict, table
-from clustercheck.paths import data_dir, display
+from clustercheck.paths import display
+from clustercheck.run import command
+from clustercheck.run.command import DEFAULT_CPU_SUITE, DEFAULT_GPU_SUITE
 from clustercheck.run.timings import TIMINGS
 
-DEFAULT_CPU_SUITE = "cpu-smoke"
-DEFAULT_GPU_SUITE = "quick-gate-nvlink8"
 
 EPILOG = """\
 examples:
@@ -35,11 +34,11 @@ exit codes (every subcommand, and pytest runs of suites):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on a usage error, the code of INCOMPLETE here: usage errors exit 4, as pytest's do."""
+    """argparse exits 2 on a usage error, the code of INCOMPLETE here: usage errors exit 4, as pytest's do,
+    in one line (the usage is one --help away)."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message}\n")
+        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,8 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "(-x, -v, --junitxml=PATH, a plugin's options, ...) go to pytest unchanged; "
                                      "give their values with '=' (--junitxml=out.xml).")
     run.add_argument("suites", nargs="*", metavar="SUITE",
-                     help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, "
-                          f"{DEFAULT_GPU_SUITE} with)")
+                     help=f"suite name or YAML file (default: {DEFAULT_CPU_SUITE} without GPUs, gpu-smoke on 1 to 7 "
+                          f"NVIDIA GPUs, {DEFAULT_GPU_SUITE} on 8 or more, quick-gate-mi300x on AMD GPUs)")
     from clustercheck.run.options import add_to
 
     add_to(run, cli=True)
@@ -63,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-k", dest="keyword", metavar="EXPR", help="only items whose name matches EXPR (pytest -k)")
     run.add_argument("-m", dest="markexpr", metavar="EXPR", help="only items matching the mark expression (pytest -m)")
     rep = sub.add_parser("report", help="re-render the reports of a saved run without measuring")
-    rep.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
+    rep.add_argument("run", type=Path, metavar="RUN", help="a run directory, its run.jsonl, or a run name under --out")
+    rep.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
+                     help="the history directory that holds saved runs (default: clustercheck-out)")
     cmp = sub.add_parser("compare", help="list per-metric regressions of a run against a baseline run",
                          description="Compare two saved runs item by item (matched by check id and node/GPU/pair) "
                                      "and metric (those with a limit; its operator says whether higher or lower "
@@ -107,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parser().parse_known_args(argv)
     try:
         if args.command == "run":
-            _swallowed_values(argv, args.suites, rest)
-            return _run(args, rest)
+            command.misspelled(rest, args.plugins)
+            command.swallowed_values(argv, args.suites, rest)
+            return command.run(args, rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "report":
-            return _report(args.run)
+            return _report(args.run, args.out)
         if args.command == "platforms":
             return _platforms(args)
         if args.command == "resume":
@@ -148,124 +150,17 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.ERROR
 
 
-def _swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
-    """argparse cannot know that a pytest or plugin option (--prometheus-textfile PATH) takes a value,
-    and reads the value as a SUITE: say so, rather than 'no suite named PATH'."""
-    for option, value in zip(argv, argv[1:]):
-        swallowed = option in rest and option.startswith("-") and "=" not in option and value in suites
-        if swallowed and not _is_suite(value):  # not a flag (-v, -x) before a real suite
-            raise UserError(f"{option} {value}: write {option}={value} (options clustercheck does not know "
-                            f"go to pytest, and their values need '='; otherwise {value!r} is read as a suite)")
-
-
-def _is_suite(name: str) -> bool:
-    try:
-        resolve_suite(name)
-        return True
-    except UserError:
-        return False
-
-
-def resolve_suite(name: str) -> Path:
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise UserError(f"no such suite file: {name}")
-        return path
-    shipped = data_dir("suites") / f"{name}.yaml"
-    if not shipped.is_file():
-        known = ", ".join(sorted(p.stem for p in data_dir("suites").glob("*.yaml")))
-        raise UserError(f"no suite named {name!r} (shipped suites: {known})")
-    return shipped
-
-
-def _run(args: argparse.Namespace, rest: list[str]) -> int:
-    import pytest
-
-    from clustercheck.judging.profiles import search_path
-    from clustercheck.suite.load import load_suite
-
-    from clustercheck.run import prestart
-
-    names = args.suites or [default_suite()]
-    paths = [resolve_suite(n) for n in names]
-    if prestarts(args, rest):  # its ranks import torch while the rest of this function and pytest start
-        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log)
-    saved = os.environ.get(AUTOLOAD)
-    try:
-        for path in paths:  # refuse bad input in one line before pytest starts
-            load_suite(path, display(path))
-        search = search_path(args.thresholds)
-        if args.platform:
-            search.load(args.platform)
-        else:
-            search.profiles()
-        from clustercheck.run.options import pytest_args as option_args
-
-        pytest_args = [*map(str, paths), *isolation(rest), *rest, *option_args(args)]
-        for name in args.plugins:
-            pytest_args += ["-p", name]
-        pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
-        TIMINGS.mark("suites and profiles checked")
-        os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
-        return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
-    finally:
-        prestart.end()  # the session took it, or nothing ran
-        if saved is None:
-            os.environ.pop(AUTOLOAD, None)
-        else:
-            os.environ[AUTOLOAD] = saved
-
-
-def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
-    """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
-    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--markers"} & set(rest)
-    from clustercheck.run.launch import LAUNCHERS
-
-    return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
-
-
-AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
-
-
-def isolation(rest: list[str]) -> list[str]:
-    """pytest as `clustercheck run` runs it: clustercheck's plugin and the ones named with -p, none of the
-    other plugins installed beside it (each costs start-up time and may change what a run does); the
-    working directory as rootdir and no ini file from wherever a suite lives; no assertion rewriting (a
-    suite's items assert nothing, and a wheel install would warn that clustercheck was imported first).
-    An option the user gives (-c, --rootdir, --assert) wins. A plain `pytest suites/x.yaml` is untouched."""
-    given = {a.split("=", 1)[0] for a in rest}
-    out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider"]
-    if not given & {"-c", "--config-file", "--rootdir", "--inifile"}:
-        out += ["-c", os.devnull, f"--rootdir={os.getcwd()}"]
-    if "--assert" not in given:
-        out.append("--assert=plain")
-    return out
-
-
-def default_suite() -> str:
-    """The suite `clustercheck run` runs when none is named, from what this machine has: the NVLink quick
-    gate on 8 NVIDIA GPUs, the MI300X one on AMD, a single-node GPU smoke test on fewer GPUs, else the
-    CPU suite (which measures for real with gloo)."""
-    from clustercheck.judging.platform import read_facts
-
-    facts = read_facts()
-    if not facts.accelerator_count:
-        return DEFAULT_CPU_SUITE
-    if facts.hip:
-        return "quick-gate-mi300x"
-    return DEFAULT_GPU_SUITE if facts.accelerator_count >= 8 else "gpu-smoke"
-
-
-def _report(run: Path) -> int:
+def _report(run: Path, out: Path) -> int:
     """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
     from clustercheck.report.status import run_status
     from clustercheck.report.terminal import incomplete_line
 
-    record = run / "run.jsonl" if run.is_dir() else run
+    from clustercheck.record.compare import available, resolve_run
+
+    record = resolve_run(run, out)
     if not record.is_file():
-        raise UserError(f"no run record at {record}")
+        raise UserError(f"no run record at {record}{available(out)}")
     rec = read(record)
     from clustercheck.record.attestation import signer
 
@@ -273,7 +168,7 @@ def _report(run: Path) -> int:
     signed_by = signer(record.parent)
     before = {p: p.read_bytes() for p in record.parent.iterdir() if p.is_file()} if signed_by else {}
     for kind, path in render_record(rec, record.parent, signer=signed_by).items():
-        print(f"{kind:<6} {display(path)}")
+        print(f"{kind:<6} {path.resolve()}")
         if signed_by and before.get(path) != path.read_bytes():
             print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
                   f"signs the run again)", file=sys.stderr)
@@ -290,6 +185,8 @@ def _tolerance(text: str) -> float:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
+    1 when a metric regressed, a verdict became failed or #wrong rose, 5 when nothing could be compared."""
     from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)
@@ -299,69 +196,33 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"run      {display(current.path.parent)} ({current.describe()})")
     for line in report_lines(result, show_same=args.all):
         print(line)
-    if result.regressions:
+    partial = [(name, run) for name, run in (("baseline", baseline), ("run", current)) if run.incomplete]
+    for name, run in partial:
+        print(f"INCOMPLETE: the {name} {display(run.path.parent)}: {run.incomplete}", file=sys.stderr)
+    if partial:
+        return Exit.INCOMPLETE
+    if result.worse:
         return Exit.FAILED
-    return Exit.PASSED if result.changes else Exit.NOTHING  # nothing matched: nothing was judged
+    return Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
 
 
 def _platforms(args: argparse.Namespace) -> int:
+    from clustercheck.judging import catalog
     from clustercheck.judging.profiles import search_path
-    from clustercheck.judging.thresholds import load_profile
 
     search = search_path(args.thresholds)
     if args.action == "list":
-        for path in search.files().values():
-            profile = load_profile(path, display(path))
-            detect = ", ".join(f"{k}={_show(v)}" for k, v in profile.detect.items())
-            hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
-            print(f"{profile.name:<20} {profile.description}")
-            print(f"{'':<20} detect: {detect or '-'}; hardware: {hw or '-'}; {display(path)} ({search.origin(path)})")
-            _print_specs(profile.hardware, indent=22)
-        from clustercheck.judging.derive import known_models
-
-        models = ", ".join(m.slug for m in known_models())
-        print(f"derived: any count of a known model ({models}), e.g. 'platforms show h100-sxm-4x'; used when no "
-              f"profile above matches, or with --platform NAME")
-        return 0
-    if not args.name:
-        raise UserError("platforms show needs a profile name")
-    profile = search.load(args.name)
-    print(f"{profile.name}: {profile.description} ({profile.file})")
-    if profile.expect:
-        print("  expect (probes): " + ", ".join(f"{k}={v}" for k, v in profile.expect.items()))
-    rules = [(f"{check}.{metric}", limit) for check, limits in profile.limits.items() for metric, limit in limits.items()]
-    for kind, default in profile.defaults.items():  # any check of the kind that checks: does not name
-        when = f" [{default.describe_when()}]" if default.describe_when() else ""
-        rules += [(f"defaults.{kind}.{metric}{when}", limit) for metric, limit in default.limits.items()]
-    for name, limit in rules:
-        print(f"  {name} {limit.describe()}  = {limit.expression!r} ({limit.origin})")
-        for src in limit.spec_sources:
-            print(f"      {src}")
-        if limit.source:
-            print(f"      source: {limit.source}")
-    from clustercheck.judging.fabric import FabricRule
-
-    fabric = profile.fabric or FabricRule()  # multi-node busbw: a fraction of the nodes' line rate
-    print(f"  fabric (multi-node) {fabric.describe()} ({fabric.origin})")
-    print(f"      source: {fabric.source}")
+        if args.name:
+            raise UserError(f"platforms list takes no name (got {args.name!r}); one profile in full: "
+                            f"clustercheck platforms show {args.name}")
+        lines = catalog.list_lines(search)
+    elif not args.name:
+        raise UserError("platforms show needs a profile name (clustercheck platforms lists them)")
+    else:
+        lines = catalog.show_lines(search, args.name)
+    for line in lines:
+        print(line)
     return 0
-
-
-def _show(value: object) -> str:
-    if isinstance(value, tuple):  # PCI device ids
-        return "[" + ", ".join(f"0x{v:04x}" for v in value) + "]"
-    return str(value)
-
-
-def _print_specs(hardware: dict[str, str], indent: int) -> None:
-    """Every spec value a profile's hardware roles point at, with unit, then its sources once each."""
-    from clustercheck.judging.specs import SPECS
-
-    for role, spec in hardware.items():
-        values = ", ".join(f"{f} {v.value:g} {v.unit}" for f, v in SPECS[spec].items())
-        print(f"{'':<{indent}}spec.{role} = {spec}: {values}")
-        for source in dict.fromkeys(v.source for v in SPECS[spec].values()):
-            print(f"{'':<{indent + 4}}source: {source}")
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -375,7 +236,9 @@ def _resume(args: argparse.Namespace) -> int:
     import hostlist
 
     from clustercheck.record import exclude
+    from clustercheck.run.options import require_tool
 
+    require_tool("scontrol", "clustercheck resume", "it resumes Slurm nodes and has nothing to do without Slurm")
     rc, out = exclude.run(["scontrol", "show", "node", "-o"])
     if rc != 0:
         raise HarnessError(f"scontrol show node failed: {out.splitlines()[-1] if out else rc}")

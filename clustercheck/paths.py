@@ -19,3 +19,20 @@ def display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def shipped_name(path: Path) -> str | None:
+    """`suites/cpu-smoke.yaml` for a suite or profile shipped with clustercheck (wherever the package was
+    installed: a venv's site-packages path means nothing to a user), None for any other file."""
+    for kind in ("suites", "thresholds"):
+        try:
+            if path.resolve().parent == data_dir(kind).resolve():
+                return f"{kind}/{path.name}"
+        except OSError:
+            continue
+    return None
+
+
+def shown(path: Path) -> str:
+    """A suite or profile as messages name it: a shipped one by name, others as `display` does."""
+    return shipped_name(path) or display(path)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from pathlib import Path
-from typing import Any, Generator, Iterator
+from typing import Any, Generator, Iterator, TextIO, cast
 
 import pytest
 
@@ -15,7 +16,7 @@ from clustercheck.kinds import KINDS
 from clustercheck.errors import ClusterCheckError, Skip, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
-from clustercheck.paths import display
+from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
@@ -94,6 +95,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     explicit = parent.session.isinitpath(file_path)
     if (explicit or file_path.parent.name == "suites") and is_suite_file(file_path):
+        shipped = shipped_name(file_path)  # by name: node ids and results never carry a venv's path
+        if shipped:
+            return SuiteFile.from_parent(parent, path=file_path, nodeid=shipped)
         return SuiteFile.from_parent(parent, path=file_path)
     return None
 
@@ -101,7 +105,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 class SuiteFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            suite = load_suite(self.path, display(self.path))
+            suite = load_suite(self.path, shown(self.path))
         except UserError as exc:
             self.config.stash.setdefault(bad_suites_key, []).append(str(exc))
             raise self.CollectError(str(exc)) from None
@@ -169,11 +173,40 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     stopper = Stopper(cs.kill_ranks)
     stopper.install()
     config.stash[stopper_key] = stopper
-    if cs.options.progress or cs.options.progress is None and sys.stderr.isatty():
-        progress = Progress(len(checks) * (cs.options.repeat or 1))
+    if not cs.options.no_progress:  # on by default: a live line on a terminal, a line per item in a log
+        opts = cs.options
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        # off a terminal the lines go where pytest's own do, whole, so a log never reads "Fclustercheck [2/3]"
+        log = _ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
+        progress = Progress(len(checks) * (opts.repeat or 1), cast("TextIO | None", log), per_repetition=len(checks) if opts.repeating
+                            else None, deadline=time.monotonic() + opts.duration if opts.duration else None)
         if cs.pools is not None:
             progress.detail = cs.pools.progress  # the running sweep's size, as its ranks post it
         config.stash[progress_key] = progress
+
+
+class _ReporterLines(io.TextIOBase):
+    """A text stream that hands whole lines to pytest's terminal reporter (which starts each on a line of
+    its own, after any dots), for the progress lines of a batch log: no carriage return, no escape code."""
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            shown = self.reporter.currentfspath
+            self.reporter.write_line(line)
+            self.reporter.currentfspath = shown  # the dots go on below it, without the suite's path again
+        return len(text)
+
+    def flush(self) -> None:
+        self.reporter.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -229,6 +262,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         return None  # pytest's loop reports the collection errors
     deadline = time.monotonic() + cs.options.duration if cs.options.duration else None
+    progress = session.config.stash.get(progress_key, None)
+    if progress is not None and deadline is not None:
+        progress.deadline = deadline  # the line counts down to the deadline this loop keeps
     repetition = 0
     while True:
         repetition += 1
@@ -329,7 +365,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         stopper.restore()
     for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None)):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
-    for line in file_lines(cs.run_dir):
+    if cs.options.counters:
+        terminalreporter.write_line("counters: read on every node before and after each check (--counters); a rise "
+                                    "beyond its allowance fails the item, an unreadable counter is an error")
+    for line in file_lines(cs.run_dir, url=bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(line)
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")

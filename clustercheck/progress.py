@@ -1,5 +1,6 @@
 """The live progress line on stderr: which check, which node, done/total, elapsed and time left (the mean
-duration of the checks done so far times those left). On a terminal a daemon thread rewrites the line once
+duration of the checks done so far times those left). Under repetition (--repeat N, --duration T) it shows
+the repetition, the item within it and the time left: to the deadline, or the repetitions still to run. On a terminal a daemon thread rewrites the line once
 a second (elapsed keeps moving during a long check) and the line ends when the item does; off a terminal
 (CI logs) one plain line per item, no carriage returns."""
 
@@ -16,8 +17,12 @@ CLEAR = "\x1b[K"  # clear to the end of the line: a shorter line leaves nothing 
 
 class Progress:
     def __init__(self, total: int, stream: TextIO | None = None, interval: float = 1.0,
-                 stopped: Callable[[], bool] = lambda: False) -> None:
+                 stopped: Callable[[], bool] = lambda: False, *, per_repetition: int | None = None,
+                 deadline: float | None = None) -> None:
+        """`total` items in all (for --duration: one repetition's); `per_repetition` items in each
+        repetition of a repeated run; `deadline` (time.monotonic()) the end of a --duration run."""
         self.total, self.done, self.t0 = total, 0, time.monotonic()
+        self.per_repetition, self.deadline = per_repetition, deadline
         self._stream, self.interval, self.stopped = stream, interval, stopped
         self._current: tuple[str, str | None, float] | None = None  # check, node, when it started
         self._lock = threading.Lock()
@@ -38,12 +43,27 @@ class Progress:
     def line(self, check_id: str, where: str | None, started: float | None = None) -> str:
         now = time.monotonic()
         elapsed = now - self.t0
-        left = f", about {clock(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
         on = f" on {where}" if where else ""
         this = f" (this {clock(now - started)})" if started is not None else ""
         detail = self.detail() if started is not None else ""
         step = f": {detail}" if detail else ""
-        return f"clustercheck [{self.done + 1}/{self.total}] {check_id}{on}{step}, elapsed {clock(elapsed)}{this}{left}"
+        return f"clustercheck [{self._count()}] {check_id}{on}{step}, elapsed {clock(elapsed)}{this}{self._left(now)}"
+
+    def _count(self) -> str:
+        n = self.per_repetition
+        if not n:
+            return f"{self.done + 1}/{self.total}"
+        repetition, item = divmod(self.done, n)
+        of = "" if self.deadline is not None else f"/{max(1, self.total // n)}"
+        return f"repetition {repetition + 1}{of}, {item + 1}/{n}"
+
+    def _left(self, now: float) -> str:
+        if self.deadline is not None:  # --duration: the deadline, never a count that runs past it
+            left = self.deadline - now
+            return f", {clock(left)} left" if left > 0 else ", time is up: finishing this repetition"
+        if not self.done:
+            return ""
+        return f", about {clock((now - self.t0) / self.done * max(0, self.total - self.done))} left"
 
     def start(self, check_id: str, where: str | None) -> None:
         if not self.live:
@@ -106,5 +126,5 @@ def _has_fd(stream: TextIO) -> bool:
 
 
 def clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
+    m, s = divmod(max(0, int(seconds)), 60)
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"

@@ -78,6 +78,37 @@ def fmt(value: float | str | None) -> str:
         return value
     if value != value:  # NaN
         return "nan"
+    if value in (float("inf"), float("-inf")):  # a hand-edited or broken record: shown, never an OverflowError
+        return "inf" if value > 0 else "-inf"
     if value == int(value) and abs(value) < 1e9:
         return str(int(value))
     return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+
+
+BYTES_UNITS = ("B", "bytes")
+
+
+def format_bytes(nbytes: float) -> str:
+    """A byte count as people read it: `22.7 GiB`, `512 B` (binary prefixes, as free and nvidia-smi use)."""
+    for suffix, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if abs(nbytes) >= 1 << shift:
+            return f"{fmt(round(nbytes / (1 << shift), 1))} {suffix}"
+    return f"{fmt(nbytes)} B"
+
+
+def fmt_unit(value: float | str | None, unit: str | None) -> str:
+    """A value with its unit, formatted by the unit, the one place every report formats a number with one:
+    bytes in KiB/MiB/GiB, a percentage as `+12.5%`, seconds and everything else to 4 significant digits
+    (never `90.89299999999999 s`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{fmt(value)} {unit or ''}".rstrip()
+    if unit in BYTES_UNITS:
+        return format_bytes(value)
+    if unit == "%":
+        return f"{fmt(value)}%"
+    return f"{fmt(value)} {unit or ''}".rstrip()
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """`1 row`, `3 rows`."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"

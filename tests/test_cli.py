@@ -71,8 +71,15 @@ def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
 def test_platforms_lists_and_shows_resolved_limits() -> None:
     out = cc("platforms")
     assert out.returncode == 0
-    assert "cpu " in out.stdout and "h100-sxm-8x" in out.stdout and "pci_device_ids=[0x2330]" in out.stdout
+    lines = out.stdout.splitlines()
+    profiles = [l for l in lines if not l.startswith(("derived:", "details"))]
+    assert len(profiles) == len({l.split()[0] for l in profiles}) >= 10  # one line per profile
+    assert any(l.split()[:4] == ["h100-sxm-8x", "8", "GPU(s)", "shipped"] for l in profiles)
+    assert all(len(l) <= 200 for l in lines) and "source:" not in out.stdout
+    out = cc("platforms", "list", "extra")
+    assert out.returncode == 4 and out.stderr.count("\n") == 1 and "platforms show extra" in out.stderr
     out = cc("platforms", "show", "h100-sxm-8x")
+    assert "detect: gpu_count=8, pci_device_ids=[0x2330], nvlinks_per_gpu=18" in out.stdout
     assert "allreduce-ring.busbw >= 328.5 GB/s  = '>= 0.73 * spec.nvlink.unidirectional'" in out.stdout
     assert "spec.nvlink.unidirectional = 450 GB/s" in out.stdout
     out = cc("platforms", "show", "a999")

@@ -10,7 +10,8 @@ import pytest
 
 from clustercheck.fabric import comm
 from clustercheck.measure.nccl_log import SUBSYS, NcclLog
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 from evidence import text as shared_text
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl-debug"

@@ -127,12 +127,14 @@ def test_compare_command_exit_codes_and_default_run(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0] == "baseline hist/20260101-000000-cpu (cpu, started 2026-01-01T00:00:00+00:00)"
     assert lines[1] == "run      hist/20260102-000000-cpu (cpu, started 2026-01-02T00:00:00+00:00)"
-    assert lines[2].split() == ["REGRESSION", "gate::allreduce[n1]", "busbw", "100", "->", "90", "GB/s", "-10.0%",
+    assert lines[2] == "FAILED NOW  gate::allreduce[n1]: wrong passed in the baseline (0), fails now (3 count, == 0)"
+    assert lines[3].split() == ["REGRESSION", "gate::allreduce[n1]", "busbw", "100", "->", "90", "GB/s", "-10.0%",
                                 "higher", "is", "better"]
-    assert lines[-1] == "3 metric(s) compared at tolerance 5%: 1 regression(s), 0 improvement(s), 2 not compared"
+    assert lines[-1] == ("3 metric(s) compared at tolerance 5%: 1 regression(s), 0 improvement(s), "
+                         "1 verdict(s) failed now, 2 not compared")
 
     out = cc(str(base), str(now), "--tolerance", "15%", cwd=tmp_path)
-    assert out.returncode == 0 and "REGRESSION" not in out.stdout
+    assert out.returncode == 1 and "REGRESSION" not in out.stdout  # #wrong 0 -> 3 fails whatever the tolerance
     assert out.stdout.splitlines()[-1].startswith("3 metric(s) compared at tolerance 15%: 0 regression(s)")
 
     (now / "run.jsonl").write_text("not json\n")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from clustercheck.run.launch import HostsLauncher, env_line, rank_env, read_env
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 

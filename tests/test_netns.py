@@ -141,7 +141,8 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     from clustercheck.localize import Planner
     from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
     from clustercheck.run.failure import RankFailure
-    from clustercheck.run.pool import PoolKey, PoolManager
+    from clustercheck.run.pool import PoolKey
+    from clustercheck.run.pools import PoolManager
 
     a, b = bed.hosts[0], bed.hosts[1]
     bed.throttle_pair(a, b, RATE)

@@ -10,7 +10,8 @@ import pytest
 from clustercheck.run import wire
 from clustercheck.errors import HarnessError
 from clustercheck.run.failure import RankFailure, rank_ranges, srun_task_ends
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 

@@ -84,7 +84,8 @@ def test_the_live_line_shows_where_the_running_sweep_stands_from_its_ranks(proje
     from pathlib import Path
 
     from clustercheck.kinds import KINDS
-    from clustercheck.run.pool import PoolKey, PoolManager
+    from clustercheck.run.pool import PoolKey
+    from clustercheck.run.pools import PoolManager
 
     manager = PoolManager(Path(project.path) / "logs")
     seen: list[str] = []

@@ -95,9 +95,10 @@ def test_report_command_reproduces_the_live_reports(project: pytest.Pytester) ->
 
 def test_report_on_a_missing_run_is_a_one_line_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(tmp_path / "nope")],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 4
-    assert out.stderr.strip().splitlines() == [f"clustercheck: error: no run record at {tmp_path / 'nope'}"]
+    assert out.stderr.strip().splitlines() == [f"clustercheck: error: no run record at {tmp_path / 'nope'} (and no run "
+                                               "history at clustercheck-out; --out DIR names another)"]
 
 
 def test_terminal_table_lines_up_and_shows_every_outcome(tmp_path: Path) -> None:

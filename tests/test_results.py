@@ -192,7 +192,7 @@ def test_each_entry_is_on_disk_before_close(tmp_path):
 
 def test_values_json_cannot_encode_are_written_as_text(tmp_path):
     path = tmp_path / "run.jsonl"
-    write_record(path, [{"type": "run", "cwd": Path("/somewhere")}])
+    write_record(path, [{"type": "run", "schema": 1, "cwd": Path("/somewhere")}])
     assert read_record(path)[0]["cwd"] == "/somewhere"
 
 

@@ -14,7 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 
 MiB, GiB = 1 << 20, 1 << 30
 SWEEP = {"sizes": [16 * MiB, 256 * MiB, GiB, 4 * GiB, 8 * GiB], "dtype": "float32", "warmup": 5, "iters": 20,

@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 from clustercheck.kinds.collectives import reduce_collective
 from clustercheck.kinds.subjects import reduce_subjects
 

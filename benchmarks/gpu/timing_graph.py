@@ -17,7 +17,8 @@ SIZES = [256 * MiB, 1024 * MiB, 2048 * MiB]
 
 
 def via_pool() -> None:
-    from clustercheck.run.pool import PoolKey, PoolManager
+    from clustercheck.run.pool import PoolKey
+    from clustercheck.run.pools import PoolManager
     from clustercheck.kinds.collectives import reduce_collective
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -92,6 +92,9 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
             raise f.error(key, f"expected {_POSITIVE[key]} above 0, got {value:g}")
         elif key == "fabric_ports" and not all(isinstance(v, str) and v for v in value):
             raise f.error(key, "expected a list of RDMA device or port names such as [mlx5_0, mlx5_3/1]")
+        for number in (value.values() if isinstance(value, dict) and key != "topology" else [value]):
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and not number >= 0:
+                raise f.error(key, f"expected a number >= 0, got {number!r}")  # a negative floor judges nothing
         out[key] = value
     f.done()
     return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
 
 from clustercheck.judging.limits import Limit
-from clustercheck.units import fmt
+from clustercheck.units import fmt, fmt_unit
 
 LIMIT, EXPECT = "limit", "expect"
 _MISS = {">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!="}
@@ -94,14 +94,14 @@ def is_expectation(v: Mapping[str, Any]) -> bool:
 
 
 def measured_text(v: Mapping[str, Any]) -> str:
-    return f"{fmt(v['measured'])} {v.get('unit') or ''}".rstrip()
+    return fmt_unit(v["measured"], v.get("unit"))
 
 
 def rule_text(v: Mapping[str, Any]) -> str:
     """`>= 430 GB/s` for a limit; `expected NV18` for an expectation."""
     if is_expectation(v):
         return f"expected {v.get('limit') or '-'}"
-    return f"{v['op']} {fmt(v['limit'])} {v.get('unit') or ''}".rstrip()
+    return f"{v['op']} {fmt_unit(v['limit'], v.get('unit'))}"
 
 
 def fmt_margin(margin: float | None, limit: float | str | None) -> str:
@@ -131,7 +131,8 @@ def line(v: Mapping[str, Any]) -> str:
     """One line a person acts on: who, what was measured, the rule, the margin and the worst rank."""
     who = f"{v['subject']} " if v.get("subject") else ""
     if is_expectation(v) or v.get("detail") is not None:
-        return f"{v.get('subject')}: {v['metric']}: {v.get('detail') or ''}".rstrip(": ")
+        where = f"{v['subject']}: " if v.get("subject") else ""
+        return f"{where}{v['metric']}: {v.get('detail') or ''}".rstrip(": ")
     state = "meets" if v["passed"] else "misses"
     worst = f"; worst {v['worst']}" if v.get("worst") and not v["passed"] and not v.get("subject") else ""
     return (f"{who}{v['metric']} {measured_text(v)} {state} the limit {rule_text(v)} "

@@ -119,6 +119,8 @@ def judge_limits(m: Measurement, limits: Mapping[str, Limit], complete: bool) ->
 
 
 def program_name(f: Fields, default: str, allowed: re.Pattern[str], what: str) -> str:
+    if "binary" in f.data and f.data["binary"] is None:  # `binary:` with no value is a mistake, not the default
+        raise f.error("binary", f"no program named (null); give the program's name ({what}) or leave the key out")
     name = f.get("binary", str, default)
     if "/" in name:
         raise f.error("binary", f"{show(name)} is a path; give the program's name ({what}) and put it on the "

@@ -52,8 +52,8 @@ def main(args: argparse.Namespace) -> int:
         for name in probes.NAMES:
             pr = probes.get(name)
             keys = f"; expect: {', '.join(pr.expect_keys)}" if pr.expect_keys else ""
-            print(f"{name:<10} [{pr.scope}] {pr.description}")
-            print(f"{'':<10} --input: {pr.input_help}{keys}")
+            print(f"{name:<11} [{pr.scope}] {pr.description}")
+            print(f"{'':<11} --input: {pr.input_help}{keys}")
         return 0
     if not args.name:
         raise UserError("probe needs a NAME (see clustercheck probe --list) or 'all'")
@@ -163,12 +163,12 @@ def _all(expect: dict[str, Any]) -> int:
     results = run_node_health(expect)
     for name, outcome, detail in results:
         if isinstance(detail, str):
-            print(f"{outcome.upper():<8} {name:<10} {escape(detail)}")
+            print(f"{outcome.upper():<8} {name:<11} {escape(detail)}")
             continue
         shown = [v for v in detail if not v.passed] or list(detail)
-        print(f"{outcome.upper():<8} {name:<10} {escape(shown[0].line())}")
+        print(f"{outcome.upper():<8} {name:<11} {escape(shown[0].line())}")
         for v in shown[1:]:
-            print(f"{'':<8} {'':<10} {escape(v.line())}")
+            print(f"{'':<8} {'':<11} {escape(v.line())}")
     outcomes = [o for _, o, _ in results]
     print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
     if "failed" in outcomes:

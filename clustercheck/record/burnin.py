@@ -166,5 +166,5 @@ def folded(results: Sequence[Any]) -> list[Any]:
                 if bad else f"passed all {s.repetitions} repetitions")
         message = f"{note}: {pick.get('message') or ''}".rstrip(": ") if bad else note
         out.append({**pick, "outcome": s.outcome, "message": message,
-                    "duration": sum(float(r.get("duration") or 0.0) for r in runs), "burn_in": s.as_dict()})
+                    "duration": round(sum(float(r.get("duration") or 0.0) for r in runs), 3), "burn_in": s.as_dict()})
     return out

@@ -1,9 +1,15 @@
-"""Compare two saved runs: per item and metric, did the measured value get worse beyond a tolerance?
+"""Compare two saved runs: per item and metric, did the measured value get worse beyond a tolerance and
+beyond the two runs' own measured spread?
 
 Items are matched by their stable JUnit id (`<suite stem>::<check id>[<node/GPU/pair>]`); metrics are
 those with a limit, and the limit's operator gives the direction: `>=`/`>` means higher is better,
 `<=`/`<` lower is better. `==` limits (e.g. `wrong == 0`) have no direction and are left to the
-verdict itself. Pure: no pytest, no torch."""
+verdict itself: a verdict that passed in the baseline and fails now, or a `#wrong` count that rose, is a
+regression whatever the tolerance. A change counts only when it is at least the tolerance *and* larger
+than the spread each run measured for that metric (2 x the coefficient of variation of the per-iteration
+times, or half the min..max range of a per-GPU metric's samples): two runs of a noisy machine differ by
+their noise, and that is not a regression. The time of a collective at a latency-bound size (below
+1 MiB) is judged by its limit only. Pure: no pytest, no torch."""
 
 from __future__ import annotations
 
@@ -11,15 +17,19 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any, Mapping
+
 from clustercheck.errors import UserError
-from clustercheck.record.io import RecordError, read_record
+from clustercheck.record.io import RecordError, load
 from clustercheck.judging.verdicts import VerdictEntry
-from clustercheck.record.schema import SCHEMA_VERSION, ResultEntry, RunHeader, item_id
-from clustercheck.units import fmt
+from clustercheck.record.schema import ResultEntry, RunHeader, item_id
+from clustercheck.units import UNITS, fmt
 
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
 DEFAULT_TOLERANCE = 0.05
+NOISE_CVS = 2.0  # a run's own spread of a metric: this many coefficients of variation of its iterations
+LATENCY_BYTES = 1 << 20  # below this a collective's time is latency: noise on a shared host, judged by its limit
 
 
 @dataclass(frozen=True)
@@ -27,9 +37,13 @@ class Run:
     path: Path  # the run.jsonl
     header: RunHeader
     results: list[ResultEntry]
+    incomplete: str | None = None  # why the run did not finish (record.io.Record.incomplete), None when it did
 
     def describe(self) -> str:
         return f"{self.header.get('platform', '?')}, started {self.header.get('started', '?')}"
+
+    def suites(self) -> list[str]:
+        return sorted({item_id(r).split("::")[0] for r in self.results})
 
 
 @dataclass(frozen=True)
@@ -41,16 +55,23 @@ class Change:
     baseline: float
     current: float
     change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline
-    kind: str  # "regression", "improvement" or "same"
+    kind: str  # "regression", "improvement", "same", "noise" (within the runs' spread) or "latency"
     name: str = ""  # the metric alone
     subject: str | None = None
+    noise: float = 0.0  # the larger of the two runs' own relative spread of this metric (0: not recorded)
 
     def percent(self) -> str:
         return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else ("+inf%" if self.change > 0 else "-inf%")
 
     def line(self) -> str:
         return (f"{self.item} {self.metric}: {fmt(self.baseline)} -> {fmt(self.current)} {self.unit} "
-                f"({self.percent()}; {self.direction} is better)")
+                f"({self.percent()}; {self.direction} is better{self.why()})")
+
+    def why(self) -> str:
+        """What kept a change from counting, or the spread it stood out of."""
+        if self.kind == "latency":
+            return "; a latency-bound size: judged by its limit only"
+        return f"; runs' own spread +-{self.noise * 100:.1f}%" if self.noise else ""
 
 
 @dataclass(frozen=True)
@@ -60,10 +81,22 @@ class Comparison:
     tolerance: float
     changes: list[Change] = field(default_factory=list)
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
+    failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
+    other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
 
     @property
     def regressions(self) -> list[Change]:
         return [c for c in self.changes if c.kind == "regression"]
+
+    @property
+    def worse(self) -> bool:
+        """A regression, a verdict that became failed, or a #wrong that rose: compare exits 1."""
+        return bool(self.regressions or self.failed_now)
+
+    @property
+    def compared(self) -> bool:
+        """Anything at all was compared (compare exits 5 otherwise)."""
+        return bool(self.changes or self.failed_now)
 
     @property
     def improvements(self) -> list[Change]:
@@ -78,31 +111,44 @@ def resolve_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Pa
     return path / "run.jsonl" if path.is_dir() else path
 
 
+def available(history: Path, shown: int = 8) -> str:
+    """`; runs in DIR: a, b, c` (the newest `shown`, oldest first), to follow a name that is not a run."""
+    try:
+        runs = sorted(p.name for p in history.iterdir() if (p / "run.jsonl").is_file() and not p.is_symlink())
+    except OSError:
+        return f" (and no run history at {history}; --out DIR names another)"
+    if not runs:
+        return f" (no runs in {history} yet)"
+    more = f"{len(runs) - shown} older, " if len(runs) > shown else ""
+    return f"; runs in {history}: {more}{', '.join(runs[-shown:])}"
+
+
 def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
     record = resolve_run(arg, history)
     if not record.is_file():
-        raise UserError(f"no run record at {record}")
+        raise UserError(f"no run record at {record}{available(history)}")
     try:
-        header, results, _ = read_record(record)
+        rec = load(record)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{record}: not a run record ({exc.__class__.__name__})") from None
     except RecordError as exc:
         raise UserError(f"{record}: not a run record ({exc})") from None
-    if header.get("type") != "run":
+    if rec.header.get("type") != "run":
         raise UserError(f"{record}: not a run record (no 'run' header line)")
-    if header.get("schema") != SCHEMA_VERSION:
-        raise UserError(f"{record}: run record schema {header.get('schema')!r}; this clustercheck reads "
-                        f"schema {SCHEMA_VERSION}")
-    return Run(record, header, results)
+    return Run(record, rec.header, rec.results, rec.incomplete())
 
 
-def classify(direction: str, change: float, tolerance: float) -> str:
+def classify(direction: str, change: float, tolerance: float, noise: float = 0.0) -> str:
+    """A change at least `tolerance` (the boundary counts) and beyond `noise`, the runs' own spread, is
+    a regression or an improvement by its direction; one within the spread is "noise". The spread is
+    compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as high): `noise` 0.9 covers
+    changes from /1.9 to x1.9, so a 10x drop of a rate stands out of a spread of +-90% in its times."""
     worse = -change if direction == HIGHER else change
-    if worse >= tolerance - 1e-12:
-        return "regression"
-    if -worse >= tolerance - 1e-12:
-        return "improvement"
-    return "same"
+    if abs(worse) < tolerance - 1e-12:
+        return "same"
+    if change > -1 and math.isfinite(change) and abs(math.log1p(change)) <= math.log1p(noise):
+        return "noise"
+    return "regression" if worse > 0 else "improvement"
 
 
 def relative(baseline: float, current: float) -> float:
@@ -119,11 +165,69 @@ def _directional(verdicts: list[VerdictEntry] | None) -> dict[str, VerdictEntry]
             for v in verdicts or [] if v.get("op") in _DIRECTION}
 
 
-def match(item: str, baseline: list[VerdictEntry] | None, current: list[VerdictEntry] | None,
+def _number(value: Any) -> float | None:
+    """A measured value that can be compared: a finite number (not a bool, text, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def spread(entry: Mapping[str, Any], v: Mapping[str, Any]) -> float:
+    """How much this metric varied within its own run, relative to its value: 2 x the coefficient of
+    variation of the per-iteration times (collectives: `iter_cv` at the judged size), or, for a per-GPU
+    (per-pair) metric, half the min..max range of its samples over their median. 0 when not recorded."""
+    subject = v.get("subject")
+    if subject:
+        for row in entry.get("rows") or []:
+            if isinstance(row, dict) and row.get("subject") == subject and row.get("metric") == v.get("metric"):
+                lo, hi, mid = (_number(row.get(k)) for k in ("min", "max", "median"))
+                if lo is not None and hi is not None and mid:
+                    return max(0.0, (hi - lo) / 2 / abs(mid))
+        return 0.0
+    cv = _number(((entry.get("metrics") or {}).get("iter_cv") or {}).get("value"))
+    return NOISE_CVS * cv if cv is not None and cv >= 0 else 0.0
+
+
+def _latency(entry: Mapping[str, Any], v: Mapping[str, Any]) -> bool:
+    """A time judged at a latency-bound size (the judged size below LATENCY_BYTES)."""
+    size = entry.get("judged_at")
+    family = UNITS.get(v.get("unit") or "", ("", 0.0))[0]
+    return family == "time" and isinstance(size, int) and 0 < size < LATENCY_BYTES
+
+
+def _key(v: Mapping[str, Any]) -> str:
+    return v["metric"] + (f"[{v['subject']}]" if v.get("subject") else "")
+
+
+def failed_now(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What got worse whatever the tolerance: a verdict that passed in the baseline and fails now (an `==`
+    limit too), a `#wrong` count that rose, or an item that passed and now fails."""
+    old = {_key(v): v for v in baseline.get("verdicts") or [] if isinstance(v.get("metric"), str)}
+    out = []
+    for v in current.get("verdicts") or []:
+        if not isinstance(v.get("metric"), str):
+            continue
+        o = old.get(_key(v))
+        if o is None:
+            continue
+        before, now = _number(o.get("measured")), _number(v.get("measured"))
+        if o.get("passed") is True and v.get("passed") is not True:
+            out.append((item, f"{_key(v)} passed in the baseline ({fmt(o.get('measured'))}), fails now "
+                              f"({fmt(v.get('measured'))} {v.get('unit', '')}, {v.get('expression') or v.get('op')})"))
+        elif v["metric"] == "wrong" and before is not None and now is not None and now > before:
+            out.append((item, f"{_key(v)} rose: {fmt(before)} -> {fmt(now)} wrong element(s)"))
+    if not out and baseline.get("outcome") == "passed" and current.get("outcome") == "failed":
+        out.append((item, "passed in the baseline, fails now"))
+    return out
+
+
+def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
           tolerance: float) -> tuple[list[Change], list[tuple[str, str]]]:
-    """One item's verdicts against the baseline's: a Change per metric judged the same way in both, and
-    (item, why) for each that cannot be compared. `compare` reports both; `--compare` judges the changes."""
-    old_v, new_v = _directional(baseline), _directional(current)
+    """One item's result against the baseline's (each a result line, or its verdicts, metrics, rows and
+    judged size): a Change per metric judged the same way in both, and (item, why) for each that cannot
+    be compared. `compare` reports both; `--compare` judges the changes."""
+    old_v, new_v = _directional(baseline.get("verdicts")), _directional(current.get("verdicts"))
     changes: list[Change] = []
     skipped: list[tuple[str, str]] = []
     for key, v in new_v.items():
@@ -138,10 +242,17 @@ def match(item: str, baseline: list[VerdictEntry] | None, current: list[VerdictE
         if _DIRECTION[o["op"]] != direction:
             skipped.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
             continue
-        before, now = float(o["measured"]), float(v["measured"])
+        before, now = _number(o.get("measured")), _number(v.get("measured"))
+        if before is None or now is None:
+            bad = "the baseline" if before is None else "this run"
+            skipped.append((item, f"{key}: {bad} measured {fmt(o.get('measured') if before is None else v.get('measured'))}, "
+                                  "not a number"))
+            continue
         change = relative(before, now)
-        changes.append(Change(item, key, v["unit"], direction, before, now, change,
-                              classify(direction, change, tolerance), v["metric"], v.get("subject")))
+        noise = max(spread(baseline, o), spread(current, v))
+        kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise)
+        changes.append(Change(item, key, v["unit"], direction, before, now, change, kind, v["metric"],
+                              v.get("subject"), noise))
     return changes, skipped
 
 
@@ -149,16 +260,23 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     if not tolerance >= 0 or not math.isfinite(tolerance):
         raise UserError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
     before = {item_id(r): r for r in baseline.results}
+    both = set(baseline.suites()) & set(current.suites())
     changes: list[Change] = []
     not_compared: list[tuple[str, str]] = []
+    worse: list[tuple[str, str]] = []
+    other = 0
     seen = set()
     for r in current.results:
         item = item_id(r)
         seen.add(item)
         old = before.get(item)
+        if item.split("::")[0] not in both:
+            other += 1  # a suite the baseline did not run: said once, in one line, not item by item
+            continue
         if old is None:
             not_compared.append((item, "not in the baseline"))
             continue
+        worse += failed_now(item, old, r)
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         if has_old and not has_new:
             not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
@@ -166,40 +284,64 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         if has_new and not has_old:
             not_compared.append((item, f"no measurement in the baseline ({old['outcome']})"))
             continue
-        found, skipped = match(item, old.get("verdicts"), r.get("verdicts"), tolerance)
+        found, skipped = match(item, old, r, tolerance)
         changes += found
         not_compared += skipped
-    not_compared += [(item, "not in this run") for item in before if item not in seen]
-    return Comparison(baseline, current, tolerance, changes, not_compared)
+    for item in before:
+        if item not in seen:
+            if item.split("::")[0] in both:
+                not_compared.append((item, "not in this run"))
+            else:
+                other += 1
+    return Comparison(baseline, current, tolerance, changes, not_compared, worse, other)
+
+
+_LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
+          "latency": "latency"}
 
 
 def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
-    """Regressions first, then improvements (and unchanged with show_same), then what was not compared."""
-    rows = [("REGRESSION", ch) for ch in c.regressions] + [("improved", ch) for ch in c.improvements]
-    if show_same:
-        rows += [("same", ch) for ch in c.changes if ch.kind == "same"]
-    table = [(kind, ch.item, ch.metric, f"{fmt(ch.baseline)} -> {fmt(ch.current)} {ch.unit}", ch.percent(),
-              f"{ch.direction} is better") for kind, ch in rows]
+    """Different suites in one line; verdicts that became failed, regressions, improvements (and with
+    show_same the unchanged, those within the runs' spread and latency), what was not compared, a count."""
     lines = []
+    old, new = c.baseline.suites(), c.current.suites()
+    if old != new:
+        lines.append(f"suites differ: the baseline ran {', '.join(old) or 'nothing'}, this run "
+                     f"{', '.join(new) or 'nothing'}" + (f" ({c.other_suites} item(s) of a suite only one run ran "
+                                                         "are not compared)" if c.other_suites else ""))
+    lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
+    shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
+    rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]
+    table = [(_LABEL[ch.kind], ch.item, ch.metric, f"{fmt(ch.baseline)} -> {fmt(ch.current)} {ch.unit}",
+              ch.percent(), f"{ch.direction} is better{ch.why()}") for ch in rows]
     if table:
         widths = [max(len(row[i]) for row in table) for i in range(5)]
         lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in table]
     lines += [f"not compared  {item}: {why}" for item, why in c.not_compared]
+    kinds = [ch.kind for ch in c.changes]
+    extra = "".join(f", {n} {what}" for n, what in ((kinds.count("noise"), "within the runs' own spread"),
+                                                   (kinds.count("latency"), "latency left to its limit"),
+                                                   (len(c.failed_now), "verdict(s) failed now")) if n)
     lines.append(f"{len(c.changes)} metric(s) compared at tolerance {c.tolerance * 100:g}%: "
-                 f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
+                 f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s){extra}, "
                  f"{len(c.not_compared)} not compared")
     return lines
 
 
 def parse_tolerance(text: str) -> float:
-    """`0.05` or `5%`; for argparse (`type=`)."""
+    """`0.05` or `5%`; for argparse (`type=`). A bare number of 1 or more is refused: `5` would be 500%,
+    which nobody means; write `5%` or `0.05`."""
     import argparse
 
+    percent = text.strip().endswith("%")
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        value = float(text.strip()[:-1]) / 100 if percent else float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or a percentage such as 5%, "
                                          f"got {text!r}") from None
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"tolerance must be >= 0, got {text!r}")
+    if not percent and value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is ambiguous: write {text}% for a percentage, or a fraction "
+                                         f"below 1 such as 0.05")
     return value

@@ -111,6 +111,16 @@ def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str
     return ours, others
 
 
-def run(cmd: list[str]) -> tuple[int, str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+def run(cmd: list[str], timeout: float = 60.0) -> tuple[int, str]:
+    """(exit status, output) of a scheduler command. A command that cannot run (not installed, not
+    executable, hung) is a status too, never an exception: a drain that fails must not cost a run its
+    reports. 127 and 124 as a shell and timeout(1) would say."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return 127, f"{cmd[0]}: not found on the PATH"
+    except subprocess.TimeoutExpired:
+        return 124, f"{cmd[0]}: no answer in {timeout:g} s"
+    except OSError as exc:
+        return 126, f"{cmd[0]}: {exc.strerror or type(exc).__name__}"
     return proc.returncode, (proc.stdout + proc.stderr).strip()

@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from clustercheck.record.schema import (OUTCOMES, EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, item_id)
+from clustercheck.record.schema import (OUTCOMES, SCHEMA_VERSION, EndEntry, ExcludeEntry, PlanItem, ResultEntry,
+                                        RunHeader, item_id)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,9 @@ class RecordError(ValueError):
 def load(path: Path) -> Record:
     """Every line of a run record, each checked for the shape its readers rely on (RecordError naming
     the line otherwise). Only a torn *last* line (a writer killed mid-line) is ignored: a bad line
-    anywhere else would hide a result, and a gate must not read a record with holes as complete."""
+    anywhere else would hide a result, and a gate must not read a record with holes as complete. Every
+    reader (report, compare, --compare, sign, verify) shares these refusals: a record of another schema
+    version, or none, is refused here, not read by guesswork."""
     header: RunHeader = {}
     results: list[ResultEntry] = []
     exclude: ExcludeEntry | None = None
@@ -93,6 +96,8 @@ def load(path: Path) -> Record:
     plan: list[PlanItem] | None = None
     for number, entry in _lines(path):
         kind = entry.get("type")
+        if kind == "run":
+            _check_schema(entry, number)
         _check(entry, number)
         if kind == "run":
             header = entry  # type: ignore[assignment]  # checked above: the writer gave it this shape
@@ -105,6 +110,13 @@ def load(path: Path) -> Record:
         elif kind == "plan":
             plan = entry["items"]
     return Record(path, header, results, exclude, end, plan)
+
+
+def _check_schema(entry: dict[str, Any], number: int) -> None:
+    schema = entry.get("schema")
+    if type(schema) is not int or schema != SCHEMA_VERSION:  # bool is an int to isinstance
+        found = "none" if "schema" not in entry else str(schema)[:40]
+        raise RecordError(f"line {number}: run record schema {found}; this clustercheck reads schema {SCHEMA_VERSION}")
 
 
 def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | None]:

@@ -38,6 +38,7 @@ class RunHeader(TypedDict, total=False):
     nodes: list[str]
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
     run_id: str  # a UUID naming this run in its evidence (absent in older records)
+    counters: bool  # --counters: hardware counters read around every check (absent in older records)
     node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
     absent: dict[str, str]  # node -> why it never joined (--launcher join, k8s): the run is INCOMPLETE
     expect: dict[str, Any]  # --expect given to the run (over the profile's expect: block)

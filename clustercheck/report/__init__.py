@@ -51,13 +51,23 @@ def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict
     """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
     texts = render_texts(rec, signer)
     paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
-    staged = []
-    for kind, (name, data) in texts.items():
-        tmp = out_dir / f".{name}.tmp{os.getpid()}"
-        tmp.write_bytes(data)
-        staged.append((tmp, paths[kind]))
-    for tmp, path in staged:  # only once every report rendered: never replace a report with less
-        os.replace(tmp, path)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for kind, (name, data) in texts.items():
+            tmp = out_dir / f".{name}.tmp{os.getpid()}"
+            staged.append((tmp, paths[kind]))
+            tmp.write_bytes(data)
+        for path in paths.values():  # a directory (or other non-file) in a report's place: refused before any change
+            if path.exists() and not path.is_file():
+                raise IsADirectoryError(21, "Is a directory" if path.is_dir() else "not a regular file", str(path))
+        for tmp, path in staged:  # only once every report rendered: never replace a report with less
+            os.replace(tmp, path)
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        where = exc.filename if isinstance(exc.filename, str) else out_dir
+        raise UserError(f"{where}: cannot write the report ({exc.strerror or type(exc).__name__}); reports left as "
+                        "they were") from None
     return paths
 
 

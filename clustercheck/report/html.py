@@ -12,12 +12,14 @@ from clustercheck.kinds import figure_of
 from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import counts
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
-from clustercheck.units import fmt, format_size
+from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, plural
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
 _env.filters["num"] = fmt
 _env.filters["size"] = format_size
+_env.filters["unit"] = fmt_unit
+_env.filters["plural"] = lambda n, word: plural(int(n), word)
 _env.filters["margin"] = vt.margin_text
 _env.filters["rule"] = vt.rule_text
 
@@ -107,6 +109,9 @@ def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+_BYTE_FACTS = ("host_memory", "gpu_memory_free")  # facts in bytes, shown as GiB
+
+
 def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`; the network has
     its own section (`network`)."""
@@ -120,7 +125,8 @@ def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
             rows.append((key, ", ".join(f"0x{v:04x}" if key == "pci_device_ids" and isinstance(v, int) else str(v)
                                         for v in value) or "-"))
         else:
-            rows.append((key, "-" if value is None else str(value)))
+            rows.append((key, "-" if value is None else format_bytes(value) if key in _BYTE_FACTS and
+                         isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)))
     return rows
 
 

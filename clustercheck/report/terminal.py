@@ -34,7 +34,10 @@ def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
             continue
         for v in verdicts:
             metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
-            rows.append((r["name"], metric, vt.measured_text(v), vt.rule_text(v), vt.margin_text(v), vt.word(v)))
+            measured = vt.measured_text(v)
+            if v.get("detail") and v["metric"].endswith(" vs baseline"):  # the baseline's value beside the change
+                measured += f" ({str(v['detail']).split(' (')[0]})"
+            rows.append((r["name"], metric, measured, vt.rule_text(v), vt.margin_text(v), vt.word(v)))
     return rows
 
 
@@ -130,6 +133,10 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
     return out
 
 
-def file_lines(run_dir: Path) -> list[str]:
+def file_lines(run_dir: Path, url: bool = False) -> list[str]:
+    """Every file the run wrote, by absolute path (they are opened from other directories and machines);
+    on a terminal (`url`) the HTML report as a file:// URL, which terminals make clickable."""
     signed = ("attestation.json",) if (run_dir / "attestation.json").is_file() else ()
-    return [f"  {name:<16} {display(run_dir / name)}" for name in FILES + signed]
+    where = run_dir.resolve()
+    return [f"  {name:<16} {(where / name).as_uri() if url and name.endswith('.html') else where / name}"
+            for name in FILES + signed]

@@ -142,20 +142,27 @@ class Baseline:
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
 
-    def regressions(self, check: CheckSpec, item: str, verdicts: list[Verdict]) -> list[Verdict]:
-        """One verdict per directional metric that the baseline judged the same way: the relative change,
-        failing when it got worse by the tolerance or more."""
+    def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> list[Verdict]:
+        """One verdict per directional metric that the baseline judged the same way: the relative change in
+        percent, failing when it got worse by the tolerance or more and beyond the two runs' own spread
+        (record.compare.match); a latency-bound time is left to its own limit."""
         old = self.items.get(item)
         if old is None:
             return []
-        changes, _ = match(item, old.get("verdicts"), [v.as_dict() for v in verdicts], self.tolerance)
-        return [self._verdict(check, c) for c in changes]
+        m = outcome.measurement
+        now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,
+               "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
+        changes, _ = match(item, old, now, self.tolerance)
+        return [self._verdict(check, c) for c in changes if c.kind != "latency"]
 
     def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
-        op, bound = (">=", -self.tolerance) if c.direction == HIGHER else ("<=", self.tolerance)
-        limit = Limit(check.id, f"{c.name} vs baseline", op, bound, "ratio", f"change {op} {bound:+.0%}",
-                      f"baseline measured {fmt(c.baseline)}", self.origin)
-        verdict = of_limit(limit.metric, c.change, limit, subject=c.subject)
-        # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify)
+        op, bound = (">=", -self.tolerance * 100) if c.direction == HIGHER else ("<=", self.tolerance * 100)
+        limit = Limit(check.id, f"{c.name} vs baseline", op, bound, "%", f"change {op} {bound:+g}%",
+                      f"baseline measured {fmt(c.baseline)} {c.unit}", self.origin)
+        verdict = of_limit(limit.metric, c.change * 100, limit, subject=c.subject)
+        # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify); a change
+        # within the runs' own spread is noise, not a regression
         return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
-                       verdict.margin, subject=c.subject)
+                       verdict.margin, subject=c.subject,
+                       detail=f"{fmt(c.baseline)} -> {fmt(c.current)} {c.unit} ({c.percent()}; {c.direction} is "
+                              f"better, at most {self.tolerance * 100:g}% worse allowed{c.why()})")

@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
@@ -120,6 +122,8 @@ class SlurmLauncher(Launcher):
             raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
                             "SLURM_JOB_NODELIST is not set")
         self.nodes = tuple(hostlist.expand_hostlist(nodelist))
+        if shutil.which("srun") is None:  # before any check, not when the first pool starts
+            raise UserError("--launcher slurm starts ranks with srun, which is not on the PATH here")
 
     def store_bind(self) -> tuple[str, str]:
         return "0.0.0.0", advertised(self.store_addr)
@@ -146,6 +150,10 @@ class SlurmLauncher(Launcher):
                                      start_new_session=True)]
 
 
+HOSTS_WAVE = 64  # --launcher hosts starts this many connections (ssh) at a time...
+HOSTS_WAVE_PAUSE = 0.5  # ...then waits this long: sshd refuses past MaxStartups (10:30:100) handshakes at once
+
+
 class HostsLauncher(Launcher):
     kind = "hosts"
     remote = True
@@ -158,8 +166,11 @@ class HostsLauncher(Launcher):
             words = shlex.split(template)
         except ValueError as exc:
             raise UserError(f"--host-command {template!r}: {exc}") from None
-        if not words or not any("{host}" in w for w in words):
-            raise UserError(f"--host-command {template!r} must contain {{host}}, e.g. 'ssh {{host}} {{python}}'")
+        if not words:
+            raise UserError("--host-command is empty; e.g. 'ssh {host} {python}'")
+        program = sys.executable if words[0] == "{python}" else words[0]
+        if "{host}" not in program and shutil.which(program) is None:  # before any check, not at the first pool
+            raise UserError(f"--host-command {template!r}: {words[0]!r} is not on the PATH here")
         self.nodes = tuple(hosts)
         self.words = words
 
@@ -186,6 +197,8 @@ class HostsLauncher(Launcher):
         travel = rank_env(env, check_env=check_env)  # laid over the remote login's own environment
         procs = []
         for r in range(nranks):
+            if r and r % HOSTS_WAVE == 0:  # connections begin in waves, never thousands of handshakes at once
+                time.sleep(HOSTS_WAVE_PAUSE)
             host = self.node_of(r, nranks)
             args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
                     "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",

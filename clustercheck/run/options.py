@@ -4,6 +4,7 @@ from `RUN_OPTIONS`, and `clustercheck run` hands its values on to pytest through
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,18 +49,36 @@ class Opt:
         return out
 
 
+def _given(option: str) -> Callable[[str], str]:
+    """A value that must not be empty: `--platform ''` is a mistake, not 'detect'."""
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{option} needs a value, got an empty one")
+        return text
+    return check
+
+
+def _dir(option: str) -> Callable[[str], Path]:
+    """A directory option: `--out ''` would write into the working directory, so it is refused."""
+    def check(text: str) -> Path:
+        return Path(_given(option)(text))
+    return check
+
+
 RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("platform", "--platform", "threshold profile to judge against (a file name in --thresholds without "
-        ".yaml); default: detected from the hardware"),
+        ".yaml); default: detected from the hardware", type=_given("--platform")),
     Opt("thresholds", "--thresholds", "a directory of your own threshold profiles, searched before the shipped "
         "ones (repeatable; also $CLUSTERCHECK_THRESHOLDS, ':'-separated); a profile of the same name hides ours",
         type=Path, metavar="DIR", repeat=True),
-    Opt("ranks", "--ranks", "rank processes per node (default: one per GPU; 2 without GPUs)", type=int,
-        metavar="N"),
+    Opt("ranks", "--ranks", "rank processes per node (default: one per GPU; 2 without GPUs); local ranks are "
+        "capped by this machine's cores and memory unless --force", type=int, metavar="N"),
+    Opt("force", "--cc-force", "run more local ranks than this machine's cores and memory hold (--ranks)",
+        cli_flag="--force", default=False, flag=True),
     Opt("backend", "--backend", "torch.distributed backend (default: nccl with GPUs, gloo without)",
         default="auto", choices=("auto", "gloo", "nccl")),
     Opt("out", "--cc-out", "where each run writes its record and reports, in DIR/<time>-<platform>/ and "
-        "DIR/latest (default: clustercheck-out)", cli_flag="--out", default=Path("clustercheck-out"), type=Path,
+        "DIR/latest (default: clustercheck-out)", cli_flag="--out", default=Path("clustercheck-out"), type=_dir("--out"),
         metavar="DIR"),
     Opt("launcher", "--launcher", "how ranks start: local (this machine), slurm (srun on every node of the "
         "allocation, inside salloc or sbatch), hosts (--hosts started with --host-command), join (--nodes node "
@@ -118,8 +137,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("tolerance", "--compare-tolerance", "how much worse than the baseline a metric may get, e.g. 0.05 or "
         "5%% (default 5%%)", default="5%", metavar="FRACTION"),
     Opt("nccl_log", "--nccl-log", NCCL_LOG_HELP, default="full", choices=NCCL_LOG_MODES),
-    Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total, time "
-        "left) on stderr; default: on when stderr is a terminal", cli_flag="--progress", default=None, flag=True),
+    Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total or repetition "
+        "and item, time left) on stderr: rewritten in place on a terminal, one plain line per item in a log; the "
+        "default", cli_flag="--progress", default=None, flag=True),
+    Opt("no_progress", "--cc-no-progress", "no progress line", cli_flag="--no-progress", default=False, flag=True),
     Opt("timings", "--cc-timings", "print where the run's seconds went: start-up, collection, each pool's start "
         "(and each rank's torch import, store, process group, device), each check, the reports (also "
         "CLUSTERCHECK_PROFILE=1)", cli_flag="--timings", default=False, flag=True),
@@ -170,10 +191,12 @@ class Options:
     tolerance: float = 0.05
     nccl_log: str = "full"  # full (init log + tuning pool), init, off
     progress: bool | None = None
+    no_progress: bool = False
     repeat: int | None = None
     duration: float | None = None  # seconds
     counters: bool = False
     timings: bool = False
+    force: bool = False  # --force: local ranks beyond what the machine holds
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
     nodes: int | None = None  # join, k8s: the node agents to wait for
@@ -202,6 +225,8 @@ def resolve(get: Callable[[str], Any]) -> Options:
     ranks = values["ranks"]
     if ranks is not None and not 1 <= ranks <= 1024:
         raise UserError(f"--ranks must be between 1 and 1024, got {ranks}")
+    if ranks is not None and values["launcher"] == "local" and not values["force"]:
+        _fits_here(ranks)
     try:
         values["tolerance"] = parse_tolerance(values["tolerance"])
     except argparse.ArgumentTypeError as exc:
@@ -228,6 +253,8 @@ def resolve(get: Callable[[str], Any]) -> Options:
         raise UserError(f"--drain-max: {exc}".replace("tolerance", "share")) from None
     if values["drain_max"] > 1:
         raise UserError(f"--drain-max is a share of the run's nodes, at most 100%, got {values['drain_max']:g}")
+    if values["drain"] and not values["drain_dry_run"]:  # found before measuring, not after a 4-hour burn-in
+        require_tool("scontrol", "--drain", "--drain-dry-run prints the commands it would run")
     values["thresholds"] = search_path(values["thresholds"] or ())
     from clustercheck.judging.expect import parse_expect_args
 
@@ -239,6 +266,33 @@ def resolve(get: Callable[[str], Any]) -> Options:
 
         read_topology(values["topology"])  # a mistake in it is the user's: file, line and key, before any run
     return Options(**values)
+
+
+RANKS_PER_CORE = 4  # local ranks a core carries before every timing is the scheduler's, not the hardware's
+RANK_BYTES = 512 << 20  # what one rank process (python, torch, gloo) holds before its buffers
+
+
+def _fits_here(ranks: int) -> None:
+    """Refuse more local ranks than this machine holds: 1,024 processes on 2 cores measure the scheduler."""
+    from clustercheck.judging.platform import host_available
+    from clustercheck.units import format_bytes
+
+    cores = os.cpu_count() or 1
+    memory = host_available()
+    most = min(RANKS_PER_CORE * cores, memory // RANK_BYTES if memory else RANKS_PER_CORE * cores)
+    if ranks > max(1, most):
+        held = f"{cores} core(s)" + (f" and {format_bytes(memory)} of memory available" if memory else "")
+        raise UserError(f"--ranks {ranks}: this machine has {held}, room for at most {max(1, most)} local rank(s) "
+                        f"({RANKS_PER_CORE} per core, {format_bytes(RANK_BYTES)} each); --force runs them anyway")
+
+
+def require_tool(tool: str, option: str, instead: str = "") -> None:
+    """Refuse an option whose external command is not on the PATH, before anything is measured."""
+    import shutil
+
+    if shutil.which(tool) is None:
+        raise UserError(f"{option} runs {tool}, which is not on the PATH here (no Slurm on this machine?)"
+                        + (f"; {instead}" if instead else ""))
 
 
 def _fault(text: str) -> tuple[str, tuple[str, int | None, int | None]]:

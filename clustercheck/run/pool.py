@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from clustercheck.errors import HarnessError, escape
 from clustercheck.run import wire
@@ -120,7 +120,9 @@ class WorkerPool:
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            if not self.launcher.remote or not loopback(self._advertised):
+            here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}
+            if not self.launcher.remote or not loopback(self._advertised) or all(
+                    n in here or loopback(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
             raise RankFailure(f"{first} ({STORE_HINT.format(addr=self._advertised)}){nl}{rest}", exc.answered,
@@ -259,6 +261,8 @@ class WorkerPool:
         silent = [r for r in range(n) if r not in heard.accounted()]
         causes = [*heard.dead, *own]  # deaths in the order seen (srun lists the first task it lost first)
         parts = [f"rank {r} ({self._host(r)}) {reason} during {what}" for r, reason in heard.dead.items()]
+        if parts and (said := self._last_line(next(iter(heard.dead)))):  # the launcher's own words (ssh: ...) first
+            parts[0] += f": {said}"
         parts += [f"rank {r} ({self._host(r)}) raised {heard.errors[r]}" for r in own]
         for r in sorted(lost):
             first = heard.errors[r].splitlines()[0]
@@ -324,6 +328,12 @@ class WorkerPool:
             return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
         return "".join(parts) + more
 
+    def _last_line(self, rank: int) -> str:
+        """The last line a rank (or the program that was to start it, such as ssh) wrote, cut to 200
+        characters: the one line a one-line summary quotes."""
+        lines = [ln.strip() for ln in self.tail(rank, 4).splitlines() if ln.strip()]
+        return lines[-1][:200] if lines else ""
+
     def _host(self, rank: int) -> str:
         """The host a rank said it runs on; before it said so (a failed start), where it was sent."""
         if rank < len(self.ranks):
@@ -342,54 +352,3 @@ class WorkerPool:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
-
-
-class PoolManager:
-    """Pools by launch environment; a pool that failed is dropped and replaced on next use."""
-
-    def __init__(self, log_dir: Path, on_start: Callable[[WorkerPool], None] | None = None,
-                 launcher: Launcher | None = None) -> None:
-        self.log_dir = log_dir
-        self.on_start = on_start
-        self.launcher = launcher or LocalLauncher()
-        self.pools: dict[PoolKey, WorkerPool] = {}
-        self.starts = 0
-
-    def get(self, key: PoolKey) -> WorkerPool:
-        pool = self.pools.get(key)
-        if pool is not None and pool.alive():
-            return pool
-        if pool is not None:
-            self.discard(key)
-        self.starts += 1
-        pool = WorkerPool(key, self.log_dir, self.starts, self.launcher)
-        self.pools[key] = pool
-        try:
-            pool.start()
-        except BaseException:
-            self.discard(key)
-            raise
-        if self.on_start is not None:
-            self.on_start(pool)
-        return pool
-
-    def progress(self) -> str:
-        """What the task running now last said of itself (the per-size step of a sweep), or ""."""
-        return next((p.progress for p in list(self.pools.values()) if p.progress), "")
-
-    def discard(self, key: PoolKey) -> None:
-        pool = self.pools.pop(key, None)
-        if pool is not None:
-            pool.close(kill=True)
-
-    def close(self, kill: bool = False) -> None:
-        for key in list(self.pools):
-            self.pools.pop(key).close(kill=kill)
-
-    def kill_all(self) -> None:
-        """SIGKILL every rank at once, waiting for nothing (safe from a signal handler): whatever the
-        controller is waiting on then ends within a polling round."""
-        for pool in list(self.pools.values()):
-            for proc in list(pool.procs):
-                if proc.poll() is None:
-                    proc.kill()

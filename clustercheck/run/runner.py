@@ -15,7 +15,8 @@ from clustercheck.errors import HarnessError, Skip
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
-from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
+from clustercheck.run.pool import PoolKey, WorkerPool
+from clustercheck.run.pools import PoolManager
 from clustercheck.run.scopes import Where
 from clustercheck.kinds.base import CheckSpec
 

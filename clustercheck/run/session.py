@@ -23,7 +23,9 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
 from clustercheck.run.options import Options
-from clustercheck.run.pool import PoolKey, PoolManager, WorkerPool
+from clustercheck.run.rundir import check_latest, make_dir, point_latest, unique
+from clustercheck.run.pool import PoolKey, WorkerPool
+from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
 from clustercheck.record.io import RunWriter, load, now
 from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
@@ -70,6 +72,7 @@ class CheckSession:
         """Detect the platform, load and cross-check thresholds, open the run record and write the plan
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
+        check_latest(opts.out)  # before anything is measured: a `latest` clustercheck did not make is refused
         early = prestart.take()  # the local run's first pool, started before pytest was (run/prestart.py)
         if early is not None and self.launcher.remote:
             early.discard()
@@ -105,18 +108,18 @@ class CheckSession:
             raise
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        self.run_dir = _unique(opts.out / f"{stamp}-{self.profile.name}")
+        self.run_dir = unique(opts.out / f"{stamp}-{self.profile.name}")
         try:
             topology = None
             if opts.topology is not None:  # a run node under no switch: the user's error, before any check
                 from clustercheck.localize.topology import for_nodes
 
                 topology = for_nodes(opts.topology, self.nodes)
-            _make_dir(opts.out, self.run_dir)
+            make_dir(opts.out, self.run_dir)
         except UserError:
             _drop(first, early)
             raise
-        _point_latest(opts.out, self.run_dir)
+        point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
         kept = inputs.keep(self.run_dir, self.profile.file, self.profile.name, suite_files)  # exactly as run
         self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
@@ -127,7 +130,7 @@ class CheckSession:
             "platform": self.profile.name, "platform_detected": not opts.platform,
             "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
-            "ranks_per_node": self.per_node,
+            "ranks_per_node": self.per_node, "counters": opts.counters,
             "nodes": self.nodes, "python": sys.executable,
             **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
             **({"expect": opts.expect} if opts.expect else {}),
@@ -158,7 +161,7 @@ class CheckSession:
             return {self.nodes[0]: here_facts or platform_mod.read_facts()}, None
         key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
         logs = self.options.out / f".starting-{os.getpid()}" / "logs"
-        _make_dir(self.options.out, logs)
+        make_dir(self.options.out, logs)
         pool = WorkerPool(key, logs, 1, self.launcher)
         try:
             pool.start()
@@ -220,7 +223,7 @@ class CheckSession:
         if self.baseline is None:
             return outcome
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
-            check, item_id, outcome.verdicts))
+            check, item_id, outcome))
 
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
@@ -364,34 +367,6 @@ def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> lis
                     "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
                     "verdicts": [Verdict("usable GPUs", count, "", rule, False, subject=node, detail=detail).as_dict()]})
     return out
-
-
-def _make_dir(out: Path, path: Path) -> None:
-    """Create a directory under --out; one line, not a traceback, when --out names a file, /proc or a
-    read-only place."""
-    try:
-        path.mkdir(parents=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create the run directory {path} "
-                        f"({exc.strerror or type(exc).__name__})") from None
-
-
-def _unique(path: Path) -> Path:
-    candidate, n = path, 1
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.name}-{n}")
-    return candidate
-
-
-def _point_latest(out: Path, run_dir: Path) -> None:
-    link = out / "latest"
-    try:
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(run_dir.name)
-    except OSError:
-        pass  # a convenience only
 
 
 def _drop(*pools: WorkerPool | prestart.Prestarted | None) -> None:

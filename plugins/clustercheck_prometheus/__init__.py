@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 LABELS = ("check", "item", "nodes")
+written_key = pytest.StashKey[Path]()  # where the text file went, for the terminal's list of files
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +51,14 @@ def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]
         from prometheus_client import write_to_textfile
 
         write_to_textfile(str(path), registry(results, exclusion, incomplete))
+        config.stash[written_key] = path.resolve()
+
+
+@pytest.hookimpl(trylast=True)  # after clustercheck's own list of the files the run wrote
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    path = config.stash.get(written_key, None)
+    if path is not None:
+        terminalreporter.write_line(f"  {'prometheus':<16} {path}")
 
 
 def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None) -> Any:

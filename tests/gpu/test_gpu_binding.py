@@ -12,7 +12,8 @@ import pytest
 from clustercheck.measure.binding import locality
 from helpers import memory_need
 from clustercheck.run.failure import RankFailure
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 
 pytestmark = pytest.mark.gpu
 

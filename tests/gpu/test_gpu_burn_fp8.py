@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.run.pool import PoolKey, PoolManager
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,170 @@
+"""`clustercheck run`: the suites named (a file, or a shipped suite by name; with none, the one for this
+machine), refused in one line before pytest starts when they or the options cannot work; a local run's
+first rank pool started at once (run/prestart.py); and pytest isolated from the machine it runs on (no
+plugin autoload, no ini file or rootdir from a suite's folder, no assertion rewriting)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from clustercheck.errors import UserError
+from clustercheck.paths import data_dir, shown
+from clustercheck.run.timings import TIMINGS
+
+DEFAULT_CPU_SUITE = "cpu-smoke"
+DEFAULT_GPU_SUITE = "quick-gate-nvlink8"
+
+
+def misspelled(rest: list[str], plugins: list[str]) -> None:
+    """An option neither `clustercheck run` nor pytest (nor a plugin it loads) knows is a typo: one line
+    with the closest known option, exit 4, before pytest starts (whose own message is a usage screen)."""
+    import difflib
+
+    from clustercheck.run.options import RUN_OPTIONS
+
+    flags = [tok.split("=", 1)[0] for tok in rest if tok.startswith("--") and len(tok) > 2]
+    if not flags:
+        return
+    ours = sorted({o.run_flag for o in RUN_OPTIONS if o.cli})
+    theirs = _pytest_flags(plugins)
+    if theirs is None:  # pytest's parser could not be read: leave the judgment to pytest
+        return
+    for flag in flags:
+        if flag in theirs or flag in ours:
+            continue
+        close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.7) or \
+            difflib.get_close_matches(flag, sorted(theirs), n=1, cutoff=0.7)
+        raise UserError(f"unknown option {flag}" + (f"; did you mean {close[0]}?" if close else
+                                                    " (clustercheck run --help lists the options)"))
+
+
+def _pytest_flags(plugins: list[str]) -> set[str] | None:
+    """Every long option pytest, its installed plugins and the `-p` ones would accept; None when pytest's
+    parser cannot be read (its layout is pytest's own, not a promise)."""
+    try:
+        from _pytest.config import get_config
+
+        config = get_config()
+        manager = config.pluginmanager
+        manager.load_setuptools_entrypoints("pytest11")
+        for name in plugins:
+            try:
+                manager.import_plugin(name)
+            except Exception:  # pytest itself will say what is wrong with it
+                continue
+        parser = config._parser
+        groups = [parser._anonymous, *parser._groups]
+        return {name for group in groups for opt in group.options for name in opt.names() if name.startswith("--")}
+    except Exception:
+        return None
+
+
+def swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
+    """argparse cannot know that a pytest or plugin option (--prometheus-textfile PATH) takes a value,
+    and reads the value as a SUITE: say so, rather than 'no suite named PATH'."""
+    for option, value in zip(argv, argv[1:]):
+        swallowed = option in rest and option.startswith("-") and "=" not in option and value in suites
+        if swallowed and not _is_suite(value):  # not a flag (-v, -x) before a real suite
+            raise UserError(f"{option} {value}: write {option}={value} (options clustercheck does not know "
+                            f"go to pytest, and their values need '='; otherwise {value!r} is read as a suite)")
+
+
+def _is_suite(name: str) -> bool:
+    try:
+        resolve_suite(name)
+        return True
+    except UserError:
+        return False
+
+
+def resolve_suite(name: str) -> Path:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise UserError(f"no such suite file: {name}")
+        return path
+    shipped = data_dir("suites") / f"{name}.yaml"
+    if not shipped.is_file():
+        known = ", ".join(sorted(p.stem for p in data_dir("suites").glob("*.yaml")))
+        raise UserError(f"no suite named {name!r} (shipped suites: {known})")
+    return shipped
+
+
+def run(args: argparse.Namespace, rest: list[str]) -> int:
+    import pytest
+
+    from clustercheck.judging.profiles import search_path
+    from clustercheck.suite.load import load_suite
+
+    from clustercheck.run import prestart
+
+    names = args.suites or [default_suite()]
+    paths = [resolve_suite(n) for n in names]
+    if prestarts(args, rest):  # its ranks import torch while the rest of this function and pytest start
+        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log)
+    saved = os.environ.get(AUTOLOAD)
+    try:
+        for path in paths:  # refuse bad input in one line before pytest starts
+            load_suite(path, shown(path))
+        search = search_path(args.thresholds)
+        if args.platform:
+            search.load(args.platform)
+        else:
+            search.profiles()
+        from clustercheck.run.options import pytest_args as option_args
+
+        pytest_args = [*map(str, paths), *isolation(rest), *rest, *option_args(args)]
+        for name in args.plugins:
+            pytest_args += ["-p", name]
+        pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
+        TIMINGS.mark("suites and profiles checked")
+        os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
+        return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
+    finally:
+        prestart.end()  # the session took it, or nothing ran
+        if saved is None:
+            os.environ.pop(AUTOLOAD, None)
+        else:
+            os.environ[AUTOLOAD] = saved
+
+
+def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
+    """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
+    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--markers"} & set(rest)
+    from clustercheck.run.launch import LAUNCHERS
+
+    return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
+
+
+AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+def isolation(rest: list[str]) -> list[str]:
+    """pytest as `clustercheck run` runs it: clustercheck's plugin and the ones named with -p, none of the
+    other plugins installed beside it (each costs start-up time and may change what a run does); the
+    working directory as rootdir and no ini file from wherever a suite lives; no assertion rewriting (a
+    suite's items assert nothing, and a wheel install would warn that clustercheck was imported first).
+    An option the user gives (-c, --rootdir, --assert) wins. A plain `pytest suites/x.yaml` is untouched."""
+    given = {a.split("=", 1)[0] for a in rest}
+    out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider"]
+    if not given & {"-c", "--config-file", "--rootdir", "--inifile"}:
+        out += ["-c", os.devnull, f"--rootdir={os.getcwd()}"]
+    if "--assert" not in given:
+        out.append("--assert=plain")
+    return out
+
+
+def default_suite() -> str:
+    """The suite `clustercheck run` runs when none is named, from what this machine has: the NVLink quick
+    gate on 8 NVIDIA GPUs, the MI300X one on AMD, a single-node GPU smoke test on fewer GPUs, else the
+    CPU suite (which measures for real with gloo)."""
+    from clustercheck.judging.platform import read_facts
+
+    facts = read_facts()
+    if not facts.accelerator_count:
+        return DEFAULT_CPU_SUITE
+    if facts.hip:
+        return "quick-gate-mi300x"
+    return DEFAULT_GPU_SUITE if facts.accelerator_count >= 8 else "gpu-smoke"

@@ -1,0 +1,60 @@
+"""The run directory: made under --out, unique, and pointed at by `DIR/latest`, a link clustercheck makes
+and replaces, and never anything else of that name (it is neither unlinked nor followed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from clustercheck.errors import UserError
+
+
+def make_dir(out: Path, path: Path) -> None:
+    """Create a directory under --out; one line, not a traceback, when --out names a file, /proc or a
+    read-only place."""
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot create the run directory {path} "
+                        f"({exc.strerror or type(exc).__name__})") from None
+
+
+def unique(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def point_latest(out: Path, run_dir: Path) -> None:
+    """Point `latest` at the new run: a new link renamed over the old one (rename never follows a link),
+    and only over a link clustercheck made (check_latest refused anything else before the run)."""
+    link = out / "latest"
+    if latest_problem(link):
+        return  # made since the run started: left alone
+    tmp = out / f".latest.tmp{os.getpid()}"
+    try:
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a convenience only
+
+
+def check_latest(out: Path) -> None:
+    """`DIR/latest` is replaced at each run: refuse, before anything runs, one clustercheck did not make."""
+    why = latest_problem(out / "latest")
+    if why:
+        raise UserError(f"--out {out}: {out / 'latest'} {why}; clustercheck replaces only the link it made "
+                        "(move it away, or give another --out)")
+
+
+def latest_problem(link: Path) -> str | None:
+    """Why `link` is not a `latest` link clustercheck made (a symlink to a sibling run directory by its
+    bare name), or None when it is one or there is none: nothing else is ever unlinked or followed."""
+    if not link.is_symlink():
+        return None if not os.path.lexists(link) else ("is a directory" if link.is_dir() else "is not a link")
+    target = os.readlink(link)
+    if "/" in target or target in ("", ".", ".."):
+        return f"is a link to {target!r}, not to a run directory beside it"
+    return None

@@ -1,0 +1,300 @@
+"""A first hour without surprises: what a new user hit, each as a test that failed before the fix.
+Commands run as a user types them (`python -m clustercheck ...` in a fresh directory); external commands
+(scontrol, srun, ssh) are absent from PATH or stand-ins that say what the real ones say when they fail."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU_THRESHOLDS, small_check
+
+from clustercheck.progress import Progress
+from clustercheck.units import fmt, fmt_unit, format_bytes, plural
+
+
+def cc(*args: str, cwd: Path, path: str | None = None, env: dict[str, str] | None = None,
+       timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, **(env or {})}
+    if path is not None:
+        environ["PATH"] = path
+    return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True, cwd=cwd,
+                          env=environ, timeout=timeout)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("too-fast"))
+    (tmp_path / "bin").mkdir()  # a PATH without scontrol, srun or ssh
+    return tmp_path
+
+
+def tool(tree: Path, name: str, script: str) -> None:
+    """A stand-in for an external command on the test's PATH."""
+    exe = tree / "bin" / name
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+
+
+def one_line(out: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+# 1. --drain and resume without Slurm: refused before anything is measured, one line, exit 4
+
+def test_drain_without_scontrol_is_refused_before_measuring(tree: Path) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--drain", cwd=tree, path=str(tree / "bin"))
+    assert out.returncode == 4
+    assert one_line(out) == ("ERROR: --drain runs scontrol, which is not on the PATH here (no Slurm on "
+                             "this machine?); --drain-dry-run prints the commands it would run")
+    assert not (tree / "o").exists()  # nothing measured, nothing written
+
+
+@pytest.mark.parametrize("args", [("resume",), ("resume", "--dry-run"), ("resume", "node[1-2]", "--dry-run")])
+def test_resume_without_scontrol_is_one_line(tree: Path, args: tuple[str, ...]) -> None:
+    out = cc(*args, cwd=tree, path=str(tree / "bin"))
+    assert out.returncode == 4
+    assert one_line(out).startswith("clustercheck: error: clustercheck resume runs scontrol, which is not on the PATH")
+
+
+def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
+             path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})
+    assert out.returncode == 4
+    assert one_line(out) == ("ERROR: --launcher slurm starts ranks with srun, which is not on the PATH here")
+
+
+def test_a_host_command_not_on_the_path_is_refused_at_once(tree: Path) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "n1",
+             "--host-command", "nossh {host} {python}", cwd=tree, path=str(tree / "bin"))
+    assert out.returncode == 4
+    assert one_line(out) == "ERROR: --host-command 'nossh {host} {python}': 'nossh' is not on the PATH here"
+
+
+def test_a_scheduler_command_that_cannot_run_is_a_status_not_an_exception() -> None:
+    from clustercheck.record.exclude import run
+
+    assert run(["clustercheck-no-such-scontrol", "update"]) == (127, "clustercheck-no-such-scontrol: not found on "
+                                                                     "the PATH")
+    assert run(["sleep", "5"], timeout=0.2) == (124, "sleep: no answer in 0.2 s")
+
+
+@pytest.mark.pool
+def test_a_drain_that_fails_never_costs_the_run_its_reports(tree: Path) -> None:
+    tool(tree, "scontrol", 'echo "slurm_update error: Invalid user id" >&2\nexit 1\n')
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--drain", cwd=tree,
+             path=f"{tree / 'bin'}:{os.environ['PATH']}")
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]  # the check failed; the drain is a note
+    assert "Traceback" not in out.stdout + out.stderr
+    assert "drain ran (exit 1): scontrol update" in out.stdout
+    latest = tree / "o" / "latest"
+    assert {"results.json", "junit.xml", "report.html", "sla.json"} <= {p.name for p in latest.iterdir()}
+    assert cc("report", str(latest), cwd=tree).returncode == 1  # finished, not INCOMPLETE
+
+
+# 5. the hosts launcher names the launcher's own error first, and runs on one machine without ssh
+
+@pytest.mark.pool
+def test_the_hosts_launcher_quotes_the_launchers_own_error_first(tree: Path) -> None:
+    tool(tree, "ssh", 'echo "ssh: connect to host $1 port 22: Connection refused" >&2\nexit 255\n')
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "localhost",
+             cwd=tree, path=f"{tree / 'bin'}:{os.environ['PATH']}")
+    assert out.returncode == 4
+    first = out.stderr.strip().splitlines()[0]
+    assert first.startswith("ERROR: could not read the nodes' platform facts: rank 0 (localhost) exited with code 255 "
+                            "during starting the ranks: ssh: connect to host localhost port 22: Connection refused")
+    assert "store was advertised" not in out.stderr  # loopback reaches ranks on this machine: not the cause
+
+
+@pytest.mark.pool
+def test_the_one_machine_hosts_example_runs(tree: Path) -> None:
+    """docs/multi-node.md's example that runs on one machine: the hosts launcher without ssh."""
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "localhost",
+             "--host-command", "{python}", cwd=tree)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "ok[localhost]" in out.stdout
+
+
+# 6. misspelled options: the closest known one, in one line, exit 4
+
+@pytest.mark.parametrize(("typo", "meant"), [("--platfrom", "--platform"), ("--duraton", "--duration"),
+                                             ("--thresholdz", "--thresholds"), ("--junitxm=x.xml", "--junitxml")])
+def test_a_misspelled_option_gets_the_closest_known_one(tree: Path, typo: str, meant: str) -> None:
+    out = cc("run", typo, "90s" if "=" not in typo else "s.yaml", cwd=tree)
+    assert out.returncode == 4
+    assert one_line(out) == f"clustercheck: error: unknown option {typo.split('=')[0]}; did you mean {meant}?"
+
+
+def test_pytest_options_close_to_ours_still_reach_pytest(tree: Path) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--durations=1", "--collect-only", "-q", cwd=tree)
+    assert out.returncode == 0, out.stderr
+    assert "too-fast" in out.stdout
+
+
+# 7. --out's `latest`: never unlinked or followed unless clustercheck made it
+
+@pytest.mark.parametrize("kind", ["file", "outside-link", "directory"])
+def test_a_latest_clustercheck_did_not_make_is_refused(tree: Path, kind: str) -> None:
+    out_dir = tree / "o"
+    out_dir.mkdir()
+    precious = tree / "precious.txt"
+    precious.write_text("keep me")
+    latest = out_dir / "latest"
+    if kind == "file":
+        latest.write_text("mine")
+    elif kind == "directory":
+        latest.mkdir()
+    else:
+        latest.symlink_to(precious)
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--platform", "cpu", cwd=tree)
+    assert out.returncode == 4
+    assert one_line(out).startswith(f"ERROR: --out o: o/latest ")
+    assert "clustercheck replaces only the link it made" in out.stderr
+    assert precious.read_text() == "keep me" and os.path.lexists(latest)
+    assert (latest.read_text() == "mine") if kind == "file" else True
+    assert [p.name for p in out_dir.iterdir()] == ["latest"]  # no run started
+
+
+# 8. lenient input refused in one line, exit 4
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--out", ""), "argument --out: --out needs a value, got an empty one"),
+    (("--platform", ""), "argument --platform: --platform needs a value, got an empty one"),
+    (("--ranks", "1024"), "--ranks 1024: this machine has"),
+])
+def test_empty_and_oversized_run_options_are_refused(tree: Path, args: tuple[str, ...], message: str) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", *args, cwd=tree)
+    assert out.returncode == 4
+    assert message in one_line(out)
+    assert not (tree / "clustercheck-out").exists()
+
+
+def test_ranks_beyond_the_machine_name_force() -> None:
+    from clustercheck.errors import UserError
+    from clustercheck.run.options import RANKS_PER_CORE, _fits_here
+
+    with pytest.raises(UserError, match=r"room for at most \d+ local rank\(s\) .*; --force runs them anyway"):
+        _fits_here(RANKS_PER_CORE * (os.cpu_count() or 1) + 1)
+    _fits_here(2)
+
+
+@pytest.mark.parametrize("expect", ["busbw_min=-1", "ib_rate_gbps=-400", "nvlinks_per_gpu=-2", "gpu_count=-8",
+                                    "busbw_min={all_reduce: -5}"])
+def test_negative_expectations_are_refused(tree: Path, expect: str) -> None:
+    out = cc("probe", "env", "--expect", expect, cwd=tree)
+    assert out.returncode == 4
+    assert "expected a number >= 0" in one_line(out)
+
+
+def test_binary_null_is_refused(tree: Path) -> None:
+    (tree / "n.yaml").write_text("checks:\n  - id: t\n    measure: nccl_tests\n    params: {binary: null}\n")
+    out = cc("run", "n.yaml", "--thresholds", "th", cwd=tree)
+    assert out.returncode == 4
+    assert one_line(out) == ("clustercheck: error: n.yaml:4: checks[0].params.binary: no program named (null); give "
+                             "the program's name (an nccl-tests binary such as all_reduce_perf) or leave the key out") \
+        or "binary: no program named (null)" in out.stderr
+
+
+def test_the_hosts_launcher_starts_connections_in_waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercheck.run import launch
+
+    started: list[float] = []
+    monkeypatch.setattr(launch, "_popen", lambda *a, **k: started.append(time.monotonic()))
+    monkeypatch.setattr(launch, "HOSTS_WAVE_PAUSE", 0.05)
+    hosts = launch.HostsLauncher([f"n{i}" for i in range(200)], "env {python}")
+    hosts.start({"CC_STORE_HOST": "h", "CC_STORE_PORT": "1", "CC_BACKEND": "gloo"}, 200, "k",
+                [tmp_path / f"{i}.log" for i in range(200)])
+    gaps = [b - a for a, b in zip(started, started[1:])]
+    assert len(started) == 200
+    assert sum(g >= 0.05 for g in gaps) == 200 // launch.HOSTS_WAVE  # a pause after each wave of 64
+
+
+# 2. progress under repetition: repetition, item within it, time to the deadline; never past the total
+
+def test_progress_under_duration_counts_repetitions_and_time_to_the_deadline() -> None:
+    log = io.StringIO()
+    p = Progress(3, log, per_repetition=3, deadline=time.monotonic() + 90)
+    for _ in range(7):
+        p.start("hostmem-burn", "vm")
+        p.finished_one()
+    p.deadline = time.monotonic() - 5  # past the deadline: the last repetition finishes
+    p.start("hostmem-burn", "vm")
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("clustercheck [repetition 1, 1/3] hostmem-burn on vm, elapsed 0:00, 1:2")
+    assert lines[6].startswith("clustercheck [repetition 3, 1/3]")
+    assert lines[7].startswith("clustercheck [repetition 3, 2/3]") and "time is up: finishing this repetition" in lines[7]
+    assert not any("-" in line.split("elapsed")[1] for line in lines)  # never negative time
+
+
+def test_progress_under_repeat_counts_each_repetition() -> None:
+    log = io.StringIO()
+    p = Progress(4, log, per_repetition=2)
+    for _ in range(4):
+        p.start("c", None)
+        p.finished_one()
+    assert [line.split("]")[0] for line in log.getvalue().splitlines()] == [
+        "clustercheck [repetition 1/2, 1/2", "clustercheck [repetition 1/2, 2/2", "clustercheck [repetition 2/2, 1/2",
+        "clustercheck [repetition 2/2, 2/2"]
+
+
+# 9. numbers by their unit, in one place
+
+def test_numbers_are_formatted_by_their_unit() -> None:
+    assert fmt_unit(90.89299999999999, "s") == "90.89 s" and fmt_unit(2.6310000000000002, "s") == "2.631 s"
+    assert fmt_unit(24398852096, "B") == "22.7 GiB" and format_bytes(512) == "512 B"
+    assert fmt_unit(-11.2, "%") == "-11.2%"
+    assert plural(1, "row") == "1 row" and plural(3, "row") == "3 rows"
+    assert fmt(float("inf")) == "inf" and fmt(float("-inf")) == "-inf"
+
+
+def test_the_html_shows_memory_in_gib_and_rows_in_words() -> None:
+    from clustercheck.report.html import _env, environment
+
+    rows = dict(environment({"facts": {"host_memory": 24398852096, "gpu_count": 0}}))
+    assert rows["host_memory"] == "22.7 GiB" and rows["gpu_count"] == "0"
+    assert _env.from_string("{{ 1|plural('row') }}, {{ 90.89299999999999|unit('s') }}").render() == "1 row, 90.89 s"
+
+
+# 3, 4, 9, 10 on a real run of the shipped suite, twice, as the issue's user did
+
+@pytest.mark.pool
+def test_two_runs_of_the_shipped_suite_back_to_back(tmp_path: Path) -> None:
+    prom = tmp_path / "cc.prom"
+    first = cc("run", "--out", "o", "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    second = cc("run", "--out", "o", cwd=tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:]
+    out = first.stdout
+    # progress in a log: a whole line per item, no terminal codes, never past the total
+    progress = [line for line in out.splitlines() if line.startswith("clustercheck [")]
+    assert [line.split("]")[0] for line in progress] == ["clustercheck [1/3", "clustercheck [2/3", "clustercheck [3/3"]
+    assert "\r" not in out + first.stderr and "\x1b[" not in out + first.stderr
+    # every file, by absolute path, and where the Prometheus text went
+    runs = sorted(p.name for p in (tmp_path / "o").iterdir() if p.name != "latest")
+    run_dir = (tmp_path / "o" / runs[0]).resolve()
+    for name in ("run.jsonl", "results.json", "sla.json", "junit.xml", "ctrf.json", "report.html", "exclude.txt"):
+        assert f" {run_dir / name}" in out
+    assert f"  prometheus       {prom}" in out and prom.is_file()
+    # shipped suites by name: no venv or checkout path in node ids
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {r["nodeid"].split("::")[0] for r in results["results"]} == {"suites/cpu-smoke.yaml"}
+    # two identical runs: whatever compare says, noise is not a regression
+    cmp = cc("compare", runs[0], "--out", "o", cwd=tmp_path)
+    assert cmp.returncode == 0, cmp.stdout
+    assert "REGRESSION" not in cmp.stdout
+    bad = cc("compare", "no-such-run", "--out", "o", cwd=tmp_path)
+    assert bad.returncode == 4 and f"runs in o: {runs[0]}, {runs[1]}" in bad.stderr
