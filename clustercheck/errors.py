@@ -77,6 +77,16 @@ class HarnessError(ClusterCheckError):
     *error* outcome, never *failed*, so it never excludes a node."""
 
 
+class Unreachable(HarnessError):
+    """A check that could not finish because nodes stopped answering (no heartbeat: their link is down, or
+    the host died): still an error, but `nodes` go on the exclusion list, and only they, since the
+    alive ranks that timed out waiting for them are not to blame."""
+
+    def __init__(self, message: str, nodes: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
+
 class NoThreshold(HarnessError):
     """The platform profile has no limit for this check: an error, never a silent pass."""
 

@@ -13,7 +13,7 @@ import pytest
 from clustercheck.run import options as run_options
 from clustercheck.run import scopes
 from clustercheck.kinds import KINDS
-from clustercheck.errors import ClusterCheckError, Skip, UserError
+from clustercheck.errors import ClusterCheckError, Skip, Unreachable, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
@@ -240,6 +240,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         report.longrepr = str(exc)  # a harness message, not a traceback of the harness
     if call.when == "setup" and not report.passed or call.when == "call":
         entry = _entry(item, report)
+        if isinstance(exc, Unreachable):  # nodes that stopped answering: the exclusion list names them
+            entry["unreachable"] = list(exc.nodes)
         from clustercheck.report.junit import properties
 
         cs = item.config.stash[session_key]

@@ -116,6 +116,11 @@ class NetBed:
             _ns(src, "tc", "filter", "add", *dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
                 "ip", "dst", f"{self.addr[dst]}/32", "flowid", "1:20")
 
+    def cut(self, host: str) -> None:
+        """Take `host`'s bridge port down: from now on it reaches neither its peers nor the controller
+        (the processes inside it live on, as on a node whose cable was pulled)."""
+        _ns(self.switch, "ip", "link", "set", self.port[host], "down")
+
     def unthrottle(self) -> None:
         for host in self.hosts:
             _ns(host, "tc", "qdisc", "del", "dev", IFNAME, "root", check=False)

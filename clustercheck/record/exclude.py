@@ -38,6 +38,8 @@ def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
                 partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or r["outcome"] == "failed"
         elif r["outcome"] == "failed" and r.get("scope") != "cluster" and where:
             out.setdefault(where, _why(r))
+        for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
+            out.setdefault(node, f"{r['check']}: stopped answering (no heartbeat: unreachable or dead)")
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
         if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):

@@ -10,7 +10,7 @@ import signal
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from clustercheck.errors import HarnessError
 
@@ -43,10 +43,11 @@ class RankFailure(HarnessError):
     a node-scoped check) keep their outcome, and `failed` the ranks without one."""
 
     def __init__(self, message: str, answered: dict[int, Any] | None = None,
-                 failed: frozenset[int] = frozenset()) -> None:
+                 failed: frozenset[int] = frozenset(), unreachable: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.answered = answered or {}
         self.failed = failed
+        self.unreachable = unreachable  # nodes whose every silent rank stopped beating: unreachable or dead
 
 
 @dataclass
@@ -113,3 +114,19 @@ def rank_tail(logs: list[Path], rank: int, nranks: int, lines: int) -> str:
                             ).decode(errors="replace").rstrip()
     except OSError:
         return ""
+
+
+def silent_story(silent: list[int], before: Mapping[int, str], after: Mapping[int, str],
+                 names: Callable[[list[int]], str], waited: float) -> tuple[str, frozenset[int]]:
+    """Who of the ranks that did not answer in time is the likely cause: one whose heartbeat counter stood
+    still over `waited` seconds (or never beat) stopped answering, unreachable or dead; one whose counter
+    moved is alive and waiting for it. (text, the ranks that stopped)."""
+    stopped = frozenset(r for r in silent if after.get(r) is None or after.get(r) == before.get(r))
+    waiting = [r for r in silent if r not in stopped]
+    parts = []
+    if stopped:
+        parts.append(f"{names(sorted(stopped))} stopped answering (no heartbeat in {waited:g} s: unreachable or dead)")
+    if waiting:
+        parts.append(f"alive and waiting: {names(waiting)}" if stopped else
+                     f"no answer, every one alive and waiting (a task slower than its timeout?): {names(waiting)}")
+    return "; ".join(parts), stopped

@@ -21,7 +21,7 @@ from typing import Any
 from clustercheck.errors import HarnessError, escape
 from clustercheck.run import wire
 from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
-                                      rank_ranges, rank_tail, srun_task_ends)
+                                      rank_ranges, rank_tail, silent_story, srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
 from clustercheck.run.launcher import RankProcess
 
@@ -30,6 +30,7 @@ START_TIMEOUT = 180.0
 # killed task a moment after its peers have seen the connection drop), so that the message names the
 # rank that caused the failure rather than the first peer that noticed it.
 GRACE = 3.0
+BEAT_WAIT = 2.5  # after a timeout, how long to watch the silent ranks' heartbeats (worker.BEAT: 1 s)
 IDLE = {"idle": True}  # the result of a rank in no group of its task (measure.run_task's own)
 
 
@@ -268,8 +269,12 @@ class WorkerPool:
             first = heard.errors[r].splitlines()[0]
             parts.append(f"rank {r} ({self._host(r)}) then lost a peer: {first}" if causes
                          else f"rank {r} ({self._host(r)}) raised {heard.errors[r]}")
+        stopped: frozenset[int] = frozenset()
         if timed_out is not None:
-            parts.insert(0, f"timed out after {timed_out:g} s during {what}: no answer from {self._names(silent)}")
+            before = self._beats(silent)
+            time.sleep(BEAT_WAIT)  # a live rank beats at least twice meanwhile
+            story, stopped = silent_story(silent, before, self._beats(silent), self._names, BEAT_WAIT)
+            parts.insert(0, f"timed out after {timed_out:g} s during {what}: {story}")
         elif silent:
             parts.append(f"no answer from {self._names(silent)}")
         if self._srun and self.procs[0].poll() is not None and not self._srun_tasks():
@@ -277,10 +282,25 @@ class WorkerPool:
                        f"--- last output ({self.logs[0]}):\n{log_tail(self.logs[0], 12)}")
         else:
             # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
-            quoted = list(heard.dead)[:1] or own[:1] or (silent if timed_out is not None else [])
+            quoted = list(heard.dead)[:1] or own[:1] or sorted(stopped) or (silent if timed_out is not None else [])
             message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
         failed = frozenset(range(n)) - frozenset(heard.ok)
-        return RankFailure(message, dict(heard.ok), failed)
+        hosts = {self._host(r) for r in stopped}  # a node is unreachable when none of its silent ranks beats
+        unreachable = tuple(sorted(h for h in hosts if not any(self._host(r) == h for r in silent if r not in stopped)))
+        return RankFailure(message, dict(heard.ok), failed, unreachable)
+
+    def _beats(self, ranks: list[int]) -> dict[int, str]:
+        """Each rank's heartbeat counter as the store has it now (worker.py); a rank that never beat, or a
+        store that cannot answer, is left out."""
+        keys = {r: wire.alive_key(r) for r in ranks}
+        try:
+            multi_get = getattr(self.store, "multi_get", None)
+            if multi_get is not None and keys and self.store.check(list(keys.values())):
+                values = multi_get(list(keys.values()))
+                return {r: v.decode(errors="replace") if isinstance(v, bytes) else str(v) for r, v in zip(keys, values)}
+            return {r: self.store.get(k).decode(errors="replace") for r, k in keys.items() if self.store.check([k])}
+        except Exception:  # a store hiccup: every silent rank reads as stopped, as before heartbeats
+            return {}
 
     def _names(self, ranks: list[int]) -> str:
         """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from clustercheck.run import scopes
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
-from clustercheck.errors import HarnessError, Skip
+from clustercheck.errors import HarnessError, Skip, Unreachable
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
@@ -115,7 +115,9 @@ class Runner:
             tuning += time.monotonic() - t1
             for where, ranks in groups:
                 if failure is not None and not failure.failed.isdisjoint(ranks):
-                    out[where] = HarnessError(str(failure))  # the whole story: the cause may be elsewhere
+                    # the whole story, the cause first: it may be on another node than this item's
+                    gone = tuple(n for n in failure.unreachable if n in scopes.members(where, self.layout.nodes))
+                    out[where] = Unreachable(str(failure), gone) if gone else HarnessError(str(failure))
                     continue
                 out[where] = (Answers(check, [answers[r] for r in ranks], [pool.ranks[r] for r in ranks],
                                       self.layout.backend, tuned and [tuned[r] for r in ranks], tuning_error),

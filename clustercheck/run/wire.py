@@ -70,3 +70,9 @@ def complete_key(seq: int) -> str:
 
 def errors_key(seq: int) -> str:
     return f"errors/{seq}"
+
+
+def alive_key(rank: int) -> str:
+    """Where a rank's heartbeat counter stands (worker.py): plain, unsealed digits. A forger could only
+    make a dead rank look alive, which changes whom a timeout names first, never a verdict."""
+    return f"alive/{rank}"

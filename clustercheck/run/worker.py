@@ -84,6 +84,7 @@ def main() -> int:
     store: dist.Store = tcp
     if prefix := env.get("CC_STORE_PREFIX"):  # a pool on a store it shares with others (run/join.py)
         store = dist.PrefixStore(prefix, tcp)
+    _heartbeat(host, int(port), prefix, rank)
     step("store")
     device = torch.device("cpu")
     nccl_log, bus = None, ""
@@ -165,6 +166,38 @@ def release_free_memory() -> None:
     trim = getattr(_LIBC, "malloc_trim", None)  # glibc only
     if trim is not None:
         trim(0)
+
+
+BEAT = 1.0  # seconds between two heartbeats of a rank
+
+
+def _heartbeat(host: str, port: int, prefix: str | None, rank: int) -> None:
+    """Say that this rank is alive, once a second, on a store connection of its own, whatever the main
+    thread is blocked in (a collective whose peer is gone never returns to the task loop). When a check
+    times out, the controller reads which ranks still beat: one that stopped is unreachable or dead, the
+    likely cause; one that beats is alive and waiting for it (pool.py). A set costs microseconds a
+    second; the thread holds the GIL only for that."""
+    import threading
+
+    import torch.distributed as dist
+
+    def beat() -> None:
+        try:
+            tcp = dist.TCPStore(host, port, is_master=False, timeout=_CONNECT)
+            tcp.set_timeout(timedelta(seconds=2))
+        except Exception:  # no second connection: the controller then reads this rank as silent
+            return
+        store: dist.Store = dist.PrefixStore(prefix, tcp) if prefix else tcp
+        count = 0
+        while True:
+            count += 1
+            try:
+                store.set(wire.alive_key(rank), str(count))
+            except Exception:  # the link is down or the controller gone: beat again, or end with the process
+                pass
+            time.sleep(BEAT)
+
+    threading.Thread(target=beat, name="clustercheck-heartbeat", daemon=True).start()
 
 
 def _args() -> argparse.Namespace:
