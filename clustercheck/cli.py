@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from clustercheck import __version__
-from clustercheck.errors import HarnessError, UserError
+from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit, for_verdict, table
 from clustercheck.paths import display
 from clustercheck.run import command
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
     in one line (the usage is one --help away)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(int(Exit.BAD_INPUT), f"{self.prog}: error: {escape(message)} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,6 +18,8 @@ from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress
+from clustercheck.record.io import RecordWriteError
+from clustercheck.run.rundir import space_problem
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
@@ -248,7 +250,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         # `--junitxml` writes the properties junit.xml has (pytest reads them from the teardown report)
         item.user_properties[:] = properties(entry, {"platform": cs.profile.name, "thresholds": {
             "file": cs.profile.file, "sha256": ""}} if cs.profile else {})
-        cs.add_result(entry)
+        try:
+            cs.add_result(entry)
+        except RecordWriteError as exc:  # a full disk: stop at once, INCOMPLETE; what was recorded stands
+            if not item.session.shouldstop:
+                print(f"clustercheck: {exc}; stopping the run", file=sys.stderr)
+                item.session.shouldstop = f"the run record cannot be written: {exc}"
+                cs.kill_ranks()
         item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
     return report
 
@@ -268,6 +276,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if progress is not None and deadline is not None:
         progress.deadline = deadline  # the line counts down to the deadline this loop keeps
     repetition = 0
+    started = time.monotonic()
     while True:
         repetition += 1
         if cs.options.repeat and repetition > cs.options.repeat or deadline and repetition > 1 and \
@@ -283,6 +292,14 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             if session.shouldstop:
                 raise session.Interrupted(session.shouldstop)
         cs.repetitions = repetition
+        if repetition == 1 and cs.run_dir is not None:  # the first repetition shows how fast the evidence grows
+            left = (cs.options.repeat - 1 if cs.options.repeat else
+                    (deadline - time.monotonic()) / max(time.monotonic() - started, 1e-3) if deadline else 0)
+            short = space_problem(cs.run_dir, left)
+            if short:
+                print(f"clustercheck: stopping after repetition 1: {short}", file=sys.stderr)
+                cs.stopped = short
+                raise session.Interrupted(f"not enough disk space: {short}")
 
 
 def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:
@@ -319,7 +336,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         stopper.finishing = True  # from here a signal kills the ranks but never cuts the record short
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
     TIMINGS.mark("checks")
-    cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None)
+    cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None,
+              stopped=cs.stopped or (cs.record.broken if cs.record is not None else None))
     TIMINGS.mark("ranks stopped, exclusion list")
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
@@ -331,14 +349,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
         from clustercheck.evidence.signing import render_and_sign
 
-        unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
+        unwritten = None
+        try:
+            unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
+        except UserError as exc:  # a full disk: the record stands, `clustercheck report` renders it later
+            unsigned, unwritten = None, str(exc)
+            print(f"clustercheck: {exc}; clustercheck report {display(cs.run_dir)} renders them once there is room",
+                  file=sys.stderr)
         if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error
             print(f"clustercheck: the run is not signed: {unsigned}", file=sys.stderr)
         TIMINGS.mark("reports")
-        session.config.stash[incomplete_key] = incomplete_line(rec)
+        session.config.stash[incomplete_key] = incomplete_line(rec) or (
+            f"INCOMPLETE: the reports could not be written ({unwritten})" if unwritten else None)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
         code = for_verdict(run_status(rec)["verdict"])
+        if unwritten or cs.record is not None and cs.record.broken:
+            code = Exit.INCOMPLETE  # evidence that could not be written is not a finished run
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
                                                              exclusion=cs.exclusion, incomplete=rec.incomplete(),
@@ -349,29 +376,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     cs = config.stash[session_key]
     if not cs.started or cs.run_dir is None:
         return
-    from clustercheck.report.terminal import exclusion_lines, file_lines, summary_lines
+    from clustercheck.report.terminal import run_summary
 
-    terminalreporter.section("clustercheck")
-    from clustercheck.record import burnin
-
-    for line in summary_lines(burnin.folded(cs.results)):  # a repeated run: each item once, its worst repetition
-        terminalreporter.write_line(line)
-    terminalreporter.write_line("")
-
-    if burnin.repeated(cs.results):
-        for line in burnin.lines(burnin.summarize(cs.results)):
-            terminalreporter.write_line(line)
-        terminalreporter.write_line("")
     stopper = config.stash.get(stopper_key, None)
     if stopper is not None:
         stopper.restore()
-    for line, colour in exclusion_lines(cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None)):
+    terminalreporter.section("clustercheck")
+    for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
+                                    cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
-    if cs.options.counters:
-        terminalreporter.write_line("counters: read on every node before and after each check (--counters); a rise "
-                                    "beyond its allowance fails the item, an unreadable counter is an error")
-    for line in file_lines(cs.run_dir, url=bool(getattr(terminalreporter, "isatty", False))):
-        terminalreporter.write_line(line)
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")
         for line in TIMINGS.lines():

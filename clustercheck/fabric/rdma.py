@@ -95,10 +95,11 @@ class NetFacts:
     problems: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain JSON data (lists, not tuples): the facts travel from a rank and into the record unchanged."""
         d = asdict(self)
         if self.gdr is not None:
             d["gdr"] = {**asdict(self.gdr), "available": self.gdr.available, "text": self.gdr.text()}
-        return d
+        return _lists(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NetFacts:
@@ -234,3 +235,11 @@ def _list(path: Path) -> tuple[str, ...]:
         return tuple(sorted(os.listdir(path)))
     except OSError:
         return ()
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value

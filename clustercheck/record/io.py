@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from clustercheck.errors import ClusterCheckError
 from clustercheck.record.schema import (OUTCOMES, SCHEMA_VERSION, EndEntry, ExcludeEntry, PlanItem, ResultEntry,
                                         RunHeader, item_id)
 
@@ -38,6 +39,8 @@ class Record:
         """Why the run did not finish, or None when it did: a gate must never read a partial run as whole."""
         if self.end is None:
             return "the run was killed before it ended (the record has no end line)"
+        if self.end.get("stopped"):
+            return f"stopped: {self.end['stopped']}"
         if self.end.get("interrupted"):
             return f"interrupted ({self.end.get('signal') or 'SIGINT'})"
         if absent := self.header.get("absent"):  # nodes of the run whose agent never joined
@@ -62,21 +65,42 @@ def sha256(path: str | Path) -> str:
         return ""
 
 
+class RecordWriteError(ClusterCheckError):
+    """The record could not be written (a full disk, a file system gone read-only): the run stops at once,
+    INCOMPLETE. The message names the file, the error and how many results the record holds."""
+
+
 class RunWriter:
-    """Append-only JSONL: a `run` header, one `result` per item as soon as it is known, an `end` line."""
+    """Append-only JSONL: a `run` header, one `result` per item as soon as it is known, an `end` line.
+    After a write fails nothing more is written (RecordWriteError each time): the record ends there, and
+    a reader sees a run without its end line, INCOMPLETE."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("a", encoding="utf-8")
+        self.results = 0  # result lines written
+        self.broken: str | None = None  # why writing stopped
 
     def append(self, entry: Mapping[str, Any]) -> None:
-        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())  # a killed controller must not lose a finished measurement
+        if self.broken is not None:
+            raise RecordWriteError(self.broken)
+        try:
+            self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())  # a killed controller must not lose a finished measurement
+        except OSError as exc:
+            self.broken = (f"cannot write {self.path}: {exc.strerror or type(exc).__name__}; the record holds "
+                           f"{self.results} result(s) and ends there (clustercheck report re-renders it)")
+            raise RecordWriteError(self.broken) from None
+        if entry.get("type") == "result":
+            self.results += 1
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:  # the last flush failed: the record ends where the last fsync left it
+            pass
 
 
 class RecordError(ValueError):
@@ -161,6 +185,7 @@ _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
                 "unmeasured": (False, (dict,)), "untested": (False, (list,)), "breaker": (False, _STR),
                 "taint": (False, (list,))},
     "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR),
+            "stopped": (False, _STR),
             "repetitions": (False, (int,))},
 }
 

@@ -111,6 +111,7 @@ class EndEntry(TypedDict, total=False):
     interrupted: bool
     signal: str | None
     repetitions: int  # repetitions that ran to their end (repeated runs)
+    stopped: str  # why clustercheck stopped the run before its end (a full disk): INCOMPLETE
 
 
 def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -65,7 +65,8 @@ def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict
     except OSError as exc:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
-        where = exc.filename if isinstance(exc.filename, str) else out_dir
+        final = {str(tmp): path for tmp, path in staged}  # name the report, not its temporary file
+        where = final.get(exc.filename, exc.filename) if isinstance(exc.filename, str) else out_dir
         raise UserError(f"{where}: cannot write the report ({exc.strerror or type(exc).__name__}); reports left as "
                         "they were") from None
     return paths

@@ -12,7 +12,7 @@ from clustercheck.judging import verdicts as vt
 from clustercheck.record.exclude import as_hostlist
 from clustercheck.paths import display
 from clustercheck.record.io import Record
-from clustercheck.record.schema import ExcludeEntry
+from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
@@ -140,3 +140,19 @@ def file_lines(run_dir: Path, url: bool = False) -> list[str]:
     where = run_dir.resolve()
     return [f"  {name:<16} {(where / name).as_uri() if url and name.endswith('.html') else where / name}"
             for name in FILES + signed]
+
+
+def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: int, incomplete: str | None,
+                counters: bool, run_dir: Path, url: bool) -> list[tuple[str, str]]:
+    """The end of a run on the terminal, as (line, colour): the table (a repeated run: each item once, its
+    worst repetition), the burn-in summary, the exclusion list, whether counters were read, the files."""
+    from clustercheck.record import burnin
+
+    out = [(line, "") for line in summary_lines(burnin.folded(results))] + [("", "")]
+    if burnin.repeated(results):
+        out += [(line, "") for line in burnin.lines(burnin.summarize(results))] + [("", "")]
+    out += exclusion_lines(exclusion, nodes, incomplete)
+    if counters:
+        out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
+                    "allowance fails the item, an unreadable counter is an error", ""))
+    return out + [(line, "") for line in file_lines(run_dir, url=url)]

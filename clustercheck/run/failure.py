@@ -128,5 +128,6 @@ def silent_story(silent: list[int], before: Mapping[int, str], after: Mapping[in
         parts.append(f"{names(sorted(stopped))} stopped answering (no heartbeat in {waited:g} s: unreachable or dead)")
     if waiting:
         parts.append(f"alive and waiting: {names(waiting)}" if stopped else
-                     f"no answer, every one alive and waiting (a task slower than its timeout?): {names(waiting)}")
+                     f"no answer from {names(waiting)}, each still alive (its heartbeat moved): a task slower than "
+                     f"its timeout, or a rank hung in its own code")
     return "; ".join(parts), stopped

@@ -58,3 +58,25 @@ def latest_problem(link: Path) -> str | None:
     if "/" in target or target in ("", ".", ".."):
         return f"is a link to {target!r}, not to a run directory beside it"
     return None
+
+
+def space_problem(run_dir: Path, repetitions_left: float, margin: float = 1.25) -> str | None:
+    """After a repeated run's first repetition: whether the file system holding `run_dir` has room for the
+    record and logs the remaining repetitions will write at the rate the first one did (a week of burn-in
+    must not stop on a full disk on day six); why not, or None."""
+    import shutil
+
+    grown = sum(f.stat().st_size for f in run_dir.rglob("*") if f.is_file())
+    need = int(grown * max(repetitions_left, 0) * margin)
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        return None  # unknown: not a reason to stop
+    if need <= free:
+        return None
+    return (f"repetition 1 wrote {_mib(grown)} of record and logs; {repetitions_left:.0f} more need about "
+            f"{_mib(need)} and {run_dir.parent} has {_mib(free)} free")
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / (1 << 20):.1f} MiB"

@@ -27,7 +27,7 @@ from clustercheck.run.rundir import check_latest, make_dir, point_latest, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
-from clustercheck.record.io import RunWriter, load, now
+from clustercheck.record.io import RecordWriteError, RunWriter, load, now
 from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
@@ -66,6 +66,7 @@ class CheckSession:
         self.expect: dict[str, Any] = {}  # the profile's expect: block with --expect over it
         self.fabric: RunFabric | None = None  # what multi-node floors depend on (judging/fabric.py)
         self.repetitions = 0  # repetitions of a repeated run that ran to their end
+        self.stopped: str | None = None  # why clustercheck stopped the run before its end (disk space)
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[str], plan: list[PlanItem] | None = None) -> None:
@@ -294,7 +295,10 @@ class CheckSession:
         assert self.record is not None and self.run_dir is not None
         nodes = exclude.excluded(self.results)
         text = exclude.as_hostlist(list(nodes))
-        (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
+        try:
+            (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
+        except OSError as exc:
+            raise RecordWriteError(f"cannot write {self.run_dir / 'exclude.txt'}: {exc.strerror or exc}") from None
         self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
                           "untested": exclude.untested([*self.nodes, *self.launcher.absent], self.results)}
         opts = self.options
@@ -315,19 +319,22 @@ class CheckSession:
         if self.pools is not None:
             self.pools.kill_all()
 
-    def finish(self, interrupted: bool = False, signal: str | None = None) -> None:
+    def finish(self, interrupted: bool = False, signal: str | None = None, stopped: str | None = None) -> None:
         """Stop the pools, write the exclusion list and the end line. An interrupted run's end line says
-        so (and by which signal): every report then reads INCOMPLETE."""
+        so (by which signal, or why clustercheck stopped it): every report then reads INCOMPLETE."""
         if not self.started:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
         self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
         self.results = [slim(r) for r in load(self.record.path).results]
-        self._exclude()
-        self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
-                            "pool_starts": self.pools.starts, "interrupted": interrupted,
-                            "signal": signal if interrupted else None,
-                            **({"repetitions": self.repetitions} if self.options.repeating else {})})
+        try:
+            self._exclude()
+            self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
+                                "pool_starts": self.pools.starts, "interrupted": interrupted,
+                                "signal": signal if interrupted else None, **({"stopped": stopped} if stopped else {}),
+                                **({"repetitions": self.repetitions} if self.options.repeating else {})})
+        except RecordWriteError:  # said when it first failed; without its end line the run reads INCOMPLETE
+            pass
         self.record.close()
         self.launcher.close()  # node agents leave, and what a launcher created in a cluster is deleted
 
