@@ -11,10 +11,11 @@ from typing import Any
 
 from clustercheck import units
 from clustercheck.judging.measurement import Measurement
-from clustercheck.judging.verdicts import Verdict
+from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, Kind, Rules
-from clustercheck.kinds.native import judge_limits, program_name, parse_output, result_of, run_verdict, task_params
+from clustercheck.kinds.native import (BUILT_IN, judge_limits, program_name, parse_output, result_of, run_verdict,
+                                      task_params)
 from clustercheck.errors import show
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import nvbandwidth as reader
@@ -112,7 +113,11 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     m = Measurement(metrics=metrics, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects)
     asked = a.check.params["testcases"]
     verdict = run_verdict(a.check.id, result, run.failure, _summary(run, asked))
-    return m, [verdict] + judge_limits(m, rules.limits, verdict.passed)
+    # each matrix judged whole, as the offline probe judges it (probes/nvbandwidth.py: one judge per output)
+    whole = [Verdict(v.what, "" if v.measured is None else str(v.measured), "",
+                     Expectation(a.check.id, v.what, "a whole matrix", BUILT_IN, v.detail), v.passed,
+                     subject=v.subject, detail=v.detail) for v in probe.matrix_verdicts(run)]
+    return m, [verdict] + whole + judge_limits(m, rules.limits, verdict.passed)
 
 
 def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
@@ -121,4 +126,4 @@ def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
 
 PROVIDES = (Kind("nvbandwidth", ("node",), METRICS, parse,
                  "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
-                 "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params),)
+                 "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params, needs_tool=True),)

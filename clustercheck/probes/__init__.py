@@ -13,7 +13,7 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeOutcome, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeOutcome, ProbeParseError, ProbeSkip, ProbeVerdict, outcome_of
 
 # CLI name -> module under clustercheck.probes
 _MODULES = {
@@ -63,7 +63,7 @@ def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
         return ProbeOutcome(probe.name, "error", reason=f"{type(exc).__name__}: {exc}")
     if not verdicts:
         return ProbeOutcome(probe.name, "error", reason="the probe produced no verdict")
-    return ProbeOutcome(probe.name, "passed" if all(v.passed for v in verdicts) else "failed", verdicts)
+    return ProbeOutcome(probe.name, outcome_of(verdicts), verdicts)
 
 
 _GPU_NAME = re.compile(r"\bGPU(\d+)\b(?! \()")

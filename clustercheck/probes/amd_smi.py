@@ -20,13 +20,13 @@ from typing import Any, Mapping
 
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.toolout import count, evidence_lines
 
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
-_CONCISE_ROW = re.compile(r"^(\d+)\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d+(?:\.\d+)?)°C")
+_CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d{1,3}(?:\.\d{1,3})?)°C")
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
@@ -132,7 +132,7 @@ def parse(text: str) -> AmdReport:
 
 
 def _number(text: str) -> int | None:
-    return int(text) if text.strip().isdigit() else None
+    return count(text)
 
 
 def _ecc(g: AmdGpu) -> ProbeVerdict:

@@ -28,9 +28,21 @@ class ProbeVerdict:
     detail: str = ""      # one line a person can act on
     measured: object = None
     expected: object = None
+    judged: bool = True   # False: nothing was judged (`not_judged`); never a pass, and not a failure either
 
     def line(self) -> str:
         return f"{self.subject}: {self.what}: {self.detail}" if self.detail else f"{self.subject}: {self.what}"
+
+    @property
+    def word(self) -> str:
+        """PASS, FAIL or NOT JUDGED: how every reader prints the verdict."""
+        return "NOT JUDGED" if not self.judged else "PASS" if self.passed else "FAIL"
+
+
+def not_judged(subject: str, what: str, why: str, measured: object = None, expected: object = None) -> ProbeVerdict:
+    """A verdict that judged nothing: its line says `not judged: <why>`. `passed` is False, so a reader that
+    does not know `judged` can never take it for a pass; the outcome counts it apart from failures."""
+    return ProbeVerdict(subject, what, False, f"not judged: {why}", measured, expected, judged=False)
 
 
 @dataclass(frozen=True)
@@ -49,10 +61,26 @@ class Probe:
 @dataclass(frozen=True)
 class ProbeOutcome:
     name: str
-    outcome: str          # passed | failed | skipped | error
+    outcome: str          # passed | failed | not judged | skipped | error
     verdicts: tuple[ProbeVerdict, ...] = ()
     reason: str = ""      # for skipped and error
 
     @property
     def failures(self) -> tuple[ProbeVerdict, ...]:
-        return tuple(v for v in self.verdicts if not v.passed)
+        return tuple(v for v in self.verdicts if v.judged and not v.passed)
+
+    @property
+    def unjudged(self) -> tuple[ProbeVerdict, ...]:
+        return tuple(v for v in self.verdicts if not v.judged)
+
+
+def outcome_of(verdicts: tuple[ProbeVerdict, ...]) -> str:
+    """A probe's outcome from its verdicts, judged by the worst case as a run is: any failure fails; with
+    none, a probe whose verdicts all judged nothing is `not judged` (exit 5), never passed; verdicts that
+    judged nothing beside ones that passed leave it passed, each listed as NOT JUDGED (a run's skipped
+    items beside passed ones leave the run passed in the same way)."""
+    if any(v.judged and not v.passed for v in verdicts):
+        return "failed"
+    if not any(v.judged for v in verdicts):
+        return "not judged"
+    return "passed"

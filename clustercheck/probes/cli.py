@@ -1,9 +1,10 @@
 """`clustercheck probe NAME [--input FILE] [--expect K=V ...] [--platform P]` and `probe all` / `--list`.
 
-Exit codes (clustercheck.exitcodes): 0 every verdict passed; 1 a verdict failed; 3 the probe could not run
-here (error: it crashed or could not parse the live tool's output); 4 bad input (an unreadable or
-unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe was
-skipped: "SKIPPED: reason", e.g. its tool is not installed).
+Exit codes (clustercheck.exitcodes): 0 every verdict that judged something passed; 1 a verdict failed; 3 the
+probe could not run here (error: it crashed or could not parse the live tool's output); 4 bad input (an
+unreadable or unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe
+was skipped: "SKIPPED: reason", e.g. its tool is not installed; or every verdict reads "NOT JUDGED ...: not
+judged: <why>", e.g. a capture that holds no result).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ examples:
   clustercheck probe nvlink --input nvlink-s.txt --expect nvlinks_per_gpu=18
 
 exit codes: 0 passed; 1 a verdict failed; 3 the probe could not run (error); 4 bad input;
-5 skipped (nothing judged: the tool is absent here).
+5 nothing judged (skipped: the tool is absent here; or every verdict NOT JUDGED).
 """
 
 
@@ -46,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from clustercheck import probes
-    from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip
+    from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip, outcome_of
 
     if args.list:
         for name in probes.NAMES:
@@ -78,8 +79,9 @@ def main(args: argparse.Namespace) -> int:
         verdicts = tuple(probe.judge(parsed, expect))
     except ProbeSkip as exc:
         return _report(ProbeOutcome(probe.name, "skipped", reason=exc.reason))
-    failed = any(not v.passed for v in verdicts)
-    return _report(ProbeOutcome(probe.name, "failed" if failed else "passed", verdicts))
+    except ProbeParseError as exc:  # read, but what it shows decides nothing (an elided capture)
+        raise UserError(f"{args.input}: cannot judge it as {probe.input_help}: {exc}") from None
+    return _report(ProbeOutcome(probe.name, outcome_of(verdicts), verdicts))
 
 
 MAX_INPUT = 64 << 20  # bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB)
@@ -144,10 +146,14 @@ def _report(outcome: Any) -> int:
         print(f"ERROR: {outcome.name}: {escape(outcome.reason)}")
         return Exit.ERROR
     for v in outcome.verdicts:
-        print(f"{'PASS' if v.passed else 'FAIL'} {escape(v.line())}")
-    bad = outcome.failures
-    print(f"{outcome.name}: {outcome.outcome} ({len(outcome.verdicts) - len(bad)} passed, {len(bad)} failed)")
-    return Exit.FAILED if bad else Exit.PASSED
+        print(f"{v.word} {escape(v.line())}")
+    bad, unjudged = outcome.failures, outcome.unjudged
+    passed = len(outcome.verdicts) - len(bad) - len(unjudged)
+    more = f", {len(unjudged)} not judged" if unjudged else ""
+    print(f"{outcome.name}: {outcome.outcome} ({passed} passed, {len(bad)} failed{more})")
+    if not outcome.verdicts:  # a judge that returned nothing judged nothing
+        return Exit.NOTHING
+    return {"failed": Exit.FAILED, "not judged": Exit.NOTHING}.get(outcome.outcome, Exit.PASSED)
 
 
 def _all(expect: dict[str, Any]) -> int:
@@ -159,11 +165,11 @@ def _all(expect: dict[str, Any]) -> int:
             print(f"{outcome.upper():<8} {name:<10} {escape(detail)}")
             continue
         shown = [v for v in detail if not v.passed] or list(detail)
-        print(f"{outcome.upper():<8} {name:<10} {escape(shown[0].line())}")
+        print(f"{outcome.upper().replace(' ', '-'):<8} {name:<10} {escape(shown[0].line())}")
         for v in shown[1:]:
             print(f"{'':<8} {'':<10} {escape(v.line())}")
     outcomes = [o for _, o, _ in results]
-    print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
+    print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "not judged", "skipped", "error")))
     if "failed" in outcomes:
         return Exit.FAILED
     if "error" in outcomes:

@@ -1,8 +1,10 @@
 """InfiniBand / RoCE ports: state and rate, from `ibstat`, `ibv_devinfo` or /sys/class/infiniband.
 
 Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's check_hw_ib,
-Azure/azurehpc-health-checks customTests), at the platform's `ib_rate_gbps` where given (e.g. 400 for NDR), and at least
-`ib_ports` ports must be active.
+Azure/azurehpc-health-checks customTests) with its physical link up (LinkUp: an ACTIVE port whose physical
+state reads Polling or Disabled contradicts itself) and a rate above 0, at the platform's `ib_rate_gbps`
+where given (e.g. 400 for NDR), and at least `ib_ports` ports must be active. A rate that cannot be read,
+and a port listed twice, fail.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class IbPort:
     phys_state: str | None
     rate_gbps: float | None
     link_layer: str | None
+    rate_text: str | None = None   # the rate as printed, when it could not be read as a number of Gb/s
 
     @property
     def subject(self) -> str:
@@ -43,6 +46,14 @@ def parse(text: str) -> tuple[IbPort, ...]:
     raise ProbeParseError("expected `ibstat` (CA 'mlx5_0' ... Port 1:) or `ibv_devinfo` (hca_id: ... port: 1) output")
 
 
+_RATE = re.compile(r"\d{1,6}(?:\.\d{1,6})?")
+
+
+def _link_up(phys: str) -> bool:
+    """LinkUp (ibstat, sysfs) or LINK_UP (ibv_devinfo -v)."""
+    return re.sub(r"[^A-Z]", "", phys.upper()) == "LINKUP"
+
+
 def _norm_state(value: str) -> str:
     return re.sub(r"\s*\(\d+\)$", "", value).replace("PORT_", "").upper()
 
@@ -53,12 +64,14 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
     def close() -> None:
         if port is not None:
             rate = fields.get("Rate")
+            value = _RATE.fullmatch(rate) if rate else None
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
-                              float(rate) if rate and re.match(r"^[\d.]+$", rate) else None, fields.get("Link layer")))
+                              float(value.group(0)) if value else None, fields.get("Link layer"),
+                              rate if rate and not value else None))
 
     for l in lines:
         m = re.match(r"^CA '([^']+)'", l)
-        pm = re.match(r"^\s+Port (\d+):\s*$", l)
+        pm = re.match(r"^\s+Port (\d{1,6}):\s*$", l)
         if m:
             close()
             dev, port, fields = m.group(1), None, {}
@@ -80,20 +93,22 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
     def close() -> None:
         if port is not None:
             rate = None
-            w = re.match(r"(\d+)X", fields.get("active_width", ""))
-            s = re.match(r"([\d.]+) Gbps", fields.get("active_speed", ""))
+            width, speed = fields.get("active_width"), fields.get("active_speed")
+            w = re.match(r"(\d{1,3})X", width or "")
+            s = re.match(r"(\d{1,6}(?:\.\d{1,6})?) Gbps", speed or "")
             if w and s:
                 rate = int(w.group(1)) * float(s.group(1))
+            unread = f"{width} x {speed}" if (width or speed) and rate is None else None
             phys = fields.get("phys_state")
             out.append(IbPort(dev, port, _norm_state(fields.get("state", "?")),
-                              _norm_state(phys) if phys else None, rate, fields.get("link_layer")))
+                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread))
 
     for l in lines:
         s = l.strip()
         if s.startswith("hca_id:"):
             close()
             dev, port, fields = s.partition(":")[2].strip(), None, {}
-        elif re.match(r"^port:\s*\d+$", s):
+        elif re.match(r"^port:\s*\d{1,6}$", s):
             close()
             port, fields = int(s.partition(":")[2]), {}
         elif port is not None and ":" in s:
@@ -108,10 +123,26 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
 def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     want_rate = expect.get("ib_rate_gbps")
     out = []
+    listed: dict[str, int] = {}
+    for p in ports:
+        listed[p.subject] = listed.get(p.subject, 0) + 1
+    twice = [subject for subject, k in listed.items() if k > 1]
+    if twice:
+        out.append(ProbeVerdict("node", "ports listed", False, f"port {', '.join(twice[:8])} listed twice: the "
+                                f"capture contradicts itself", len(twice), 0))
     for p in ports:
         layer = f", {p.link_layer}" if p.link_layer else ""
         rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
-        if p.state != "ACTIVE":
+        if p.state == "ACTIVE" and p.phys_state is not None and not _link_up(p.phys_state):
+            out.append(ProbeVerdict(p.subject, "port state", False, f"ACTIVE but physical state {p.phys_state}"
+                                    f"{layer}: the physical link is not up", p.phys_state, "LinkUp"))
+        elif p.state == "ACTIVE" and p.rate_text is not None:
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE, rate {p.rate_text[:40]!r} unreadable"
+                                    f"{layer}", p.rate_text, "a rate in Gb/s"))
+        elif p.state == "ACTIVE" and p.rate_gbps == 0:
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE at rate 0{layer}: the port moves nothing",
+                                    0, want_rate or "> 0"))
+        elif p.state != "ACTIVE":
             phys = f" (physical {p.phys_state})" if p.phys_state else ""
             out.append(ProbeVerdict(p.subject, "port state", False, f"{p.state}{phys}{layer}: no RDMA traffic "
                                     "through this port", p.state, "ACTIVE"))
@@ -122,7 +153,8 @@ def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVer
             out.append(ProbeVerdict(p.subject, "port state", True, f"ACTIVE{rate}{layer}", p.state, "ACTIVE"))
     want_ports = expect.get("ib_ports")
     if want_ports is not None:
-        active = sum(p.state == "ACTIVE" for p in ports)
+        active = sum(p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state)) and p.rate_gbps != 0
+                     for p in ports)
         out.append(ProbeVerdict("node", "active ports", active >= want_ports,
                                 f"{active} of {len(ports)} ports active, platform expects {want_ports}", active, want_ports))
     return out

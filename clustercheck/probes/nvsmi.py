@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import ProbeParseError, ProbeSkip
-from clustercheck.toolout import evidence_lines
+from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import count, evidence_lines
 
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
 _GPU = re.compile(rf"^GPU ({_BUS.pattern})$")
@@ -118,8 +118,9 @@ def parse_bus_ids(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for line in text.splitlines():
         index, sep, bus = line.partition(",")
-        if sep and index.strip().isdigit() and _BUS.fullmatch(bus.strip()):
-            out[int(index)] = bus_id(bus)
+        i = count(index)
+        if sep and i is not None and _BUS.fullmatch(bus.strip()):
+            out[i] = bus_id(bus)
     return out
 
 
@@ -128,8 +129,37 @@ def collect_text() -> str:
 
 
 def number(value: str | None) -> float | None:
-    """'33 C' -> 33.0, '16x' -> 16.0, 'N/A' -> None."""
+    """'33 C' -> 33.0, '16x' -> 16.0, '-5' -> -5.0 (the caller judges its domain); None for 'N/A' and for
+    anything that is not one number ('1e400', '1.2.3', 'nan'): never the leading digits of something else."""
     if value is None:
         return None
-    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+    m = _NUMBER.match(value)
     return float(m.group(1)) if m else None
+
+
+_NUMBER = re.compile(r"^\s*(-?\d{1,15}(?:\.\d{1,15})?)(?![\d.eE])")
+
+
+def coverage(report: NvsmiReport, probe: str) -> list[ProbeVerdict]:
+    """The GPU sections against what the header promises (`Attached GPUs`) and against each other (a bus
+    id listed twice): a section cut from the capture leaves that GPU unjudged, so the node fails, naming
+    it, whichever probe reads the report. No verdict when they agree."""
+    problems = []
+    seen: dict[str, int] = {}
+    for g in report.gpus:
+        seen[g.bus_id.upper()] = seen.get(g.bus_id.upper(), 0) + 1
+    twice = [b for b, k in seen.items() if k > 1]
+    if twice:
+        problems.append(f"GPU {', '.join(twice[:8])} listed twice")
+    raw = report.head("Attached GPUs")
+    if raw is not None:
+        attached = count(raw)
+        if attached is None:
+            problems.append(f"'Attached GPUs: {raw[:40]}' is not a count of GPUs")
+        elif attached != len(report.gpus):
+            problems.append(f"the header says Attached GPUs: {attached} and the capture has {len(report.gpus)} GPU "
+                            f"section(s): a GPU section is cut or missing, and its GPU is not judged")
+    if not problems:
+        return []
+    return [ProbeVerdict("node", "GPU sections", False, f"{probe}: " + "; ".join(problems), len(report.gpus),
+                         raw)]
