@@ -73,7 +73,8 @@ def judge(run: NvbandwidthRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
 def _absent(run: NvbandwidthRun, key: str, tests: tuple[str, ...]) -> ProbeVerdict:
     """A floor the platform sets and this capture has no matrix for: named, never passed."""
     sums = [t for t in tests if run.testcase(t) is not None]
-    why = (f"{', '.join(sums)} has only its SUM line here, not the per-GPU values {key} judges" if sums else
+    why = (f"{', '.join(sums)} {'has only its SUM line' if len(sums) == 1 else 'have only SUM lines'} here, not "
+           f"the per-GPU values {key} judges" if sums else
            f"none of {', '.join(tests)} is in this capture")
     return not_judged("nvbandwidth", key, why)
 
