@@ -159,6 +159,11 @@ def judge(parsed: GdsCheck | NvfsStats, expect: Mapping[str, Any]) -> list[Probe
                             measured=supported, expected="at least one Supported"))
     if parsed.no_gpu:
         out.append(ProbeVerdict("gdscheck", "GPUs", False, parsed.no_gpu, 0, "a GPU"))
+    indices = [index for index, _, _ in parsed.gpus]
+    twice = sorted({i for i in indices if indices.count(i) > 1}) if len(set(indices)) != len(indices) else []
+    if twice:
+        out.append(ProbeVerdict("gdscheck", "GPUs", False, f"GPU index {', '.join(map(str, twice[:8]))} listed twice",
+                                len(indices), len(set(indices))))
     for index, name, ok in parsed.gpus:
         out.append(ProbeVerdict(f"GPU{index}", "GDS support", ok, f"{name}: {'supports GDS' if ok else 'no GDS support'}"))
     if not parsed.complete:

@@ -4,7 +4,8 @@ Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's 
 Azure/azurehpc-health-checks customTests) with its physical link up (LinkUp: an ACTIVE port whose physical
 state reads Polling or Disabled contradicts itself) and a rate above 0, at the platform's `ib_rate_gbps`
 where given (e.g. 400 for NDR), and at least `ib_ports` ports must be active. A rate that cannot be read,
-and a port listed twice, fail.
+a port listed twice, and fewer or more port sections than the device says it has (ibstat's "Number of
+ports", ibv_devinfo's phys_port_cnt), fail.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Mapping
 
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.toolout import count, evidence_lines
 
 SYSFS = Path("/sys/class/infiniband")
 
@@ -30,6 +31,7 @@ class IbPort:
     rate_gbps: float | None
     link_layer: str | None
     rate_text: str | None = None   # the rate as printed, when it could not be read as a number of Gb/s
+    ports_of_device: int | None = None   # what its device says it has: ibstat "Number of ports", phys_port_cnt
 
     @property
     def subject(self) -> str:
@@ -67,17 +69,20 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
             value = _RATE.fullmatch(rate) if rate else None
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
                               float(value.group(0)) if value else None, fields.get("Link layer"),
-                              rate if rate and not value else None))
+                              rate if rate and not value else None, promised))
 
+    promised: int | None = None
     for l in lines:
         m = re.match(r"^CA '([^']+)'", l)
         pm = re.match(r"^\s+Port (\d{1,6}):\s*$", l)
         if m:
             close()
-            dev, port, fields = m.group(1), None, {}
+            dev, port, fields, promised = m.group(1), None, {}, None
         elif pm:
             close()
             port, fields = int(pm.group(1)), {}
+        elif port is None and l.strip().startswith("Number of ports:"):
+            promised = count(l.partition(":")[2])
         elif port is not None and ":" in l:
             k, _, v = l.strip().partition(":")
             fields[k.strip()] = v.strip()
@@ -101,13 +106,16 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
             unread = f"{width} x {speed}" if (width or speed) and rate is None else None
             phys = fields.get("phys_state")
             out.append(IbPort(dev, port, _norm_state(fields.get("state", "?")),
-                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread))
+                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread, promised))
 
+    promised: int | None = None
     for l in lines:
         s = l.strip()
         if s.startswith("hca_id:"):
             close()
-            dev, port, fields = s.partition(":")[2].strip(), None, {}
+            dev, port, fields, promised = s.partition(":")[2].strip(), None, {}, None
+        elif port is None and s.startswith("phys_port_cnt:"):
+            promised = count(s.partition(":")[2])
         elif re.match(r"^port:\s*\d{1,6}$", s):
             close()
             port, fields = int(s.partition(":")[2]), {}
@@ -130,6 +138,15 @@ def judge(ports: tuple[IbPort, ...], expect: Mapping[str, Any]) -> list[ProbeVer
     if twice:
         out.append(ProbeVerdict("node", "ports listed", False, f"port {', '.join(twice[:8])} listed twice: the "
                                 f"capture contradicts itself", len(twice), 0))
+    per_device: dict[str, list[IbPort]] = {}
+    for p in ports:
+        per_device.setdefault(p.device, []).append(p)
+    for device, its in per_device.items():
+        promised = its[0].ports_of_device
+        if promised is not None and len(its) != promised:
+            out.append(ProbeVerdict(device, "ports listed", False, f"{len(its)} port section(s), the device says it "
+                                    f"has {promised}: a port is missing or repeated, and not judged", len(its),
+                                    promised))
     for p in ports:
         layer = f", {p.link_layer}" if p.link_layer else ""
         rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""

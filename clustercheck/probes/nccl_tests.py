@@ -161,6 +161,9 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
                                         f"{p.wrong:g} wrong elements at size {row.size} B {place} (output line "
                                         f"{row.line})", p.wrong, 0))
     failed_rows = bool(out)
+    rows = _rows_verdict(run, subject)
+    if rows is not None:
+        out.append(rows)
     if run.out_of_bounds is not None:
         ok = not run.out_of_bounds
         detail = "Out of bounds values : 0 OK" if ok else (
@@ -186,6 +189,35 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
         out.append(ProbeVerdict(subject, "data check", True, f"largest error {worst:g} in {len(checked)} checked "
                                 f"result(s); Out of bounds values {run.out_of_bounds}", len(checked)))
     return out
+
+
+def _rows_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict | None:
+    """The table's rows against the sizes its header promises (minBytes to maxBytes by the step), each sweep
+    in ascending order: a row left out, repeated or moved is less than the run, or not the run. Nothing to
+    count for a run that is already failed (cut off), one whose author elided rows, or a header that does
+    not say its step."""
+    promised = run.sizes_promised()
+    if promised is None or run.failure or not run.rows or any("elision" in n for n in run.notes):
+        return None
+    sizes = [r.size for r in run.rows]
+    sweeps, extra = divmod(len(sizes), promised)
+    problems = []
+    if extra or not sweeps:
+        problems.append(f"{len(sizes)} row(s), the header promises {promised} size(s) per sweep (minBytes "
+                        f"{run.min_bytes} to maxBytes {run.max_bytes}, step {run.step[0] if run.step else '?'}"
+                        f"({run.step[1] if run.step else '?'})): a row is missing or repeated")
+    else:
+        for k in range(sweeps):
+            sweep = sizes[k * promised:(k + 1) * promised]
+            back = next((i for i in range(1, len(sweep)) if sweep[i] < sweep[i - 1]), None)
+            if back is not None:
+                row = run.rows[k * promised + back]
+                problems.append(f"size {row.size} B (line {row.line}) after {sweep[back - 1]} B: the sizes are out "
+                                f"of order")
+                break
+    if not problems:
+        return None
+    return ProbeVerdict(subject, "table rows", False, "; ".join(problems), len(sizes), promised)
 
 
 def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple[float | None, str]:

@@ -125,6 +125,13 @@ def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
                              f"{scan.scanned} PCI device(s) read ({scan.origin}), none has an ACS capability"
                              + (f"; {scan.note}" if scan.note else ""), measured=0, expected="no redirect")]
     out = []
+    seen: dict[str, int] = {}
+    for dev in scan.devices:
+        seen[dev.subject] = seen.get(dev.subject, 0) + 1
+    twice = [subject for subject, k in seen.items() if k > 1]
+    if twice:  # one device with two ACS control registers: the capture contradicts itself
+        out.append(ProbeVerdict("node", "ACS redirect", False, f"device {', '.join(twice[:8])} listed twice with an "
+                                f"ACSCtl line", len(twice), 0))
     for dev in scan.devices:
         if dev.unread:  # a redirect bit nobody can read is not off: the device is not judged clean
             out.append(ProbeVerdict(dev.subject, "ACS redirect", False, f"redirect state unreadable: lspci printed "

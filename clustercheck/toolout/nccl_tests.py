@@ -35,8 +35,8 @@ __all__ = ["NcclTestsRun", "Placement", "RankInfo", "Row", "headline", "inferred
 # and int() of thousands of digits raises.
 _RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d{1,9})(?:\s+Group\s+\d{1,9})?(?:\s+Pid\s+(?P<pid>\d{1,12}))?\s+"
                    r"(?:on\s+(?P<host>\S+)\s+device|uses device)\s+(?P<dev>\d{1,9})\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)$")
-_PARAMS = re.compile(r"^#?\s*nThread (?P<threads>\d{1,9}) nGpus (?P<gpus>\d{1,9}) minBytes \d{1,20} "
-                     r"maxBytes (?P<max>\d{1,20})")
+_PARAMS = re.compile(r"^#?\s*nThread (?P<threads>\d{1,9}) nGpus (?P<gpus>\d{1,9}) minBytes (?P<min>\d{1,20}) "
+                     r"maxBytes (?P<max>\d{1,20})(?: step: (?P<step>\d{1,20})\((?P<how>factor|bytes)\))?")
 _VALIDATION = re.compile(r"validation: (\d{1,9})")
 _REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (?P<v>\S+)(?: nccl-headers=\d{1,12} nccl-library=(?P<lib>\d{1,12}))?")
@@ -115,6 +115,7 @@ class _State:
         self.bad_row: tuple[int, str, str] | None = None   # (line, text, what is wrong with it)
         self.bad_footer: tuple[int, str] | None = None
         self.notes: list[str] = []
+        self.step: tuple[int, str] | None = None
 
     def feed(self, line: str, number_: int) -> None:
         m = _NCCL_MSG.search(line)
@@ -197,7 +198,10 @@ class _State:
             self.tool = "nccl1"
 
     def _params(self, m: re.Match[str], s: str) -> None:
-        self.params.update(threads=int(m.group("threads")), gpus=int(m.group("gpus")), max=int(m.group("max")))
+        self.params.update(threads=int(m.group("threads")), gpus=int(m.group("gpus")), max=int(m.group("max")),
+                           min=int(m.group("min")))
+        if m.group("step"):
+            self.step = (int(m.group("step")), m.group("how"))
         v = _VALIDATION.search(s)
         if v:
             self.params["validation"] = int(v.group(1))
@@ -232,7 +236,7 @@ class _State:
             self.tool, fmt, name, source, tuple(self.ranks), tuple(self.rows), self.params.get("threads"),
             self.params.get("gpus"), self.params.get("max"), self.params.get("validation"), self.oob, self.avg,
             self.avg_check, version, self.tests_version, self.last_error, failure, line, kind, debug.info_lines,
-            tuple(self.notes))
+            tuple(self.notes), self.params.get("min"), self.step)
 
     def _verdict_failure(self) -> tuple[str | None, int | None]:
         if self.failures:
