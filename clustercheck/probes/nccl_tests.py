@@ -160,6 +160,9 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
                 out.append(ProbeVerdict(f"{row.size} B {place}", "wrong", False,
                                         f"{p.wrong:g} wrong elements at size {row.size} B {place} (output line "
                                         f"{row.line})", p.wrong, 0))
+    for line, why in run.unread_rows[:_SHOWN]:  # a row nobody can read has no #wrong anyone checked
+        out.append(ProbeVerdict(f"line {line}", "wrong", False, f"a table row {why}: its #wrong cannot be read",
+                                "unreadable", 0))
     failed_rows = bool(out)
     rows = _rows_verdict(run, subject)
     if rows is not None:

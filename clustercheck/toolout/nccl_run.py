@@ -80,6 +80,7 @@ class NcclTestsRun:
     failure_kind: str | None  # "crashed" (a failure line) or "incomplete" (the table or footer is missing)
     nccl_info_lines: int
     notes: tuple[str, ...]    # elisions and other things a reader should know
+    unread_rows: tuple[tuple[int, str], ...] = ()   # (line, why) of table rows that could not be read
     min_bytes: int | None = None
     step: tuple[int, str] | None = None   # (2, "factor") or (1048576, "bytes"), as the header line says
 

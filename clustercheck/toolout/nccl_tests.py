@@ -116,6 +116,7 @@ class _State:
         self.bad_footer: tuple[int, str] | None = None
         self.notes: list[str] = []
         self.step: tuple[int, str] | None = None
+        self.unread: list[tuple[int, str]] = []
 
     def feed(self, line: str, number_: int) -> None:
         m = _NCCL_MSG.search(line)
@@ -135,6 +136,7 @@ class _State:
             row = _row(s, number_, self.layout)
             if isinstance(row, str):
                 self.bad_row = self.bad_row or (number_, s, row)
+                self.unread.append((number_, row))
             else:
                 self.rows.append(row)
         self.prev = s
@@ -236,7 +238,7 @@ class _State:
             self.tool, fmt, name, source, tuple(self.ranks), tuple(self.rows), self.params.get("threads"),
             self.params.get("gpus"), self.params.get("max"), self.params.get("validation"), self.oob, self.avg,
             self.avg_check, version, self.tests_version, self.last_error, failure, line, kind, debug.info_lines,
-            tuple(self.notes), self.params.get("min"), self.step)
+            tuple(self.notes), tuple(self.unread), self.params.get("min"), self.step)
 
     def _verdict_failure(self) -> tuple[str | None, int | None]:
         if self.failures:
