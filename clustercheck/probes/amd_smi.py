@@ -63,14 +63,21 @@ def _blocks(lines: list[str]) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
     current: dict[str, str] | None = None
     stack: list[tuple[int, str]] = []
-    for line in lines:
+    ended: tuple[int, str] | None = None   # the margin line that ended a block, until the next block starts
+    for number, line in enumerate(lines, 1):
         m = _GPU_BLOCK.match(line)
         if m:
-            current, stack = out.setdefault(int(m.group(1)), {}), []
+            current, stack, ended = out.setdefault(int(m.group(1)), {}), [], None
             continue
         k = _KEY.match(line)
+        if k and current is None and ended is not None:
+            # amd-smi indents every key of a block under its "GPU: N": one after a foreign line at the margin
+            # is a block that line cut in two, whose keys would be lost without a word
+            raise ProbeParseError(f"line {number}: {line.strip()[:60]!r} is indented under {ended[1]!r} (line "
+                                  f"{ended[0]}), which cut a GPU block: not amd-smi output")
         if current is None or not k:
             if line and not line[0].isspace():
+                ended = (number, line.strip()[:60]) if current is not None or ended is not None else None
                 current = None  # a prompt, a table title: the block has ended
             continue
         indent = len(k.group(1))

@@ -150,7 +150,7 @@ def judge(parsed: GdsCheck | NvfsStats, expect: Mapping[str, Any]) -> list[Probe
                             "nvidia_fs version missing: the kernel module is not loaded")]
     else:
         out = [not_judged("nvidia-fs", "driver loaded", "the capture starts after gdscheck's version lines")]
-    supported = [t for t, v in parsed.transports if _supported(v)]
+    supported = sorted(t for t, v in parsed.transports if _supported(v))
     states = sorted({v.split()[0] for _, v in parsed.transports if v and not _supported(v)})
     out.append(ProbeVerdict("gdscheck", "storage transport", bool(supported),
                             f"supported: {', '.join(supported)}" if supported else

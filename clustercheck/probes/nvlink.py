@@ -157,17 +157,26 @@ def _listed_verdict(gpus: tuple[NvlinkGpu, ...], per_node: object) -> ProbeVerdi
 
 def _gpu_verdict(g: NvlinkGpu, gpus: tuple[NvlinkGpu, ...], want: Any) -> ProbeVerdict:
     best = max(x.active for x in gpus)
+    # NVML lists every link a GPU has, so GPUs of one model list as many: fewer is a link left out
+    most = max((len(x.links) for x in gpus if x.name == g.name and not x.elided), default=0)
     fastest: dict[str, float] = {}  # per GPU model: GPUs of one model run their links at one speed
     for x in gpus:
         for _, speed in x.links:
             if speed:
                 fastest[x.name] = max(speed, fastest.get(x.name, speed))
     problems: list[str] = []
-    down = [str(k) for k, s in g.links if s is None]
-    twice = sorted(k for k, n in Counter(k for k, _ in g.links).items() if n > 1)
+    down = [str(k) for k, s in sorted(g.links, key=lambda link: link[0]) if s is None]
+    listed = Counter(k for k, _ in g.links)
+    twice = sorted(k for k, n in listed.items() if n > 1)
     if twice:
         problems.append(f"link {', '.join(map(str, twice))} listed twice")
-    zero = [str(k) for k, s in g.links if s == 0]
+    # nvidia-smi lists a GPU's links 0..N-1; a number left out is a link nobody judged
+    gone = [str(k) for k in range(min(max(listed, default=-1) + 1, 4 * len(listed) + 64)) if k not in listed]
+    if gone and not g.elided:
+        problems.append(f"link {', '.join(gone[:8])} not listed")
+    elif g.links and len(g.links) < most and not g.elided:
+        problems.append(f"{len(g.links)} link(s) listed; other {g.name} GPUs here list {most}")
+    zero = [str(k) for k, s in sorted(g.links, key=lambda link: link[0]) if s == 0]
     if zero:
         problems.append(f"link {', '.join(zero)} at 0 GB/s: up but moving nothing")
     if g.active == 0 and want != 0:  # nvlinks_per_gpu: 0 says a platform without NVLink (PCIe cards)
@@ -182,7 +191,7 @@ def _gpu_verdict(g: NvlinkGpu, gpus: tuple[NvlinkGpu, ...], want: Any) -> ProbeV
         problems.append(f"{g.active} active link(s); the best GPU here has {best}")
     top = fastest.get(g.name)
     slow: dict[float, list[str]] = {}
-    for k, speed in g.links:
+    for k, speed in sorted(g.links, key=lambda link: link[0]):
         if speed and top is not None and speed < top:
             slow.setdefault(speed, []).append(str(k))
     peer = "its other links" if any(x == top for _, x in g.links) else f"other {g.name} GPUs' links"
