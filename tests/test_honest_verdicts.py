@@ -347,3 +347,23 @@ def test_a_native_tool_printing_one_96_kib_line_is_judged_at_once(measure, name,
         t0 = time.perf_counter()
         kind_verdicts(measure, params, stdout, binary)
         assert time.perf_counter() - t0 < 1.0, f"{measure}: a 96 KiB line of {line[0]!r} took too long"
+
+
+@pytest.mark.parametrize("value", ["nan", -5.0, 2.5])
+def test_the_json_output_holds_numbers_to_the_same_rule(value):
+    """nccl-tests -J writes NaN as the string "nan" (src/util.cu jsonDouble): a NaN busbw or a nwrong that is no
+    count is no result, as in the text table. The document is the H100 capture's last two rows as -J prints them."""
+    import json
+
+    from test_toolout_nccl_tests import _json_doc
+    from clustercheck.probes import nccl_tests as probe
+    from clustercheck.toolout import nccl_tests as reader
+
+    doc = _json_doc()
+    place = doc["results"][1]["out_of_place"]
+    place["bus_bw" if value == "nan" else "nwrong"] = value
+    run = reader.parse(json.dumps(doc))
+    assert run.failure is not None and run.failure.startswith("result 2: out-of-place") and len(run.rows) == 1
+    verdicts = probe.judge(run, {})
+    assert any(v.what == "wrong" and not v.passed and v.subject == "line 2" for v in verdicts)
+    assert not any(v.what == "wrong" and v.passed for v in verdicts)
