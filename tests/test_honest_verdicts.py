@@ -367,3 +367,33 @@ def test_the_json_output_holds_numbers_to_the_same_rule(value):
     verdicts = probe.judge(run, {})
     assert any(v.what == "wrong" and not v.passed and v.subject == "line 2" for v in verdicts)
     assert not any(v.what == "wrong" and v.passed for v in verdicts)
+
+
+def test_a_probe_in_a_run_never_records_what_it_could_not_judge_as_a_pass(capsys, tmp_path):
+    """`measure: probe` gets a probe's verdicts from the node's first rank as measure.probe sends them: one
+    that judged nothing is a skip, one that judged only a part is an error naming what it could not judge.
+    The verdicts are those of the elided V100 capture and the nvbandwidth header-only capture."""
+    from clustercheck.errors import HarnessError, Skip
+    from clustercheck.probes import nvbandwidth, nvlink
+
+    def answers(verdicts: list[Any], name: str) -> Answers:
+        kind = KINDS["probe"]
+        check = CheckSpec("p", "probe", "node", kind.parse(Fields({"probe": name}, "s.yaml", "checks[0].params")), (),
+                          60.0, "", "s.yaml", 1)
+        sent = {"outcome": "passed", "reason": "", "host": "node7",
+                "verdicts": [{"subject": v.subject, "what": v.what, "passed": v.passed, "judged": v.judged,
+                              "detail": v.detail, "measured": None, "expected": None} for v in verdicts]}
+        return Answers(check, [sent], [{"host": "node7"}], "gloo")
+
+    head = text(NVB, GH200).split("Running host_to_device_memcpy_ce.")[0]
+    nothing = nvbandwidth.judge(nvbandwidth.parse(head), {})
+    with pytest.raises(Skip, match="judged nothing: nvbandwidth: run: not judged: no testcase result"):
+        KINDS["probe"].judge(answers(nothing, "nvbandwidth"), Rules({}))
+    elided = nvlink.judge(nvlink.parse(text("nvlink-status", "v100-sxm2-gpu3-links-3-5-inactive-leading-elision.txt")),
+                          {})
+    _, recorded = KINDS["probe"].judge(answers(elided, "nvlink"), Rules({}))  # a failure stands: GPU3 fails
+    assert [(v.subject, v.passed) for v in recorded] == [("GPU3", False)]
+    part = [v for v in nvbandwidth.judge(nvbandwidth.parse(text(NVB, D2D)), {"h2d_min": 23.6})]
+    assert any(not v.judged for v in part) and all(v.passed for v in part if v.judged)
+    with pytest.raises(HarnessError, match="could not judge all it read: nvbandwidth: h2d_min: not judged"):
+        KINDS["probe"].judge(answers(part, "nvbandwidth"), Rules({}))
