@@ -374,3 +374,49 @@ def test_a_capture_and_a_run_name_nvbandwidth_cells_alike(tmp_path: Path) -> Non
     failed = next(v for v in offline if v.what == "p2p_min" and not v.passed)
     named = {s for s in subjects if f"{s} " in failed.detail}
     assert len(named) >= 8, (sorted(subjects)[:4], failed.detail)
+
+
+# -- small profiles: applicability and the tool before the threshold ------------------------------------
+
+NATIVE_SUITE = Path(__file__).resolve().parent.parent / "suites" / "native-tools.yaml"
+ONE_GPU = FIXTURES / "nvbandwidth" / "all-tests-partial-dgx-station-gb300-c2c.txt"  # one GPU's nvbandwidth
+
+
+def _one_gpu_run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bin_dir: Path) -> tuple[int, str, dict]:
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    res = project.runpytest_subprocess(str(NATIVE_SUITE), "--platform", "h100-sxm-1x", "--ranks", "1", *RUN)
+    out = res.stdout.str()
+    data = json.loads((project.path / "out" / "latest" / "results.json").read_text())
+    return res.ret, out, {r["check"]: r for r in data["results"]}
+
+
+def test_the_shipped_native_suite_on_one_gpu_skips_what_does_not_apply_before_any_threshold(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """h100-sxm-1x has no threshold for nccl-tests: over one GPU it moves no data, so it is skipped as
+    clustercheck's own all_reduce is; a tool that is not installed is skipped, never 'no threshold'."""
+    bin_dir = project.path / "bin"
+    bin_dir.mkdir()
+    code, out, by_id = _one_gpu_run(project, monkeypatch, bin_dir)
+    assert code == 5, out  # nothing applied here: nothing judged, not a harness error
+    assert "no threshold" not in out and "Traceback" not in out
+    assert {k: r["outcome"] for k, r in by_id.items()} == {k: "skipped" for k in by_id}
+    reasons = {k: r["message"] for k, r in by_id.items()}
+    assert "over a single rank moves no data" in reasons["nccl-tests-allreduce"]
+    assert "nvbandwidth not found on PATH" in reasons["nvbandwidth-host"]
+    assert "need two GPUs or more; this node has one" in reasons["nvbandwidth-p2p"]
+
+
+def test_nvbandwidth_on_one_gpu_is_judged_by_the_one_gpu_profile(project: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = project.path / "bin"
+    bin_dir.mkdir()
+    standin(bin_dir, "nvbandwidth", [("", captured(ONE_GPU), 0)])
+    code, out, by_id = _one_gpu_run(project, monkeypatch, bin_dir)
+    assert code == 0, out
+    host = by_id["nvbandwidth-host"]
+    assert host["outcome"] == "passed", out
+    judged = {(v["metric"], v["subject"]): v for v in host["verdicts"]}
+    h2d = judged[("host_to_device_memcpy_ce", "GPU0")]
+    assert h2d["measured"] == 359.05 and h2d["limit"] == 48.0 and "defaults.nvbandwidth" in h2d["origin"]
+    assert judged[("device_to_host_memcpy_ce", "GPU0")]["measured"] == 377.15
+    assert by_id["nvbandwidth-p2p"]["outcome"] == "skipped" and by_id["nccl-tests-allreduce"]["outcome"] == "skipped"

@@ -55,9 +55,10 @@ def test_every_capture_passes_or_skips_without_an_expectation(path):
 def test_with_nvswitch_fabric_every_gpu_must_be_completed_and_success(path):
     got, verdicts = outcome(path.read_text(), REQUIRED)
     assert got == ("passed" if OUTCOME[path.stem] == "passed" else "failed")
-    if got == "failed":  # every GPU fails, saying what it read
-        assert verdicts and not any(v.passed for v in verdicts)
-        assert all("State N/A, Status N/A" in v.detail or "no Fabric section" in v.detail for v in verdicts)
+    if got == "failed":  # every GPU fails, saying what it read (and a capture cut short fails its node)
+        gpus = [v for v in verdicts if v.subject != "node"]
+        assert gpus and not any(v.passed for v in verdicts)
+        assert all("State N/A, Status N/A" in v.detail or "no Fabric section" in v.detail for v in gpus)
 
 
 def edit(body: str, gpu: int, old: str, new: str) -> str:

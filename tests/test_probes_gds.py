@@ -16,6 +16,9 @@ EXPECTED = {  # file -> (supported transports, GPUs) ; None: refused
     "gdscheck-p-gds1.14-noindent-truncated": None,
     "gdscheck-p-h100pcie-gds1.15-nvme-supported": (["NVMe", "NFS"], 1),
     "proc-driver-nvidia-fs-stats-stelline": "stats",
+    # cut after DRIVER CONFIGURATION, and what it shows already fails: judged, not refused
+    "gdscheck-p-driver-configuration-all-unsupported": "fails",
+    "gdscheck-p-gds1.18-all-compat-no-gpu": "fails",
 }
 
 
@@ -27,6 +30,13 @@ def test_every_fixture(path):
             gds.parse(path.read_text())
         return
     parsed = gds.parse(path.read_text())
+    if want == "fails":
+        assert isinstance(parsed, gds.GdsCheck) and not parsed.complete
+        verdicts = gds.judge(parsed, {})
+        failed = [v.what for v in verdicts if v.judged and not v.passed]
+        assert "storage transport" in failed and not any(v.passed for v in verdicts)
+        assert [v.what for v in verdicts if not v.judged][-1] == "platform verification"
+        return
     if want == "stats":
         assert isinstance(parsed, gds.NvfsStats) and dict(parsed.ops)["Read"] == 0
     else:

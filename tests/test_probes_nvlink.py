@@ -19,16 +19,18 @@ EXPECTED = {  # file -> (active links per GPU index, GPUs failing without any ex
     "3x-rtxa6000-nvlink-s-one-gpu-inactive": ({0: 4, 1: 4, 2: 0}, {2}),
     "a100-sxm4-gpu6-all-links-inactive-azure": ({6: 0}, {6}),
     "a100-sxm4-gpu7-nvlink-s-azure": ({7: 12}, set()),
+    # GPU 0-2 were elided by the author ('....'); GPU3's two inactive links fail whatever was left out
+    "v100-sxm2-gpu3-links-3-5-inactive-leading-elision": ({3: 4}, {3}),
 }
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=ids(FIXTURES))
 def test_every_fixture_parses_active_links(path):
-    gpus = nvlink.parse(path.read_text())
+    report = nvlink.parse(path.read_text())
     active, failing = EXPECTED[path.stem]
-    assert {g.index: g.active for g in gpus} == active
-    verdicts = nvlink.judge(gpus, {})
-    assert {v.subject for v in verdicts if not v.passed} == {f"GPU{i}" for i in failing}
+    assert {g.index: g.active for g in report.gpus} == active
+    verdicts = nvlink.judge(report, {})
+    assert {v.subject for v in verdicts if v.judged and not v.passed} == {f"GPU{i}" for i in failing}
 
 
 def test_the_issue_input_all_inactive_gpu_fails_through_the_cli(tmp_path, capsys):
@@ -82,12 +84,13 @@ def test_a_gpu_whose_links_are_slower_than_the_other_gpus_fails():
             in verdicts[1].detail)
 
 
-def test_an_elided_capture_says_so_instead_of_counting_the_links_shown(tmp_path, capsys):
-    # a real capture cut the way documentation cuts long output: the GPU has 12 links, 1 is shown
+def test_an_elided_capture_that_shows_nothing_failing_is_refused_not_counted(tmp_path, capsys):
+    # a real capture cut the way documentation cuts long output: the GPU has 12 links, 1 is shown; what is
+    # shown decides nothing, so the capture is refused rather than judged on the links shown
     lines = text(NV, A100).splitlines()
     raw = "\n".join(lines[:4] + ["......"]) + "\n"
-    with pytest.raises(ProbeParseError, match=r"elided \('\.\.\.\.\.\.'\)"):
-        nvlink.parse(raw)
+    with pytest.raises(ProbeParseError, match=r"elided \('\.\.\.'\)"):
+        nvlink.judge(nvlink.parse(raw), {})
     f = tmp_path / "elided.txt"
     f.write_text(raw)
     assert main(["probe", "nvlink", "--input", str(f)]) == 4

@@ -582,9 +582,9 @@ def test_every_limit_and_default_cites_a_public_source(where):
     ("h200-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm", "burn"}),
     ("a100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("b200-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
-    ("gh200", {"host_device", "device_memory", "gemm"}),
-    ("h100-sxm-1x", {"host_device", "device_memory", "gemm", "burn"}),
-    ("h200-sxm-1x", {"host_device", "device_memory", "gemm", "burn"}),
+    ("gh200", {"host_device", "device_memory", "gemm", "nvbandwidth"}),
+    ("h100-sxm-1x", {"host_device", "device_memory", "gemm", "burn", "nvbandwidth"}),
+    ("h200-sxm-1x", {"host_device", "device_memory", "gemm", "burn", "nvbandwidth"}),
 ])
 def test_shipped_profiles_judge_a_users_new_checks_of_these_kinds(name, kinds):
     profile = load_named(THRESHOLDS, name)

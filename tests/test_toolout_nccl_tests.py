@@ -37,6 +37,9 @@ EXPECTED = {
         (None, None, 0, 1073741824, (195.10, 195.56), (195.10, 195.56), None, None, None),
     "alltoall-4xgb300-single-node-new-format-na.txt":
         ("alltoall", 4, 1, 17179869184, (627.69, 680.70), (836.92, 907.60), 381.478, 0, "2.28.7+cuda13.0"),
+    # srun --label: every line ' 0: ', the last one an empty line whose label kept no trailing space
+    "allreduce-h100-2node-16rank-srun-label-trailing-empty-line.txt":
+        ("all_reduce", 16, 2, 8589934592, (155.57, 155.56), (82.97, 82.96), 142.735, 0, None),
 }
 INCOMPLETE = {"sendrecv-8xa100-nvlink-snippet.txt"}   # a table pasted without its footer
 

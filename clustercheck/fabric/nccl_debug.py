@@ -46,27 +46,34 @@ _FUNC_BY_KEY.update({"alltoall": "AllToAll", "sendrecv": "SendRecv", "gather": "
 
 # One NCCL message; the optional `host:pid:tid [dev] ` prefix is NCCL's default (NCCL_DEBUG_FILE lines
 # and stdout alike). Several may share a physical line when output streams interleave.
-_PREFIX = re.compile(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?NCCL INFO ")
+# The message's own text is found with str.find and its prefix looked for in a bounded window before it: a
+# regex whose optional prefix starts at every position takes quadratic time on a long line without spaces.
+# Numbers are bounded ({1,20}): int() of thousands of digits raises, and no log prints such a count.
+_INFO = "NCCL INFO "
+# Interleaved streams put a few messages on one physical line; past this many the rest of the line is read
+# as the last message's text, so a line of megabytes of glued messages costs bounded work.
+_MAX_MESSAGES = 256
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<dev>\d{1,6})\] $")
 _VERSION = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+)(?:[+-](?P<build>(?:cuda|hip)[\d.]+))?")
 _RCCL_VERSION = re.compile(r"\bRCCL version\s*:\s*(?P<version>\d+\.\d+\.\d+)(?:-(?P<head>[\w:]+))?")
 _HIP_VERSION = re.compile(r"\bHIP version\s*:\s*(?P<version>\S+)")
-_WARN = re.compile(r"\bNCCL WARN (?P<msg>.*?)\s*$")
+_WARN = re.compile(r"\bNCCL WARN (?P<msg>(?:.*\S)?)\s*$")
 _TUNING = re.compile(
-    r"^(?:(?P<coll>[A-Za-z]+):\s+)?(?P<nbytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
-    r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?(?: time (?P<time>[\d.]+))?")
+    r"^(?:(?P<coll>[A-Za-z]+):\s+)?(?P<nbytes>\d{1,20}) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
+    r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d{1,9})\.\.(?P<hi>\d{1,9})\})?(?: time (?P<time>\d{1,12}(?:\.\d{1,12})?))?")
 _COLL_CALL = re.compile(r"^(?P<coll>[A-Za-z]+): opCount ")  # NCCL_DEBUG_SUBSYS=COLL, printed by every rank
 # NCCL >= 2.7 "Channel 00/0 : 0[0] -> 1[1] ...", 2.5-2.6 "Ring 00 : 15[41000] -> 0[1b000] ...", 2.4 "Ring 00 : 15 -> 0 ..."
 _CHANNEL = re.compile(
-    r"^(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<srcdev>[\da-fA-Fx]+)\])? -> (?P<dst>\d+)"
-    r"(?:\[(?P<dstdev>[\da-fA-Fx]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
-_NVLS_CAP = re.compile(r"^NVLS multicast support is (?P<not>not )?available on dev (?P<dev>\d+)")
-_ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*?)\s*$")
-_NETWORK = re.compile(r"^Using network (?P<name>.+?)\s*$")
+    r"^(?:Channel|Ring) (?P<channel>\d{1,9})(?:/\d{1,9})? : (?P<src>\d{1,9})(?:\[(?P<srcdev>[\da-fA-Fx]+)\])? -> "
+    r"(?P<dst>\d{1,9})(?:\[(?P<dstdev>[\da-fA-Fx]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.*\S)\s*$")
+_NVLS_CAP = re.compile(r"^NVLS multicast support is (?P<not>not )?available on dev (?P<dev>\d{1,6})")
+_ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>(?:.*\S)?)\s*$")
+_NETWORK = re.compile(r"^Using network (?P<name>.*\S)\s*$")
 _OFI_PROVIDER = re.compile(r"^NET/OFI Selected Provider is (?P<name>\S+)")
-_CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?"
-                             r"(?P<nvls>\d+) nvls channels"
+_CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d{1,6}) coll channels, (?:(?P<collnet>\d{1,6}) collnet channels, )?"
+                             r"(?P<nvls>\d{1,6}) nvls channels"
                              # RCCL: "comm:0x2bc1f840, nRanks:2, nNodes:1, coll channels:2 collnet channels:2, nvls channels:0"
-                             r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d+).*? nvls channels:(?P<rnvls>\d+)")
+                             r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d{1,6}).*? nvls channels:(?P<rnvls>\d{1,6})")
 _VIA_TAIL = re.compile(r"\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")  # RCCL and NCCL >= 2.2x append the communicator
 # nccl-tests names its binary in the banner ("# Collective test starting: all_reduce_perf") and users paste
 # their command line: both say which collective a nameless (2.20-2.22) tuning line belongs to.
@@ -202,14 +209,14 @@ class NcclDebug:
 
 
 def _algo(text: str) -> str:
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) < 6:
         i = int(text)
         return ALGOS[i] if i < len(ALGOS) else f"algo{i}"
     return _ALGO_BY_KEY.get(text.replace("_", "").lower(), text)
 
 
 def _proto(text: str) -> str:
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) < 6:
         i = int(text)
         return PROTOS[i] if i < len(PROTOS) else f"proto{i}"
     return _PROTO_BY_KEY.get(text.lower(), text)
@@ -223,10 +230,17 @@ def function_name(collective: str) -> str:
 
 def _messages(line: str) -> Iterable[tuple[str | None, str | None, str]]:
     """(host, pid, message) for each `NCCL INFO` message on a physical line."""
-    found = list(_PREFIX.finditer(line))
-    for i, m in enumerate(found):
-        end = found[i + 1].start() if i + 1 < len(found) else len(line)
-        yield m.group("host"), m.group("pid"), line[m.end():end].rstrip()
+    found: list[tuple[int, int, str | None, str | None]] = []   # (start, end of "NCCL INFO ", host, pid)
+    at = line.find(_INFO)
+    while at >= 0 and len(found) < _MAX_MESSAGES:
+        before = max(found[-1][1] if found else 0, at - 300)
+        m = _PREFIX.search(line, before, at)
+        found.append((m.start() if m else at, at + len(_INFO), m.group("host") if m else None,
+                      m.group("pid") if m else None))
+        at = line.find(_INFO, at + len(_INFO))
+    for i, (_, end_of, host, pid) in enumerate(found):
+        end = found[i + 1][0] if i + 1 < len(found) else len(line)
+        yield host, pid, line[end_of:end].rstrip()
 
 
 messages = _messages  # for the other readers of NCCL's lines (nccl_net.py)
@@ -257,28 +271,30 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
         last_any_call: str | None = None
         binary: str | None = None
         for number, line in enumerate(text.splitlines(), 1):
-            for v in _VERSION.finditer(line):
+            # each pattern only where its words are: a dozen regex scans of every line cost seconds on a
+            # log of megabytes, and a plain substring test is a fast scan
+            for v in _VERSION.finditer(line) if "NCCL version" in line else ():
                 full = v.group("version") + (f"+{v.group('build')}" if v.group("build") else "")
                 if full not in versions:
                     versions.append(full)
-            r = _RCCL_VERSION.search(line)
+            r = _RCCL_VERSION.search(line) if "RCCL version" in line else None
             if r:
                 banner = r.group("version") + (f"-{r.group('head')}" if r.group("head") else "")
                 rccl.extend([banner] if banner not in rccl else [])
                 versions.extend([r.group("version")] if r.group("version") not in versions else [])
-            h = _HIP_VERSION.search(line)
+            h = _HIP_VERSION.search(line) if "HIP version" in line else None
             if h and h.group("version") not in hip:
                 hip.append(h.group("version"))
-            warn = _WARN.search(line)
+            warn = _WARN.search(line) if "NCCL WARN " in line else None
             if warn and warn.group("msg") not in warnings:
                 warnings.append(warn.group("msg"))
             if "NCCL INFO " not in line:
-                b = _TEST_BINARY.search(line)
+                b = _TEST_BINARY.search(line) if "_perf" in line else None
                 if b:
                     binary = function_name(b.group("name"))
                 continue
             head = line[:line.find("NCCL INFO ")]
-            b = _TEST_BINARY.search(head)  # a table row or command glued before the NCCL message
+            b = _TEST_BINARY.search(head) if "_perf" in head else None  # a table row or command glued before the NCCL message
             if b:
                 binary = function_name(b.group("name"))
             for host, pid, msg in _messages(line):

@@ -189,11 +189,22 @@ def derived_text(device_id: int, gpu_count: int, nvlinks_per_gpu: int | None = N
              "  gemm:",
              "    when: {dtype: [auto, bfloat16, float16]}",
              *_metric("tflops", f">= {model.gemm.fraction:g} * spec.tensor.bf16_dense", "TFLOP/s", model.gemm.source)]
+    # NVIDIA's own tools judged on the same floors as clustercheck's measurements of the same path: nvbandwidth's
+    # host<->device copies as host_device, its GPU-pair copies as p2p, nccl-tests' busbw as all_reduce (its bus
+    # bandwidth is defined to compare with the hardware rate whatever the collective, NVIDIA/nccl-tests
+    # doc/PERFORMANCE.md). A default on a testcase a check does not run does not judge it (kinds/nvbandwidth.py).
+    host_expr = f">= {host_floor.fraction:g} * spec.{host}.unidirectional"
+    native = ["  nvbandwidth:", *_metric("host_to_device_memcpy_ce", host_expr, "GB/s", host_floor.source),
+              *_metric("device_to_host_memcpy_ce", host_expr, "GB/s", host_floor.source)]
     peers = _peer_limits(model, gpu_count, links)
     if peers:
         (ar_expr, ar_floor), (p2p_expr, p2p_floor) = peers
         lines += ["  all_reduce:", "    when: {min_size: 1GiB}", *_metric("busbw", ar_expr, "GB/s", ar_floor.source),
-                  "  p2p:", *_metric("p2p_min", p2p_expr, "GB/s", p2p_floor.source)]
+                  "  p2p:", *_metric("p2p_min", p2p_expr, "GB/s", p2p_floor.source),
+                  "  nccl_tests:", "    when: {min_size: 1GiB}", *_metric("busbw", ar_expr, "GB/s", ar_floor.source)]
+        for way in ("read", "write"):
+            native += _metric(f"device_to_device_memcpy_{way}_ce", p2p_expr, "GB/s", p2p_floor.source)
+    lines += native
     expect = {"gpu_count": gpu_count, "gpu_model": model.gpu_model}
     if gpu_count >= 2 and links:
         expect["nvlinks_per_gpu"] = links

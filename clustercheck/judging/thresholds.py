@@ -27,7 +27,7 @@ class Default:
     kind: str
     limits: dict[str, Limit]
     dtypes: tuple[str, ...] = ()  # the check's params.dtype must be one of these; () any
-    min_size: int = 0  # bytes the check is judged at (params.judge_at, else params.size) at least; 0 any
+    min_size: int = 0  # bytes the check is judged at (params.judge_at, else size, else max_bytes) at least; 0 any
     line: int = 0
 
     def misfit(self, params: Mapping[str, Any]) -> str | None:
@@ -35,7 +35,7 @@ class Default:
         dtype = params.get("dtype")
         if self.dtypes and dtype not in self.dtypes:
             return f"applies to dtype {', '.join(self.dtypes)}, not {dtype or 'a check without one'}"
-        size = params.get("judge_at", params.get("size"))
+        size = params.get("judge_at", params.get("size", params.get("max_bytes")))  # nccl_tests: its largest size
         if self.min_size and not (isinstance(size, int) and size >= self.min_size):
             judged = "a check without a size" if size is None else f"{units.format_size(size)}"
             return f"applies to checks judged at {units.format_size(self.min_size)} or more, not {judged}"

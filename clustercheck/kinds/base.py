@@ -98,6 +98,8 @@ class Kind:
     task_params: Callable[[CheckSpec, Mapping[str, Any]], dict[str, Any]] = _own_params
     extra: dict[str, Any] = field(default_factory=dict)  # fixed parameters every task of this kind carries
     memory: Need | None = None  # the buffers it holds, so that a suite that cannot fit is refused early
+    needs_tool: bool = False  # the ranks look a tool up on their PATH: one absent is a skip, which a missing
+    # threshold must not hide (the session runs such a check before calling a missing threshold an error)
 
     def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""

@@ -13,7 +13,8 @@ from clustercheck import units
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
-from clustercheck.kinds.base import Answers, Kind, Rules
+from clustercheck.errors import Skip
+from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
 from clustercheck.kinds.native import (BUILT_IN, judge_limits, parse_output, program_name, result_of, run_verdict,
                                       task_params, zero_limit)
 from clustercheck.probes import nccl_tests as probe
@@ -107,7 +108,8 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     # the data verdicts first: a wrong result is what an exclusion list should name, not the exit status;
     # they are the offline probe's own (probes/nccl_tests.py), so a capture and a run are judged alike
     subject = result["binary"]
-    data = [_verdict(check.id, v) for v in probe.data_verdicts(run, subject, check.params["check"])]
+    data = [_verdict(check.id, v) for v in probe.data_verdicts(run, subject, check.params["check"])
+            + probe.rank_verdicts(run, subject)]
     ran = run_verdict(check.id, result, run.failure, probe.summary(run), _EXIT_HINT)
     profile = {k: v for k, v in rules.limits.items() if k not in ("wrong", "out_of_bounds")}
     return m, data + [ran] + judge_limits(m, profile, ran.passed)
@@ -130,7 +132,14 @@ def _verdict(check_id: str, v: ProbeVerdict) -> Verdict:
                    detail=v.detail)
 
 
+def check_group(check: CheckSpec, group: int) -> None:
+    """One GPU moves no data between GPUs (nccl-tests' bus factor over one rank is 0), as clustercheck's own
+    collectives over one rank: skipped before any threshold is looked up, never an error for want of one."""
+    if check.params.get("gpus") == 1:
+        raise Skip(f"{check.params['binary']} over one GPU (gpus: 1) moves no data between devices")
+
+
 PROVIDES = (Kind("nccl_tests", ("node",), METRICS, parse,
                  "an nccl-tests binary (all_reduce_perf by default) run on each node's first rank over the node's GPUs; "
                  "its table judged like a collective", "clustercheck.measure.native:nccl_tests", judge, figure="sweep",
-                 task_params=task_params, memory=need),)
+                 task_params=task_params, memory=need, min_ranks=2, check_group=check_group, needs_tool=True),)

@@ -11,11 +11,12 @@ from typing import Any
 
 from clustercheck import units
 from clustercheck.judging.measurement import Measurement
-from clustercheck.judging.verdicts import Verdict
+from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
-from clustercheck.kinds.base import Answers, Kind, Rules
-from clustercheck.kinds.native import judge_limits, program_name, parse_output, result_of, run_verdict, task_params
-from clustercheck.errors import show
+from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
+from clustercheck.kinds.native import (BUILT_IN, judge_limits, program_name, parse_output, result_of, run_verdict,
+                                      task_params)
+from clustercheck.errors import Skip, show
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import nvbandwidth as reader
 from clustercheck.probes import nvbandwidth as probe
@@ -111,8 +112,34 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     worst = min((r for r in rows if r["metric"] == first), key=lambda r: r["median"], default={}).get("subject")
     m = Measurement(metrics=metrics, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects)
     asked = a.check.params["testcases"]
+    ran = {name for t in asked for name in _matrices(t)}
+    # a profile's defaults.nvbandwidth names every testcase it has a floor for; those this check does not run
+    # do not judge it (a limit the check itself is named for still must find its metric: NotMeasured)
+    limits = {k: lim for k, lim in rules.limits.items()
+              if not (lim.key.startswith("defaults.") and _result(k) not in ran)}
     verdict = run_verdict(a.check.id, result, run.failure, _summary(run, asked))
-    return m, [verdict] + judge_limits(m, rules.limits, verdict.passed)
+    # each matrix judged whole, as the offline probe judges it (probes/nvbandwidth.py: one judge per output)
+    whole = [Verdict(v.what, "" if v.measured is None else str(v.measured), "",
+                     Expectation(a.check.id, v.what, "a whole matrix", BUILT_IN, v.detail), v.passed,
+                     subject=v.subject, detail=v.detail) for v in probe.matrix_verdicts(run)]
+    return m, [verdict] + whole + judge_limits(m, limits, verdict.passed)
+
+
+def _result(metric: str) -> str:
+    """The matrix a metric is about: host_to_device_memcpy_ce_min -> host_to_device_memcpy_ce."""
+    for suffix in ("_min_ratio", "_median", "_min", "_sum"):
+        if metric.endswith(suffix) and metric[:-len(suffix)] in RESULTS:
+            return metric[:-len(suffix)]
+    return metric
+
+
+# Testcases between GPUs (nvbandwidth waives them on one GPU): a check of nothing else over one GPU does not apply.
+_PEERS = ("device_to_device_", "all_to_one_", "one_to_all_")
+
+
+def check_group(check: CheckSpec, group: int) -> None:
+    if group < 2 and all(t.startswith(_PEERS) for t in check.params["testcases"]):
+        raise Skip(f"{', '.join(check.params['testcases'])} need two GPUs or more; this node has one")
 
 
 def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
@@ -121,4 +148,5 @@ def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
 
 PROVIDES = (Kind("nvbandwidth", ("node",), METRICS, parse,
                  "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
-                 "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params),)
+                 "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params, check_group=check_group,
+                 needs_tool=True),)

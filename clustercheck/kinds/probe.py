@@ -28,16 +28,26 @@ def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
-    """A probe's verdicts, from the node's first rank: expectations, not limits."""
+    """A probe's verdicts, from the node's first rank: expectations, not limits. What the probe could not
+    judge is never recorded as a pass: when nothing failed, an item with such a verdict is skipped (it
+    judged nothing at all) or an error naming what went unjudged (it judged only a part)."""
     result = next(r for r in a.per_rank if "outcome" in r)
+    name = a.check.params["probe"]
     if result["outcome"] == "skipped":
         raise Skip(result["reason"])
     if result["outcome"] == "error":
-        raise HarnessError(f"probe {a.check.params['probe']} on {result['host']}: {result['reason']}")
+        raise HarnessError(f"probe {name} on {result['host']}: {result['reason']}")
+    judged = [v for v in result["verdicts"] if v.get("judged", True)]
+    unjudged = [f"{v['subject']}: {v['what']}: {v['detail']}" for v in result["verdicts"] if not v.get("judged", True)]
+    if unjudged and not any(not v["passed"] for v in judged):
+        said = "; ".join(unjudged[:3]) + (f"; and {len(unjudged) - 3} more" if len(unjudged) > 3 else "")
+        if not judged:
+            raise Skip(f"probe {name} on {result['host']} judged nothing: {said}")
+        raise HarnessError(f"probe {name} on {result['host']} could not judge all it read: {said}")
     verdicts = [Verdict(v["what"], v["measured"], "",
                         Expectation(a.check.id, v["what"], v["expected"] or "-", rules.expect_origin, v["detail"]),
                         v["passed"], subject=v["subject"], detail=v["detail"])
-                for v in result["verdicts"]]
+                for v in judged]
     worst = next((v.subject for v in verdicts if not v.passed), None)
     return Measurement(metrics={}, units={}, worst=worst), verdicts
 

@@ -123,7 +123,8 @@ def probe(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
 
     outcome = run_live(get(params["probe"]), params["expect"])
     return {"outcome": outcome.outcome, "reason": outcome.reason, "host": ctx.host,
-            "verdicts": [{"subject": v.subject, "what": v.what, "passed": v.passed, "detail": v.detail,
+            "verdicts": [{"subject": v.subject, "what": v.what, "passed": v.passed, "judged": v.judged,
+                          "detail": v.detail,
                           "measured": None if v.measured is None else str(v.measured),
                           "expected": None if v.expected is None else str(v.expected)} for v in outcome.verdicts]}
 

@@ -66,7 +66,7 @@ def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
         return ProbeOutcome(probe.name, "error", reason=f"{type(exc).__name__}: {exc}")
     if not verdicts:
         return ProbeOutcome(probe.name, "error", reason="the probe produced no verdict")
-    return outcome_of(probe.name, verdicts)  # a verdict the evidence cannot decide makes it an error
+    return outcome_of(probe.name, verdicts)  # judged by its worst verdict (probes/base.py)
 
 
 _GPU_NAME = re.compile(r"\bGPU(\d+)\b(?! \()")

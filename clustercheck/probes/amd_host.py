@@ -36,7 +36,7 @@ class HostSettings:
 def parse(text: str) -> HostSettings:
     lines = evidence_lines(text)
     numa = next((m.group(1) for m in map(_SYSCTL.match, lines) if m), None)
-    cmdline = next((l.strip() for l in lines if _CMDLINE.search(l)), None)
+    cmdline = next((l.strip() for l in lines if ("BOOT_IMAGE=" in l or "root=" in l) and _CMDLINE.search(l)), None)
     if numa is not None or cmdline is not None:
         return HostSettings(numa, cmdline, source="sysctl/cmdline")
     from clustercheck.fabric import nccl_debug

@@ -20,13 +20,13 @@ from typing import Any, Mapping
 
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.toolout import count, evidence_lines
 
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
-_CONCISE_ROW = re.compile(r"^(\d+)\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d+(?:\.\d+)?)°C")
+_CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d{1,3}(?:\.\d{1,3})?)°C")
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
@@ -63,14 +63,21 @@ def _blocks(lines: list[str]) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
     current: dict[str, str] | None = None
     stack: list[tuple[int, str]] = []
-    for line in lines:
+    ended: tuple[int, str] | None = None   # the margin line that ended a block, until the next block starts
+    for number, line in enumerate(lines, 1):
         m = _GPU_BLOCK.match(line)
         if m:
-            current, stack = out.setdefault(int(m.group(1)), {}), []
+            current, stack, ended = out.setdefault(int(m.group(1)), {}), [], None
             continue
         k = _KEY.match(line)
+        if k and current is None and ended is not None:
+            # amd-smi indents every key of a block under its "GPU: N": one after a foreign line at the margin
+            # is a block that line cut in two, whose keys would be lost without a word
+            raise ProbeParseError(f"line {number}: {line.strip()[:60]!r} is indented under {ended[1]!r} (line "
+                                  f"{ended[0]}), which cut a GPU block: not amd-smi output")
         if current is None or not k:
             if line and not line[0].isspace():
+                ended = (number, line.strip()[:60]) if current is not None or ended is not None else None
                 current = None  # a prompt, a table title: the block has ended
             continue
         indent = len(k.group(1))
@@ -132,7 +139,7 @@ def parse(text: str) -> AmdReport:
 
 
 def _number(text: str) -> int | None:
-    return int(text) if text.strip().isdigit() else None
+    return count(text)
 
 
 def _ecc(g: AmdGpu) -> ProbeVerdict:

@@ -28,10 +28,21 @@ class ProbeVerdict:
     detail: str = ""      # one line a person can act on
     measured: object = None
     expected: object = None
-    judged: bool = True   # False: the evidence cannot say (passed is then False too): "not judged: <why>"
+    judged: bool = True   # False: nothing was judged (`not_judged`); never a pass, and not a failure either
 
     def line(self) -> str:
         return f"{self.subject}: {self.what}: {self.detail}" if self.detail else f"{self.subject}: {self.what}"
+
+    @property
+    def word(self) -> str:
+        """PASS, FAIL or NOT JUDGED: how every reader prints the verdict."""
+        return "NOT JUDGED" if not self.judged else "PASS" if self.passed else "FAIL"
+
+
+def not_judged(subject: str, what: str, why: str, measured: object = None, expected: object = None) -> ProbeVerdict:
+    """A verdict that judged nothing: its line says `not judged: <why>`. `passed` is False, so a reader that
+    does not know `judged` can never take it for a pass; the outcome counts it apart from failures."""
+    return ProbeVerdict(subject, what, False, f"not judged: {why}", measured, expected, judged=False)
 
 
 @dataclass(frozen=True)
@@ -50,29 +61,29 @@ class Probe:
 @dataclass(frozen=True)
 class ProbeOutcome:
     name: str
-    outcome: str          # passed | failed | skipped | error
+    outcome: str          # passed | failed | not judged | skipped | error
     verdicts: tuple[ProbeVerdict, ...] = ()
     reason: str = ""      # for skipped and error
 
     @property
     def failures(self) -> tuple[ProbeVerdict, ...]:
-        return tuple(v for v in self.verdicts if not v.passed and v.judged)
+        return tuple(v for v in self.verdicts if v.judged and not v.passed)
 
     @property
-    def not_judged(self) -> tuple[ProbeVerdict, ...]:
+    def unjudged(self) -> tuple[ProbeVerdict, ...]:
         return tuple(v for v in self.verdicts if not v.judged)
 
 
-def not_judged(subject: str, what: str, why: str, measured: object = None) -> ProbeVerdict:
-    """A property the evidence cannot decide: never a pass (the probe's outcome is then an error)."""
-    return ProbeVerdict(subject, what, False, f"not judged: {why}", measured, judged=False)
-
-
 def outcome_of(name: str, verdicts: tuple[ProbeVerdict, ...]) -> ProbeOutcome:
-    """failed when a judged verdict failed; else error when one could not be judged; else passed."""
-    result = ProbeOutcome(name, "passed", verdicts)
-    if result.failures:
+    """A probe's outcome from its verdicts, judged by the worst case as a gate is: any failure fails; a probe
+    whose verdicts all judged nothing is `not judged` (exit 5), never passed; one that judged part and could
+    not decide the rest is an error (exit 3) naming what was not judged, as a suite item is (a multi-node
+    busbw without a line rate beside a run that passed); only a probe that judged everything passes."""
+    if any(v.judged and not v.passed for v in verdicts):
         return ProbeOutcome(name, "failed", verdicts)
-    if result.not_judged:
-        return ProbeOutcome(name, "error", verdicts, "; ".join(v.line() for v in result.not_judged))
-    return result
+    open_ = [v for v in verdicts if not v.judged]
+    if open_ and len(open_) == len(verdicts):
+        return ProbeOutcome(name, "not judged", verdicts)
+    if open_:
+        return ProbeOutcome(name, "error", verdicts, "; ".join(v.line() for v in open_))
+    return ProbeOutcome(name, "passed", verdicts)

@@ -1,9 +1,10 @@
 """`clustercheck probe NAME [--input FILE] [--expect K=V ...] [--platform P]` and `probe all` / `--list`.
 
-Exit codes (clustercheck.exitcodes): 0 every verdict passed; 1 a verdict failed; 3 the probe could not run
-here (error: it crashed or could not parse the live tool's output); 4 bad input (an unreadable or
-unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe was
-skipped: "SKIPPED: reason", e.g. its tool is not installed).
+Exit codes (clustercheck.exitcodes): 0 every verdict that judged something passed; 1 a verdict failed; 3 the
+probe could not run here (error: it crashed or could not parse the live tool's output); 4 bad input (an
+unreadable or unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe
+was skipped: "SKIPPED: reason", e.g. its tool is not installed; or every verdict reads "NOT JUDGED ...: not
+judged: <why>", e.g. a capture that holds no result).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ examples:
   clustercheck probe nvlink --input nvlink-s.txt --expect nvlinks_per_gpu=18
 
 exit codes: 0 passed; 1 a verdict failed; 3 the probe could not run (error); 4 bad input;
-5 skipped (nothing judged: the tool is absent here).
+5 nothing judged (skipped: the tool is absent here; or every verdict NOT JUDGED).
 """
 
 
@@ -78,6 +79,8 @@ def main(args: argparse.Namespace) -> int:
         verdicts = tuple(probe.judge(parsed, expect))
     except ProbeSkip as exc:
         return _report(ProbeOutcome(probe.name, "skipped", reason=exc.reason))
+    except ProbeParseError as exc:  # read, but what it shows decides nothing (an elided capture)
+        raise UserError(f"{args.input}: cannot judge it as {probe.input_help}: {exc}") from None
     return _report(outcome_of(probe.name, verdicts))
 
 
@@ -148,13 +151,14 @@ def _report(outcome: Any) -> int:
         print(f"ERROR: {outcome.name}: {escape(outcome.reason)}")
         return Exit.ERROR
     for v in outcome.verdicts:
-        print(f"{'PASS' if v.passed else 'FAIL' if v.judged else 'NOT JUDGED'} {escape(v.line())}")
-    bad, open_ = outcome.failures, outcome.not_judged
-    passed = len(outcome.verdicts) - len(bad) - len(open_)
-    state = "not judged" if outcome.outcome == "error" else outcome.outcome
-    print(f"{outcome.name}: {state} ({passed} passed, {len(bad)} failed"
-          + (f", {len(open_)} not judged" if open_ else "") + ")")
-    return Exit.FAILED if bad else Exit.ERROR if open_ else Exit.PASSED
+        print(f"{v.word} {escape(v.line())}")
+    bad, unjudged = outcome.failures, outcome.unjudged
+    passed = len(outcome.verdicts) - len(bad) - len(unjudged)
+    more = f", {len(unjudged)} not judged" if unjudged else ""
+    print(f"{outcome.name}: {outcome.outcome} ({passed} passed, {len(bad)} failed{more})")
+    if not outcome.verdicts:  # a judge that returned nothing judged nothing
+        return Exit.NOTHING
+    return {"failed": Exit.FAILED, "not judged": Exit.NOTHING, "error": Exit.ERROR}.get(outcome.outcome, Exit.PASSED)
 
 
 def _all(expect: dict[str, Any]) -> int:
@@ -166,11 +170,11 @@ def _all(expect: dict[str, Any]) -> int:
             print(f"{outcome.upper():<8} {name:<11} {escape(detail)}")
             continue
         shown = [v for v in detail if not v.passed] or list(detail)
-        print(f"{outcome.upper():<8} {name:<11} {escape(shown[0].line())}")
+        print(f"{outcome.upper().replace(' ', '-'):<8} {name:<11} {escape(shown[0].line())}")
         for v in shown[1:]:
             print(f"{'':<8} {'':<11} {escape(v.line())}")
     outcomes = [o for _, o, _ in results]
-    print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "skipped", "error")))
+    print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "not judged", "skipped", "error")))
     if "failed" in outcomes:
         return Exit.FAILED
     if "error" in outcomes:

@@ -9,7 +9,9 @@ nvidia-smi prints SRAM uncorrectable errors in two layouts: one `SRAM Uncorrecta
 545, tests/fixtures nvidia-smi-q/h100-...), or split into `SRAM Uncorrectable Parity` and `SRAM
 Uncorrectable SEC-DED` plus `SRAM Threshold Exceeded` (driver 535.247 on an A10G, NVIDIA/DCGM#232, and
 later drivers). Any counter whose name starts with "SRAM Uncorrectable" counts, so a third spelling still
-fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GPU instead of reading clean.
+fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GPU instead of reading clean,
+and so does one that is no count ("-1", "2.5", "1e400"); a GPU section missing from the capture (fewer
+sections than the header's `Attached GPUs`) or listed twice fails the node.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _has_counters(g: nvsmi.NvsmiGpu) -> bool:
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     if not any(_has_counters(g) for g in report.gpus):
         raise ProbeSkip("no GPU reports ECC counters (every ECC value is N/A: GPUs without ECC)")
-    out: list[ProbeVerdict] = []
+    out: list[ProbeVerdict] = nvsmi.coverage(report, "ecc")
     for g in report.gpus:
         problems, checked = _problems(g)
         if not checked and not problems:
@@ -60,7 +62,7 @@ def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
     # every value here is a count, Yes/No or N/A; anything else ("Unknown Error", "GPU is lost") is a
     # counter nvidia-smi could not read, and an unread counter must not pass as zero
     unreadable = [f"{s}/{k} = {v!r}" for s in _SECTIONS for k, v in g.under(s).items()
-                  if v not in _UNSUPPORTED and v not in _FLAGS and nvsmi.number(v) is None]
+                  if v not in _UNSUPPORTED and v not in _FLAGS and not _is_count(v)]
     if unreadable:
         problems.append(f"counter unreadable: {', '.join(unreadable[:3])}")
     mode = g.get("ECC Mode/Current", "Ecc Mode/Current")
@@ -105,6 +107,12 @@ def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
     if retired.get("Pending Page Blacklist", retired.get("Pending")) == "Yes":
         problems.append("a page retirement is pending (reset the GPU)")
     return problems, checked
+
+
+def _is_count(value: str) -> bool:
+    """An error count or a count of rows or pages: a whole number >= 0 ("-1" or "2.5" is no count)."""
+    n = nvsmi.number(value)
+    return n is not None and n >= 0 and n == int(n)
 
 
 def _sources(g: nvsmi.NvsmiGpu, scope: str) -> str:

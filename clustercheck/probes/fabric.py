@@ -46,7 +46,7 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         raise ProbeSkip("no NVSwitch fabric on this machine ("
                         + (f"Fabric State {' or '.join(seen)} on every GPU)" if seen
                            else "nvidia-smi -q shows no Fabric section)"))
-    return [_verdict(g, state, status, required) for g, state, status in read]
+    return nvsmi.coverage(report, "fabric") + [_verdict(g, state, status, required) for g, state, status in read]
 
 
 def _verdict(g: nvsmi.NvsmiGpu, state: str | None, status: str | None, required: bool) -> ProbeVerdict:

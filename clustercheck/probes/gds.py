@@ -1,9 +1,13 @@
 """GPUDirect Storage (NVIDIA GPUDirect Storage docs, https://docs.nvidia.com/gpudirect-storage/): `gdscheck -p` or /proc/driver/nvidia-fs/stats.
 
-gdscheck: the nvidia_fs driver must be loaded, at least one storage transport Supported, every GPU
-"supports GDS", and the run must end with "Platform verification succeeded"; cuFile's use_compat_mode
-(silent POSIX fallback) fails only where the platform says `gds_compat_mode: false`. Output that stops
-before GPU INFO is incomplete evidence and refused as bad input. nvidia-fs stats: every err= counter is 0.
+gdscheck: the nvidia_fs driver must be loaded, at least one storage transport Supported (`Unsupported` and
+`compat`, cuFile's POSIX fallback through host memory, are not), every GPU "supports GDS", and the run must
+end with "Platform verification succeeded"; cuFile's use_compat_mode (silent POSIX fallback) fails only
+where the platform says `gds_compat_mode: false`. Output that stops before GPU INFO is judged on what it
+shows when that already decides: a DRIVER CONFIGURATION in which no transport is Supported fails, and what
+the capture does not reach is `not judged`. Output that stops early with a transport Supported decides
+nothing (the GPUs and the verification are not in it) and is refused as bad input. nvidia-fs stats: every
+err= counter is 0.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.toolout import count, evidence_lines
 
-_GPU = re.compile(r"^GPU index (\d+) (.+?) bar:\d+ bar size \(MiB\):\s*\d+\s*(.*)$")
+_GPU = re.compile(r"^GPU index (\d{1,6}) (.+?) bar:\d{1,6} bar size \(MiB\):\s*\d{1,12}\s*(.*)$")
 _TRANSPORTS = ("NVMe", "NVMe P2PDMA", "NVMeOF", "SCSI", "ScaleFlux CSD", "NVMesh", "DDN EXAScaler",
-               "IBM Spectrum Scale", "NFS", "BeeGFS", "ScaTeFS", "WekaFS", "Userspace RDMA")
+               "IBM Spectrum Scale", "NFS", "BeeGFS", "ScaTeFS", "VIRTIOFS", "WekaFS", "Userspace RDMA")
 STATS = Path("/proc/driver/nvidia-fs/stats")
 GDSCHECK = Path("/usr/local/cuda/gds/tools/gdscheck")
 
@@ -34,6 +38,8 @@ class GdsCheck:
     properties: tuple[tuple[str, str], ...]
     gpus: tuple[tuple[int, str, bool], ...]        # (index, name, supports GDS)
     verification: str                             # the "Platform verification ..." line
+    complete: bool = True                         # False: the capture stops before GPU INFO
+    no_gpu: str = ""                              # gdscheck's "No GPU found in the system ..." line
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class NvfsStats:
     version: str
     errors: tuple[tuple[str, int], ...]           # "Reads err" -> count, for every err-like counter
     ops: tuple[tuple[str, int], ...]
+    unread: tuple[str, ...] = ()                  # error counters whose value is no count ("err=-1")
 
 
 def parse(text: str) -> GdsCheck | NvfsStats:
@@ -48,11 +55,13 @@ def parse(text: str) -> GdsCheck | NvfsStats:
     lines = [l.strip() for l in evidence_lines(text)]
     if any(l.startswith("NVFS statistics") for l in lines):
         return _stats(lines)
-    if not any(l.startswith("GDS release version") for l in lines):
-        raise ProbeParseError("expected `gdscheck -p` output ('GDS release version: ...') or "
-                              "/proc/driver/nvidia-fs/stats ('NVFS statistics(ver: ...)')")
+    named = sum(1 for l in lines if l.partition(":")[0].strip() in _TRANSPORTS and ":" in l)
+    if not any(l.startswith("GDS release version") or l == "DRIVER CONFIGURATION:" for l in lines) and named < 3:
+        raise ProbeParseError("expected `gdscheck -p` output ('GDS release version: ...', its DRIVER CONFIGURATION "
+                              "lines) or /proc/driver/nvidia-fs/stats ('NVFS statistics(ver: ...)')")
     version = nvfs = None
     transports, props, gpus, verification = [], [], [], ""
+    no_gpu = ""
     for l in lines:
         key, _, value = l.partition(":")
         key, value = key.strip(), value.strip()
@@ -60,6 +69,8 @@ def parse(text: str) -> GdsCheck | NvfsStats:
             version = value
         elif key == "nvidia_fs version":
             nvfs = value.split()[0] if value else None
+        elif l.startswith("No GPU found"):
+            no_gpu = l
         elif key in _TRANSPORTS:
             transports.append((key, value))
         elif re.match(r"^[a-z_]+\.[a-z_.]+$", key):
@@ -70,49 +81,96 @@ def parse(text: str) -> GdsCheck | NvfsStats:
             m = _GPU.match(l)
             if m:
                 gpus.append((int(m.group(1)), m.group(2), "supports GDS" in m.group(3)))
-    if not verification and not any(l == "GPU INFO:" for l in lines):
+    complete = bool(verification) or any(l == "GPU INFO:" for l in lines)
+    if not complete and (not transports or any(_supported(v) for _, v in transports)):
+        # a transport Supported decides nothing while the GPUs and the verification are cut off
         last = next((l for l in reversed(lines) if l), "")
-        raise ProbeParseError(f"incomplete `gdscheck -p` output: it stops at {last!r}, before GPU INFO and "
-                              "'Platform verification ...'; capture the whole run")
-    return GdsCheck(version or "", nvfs, tuple(transports), tuple(props), tuple(gpus), verification)
+        raise ProbeParseError(f"incomplete `gdscheck -p` output: it stops at {last[:120]!r}, before GPU INFO and "
+                              "'Platform verification ...', and nothing it shows fails; capture the whole run")
+    return GdsCheck(version or "", nvfs, tuple(transports), tuple(props), tuple(gpus), verification, complete,
+                    no_gpu)
+
+
+def _supported(state: str) -> bool:
+    """`Supported`; not `Unsupported` and not `compat` (cuFile falls back to POSIX I/O through host memory)."""
+    return state.startswith("Supported")
 
 
 def _stats(lines: list[str]) -> NvfsStats:
     version = next((l.partition(":")[2].strip() for l in lines if l.startswith("GDS Version")), "")
     errors: list[tuple[str, int]] = []
     ops: list[tuple[str, int]] = []
+    unread: list[str] = []
     for l in lines:
         name, sep, rest = l.partition(":")
         if not sep:
             continue
         name = name.strip()
-        for key, value in re.findall(r"([\w-]+)=(\d+)", rest):
-            if name == "Ops":
-                ops.append((key, int(value)))
+        for key, value in _counters(rest):
+            n = count(value, 20)
+            if name != "Ops" and (name == "Error" or "err" in key) and n is None:
+                unread.append(f"{name} {key}={value[:20]}")
+            elif n is None:
+                continue
+            elif name == "Ops":
+                ops.append((key, n))
             elif name == "Error" or "err" in key:
-                errors.append((f"{name} {key}", int(value)))
-    if not errors:
+                errors.append((f"{name} {key}", n))
+    if not errors and not unread:
         raise ProbeParseError("expected nvidia-fs stats lines such as 'Reads : err=0 io_state_err=0'")
-    return NvfsStats(version, tuple(errors), tuple(ops))
+    return NvfsStats(version, tuple(errors), tuple(ops), tuple(unread))
+
+
+def _counters(rest: str) -> list[tuple[str, str]]:
+    """`err=0 io_state_err=0` as (name, digits); token by token (a regex scan for `name=` from every
+    position takes quadratic time on a long word)."""
+    out = []
+    for token in rest.replace(",", " ").split():
+        key, sep, value = token.partition("=")
+        if sep and key and value and re.fullmatch(r"[\w-]{1,64}", key):
+            out.append((key, value))
+    return out
 
 
 def judge(parsed: GdsCheck | NvfsStats, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     if isinstance(parsed, NvfsStats):
         bad = [(k, v) for k, v in parsed.errors if v]
+        if parsed.unread:
+            return [ProbeVerdict("nvidia-fs", "GDS error counters", False, f"unreadable: {', '.join(parsed.unread[:4])}"
+                                 + (f"; {', '.join(f'{k}={v}' for k, v in bad)}" if bad else ""),
+                                 measured=", ".join(parsed.unread), expected=0)]
         return [ProbeVerdict("nvidia-fs", "GDS error counters", not bad,
                              ", ".join(f"{k}={v}" for k, v in bad) if bad else
                              f"{len(parsed.errors)} error counters at 0; ops " +
                              ", ".join(f"{k}={v}" for k, v in parsed.ops), measured=dict(bad) or 0, expected=0)]
-    out = [ProbeVerdict("nvidia-fs", "driver loaded", parsed.nvidia_fs is not None,
-                        f"nvidia_fs {parsed.nvidia_fs}, GDS {parsed.version}" if parsed.nvidia_fs else
-                        "nvidia_fs version missing: the kernel module is not loaded")]
-    supported = [t for t, v in parsed.transports if v.startswith("Supported")]
+    cut = "the capture stops before GPU INFO"
+    if parsed.nvidia_fs or parsed.version:
+        out = [ProbeVerdict("nvidia-fs", "driver loaded", parsed.nvidia_fs is not None,
+                            f"nvidia_fs {parsed.nvidia_fs}, GDS {parsed.version}" if parsed.nvidia_fs else
+                            "nvidia_fs version missing: the kernel module is not loaded")]
+    else:
+        out = [not_judged("nvidia-fs", "driver loaded", "the capture starts after gdscheck's version lines")]
+    supported = sorted(t for t, v in parsed.transports if _supported(v))
+    states = sorted({v.split()[0] for _, v in parsed.transports if v and not _supported(v)})
     out.append(ProbeVerdict("gdscheck", "storage transport", bool(supported),
                             f"supported: {', '.join(supported)}" if supported else
-                            "no storage transport is Supported: GDS falls back to POSIX I/O through host memory",
+                            f"no storage transport is Supported ({len(parsed.transports)} read: "
+                            f"{' or '.join(states) or 'none'}): GDS falls back to POSIX I/O through host memory",
                             measured=supported, expected="at least one Supported"))
+    if parsed.no_gpu:
+        out.append(ProbeVerdict("gdscheck", "GPUs", False, parsed.no_gpu, 0, "a GPU"))
+    indices = [index for index, _, _ in parsed.gpus]
+    twice = sorted({i for i in indices if indices.count(i) > 1}) if len(set(indices)) != len(indices) else []
+    if twice:
+        out.append(ProbeVerdict("gdscheck", "GPUs", False, f"GPU index {', '.join(map(str, twice[:8]))} listed twice",
+                                len(indices), len(set(indices))))
     for index, name, ok in parsed.gpus:
         out.append(ProbeVerdict(f"GPU{index}", "GDS support", ok, f"{name}: {'supports GDS' if ok else 'no GDS support'}"))
+    if not parsed.complete:
+        if not parsed.gpus and not parsed.no_gpu:
+            out.append(not_judged("gdscheck", "GDS support", f"{cut}: no GPU is listed"))
+        out.append(not_judged("gdscheck", "platform verification", f"{cut} and 'Platform verification ...'"))
+        return out
     props = dict(parsed.properties)
     compat = props.get("properties.use_compat_mode")
     if expect.get("gds_compat_mode") is False and compat is not None:

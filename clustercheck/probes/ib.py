@@ -1,11 +1,14 @@
 """InfiniBand / RoCE ports: state and rate, from `ibstat`, `ibv_devinfo` or /sys/class/infiniband.
 
-Every port must be ACTIVE with its physical link up (a port that is down carries no RDMA traffic; Azure's
-check_hw_ib, Azure/azurehpc-health-checks customTests), at the platform's `ib_rate_gbps` where given (e.g.
-400 for NDR), and at least `ib_ports` ports must be active. With `fabric_ports` only the ports named there
-must be (and must exist); the others are reported. Live, the ports come from clustercheck/fabric/rdma.py:
-a sysfs tree that cannot be read or contradicts itself fails the node, and with `gdr: true` the node
-must be able to do GPUDirect RDMA (nvidia_peermem loaded, or dma-buf).
+Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's check_hw_ib,
+Azure/azurehpc-health-checks customTests) with its physical link up (LinkUp: an ACTIVE port whose physical
+state reads Polling or Disabled contradicts itself) and a rate above 0, at the platform's `ib_rate_gbps`
+where given (e.g. 400 for NDR), and at least `ib_ports` ports must be active. A rate that cannot be read,
+a port listed twice, and fewer or more port sections than the device says it has (ibstat's "Number of
+ports", ibv_devinfo's phys_port_cnt), fail. With `fabric_ports` only the ports named there must be (and
+must exist); the others are reported. Live, the ports come from clustercheck/fabric/rdma.py: a sysfs
+tree that cannot be read or contradicts itself fails the node, and with `gdr: true` the node must be able
+to do GPUDirect RDMA (nvidia_peermem loaded, or dma-buf).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.toolout import count, evidence_lines
 
 
 
@@ -29,6 +32,8 @@ class IbPort:
     phys_state: str | None
     rate_gbps: float | None
     link_layer: str | None
+    rate_text: str | None = None   # the rate as printed, when it could not be read as a number of Gb/s
+    ports_of_device: int | None = None   # what its device says it has: ibstat "Number of ports", phys_port_cnt
 
     @property
     def subject(self) -> str:
@@ -45,6 +50,14 @@ def parse(text: str) -> tuple[IbPort, ...]:
     raise ProbeParseError("expected `ibstat` (CA 'mlx5_0' ... Port 1:) or `ibv_devinfo` (hca_id: ... port: 1) output")
 
 
+_RATE = re.compile(r"\d{1,6}(?:\.\d{1,6})?")
+
+
+def _link_up(phys: str) -> bool:
+    """LinkUp (ibstat, sysfs) or LINK_UP (ibv_devinfo -v)."""
+    return re.sub(r"[^A-Z]", "", phys.upper()) == "LINKUP"
+
+
 def _norm_state(value: str) -> str:
     return re.sub(r"\s*\(\d+\)$", "", value).replace("PORT_", "").upper()
 
@@ -55,18 +68,23 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
     def close() -> None:
         if port is not None:
             rate = fields.get("Rate")
+            value = _RATE.fullmatch(rate) if rate else None
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
-                              float(rate) if rate and re.match(r"^[\d.]+$", rate) else None, fields.get("Link layer")))
+                              float(value.group(0)) if value else None, fields.get("Link layer"),
+                              rate if rate and not value else None, promised))
 
+    promised: int | None = None
     for l in lines:
         m = re.match(r"^CA '([^']+)'", l)
-        pm = re.match(r"^\s+Port (\d+):\s*$", l)
+        pm = re.match(r"^\s+Port (\d{1,6}):\s*$", l)
         if m:
             close()
-            dev, port, fields = m.group(1), None, {}
+            dev, port, fields, promised = m.group(1), None, {}, None
         elif pm:
             close()
             port, fields = int(pm.group(1)), {}
+        elif port is None and l.strip().startswith("Number of ports:"):
+            promised = count(l.partition(":")[2])
         elif port is not None and ":" in l:
             k, _, v = l.strip().partition(":")
             fields[k.strip()] = v.strip()
@@ -82,20 +100,25 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
     def close() -> None:
         if port is not None:
             rate = None
-            w = re.match(r"(\d+)X", fields.get("active_width", ""))
-            s = re.match(r"([\d.]+) Gbps", fields.get("active_speed", ""))
+            width, speed = fields.get("active_width"), fields.get("active_speed")
+            w = re.match(r"(\d{1,3})X", width or "")
+            s = re.match(r"(\d{1,6}(?:\.\d{1,6})?) Gbps", speed or "")
             if w and s:
                 rate = int(w.group(1)) * float(s.group(1))
+            unread = f"{width} x {speed}" if (width or speed) and rate is None else None
             phys = fields.get("phys_state")
             out.append(IbPort(dev, port, _norm_state(fields.get("state", "?")),
-                              _norm_state(phys) if phys else None, rate, fields.get("link_layer")))
+                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread, promised))
 
+    promised: int | None = None
     for l in lines:
         s = l.strip()
         if s.startswith("hca_id:"):
             close()
-            dev, port, fields = s.partition(":")[2].strip(), None, {}
-        elif re.match(r"^port:\s*\d+$", s):
+            dev, port, fields, promised = s.partition(":")[2].strip(), None, {}, None
+        elif port is None and s.startswith("phys_port_cnt:"):
+            promised = count(s.partition(":")[2])
+        elif re.match(r"^port:\s*\d{1,6}$", s):
             close()
             port, fields = int(s.partition(":")[2]), {}
         elif port is not None and ":" in s:
@@ -135,6 +158,22 @@ def judge(reading: tuple[IbPort, ...] | SysfsReading, expect: Mapping[str, Any])
 def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Sequence[str]) -> list[ProbeVerdict]:
     want_rate = expect.get("ib_rate_gbps")
     out = []
+    listed: dict[str, int] = {}
+    for p in ports:
+        listed[p.subject] = listed.get(p.subject, 0) + 1
+    twice = [subject for subject, k in listed.items() if k > 1]
+    if twice:
+        out.append(ProbeVerdict("node", "ports listed", False, f"port {', '.join(twice[:8])} listed twice: the "
+                                f"capture contradicts itself", len(twice), 0))
+    per_device: dict[str, list[IbPort]] = {}
+    for p in ports:
+        per_device.setdefault(p.device, []).append(p)
+    for device, its in per_device.items():
+        promised = its[0].ports_of_device
+        if promised is not None and len(its) != promised:
+            out.append(ProbeVerdict(device, "ports listed", False, f"{len(its)} port section(s), the device says it "
+                                    f"has {promised}: a port is missing or repeated, and not judged", len(its),
+                                    promised))
     for p in ports:
         layer = f", {p.link_layer}" if p.link_layer else ""
         rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
@@ -142,10 +181,15 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             out.append(ProbeVerdict(p.subject, "port state", True, f"{p.state}{rate}{layer}; not one of fabric_ports, "
                                     f"not judged for the fabric", p.state))
             continue
-        phys = (p.phys_state or "").replace(" ", "").replace("_", "").lower()
-        if p.state == "ACTIVE" and p.phys_state and phys not in ("linkup", "5"):
-            out.append(ProbeVerdict(p.subject, "port state", False, f"ACTIVE but physical state {p.phys_state}{layer}: "
-                                    "the link is not up", p.phys_state, "LinkUp"))
+        if p.state == "ACTIVE" and p.phys_state is not None and not _link_up(p.phys_state):
+            out.append(ProbeVerdict(p.subject, "port state", False, f"ACTIVE but physical state {p.phys_state}"
+                                    f"{layer}: the physical link is not up", p.phys_state, "LinkUp"))
+        elif p.state == "ACTIVE" and p.rate_text is not None:
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE, rate {p.rate_text[:40]!r} unreadable"
+                                    f"{layer}", p.rate_text, "a rate in Gb/s"))
+        elif p.state == "ACTIVE" and p.rate_gbps == 0:
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE at rate 0{layer}: the port moves nothing",
+                                    0, want_rate or "> 0"))
         elif p.state != "ACTIVE":
             phys = f" (physical {p.phys_state})" if p.phys_state else ""
             out.append(ProbeVerdict(p.subject, "port state", False, f"{p.state}{phys}{layer}: no RDMA traffic "
@@ -157,7 +201,8 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             out.append(ProbeVerdict(p.subject, "port state", True, f"ACTIVE{rate}{layer}", p.state, "ACTIVE"))
     want_ports = expect.get("ib_ports")
     if want_ports is not None:
-        active = sum(p.state == "ACTIVE" for p in ports)
+        active = sum(p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state)) and p.rate_gbps != 0
+                     for p in ports)
         out.append(ProbeVerdict("node", "active ports", active >= want_ports,
                                 f"{active} of {len(ports)} ports active, platform expects {want_ports}", active, want_ports))
     return out

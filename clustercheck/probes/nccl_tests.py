@@ -1,9 +1,14 @@
 """Judge an nccl-tests / rccl-tests log offline: `clustercheck probe nccl-tests --input FILE [--platform P]`.
 
-Fails: a run that crashed or stops early (its failure line), any `#wrong` > 0 (size and count per
-placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ... FAILED`, a busbw
-below the floor at the largest size, and Rank lines naming another GPU than the platform's `gpu_model`.
-`#wrong` = N/A (validation off, `-c 0`) passes with a line saying the data was not checked.
+Fails: a run that crashed or stops early (its failure line), a table row whose numbers are not numbers
+(nan, inf, 1e400) or out of their domain (a negative time, bandwidth or `#wrong`), any `#wrong` > 0 (size
+and count per placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ...
+FAILED`, a busbw below the floor at the largest size, Rank lines naming another GPU than the platform's
+`gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
+number twice or missing, a GPU of a host listed twice, a process with fewer or more ranks than its header's
+`nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
+`#wrong` = N/A (validation off, `-c 0`) passes with a line saying the data was not checked. A capture of
+one rank moved no data between GPUs: its busbw is not judged (`not judged: ...`), never passed.
 
 Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
 is judged against the worse of the out-of-place and in-place busbw of the largest size. A profile's
@@ -19,6 +24,7 @@ ranks against what was expected.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Mapping
 
 from clustercheck import units
@@ -49,15 +55,75 @@ def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     subject = tool_name(run)
     out = [run_verdict(run, subject)]
     out += data_verdicts(run, subject)
+    per_node = expect.get("gpu_count")
+    out += rank_verdicts(run, subject, per_node if isinstance(per_node, int) and not isinstance(per_node, bool)
+                         else None)
     model = expect.get("gpu_model")
     if model and run.gpu_models:
         wrong = [m for m in run.gpu_models if str(model) not in m]
         out.append(ProbeVerdict(subject, "GPU model", not wrong, f"{', '.join(run.gpu_models)} in the Rank lines; "
                                 f"platform expects {model}", ", ".join(run.gpu_models), model))
+    if run.nranks == 1 and run.rows:
+        # nccl-tests' bus factor over one rank is 0 (2(n-1)/n, (n-1)/n): nothing crossed a link, so no floor
+        # can be met or missed, and "busbw 0.00" must not read as a pass
+        out.append(not_judged(subject, "busbw", "one rank moved no data between GPUs (busbw is 0 by nccl-tests' "
+                              "definition over one rank): run it over 2 GPUs or more to judge the bandwidth"))
+        return out
     for extra in (layout_verdict(run, subject, expect), _busbw_verdict(run, subject, expect)):
         if extra is not None:
             out.append(extra)
     return out
+
+
+_SHOWN = 8
+
+
+def _some(items: list[str]) -> str:
+    return ", ".join(items[:_SHOWN]) + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
+
+
+def rank_verdicts(run: NcclTestsRun, subject: str, per_node: int | None = None) -> list[ProbeVerdict]:
+    """The `#  Rank` lines counted, as offline (`probe nccl-tests`, which passes the platform's `gpu_count`)
+    so in a run (`measure: nccl_tests`): every rank number from 0 up once, every GPU of a host once, each
+    process with the `nThread x nGpus` ranks its header line promises, and, given `per_node`, that many GPUs
+    on every host. A table without Rank lines has nothing to count (no verdict)."""
+    if not run.ranks:
+        return []
+    problems: list[str] = []
+    numbers = Counter(r.rank for r in run.ranks)
+    twice = sorted(n for n, k in numbers.items() if k > 1)
+    if twice:
+        problems.append(f"rank {_some([str(n) for n in twice])} listed twice")
+    top = max(numbers)
+    if top + 1 > len(numbers):
+        gaps = [str(n) for n in range(min(top, 4 * len(numbers) + 64)) if n not in numbers]
+        problems.append(f"rank {_some(gaps)} missing (Rank lines up to rank {top}, {len(numbers)} distinct)")
+    per_host: dict[str | None, Counter[int]] = {}
+    for r in run.ranks:
+        per_host.setdefault(r.host, Counter())[r.device] += 1
+    for host, devices in per_host.items():
+        where = f" on {host}" if host else ""
+        dup = sorted(d for d, k in devices.items() if k > 1)
+        if dup:
+            problems.append(f"device {_some([str(d) for d in dup])}{where} used by more than one rank")
+        if per_node is not None and sum(devices.values()) != per_node:
+            gone = [str(d) for d in range(per_node) if d not in devices]
+            miss = f" (no rank on device {_some(gone)})" if gone and sum(devices.values()) < per_node else ""
+            problems.append(f"{sum(devices.values())} rank(s){where}, the platform has {per_node} GPUs per node{miss}")
+    if run.n_threads and run.n_gpus and all(r.pid is not None for r in run.ranks):
+        want = run.n_threads * run.n_gpus
+        per_pid = Counter((r.host, r.pid) for r in run.ranks)
+        odd = [f"pid {pid}{f' on {host}' if host else ''} has {k}" for (host, pid), k in per_pid.items() if k != want]
+        if odd:
+            problems.append(f"the header says nThread {run.n_threads} nGpus {run.n_gpus} ({want} rank(s) per "
+                            f"process) and {_some(odd)}")
+    hosts = f" on {len(per_host)} host(s)" if any(per_host) else ""
+    if problems:
+        return [ProbeVerdict(subject, "Rank lines", False, f"{len(run.ranks)} Rank line(s){hosts}: "
+                             + "; ".join(problems), len(run.ranks), per_node)]
+    expected = f", {per_node} per host as the platform has" if per_node is not None else ""
+    return [ProbeVerdict(subject, "Rank lines", True, f"{len(run.ranks)} rank(s) 0..{top}{hosts}, each GPU once"
+                         + expected, len(run.ranks), per_node)]
 
 
 def tool_name(run: NcclTestsRun) -> str:
@@ -98,7 +164,13 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
                 out.append(ProbeVerdict(f"{row.size} B {place}", "wrong", False,
                                         f"{p.wrong:g} wrong elements at size {row.size} B {place} (output line "
                                         f"{row.line})", p.wrong, 0))
+    for line, why in run.unread_rows[:_SHOWN]:  # a row nobody can read has no #wrong anyone checked
+        out.append(ProbeVerdict(f"line {line}", "wrong", False, f"a table row {why}: its #wrong cannot be read",
+                                "unreadable", 0))
     failed_rows = bool(out)
+    rows = _rows_verdict(run, subject)
+    if rows is not None:
+        out.append(rows)
     if run.out_of_bounds is not None:
         ok = not run.out_of_bounds
         detail = "Out of bounds values : 0 OK" if ok else (
@@ -124,6 +196,35 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
         out.append(ProbeVerdict(subject, "data check", True, f"largest error {worst:g} in {len(checked)} checked "
                                 f"result(s); Out of bounds values {run.out_of_bounds}", len(checked)))
     return out
+
+
+def _rows_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict | None:
+    """The table's rows against the sizes its header promises (minBytes to maxBytes by the step), each sweep
+    in ascending order: a row left out, repeated or moved is less than the run, or not the run. Nothing to
+    count for a run that is already failed (cut off), one whose author elided rows, or a header that does
+    not say its step."""
+    promised = run.sizes_promised()
+    if promised is None or run.failure or not run.rows or any("elision" in n for n in run.notes):
+        return None
+    sizes = [r.size for r in run.rows]
+    sweeps, extra = divmod(len(sizes), promised)
+    problems = []
+    if extra or not sweeps:
+        problems.append(f"{len(sizes)} row(s), the header promises {promised} size(s) per sweep (minBytes "
+                        f"{run.min_bytes} to maxBytes {run.max_bytes}, step {run.step[0] if run.step else '?'}"
+                        f"({run.step[1] if run.step else '?'})): a row is missing or repeated")
+    else:
+        for k in range(sweeps):
+            sweep = sizes[k * promised:(k + 1) * promised]
+            back = next((i for i in range(1, len(sweep)) if sweep[i] < sweep[i - 1]), None)
+            if back is not None:
+                row = run.rows[k * promised + back]
+                problems.append(f"size {row.size} B (line {row.line}) after {sweep[back - 1]} B: the sizes are out "
+                                f"of order")
+                break
+    if not problems:
+        return None
+    return ProbeVerdict(subject, "table rows", False, "; ".join(problems), len(sizes), promised)
 
 
 def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple[float | None, str]:

@@ -16,7 +16,8 @@ def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     if not m.nics:
         raise ProbeSkip("no NIC in the topology matrix: nothing to pair GPUs with")
     numa = dict(m.numa)
-    out = []
+    out = [ProbeVerdict("node", "topology matrix", False, "; ".join(m.problems[:8]), len(m.problems), 0)] \
+        if m.problems else []
     for g in m.gpus:
         nic, level = topo._nearest_nic(m, g)  # type: ignore[misc]
         where = f" (GPU NUMA node {numa[g]})" if numa.get(g) not in (None, "", "N/A") else ""

@@ -1,20 +1,26 @@
 """Judge an nvbandwidth run offline: `clustercheck probe nvbandwidth --input FILE [--platform P]`.
 
 Fails: a run that failed or stopped (the data-pattern check, `ASSERT`, CUDA errors, `Aborted`, an
-`Error:` status, a test that printed nothing), and cells below the platform's floors: `h2d_min` per GPU
-in host_to_device_memcpy_{ce,sm}, `d2h_min` in device_to_host_memcpy_{ce,sm}, `p2p_min` per ordered GPU
-pair in device_to_device_memcpy_{read,write}_{ce,sm} (an N/A pair there fails: no peer access), and
-`p2p_uniformity`: every pair of those matrices within this fraction of the matrix median (0.10 = +-10%,
-as Azure's check_gpu_bw gates every pair: Azure/azurehpc-health-checks customTests). Floors whose tests are not in the capture are named, not judged; output cut
-down to the SUM lines has no per-GPU values to judge.
+`Error:` status, a test that printed nothing, a cell or SUM that is nan, inf or below 0), a matrix that is
+not whole (a row or column label missing or listed twice, a GPU-pair matrix that is not square, fewer or
+more GPU columns than the `Device` lines or the platform's `gpu_count`, a SUM the cells do not add up to,
+a SUM or an off-diagonal cell of 0.00: nothing was measured), and cells below the platform's floors:
+`h2d_min` per GPU in host_to_device_memcpy_{ce,sm}, `d2h_min` in device_to_host_memcpy_{ce,sm}, `p2p_min`
+per ordered GPU pair in device_to_device_memcpy_{read,write}_{ce,sm} (an N/A pair there fails: no peer
+access), and `p2p_uniformity`: every pair of those matrices within this fraction of the matrix median (0.10
+= +-10%, as Azure's check_gpu_bw gates every pair: Azure/azurehpc-health-checks customTests). Each
+testcase's verdict prints what was read: its SUM and the min, median and max of its matrix. A floor whose
+tests are not in the capture, and every floor of output cut down to the SUM lines, is `not judged`, never
+passed; a capture with no testcase at all judged nothing (exit 5).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nvbandwidth as reader
 from clustercheck.toolout.nvbandwidth_run import NvbandwidthRun, Testcase
@@ -41,29 +47,109 @@ def collect() -> str:
 
 
 def judge(run: NvbandwidthRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    absent = [key for key in (*FLOORS, "p2p_uniformity") if expect.get(key) is not None
-              and not any(_matrix(run, name) for name in FLOORS.get(key, _P2P))]
-    out = [_run_verdict(run, absent)]
+    out = [_run_verdict(run)]
+    if not run.testcases:
+        return out
     model = expect.get("gpu_model")
     if model and run.devices:
         names = sorted({d.name for d in run.devices})
         out.append(ProbeVerdict("node", "GPU model", all(str(model) in n for n in names),
                                 f"{', '.join(names)}; platform expects {model}", ", ".join(names), model))
+    count = expect.get("gpu_count")
+    out += matrix_verdicts(run, count if isinstance(count, int) and not isinstance(count, bool) else None)
     for key, tests in FLOORS.items():
         floor = expect.get(key)
         if floor is None:
             continue
-        for name in tests:
-            case = _matrix(run, name)
-            if case is not None:
-                out.append(_floor_verdict(case, key, float(floor)))
+        cases = [c for c in (_matrix(run, name) for name in tests) if c is not None]
+        out += [_floor_verdict(case, key, float(floor)) for case in cases] or [_absent(run, key, tests)]
     spread = expect.get("p2p_uniformity")
     if spread is not None:
-        for name in _P2P:
-            case = _matrix(run, name)
-            if case is not None:
-                out.append(_uniformity_verdict(case, float(spread)))
+        cases = [c for c in (_matrix(run, name) for name in _P2P) if c is not None]
+        out += [_uniformity_verdict(case, float(spread)) for case in cases] or [_absent(run, "p2p_uniformity", _P2P)]
     return out
+
+
+def _absent(run: NvbandwidthRun, key: str, tests: tuple[str, ...]) -> ProbeVerdict:
+    """A floor the platform sets and this capture has no matrix for: named, never passed."""
+    sums = [t for t in tests if run.testcase(t) is not None]
+    why = (f"{', '.join(sums)} {'has only its SUM line' if len(sums) == 1 else 'have only SUM lines'} here, not "
+           f"the per-GPU values {key} judges" if sums else
+           f"none of {', '.join(tests)} is in this capture")
+    return not_judged("nvbandwidth", key, why)
+
+
+def matrix_verdicts(run: NvbandwidthRun, gpu_count: int | None = None) -> list[ProbeVerdict]:
+    """One verdict per testcase, shared by the probe and `measure: nvbandwidth`: what was read (its SUM and
+    the min, median and max of its matrix), failing a matrix that is not whole or not a measurement: a row or
+    column missing or listed twice, a GPU-pair matrix that is not square, GPU columns other than the `Device`
+    lines (or the platform's `gpu_count`) list, a SUM its cells do not add up to, or a SUM or an off-diagonal
+    cell of 0.00."""
+    out = []
+    devices = len({(d.host, d.index) for d in run.devices}) or None
+    for case in run.testcases:
+        problems = _shape(case, devices, gpu_count) if case.rows else []
+        if case.sum is not None and case.sum == 0:
+            problems.append(f"SUM {case.name} 0.00: nothing was measured")
+        cells = [(what, v) for what, v in case.subjects()]
+        zero = [what for what, v in cells if v == 0]
+        if zero:
+            problems.append(f"{len(zero)} cell(s) at 0.00, nothing measured: {_listed(zero)}")
+        total = case.computed_sum
+        if case.sum is not None and total is not None and abs(case.sum - total) > 0.005 * len(case.cells()) + 0.011:
+            problems.append(f"SUM {case.sum:.2f} but the cells add up to {total:.2f}: a cell is missing or edited")
+        detail = _figures(case)
+        if problems:
+            out.append(ProbeVerdict(case.name, "matrix", False, "; ".join(problems) + f" ({detail})", case.sum))
+        else:
+            out.append(ProbeVerdict(case.name, "matrix", True, detail, case.sum))
+    return out
+
+
+def _figures(case: Testcase) -> str:
+    """`SUM host_to_device_memcpy_ce 208.05 GB/s; 8 cells: min 25.94 (GPU1), median 25.99, max 26.19 (GPU4)`."""
+    parts = [f"SUM {case.name} {case.sum:.2f} {case.unit}" if case.sum is not None else f"no SUM line for {case.name}"]
+    cells = case.subjects()
+    measured = sorted((v, what) for what, v in cells if v is not None)
+    if measured:
+        median = statistics.median(v for v, _ in measured)
+        na = len(cells) - len(measured)
+        parts.append(f"{len(cells)} cell(s){f' ({na} N/A)' if na else ''}: min {measured[0][0]:.2f} ({measured[0][1]}), "
+                     f"median {median:.2f}, max {measured[-1][0]:.2f} ({measured[-1][1]}) {case.unit}")
+    elif cells:
+        parts.append(f"{len(cells)} cell(s), all N/A")
+    elif case.rows == ():
+        parts.append("SUM line only: no matrix in this capture")
+    return "; ".join(parts)
+
+
+def _labels(labels: tuple[str, ...], what: str) -> list[str]:
+    """A row or column label listed twice, or missing from 0..n-1 (nvbandwidth numbers them from 0)."""
+    problems = []
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    twice = [label for label, k in seen.items() if k > 1]
+    if twice:
+        problems.append(f"{what} {_listed(twice)} listed twice")
+    numbers = {int(label) for label in seen if label.isascii() and label.isdigit() and len(label) <= 6}
+    if len(numbers) == len(seen):
+        gone = [str(n) for n in range(min(max(numbers, default=-1) + 1, 4 * len(numbers) + 64)) if n not in numbers]
+        if gone:
+            problems.append(f"{what} {_listed(gone)} missing")
+    return problems
+
+
+def _shape(case: Testcase, devices: int | None, gpu_count: int | None) -> list[str]:
+    rows = tuple(label for label, _ in case.rows)
+    problems = _labels(rows, "row") + _labels(case.columns, "column")
+    gpu_columns = "GPU(column)" in (case.title or "")
+    if case.peer_to_peer and len(rows) != len(case.columns):
+        problems.append(f"a GPU-pair matrix of {len(rows)} rows and {len(case.columns)} columns: not square")
+    for promised, by in ((devices, "Device lines"), (gpu_count, "platform's gpu_count")):
+        if gpu_columns and promised is not None and len(case.columns) != promised:
+            problems.append(f"{len(case.columns)} GPU column(s), the {by} say {promised}")
+    return problems
 
 
 def _matrix(run: NvbandwidthRun, name: str) -> Testcase | None:
@@ -86,11 +172,13 @@ def summary(run: NvbandwidthRun) -> str:
     return "; ".join(parts)
 
 
-def _run_verdict(run: NvbandwidthRun, absent: list[str]) -> ProbeVerdict:
+def _run_verdict(run: NvbandwidthRun) -> ProbeVerdict:
     if run.failure:
         return ProbeVerdict("nvbandwidth", "run", False, f"failed: {run.failure}", run.failure, "every test finished")
-    detail = summary(run) + (f"; not in this capture, so not judged: {', '.join(absent)}" if absent else "")
-    return ProbeVerdict("nvbandwidth", "run", True, detail, len(run.testcases))
+    if not run.testcases:
+        return not_judged("nvbandwidth", "run", f"no testcase result in this capture (no matrix, no SUM line): "
+                          f"{summary(run)}")
+    return ProbeVerdict("nvbandwidth", "run", True, summary(run), len(run.testcases))
 
 
 def _listed(items: list[str]) -> str:
@@ -100,23 +188,24 @@ def _listed(items: list[str]) -> str:
 
 def _floor_verdict(case: Testcase, key: str, floor: float) -> ProbeVerdict:
     cells = case.subjects()
-    missing = [what for what, v in cells if v is None]
-    low = sorted(((v, what) for what, v in cells if v is not None and v < floor))
-    measured = [v for _, v in cells if v is not None]
+    # the parser keeps no nan or inf; a cell that is one anyway is not measured, never "not below the floor"
+    missing = [what for what, v in cells if v is None or not math.isfinite(v)]
+    low = sorted(((v, what) for what, v in cells if v is not None and math.isfinite(v) and v < floor))
+    measured = [v for _, v in cells if v is not None and math.isfinite(v)]
     lowest = min(measured) if measured else None
     if missing or low or not measured:
         bad = [f"{what} {v:.2f}" for v, what in low] + [f"{what} N/A (not measured)" for what in missing]
         detail = f"{len(bad)} of {len(cells)} below {floor:g} {case.unit}: {_listed(bad)}"
         return ProbeVerdict(case.name, key, False, detail, lowest, f">= {floor:g}")
-    worst = min((v, what) for what, v in cells if v is not None)
+    worst = min((v, what) for what, v in cells if v is not None and math.isfinite(v))
     return ProbeVerdict(case.name, key, True, f"{len(cells)} value(s) >= {floor:g} {case.unit}; lowest "
                         f"{worst[0]:.2f} ({worst[1]})", lowest, f">= {floor:g}")
 
 
 def _uniformity_verdict(case: Testcase, spread: float) -> ProbeVerdict:
-    cells = [(what, v) for what, v in case.subjects() if v is not None]
+    cells = [(what, v) for what, v in case.subjects() if v is not None and math.isfinite(v)]
     if len(cells) < 2:
-        return ProbeVerdict(case.name, "p2p_uniformity", True, f"{len(cells)} measured pair(s): nothing to compare")
+        return not_judged(case.name, "p2p_uniformity", f"{len(cells)} measured pair(s): nothing to compare")
     median = statistics.median(v for _, v in cells)
     signed = [((v - median) / median if median else float("inf"), what, v) for what, v in cells]
     off = sorted(((abs(d), what, v, d) for d, what, v in signed), reverse=True)
@@ -136,5 +225,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("h2d_min", "d2h_min", "p2p_min", "p2p_uniformity", "gpu_model"),
+    expect_keys=("h2d_min", "d2h_min", "p2p_min", "p2p_uniformity", "gpu_model", "gpu_count"),
 )

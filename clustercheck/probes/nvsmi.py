@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import ProbeParseError, ProbeSkip
-from clustercheck.toolout import evidence_lines
+from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.toolout import count, evidence_lines
 
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
 _GPU = re.compile(rf"^GPU ({_BUS.pattern})$")
@@ -62,8 +62,9 @@ def parse(text: str) -> NvsmiReport:
     gpus: list[NvsmiGpu] = []
     current: list[tuple[str, str]] | None = None
     bus = ""
-    stack: list[tuple[int, str]] = []  # (indent, section name)
-    for line in evidence_lines(text):
+    stack: list[tuple[int, str, bool, int]] = []  # (indent, section name, nothing under it yet, line)
+    ended = (0, "")                    # the line at the margin that ended the GPU sections
+    for number, line in enumerate(evidence_lines(text), 1):
         if not line.strip() or line.strip().startswith("=") or line.strip() == "...":
             continue
         m = _GPU.match(line)
@@ -73,19 +74,39 @@ def parse(text: str) -> NvsmiReport:
             current, bus, stack = [], m.group(1), []
             continue
         indent = len(line) - len(line.lstrip())
+        if current is not None and indent == 0:
+            # nvidia-smi indents every line of a GPU section: one at the margin ends its output (other lines
+            # may follow, as `torch: 2.3.1` for the versions probe), never a section holding later fields
+            gpus.append(NvsmiGpu(bus, len(gpus), tuple(current)))
+            current, ended = None, (number, line.strip()[:60])
+            continue
+        if current is None and gpus and indent:
+            raise ProbeParseError(f"line {number}: {line.strip()[:60]!r} is indented after line {ended[0]} "
+                                  f"({ended[1]!r}) ended the section of GPU {bus}: not `nvidia-smi -q` output")
         key, sep, value = line.strip().partition(":")
         key, value = key.strip(), value.strip()
         if current is None:
             if sep and indent == 0:
                 header.append((key, value))
             continue
+        # nvidia-smi indents a GPU section by 4 spaces a level and puts something under every section name:
+        # a line off that grid, or a name with nothing under it, is not its output, and read anyway it would
+        # move the fields after it under another path, out of the probes' sight
+        if indent % 4 or "\t" in line[:indent]:
+            raise ProbeParseError(f"line {number}: {line.strip()[:60]!r} indented {indent} inside the section of GPU "
+                                  f"{bus}, not by nvidia-smi's 4 spaces a level: not `nvidia-smi -q` output")
+        if stack and stack[-1][2] and indent <= stack[-1][0]:
+            raise ProbeParseError(f"line {stack[-1][3]}: section {stack[-1][1][:60]!r} of GPU {bus} has nothing under "
+                                  f"it: not `nvidia-smi -q` output")
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        path = "/".join([s for _, s in stack] + [key])
-        if sep and value:
+        if stack:
+            stack[-1] = (*stack[-1][:2], False, stack[-1][3])
+        path = "/".join([s for _, s, _, _ in stack] + [key])
+        if sep:  # "Name :" with nothing after it is a field left empty (a process's name), not a section
             current.append((path, value))
         else:
-            stack.append((indent, key))
+            stack.append((indent, key, True, number))
     if current is not None:
         gpus.append(NvsmiGpu(bus, len(gpus), tuple(current)))
     if not gpus:  # a header alone is not enough: nvbandwidth prints "Driver Version: ..." too
@@ -118,8 +139,9 @@ def parse_bus_ids(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for line in text.splitlines():
         index, sep, bus = line.partition(",")
-        if sep and index.strip().isdigit() and _BUS.fullmatch(bus.strip()):
-            out[int(index)] = bus_id(bus)
+        i = count(index)
+        if sep and i is not None and _BUS.fullmatch(bus.strip()):
+            out[i] = bus_id(bus)
     return out
 
 
@@ -128,8 +150,48 @@ def collect_text() -> str:
 
 
 def number(value: str | None) -> float | None:
-    """'33 C' -> 33.0, '16x' -> 16.0, 'N/A' -> None."""
+    """'33 C' -> 33.0, '16x' -> 16.0, '-5' -> -5.0 (the caller judges its domain); None for 'N/A' and for
+    anything that is not one number ('1e400', '1.2.3', 'nan'): never the leading digits of something else."""
     if value is None:
         return None
-    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+    m = _NUMBER.match(value)
     return float(m.group(1)) if m else None
+
+
+_NUMBER = re.compile(r"^\s*(-?\d{1,15}(?:\.\d{1,15})?)(?![\d.eE])")
+
+
+def _bus_key(bus: str) -> tuple[int, ...]:
+    return tuple(int(part, 16) for part in re.split(r"[:.]", bus))
+
+
+def coverage(report: NvsmiReport, probe: str) -> list[ProbeVerdict]:
+    """The GPU sections against what the header promises (`Attached GPUs`) and against each other (a bus
+    id listed twice): a section cut from the capture leaves that GPU unjudged, so the node fails, naming
+    it, whichever probe reads the report. No verdict when they agree."""
+    problems = []
+    seen: dict[str, int] = {}
+    for g in report.gpus:
+        seen[g.bus_id.upper()] = seen.get(g.bus_id.upper(), 0) + 1
+    twice = [b for b, k in seen.items() if k > 1]
+    if twice:
+        problems.append(f"GPU {', '.join(twice[:8])} listed twice")
+    # nvidia-smi numbers GPUs in PCI bus order, and a GPU's index here is its place in the output: sections
+    # out of that order would name each GPU by another's index
+    ids = [_bus_key(g.bus_id) for g in report.gpus]
+    back = next((i for i in range(1, len(ids)) if ids[i] < ids[i - 1]), None)
+    if back is not None and not twice:
+        problems.append(f"GPU {report.gpus[back].bus_id} comes after {report.gpus[back - 1].bus_id}: the sections are "
+                        f"out of PCI bus order, so their GPU numbers cannot be told")
+    raw = report.head("Attached GPUs")
+    if raw is not None:
+        attached = count(raw)
+        if attached is None:
+            problems.append(f"'Attached GPUs: {raw[:40]}' is not a count of GPUs")
+        elif attached != len(report.gpus):
+            problems.append(f"the header says Attached GPUs: {attached} and the capture has {len(report.gpus)} GPU "
+                            f"section(s): a GPU section is cut or missing, and its GPU is not judged")
+    if not problems:
+        return []
+    return [ProbeVerdict("node", "GPU sections", False, f"{probe}: " + "; ".join(problems), len(report.gpus),
+                         raw)]

@@ -3,7 +3,8 @@ https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
 
 ACS request/completion redirect sends peer-to-peer TLPs up to the root complex, which slows GPUDirect
 P2P and RDMA or hangs it (NCCL troubleshooting guide). A device whose ACSCtl has ReqRedir+ or CmpltRedir+
-fails and is named. Evidence: `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended
+fails and is named, and so does one whose ReqRedir or CmpltRedir is neither + nor - (`ReqRedir?`, both,
+or absent from its ACSCtl line): a bit nobody can read is not off. Evidence: `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended
 capability read from /sys/bus/pci/devices/*/config, falling back to lspci.
 """
 
@@ -23,7 +24,6 @@ from clustercheck.toolout import evidence_lines
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+: .+)$")
-_FLAG = re.compile(r"\b([A-Za-z]+)([+-])")
 _ACS_CAP_ID = 0x000D
 SYSFS = Path("/sys/bus/pci/devices")
 
@@ -34,6 +34,7 @@ class AcsDevice:
     description: str                  # the lspci device line after the BDF
     bridge: bool
     ctl: tuple[tuple[str, bool], ...]
+    unread: tuple[str, ...] = ()      # redirect flags lspci did not print as + or - ("ReqRedir?", or absent)
 
     def flag(self, name: str) -> bool:
         return dict(self.ctl).get(name, False)
@@ -65,18 +66,48 @@ def parse(text: str) -> AcsScan:
         stripped = line.strip()
         if not stripped.startswith("ACSCtl:"):
             continue
-        flags = tuple((name, sign == "+") for name, sign in _FLAG.findall(stripped[len("ACSCtl:"):]))
-        if not any(name in FLAGS for name, _ in flags):
-            raise ProbeParseError(f"line {number}: an ACSCtl line without flags such as 'ReqRedir+': {stripped!r}")
+        flags, unread = _flags(stripped[len("ACSCtl:"):])
+        if not any(name in FLAGS for name, _ in flags) and not unread:
+            raise ProbeParseError(f"line {number}: an ACSCtl line without flags such as 'ReqRedir+': "
+                                  f"{stripped[:120]!r}")
         if current is None:  # `lspci -vvv | grep ACSCtl` keeps no device lines
-            devices.append(AcsDevice(f"ACSCtl line {len(devices) + 1}", "", False, flags))
+            devices.append(AcsDevice(f"ACSCtl line {len(devices) + 1}", "", False, flags, unread))
         else:
             bdf, desc = current
-            devices.append(AcsDevice(_full_bdf(bdf), desc, _is_bridge(desc), flags))
+            devices.append(AcsDevice(_full_bdf(bdf), desc, _is_bridge(desc), flags, unread))
     if not headers and not devices:
         raise ProbeParseError("expected `lspci -vvv` output: device lines such as "
                               "'0000:02:08.0 PCI bridge: ...' with 'ACSCtl:' lines under them")
     return AcsScan(tuple(devices), headers or len(devices), "lspci")
+
+
+_REDIRECT = ("ReqRedir", "CmpltRedir")
+
+
+def _flags(text: str) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]:
+    """lspci's `Name+`/`Name-` flags, and the redirect flags it did not print as either: one with another
+    mark (`ReqRedir?`), printed twice with both marks, or absent. Such a flag is unknown, never off."""
+    flags: list[tuple[str, bool]] = []
+    odd: list[str] = []
+    for token in text.split():
+        m = _FLAG_TOKEN.fullmatch(token)
+        if m is None:
+            continue
+        name, mark = m.groups()
+        if mark in ("+", "-"):
+            flags.append((name, mark == "+"))
+        elif name in FLAGS:
+            odd.append(token)
+    states: dict[str, set[bool]] = {}
+    for name, on in flags:
+        states.setdefault(name, set()).add(on)
+    unread = odd + [f"{name}+/-" for name in _REDIRECT if len(states.get(name, ())) > 1]
+    unread += [f"{name} (absent)" for name in _REDIRECT
+               if name not in states and not any(t.startswith(name) for t in odd)]
+    return tuple(flags), tuple(unread) if flags or odd else ()
+
+
+_FLAG_TOKEN = re.compile(r"([A-Za-z]{1,40})([^A-Za-z,]{1,4}),?")
 
 
 def _full_bdf(bdf: str) -> str:
@@ -94,7 +125,20 @@ def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
                              f"{scan.scanned} PCI device(s) read ({scan.origin}), none has an ACS capability"
                              + (f"; {scan.note}" if scan.note else ""), measured=0, expected="no redirect")]
     out = []
+    seen: dict[str, int] = {}
     for dev in scan.devices:
+        seen[dev.subject] = seen.get(dev.subject, 0) + 1
+    twice = [subject for subject, k in seen.items() if k > 1]
+    if twice:  # one device with two ACS control registers: the capture contradicts itself
+        out.append(ProbeVerdict("node", "ACS redirect", False, f"device {', '.join(twice[:8])} listed twice with an "
+                                f"ACSCtl line", len(twice), 0))
+    for dev in scan.devices:
+        if dev.unread:  # a redirect bit nobody can read is not off: the device is not judged clean
+            out.append(ProbeVerdict(dev.subject, "ACS redirect", False, f"redirect state unreadable: lspci printed "
+                                    f"{', '.join(dev.unread)[:120]} on {dev.description or 'this device'}; re-capture "
+                                    f"with `sudo lspci -vvv`", measured=", ".join(dev.unread),
+                                    expected="ReqRedir- CmpltRedir-"))
+            continue
         on = " ".join(f"{f}{'+' if dev.flag(f) else '-'}" for f in ("ReqRedir", "CmpltRedir"))
         kind = "bridge" if dev.bridge else "device"
         what = f" {dev.description}" if dev.description else ""

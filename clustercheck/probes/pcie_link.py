@@ -17,7 +17,7 @@ from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVer
 from clustercheck.toolout import evidence_lines
 
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
-_SPEED = re.compile(r"Speed\s+([\d.]+)GT/s.*?Width\s+x(\d+)")
+_SPEED = re.compile(r"Speed\s+(\d{1,4}(?:\.\d{1,3})?)GT/s[^W]{0,80}Width\s+x(\d{1,3})\b")
 _GEN_OF_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 SYSFS = Path("/sys/bus/pci/devices")
 
@@ -33,11 +33,20 @@ class PcieLink:
     gpu: bool
 
 
-def parse(text: str) -> tuple[PcieLink, ...]:
+@dataclass(frozen=True)
+class PcieLinks:
+    """The links read, and the `nvidia-smi -q` report they came from (None for lspci and sysfs)."""
+
+    links: tuple[PcieLink, ...]
+    report: nvsmi.NvsmiReport | None = None
+
+
+def parse(text: str) -> PcieLinks:
     tool.refuse_crashed(text)
     if "GPU Link Info" in text or "NVSMI LOG" in text:
-        return _from_nvsmi(nvsmi.parse(text))
-    return _from_lspci(text)
+        report = nvsmi.parse(text)
+        return PcieLinks(_from_nvsmi(report), report)
+    return PcieLinks(_from_lspci(text))
 
 
 def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
@@ -86,8 +95,9 @@ def _from_lspci(text: str) -> tuple[PcieLink, ...]:
     return tuple(out)
 
 
-def judge(links: tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    out = []
+def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    links, report = (read.links, read.report) if isinstance(read, PcieLinks) else (read, None)
+    out = nvsmi.coverage(report, "pcie-link") if report is not None else []
     want_gen, want_width = expect.get("pcie_gen"), expect.get("pcie_width")
     for link in links:
         measured = f"Gen{link.gen_current} x{link.width_current}"

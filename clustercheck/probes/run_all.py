@@ -13,7 +13,7 @@ def run_node_health(expect: Mapping[str, Any]) -> list[tuple[str, str, tuple[Pro
     out: list[tuple[str, str, tuple[ProbeVerdict, ...] | str]] = []
     for name in NAMES:
         result = outcome_of(name, expect)
-        out.append((name, result.outcome, result.verdicts if result.outcome in ("passed", "failed") else result.reason))
+        out.append((name, result.outcome, result.verdicts if result.outcome in ("passed", "failed", "not judged") else result.reason))
     return out
 
 

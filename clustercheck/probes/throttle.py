@@ -15,6 +15,10 @@ from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
 
 BAD_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
 TEMP_MAX_C = 84.0
+# Below absolute zero no reading is a temperature; at 200 C no GPU is still running (the shutdown
+# temperatures nvidia-smi prints in tests/fixtures are 90 and 98 C): either is a broken reading, not a cool
+# or a hot GPU.
+TEMP_DOMAIN = (-273.15, 200.0)
 _STATES = ("Active", "Not Active", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
 
 
@@ -32,7 +36,7 @@ def _reasons(g: nvsmi.NvsmiGpu) -> dict[str, str]:
 
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     limit = float(expect.get("gpu_temp_max_c", TEMP_MAX_C))
-    out: list[ProbeVerdict] = []
+    out: list[ProbeVerdict] = nvsmi.coverage(report, "throttle")
     for g in report.gpus:
         subject = g.label
         before = len(out)
@@ -49,9 +53,12 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
                                     expected="none of " + ", ".join(BAD_REASONS)))
         raw = g.get("Temperature/GPU Current Temp")
         temp = nvsmi.number(raw)
-        if temp is None and raw is not None and raw not in _STATES:
+        if temp is not None and not TEMP_DOMAIN[0] < temp < TEMP_DOMAIN[1]:
+            out.append(ProbeVerdict(subject, "temperature", False, f"{raw!r} is no temperature a GPU can have "
+                                    f"(outside {TEMP_DOMAIN[0]:g}..{TEMP_DOMAIN[1]:g} C): unreadable", measured=raw))
+        elif temp is None and raw is not None and raw not in _STATES:
             out.append(ProbeVerdict(subject, "temperature", False, f"unreadable: {raw!r}", measured=raw))
-        if temp is not None:
+        elif temp is not None:
             slowdown = nvsmi.number(g.get("Temperature/GPU Slowdown Temp"))
             cap = min(limit, slowdown) if slowdown and slowdown > 0 else limit
             out.append(ProbeVerdict(subject, "temperature", temp <= cap, f"{temp:g} C (limit {cap:g} C)",

@@ -36,6 +36,7 @@ class TopoMatrix:
     numa: tuple[tuple[str, str], ...] = ()         # GPU -> NUMA Affinity
     nic_names: tuple[tuple[str, str], ...] = ()    # NIC0 -> mlx5_0 from the NIC legend
     bus_ids: tuple[tuple[str, str], ...] = ()      # GPU0 -> 0000:0c:00.0 where the tool names GPUs by bus id
+    problems: tuple[str, ...] = ()                 # a device missing, listed twice or contradicting itself
 
     # Lookups are cached: judging walks every GPU pair, and a search of `links` per lookup made a
     # 128-device matrix take seconds (n^2 lookups of n^2 cells).
@@ -80,6 +81,7 @@ def _parse_amd(lines: list[str], start: int) -> TopoMatrix:
     by_label = dict(zip(header, names))
     links: list[tuple[str, str, str]] = []
     seen: list[str] = []
+    problems = _twice(header, "column")
     for number, line in enumerate(lines[start + 2:], start + 3):
         cells = line.split()
         if not cells or cells[0] not in by_label:
@@ -87,6 +89,9 @@ def _parse_amd(lines: list[str], start: int) -> TopoMatrix:
         if len(cells) - 1 != len(header):
             raise ProbeParseError(f"line {number}: row {cells[0]} has {len(cells) - 1} cells for {len(header)} GPUs")
         row = by_label[cells[0]]
+        if row in seen:
+            problems.append(f"row {cells[0]} listed twice (again at line {number})")
+            continue
         for col, value in zip(names, cells[1:]):
             if col != row:
                 links.append((row, col, "X" if value in _AMD_SELF else value.upper()))
@@ -95,7 +100,11 @@ def _parse_amd(lines: list[str], start: int) -> TopoMatrix:
         raise ProbeParseError(f"line {start + 2}: no GPU rows under the link-type table")
     numa = tuple((f"GPU{m.group(1)}", m.group(2)) for m in map(_ROCM_NUMA.match, lines) if m)
     bus = tuple((n, h.lower()) for h, n in zip(header, names) if _BDF.match(h))
-    return TopoMatrix(tuple(n for n in names if n in seen), tuple(l for l in links if l[1] in seen), numa, (), bus)
+    problems += [f"{h} has a column and no row: its links are not in the capture" for h, n in by_label.items()
+                 if n not in seen]
+    kept = tuple(l for l in links if l[1] in seen)
+    return TopoMatrix(tuple(dict.fromkeys(n for n in names if n in seen)), kept, numa, (), bus,
+                      problems=tuple(problems + _asymmetric(kept)))
 
 
 def parse_any(text: str) -> TopoMatrix:
@@ -130,6 +139,7 @@ def parse(text: str) -> TopoMatrix:
     links: list[tuple[str, str, str]] = []
     numa: list[tuple[str, str]] = []
     seen: list[str] = []
+    problems = _twice(devices, "column")
     for number, line in enumerate(lines[head + 1:], head + 2):
         cells = _split(line)
         if not cells or cells[0] not in columns:
@@ -139,10 +149,15 @@ def parse(text: str) -> TopoMatrix:
         name, values = cells[0], cells[1:]
         if len(values) < len(devices):
             raise ProbeParseError(f"line {number}: row {name} has {len(values)} cells for {len(devices)} devices")
+        if name in seen:
+            problems.append(f"row {name} listed twice (again at line {number})")
+            continue
         for col, value in zip(devices, values):
             if not _LEVEL.match(value):
-                raise ProbeParseError(f"line {number}: row {name}, column {col}: {value!r} is not a topology level "
-                                      f"(X, NV#, PIX, PXB, PHB, NODE, SYS)")
+                raise ProbeParseError(f"line {number}: row {name}, column {col}: {value[:40]!r} is not a topology "
+                                      f"level (X, NV#, PIX, PXB, PHB, NODE, SYS)")
+            if (col == name) != (value == "X"):
+                problems.append(f"row {name}, column {col} reads {value}: X is a device's own cell and only that")
             if col != name:
                 links.append((name, col, value))
         if numa_at is not None and len(values) > len(devices) + numa_at and name.startswith("GPU"):
@@ -152,8 +167,25 @@ def parse(text: str) -> TopoMatrix:
         raise ProbeParseError("expected `nvidia-smi topo -m` rows starting with GPU0, GPU1, ... under the header")
     legend = tuple((m.group(1), m.group(2)) for m in map(_LEGEND.match, lines) if m)
     rows = set(seen)
-    return TopoMatrix(tuple(d for d in devices if d in rows), tuple(l for l in links if l[1] in rows),
-                      tuple(numa), legend)
+    problems += [f"{d} has a column and no row: its links are not in the capture" for d in dict.fromkeys(devices)
+                 if d not in rows]
+    kept = tuple(l for l in links if l[1] in rows)
+    return TopoMatrix(tuple(dict.fromkeys(d for d in devices if d in rows)), kept, tuple(numa), legend,
+                      problems=tuple(problems + _asymmetric(kept)))
+
+
+def _twice(names: list[str], what: str) -> list[str]:
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return [f"{what} {n} listed twice" for n, k in counts.items() if k > 1]
+
+
+def _asymmetric(links: tuple[tuple[str, str, str], ...]) -> list[str]:
+    """A link read one way and another the other way: the matrix contradicts itself."""
+    by_pair = {(r, c): lv for r, c, lv in links}
+    return [f"{r}-{c} reads {lv} one way and {by_pair[(c, r)]} the other" for r, c, lv in links
+            if r < c and (c, r) in by_pair and by_pair[(c, r)] != lv]
 
 
 def _levels(value: object) -> tuple[str, ...]:
@@ -173,6 +205,10 @@ def _judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     topo: Mapping[str, Any] = expect.get("topology") or {}
     gpus = m.gpus
     out: list[ProbeVerdict] = []
+    if m.problems:  # judged on what it shows, and failed for what it does not show whole
+        more = f"; and {len(m.problems) - 8} more" if len(m.problems) > 8 else ""
+        out.append(ProbeVerdict("node", "topology matrix", False, "; ".join(m.problems[:8]) + more,
+                                len(m.problems), 0))
     want_count = expect.get("gpu_count")
     if want_count is not None:
         out.append(ProbeVerdict("node", "GPUs in topology", len(gpus) == want_count,

@@ -3,7 +3,9 @@
 Evidence: `nvidia-smi -q` (driver, CUDA, GPUs) and/or `name: version` lines (torch: 2.4.0, nccl: 2.21.5,
 as `python -c 'import torch; print(torch.__version__)'` and friends print them). Live: NVML through
 clustercheck.judging.platform and the installed torch. Minimum versions come from the platform's expect block.
-Fewer GPUs than the platform's gpu_count fails, naming the missing GPU where anything can: a bus id the
+The GPUs counted in `nvidia-smi -q` are its GPU sections, never its header's `Attached GPUs` (a header
+that promises more fails: a section was cut). Fewer GPUs than the platform's gpu_count fails, naming the
+missing GPU where anything can: a bus id the
 PCI bus shows and NVML does not list, or the HGX module (nvidia-smi "Module Id", 1..8) nobody answers
 for. Every NVML call that failed live fails its GPU, naming the call and NVML's error.
 """
@@ -18,7 +20,7 @@ from typing import Any, Mapping
 from clustercheck.nvml import NvmlFault, bus_id
 from clustercheck.probes import nvsmi, tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
-from clustercheck.toolout import evidence_lines
+from clustercheck.toolout import count, evidence_lines
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
 _KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)
@@ -38,6 +40,7 @@ class Inventory:
     on_bus: tuple[str, ...] | None = None  # NVIDIA GPUs on the PCI bus (live only; None: not looked)
     faults: tuple[NvmlFault, ...] = ()
     nvml_status: str = ""
+    report: nvsmi.NvsmiReport | None = None  # the `nvidia-smi -q` text it was read from, when it was
 
 
 def parse(text: str) -> Inventory:
@@ -46,12 +49,16 @@ def parse(text: str) -> Inventory:
     models: list[str] = []
     listed: tuple[str, ...] = ()
     modules: tuple[int | None, ...] = ()
+    report = None
     # nvidia-smi -q by its own markers only: other tools (nvbandwidth) print "Driver Version: ..." too
     if "NVSMI LOG" in text or _NVSMI_GPU.search(text):
         report = nvsmi.parse(text)
-        for key, name in (("Driver Version", "driver"), ("CUDA Version", "cuda"), ("Attached GPUs", "gpu_count")):
+        for key, name in (("Driver Version", "driver"), ("CUDA Version", "cuda")):
             if report.head(key):
                 values[name] = report.head(key)  # type: ignore[assignment]
+        # the GPUs counted are the sections read, never the header's word for them (nvsmi.coverage judges
+        # a header that promises more)
+        values["gpu_count"] = str(len(report.gpus))
         models = [g.product for g in report.gpus if g.get("Product Name")]
         listed = tuple(bus_id(g.bus_id) for g in report.gpus)
         modules = tuple(_int(g.get("Module ID", "Platform Info/Module Id")) for g in report.gpus)
@@ -66,14 +73,13 @@ def parse(text: str) -> Inventory:
     if not values and not models:
         raise ProbeParseError("expected `nvidia-smi -q` (Driver Version, CUDA Version, Attached GPUs) or "
                               "'name: version' lines for torch, nccl, cuda, driver")
-    count = values.get("gpu_count")
-    return Inventory(int(count) if count and count.isdigit() else None, tuple(models), values.get("driver"),
+    return Inventory(count(values.get("gpu_count")), tuple(models), values.get("driver"),
                      values.get("cuda"), values.get("nccl"), values.get("torch"), values.get("python"),
-                     listed, modules)
+                     listed, modules, report=report)
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.strip().isdigit() else None
+    return count(text)
 
 
 def _missing(inv: Inventory, want: int) -> str:
@@ -98,7 +104,7 @@ def _version(text: str | None) -> tuple[int, ...]:
 
 
 def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    out = []
+    out = nvsmi.coverage(inv.report, "versions") if inv.report is not None else []
     models = ", ".join(sorted(set(inv.gpu_models))) or "no model listed"
     want = expect.get("gpu_count")
     if want is not None:

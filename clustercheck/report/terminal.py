@@ -10,7 +10,6 @@ from typing import Any, Mapping, Sequence
 
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.exclude import as_hostlist
-from clustercheck.paths import display
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.judging import platform as platform_mod
-from clustercheck.errors import ClusterCheckError, HarnessError, UserError
+from clustercheck.errors import ClusterCheckError, HarnessError, NoThreshold, UserError
 from clustercheck.judging.fabric import RunFabric, run_fabric
 from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
@@ -34,7 +34,8 @@ from clustercheck.run.scopes import Where
 from clustercheck.run import prestart
 from clustercheck.run.timings import TIMINGS
 from clustercheck.judging.verdicts import Expectation, Verdict
-from clustercheck.kinds.base import CheckSpec
+from clustercheck.kinds import KINDS
+from clustercheck.kinds.base import CheckSpec, Rules
 from clustercheck.judging.thresholds import Profile
 
 Found = dict[Where, Outcome | ClusterCheckError]
@@ -229,7 +230,15 @@ class CheckSession:
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
         self.runner.applies(check)  # a check that does not apply here is skipped, and needs no threshold
-        rules = rules_for(check, self.profile, self.fabric)
+        try:
+            rules = rules_for(check, self.profile, self.fabric)
+            missing: NoThreshold | None = None
+        except NoThreshold as exc:
+            if not KINDS[check.measure].needs_tool:
+                raise
+            # whether the tool is on the nodes is known only once the ranks looked: a node without it is
+            # skipped (its kind's judge says so), and only a node that ran it gets "no threshold"
+            rules, missing = Rules({}), exc
         if check.scope == "localize":
             return self._localize(check, rules)
         found: Found = {}
@@ -238,7 +247,10 @@ class CheckSession:
                 found[where] = answered
                 continue
             try:
-                found[where] = self._with_counters(check, where, judge(answered[0], rules, answered[1]))
+                outcome = judge(answered[0], rules, answered[1])
+                if missing is not None and all(v.passed for v in outcome.verdicts):
+                    raise copy.copy(missing)  # a built-in verdict that failed (#wrong, a crash) stands without one
+                found[where] = self._with_counters(check, where, outcome)
             except ClusterCheckError as exc:  # a skip or an error of this item's own (a probe's, a missing metric)
                 found[where] = exc
         return found

@@ -80,6 +80,23 @@ class NcclTestsRun:
     failure_kind: str | None  # "crashed" (a failure line) or "incomplete" (the table or footer is missing)
     nccl_info_lines: int
     notes: tuple[str, ...]    # elisions and other things a reader should know
+    unread_rows: tuple[tuple[int, str], ...] = ()   # (line, why) of table rows that could not be read
+    min_bytes: int | None = None
+    step: tuple[int, str] | None = None   # (2, "factor") or (1048576, "bytes"), as the header line says
+
+    def sizes_promised(self) -> int | None:
+        """How many sizes the header's minBytes, maxBytes and step promise one sweep (nccl-tests' own loop,
+        src/common.cu: size *= factor, or size += bytes, while size <= maxBytes); None when it does not say."""
+        if not (self.min_bytes and self.max_bytes and self.step) or self.step[0] < 1:
+            return None
+        by, how = self.step
+        if how == "factor" and by < 2:
+            return None
+        size, n = self.min_bytes, 0
+        while size <= self.max_bytes and n <= 100_000:
+            n += 1
+            size = size * by if how == "factor" else size + by
+        return n if n <= 100_000 else None
 
     @property
     def nranks(self) -> int | None:

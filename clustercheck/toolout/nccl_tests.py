@@ -25,37 +25,45 @@ from dataclasses import dataclass
 
 from clustercheck.fabric import nccl_debug
 from clustercheck.toolout import evidence_lines
-from clustercheck.toolout import NotToolOutput, clean_lines, number
+from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, count, number
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)
 
 __all__ = ["NcclTestsRun", "Placement", "RankInfo", "Row", "headline", "inferred_ranks", "parse", "per_size"]
 
-_RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?(?:\s+Pid\s+(?P<pid>\d+))?\s+"
-                   r"(?:on\s+(?P<host>\S+)\s+device|uses device)\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)$")
-_PARAMS = re.compile(r"^#?\s*nThread (?P<threads>\d+) nGpus (?P<gpus>\d+) minBytes \d+ maxBytes (?P<max>\d+)")
-_VALIDATION = re.compile(r"validation: (\d+)")
-_REDUCED = re.compile(r"Reducing maxBytes to (\d+)")
-_TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (?P<v>\S+)(?: nccl-headers=\d+ nccl-library=(?P<lib>\d+))?")
+# Counts are bounded ({1,9}, {1,20}): a longer run of digits is no rank, size or count any tool printed,
+# and int() of thousands of digits raises.
+_RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d{1,9})(?:\s+Group\s+\d{1,9})?(?:\s+Pid\s+(?P<pid>\d{1,12}))?\s+"
+                   r"(?:on\s+(?P<host>\S+)\s+device|uses device)\s+(?P<dev>\d{1,9})\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)$")
+_PARAMS = re.compile(r"^#?\s*nThread (?P<threads>\d{1,9}) nGpus (?P<gpus>\d{1,9}) minBytes (?P<min>\d{1,20}) "
+                     r"maxBytes (?P<max>\d{1,20})(?: step: (?P<step>\d{1,20})\((?P<how>factor|bytes)\))?")
+_VALIDATION = re.compile(r"validation: (\d{1,9})")
+_REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})")
+_TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (?P<v>\S+)(?: nccl-headers=\d{1,12} nccl-library=(?P<lib>\d{1,12}))?")
 _RCCL_TESTS = re.compile(r"^rccl-tests: Version (\S+)")
 _RCCL_VERSION = re.compile(r"\bRCCL version (\d+\.\d+\.\d+\S*)")
 _BANNER = re.compile(r"^#\s*Collective test (?:starting|concluded): (?P<name>\w+?)_perf")
 _BINARY = re.compile(rf"\b({'|'.join(NCCL_TESTS_COLLECTIVES)})_perf")
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,20})\s*(OK|FAILED)?")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
-_NCCL_MSG = re.compile(r"(?:[^\s:\[\]]+:\d+:\d+ \[\d+\] )?NCCL (?:INFO|WARN) ")
-_ELISION = re.compile(r"^-{3,}.*truncated.*-{3,}$|^#\s*Truncated\b|^\s*\[\.\.\.\]$|^\s*\.{3,}$", re.IGNORECASE)
+_NCCL_MSG = re.compile(r"NCCL (?:INFO|WARN) ")
+_MSG_PREFIX = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] $")   # host:pid:tid [dev] before the message
+_ELISION = re.compile(r"^#\s*Truncated\b|^\s*\[\.\.\.\]$|^\s*\.{3,}$", re.IGNORECASE)
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
 # Crash lines, most telling first: nccl-tests' own NCCLCHECK/CUDACHECK/TESTCHECK messages, then launchers.
-_FAILURES = (
-    re.compile(r"Test (?:NCCL|CUDA|HIP) failure|Test timeout \(|Invalid number of GPUs"),
-    re.compile(r": Test failure "),
-    re.compile(r"MPI_ABORT was invoked|MPI_Abort\(|mpirun noticed that process|mpirun has exited due to|"
-               r"Primary job\s+terminated normally, but|mpirun detected that one or more processes exited"),
-    re.compile(r"^srun: error: .*(?:exit code [1-9]|Terminated|Killed|Segmentation|Aborted)"),
-    re.compile(r"Segmentation fault|Bus error|Aborted \(core dumped\)|terminate called after throwing|Caught signal"),
+# Plain substrings where the text is fixed (a scan of a long line by a handful of regexes costs seconds).
+_FAILURES: tuple[tuple[tuple[str, ...], re.Pattern[str] | None], ...] = (
+    (("Test NCCL failure", "Test CUDA failure", "Test HIP failure", "Test timeout (", "Invalid number of GPUs"), None),
+    ((": Test failure ",), None),
+    (("MPI_ABORT was invoked", "MPI_Abort(", "mpirun noticed that process", "mpirun has exited due to",
+      "mpirun detected that one or more processes exited"), None),
+    (("Primary job",), re.compile(r"Primary job\s+terminated normally, but")),
+    (("srun: error: ",), re.compile(r"^srun: error: .*(?:exit code [1-9]|Terminated|Killed|Segmentation|Aborted)")),
+    (("Segmentation fault", "Bus error", "Aborted (core dumped)", "terminate called after throwing", "Caught signal"),
+     None),
 )
+_PRIORITY = (0, 1, 2, 2, 3, 4)   # MPI's two kinds of line are one priority
 
 
 @dataclass(frozen=True)
@@ -104,18 +112,21 @@ class _State:
         self.binary: str | None = None
         self.last_error: str | None = None
         self.failures: list[tuple[int, int, str]] = []   # (priority, line, text)
-        self.bad_row: tuple[int, str] | None = None
+        self.bad_row: tuple[int, str, str] | None = None   # (line, text, what is wrong with it)
+        self.bad_footer: tuple[int, str] | None = None
         self.notes: list[str] = []
+        self.step: tuple[int, str] | None = None
+        self.unread: list[tuple[int, str]] = []
 
     def feed(self, line: str, number_: int) -> None:
         m = _NCCL_MSG.search(line)
         if m:  # an NCCL message: keep whatever the tool printed before it on the same line
-            line = line[:m.start()].rstrip()
+            line = line[:_message_start(line, m.start())].rstrip()
         s = line.strip()
         if not s:
             return
         self._failure(s, number_)
-        b = _BINARY.search(s)
+        b = _BINARY.search(s) if self.binary is None and "_perf" in s else None
         if b and self.binary is None:
             self.binary = b.group(1)
         if self._meta(s, number_):
@@ -123,15 +134,16 @@ class _State:
             return
         if self.layout is not None and s[0].isdigit():
             row = _row(s, number_, self.layout)
-            if row is None:
-                self.bad_row = self.bad_row or (number_, s)
+            if isinstance(row, str):
+                self.bad_row = self.bad_row or (number_, s, row)
+                self.unread.append((number_, row))
             else:
                 self.rows.append(row)
         self.prev = s
 
     def _meta(self, s: str, n: int) -> bool:
         """Header, banner, rank and footer lines; True when the line was one."""
-        if _ELISION.search(s):
+        if _ELISION.match(s) or _dashed_truncation(s):
             self.notes.append(f"line {n}: an elision in the source ({s.strip('#- ')[:60]})")
             return True
         for rx, act in ((_RANK, self._rank), (_PARAMS, self._params), (_TESTS_VERSION, self._version)):
@@ -157,16 +169,21 @@ class _State:
         m = _AVG.match(s)
         if m:
             try:
-                self.avg = float(m.group(1))
+                self.avg = number(m.group(1))
+            except NotFinite as exc:  # nan/inf is no bandwidth any tool measured: the footer is broken
+                self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {exc}")
             except ValueError:
                 self.notes.append(f"line {n}: unreadable Avg bus bandwidth {m.group(1)!r}")
+            else:
+                if self.avg is not None and self.avg < 0:
+                    self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {m.group(1)} is negative")
             self.avg_check = m.group(2)
             return True
         m = _LAST_ERROR.match(s)
         if m:
             self.last_error = m.group(1)
             return True
-        tokens = s.lstrip("#").split()
+        tokens = s.lstrip("#").split() if "algbw" in s and "busbw" in s else []
         if "algbw" in tokens and "busbw" in tokens and ("size" in tokens or "bytes" in tokens):
             if self.rows:  # judging the first run alone would hide the others' results
                 raise NotToolOutput(f"line {n}: a second result table (the first is at line {self.header_line}): "
@@ -183,7 +200,10 @@ class _State:
             self.tool = "nccl1"
 
     def _params(self, m: re.Match[str], s: str) -> None:
-        self.params.update(threads=int(m.group("threads")), gpus=int(m.group("gpus")), max=int(m.group("max")))
+        self.params.update(threads=int(m.group("threads")), gpus=int(m.group("gpus")), max=int(m.group("max")),
+                           min=int(m.group("min")))
+        if m.group("step"):
+            self.step = (int(m.group("step")), m.group("how"))
         v = _VALIDATION.search(s)
         if v:
             self.params["validation"] = int(v.group(1))
@@ -193,8 +213,8 @@ class _State:
         self.lib_code = int(m.group("lib")) if m.group("lib") else None
 
     def _failure(self, s: str, n: int) -> None:
-        for priority, rx in enumerate(_FAILURES):
-            if rx.search(s):
+        for priority, (words, rx) in zip(_PRIORITY, _FAILURES):
+            if any(w in s for w in words) and (rx is None or rx.search(s)):
                 self.failures.append((priority, n, s.strip()))
                 return
 
@@ -218,15 +238,18 @@ class _State:
             self.tool, fmt, name, source, tuple(self.ranks), tuple(self.rows), self.params.get("threads"),
             self.params.get("gpus"), self.params.get("max"), self.params.get("validation"), self.oob, self.avg,
             self.avg_check, version, self.tests_version, self.last_error, failure, line, kind, debug.info_lines,
-            tuple(self.notes))
+            tuple(self.notes), tuple(self.unread), self.params.get("min"), self.step)
 
     def _verdict_failure(self) -> tuple[str | None, int | None]:
         if self.failures:
             _, n, s = min(self.failures)
             return f"line {n}: {s}", n
         if self.bad_row:
-            n, s = self.bad_row
-            return f"line {n}: a table row cut short or garbled: {s[:120]!r}", n
+            n, s, why = self.bad_row
+            return f"line {n}: a table row {why}: {s[:120]!r}", n
+        if self.bad_footer:
+            n, why = self.bad_footer
+            return f"line {n}: {why}", n
         if self.layout and not self.rows:
             return f"line {self.header_line}: the table header has no rows after it: the run stopped", self.header_line
         if self.rows and self.oob is None:
@@ -258,20 +281,38 @@ def _layout(tokens: list[str], group_line: str) -> _Layout:
     return _Layout(tuple(tokens[:first]), groups, width, check, timestamp, check == "res")
 
 
-def _row(s: str, line: int, layout: _Layout) -> Row | None:
+def _message_start(line: str, at: int) -> int:
+    """Where the NCCL message that names itself at `at` starts: at its `host:pid:tid [dev] ` prefix when it
+    has one. The prefix is looked for in a bounded window, so a long line costs linear time."""
+    m = _MSG_PREFIX.search(line, max(0, at - 300), at)
+    return m.start() if m else at
+
+
+def _dashed_truncation(s: str) -> bool:
+    """`----- some output truncated -----`, an author's elision (a plain string test: a regex with `.*`
+    between two runs of dashes takes quadratic time on a long line of dashes)."""
+    return s.startswith("---") and s.endswith("---") and "truncated" in s.lower()
+
+
+_GARBLED = "cut short or garbled"
+
+
+def _row(s: str, line: int, layout: _Layout) -> Row | str:
+    """One table row, or what is wrong with it."""
     tokens = s.split()
     if layout.timestamp:
         if len(tokens) < 2 or not _TIMESTAMP.match(tokens[-2]):
-            return None
+            return _GARBLED
         tokens = tokens[:-2]
     k = len(layout.groups) * layout.width
     desc, meas = tokens[:-k], tokens[-k:]
-    if len(desc) < 3 or len(desc) > max(3, len(layout.descriptors)) or not (desc[0].isdigit() and desc[1].isdigit()):
-        return None
+    if len(desc) < 3 or len(desc) > max(3, len(layout.descriptors)) or not all(
+            count(t, 20) is not None for t in desc[:2]):
+        return _GARBLED
     redop: str | None = None
     root: int | None = None
     for tok in desc[3:]:
-        if re.fullmatch(r"-?\d+", tok):
+        if re.fullmatch(r"-?\d{1,12}", tok):
             root = int(tok)
         else:
             redop = tok
@@ -281,12 +322,20 @@ def _row(s: str, line: int, layout: _Layout) -> Row | None:
             cols = meas[i * layout.width:(i + 1) * layout.width]
             time, alg, bus = (number(c) for c in cols[:3])
             if time is None or alg is None or bus is None:
-                return None
+                return _GARBLED
             check = number(cols[3])
             wrong, error = (check, None) if layout.check == "#wrong" else (None, check)
+            place = group.replace("_", "-")
+            for name, value in (("time", time), ("algbw", alg), ("busbw", bus), (layout.check, check)):
+                if value is not None and value < 0:
+                    return f"with {place} {name} {value:g}, below 0 (no tool measures that)"
+            if wrong is not None and wrong != int(wrong):
+                return f"with {place} #wrong {wrong:g}, not a whole count of elements"
             halves[group] = Placement(time * 1000.0 if layout.time_ms else time, alg, bus, wrong, error)
+    except NotFinite as exc:
+        return f"with a value that is not a number ({exc})"
     except (ValueError, IndexError):
-        return None
+        return _GARBLED
     return Row(int(desc[0]), int(desc[1]), desc[2], redop, root, halves.get("out_of_place"), halves.get("in_place"),
                line)
 

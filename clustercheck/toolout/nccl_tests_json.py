@@ -11,6 +11,7 @@ pid, hostname, device, device_hex, device_info}], "results": [{size, count, type
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -65,11 +66,17 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
                            str(d.get("device_hex", "")), str(d.get("device_info", "")).strip())
                   for d in doc.get("devices") or [])
     rows = []
+    unread: list[tuple[int, str]] = []
     for i, r in enumerate(doc.get("results") or []):
         root = str(r.get("root", "")).strip()
-        rows.append(Row(int(r["size"]), int(r["count"]), str(r["type"]), str(r.get("redop") or "") or None,
-                        int(root) if re.fullmatch(r"-?\d+", root) else None, _placement(r.get("out_of_place")),
-                        _placement(r.get("in_place")), i + 1))
+        row = Row(int(r["size"]), int(r["count"]), str(r["type"]), str(r.get("redop") or "") or None,
+                  int(root) if re.fullmatch(r"-?\d{1,12}", root) else None, _placement(r.get("out_of_place")),
+                  _placement(r.get("in_place")), i + 1)
+        why = _unmeasured(row)
+        if why:  # as the text reader: a result that is no number is no result, and the run is not whole
+            unread.append((i + 1, why))
+        else:
+            rows.append(row)
     oob = doc.get("out_of_bounds")
     avg = doc.get("average_bus_bandwidth")
     okay = avg.get("okay") if isinstance(avg, dict) else None
@@ -77,14 +84,32 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
     args = doc.get("args") or []
     name = _stem(binary) or _stem(str(args[0]) if args else None)
     failure = None
-    if oob is None:
+    avg_value = _num(avg["bandwidth"]) if isinstance(avg, dict) else None
+    if unread:
+        failure = f"result {unread[0][0]}: {unread[0][1]}"
+    elif avg_value is not None and not (math.isfinite(avg_value) and avg_value >= 0):
+        failure = f"average_bus_bandwidth {avg_value} is not a bandwidth any tool measured"
+    elif oob is None:
         failure = (f"result {len(rows)}: the JSON has no out_of_bounds summary after the last result: the run "
                    f"stopped early") if rows else "the JSON has no results: the run stopped before its first row"
     return NcclTestsRun(
         "nccl-tests", "json", name, "binary name" if name else "unknown", ranks, tuple(rows), cfg.get("nthreads"),
         cfg.get("ngpus"), cfg.get("maximum_bytes"), cfg.get("validation"),
         int(oob["count"]) if isinstance(oob, dict) else None,
-        _num(avg["bandwidth"]) if isinstance(avg, dict) else None,
+        avg_value if avg_value is None or math.isfinite(avg_value) else None,
         None if okay in (None, "unchecked") else ("OK" if okay else "FAILED"),
         version_of(int(doc["nccl_version"])), None, errors[0] if errors else None, failure, None,
-        "incomplete" if failure else None, 0, ())
+        "incomplete" if failure else None, 0, (), tuple(unread))
+
+
+def _unmeasured(row: Row) -> str | None:
+    """What makes a result no measurement: a time, algbw, busbw or nwrong that is nan, inf or negative, or a
+    nwrong that is not a whole count."""
+    for name, p in row.placements():
+        place = name.replace("_", "-")
+        for what, value in (("time", p.time_us), ("algbw", p.algbw), ("busbw", p.busbw), ("nwrong", p.wrong)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                return f"{place} {what} {value} is not a number any tool measured"
+        if p.wrong is not None and p.wrong != int(p.wrong):
+            return f"{place} nwrong {p.wrong:g} is not a whole count of elements"
+    return None

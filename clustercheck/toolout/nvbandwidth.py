@@ -9,8 +9,9 @@ lines, `Device N: <name> (<pci id>)` lines (no pci id before v0.6), `Waived:` li
 the SUM lines (`| grep SUM`), `[...]` elisions, and `-j` JSON (nvbandwidth_json).
 
 Failures: the data-pattern check (` Invalid value when checking the pattern`), `ASSERT in expression`,
-CUDA/NVML errors (`[CUDA_ERROR_...] ... in expression`), `Error:`/`ERROR:` status lines, `Aborted`, and
-a `Running` test that printed no matrix.
+CUDA/NVML errors (`[CUDA_ERROR_...] ... in expression`), `Error:`/`ERROR:` status lines, `Aborted`, a
+`Running` test that printed no matrix, a matrix row with more or fewer values than columns, and a cell or
+SUM that is not a number (nan, inf, 1e400) or is below 0: no tool measured it.
 """
 
 from __future__ import annotations
@@ -18,22 +19,33 @@ from __future__ import annotations
 import re
 
 from clustercheck.toolout import evidence_lines
-from clustercheck.toolout import NotToolOutput, clean_lines, number
+from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, number
 from clustercheck.toolout.nvbandwidth_run import Device, NvbandwidthRun, Testcase
 from clustercheck.toolout import nvbandwidth_json
 
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 # Every title nvbandwidth prints (testcases_*.cpp, multinode_testcases.cpp) starts with one of these words.
-_TITLE = re.compile(r"^(?P<title>(?:memcpy|memory latency|multicast|Device to Device Latency)\b.*?)\s*"
-                    r"\((?P<unit>GB/s|ns)\)$")
-_SUM = re.compile(r"^(?:SUM|&&&& PERF) (?P<key>\S+) (?P<value>[-+\d.eE]+|nan|inf)(?:\s*[-+]?(?P<unit>GB/s|ns))?$")
-_DEVICE = re.compile(r"^(?:Process \d+ \((?P<host>[^)]*)\): )?[Dd]evice (?P<index>\d+): (?P<name>.+?)"
+_TITLE_START = re.compile(r"^(?:memcpy|memory latency|multicast|Device to Device Latency)\b")
+_UNITS = ("GB/s", "ns")
+_SUM = re.compile(r"^(?:SUM|&&&& PERF) (?P<key>\S+) (?P<value>[-+\d.eE]+|[-+]?(?i:nan|inf|infinity))"
+                  r"(?:\s*[-+]?(?P<unit>GB/s|ns))?$")
+_DEVICE = re.compile(r"^(?:Process \d{1,9} \((?P<host>[^)]*)\): )?[Dd]evice (?P<index>\d{1,9}): (?P<name>.+?)"
                      r"(?: \((?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\))?$")
 _KV = re.compile(r"^(nvbandwidth Version|Built from Git version|CUDA Runtime Version|CUDA Driver Version|"
                  r"Driver Version): (.+)$")
-_FAILURE = re.compile(r"Invalid value when checking the pattern|pattern check|ASSERT in expression|^\[CUDA_ERROR_\w+\]|"
-                      r"^\[cuda\w+\]|NVML_ERROR|^Error: |^ERROR[: ]|Aborted|Segmentation fault|"
-                      r"terminate called after throwing|MPI_ABORT was invoked", re.IGNORECASE)
+# Lines that say the run failed, compared in lower case as plain substrings and prefixes: one IGNORECASE
+# regex of a dozen alternatives took over a second on an 8 MiB line.
+_FAILURE_TEXT = ("invalid value when checking the pattern", "pattern check", "assert in expression", "nvml_error",
+                 "aborted", "segmentation fault", "terminate called after throwing", "mpi_abort was invoked")
+_FAILURE_START = ("[cuda", "error: ", "error ", "error:")
+
+
+def _failed(s: str) -> bool:
+    low = s.lower()
+    return any(t in low for t in _FAILURE_TEXT) or (low.startswith(_FAILURE_START) and (
+        not low.startswith("[cuda") or "]" in low[:80]))
+
+
 _ELISION = re.compile(r"^\[\.\.\.\]$|^\.{3,}$")
 
 
@@ -57,7 +69,7 @@ def parse(text: str) -> NvbandwidthRun:
         i += 1
         if not s:
             continue
-        if _FAILURE.search(s):
+        if _failed(s):
             failures.append((n, s))
         m = _RUNNING.match(s)
         if m:
@@ -79,17 +91,35 @@ def parse(text: str) -> NvbandwidthRun:
             continue
         sm = _SUM.match(s)
         if sm:
-            value = float(sm.group("value"))
+            try:
+                value = number(sm.group("value"))
+            except ValueError as exc:  # nan, inf, 1e400, or "1.2.3": no sum of measured cells
+                failures.append((n, f"SUM {sm.group('key')}: {exc}"))
+                continue
+            if value is None or value < 0:
+                failures.append((n, f"SUM {sm.group('key')} {sm.group('value')} is below 0"))
+                continue
             unit = sm.group("unit") or ("ns" if "latency" in sm.group("key") else "GB/s")
             _attach_sum(cases, sm.group("key"), value, unit, n, ran)
             continue
-        t = _TITLE.match(s)
+        t = _title(s)
         if t and i < len(lines):
-            i, case, problem = _matrix(lines, i, offset, t.group("title"), t.group("unit"), n, ran, len(cases))
+            i, case, problem = _matrix(lines, i, offset, t[0], t[1], n, ran, len(cases))
             cases.append(case)
             if problem:
                 failures.append(problem)
     return _finish(meta, devices, cases, ran, waived, failures, notes)
+
+
+def _title(s: str) -> tuple[str, str] | None:
+    """(title, unit) of a matrix title line such as `memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)`.
+    String tests, not one regex: a lazy `.*?` before the unit takes quadratic time on a long line."""
+    if not _TITLE_START.match(s):
+        return None
+    for unit in _UNITS:
+        if s.endswith(f"({unit})"):
+            return s[:-len(unit) - 2].rstrip(), unit
+    return None
 
 
 def _matrix(lines: list[str], i: int, offset: int, title: str, unit: str, n: int, ran: list[tuple[str, int]],
@@ -103,14 +133,29 @@ def _matrix(lines: list[str], i: int, offset: int, title: str, unit: str, n: int
         tokens = lines[i].split()
         if _ELISION.match(lines[i].strip()) or len(tokens) < 2:
             break
-        try:
-            values = tuple(number(tok) for tok in tokens[1:])
-        except ValueError:
+        values: list[float | None] = []
+        bad = ""
+        for column, tok in zip(columns + ("?",) * len(tokens), tokens[1:]):
+            try:
+                value = number(tok)
+            except NotFinite as exc:
+                bad = bad or f"row {tokens[0]} column {column}: {exc}"
+                value = None
+            except ValueError:
+                values = []
+                break
+            if value is not None and value < 0:
+                bad = bad or f"row {tokens[0]} column {column}: {tok} is below 0"
+            values.append(value)
+        if not values:  # a line that is no matrix row (SUM, a note): the matrix ended above it
             break
+        at = i + 1 + offset
+        if bad:
+            problem = problem or (at, f"a matrix cell that no tool measured: {bad}")
         if len(values) != len(columns):
-            problem = (i + 1 + offset, f"a matrix row with {len(values)} values under {len(columns)} columns: "
-                                       f"{lines[i].strip()!r}")
-        rows.append((tokens[0], values))
+            problem = problem or (at, f"a matrix row with {len(values)} values under {len(columns)} columns: "
+                                      f"{lines[i].strip()[:120]!r}")
+        rows.append((tokens[0], tuple(values)))
         i += 1
     name = _running_name(ran, index, title)
     if not rows:

@@ -13,10 +13,10 @@ import json
 import re
 from typing import Any
 
-from clustercheck.toolout import NotToolOutput, number
+from clustercheck.toolout import NotFinite, NotToolOutput, number
 from clustercheck.toolout.nvbandwidth_run import Device, NvbandwidthRun, Testcase
 
-_DEVICE = re.compile(r"^(?P<index>\d+): (?P<name>.+?)(?: \((?P<pci>[0-9a-fA-F:.]+)\))?(?:: \((?P<host>[^)]*)\))?$")
+_DEVICE = re.compile(r"^(?P<index>\d{1,9}): (?P<name>.+?)(?: \((?P<pci>[0-9a-fA-F:.]+)\))?(?:: \((?P<host>[^)]*)\))?$")
 _UNIT = re.compile(r"\((GB/s|ns)\)\s*$")
 
 
@@ -62,17 +62,33 @@ def _run(body: dict[str, Any]) -> NvbandwidthRun:
         title = str(tc.get("bandwidth_description", ""))
         unit = _UNIT.search(title)
         width = max(len(row) for row in matrix)
-        rows = tuple((str(r), tuple(number(str(v)) for v in row)) for r, row in enumerate(matrix))
+        rows = tuple((str(r), tuple(_cell(v, name, f"row {r} column {c}", failures) for c, v in enumerate(row)))
+                     for r, row in enumerate(matrix))
+        if any(len(row) != width for row in matrix):
+            failures.append(f"testcase {name}: matrix rows of {sorted({len(row) for row in matrix})} values")
         total = tc.get("sum")
         cases.append(Testcase(name, _UNIT.sub("", title).strip() or None, unit.group(1) if unit else "GB/s",
-                              tuple(str(c) for c in range(width)), rows, float(total) if total is not None else None,
-                              k + 1))
+                              tuple(str(c) for c in range(width)), rows,
+                              None if total is None else _cell(total, name, "sum", failures), k + 1))
     if body.get("error"):
         failures.insert(0, f"error: {body['error']}")
     notes = (f"warning: {body['warning']}",) if body.get("warning") else ()
     return NvbandwidthRun("json", body.get("version"), _str(body.get("CUDA Runtime Version")),
                           _str(body.get("Driver Version")), tuple(devices), tuple(cases), tuple(ran), waived,
                           failures[0] if failures else None, None, notes)
+
+
+def _cell(value: Any, name: str, where: str, failures: list[str]) -> float | None:
+    """A cell or sum as a number; one that is nan, inf or below 0 is a failure of the run (None here)."""
+    try:
+        out = number(str(value))
+    except NotFinite as exc:
+        failures.append(f"testcase {name}: {where} {exc}")
+        return None
+    if out is not None and out < 0:
+        failures.append(f"testcase {name}: {where} {value} is below 0")
+        return None
+    return out
 
 
 def _str(value: Any) -> str | None:

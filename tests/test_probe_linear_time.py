@@ -1,0 +1,74 @@
+"""Every probe reads an 8 MiB line in under a second: its parser and judge are linear in the input.
+
+A regex that starts an unbounded `[^\\s:]+` or `.*?` at every position of a line takes quadratic time: on
+one line without spaces the nccl-tests probe took over a minute for 1 MiB, and a native tool that printed
+one 96 KiB line stalled a run by 18 s. Each probe here gets lines of the shapes that make such patterns
+backtrack (one character repeated, one token repeated with and without spaces) and lines of its own real
+captures stretched to 8 MiB, each alone and behind the prefixes its parser looks for. The time measured is
+this process's CPU time, so that other work on a shared machine does not count against the probe.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from clustercheck import probes
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
+from evidence import TOOLS
+
+SIZE = 8 << 20
+LIMIT = 1.0  # seconds of CPU for one 8 MiB line, parse and judge together
+UNITS = ("x", "-", "7", " 1", "a:", "\t", ".", "(", "h:1:2 [0] NCCL INFO ", "Link 0: ", "err=", "1e")
+PREFIXES = ("", "# ", " 0: ", "GPU0 ", "memcpy CE ", "SUM x ", "ACSCtl: ", "NCCL WARN ", "GPU 0: x\n")
+FIXTURES = {"versions": "nvidia-smi-q", "pci-acs": "lspci-acs", "pcie-link": "lspci-acs", "topo": "nvidia-smi-topo",
+            "numa": "nvidia-smi-topo", "nvlink": "nvlink-status", "fabric": "nvidia-smi-q", "ecc": "nvidia-smi-q",
+            "throttle": "nvidia-smi-q", "gds": "gdscheck", "ib": "ibstat", "nccl-tests": "nccl-tests",
+            "nvbandwidth": "nvbandwidth", "amd-smi": "amd-smi", "amd-host": "amd-smi", "env": "nvidia-smi-q"}
+
+
+def stretched(line: str) -> str:
+    """A capture's line made 8 MiB long by repeating its text after its first few characters."""
+    head, tail = line[:12], line[12:] or line or "x"
+    return head + tail * ((SIZE - len(head)) // len(tail) + 1)
+
+
+def lines_for(name: str) -> list[tuple[str, str]]:
+    """(label, 8 MiB line) for one probe."""
+    out = [(repr(unit), unit * (SIZE // len(unit))) for unit in UNITS]
+    out += [(f"{prefix!r}+{unit!r}", prefix + unit * (SIZE // len(unit))) for prefix in PREFIXES[1:]
+            for unit in ("x", " 1")]
+    capture = sorted((TOOLS / FIXTURES[name]).glob("*.txt"))[0]
+    body = [l for l in capture.read_text(encoding="utf-8").split("\n")[2:] if l.strip()]
+    picked = body[:3] + body[len(body) // 2:len(body) // 2 + 2] + body[-2:]
+    return out + [(f"{capture.stem} line {body.index(l) + 3} stretched", stretched(l)) for l in picked]
+
+
+def cpu_seconds(name: str, text: str) -> float:
+    probe = probes.get(name)
+    t0 = time.process_time()
+    try:
+        parsed = probe.parse(text + "\n")
+        try:
+            probe.judge(parsed, {})
+        except (ProbeSkip, ProbeParseError):
+            pass
+    except ProbeParseError:
+        pass
+    return time.process_time() - t0
+
+
+@pytest.mark.parametrize("name", probes.NAMES)
+def test_an_8_mib_line_is_read_in_under_a_second(name: str) -> None:
+    slow = []
+    for label, line in lines_for(name):
+        seconds = cpu_seconds(name, line)
+        if seconds >= LIMIT:
+            slow.append(f"{label}: {seconds:.2f} s")
+    assert not slow, f"{name}: " + "; ".join(slow)
+
+
+def test_the_lines_are_8_mib() -> None:
+    assert all(len(line) >= SIZE - 16 for _, line in lines_for("nccl-tests"))
