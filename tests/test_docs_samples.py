@@ -65,9 +65,9 @@ def test_the_probe_all_sample_lists_every_probe_in_order() -> None:
     shown = [line.split()[1] for line in out.stdout.splitlines()
              if line.split() and line.split()[0] in ("PASSED", "SKIPPED", "FAILED", "ERROR")]
     assert named == shown == PROBES
-    counts = re.fullmatch(r"(\d+) passed; (\d+) failed; (\d+) skipped; (\d+) error", sample[-1])
+    counts = re.fullmatch(r"(\d+) passed; (\d+) failed; (\d+) not judged; (\d+) skipped; (\d+) error", sample[-1])
     assert counts and sum(map(int, counts.groups())) == len(PROBES)
-    assert re.fullmatch(r"\d+ passed; \d+ failed; \d+ skipped; \d+ error", out.stdout.splitlines()[-1])
+    assert re.fullmatch(r"\d+ passed; \d+ failed; \d+ not judged; \d+ skipped; \d+ error", out.stdout.splitlines()[-1])
 
 
 def test_run_help_names_every_default_suite() -> None:
