@@ -254,7 +254,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             cs.add_result(entry)
         except RecordWriteError as exc:  # a full disk: stop at once, INCOMPLETE; what was recorded stands
             if not item.session.shouldstop:
-                print(f"clustercheck: {exc}; stopping the run", file=sys.stderr)
                 item.session.shouldstop = f"the run record cannot be written: {exc}"
                 cs.kill_ranks()
         item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
@@ -350,21 +349,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from clustercheck.evidence.signing import render_and_sign
 
         unwritten = None
+        broken = cs.record.broken if cs.record is not None else None
         try:
             unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
         except UserError as exc:  # a full disk: the record stands, `clustercheck report` renders it later
             unsigned, unwritten = None, str(exc)
-            print(f"clustercheck: {exc}; clustercheck report {display(cs.run_dir)} renders them once there is room",
-                  file=sys.stderr)
+        if broken:  # said once, whichever write failed first (a result, the exclusion list or the end line)
+            print(f"clustercheck: {broken}" + ("; no report written" if unwritten else ""), file=sys.stderr)
+        elif unwritten:
+            print(f"clustercheck: {unwritten}; clustercheck report {display(cs.run_dir)} renders them once there is "
+                  "room", file=sys.stderr)
         if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error
             print(f"clustercheck: the run is not signed: {unsigned}", file=sys.stderr)
         TIMINGS.mark("reports")
-        session.config.stash[incomplete_key] = incomplete_line(rec) or (
+        session.config.stash[incomplete_key] = (f"INCOMPLETE: {broken}" if broken else incomplete_line(rec)) or (
             f"INCOMPLETE: the reports could not be written ({unwritten})" if unwritten else None)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
         code = for_verdict(run_status(rec)["verdict"])
-        if unwritten or cs.record is not None and cs.record.broken:
+        if unwritten or broken:
             code = Exit.INCOMPLETE  # evidence that could not be written is not a finished run
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
         session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,

@@ -309,8 +309,9 @@ class CheckSession:
         text = exclude.as_hostlist(list(nodes))
         try:
             (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
-        except OSError as exc:
-            raise RecordWriteError(f"cannot write {self.run_dir / 'exclude.txt'}: {exc.strerror or exc}") from None
+        except OSError as exc:  # the record then ends without its end line: INCOMPLETE
+            self.record.broken = f"cannot write {self.run_dir / 'exclude.txt'}: {exc.strerror or exc}"
+            raise RecordWriteError(self.record.broken) from None
         self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
                           "untested": exclude.untested([*self.nodes, *self.launcher.absent], self.results)}
         opts = self.options
