@@ -26,7 +26,8 @@ PREFIXES = ("", "# ", " 0: ", "GPU0 ", "memcpy CE ", "SUM x ", "ACSCtl: ", "NCCL
 FIXTURES = {"versions": "nvidia-smi-q", "pci-acs": "lspci-acs", "pcie-link": "lspci-acs", "topo": "nvidia-smi-topo",
             "numa": "nvidia-smi-topo", "nvlink": "nvlink-status", "fabric": "nvidia-smi-q", "ecc": "nvidia-smi-q",
             "throttle": "nvidia-smi-q", "gds": "gdscheck", "ib": "ibstat", "nccl-tests": "nccl-tests",
-            "nvbandwidth": "nvbandwidth", "amd-smi": "amd-smi", "amd-host": "amd-smi", "env": "nvidia-smi-q"}
+            "nvbandwidth": "nvbandwidth", "amd-smi": "amd-smi", "amd-host": "amd-smi", "env": "nvidia-smi-q",
+            "gdsio": "gdsio", "ib-write-bw": "ib_write_bw", "nccl-log": "../nccl-debug"}
 
 
 def stretched(line: str) -> str:
@@ -40,7 +41,7 @@ def lines_for(name: str) -> list[tuple[str, str]]:
     out = [(repr(unit), unit * (SIZE // len(unit))) for unit in UNITS]
     out += [(f"{prefix!r}+{unit!r}", prefix + unit * (SIZE // len(unit))) for prefix in PREFIXES[1:]
             for unit in ("x", " 1")]
-    capture = sorted((TOOLS / FIXTURES[name]).glob("*.txt"))[0]
+    capture = sorted((TOOLS / FIXTURES[name]).resolve().glob("*.txt"))[0]
     body = [l for l in capture.read_text(encoding="utf-8").split("\n")[2:] if l.strip()]
     picked = body[:3] + body[len(body) // 2:len(body) // 2 + 2] + body[-2:]
     return out + [(f"{capture.stem} line {body.index(l) + 3} stretched", stretched(l)) for l in picked]

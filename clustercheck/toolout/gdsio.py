@@ -23,6 +23,7 @@ _RESULT = re.compile(
     r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) DataSetSize: (?P<done>\d+)"
     r"(?:/(?P<asked>\d+))?\(KiB\) IOSize: (?P<iosize>[\d-]+)\(KiB\) Throughput: (?P<gibs>[\d.eE+-]+|nan|inf) GiB/sec, "
     r"Avg_Latency: (?P<lat>[\d.eE+-]+|nan|inf) usecs ops: (?P<ops>\d+) total_time (?P<secs>[\d.eE+-]+) secs")
+_COMMAND_MAX = 4096
 _FAILURE = re.compile(r"\b(error|failed|failure|aborted|core dumped|segmentation fault)\b", re.IGNORECASE)
 
 
@@ -53,10 +54,11 @@ class Gdsio:
 def _command(line: str) -> tuple[int | None, str | None] | None:
     if "gdsio" not in line or "IoType:" in line:
         return None
-    try:
-        words = shlex.split(line.split("gdsio", 1)[1])
+    rest = line.split("gdsio", 1)[1]
+    try:  # shlex reads a character at a time: a line longer than any command is split on blanks alone
+        words = shlex.split(rest) if len(rest) <= _COMMAND_MAX else rest.split()
     except ValueError:
-        words = line.split("gdsio", 1)[1].split()
+        words = rest.split()
     gpu = target = None
     for flag, value in zip(words, words[1:]):
         if flag == "-d" and value.isdigit():
@@ -77,6 +79,8 @@ def parse(text: str) -> Gdsio:
             gpu, target = cmd
             continue
         m = _RESULT.search(line)
+        if m is None and "IoType:" in line:  # a result line whose numbers do not read: refused, never skipped
+            raise NotToolOutput(f"line {number}: a result line that does not read as gdsio's: {line.strip()[:120]!r}")
         if m is None:
             if failure is None and line.strip() and _FAILURE.search(line):
                 failure = f"line {number}: {line.strip()[:200]}"

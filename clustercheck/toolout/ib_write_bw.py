@@ -22,9 +22,11 @@ from clustercheck.toolout import NotToolOutput, clean_lines
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
                      r"BW average\[[^\]]+\]\s+MsgRate\[Mpps\]")
 _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
+_ROW_LIKE = re.compile(r"^\s*\d+\s+\d+\s+\S")  # a row's start, whatever its numbers read
 _FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z .*/]+?)\s*:\s*(?P<value>\S+)")
 _FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed to|Completion with error|IB device \S+ not found|"
                       r"No IB devices found|ERRNO|Error:)", re.IGNORECASE)
+_FIELD_LINE_MAX = 1024
 _GBPS_PER = {"Gb/sec": 1.0, "MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9}
 
 
@@ -71,6 +73,8 @@ def parse(text: str) -> IbWriteBw:
             unit, in_table = m.group("unit"), True
             continue
         if not in_table:
+            if len(line) > _FIELD_LINE_MAX:  # perftest's header lines are under 100 characters; a longer
+                continue                     # line is not one, and scanning it for fields costs seconds
             for f in _FIELD.finditer(line):
                 fields.setdefault(f.group("key").strip(), f.group("value"))
             continue
@@ -86,6 +90,8 @@ def parse(text: str) -> IbWriteBw:
             seen = rows.get(row.bytes)
             if seen is None or row.avg_gbps < seen.avg_gbps:  # a size printed twice (server and client, or
                 rows[row.bytes] = row                           # --run_infinitely): its worst reading counts
+        elif _ROW_LIKE.match(line):  # a row whose bandwidth is not a number: never skipped, or a smaller size
+            raise NotToolOutput(f"line {number}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
         elif line.strip().startswith("----") and rows:
             complete = True
     if not unit:
