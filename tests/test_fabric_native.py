@@ -42,7 +42,7 @@ def test_ib_write_bw_probe_judges_the_largest_size_per_nic(capsys):
     code, out = _probe(capsys, "ib-write-bw", IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt", "ib_write_bw_min=95")
     assert code == 1 and "FAIL mlx5_0: bandwidth" in out
     code, out = _probe(capsys, "ib-write-bw", IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt")
-    assert code == 3 and "NOT JUDGED mlx5_0: bandwidth: not judged: no floor given" in out
+    assert code == 5 and "NOT JUDGED mlx5_0: bandwidth: not judged: no floor given" in out  # nothing judged
 
 
 def test_ib_write_bw_in_mib_per_second_is_read_as_gbps_and_a_cut_table_fails(capsys):
@@ -64,9 +64,9 @@ def test_gdsio_probe_judges_each_gpu_and_shows_the_host_memory_path_beside_it(ca
     failed = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
     assert code == 1 and len(failed) == 3 and all("22." in ln for ln in failed), failed  # 22.02, 22.82, 22.87 GiB/s
     code, out = _probe(capsys, "gdsio", GDS / "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt")
-    assert code == 3 and out.count("NOT JUDGED") == 8 and "no floor given (--expect gdsio_write_min=N" in out
+    assert code == 5 and out.count("NOT JUDGED") == 8 and "no floor given (--expect gdsio_write_min=N" in out
     code, out = _probe(capsys, "gdsio", GDS / "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt", "gdsio_read_min=20")
-    assert code == 3  # a write floor is what these writes need; a read floor judges nothing here
+    assert code == 5  # a write floor is what these writes need; a read floor judges nothing here
 
 
 # -- in a run: the kinds' judges -----------------------------------------------------------------------

@@ -126,7 +126,8 @@ class Row:
 
 def parse_nccl_tests(text: str) -> tuple[list[Row], int]:
     """(data rows, number of `#  Rank` lines) of one all_reduce_perf output."""
-    lines = text.splitlines()[2:]
+    # `srun --label` puts "N: " before every line: the row is what follows it
+    lines = [re.sub(r"^\s{0,8}\d{1,6}: ?", "", line) for line in text.splitlines()[2:]]
     ranks = sum(1 for line in lines if _RANK_LINE.match(line))
     rows = []
     for line in lines:

@@ -155,7 +155,8 @@ def _report(outcome: Any) -> int:
     bad, unjudged = outcome.failures, outcome.unjudged
     passed = len(outcome.verdicts) - len(bad) - len(unjudged)
     more = f", {len(unjudged)} not judged" if unjudged else ""
-    print(f"{outcome.name}: {outcome.outcome} ({passed} passed, {len(bad)} failed{more})")
+    state = "not all judged" if outcome.outcome == "error" else outcome.outcome  # some judged, some could not be
+    print(f"{outcome.name}: {state} ({passed} passed, {len(bad)} failed{more})")
     if not outcome.verdicts:  # a judge that returned nothing judged nothing
         return Exit.NOTHING
     return {"failed": Exit.FAILED, "not judged": Exit.NOTHING, "error": Exit.ERROR}.get(outcome.outcome, Exit.PASSED)
