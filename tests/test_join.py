@@ -269,7 +269,7 @@ def test_the_breaker_stops_the_drain_and_leaves_verdicts_and_exclude_txt(tmp_pat
     breaker says why in one line, and the verdicts and exclude.txt are what they would have been."""
     project(tmp_path)
     (tmp_path / "th" / "cpu.yaml").write_text((tmp_path / "th" / "cpu.yaml").read_text()
-                                              + "checks:\n  node-ar:\n    busbw: {limit: '>= 1000000', unit: GB/s}\n")
+                                              + "  node-ar:\n    busbw: {limit: '>= 1000000', unit: GB/s}\n")  # under LIMITS' checks:
     port, secret = free_port(), token()
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
                                         "--store-addr", f"127.0.0.1:{port}", "-k", "node-ar", "--drain-dry-run"])
