@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
     if prestarts(args, rest):  # its ranks import torch while the rest of this function and pytest start
-        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log)
+        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log, connect_later=True)
     saved = os.environ.get(AUTOLOAD)
     try:
         for path in paths:  # refuse bad input in one line before pytest starts
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
             search.load(args.platform)
         else:
             search.profiles()
+        prestart.go()  # the input reads: the controller's torch import may start
         from clustercheck.run.options import pytest_args as option_args
 
         pytest_args = [*map(str, paths), *isolation(rest), *rest, *option_args(args)]

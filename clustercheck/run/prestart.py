@@ -41,6 +41,8 @@ class Prestarted:
         """The pool once every rank has joined; None (and the pool ended) when it could not start."""
         if self.thread is not None:
             self.thread.join()
+        else:  # never handed to a thread (connect_later, then no go()): connect here
+            self._connect()
         if self.error is None:
             return self.pool
         self.discard()
@@ -65,9 +67,11 @@ class Prestarted:
 _pending: Prestarted | None = None
 
 
-def begin(out: Path, backend: str, ranks: int | None, nccl_log: str) -> None:
+def begin(out: Path, backend: str, ranks: int | None, nccl_log: str, connect_later: bool = False) -> None:
     """Start the pool a local run of these options starts first, if none is pending; a failure to start
-    it is left for the session to meet and report (nothing is said here)."""
+    it is left for the session to meet and report (nothing is said here). With `connect_later`, only the
+    ranks start: the controller's side (its own torch import) waits for go(), so that input refused in
+    the meantime ends the run at once, with no import to wait for."""
     global _pending
     if _pending is not None or ranks is not None and not 1 <= ranks <= (os.cpu_count() or 1):
         return  # more ranks than cores is the options' to refuse or allow (--force), not ours to start early
@@ -87,9 +91,17 @@ def begin(out: Path, backend: str, ranks: int | None, nccl_log: str) -> None:
     except Exception:
         pending.discard()
         return
-    pending.thread = threading.Thread(target=pending._connect, name="clustercheck-prestart", daemon=True)
-    pending.thread.start()
     _pending = pending
+    if not connect_later:
+        go()
+
+
+def go() -> None:
+    """The controller's side of the pending pool: import torch, open the store, wait for the ranks, in a
+    thread while pytest starts."""
+    if _pending is not None and _pending.thread is None:
+        _pending.thread = threading.Thread(target=_pending._connect, name="clustercheck-prestart", daemon=True)
+        _pending.thread.start()
 
 
 def take() -> Prestarted | None:

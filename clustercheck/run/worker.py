@@ -31,6 +31,24 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 
 
+def _refused(host: str, port: int, window: float = 5.0) -> bool:
+    """Whether the store's address refuses connections for `window` seconds. The pool binds its
+    listening socket before it starts any rank (run/pool.py spawn), so a refusal means the address is
+    wrong as seen from here (a loopback address sent to another host): fail in seconds rather than
+    wait out the start timeout. Anything else (no route yet, a slow answer) is left to TCPStore."""
+    deadline = time.monotonic() + window
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=2.0):
+                return False
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.2)
+        except OSError:
+            return False
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGTERM this rank when the process that started it dies (no strays)."""
     if _LIBC is not None:
@@ -78,6 +96,10 @@ def main() -> int:
         world = args.world_size or int(env["CC_WORLD_SIZE"])
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
+    if _refused(host, int(port)):  # one line, quoted by the pool as this rank's last output
+        print(f"clustercheck rank {rank} ({node}): the store at {host}:{port} refused the connection: nothing "
+              f"listens there as this host sees it", file=sys.stderr, flush=True)
+        return 2
     # the controller may still be importing torch when this rank connects: wait as long as it waits for us
     tcp = dist.TCPStore(host, int(port), is_master=False, timeout=_CONNECT)
     tcp.set_timeout(_POLL)
