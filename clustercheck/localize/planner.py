@@ -67,7 +67,8 @@ class Planner:
     []; `verdicts()` names the bad nodes, links and switch uplinks with their evidence."""
 
     def __init__(self, nodes: Sequence[str], topology: Topology | None = None, *, threshold: float | None = None,
-                 ring_size: int = 64, max_rounds: int = 4, confirm: bool = False) -> None:
+                 ring_size: int = 64, max_rounds: int = 4, confirm: bool = False,
+                 marginal: float = 0.10) -> None:
         names = list(nodes)
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:3]
@@ -76,6 +77,8 @@ class Planner:
             raise UserError("localizing needs at least 2 nodes", key="nodes")
         if ring_size < 2 or max_rounds < 1:
             raise UserError("ring_size must be >= 2 and max_rounds >= 1", key="ring_size")
+        if not 0 <= marginal < 1:
+            raise UserError(f"marginal must be a fraction of the threshold in [0, 1), got {marginal}", key="marginal")
         if topology is not None:
             check_nodes(topology, names)
         self.nodes = tuple(names)
@@ -83,6 +86,10 @@ class Planner:
         self.threshold = threshold
         self.max_rounds = max_rounds
         self.confirm = confirm
+        # A part named from one reading just under the threshold (within `marginal` of it) is tested again
+        # in the last round even without `confirm`: noise makes such readings in a large run (4,000 tests at
+        # 5% noise give one 4-sigma reading in about eight runs); a reading far below it noise cannot make.
+        self.marginal = marginal
         self.rings = screen_rings(names, self.topology, ring_size)
         self._under: dict[str, list[str]] = {}  # leaf switch -> its nodes, in the given order
         for n in names:
@@ -173,6 +180,13 @@ class Planner:
                             "or report True/False")
         return not math.isnan(outcome) and outcome >= self.threshold
 
+    def _marginal(self, outcome: Outcome) -> bool:
+        """A bandwidth under the threshold by less than `marginal` of it (a dead group, or a plain
+        failed, says more than that)."""
+        if self.threshold is None or outcome is None or isinstance(outcome, bool) or math.isnan(outcome):
+            return False
+        return outcome >= self.threshold * (1 - self.marginal)
+
     def _nodes_of(self, p: Part) -> tuple[str, ...]:
         if p.kind != "switch":
             return p.key
@@ -216,20 +230,22 @@ class Planner:
             b.reserve(*(e for e in ends if e not in b.busy))
             for n in list(b.reserved):
                 b.with_helper(n, "helper" if n in suspects else "probe", other_leaf=n not in suspects)
-        self._resolve(b, ex, confirm=self.confirm and r > 3)
+        self._resolve(b, ex, last=r > 3)
         b.pair_orphans()
         return b.groups
 
-    def _resolve(self, b: _Builder, ex: Explanation, confirm: bool) -> None:
-        """Test apart what the evidence left tied, and nodes hidden behind others' failures; with
-        `confirm`, test again each named part that only one failed test points at alone."""
+    def _resolve(self, b: _Builder, ex: Explanation, last: bool) -> None:
+        """Test apart what the evidence left tied, and nodes hidden behind others' failures; from round 4
+        on, test again each named part that only one failed test points at alone: all of them with
+        `confirm`, else those whose one reading was marginal."""
         cleared_nodes = {p.key[0] for p in ex.cleared if p.kind == "node"}
         chosen = set(ex.chosen)
         targets: list[Part] = [p for group in ex.suspects for p in group]
         targets += list(ex.entangled)  # chosen partly by the greedy order: judged again on new partners
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
-        if confirm:
-            targets += [p for p in ex.chosen if len(ex.support[p]) < 2]
+        if last:
+            targets += [p for p in ex.chosen if len(ex.support[p]) < 2
+                        and (self.confirm or all(self._marginal(t.outcome) for t in ex.support[p]))]
         for p in dict.fromkeys(targets):
             if p.kind == "node":
                 b.with_helper(p.key[0], "helper")
