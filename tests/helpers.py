@@ -34,6 +34,11 @@ checks:
 """
 
 
+def cpu_profile(checks: str, description: str = "test profile") -> str:
+    """A profile for platform cpu (detected by no GPU) with `checks` (YAML lines under `checks:`)."""
+    return f"platform: cpu\ndescription: {description}\ndetect:\n  gpu_count: 0\nchecks:\n{checks}"
+
+
 def small_check(check_id: str, **extra: str) -> str:
     lines = [f"  - id: {check_id}", "    measure: all_reduce", "    params: {sizes: [1KiB, 64KiB], iters: 3, warmup: 1}"]
     lines += [f"    {k}: {v}" for k, v in extra.items()]

@@ -18,6 +18,7 @@ from typing import Callable
 
 import pytest
 
+from helpers import cpu_profile
 KEYS = ("run.jsonl", "results.json", "junit.xml", "sla.json", "report.html", "ctrf.json", "exclude.txt")
 
 # A tiny suite that reaches every way a result is re-judged: a collective (rank times in its rows), a per-rank
@@ -41,12 +42,7 @@ checks:
     measure: probe
     params: {probe: env}
 """
-PROFILE = """\
-platform: cpu
-description: evidence test profile
-detect:
-  gpu_count: 0
-checks:
+PROFILE = cpu_profile("""\
   allreduce:
     busbw: {limit: ">= 0.000001", unit: GB/s, source: "any working loopback"}
   hostmem:
@@ -56,7 +52,7 @@ checks:
   burn:
     tflops: {limit: ">= 0.0000001", unit: TFLOP/s, source: "any matmul"}
     relative: {limit: ">= 0.01", unit: ratio, source: "two ranks share two vCPUs"}
-"""
+""", "evidence test profile")
 
 
 def cc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,7 @@ from clustercheck.counters import watch as w
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
-from helpers import memory_need
+from helpers import cpu_profile, memory_need
 from clustercheck.schema import Fields
 from clustercheck.kinds.base import CheckSpec
 from nvml_capture import h100_node, in_process
@@ -147,12 +147,7 @@ def test_memory_need_counts_the_known_answers_float64_work() -> None:
     assert memory_need("burn", {"m": 0, "dtype": "auto"}, 2, "gloo") == 1024 ** 2 * (4 * 4 + 24)
 
 
-PROFILE = """\
-platform: cpu
-description: test profile
-detect:
-  gpu_count: 0
-checks:
+PROFILE = cpu_profile("""\
   burn-ok:
     tflops: {limit: ">= 0.000001", unit: TFLOP/s, source: "clustercheck's test: any working GEMM"}
     relative: {limit: ">= 0.01", unit: ratio, source: "clustercheck's test: 2 ranks on a shared 2-core VM"}
@@ -161,7 +156,7 @@ checks:
   burn-hot:
     relative: {limit: ">= 0.01", unit: ratio, source: "clustercheck's test"}
     temp_max: {limit: "<= 84", unit: C, source: "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py"}
-"""
+""")
 
 
 def test_burn_runs_on_cpu_ranks_through_the_pool_and_reaches_the_record(pytester: pytest.Pytester) -> None:

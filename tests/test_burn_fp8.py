@@ -21,7 +21,7 @@ from clustercheck.kinds import KINDS
 from clustercheck.errors import NoThreshold, UserError
 from clustercheck.measure import RankContext
 from clustercheck.measure import burn as rank_burn
-from helpers import memory_need
+from helpers import cpu_profile, memory_need
 from clustercheck.schema import Fields
 from clustercheck.kinds.base import CheckSpec
 
@@ -156,17 +156,12 @@ def test_the_fp8_burn_in_check_is_judged_on_the_dense_fp8_peak_and_no_bf16_floor
         rules_for(check("my-fp8-burn"), profile)  # a bf16 floor would judge fp8 wrongly: an error, not a pass
 
 
-PROFILE = """\
-platform: cpu
-description: test profile
-detect:
-  gpu_count: 0
-checks:
+PROFILE = cpu_profile("""\
   fp8-ok:
     relative: {limit: ">= 0.01", unit: ratio, source: "clustercheck's test: 2 ranks on a shared 2-core VM"}
   fp8-corrupt:
     relative: {limit: ">= 0.01", unit: ratio, source: "clustercheck's test"}
-"""
+""")
 
 
 def test_an_fp8_burn_runs_on_cpu_ranks_through_the_pool_and_a_corruption_fails_it(pytester: pytest.Pytester) -> None:

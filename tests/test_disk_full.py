@@ -15,17 +15,12 @@ from typing import Iterator
 
 import pytest
 
-from helpers import small_check
+from helpers import cpu_profile, small_check
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
-PROFILE = """\
-platform: cpu
-description: test profile
-detect:
-  gpu_count: 0
-checks:
-""" + "".join(f"  c{i}:\n    busbw: {{limit: '>= 0.000001', unit: GB/s, source: any}}\n" for i in range(6))
+PROFILE = cpu_profile("""\
+""") + "".join(f"  c{i}:\n    busbw: {{limit: '>= 0.000001', unit: GB/s, source: any}}\n" for i in range(6))
 
 
 @pytest.fixture

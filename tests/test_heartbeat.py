@@ -18,20 +18,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from netns import IFNAME, netbed, unavailable  # noqa: E402
+from helpers import cpu_profile  # noqa: E402
 
 from clustercheck.run.failure import silent_story  # noqa: E402
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
-PROFILE = """\
-platform: cpu
-description: test profile
-detect:
-  gpu_count: 0
-checks:
+PROFILE = cpu_profile("""\
   across:
     busbw: {limit: ">= 0.000001", unit: GB/s, source: "any working link"}
-"""
+""")
 # long enough that the cut lands inside it: a cluster-wide all_reduce sweep, then a wait
 SUITE = """\
 checks:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import cpu_profile
+
 from clustercheck.errors import UserError
 from clustercheck.suite.load import load_suite
 
@@ -167,12 +169,7 @@ def test_output_is_bounded_and_a_missing_tool_is_named(tmp_path: Path, monkeypat
 
 # -- end to end through the plugin ------------------------------------------------------------------
 
-PROFILE = """\
-platform: cpu
-description: test profile for the native tools
-detect:
-  gpu_count: 0
-checks:
+PROFILE = cpu_profile("""\
   nccl-pass:
     busbw: {limit: ">= 300", unit: GB/s, source: "the H100 capture's table: 337.35 GB/s in place at 8 GiB"}
     wrong: {limit: "<= 1000", unit: count, source: "a profile cannot relax the built-in wrong == 0"}
@@ -189,7 +186,7 @@ checks:
     host_to_device_memcpy_ce_min_ratio: {limit: ">= 0.99", unit: ratio, source: "uniform within 1%"}
   nvb-crash:
     one_to_all_read_sm: {limit: ">= 1", unit: GB/s, source: "never judged: the run crashed"}
-"""
+""", "test profile for the native tools")
 
 SUITE = """\
 checks:
