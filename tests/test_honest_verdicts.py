@@ -301,15 +301,20 @@ def test_a_redirect_flag_that_is_neither_plus_nor_minus_is_not_read_as_off(capsy
 # -- 3. real evidence whose visible part decides is judged --------------------------------------------------
 
 def test_the_srun_labelled_two_node_capture_passes_its_run_and_data_lines_both_paths(capsys, tmp_path):
-    # the nodes' line rate judges its multi-node busbw (without one that line is not judged: exit 3)
+    # the nodes' line rate judges its multi-node busbw (without one that line is not judged). The capture
+    # ran with -c 0: its data was never checked, so that one line is NOT JUDGED (never a pass) and the
+    # probe says "not all judged" (exit 3); every line it does judge passes, none reads as garbled
     code, out = probe(capsys, tmp_path, "nccl-tests", text(NCCL, SRUN), "--platform", "h100-sxm-8x",
                       "--expect", "fabric_gbps=800")
-    assert code == 0, out
+    assert code == 3 and "nccl-tests: not all judged (6 passed, 0 failed, 1 not judged)" in out, out
     assert "PASS all_reduce_perf: run: 16 ranks on 2 host(s) (NVIDIA H100 80GB HBM3); 11 sizes" in out
     assert "garbled" not in out and "PASS all_reduce_perf: out_of_bounds" in out
     assert "PASS all_reduce_perf: Rank lines: 16 rank(s) 0..15 on 2 host(s), each GPU once, 8 per host" in out
-    verdicts = kind_verdicts("nccl_tests", {"check": 0}, captured(NCCL, SRUN), "all_reduce_perf")
-    assert all(v.passed for v in verdicts), [v.detail for v in verdicts if not v.passed]
+    assert "NOT JUDGED all_reduce_perf: data check: not judged: validation off (-c 0" in out
+    # the run path asks nccl-tests to check (check: 0 is refused): the same text then fails only that
+    verdicts = kind_verdicts("nccl_tests", {"check": 1}, captured(NCCL, SRUN), "all_reduce_perf")
+    assert [(v.metric, v.detail) for v in verdicts if not v.passed] == [
+        ("wrong", "validation was asked for (-c 1) and the table says N/A: not checked")]
 
 
 @pytest.mark.parametrize("name, states", [("gdscheck-p-driver-configuration-all-unsupported.txt", "Unsupported"),

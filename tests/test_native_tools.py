@@ -111,9 +111,11 @@ def test_the_argument_lists_carry_validated_values_only() -> None:
     from clustercheck.kinds.nvbandwidth import argv as nvbandwidth_argv, parse as nvbandwidth_params
     from clustercheck.schema import Fields
 
-    nccl = nccl_tests_params(Fields({"min_bytes": "1MiB", "max_bytes": "1GiB", "check": 0}, "s.yaml", "p"))
+    nccl = nccl_tests_params(Fields({"min_bytes": "1MiB", "max_bytes": "1GiB", "check": 3}, "s.yaml", "p"))
     assert nccl_tests_argv(nccl, 8) == ["all_reduce_perf", "-b", "1048576", "-e", "1073741824", "-f", "2", "-g", "8",
-                                        "-n", "20", "-w", "5", "-c", "0", "-d", "float", "-o", "sum"]
+                                        "-n", "20", "-w", "5", "-c", "3", "-d", "float", "-o", "sum"]
+    with pytest.raises(UserError, match=r"check: 0 turns off nccl-tests' data check .* give 1 or more"):
+        nccl_tests_params(Fields({"check": 0}, "s.yaml", "p"))  # a result nobody checked is never passed
     nvb = nvbandwidth_params(Fields({"testcases": ["device_local_copy"], "samples": 5}, "s.yaml", "p"))
     assert nvbandwidth_argv(nvb) == ["nvbandwidth", "-t", "device_local_copy", "-b", "512", "-i", "5"]
 
@@ -325,8 +327,8 @@ def test_validation_asked_for_but_not_done_fails_and_validation_off_does_not(tmp
     assert text.count("N/A") == 62
     _, asked = _judge(_answers(tmp_path, "nccl_tests", "{check: 1}", {"stdout": text}))
     assert [(v.metric, v.passed) for v in asked if v.metric == "wrong"] == [("wrong", False)]
-    _, off = _judge(_answers(tmp_path, "nccl_tests", "{check: 0}", {"stdout": text}))
-    assert all(v.passed for v in off) and not any(v.metric == "wrong" for v in off)
+    with pytest.raises(UserError, match="turns off nccl-tests' data check"):  # refused before it runs
+        _answers(tmp_path, "nccl_tests", "{check: 0}", {"stdout": text})
 
 
 def test_out_of_bounds_values_fail_and_cut_output_is_an_error_not_a_verdict(tmp_path: Path) -> None:

@@ -94,11 +94,12 @@ def test_crashed_and_cut_off_runs_fail_naming_the_line(tmp_path, capsys, cut, ta
     assert code == 1 and any(f": run: {named}" in line for line in fails), out  # subject: the binary when known
 
 
-def test_validation_off_passes_and_says_the_data_was_not_checked():
+def test_validation_off_is_not_judged_never_passed():
     run = probe.parse(text("nccl-tests", "allgather-8xa100-oldformat-validation0-superbench.txt"))
     verdicts = probe.judge(run, {})
     check = next(v for v in verdicts if v.what == "data check")
-    assert check.passed and "not checked: validation off" in check.detail
+    assert not check.judged and not check.passed and check.word == "NOT JUDGED"
+    assert "not judged: validation off (-c 0" in check.detail and "the data was not checked" in check.detail
 
 
 def test_the_tools_own_avg_check_failing_fails(tmp_path, capsys):

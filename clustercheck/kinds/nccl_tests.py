@@ -38,6 +38,15 @@ DATATYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "flo
 OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
 
 
+def _checked(value: int) -> str | None:
+    """nccl-tests' -c: how many times it checks each result. 0 turns the data check off (#wrong N/A), and a
+    result nobody checked is never passed (a capture without it is `not judged` by the probe)."""
+    if value == 0:
+        return ("0 turns off nccl-tests' data check (#wrong N/A), and clustercheck never passes data nobody "
+                "checked: give 1 or more")
+    return between(1, 1000)(value)
+
+
 def parse(f: Fields) -> dict[str, Any]:
     binary = program_name(f, "all_reduce_perf", _BINARY,
                      f"an nccl-tests binary (<collective>_perf, collective one of {', '.join(NCCL_TESTS_COLLECTIVES)})")
@@ -54,7 +63,7 @@ def parse(f: Fields) -> dict[str, Any]:
         "iters": f.get("iters", int, 20, check=between(1, 100_000)),
         "warmup": f.get("warmup", int, 5, check=between(0, 10_000)),
         "gpus": f.get("gpus", int, None, check=between(1, 64)),  # None: every GPU of the node, 1 without GPUs
-        "check": f.get("check", int, 1, check=between(0, 1000)),
+        "check": f.get("check", int, 1, check=_checked),
         "datatype": f.get("datatype", str, "float", check=one_of(*DATATYPES)),
         "op": f.get("op", str, "sum", check=one_of(*OPS)),
         "cudagraph": f.get("cudagraph", int, 0, check=between(0, 1000)),

@@ -7,7 +7,7 @@ FAILED`, a busbw below the floor at the largest size, Rank lines naming another 
 `gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
 number twice or missing, a GPU of a host listed twice, a process with fewer or more ranks than its header's
 `nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
-`#wrong` = N/A (validation off, `-c 0`) passes with a line saying the data was not checked. A capture of
+`#wrong` = N/A (validation off, `-c 0`) is `not judged` (the data was not checked), never passed. A capture of
 one rank moved no data between GPUs: its busbw is not judged (`not judged: ...`), never passed.
 
 Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
@@ -187,8 +187,8 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
             out.append(ProbeVerdict(subject, "wrong", False, f"validation was asked for (-c {asked}) and the table "
                                     f"says N/A: not checked", "N/A", 0))
         else:
-            out.append(ProbeVerdict(subject, "data check", True, "not checked: validation off (#wrong/error N/A), "
-                                    "so only speed was measured", 0))
+            out.append(not_judged(subject, "data check", "validation off (-c 0: #wrong/error N/A), the data was "
+                                  "not checked, only speed was measured"))
     elif any(p.wrong is not None for p in checked):
         out.append(ProbeVerdict(subject, "wrong", True, f"#wrong 0 in {len(checked)} checked result(s)", 0, 0))
     else:
