@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from clustercheck.errors import show  # a user's value quoted briefly, whatever its size
+
 # nccl-tests reads "16M" as 16 MiB; we accept that and the explicit KiB/MiB/GiB forms.
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
@@ -12,10 +14,10 @@ _SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
 def parse_size(value: object) -> int:
     """Return a byte count from an int or text such as '16MiB', '16M', '1GiB', '512'."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a size such as 16MiB, got {value!r}")
+        raise ValueError(f"expected a size such as 16MiB, got {show(value)}")
     if isinstance(value, int):
         if value <= 0:
-            raise ValueError(f"size must be positive, got {value}")
+            raise ValueError(f"size must be positive, got {show(value)}")
         return value
     if isinstance(value, str):
         m = _SIZE_RE.match(value)
@@ -23,7 +25,7 @@ def parse_size(value: object) -> int:
             number = int(m.group(1))
             if number > 0:
                 return number << _SIZE_SHIFT[m.group(2).upper()]
-    raise ValueError(f"expected a size such as 16MiB, 1GiB or 4096, got {value!r}")
+    raise ValueError(f"expected a size such as 16MiB, 1GiB or 4096, got {show(value)}")
 
 
 def format_size(nbytes: int) -> str:

@@ -219,7 +219,9 @@ def test_scope_localize_through_the_run_names_the_throttled_link_or_node_and_onl
     excluded = (tmp_path / "out" / "latest" / "exclude.txt").read_text()
     if fault == "link":
         assert outcomes == {**{f"fabric[{h}]": "passed" for h in hosts}, "fabric": "failed"}, res.stdout
-        (bad,) = [v for v in cluster["verdicts"] if not v["passed"]]
+        bad_ones = [v for v in cluster["verdicts"] if not v["passed"]]
+        assert len(bad_ones) == 1, (bad_ones, cluster["rows"])
+        (bad,) = bad_ones
         assert bad["subject"] == f"link {hosts[0]} <-> {hosts[1]}", bad
         assert excluded == ""  # no node drained for a link alone
     else:

@@ -249,5 +249,23 @@ def _next_task(store: Any, seq: int, key: str) -> dict[str, Any] | None:
             continue  # no task yet
 
 
+def _run() -> None:
+    """main(), then leave with its code without the interpreter's teardown, on every path: the heartbeat
+    thread may be inside a TCPStore call, and tearing torch down under it aborts the process ("terminate
+    called without an active exception", SIGABRT), which would hide the rank's own exit code and line."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - said on stderr, which the pool quotes as the rank's last output
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _run()
