@@ -24,7 +24,9 @@ _RESULT = re.compile(
     r"(?:/(?P<asked>\d+))?\(KiB\) IOSize: (?P<iosize>[\d-]+)\(KiB\) Throughput: (?P<gibs>[\d.eE+-]+|nan|inf) GiB/sec, "
     r"Avg_Latency: (?P<lat>[\d.eE+-]+|nan|inf) usecs ops: (?P<ops>\d+) total_time (?P<secs>[\d.eE+-]+) secs")
 _COMMAND_MAX = 4096
-_FAILURE = re.compile(r"\b(error|failed|failure|aborted|core dumped|segmentation fault)\b", re.IGNORECASE)
+# searched in the lowercased line: with IGNORECASE and no first-letter filter the engine tried every word
+# boundary of a long line (0.65 s of CPU for 8 MiB of " 1"); this form takes 0.1 s there
+_FAILURE = re.compile(r"(?=[acefs])\b(?:error|failed|failure|aborted|core dumped|segmentation fault)\b")
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def parse(text: str) -> Gdsio:
         if m is None and "IoType:" in line:  # a result line whose numbers do not read: refused, never skipped
             raise NotToolOutput(f"line {number}: a result line that does not read as gdsio's: {line.strip()[:120]!r}")
         if m is None:
-            if failure is None and line.strip() and _FAILURE.search(line):
+            if failure is None and line.strip() and _FAILURE.search(line.lower()):
                 failure = f"line {number}: {line.strip()[:200]}"
             continue
         gibs, lat = float(m.group("gibs")), float(m.group("lat"))
