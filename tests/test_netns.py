@@ -174,7 +174,9 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     assert v.rounds == 3, story
     slow = [o for rnd in rounds for members, o in rnd if {a, b} <= set(members)]
     fast = [o for rnd in rounds for members, o in rnd if not {a, b} <= set(members)]
-    assert slow and fast and max(slow) < LIMIT_GBS / 3 < LIMIT_GBS * 3 < min(fast), story  # type: ignore[type-var]
+    # the throttled pair far below the floor, every other group above it (under CI load a healthy veth
+    # pair has read as low as 1.8x the floor: the margin above it is the machine's, not the planner's)
+    assert slow and fast and max(slow) < LIMIT_GBS / 3 and min(fast) > LIMIT_GBS, story  # type: ignore[type-var]
 
 
 LOCALIZE_SUITE = f"""checks:
