@@ -37,7 +37,7 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     (result,) = latest(project)["results"]
     reg = [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
     assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]
-    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.9%")
+    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.99%")
     res.assert_outcomes(passed=1)
 
 
