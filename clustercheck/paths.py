@@ -33,6 +33,15 @@ def shipped_name(path: Path) -> str | None:
     return None
 
 
+def shipped_path(name: str) -> Path | None:
+    """The file behind a shipped name (`suites/cpu-smoke.yaml`), None when `name` is not one."""
+    kind, _, file = name.partition("/")
+    if kind not in ("suites", "thresholds") or not file or "/" in file:
+        return None
+    path = data_dir(kind) / file
+    return path if path.is_file() else None
+
+
 def shown(path: Path) -> str:
     """A suite or profile as messages name it: a shipped one by name, others as `display` does."""
     return shipped_name(path) or display(path)

@@ -164,7 +164,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not checks or config.option.collectonly or config.stash.get(bad_suites_key, None):
         return  # a bad suite file is refused (exit 4) before any rank starts, with the good ones
     TIMINGS.mark("collection")
-    files = list(dict.fromkeys(i.check.file for i in checks))
+    files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
     cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
     try:

@@ -19,6 +19,8 @@ from typing import Callable
 import pytest
 
 from helpers import cpu_profile
+
+ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("run.jsonl", "results.json", "junit.xml", "sla.json", "report.html", "ctrf.json", "exclude.txt")
 
 # A tiny suite that reaches every way a result is re-judged: a collective (rank times in its rows), a per-rank
@@ -156,6 +158,20 @@ def test_a_genuine_signed_run_verifies(work: dict[str, Path]) -> None:
         if path.is_file():
             text = path.read_text(errors="replace")
             assert str(work["key"]) not in text and "seller.pem" not in text and secret not in text, path
+
+
+@pytest.mark.pool
+def test_a_shipped_suite_named_by_name_is_signed_and_verifies(work: dict[str, Path], tmp_path: Path) -> None:
+    """`clustercheck run cpu-smoke --sign KEY` in an empty directory: the record names the suite as the run
+    shows it (suites/cpu-smoke.yaml), and the bytes kept are the shipped file's, read where it is installed."""
+    proc = cc("run", "cpu-smoke", "--sign", str(work["key"]), "--out", "o", cwd=tmp_path)
+    assert proc.returncode == 0 and "not signed" not in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = (tmp_path / "o" / "latest").resolve()
+    header = json.loads((run / "run.jsonl").read_text().splitlines()[0])
+    assert [s["file"] for s in header["suites"]] == ["suites/cpu-smoke.yaml"]
+    assert (run / "inputs/suites/cpu-smoke.yaml").read_bytes() == (ROOT / "suites/cpu-smoke.yaml").read_bytes()
+    proc = verify(run, work["pub"])
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
 
 
 @pytest.mark.pool
@@ -364,4 +380,4 @@ def test_a_run_recorded_without_its_inputs_is_signed_only_while_they_are_as_run(
     finally:
         suite.write_text(SUITE)
     assert refused.returncode == 4
-    assert "its sha256 differs from the record's: it changed since the run" in refused.stderr
+    assert "has changed since the run (its sha256 differs from the record's)" in refused.stderr

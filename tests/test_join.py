@@ -22,19 +22,24 @@ from joining import agent, alive, controller, finish, free_port, project, result
 
 
 @pytest.mark.pool
-def test_the_acceptance_command_runs_both_nodes_and_one_rank_each_has_nothing_to_reduce(tmp_path: Path) -> None:
-    """The issue's command, word for word: both nodes are in results.json. With one rank per node,
-    cpu-smoke's node-scoped all_reduce checks have nothing to move and skip (as `clustercheck run
-    --ranks 1` does on one machine): the run says SKIPPED (exit 5), never PASS."""
+def test_the_acceptance_command_passes_with_both_nodes_and_measures_across_them(tmp_path: Path) -> None:
+    """The issue's command, word for word, with one rank per node: cpu-smoke's node-scoped all_reduce checks
+    have nothing to move on a node of one rank and say so (skipped, per node), and its cluster check measures
+    all_reduce across both nodes and passes. So the run passes on a judged measurement, never on skips."""
     port, secret = free_port(), token()
     ctl = controller(tmp_path, secret, ["cpu-smoke", "--launcher", "join", "--nodes", "2", "--store-addr",
                                         f"127.0.0.1:{port}"])
     agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "1") for i in (0, 1)]
     out = finish(ctl, agents)
     data = results(tmp_path)
-    assert {r["node"] for r in data["results"]} == {"pod0", "pod1"}, out[-3000:]
-    assert {r["outcome"] for r in data["results"]} == {"skipped"} and "single rank" in data["results"][0]["message"]
-    assert ctl.returncode == Exit.NOTHING and data["verdict"] == "SKIPPED" and data["run"]["ranks_per_node"] == 1
+    assert ctl.returncode == Exit.PASSED and data["verdict"] == "PASS", out[-3000:]
+    per_node = [r for r in data["results"] if r["scope"] == "node"]
+    assert {r["node"] for r in per_node} == {"pod0", "pod1"} and len(per_node) == 6
+    assert {r["outcome"] for r in per_node} == {"skipped"} and "single rank" in per_node[0]["message"]
+    (across,) = [r for r in data["results"] if r["scope"] == "cluster"]
+    assert across["outcome"] == "passed" and across["nodes"] == ["pod0", "pod1"]
+    assert {v["metric"]: v["passed"] for v in across["verdicts"]} == {"busbw": True, "wrong": True}
+    assert data["run"]["ranks_per_node"] == 1 and data["counts"]["passed"] == 1
     assert [a.returncode for a in agents] == [0, 0]  # the controller said goodbye
 
 
@@ -47,7 +52,8 @@ def test_two_agents_with_two_ranks_each_pass_cpu_smoke(tmp_path: Path) -> None:
     out = finish(ctl, agents)
     data = results(tmp_path)
     assert ctl.returncode == Exit.PASSED and data["verdict"] == "PASS", out[-3000:]
-    assert {r["node"] for r in data["results"]} == {"pod0", "pod1"} and len(data["results"]) == 6
+    assert {r["node"] for r in data["results"]} == {"pod0", "pod1", None} and len(data["results"]) == 7
+    assert {r["outcome"] for r in data["results"]} == {"passed"}
     ranks = data["results"][0]["pool"]["ranks"]
     assert [(r["host"], r["local_rank"]) for r in ranks] == [("pod0", 0), ("pod0", 1), ("pod1", 0), ("pod1", 1)]
     log = (tmp_path / "out" / "latest" / "logs")

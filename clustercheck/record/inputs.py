@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from clustercheck.errors import UserError
+from clustercheck.paths import shipped_path
 from clustercheck.record.schema import SuiteRef
 
 INPUTS = "inputs"
@@ -58,9 +59,10 @@ def _write(folder: Path, name: str, data: bytes) -> str:
     return str(target.relative_to(folder.parent.parent).as_posix())
 
 
-def keep(run_dir: Path, profile_file: str, profile_name: str, suite_files: Sequence[str]) -> Kept:
-    """Copy the profile and suite files into RUN/inputs/ and return their references (original name and
-    the sha256 of the bytes kept) for the record's header. A file that cannot be read is kept as missing
+def keep(run_dir: Path, profile_file: str, profile_name: str, suite_files: Sequence[tuple[str, Path]]) -> Kept:
+    """Copy the profile and suite files into RUN/inputs/ and return their references (the name the run
+    shows, `suites/cpu-smoke.yaml` for a shipped one, and the sha256 of the bytes kept) for the record's
+    header. `suite_files` pairs that name with the file read. A file that cannot be read is kept as missing
     (sha256 ""), which `verify` then names."""
     folder = run_dir / INPUTS
     data = profile_text(profile_file, profile_name)
@@ -69,13 +71,13 @@ def keep(run_dir: Path, profile_file: str, profile_name: str, suite_files: Seque
         _write(folder / "thresholds", f"{profile_name}.yaml", data)
         thresholds["sha256"] = _digest(data)
     suites: list[SuiteRef] = []
-    for file in suite_files:
+    for file, path in suite_files:
         try:
-            text = Path(file).read_bytes()
+            text = path.read_bytes()
         except OSError:
             suites.append({"file": file, "sha256": ""})
             continue
-        _write(folder / "suites", Path(file).name, text)
+        _write(folder / "suites", path.name, text)
         suites.append({"file": file, "sha256": _digest(text)})
     return Kept(thresholds, suites)
 
@@ -108,9 +110,12 @@ def complete_for_signing(run_dir: Path, header: Mapping[str, object]) -> None:
         where = file if file.startswith(DERIVED) else str(cwd / file)
         name = str(header.get("platform") or "") if kind == "thresholds" else Path(file).stem
         data = profile_text(where, name) if kind == "thresholds" else _read(where)
+        shipped = shipped_path(file)  # a shipped suite or profile, named as the run showed it
+        if digest and shipped is not None and (data is None or _digest(data) != digest):
+            data = _read(str(shipped))
         if not digest or data is None or _digest(data) != digest:
-            why = "no sha256 in the record" if not digest else "cannot be read" if data is None else \
-                "its sha256 differs from the record's: it changed since the run"
+            why = "has no sha256 in the record" if not digest else "cannot be read" if data is None else \
+                "has changed since the run (its sha256 differs from the record's)"
             raise UserError(f"{file}: the run's {'threshold profile' if kind == 'thresholds' else 'suite file'} "
                             f"{why}; cannot sign evidence of inputs that are not what ran")
         _write(run_dir / INPUTS / kind, f"{name}.yaml" if kind == "thresholds" else Path(file).name, data)

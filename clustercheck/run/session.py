@@ -70,7 +70,8 @@ class CheckSession:
         self.stopped: str | None = None  # why clustercheck stopped the run before its end (disk space)
 
     # -- start -----------------------------------------------------------------------------
-    def start(self, checks: list[CheckSpec], suite_files: list[str], plan: list[PlanItem] | None = None) -> None:
+    def start(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]],
+              plan: list[PlanItem] | None = None) -> None:
         """Detect the platform, load and cross-check thresholds, open the run record and write the plan
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
