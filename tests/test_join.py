@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -311,3 +312,17 @@ def test_a_rank_on_a_silent_agent_is_taken_as_gone(monkeypatch: pytest.MonkeyPat
         assert "its ranks are taken as gone" in (tmp_path / "rank0.log").read_text()
     finally:
         launcher.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_agents_are_awaited_is_incomplete_in_one_line(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C, or the SIGTERM a scheduler sends, before any agent joined: exit 2 and a line that says
+    INCOMPLETE and that nothing was measured, never death by the signal or silence."""
+    ctl = controller(tmp_path, token(), ["cpu-smoke", "--launcher", "join", "--nodes", "2", "--store-addr",
+                                         f"127.0.0.1:{free_port()}"])
+    assert ctl.stdout is not None and "waiting up to" in ctl.stdout.readline()
+    ctl.send_signal(sig)
+    out = finish(ctl, [], timeout=60)
+    assert ctl.returncode == Exit.INCOMPLETE, out
+    assert "INCOMPLETE" in out and "0 of 2 node agent(s) joined; nothing was measured" in out, out
+    assert "Traceback" not in out and not (tmp_path / "out").exists()

@@ -29,6 +29,7 @@ from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
+from clustercheck.run.signals import term_stops_like_ctrl_c
 
 class Pods(Protocol):
     """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
@@ -65,7 +66,8 @@ class JoinLauncher(Launcher):
         if gather:
             try:
                 self.open()
-                self.gather()
+                with term_stops_like_ctrl_c("while waiting for the node agents"):
+                    self.gather()
             except BaseException:
                 self.close()
                 raise
@@ -93,16 +95,22 @@ class JoinLauncher(Launcher):
               f"{self.port}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + self.timeout
         seen, bad, next_poll = -1, {}, time.monotonic() + every
-        while len(self.members) < self.expected and time.monotonic() < deadline:
-            count = self.store.add(gang.JOINS, 0)
-            if count != seen:
-                seen = count
-                bad = self._read_joins()
-            if self.pods is not None and time.monotonic() >= next_poll:
-                next_poll += every
-                if self.pods.ended(self.members, self.expected):
-                    break
-            time.sleep(0.1)
+        try:
+            while len(self.members) < self.expected and time.monotonic() < deadline:
+                count = self.store.add(gang.JOINS, 0)
+                if count != seen:
+                    seen = count
+                    bad = self._read_joins()
+                if self.pods is not None and time.monotonic() >= next_poll:
+                    next_poll += every
+                    if self.pods.ended(self.members, self.expected):
+                        break
+                time.sleep(0.1)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM from the scheduler: no check ran, and it says so
+            why = str(exc).removeprefix("clustercheck: ") or "interrupted"
+            print(f"clustercheck: INCOMPLETE: {why}: stopped with {len(self.members)} of {self.expected} node "
+                  "agent(s) joined; nothing was measured and no node is cleared", file=sys.stderr, flush=True)
+            raise
         self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
         bad.update(self._read_joins())
         missing = [i for i in range(self.expected) if i not in self.members]

@@ -7,8 +7,9 @@ once so that what is left takes a moment, and the record stays whole."""
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
 
@@ -38,3 +39,18 @@ class Stopper:
         if len(self.received) == 1 and not self.finishing:
             raise KeyboardInterrupt(f"clustercheck: {self.received[0]}: stopping; the reports say INCOMPLETE")
         self.kill_ranks()  # a second signal: end the ranks now; the record is still written whole
+
+
+@contextmanager
+def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
+    """Before pytest's own handling (while the node agents are awaited, or objects made for them), SIGTERM
+    ends the wait as Ctrl-C does, so that what was opened or made is closed and the run says why it stopped
+    instead of dying by the signal."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"clustercheck: {signal.Signals(signum).name} {during}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

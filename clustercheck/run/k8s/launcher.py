@@ -15,14 +15,14 @@ import secrets
 import signal
 import socket
 import sys
-from contextlib import contextmanager
-from typing import Any, Collection, Iterator, Mapping
+from typing import Any, Collection, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.run.k8s import api, manifests
 from clustercheck.run import gang
 from clustercheck.run.join import JoinLauncher
 from clustercheck.run.launcher import loopback
+from clustercheck.run.signals import term_stops_like_ctrl_c
 
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
@@ -67,7 +67,7 @@ class K8sLauncher(JoinLauncher):
                        manifests.job(self.agents)]
             self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), objects)
             self.open()  # listening before any agent starts
-            with _stops_like_ctrl_c():
+            with term_stops_like_ctrl_c("while waiting for the agents"):
                 for obj in objects:
                     self.made.append(self.kube.create(obj))
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
@@ -143,20 +143,6 @@ def _own_address() -> str:
         return socket.gethostbyname(socket.getfqdn())
     except OSError:
         return "127.0.0.1"
-
-
-@contextmanager
-def _stops_like_ctrl_c() -> Iterator[None]:
-    """While objects are made and the agents awaited (before pytest's own handler is installed), SIGTERM
-    ends the wait as Ctrl-C does, so that what was made is deleted."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"clustercheck: {signal.Signals(signum).name} while waiting for the agents")
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def job_pods(job: str, namespace: str | None) -> JobPods:
