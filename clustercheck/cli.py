@@ -110,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             command.misspelled(rest, args.plugins)
             command.swallowed_values(argv, args.suites, rest)
-            return command.run(args, rest)
+            from clustercheck.run.signals import term_stops_like_ctrl_c
+
+            with term_stops_like_ctrl_c("while the run was starting"):  # the session has its own handler
+                return command.run(args, rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "report":
@@ -139,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             return agent_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM before pytest's session (which handles its own)
+        why = str(exc).removeprefix("clustercheck: ") or "interrupted"
+        print(f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing was measured and no node "
+              "is cleared", file=sys.stderr)
+        return Exit.INCOMPLETE
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
         sys.stderr.close()
         return Exit.PASSED

@@ -340,6 +340,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     TIMINGS.mark("ranks stopped, exclusion list")
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
+    elif interrupted and not cs.started:  # Ctrl-C or SIGTERM while collecting: no record to say it in
+        print("clustercheck: INCOMPLETE: interrupted while the run was starting: stopped before any check ran; "
+              "nothing was measured and no node is cleared", file=sys.stderr)
+        session.exitstatus = int(Exit.INCOMPLETE)
     if cs.started and cs.run_dir is not None:
         from clustercheck.report import read
         from clustercheck.report.status import run_status

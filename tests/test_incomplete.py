@@ -130,3 +130,33 @@ def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: py
     assert record(project.path)[-2]["untested"] == ["h2"]  # the exclude line
     assert 'clustercheck_untested{node="h2"} 1.0' in textfile.read_text()
     assert "clustercheck_incomplete 0.0" in textfile.read_text()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_run_starts_is_incomplete_in_one_line(tmp_path: Path, sig: signal.Signals) -> None:
+    """`clustercheck run` signalled once its first ranks exist, before any check ran (pytest starting, the
+    suites collected, or the ranks importing torch): exit 2 and a line saying INCOMPLETE and that nothing
+    was measured; never a traceback or death by the signal, and no rank left behind."""
+    proc = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--out", "out"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (ranks := _children(proc.pid)) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert ranks, "no rank process appeared"
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, out
+    assert "INCOMPLETE: " in out and "stopped before any check ran; nothing was measured" in out, out
+    assert "Traceback (most recent call last)" not in out, out
+    for pid in ranks:
+        assert_all_gone([pid])
