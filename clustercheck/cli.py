@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         _parser().print_help()
         return Exit.BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM before pytest's session (which handles its own)
-        why = str(exc).removeprefix("clustercheck: ") or "interrupted"
-        print(f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing was measured and no node "
-              "is cleared", file=sys.stderr)
+        from clustercheck.run.signals import not_started
+
+        print(not_started(exc), file=sys.stderr)
         return Exit.INCOMPLETE
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
         sys.stderr.close()

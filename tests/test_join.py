@@ -324,5 +324,5 @@ def test_a_signal_while_the_agents_are_awaited_is_incomplete_in_one_line(tmp_pat
     ctl.send_signal(sig)
     out = finish(ctl, [], timeout=60)
     assert ctl.returncode == Exit.INCOMPLETE, out
-    assert "INCOMPLETE" in out and "0 of 2 node agent(s) joined; nothing was measured" in out, out
+    assert "INCOMPLETE: " in out and "with 0 of 2 node agent(s) joined: stopped before any check ran; nothing was measured" in out, out
     assert "Traceback" not in out and not (tmp_path / "out").exists()

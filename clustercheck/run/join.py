@@ -91,30 +91,33 @@ class JoinLauncher(Launcher):
     def gather(self, every: float = 5.0) -> None:
         """Wait for agents 0..N-1 until all joined or the timeout, or (with `pods`, looked at every `every`
         s) until every pod still missing has ended. Names the absent."""
-        print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
-              f"{self.port}", file=sys.stderr, flush=True)
-        deadline = time.monotonic() + self.timeout
-        seen, bad, next_poll = -1, {}, time.monotonic() + every
         try:
-            while len(self.members) < self.expected and time.monotonic() < deadline:
-                count = self.store.add(gang.JOINS, 0)
-                if count != seen:
-                    seen = count
-                    bad = self._read_joins()
-                if self.pods is not None and time.monotonic() >= next_poll:
-                    next_poll += every
-                    if self.pods.ended(self.members, self.expected):
-                        break
-                time.sleep(0.1)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM from the scheduler: no check ran, and it says so
+            bad = self._await(every)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM from the scheduler: say how far the gang got
             why = str(exc).removeprefix("clustercheck: ") or "interrupted"
-            print(f"clustercheck: INCOMPLETE: {why}: stopped with {len(self.members)} of {self.expected} node "
-                  "agent(s) joined; nothing was measured and no node is cleared", file=sys.stderr, flush=True)
-            raise
+            raise KeyboardInterrupt(f"{why}, with {len(self.members)} of {self.expected} node agent(s) "
+                                    "joined") from None
         self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
         bad.update(self._read_joins())
         missing = [i for i in range(self.expected) if i not in self.members]
         self._settle(missing, bad)
+
+    def _await(self, every: float) -> dict[int, str]:
+        print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
+              f"{self.port}", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + self.timeout
+        seen, bad, next_poll = -1, {}, time.monotonic() + every
+        while len(self.members) < self.expected and time.monotonic() < deadline:
+            count = self.store.add(gang.JOINS, 0)
+            if count != seen:
+                seen = count
+                bad = self._read_joins()
+            if self.pods is not None and time.monotonic() >= next_poll:
+                next_poll += every
+                if self.pods.ended(self.members, self.expected):
+                    break
+            time.sleep(0.1)
+        return bad
 
     def _read_joins(self) -> dict[int, str]:
         """Read the joins posted so far; -> index: why an index that tried could not join."""

@@ -54,3 +54,9 @@ def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def not_started(exc: BaseException) -> str:
+    """The one line for a run stopped by Ctrl-C or SIGTERM before any check ran (no record to say it in)."""
+    why = str(exc).removeprefix("clustercheck: ") or "interrupted"
+    return f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing was measured and no node is cleared"
