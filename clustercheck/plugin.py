@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 import time
 from pathlib import Path
@@ -10,14 +9,13 @@ from typing import Any, Generator, Iterator, TextIO, cast
 
 import pytest
 
-from clustercheck.run import options as run_options
-from clustercheck.run import scopes
+from clustercheck.run import options as run_options, scopes
 from clustercheck.kinds import KINDS
 from clustercheck.errors import ClusterCheckError, Skip, Unreachable, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
-from clustercheck.progress import Progress
+from clustercheck.progress import Progress, ReporterLines
 from clustercheck.record.io import RecordWriteError
 from clustercheck.run.rundir import space_problem
 from clustercheck.run.signals import not_started
@@ -183,36 +181,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         opts = cs.options
         reporter = config.pluginmanager.getplugin("terminalreporter")
         # off a terminal the lines go where pytest's own do, whole, so a log never reads "Fclustercheck [2/3]"
-        log = _ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
+        log = ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
         progress = Progress(len(checks) * (opts.repeat or 1), cast("TextIO | None", log), per_repetition=len(checks) if opts.repeating
                             else None, deadline=time.monotonic() + opts.duration if opts.duration else None)
         if cs.pools is not None:
             progress.detail = cs.pools.progress  # the running sweep's size, as its ranks post it
         config.stash[progress_key] = progress
-
-
-class _ReporterLines(io.TextIOBase):
-    """A text stream that hands whole lines to pytest's terminal reporter (which starts each on a line of
-    its own, after any dots), for the progress lines of a batch log: no carriage return, no escape code."""
-
-    def __init__(self, reporter: Any) -> None:
-        self.reporter = reporter
-        self._pending = ""
-
-    def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            shown = self.reporter.currentfspath
-            self.reporter.write_line(line)
-            self.reporter.currentfspath = shown  # the dots go on below it, without the suite's path again
-        return len(text)
-
-    def flush(self) -> None:
-        self.reporter.flush()
-
-    def isatty(self) -> bool:
-        return False
 
 
 @pytest.hookimpl(tryfirst=True)

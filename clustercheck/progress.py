@@ -6,11 +6,12 @@ a second (elapsed keeps moving during a long check) and the line ends when the i
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 CLEAR = "\x1b[K"  # clear to the end of the line: a shorter line leaves nothing of the longer one before it
 
@@ -128,3 +129,27 @@ def _has_fd(stream: TextIO) -> bool:
 def clock(seconds: float) -> str:
     m, s = divmod(max(0, int(seconds)), 60)
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+class ReporterLines(io.TextIOBase):
+    """A text stream that hands whole lines to pytest's terminal reporter (which starts each on a line of
+    its own, after any dots), for the progress lines of a batch log: no carriage return, no escape code."""
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            shown = self.reporter.currentfspath
+            self.reporter.write_line(line)
+            self.reporter.currentfspath = shown  # the dots go on below it, without the suite's path again
+        return len(text)
+
+    def flush(self) -> None:
+        self.reporter.flush()
+
+    def isatty(self) -> bool:
+        return False
