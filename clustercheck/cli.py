@@ -110,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             command.misspelled(rest, args.plugins)
             command.swallowed_values(argv, args.suites, rest)
-            from clustercheck.run.signals import term_stops_like_ctrl_c
-
-            with term_stops_like_ctrl_c("while the run was starting"):  # the session has its own handler
-                return command.run(args, rest)
+            return _run(args, rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "report":
@@ -142,11 +139,6 @@ def main(argv: list[str] | None = None) -> int:
             return agent_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM before pytest's session (which handles its own)
-        from clustercheck.run.signals import not_started
-
-        print(not_started(exc), file=sys.stderr)
-        return Exit.INCOMPLETE
     except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
         sys.stderr.close()
         return Exit.PASSED
@@ -156,6 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:  # a tool clustercheck drives (scontrol) failed: not the user's input
         print(f"clustercheck: error: {exc}", file=sys.stderr)
         return Exit.ERROR
+
+
+def _run(args: argparse.Namespace, rest: list[str]) -> int:
+    """`clustercheck run`: until pytest's session installs its own handler, SIGTERM stops it as Ctrl-C does,
+    and either says in one line that nothing was measured (there is no record yet to say it in)."""
+    from clustercheck.run.signals import not_started, stopped_by, term_stops_like_ctrl_c
+
+    try:
+        with term_stops_like_ctrl_c("while the run was starting"):
+            return command.run(args, rest)
+    except KeyboardInterrupt as exc:
+        print(not_started(stopped_by(exc)), file=sys.stderr)
+        return Exit.INCOMPLETE
 
 
 def _report(run: Path, out: Path) -> int:

@@ -18,7 +18,7 @@ from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress, ReporterLines
 from clustercheck.record.io import RecordWriteError
 from clustercheck.run.rundir import space_problem
-from clustercheck.run.signals import not_started
+from clustercheck.run.signals import not_started, stopped_by
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     except KeyboardInterrupt as exc:  # ranks starting or node agents awaited: pytest would end silently
-        print(not_started(exc), file=sys.stderr, flush=True)
+        print(not_started(stopped_by(exc)), file=sys.stderr, flush=True)
         raise
     local = not config.stash[session_key].launcher.remote
     if local and _suite_files(config) and not (config.option.collectonly or config.option.help):
@@ -319,7 +319,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     elif interrupted and not cs.started:  # Ctrl-C or SIGTERM while collecting: no record to say it in
-        print(not_started(KeyboardInterrupt(stopper.first if stopper and stopper.first else "")), file=sys.stderr)
+        print(not_started(stopper.first if stopper and stopper.first else "interrupted"), file=sys.stderr)
         session.exitstatus = int(Exit.INCOMPLETE)
     if cs.started and cs.run_dir is not None:
         from clustercheck.report import read

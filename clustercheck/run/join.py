@@ -29,7 +29,7 @@ from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
-from clustercheck.run.signals import term_stops_like_ctrl_c
+from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
 
 class Pods(Protocol):
     """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
@@ -94,8 +94,7 @@ class JoinLauncher(Launcher):
         try:
             bad = self._await(every)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM from the scheduler: say how far the gang got
-            why = str(exc).removeprefix("clustercheck: ") or "interrupted"
-            raise KeyboardInterrupt(f"{why}, with {len(self.members)} of {self.expected} node agent(s) "
+            raise KeyboardInterrupt(f"{stopped_by(exc)}, with {len(self.members)} of {self.expected} node agent(s) "
                                     "joined") from None
         self.store.set(gang.CLOSED, "1")  # an agent that comes later leaves at once
         bad.update(self._read_joins())

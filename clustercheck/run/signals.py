@@ -56,7 +56,11 @@ def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def not_started(exc: BaseException) -> str:
+def stopped_by(exc: KeyboardInterrupt) -> str:
+    """What stopped the run: the signal a handler here named, or "interrupted" for Python's own Ctrl-C."""
+    return str(exc).removeprefix("clustercheck: ") or "interrupted"
+
+
+def not_started(why: str) -> str:
     """The one line for a run stopped by Ctrl-C or SIGTERM before any check ran (no record to say it in)."""
-    why = str(exc).removeprefix("clustercheck: ") or "interrupted"
     return f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing was measured and no node is cleared"
