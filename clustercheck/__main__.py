@@ -1,5 +1,3 @@
-import sys
+from clustercheck.cli import entry
 
-from clustercheck.cli import main
-
-sys.exit(main())
+entry()

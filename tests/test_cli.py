@@ -105,3 +105,41 @@ def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree
     out = cc("run", "--junitxml", "j.xml", "--thresholds", "th", cwd=tree)
     assert out.returncode == 4 and out.stdout == ""
     assert out.stderr.startswith("clustercheck: error: --junitxml j.xml: write --junitxml=j.xml ")
+
+
+@pytest.mark.parametrize("length", [252, 300])
+def test_a_suite_name_too_long_for_the_file_system_is_one_line(length: int) -> None:
+    """Found by tests/test_fuzz_cli.py: a name longer than a file name may be (255 bytes here) was an
+    OSError traceback. 252 characters pass the first look and fail only as the shipped `<name>.yaml`."""
+    out = cc("run", "a" * length)
+    assert out.returncode == 4, out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("clustercheck: error: no suite named 'aaa") and "...aaa" in line, line
+    assert line.endswith("': File name too long") and len(line) < 120, line  # the name quoted briefly
+
+
+class _Left(Exception):
+    """os._exit, caught: the code the process would have ended with."""
+
+
+def test_the_command_ends_at_once_once_torch_is_loaded_and_says_everything_first(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`clustercheck` (cli.entry) skips the interpreter's teardown where main() loaded torch (seconds at the
+    end of every run, measuring nothing), after flushing what main() printed; without torch it exits as
+    usual. The code is main()'s either way."""
+    from clustercheck import cli
+
+    def left(code: int) -> None:
+        raise _Left(code)
+
+    monkeypatch.setattr(cli, "main", lambda: print("last line, unflushed", end="") or 3)
+    monkeypatch.setattr(cli.os, "_exit", left)
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch") or object())
+    with pytest.raises(_Left) as ended:
+        cli.entry()
+    assert ended.value.args == (3,)
+    assert capsys.readouterr().out == "last line, unflushed"
+    monkeypatch.delitem(sys.modules, "torch")
+    with pytest.raises(SystemExit) as exited:
+        cli.entry()
+    assert exited.value.code == 3

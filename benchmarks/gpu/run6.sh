@@ -3,7 +3,8 @@
 # clustercheck and the two dependencies the GPU image lacks), then from an empty directory: --timings of
 # gpu-smoke, of its one GEMM check and of the 8-GPU quick gate on this one GPU; the whole-process pairs
 # against the bare script (benchmarks/gpu/startup.py); N ranks started at once (benchmarks/gpu/rank_start.py).
-# Logs in $V, packed into $OUT/v6.tar.gz when OUT is set (at most 8 files come back from the lent machine).
+# With AGAIN=1 only the install, the --timings of gpu-smoke and its GEMM check, and the pairs (a rerun after a
+# change). Logs in $V, packed into $OUT/v6.tar.gz when OUT is set (at most 8 files come back from the lent machine).
 V=${V:-/tmp/v6}; mkdir -p "$V"
 R=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/gpu/step.sh
@@ -12,12 +13,12 @@ export PYTHONUNBUFFERED=1
 step install 120 python3 -m pip install -q --no-index --no-deps "$R"/.whl/*.whl
 step facts 60 bash -c 'nvidia-smi -L; nproc; python3 -c "import torch, pytest; print(torch.__version__, torch.cuda.nccl.version(), pytest.__version__)"; which clustercheck; python3 -m pip list 2>/dev/null | grep -ci pytest'
 W=$(mktemp -d); cd "$W" || exit 1
-step import-torch 60 bash -c 'TIMEFORMAT="import torch + CUDA context: %R s"; for i in 1 2 3; do time python3 -c "import torch; torch.zeros(1, device=\"cuda\")"; done'
+[ -z "$AGAIN" ] && step import-torch 60 bash -c 'TIMEFORMAT="import torch + CUDA context: %R s"; for i in 1 2 3; do time python3 -c "import torch; torch.zeros(1, device=\"cuda\")"; done'
 step timings-smoke 120 clustercheck run gpu-smoke --timings --out "$W/t1"
 step timings-gemm 120 clustercheck run gpu-smoke -k gemm --timings --out "$W/t2"
 step startup 300 python3 "$R/benchmarks/gpu/startup.py" --rounds 5
-step rank-start 120 python3 "$R/benchmarks/gpu/rank_start.py" --procs 1 8 16 32
-step timings-quick-gate 180 clustercheck run quick-gate-nvlink8 --platform h100-sxm-1x --timings --out "$W/t3"
+[ -z "$AGAIN" ] && step rank-start 120 python3 "$R/benchmarks/gpu/rank_start.py" --procs 1 8 16 32
+[ -z "$AGAIN" ] && step timings-quick-gate 180 clustercheck run quick-gate-nvlink8 --platform h100-sxm-1x --timings --out "$W/t3"
 cp "$W"/t1/latest/run.jsonl "$V/smoke-run.jsonl" 2>/dev/null
 cat "$V/steps.txt"
 [ -n "$OUT" ] && tar -C "$V" -czf "$OUT/v6.tar.gz" .

@@ -9,7 +9,7 @@ import argparse
 import os
 from pathlib import Path
 
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, show
 from clustercheck.paths import data_dir, shown
 from clustercheck.run.timings import TIMINGS
 
@@ -80,6 +80,13 @@ def _is_suite(name: str) -> bool:
 
 
 def resolve_suite(name: str) -> Path:
+    try:
+        return _resolve_suite(name)
+    except OSError as exc:  # a name the file system refuses outright: too long for it, say
+        raise UserError(f"no suite named {show(name)}: {exc.strerror}") from None
+
+
+def _resolve_suite(name: str) -> Path:
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
@@ -88,7 +95,7 @@ def resolve_suite(name: str) -> Path:
     shipped = data_dir("suites") / f"{name}.yaml"
     if not shipped.is_file():
         known = ", ".join(sorted(p.stem for p in data_dir("suites").glob("*.yaml")))
-        raise UserError(f"no suite named {name!r} (shipped suites: {known})")
+        raise UserError(f"no suite named {show(name)} (shipped suites: {known})")
     return shipped
 
 
