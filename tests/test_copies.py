@@ -72,3 +72,21 @@ def test_p2p_matrix_ratios_asymmetry_and_bidirectional_sum() -> None:
     verdicts = evaluate(m, {"ratio_to_median": limit})
     assert len(verdicts) == 6 and [v.subject for v in verdicts if not v.passed] == ["GPU2->GPU0"]
     assert verdicts[0].line().startswith("GPU0->GPU1 ratio_to_median 1 ratio meets")
+
+
+def test_a_group_of_one_rank_waits_for_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copies and the burn take turns through barriers; with NCCL the first barrier builds the
+    communicator, which a one-GPU node never needs. A group of one skips it; a group of two still waits."""
+    import torch
+
+    from clustercheck.measure import RankContext
+    from clustercheck.measure import collectives
+
+    called: list[object] = []
+    monkeypatch.setattr(collectives.dist, "barrier", lambda **kw: called.append(kw))
+    alone = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=torch.device("cpu"), host="n0")
+    collectives._barrier(alone)
+    assert called == []
+    pair = RankContext(rank=0, world_size=2, local_rank=0, backend="gloo", device=torch.device("cpu"), host="n0")
+    collectives._barrier(pair)
+    assert called == [{"group": None}]

@@ -25,6 +25,11 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 
 def _barrier(ctx: RankContext) -> None:
+    """Every rank of the task's group here before any goes on. A group of one waits for nobody: with NCCL
+    the first barrier would build the communicator (torch creates it lazily, at the first collective), which
+    nothing on one GPU needs; the copies and the burn would pay for it inside their first check."""
+    if ctx.world_size == 1:  # the group's size inside a subgroup (RankContext)
+        return
     if ctx.backend == "nccl":
         dist.barrier(group=ctx.group, device_ids=[ctx.device.index])  # CUDA's index, not the local rank
     else:
