@@ -25,3 +25,17 @@ def test_collectives_vs_bare_pairs_every_measurement_and_prints_six_ratios() -> 
         assert float(bare) > 0 and float(cc) > 0
         assert abs(float(cc) / float(bare) - float(ratio)) < 0.01
     assert re.search(r"every ratio within \+-10%: (yes|NO)$", proc.stdout, re.M)
+
+
+def test_the_quick_gate_estimate_reads_the_shipped_suite_and_adds_its_parts() -> None:
+    """benchmarks/gpu/quick_gate_estimate.py: arithmetic over the suite's sizes and the measured parts; it
+    must follow the suite (a check renamed or a parameter moved would otherwise break it unseen)."""
+    out = subprocess.run([sys.executable, str(BENCH / "gpu" / "quick_gate_estimate.py")], capture_output=True,
+                         text=True, check=True).stdout
+    parts = [float(line.split()[0]) for line in out.splitlines()[:-1]]
+    for name in ("allreduce-default: data", "allreduce-ring: data", "p2p-matrix", "host-device", "device-memory"):
+        assert name in out
+    total = float(out.splitlines()[-1].split()[0])
+    assert total == pytest.approx(sum(parts), abs=0.01 * len(parts))
+    # the data volume: 26 ops of 16 MiB + 256 MiB + 1 GiB + 4 GiB + 8 GiB, 2(n-1)/n of it on the wire, at 475 GB/s
+    assert "1.36 s  allreduce-default: data at 475 GB/s" in out
