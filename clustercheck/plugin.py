@@ -34,6 +34,19 @@ progress_key = pytest.StashKey[Progress]()
 stopper_key = pytest.StashKey[Stopper]()
 incomplete_key = pytest.StashKey["str | None"]()  # the summary's INCOMPLETE line, None when the run finished
 bad_suites_key = pytest.StashKey[list[str]]()  # suite files that could not be read: the run does not start
+interrupt_key = pytest.StashKey[str]()  # what stopped pytest before the session's own handler was installed
+
+
+class _InterruptWitness:
+    """Keeps why pytest was interrupted (pytest_keyboard_interrupt is given no config): SIGTERM while the
+    suites are collected is named as such, not as a bare "interrupted"."""
+
+    def __init__(self, stash: pytest.Stash) -> None:
+        self.stash = stash
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        exc = excinfo.value
+        self.stash[interrupt_key] = stopped_by(exc) if isinstance(exc, KeyboardInterrupt) else "interrupted"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -49,6 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     TIMINGS.mark("pytest start-up and plugins")
     _refuse_parallel_workers(config)
+    config.pluginmanager.register(_InterruptWitness(config.stash), "clustercheck-interrupt-witness")
     try:
         options = run_options.resolve(config.getoption)
         # the private key's path never reaches the record, nor so any report
@@ -319,7 +333,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     elif interrupted and not cs.started:  # Ctrl-C or SIGTERM while collecting: no record to say it in
-        print(not_started(stopper.first if stopper and stopper.first else "interrupted"), file=sys.stderr)
+        why = stopper.first if stopper and stopper.first else session.config.stash.get(interrupt_key, "interrupted")
+        print(not_started(why), file=sys.stderr)
         session.exitstatus = int(Exit.INCOMPLETE)
     if cs.started and cs.run_dir is not None:
         from clustercheck.report import read

@@ -5,6 +5,7 @@ untested. Real controller processes, real signals, real gloo ranks."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -157,6 +158,24 @@ def test_a_signal_while_the_run_starts_is_incomplete_in_one_line(tmp_path: Path,
         proc.kill()
     assert proc.returncode == 2, out
     assert "INCOMPLETE: " in out and "stopped before any check ran; nothing was measured" in out, out
+    if sig == signal.SIGTERM:  # wherever it landed (pytest starting, collecting, ranks importing), it is named
+        assert "INCOMPLETE: SIGTERM while the run was starting: stopped before" in out, out
     assert "Traceback (most recent call last)" not in out, out
     for pid in ranks:
         assert_all_gone([pid])
+
+
+def test_sigterm_while_the_suites_are_collected_is_named(tmp_path: Path) -> None:
+    """SIGTERM that lands while pytest collects (a plugin sends it from its collection hook, so it lands
+    there every time) says SIGTERM in the one INCOMPLETE line, as in every other phase, not "interrupted"."""
+    (tmp_path / "sigterm_at_collection.py").write_text(
+        "import os, signal\n\n\ndef pytest_collection_modifyitems(items):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--out", "out", "-p",
+                          "sigterm_at_collection"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "clustercheck: INCOMPLETE: SIGTERM while the run was starting: stopped before any check ran; nothing was "
+        "measured and no node is cleared"), out.stderr
+    assert "Traceback (most recent call last)" not in out.stdout + out.stderr
