@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                 epilog=EPILOG.format(table=table()), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"clustercheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    run = sub.add_parser("run", help="run suites and write JUnit, HTML and JSON",
+    # no abbreviations of run's own options: pytest's `--co` would read as an ambiguous "--compare/--counters"
+    # (a misspelling is still named, with the option meant: command.misspelled)
+    run = sub.add_parser("run", help="run suites and write JUnit, HTML and JSON", allow_abbrev=False,
                          description="Run suites (names from suites/ or paths). Arguments not listed here "
                                      "(-x, -v, --junitxml=PATH, a plugin's options, ...) go to pytest unchanged; "
                                      "give their values with '=' (--junitxml=out.xml).")

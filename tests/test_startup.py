@@ -67,3 +67,85 @@ def test_a_suite_refused_before_pytest_leaves_no_rank_and_no_directory(tmp_path:
     assert "Traceback" not in res.stdout + res.stderr
     assert processes_naming(str(out)) == []
     assert not (tmp_path / "deep").exists()
+
+
+# -- pytest isolated under `clustercheck run` (issue 32): a plugin installed beside clustercheck, and an ini
+# file beside the suite, are the machine's, not the run's
+
+PLUGIN = """import os
+
+with open(os.environ["FAKEPLUG_SEEN"], "a") as f:
+    f.write("imported\\n")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fake-flag", action="store_true")
+
+
+def pytest_configure(config):
+    with open(os.environ["FAKEPLUG_SEEN"], "a") as f:
+        f.write(f"unraisable={config.pluginmanager.has_plugin('unraisableexception')} "
+                f"assert={config.option.assertmode}\\n")
+"""
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A pytest plugin installed as a distribution (an entry point in group pytest11, found on PYTHONPATH),
+    which writes what it saw when pytest loads it; a suite with a pytest.ini beside it that no run can
+    start with (its addopts name an option nobody defines)."""
+    site = tmp_path / "site"
+    (site / "fakeplug-1.0.dist-info").mkdir(parents=True)
+    (site / "fakeplug.py").write_text(PLUGIN)
+    (site / "fakeplug-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.0\n")
+    (site / "fakeplug-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nfakeplug = fakeplug\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")
+    (tmp_path / "sub" / "s.yaml").write_text((REPO / "suites" / "cpu-smoke.yaml").read_text())
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "FAKEPLUG_SEEN": str(tmp_path / "seen")}
+    return tmp_path, env
+
+
+def _seen(tmp: Path) -> list[str]:
+    seen = tmp / "seen"
+    lines = seen.read_text().splitlines() if seen.exists() else []
+    seen.unlink(missing_ok=True)
+    return lines
+
+
+def test_an_installed_plugin_is_loaded_only_when_named(machine: tuple[Path, dict[str, str]]) -> None:
+    tmp, env = machine
+    plain = subprocess.run([sys.executable, "-m", "pytest", "test_x.py", "-p", "no:cacheprovider", "-q"], cwd=tmp,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stdout  # pytest as usual: loaded
+    assert _seen(tmp) == ["imported", "unraisable=True assert=rewrite"]
+    run = [sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co", "-q"]
+    res = subprocess.run(run, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "4 tests collected" in res.stdout, res.stdout + res.stderr
+    assert _seen(tmp) == []  # not loaded, not even imported to read its options
+    res = subprocess.run([*run, "-p", "fakeplug", "--fake-flag"], cwd=tmp, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # named: loaded, with its option; pytest's hunt for unraisable exceptions off, assertions not rewritten
+    assert _seen(tmp) == ["imported", "unraisable=False assert=plain"]
+    res = subprocess.run([*run, "--fake-flag"], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == Exit.BAD_INPUT and res.stdout == ""
+    assert res.stderr.strip() == ("clustercheck: error: unknown option --fake-flag: it is an option of the installed "
+                                  "pytest plugin 'fakeplug', which clustercheck run loads only when named: add -p "
+                                  "fakeplug")
+
+
+def test_no_ini_file_or_rootdir_comes_from_the_suites_folder_unless_asked(machine: tuple[Path, dict[str, str]]) -> None:
+    tmp, env = machine
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co"], cwd=tmp, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"rootdir: {tmp}\n" in res.stdout  # the working directory, not sub/
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co", "-c", "sub/pytest.ini"],
+                         cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == Exit.BAD_INPUT  # the user's -c wins: that file's addopts are read, and refused
+    assert "unrecognized arguments: --no-such-option" in res.stderr, res.stdout + res.stderr
+    plain = subprocess.run([sys.executable, "-m", "pytest", "sub/s.yaml", "--co", "-p", "no:cacheprovider"], cwd=tmp,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode != 0 and "unrecognized arguments: --no-such-option" in plain.stderr  # pytest as usual

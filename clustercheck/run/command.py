@@ -34,22 +34,27 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
     for flag in flags:
         if flag in theirs or flag in ours:
             continue
+        if owner := _installed_plugin_with(flag):
+            raise UserError(f"unknown option {flag}: it is an option of the installed pytest plugin {owner!r}, "
+                            f"which clustercheck run loads only when named: add -p {owner}")
         close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.7) or \
             difflib.get_close_matches(flag, sorted(theirs), n=1, cutoff=0.7)
         raise UserError(f"unknown option {flag}" + (f"; did you mean {close[0]}?" if close else
-                                                    " (clustercheck run --help lists the options)"))
+                                                    " (clustercheck run --help lists the options; an installed "
+                                                    "pytest plugin's need -p NAME)"))
 
 
 def _pytest_flags(plugins: list[str]) -> set[str] | None:
-    """Every long option pytest, its installed plugins and the `-p` ones would accept; None when pytest's
-    parser cannot be read (its layout is pytest's own, not a promise)."""
+    """Every long option pytest would accept under `clustercheck run`: its own, clustercheck's plugin's and
+    those of the `-p` ones (no other installed plugin is loaded there, see isolation(), so none is imported
+    here either: importing one costs time and may do anything); None when pytest's parser cannot be read
+    (its layout is pytest's own, not a promise)."""
     try:
         from _pytest.config import get_config
 
         config = get_config()
         manager = config.pluginmanager
-        manager.load_setuptools_entrypoints("pytest11")
-        for name in plugins:
+        for name in ["clustercheck.plugin", *plugins]:
             try:
                 manager.import_plugin(name)
             except Exception:  # pytest itself will say what is wrong with it
@@ -59,6 +64,18 @@ def _pytest_flags(plugins: list[str]) -> set[str] | None:
         return {name for group in groups for opt in group.options for name in opt.names() if name.startswith("--")}
     except Exception:
         return None
+
+
+def _installed_plugin_with(flag: str) -> str | None:
+    """The entry-point name of an installed pytest plugin (not loaded under `clustercheck run` unless named
+    with -p) that defines `flag`, or None. Imports the installed plugins, so only on the way to an error."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="pytest11"):
+        module = entry.value.split(":", 1)[0]
+        if entry.name != "clustercheck" and flag in (_pytest_flags([module]) or ()):
+            return entry.name
+    return None
 
 
 def swallowed_values(argv: list[str], suites: list[str], rest: list[str]) -> None:
@@ -153,10 +170,12 @@ def isolation(rest: list[str]) -> list[str]:
     """pytest as `clustercheck run` runs it: clustercheck's plugin and the ones named with -p, none of the
     other plugins installed beside it (each costs start-up time and may change what a run does); the
     working directory as rootdir and no ini file from wherever a suite lives; no assertion rewriting (a
-    suite's items assert nothing, and a wheel install would warn that clustercheck was imported first).
+    suite's items assert nothing, and a wheel install would warn that clustercheck was imported first); no
+    hunt for unraisable exceptions (pytest's plugin runs gc.collect() at the end, 0.26 s with torch loaded on
+    a 2-vCPU VM, after the reports: a suite runs no test code that could leave one).
     An option the user gives (-c, --rootdir, --assert) wins. A plain `pytest suites/x.yaml` is untouched."""
     given = {a.split("=", 1)[0] for a in rest}
-    out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider"]
+    out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider", "-p", "no:unraisableexception"]
     if not given & {"-c", "--config-file", "--rootdir", "--inifile"}:
         out += ["-c", os.devnull, f"--rootdir={os.getcwd()}"]
     if "--assert" not in given:
