@@ -146,6 +146,10 @@ def test_no_ini_file_or_rootdir_comes_from_the_suites_folder_unless_asked(machin
                          cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == Exit.BAD_INPUT  # the user's -c wins: that file's addopts are read, and refused
     assert "unrecognized arguments: --no-such-option" in res.stderr, res.stdout + res.stderr
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co", "--rootdir=sub"], cwd=tmp,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr  # the user's rootdir, and still no ini file read
+    assert f"rootdir: {tmp / 'sub'}\n" in res.stdout, res.stdout
     plain = subprocess.run([sys.executable, "-m", "pytest", "sub/s.yaml", "--co", "-p", "no:cacheprovider"], cwd=tmp,
                            env=env, capture_output=True, text=True, timeout=120)
     assert plain.returncode != 0 and "unrecognized arguments: --no-such-option" in plain.stderr  # pytest as usual

@@ -173,11 +173,12 @@ def isolation(rest: list[str]) -> list[str]:
     suite's items assert nothing, and a wheel install would warn that clustercheck was imported first); no
     hunt for unraisable exceptions (pytest's plugin runs gc.collect() at the end, 0.26 s with torch loaded on
     a 2-vCPU VM, after the reports: a suite runs no test code that could leave one).
-    An option the user gives (-c, --rootdir, --assert) wins. A plain `pytest suites/x.yaml` is untouched."""
+    An option the user gives (-c, --rootdir, --assert) wins; --rootdir alone still reads no ini file (pytest
+    would look for one beside the suite whatever the rootdir). A plain `pytest suites/x.yaml` is untouched."""
     given = {a.split("=", 1)[0] for a in rest}
     out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider", "-p", "no:unraisableexception"]
-    if not given & {"-c", "--config-file", "--rootdir", "--inifile"}:
-        out += ["-c", os.devnull, f"--rootdir={os.getcwd()}"]
+    if not given & {"-c", "--config-file", "--inifile"}:
+        out += ["-c", os.devnull, *([] if "--rootdir" in given else [f"--rootdir={os.getcwd()}"])]
     if "--assert" not in given:
         out.append("--assert=plain")
     return out
