@@ -52,6 +52,32 @@ def test_the_story_names_the_silent_first_and_the_waiting_after() -> None:
     assert culprits == frozenset() and text.startswith("no answer from rank 0 (h1), rank 1 (h2), each still alive")
     text, culprits = silent_story([0, 1], {}, {0: "4"}, names, 2.5)  # rank 1 never beat at all
     assert culprits == frozenset({1}) and text.startswith("rank 1 (h2) stopped answering")
+    text, culprits = silent_story([0], {0: "9"}, {0: "8"}, names, 2.5)  # an older beat replayed: no beat
+    assert culprits == frozenset({0}) and text.startswith("rank 0 (h1) stopped answering")
+
+
+def test_a_beat_counts_only_sealed_with_the_pools_key_for_its_own_rank() -> None:
+    """Anything that reaches the store's port can write a rank's heartbeat key; only a beat sealed with the
+    pool's key, naming that rank, is read as one (a forged or copied beat would make a dead rank look alive,
+    and the timeout would name the wrong node first). Read through the pool's own reader, on a real store."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from clustercheck.run import wire
+    from clustercheck.run.pool import WorkerPool
+
+    key, other = wire.new_key(), wire.new_key()
+    assert wire.beat_of(key, 3, wire.seal(key, {"rank": 3, "beat": 5})) == "5"
+    assert wire.beat_of(key, 3, wire.seal(other, {"rank": 3, "beat": 5})) is None  # another key
+    assert wire.beat_of(key, 3, wire.seal(key, {"rank": 2, "beat": 5})) is None  # rank 2's, copied
+    assert wire.beat_of(key, 3, "5") is None and wire.beat_of(key, 3, wire.seal(key, {"rank": 3, "beat": "5"})) is None
+    store = dist.HashStore()
+    store.set(wire.alive_key(0), wire.seal(key, {"rank": 0, "beat": 7}))
+    store.set(wire.alive_key(1), "8")  # unsealed, as beats were before
+    store.set(wire.alive_key(2), wire.seal(other, {"rank": 2, "beat": 9}))
+    pool = SimpleNamespace(store=store, key_hex=key)
+    assert WorkerPool._beats(pool, [0, 1, 2, 3]) == {0: "7"}  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))

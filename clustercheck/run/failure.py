@@ -120,8 +120,13 @@ def silent_story(silent: list[int], before: Mapping[int, str], after: Mapping[in
                  names: Callable[[list[int]], str], waited: float) -> tuple[str, frozenset[int]]:
     """Who of the ranks that did not answer in time is the likely cause: one whose heartbeat counter stood
     still over `waited` seconds (or never beat) stopped answering, unreachable or dead; one whose counter
-    moved is alive and waiting for it. (text, the ranks that stopped)."""
-    stopped = frozenset(r for r in silent if after.get(r) is None or after.get(r) == before.get(r))
+    moved on is alive and waiting for it (a counter read lower than before is a replayed beat, not a live
+    one). (text, the ranks that stopped)."""
+    def moved(r: int) -> bool:
+        now, then = after.get(r), before.get(r)
+        return now is not None and (then is None or int(now) > int(then))
+
+    stopped = frozenset(r for r in silent if not moved(r))
     waiting = [r for r in silent if r not in stopped]
     parts = []
     if stopped:

@@ -73,6 +73,19 @@ def errors_key(seq: int) -> str:
 
 
 def alive_key(rank: int) -> str:
-    """Where a rank's heartbeat counter stands (worker.py): plain, unsealed digits. A forger could only
-    make a dead rank look alive, which changes whom a timeout names first, never a verdict."""
+    """Where a rank's heartbeat stands (worker.py): its counter, sealed with the pool's key and naming the
+    rank (beat_of). A forged beat would make a dead rank look alive and move whom a timeout names first;
+    a replayed older one reads as a counter gone back, which failure.silent_story takes as no beat."""
     return f"alive/{rank}"
+
+
+def beat_of(key: str, rank: int, value: str | bytes) -> str | None:
+    """The counter of `rank`'s heartbeat as the store holds it, or None when it is not one: not sealed with
+    this pool's key, or sealed for another rank (copied from its key)."""
+    try:
+        beat = unseal(key, value)
+    except Forged:
+        return None
+    if not isinstance(beat, dict) or beat.get("rank") != rank or not isinstance(beat.get("beat"), int):
+        return None
+    return str(beat["beat"])

@@ -106,7 +106,7 @@ def main() -> int:
     store: dist.Store = tcp
     if prefix := env.get("CC_STORE_PREFIX"):  # a pool on a store it shares with others (run/join.py)
         store = dist.PrefixStore(prefix, tcp)
-    _heartbeat(host, int(port), prefix, rank)
+    _heartbeat(host, int(port), prefix, rank, key)
     step("store")
     device = torch.device("cpu")
     nccl_log, bus = None, ""
@@ -193,12 +193,13 @@ def release_free_memory() -> None:
 BEAT = 1.0  # seconds between two heartbeats of a rank
 
 
-def _heartbeat(host: str, port: int, prefix: str | None, rank: int) -> None:
+def _heartbeat(host: str, port: int, prefix: str | None, rank: int, key: str) -> None:
     """Say that this rank is alive, once a second, on a store connection of its own, whatever the main
     thread is blocked in (a collective whose peer is gone never returns to the task loop). When a check
     times out, the controller reads which ranks still beat: one that stopped is unreachable or dead, the
-    likely cause; one that beats is alive and waiting for it (pool.py). A set costs microseconds a
-    second; the thread holds the GIL only for that."""
+    likely cause; one that beats is alive and waiting for it (pool.py). Each beat is sealed with the pool's
+    key and names its rank, so that nothing else on the store's port can make a dead rank look alive. A
+    set costs microseconds a second; the thread holds the GIL only for that."""
     import threading
 
     import torch.distributed as dist
@@ -214,7 +215,7 @@ def _heartbeat(host: str, port: int, prefix: str | None, rank: int) -> None:
         while True:
             count += 1
             try:
-                store.set(wire.alive_key(rank), str(count))
+                store.set(wire.alive_key(rank), wire.seal(key, {"rank": rank, "beat": count}))
             except Exception:  # the link is down or the controller gone: beat again, or end with the process
                 pass
             time.sleep(BEAT)
