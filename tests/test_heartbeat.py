@@ -68,10 +68,10 @@ def test_a_beat_counts_only_sealed_with_the_pools_key_for_its_own_rank() -> None
     from clustercheck.run.pool import WorkerPool
 
     key, other = wire.new_key(), wire.new_key()
-    assert wire.beat_of(key, 3, wire.seal(key, {"rank": 3, "beat": 5})) == "5"
-    assert wire.beat_of(key, 3, wire.seal(other, {"rank": 3, "beat": 5})) is None  # another key
-    assert wire.beat_of(key, 3, wire.seal(key, {"rank": 2, "beat": 5})) is None  # rank 2's, copied
-    assert wire.beat_of(key, 3, "5") is None and wire.beat_of(key, 3, wire.seal(key, {"rank": 3, "beat": "5"})) is None
+    assert wire.beat_of(key, wire.seal(key, {"rank": 3, "beat": 5}), rank=3) == 5
+    assert wire.beat_of(key, wire.seal(other, {"rank": 3, "beat": 5}), rank=3) is None  # another key
+    assert wire.beat_of(key, wire.seal(key, {"rank": 2, "beat": 5}), rank=3) is None  # rank 2's, copied
+    assert wire.beat_of(key, "5", rank=3) is None and wire.beat_of(key, wire.seal(key, {"rank": 3, "beat": "5"}), rank=3) is None
     store = dist.HashStore()
     store.set(wire.alive_key(0), wire.seal(key, {"rank": 0, "beat": 7}))
     store.set(wire.alive_key(1), "8")  # unsealed, as beats were before

@@ -314,6 +314,38 @@ def test_a_rank_on_a_silent_agent_is_taken_as_gone(monkeypatch: pytest.MonkeyPat
         launcher.close()
 
 
+def test_a_forged_agent_heartbeat_does_not_keep_a_silent_agent_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's beat counts only sealed with its key, for its index, and counting up: a value written by
+    anything else that reaches the store's port (unsealed, sealed for another agent, or an old beat again)
+    leaves the agent silent, and it is taken as gone after SILENCE seconds; a real beat keeps it present."""
+    from clustercheck.run import gang, join, wire
+
+    monkeypatch.setattr(gang, "SILENCE", 0.3)
+    launcher = join.JoinLauncher(2, f"127.0.0.1:{free_port()}", 5, token(), gather=False)
+    launcher.open()
+    try:
+        keys = [wire.new_key(), wire.new_key()]
+        for i in (0, 1):
+            launcher.members[i] = gang.Member(i, f"pod{i}", keys[i], None, f"pod{i}", 1)
+            launcher._beats[i] = (0, time.monotonic())
+        assert launcher.store is not None
+        launcher.store.set(gang.beat_key(0), wire.seal(keys[0], {"index": 0, "beat": 1}))  # pod0 beats
+        launcher.store.set(gang.beat_key(1), wire.seal(keys[0], {"index": 1, "beat": 1}))  # pod0's key: forged
+        launcher._next_beat = 0.0
+        assert launcher.silent() == {}
+        time.sleep(0.5)
+        launcher.store.set(gang.beat_key(0), wire.seal(keys[0], {"index": 0, "beat": 2}))
+        launcher.store.set(gang.beat_key(1), "7")  # unsealed, as counters were before
+        launcher._next_beat = 0.0
+        assert launcher.silent() == {1: "its node's agent (pod1), silent for 0.3 s"}
+        time.sleep(0.5)
+        launcher.store.set(gang.beat_key(0), wire.seal(keys[0], {"index": 0, "beat": 1}))  # an old beat replayed
+        launcher._next_beat = 0.0
+        assert set(launcher.silent()) == {0, 1}
+    finally:
+        launcher.close()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_the_agents_are_awaited_is_incomplete_in_one_line(tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C, or the SIGTERM a scheduler sends, before any agent joined: exit 2 and a line that says

@@ -296,17 +296,21 @@ class Agent:
         self.store.add(gang.logs_key(pool), 1)
 
     def _beat(self) -> None:
-        """Heartbeats on a connection of their own; the controller gone, or silent for SILENCE s, is said."""
+        """Heartbeats on a connection of their own, each sealed with this agent's key and numbered (a forged
+        or replayed beat cannot keep a dead agent present); the controller gone, or silent for SILENCE s,
+        is said."""
         import torch.distributed as dist
 
         host, port = self.me.controller
         quiet_since = time.monotonic()
         store = None
+        count = 0
         while not self.gone and not self.stop:
             try:
                 if store is None:
                     store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=gang.BEAT * 3))
-                store.add(gang.beat_key(self.me.index), 1)
+                count += 1
+                store.set(gang.beat_key(self.me.index), wire.seal(self.key, {"index": self.me.index, "beat": count}))
                 quiet_since = time.monotonic()
             except RuntimeError as exc:
                 store = None

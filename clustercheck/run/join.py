@@ -219,11 +219,13 @@ class JoinLauncher(Launcher):
         now = time.monotonic()
         if now >= self._next_beat and self.store is not None:
             self._next_beat = now + 1.0
+            heard = wire.read_present(self.store, {i: gang.beat_key(i) for i in self._beats if i not in self._silent})
             for i, (count, since) in self._beats.items():
                 if i in self._silent:
                     continue
-                beat = self.store.add(gang.beat_key(i), 0)
-                if beat != count:
+                raw = heard.get(i)  # sealed with the agent's key, for its index, and counting up: else no beat
+                beat = wire.beat_of(self.members[i].key, raw, index=i) if raw is not None else None
+                if beat is not None and beat > count:
                     self._beats[i] = (beat, now)
                 elif now - since > gang.SILENCE:
                     self._silent[i] = f"its node's agent ({self.members[i].node}), silent for {gang.SILENCE:g} s"

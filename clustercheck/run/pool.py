@@ -293,16 +293,11 @@ class WorkerPool:
         """Each rank's heartbeat counter as the store has it now (worker.py); a rank that never beat, a beat
         not sealed with this pool's key for that rank (it reads as no beat), or a store that cannot answer,
         is left out."""
-        keys = {r: wire.alive_key(r) for r in ranks}
         try:
-            multi_get = getattr(self.store, "multi_get", None)
-            if multi_get is not None and keys and self.store.check(list(keys.values())):
-                values = dict(zip(keys, multi_get(list(keys.values()))))
-            else:
-                values = {r: self.store.get(k) for r, k in keys.items() if self.store.check([k])}
+            values = wire.read_present(self.store, {r: wire.alive_key(r) for r in ranks})
         except Exception:  # a store hiccup: every silent rank reads as stopped, as before heartbeats
             return {}
-        return {r: beat for r, v in values.items() if (beat := wire.beat_of(self.key_hex, r, v)) is not None}
+        return {r: str(beat) for r, v in values.items() if (beat := wire.beat_of(self.key_hex, v, rank=r)) is not None}
 
     def _names(self, ranks: list[int]) -> str:
         """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""

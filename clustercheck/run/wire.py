@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
-from typing import Any
+from typing import Any, Mapping
 
 TOKEN_ENV = "CC_POOL_KEY"
 
@@ -79,13 +79,23 @@ def alive_key(rank: int) -> str:
     return f"alive/{rank}"
 
 
-def beat_of(key: str, rank: int, value: str | bytes) -> str | None:
-    """The counter of `rank`'s heartbeat as the store holds it, or None when it is not one: not sealed with
-    this pool's key, or sealed for another rank (copied from its key)."""
+def beat_of(key: str, value: str | bytes, **who: int) -> int | None:
+    """The counter of a heartbeat as the store holds it, or None when it is not one: not sealed with `key`,
+    or sealed for another sender (`who`, e.g. rank=3: a beat copied from another's key)."""
     try:
         beat = unseal(key, value)
     except Forged:
         return None
-    if not isinstance(beat, dict) or beat.get("rank") != rank or not isinstance(beat.get("beat"), int):
+    if not isinstance(beat, dict) or any(beat.get(k) != v for k, v in who.items()):
         return None
-    return str(beat["beat"])
+    count = beat.get("beat")
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def read_present(store: Any, keys: Mapping[int, str]) -> dict[int, Any]:
+    """The values of those of `keys` the store holds, never waiting for one that is absent: one round trip
+    when it holds them all and has multi_get (torch 2.4 and later), else a check and a get per key."""
+    multi_get = getattr(store, "multi_get", None)
+    if multi_get is not None and keys and store.check(list(keys.values())):
+        return dict(zip(keys, multi_get(list(keys.values()))))
+    return {i: store.get(k) for i, k in keys.items() if store.check([k])}
