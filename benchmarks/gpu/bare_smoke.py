@@ -3,7 +3,8 @@ GPU, with no harness. One process, torch imported, the GPU counted through NVML,
 device memory and the bf16 GEMM, each measured exactly as clustercheck's ranks measure it
 (clustercheck/measure/copies.py: 4 warm-up ops, a spin kernel holding the stream while `loops` ops are
 enqueued, CUDA events around them, `samples` samples, the median printed). `--only gemm` measures the GEMM
-alone (the one-check comparison: `clustercheck run gpu-smoke -k gemm`).
+alone (the one-check comparison: `clustercheck run gpu-smoke -k gemm`). `rate` repeats copies.py's `_gpu_rate`
+on purpose rather than importing it: the reference must not share the code it is the reference for.
 
     python3 benchmarks/gpu/bare_smoke.py [--only gemm|host-device|device-memory]
 """
