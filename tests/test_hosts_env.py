@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.run.launch import HostsLauncher, env_line, rank_env, read_env
+from clustercheck.run.launch import HostsLauncher, rank_env
+from clustercheck.run.wire import env_line, read_env
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
-from clustercheck.run.launch import WORKER, env_line
+from clustercheck.run.launch import WORKER
+from clustercheck.run.wire import env_line
 
 CHUNK = 64 << 10  # bytes of a rank's output per message
 SHIP_LIMIT = 4 << 20  # bytes of one rank's output shipped at most (the rest stays in the agent's directory)

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -32,25 +31,10 @@ from typing import IO, Any, Callable, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env  # noqa: F401 (re-exported)
+from clustercheck.run.wire import env_line
+from clustercheck.run.zygote import shared as shared_zygote
 
 WORKER = ["-m", "clustercheck.run.worker"]
-
-
-def env_line(env: Mapping[str, str]) -> bytes:
-    """The environment as the one stdin line a rank reads after its key (JSON escapes newlines)."""
-    return json.dumps(dict(env), sort_keys=True).encode() + b"\n"
-
-
-def read_env(line: str) -> dict[str, str]:
-    """The rank side of `env_line`; {} when the launcher sent no such line. ValueError when malformed."""
-    if not line.strip():
-        return {}
-    data = json.loads(line)
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise ValueError("expected one JSON object of names to string values")
-    if any("\0" in k + v or "=" in k or not k for k, v in data.items()):
-        raise ValueError("a name or value that no environment can hold")
-    return data
 
 
 def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
@@ -87,9 +71,23 @@ class LocalLauncher(Launcher):
         self.nodes = (socket.gethostname(),)
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
-              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
-        return [_popen([sys.executable, *WORKER, "--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]],
-                       env, logs[r], key, new_session=False) for r in range(nranks)]
+              check_env: Mapping[str, str] | None = None) -> list[RankProcess]:
+        """Fork the ranks from this controller's zygote (run/zygote.py), which imported torch once;
+        fresh processes for a check with an `env:` of its own, with the zygote off, or where it cannot
+        be asked."""
+        args = [["--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]] for r in range(nranks)]
+        zygote = None if check_env else shared_zygote(env, logs[0].parent / "zygote.log")
+        if zygote is not None:
+            started: list[RankProcess] = []
+            try:
+                for r in range(nranks):
+                    started.append(zygote.start(args[r], env, logs[r], key))
+                return started
+            except OSError:  # gone or refusing: the ranks start afresh, and say themselves whatever is wrong
+                for rank in started:
+                    rank.kill()
+        return [_popen([sys.executable, *WORKER, *args[r]], env, logs[r], key, new_session=False)
+                for r in range(nranks)]
 
 
 def advertised(store_addr: str | None = None) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from clustercheck.judging.platform import Facts, layout, read_facts
 from clustercheck.run.launch import LocalLauncher
 from clustercheck.run.pool import PoolKey, WorkerPool
+from clustercheck.run.zygote import end_shared as end_shared_zygote
 
 
 @dataclass
@@ -116,3 +117,4 @@ def end() -> None:
     found = take()
     if found is not None:
         found.discard()
+        end_shared_zygote()  # it may still be importing torch, seconds of CPU for nothing

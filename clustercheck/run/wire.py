@@ -99,3 +99,23 @@ def read_present(store: Any, keys: Mapping[int, str]) -> dict[int, Any]:
     if multi_get is not None and keys and store.check(list(keys.values())):
         return dict(zip(keys, multi_get(list(keys.values()))))
     return {i: store.get(k) for i, k in keys.items() if store.check([k])}
+
+
+# -- what a rank reads on its stdin after the key (launchers whose ranks do not inherit the pool's environment)
+
+
+def env_line(env: Mapping[str, str]) -> bytes:
+    """The environment as the one stdin line a rank reads after its key (JSON escapes newlines)."""
+    return json.dumps(dict(env), sort_keys=True).encode() + b"\n"
+
+
+def read_env(line: str) -> dict[str, str]:
+    """The rank side of `env_line`; {} when the launcher sent no such line. ValueError when malformed."""
+    if not line.strip():
+        return {}
+    data = json.loads(line)
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError("expected one JSON object of names to string values")
+    if any("\0" in k + v or "=" in k or not k for k, v in data.items()):
+        raise ValueError("a name or value that no environment can hold")
+    return data

@@ -57,7 +57,7 @@ def _die_with_parent() -> None:
 
 def main() -> int:
     _die_with_parent()
-    from clustercheck.run.launch import read_env
+    from clustercheck.run.wire import read_env
     from clustercheck.run.timings import process_age
 
     startup = {"to_main": process_age()}  # interpreter and clustercheck's imports, then each step below

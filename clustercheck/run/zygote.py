@@ -1,0 +1,353 @@
+"""The zygote: one process that imports torch once and forks this machine's ranks from there.
+
+A rank started afresh spends seconds importing torch (1.1-1.6 s on a 2-vCPU VM; 2.9 s on an H100 host,
+where eight at once took 5.05 s: docs/validation/2026-11-26-h100-startup.md), and every pool of a run
+pays it again: the facts pool, a check with another launch environment, a tuning pool beside a timed
+one, a fresh pool after a failure. The zygote imports torch and the rank's code once, stays
+single-threaded in Python and never touches CUDA, and forks a rank per request; the child takes the
+request's environment, directory, arguments and files and runs `clustercheck.run.worker` as
+`python -m` would. Forking after `import torch` and before CUDA starts is what torch's DataLoader
+workers do on Linux.
+
+A fork is the fresh process it stands for only where whatever was read at import is the same. So a
+zygote serves a rank only when the rank's environment equals the zygote's except for what is read
+after the fork (`identity`): clustercheck's own CC_* (the rank's code reads them), GLOO_SOCKET_IFNAME
+(gloo, at the group's start), PYTEST_CURRENT_TEST (the check the controller is in) and a whole-number
+OMP_NUM_THREADS (the child applies it with
+torch.set_num_threads). Another environment gets a zygote of its own; a check with an `env:` of its
+own gets fresh processes, since a variable a user names may be read by anything at import.
+CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
+
+Who watches whom: the controller holds one end of a socket pair and the zygote the other. However the
+controller ends, the kernel closes its end and the zygote leaves; each rank has the zygote as parent
+and is SIGTERMed when it ends (worker.py's parent-death signal), as it was when its parent was the
+controller. The zygote reports each rank's pid with a pidfd (so that a kill can never reach a reused
+pid) and later its exit status, which the controller reads as `subprocess.Popen`'s returncode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Mapping, NoReturn
+
+ENV = "CLUSTERCHECK_ZYGOTE"
+# read after the fork: gloo's interface when the rank starts its group; pytest's item of the moment
+# (the controller is pytest: each check's pools would otherwise each want a zygote of their own)
+_AFTER_FORK = ("GLOO_SOCKET_IFNAME", "PYTEST_CURRENT_TEST")
+_MAX_MESSAGE = 1 << 20
+
+
+def identity(env: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    """What a zygote must have been started with to stand for a fresh rank with `env`: the environment
+    less the variables read after the fork; None where the zygote is off."""
+    if env.get(ENV, "1") == "0":
+        return None
+    return tuple(sorted((k, v) for k, v in env.items() if not (
+        k.startswith("CC_") or k in _AFTER_FORK or k == "OMP_NUM_THREADS" and v.isdigit() and int(v) > 0)))
+
+
+# -- the controller's side -------------------------------------------------------------------------
+
+
+class ZygoteRank:
+    """A rank the zygote forked, as the pool watches it (`launcher.RankProcess`)."""
+
+    def __init__(self, zygote: Zygote, ident: int) -> None:
+        self._zygote = zygote
+        self.ident = ident
+        self._pid: int | None = None
+        self._pidfd: int | None = None
+        self._kill = False
+        self.returncode: int | None = None
+        self.ended = ""  # why the rank ended, where its exit status does not say (the zygote died)
+
+    @property
+    def pid(self) -> int:
+        """The rank's pid; 0 for a rank the zygote ended before it could start it."""
+        with self._zygote.changed:
+            self._zygote.changed.wait_for(lambda: self._pid is not None or self.returncode is not None)
+            return self._pid or 0
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self._zygote.changed:
+            if not self._zygote.changed.wait_for(lambda: self.returncode is not None, timeout):
+                raise subprocess.TimeoutExpired(f"rank {self.ident}", timeout or 0.0)
+            assert self.returncode is not None
+            return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the rank, without waiting (safe from a signal handler): a rank not yet forked is killed
+        the moment its pid arrives."""
+        self._kill = True
+        pidfd = self._pidfd
+        if pidfd is not None and self.returncode is None:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:
+                pass  # ended already
+        elif self._pid is None and self.returncode is None:  # not forked yet (the zygote is still importing):
+            with self._zygote.changed:  # it is over now, and is killed the moment it is (RLock: safe from a
+                self.returncode = -signal.SIGKILL  # handler that interrupted a holder on this thread)
+                self._zygote.changed.notify_all()
+
+    def _started(self, pid: int, pidfd: int) -> None:
+        self._pid, self._pidfd = pid, pidfd
+        if self._kill:
+            self.kill()
+
+    def _exited(self, code: int, why: str = "") -> None:
+        self.returncode, self.ended = code, why
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class Zygote:
+    """The controller's handle on one zygote process."""
+
+    def __init__(self, ident: tuple[tuple[str, str], ...], log: Path) -> None:
+        self.identity = ident
+        self.log = log
+        self.changed = threading.Condition()
+        self._ranks: dict[int, ZygoteRank] = {}
+        self._next = 0
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with log.open("wb") as out:
+                # a process group of its own in the controller's session, as the ranks had (launch._popen)
+                group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
+                                         else {"preexec_fn": os.setpgrp})
+                self.proc = subprocess.Popen([sys.executable, "-m", "clustercheck.run.zygote", str(theirs.fileno())],
+                                             env=dict(ident), stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), **group)
+        finally:
+            theirs.close()
+        self.alive = True
+        threading.Thread(target=self._listen, name="clustercheck-zygote", daemon=True).start()
+
+    def start(self, argv: list[str], env: Mapping[str, str], log: Path, key: str) -> ZygoteRank:
+        """Ask for one rank: `argv` after `-m clustercheck.run.worker`, its whole environment, its log
+        (stdout and stderr) and the key on its stdin. OSError when the zygote cannot be asked."""
+        with self.changed:
+            if not self.alive:
+                raise OSError("the zygote has ended")
+            self._next += 1
+            rank = self._ranks[self._next] = ZygoteRank(self, self._next)
+        read, write = os.pipe()
+        try:
+            with log.open("wb") as out:
+                message = json.dumps({"id": rank.ident, "argv": argv, "env": dict(env), "cwd": os.getcwd()}).encode()
+                socket.send_fds(self._sock, [message], [read, out.fileno()])
+            os.write(write, key.encode() + b"\n")  # a pipe holds far more than a key: never blocks
+        except OSError:
+            with self.changed:
+                del self._ranks[rank.ident]
+            raise
+        finally:
+            os.close(read)
+            os.close(write)
+        return rank
+
+    def close(self) -> None:
+        """End the zygote (its ranks get their parent-death signal)."""
+        try:  # the zygote reads the end of its socket and leaves; shutdown (not close alone) also wakes
+            self._sock.shutdown(socket.SHUT_RDWR)  # our listening thread out of its recv
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(self._sock, _MAX_MESSAGE, 1)
+            except OSError:
+                message, fds = b"", []
+            if not message:
+                return self._gone()
+            said = json.loads(message)
+            with self.changed:
+                rank = self._ranks.get(said["id"])
+                if rank is None:
+                    for fd in fds:
+                        os.close(fd)
+                elif "pid" in said:
+                    rank._started(said["pid"], fds[0])
+                else:
+                    rank._exited(said["exit"])
+                    del self._ranks[said["id"]]
+                self.changed.notify_all()
+
+    def _gone(self) -> None:
+        """The zygote ended: its ranks were SIGTERMed by their parent-death signal (or never forked)."""
+        code = self.proc.wait()
+        with self.changed:
+            self.alive = False
+            ranks, self._ranks = list(self._ranks.values()), {}
+        for rank in ranks:
+            if rank._pidfd is not None:  # wait until it is gone, so that nobody reads it as alive meanwhile
+                _wait_readable(rank._pidfd, 30.0)
+            with self.changed:
+                rank._exited(-signal.SIGTERM if rank._pid else code or 1,
+                             f"ended with the zygote that started it ({_exit_words(code)}; its log: {self.log})")
+                self.changed.notify_all()
+
+
+def _wait_readable(fd: int, timeout: float) -> None:
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        sel.select(timeout)
+
+
+def _exit_words(code: int) -> str:
+    return f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() else f"exit {code}"
+
+
+_shared: Zygote | None = None
+_lock = threading.Lock()
+
+
+def end_shared() -> None:
+    """End this controller's zygote at once, even mid-import: the run it was started for never began."""
+    global _shared
+    with _lock:
+        found, _shared = _shared, None
+    if found is not None:
+        found.proc.kill()
+        found.close()
+
+
+def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
+    """This controller's zygote for ranks with `env`, started on first use (its output to `log`), or a
+    new one where the environment at import differs; None where the zygote is off."""
+    global _shared
+    ident = identity(env)
+    if ident is None:
+        return None
+    with _lock:
+        if _shared is not None and (_shared.identity != ident or not _shared.alive):
+            _shared.close()
+            _shared = None
+        if _shared is None:
+            _shared = Zygote(ident, log)
+        return _shared
+
+
+# -- the zygote's side -----------------------------------------------------------------------------
+
+
+def serve(fd: int) -> int:
+    """Import once, then fork a rank per request until the controller's end of the socket closes."""
+    sock = socket.socket(fileno=fd)
+    import torch  # noqa: F401  (what every rank imports: worker.py)
+    import torch.distributed  # noqa: F401
+
+    import clustercheck.measure  # noqa: F401
+    import clustercheck.measure.binding  # noqa: F401
+    import clustercheck.measure.nccl_log  # noqa: F401
+    import clustercheck.run.worker  # noqa: F401
+
+    start_dir = os.getcwd()
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, None)
+    while True:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
+                except OSError:
+                    return 0
+                if not message:
+                    return 0  # the controller has ended or closed us
+                asked = json.loads(message)
+                parent = os.getpid()
+                pid = os.fork()
+                if pid == 0:
+                    _become_rank(asked, fds, start_dir, sel, parent)
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                sel.register(pidfd, selectors.EVENT_READ, (asked["id"], pid))
+                if not _tell(sock, {"id": asked["id"], "pid": pid}, [pidfd]):
+                    return 0
+            else:
+                ident, pid = key.data
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                if not _tell(sock, {"id": ident, "exit": os.waitstatus_to_exitcode(status)}):
+                    return 0
+
+
+def _tell(sock: socket.socket, said: dict[str, Any], fds: list[int] = []) -> bool:  # noqa: B006 (never changed)
+    try:
+        socket.send_fds(sock, [json.dumps(said).encode()], fds)
+        return True
+    except OSError:
+        return False
+
+
+def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: selectors.BaseSelector,
+                 parent: int) -> NoReturn:
+    """In the forked child: become the process `python -m clustercheck.run.worker ARGV` would have been,
+    with the request's environment, directory, stdin (the key) and log, then run it; never returns."""
+    try:
+        from clustercheck.run import worker
+
+        worker._die_with_parent()
+        if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
+            os._exit(1)
+        for key in list(sel.get_map().values()):  # the zygote's socket and its other ranks' pidfds
+            os.close(key.fd)
+        os.setpgid(0, 0)  # a process group of its own, as launch._popen gives a fresh rank
+        stdin, log = fds
+        os.dup2(stdin, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(stdin)
+        os.close(log)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own streams)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        os.chdir(asked["cwd"])
+        if sys.path and sys.path[0] == start_dir:  # `python -m` puts the directory it starts in first
+            sys.path[0] = asked["cwd"]
+        os.environ.clear()
+        os.environ.update(asked["env"])
+        threads = asked["env"].get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # OpenMP read the zygote's at import
+            import torch
+
+            torch.set_num_threads(int(threads))
+        sys.argv = [worker.__file__, *asked["argv"]]
+        worker._run()  # ends the process, with the rank's own exit code
+    except BaseException:  # noqa: BLE001 - said in the rank's log, which the pool quotes
+        traceback.print_exc()
+        sys.stderr.flush()
+    os._exit(1)
+
+
+if __name__ == "__main__":
+    try:
+        code = serve(int(sys.argv[1]))
+    except KeyboardInterrupt:
+        code = 130
+    sys.stdout.flush()
+    os._exit(code)  # without tearing torch down: the controller has gone or closed us

@@ -1,0 +1,136 @@
+"""The zygote (run/zygote.py): local ranks forked from one process that imported torch once must be the
+processes `python -m clustercheck.run.worker` would have been, and must end as those did."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clustercheck.run import zygote
+from clustercheck.run.pool import PoolKey
+from clustercheck.run.pools import PoolManager
+
+pytestmark = pytest.mark.pool
+PARAMS = {"sizes": [1024], "dtype": "float32", "warmup": 1, "iters": 2, "check_iters": 1, "judge_at": 1024,
+          "placements": ["in"]}
+
+# What a rank sees of its own process, run by the pool's own task path (measure.run_task's runner).
+PROBE = '''
+import os, sys, torch
+def seen(ctx, params):
+    return {"cwd": os.getcwd(), "path0": sys.path[0], "argv": sys.argv[1:], "threads": torch.get_num_threads(),
+            "env": {k: os.environ.get(k) for k in ("CC_WORLD_SIZE", "OMP_NUM_THREADS", "CC_PROBE_MARK",
+                                                   "GLOO_SOCKET_IFNAME")},
+            "group_leader": os.getpgid(0) == os.getpid(), "parent": os.getppid(),
+            "stdin_open": not sys.stdin.closed, "pid": os.getpid()}
+'''
+
+
+def _seen(tmp_path: Path, sub: str) -> list[dict]:
+    manager = PoolManager(tmp_path / sub)
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        return [r for r in pool.run("probe", {}, 60, runner="cc_probe_mod:seen")]
+    finally:
+        manager.close(kill=True)
+
+
+def test_a_forked_rank_sees_what_a_fresh_one_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cc_probe_mod.py").write_text(PROBE)
+    monkeypatch.chdir(tmp_path)  # the rank imports the probe from its directory, as `python -m` puts it first
+    monkeypatch.setenv("CC_PROBE_MARK", "x")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    forked = _seen(tmp_path, "forked")
+    monkeypatch.setenv(zygote.ENV, "0")
+    fresh = _seen(tmp_path, "fresh")
+    for a, b in zip(forked, fresh):
+        assert {k: v for k, v in a.items() if k not in ("parent", "pid")} == \
+            {k: v for k, v in b.items() if k not in ("parent", "pid")}
+    assert forked[0]["cwd"] == str(tmp_path) and forked[0]["argv"][:2] == ["--rank", "0"]
+    assert forked[1]["env"] == {"CC_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "CC_PROBE_MARK": "x",
+                                "GLOO_SOCKET_IFNAME": "lo"}
+    assert {r["parent"] for r in fresh} == {os.getpid()}  # fresh ranks are the controller's children,
+    assert {r["parent"] for r in forked} != {os.getpid()}  # forked ones the zygote's
+    assert len({r["parent"] for r in forked}) == 1
+
+
+def test_identity_leaves_out_only_what_is_read_after_the_fork() -> None:
+    env = {"PATH": "/bin", "CC_X": "1", "OMP_NUM_THREADS": "4", "GLOO_SOCKET_IFNAME": "lo", "PYTEST_CURRENT_TEST": "t",
+           "NCCL_ALGO": "Ring"}
+    assert zygote.identity(env) == (("NCCL_ALGO", "Ring"), ("PATH", "/bin"))
+    assert zygote.identity({**env, "OMP_NUM_THREADS": "4,2"}) == (  # not one number: the zygote cannot apply it
+        ("NCCL_ALGO", "Ring"), ("OMP_NUM_THREADS", "4,2"), ("PATH", "/bin"))
+    assert zygote.identity({**env, zygote.ENV: "0"}) is None
+
+
+def test_a_check_env_gets_fresh_processes(tmp_path: Path) -> None:
+    manager = PoolManager(tmp_path / "logs")
+    try:
+        plain = manager.get(PoolKey("gloo", 2))
+        own = manager.get(PoolKey("gloo", 2, (("CC_TEST_ENV", "1"),)))
+        assert all(isinstance(p, zygote.ZygoteRank) for p in plain.procs)
+        assert all(isinstance(p, subprocess.Popen) for p in own.procs)
+        assert own.run("all_reduce", PARAMS, 60)
+    finally:
+        manager.close(kill=True)
+
+
+def test_a_rank_killed_is_read_as_killed_and_a_dead_zygote_ends_its_ranks(tmp_path: Path) -> None:
+    manager = PoolManager(tmp_path / "logs")
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        first, second = pool.procs
+        first.kill()
+        assert first.wait(30) == -signal.SIGKILL and second.poll() is None
+        shared = zygote.shared(dict(os.environ), tmp_path / "unused.log")
+        assert shared is not None
+        shared.proc.kill()  # the zygote dies: its ranks get their parent-death signal
+        assert second.wait(30) == -signal.SIGTERM
+        assert isinstance(second, zygote.ZygoteRank) and "ended with the zygote that started it" in second.ended
+        again = manager.get(PoolKey("gloo", 2))  # the next pool gets a new zygote
+        assert again.alive() and zygote.shared(dict(os.environ), tmp_path / "unused.log") is not shared
+    finally:
+        manager.close(kill=True)
+
+
+def test_a_rank_that_exits_at_once_says_why_in_its_log(tmp_path: Path) -> None:
+    shared = zygote.shared(dict(os.environ), tmp_path / "z.log")
+    assert shared is not None
+    log = tmp_path / "rank.log"
+    rank = shared.start(["--backend", "nope"], dict(os.environ), log, "key")
+    assert rank.wait(60) == 2  # argparse's exit, as a fresh `python -m clustercheck.run.worker --backend nope`
+    assert rank.pid > 0 and "invalid choice: 'nope'" in log.read_text()
+
+
+def test_a_rank_killed_before_the_zygote_forked_it_ends_at_once_and_never_runs(tmp_path: Path) -> None:
+    """A run refused while its zygote still imports torch must not wait for the import (prestart.end)."""
+    ident = zygote.identity(dict(os.environ))
+    assert ident is not None
+    young = zygote.Zygote(ident, tmp_path / "z.log")
+    try:
+        rank = young.start(["--rank", "0", "--world-size", "1", "--store", "127.0.0.1:9", "--backend", "gloo"],
+                           dict(os.environ), tmp_path / "rank.log", "key")
+        started = time.monotonic()
+        rank.kill()
+        assert rank.wait(1) == -signal.SIGKILL and time.monotonic() - started < 1
+        with young.changed:  # the zygote forks it once it has imported, and it is killed then
+            assert young.changed.wait_for(lambda: rank._pid is not None, 120)
+        deadline = time.monotonic() + 10
+        while _running(rank._pid):
+            assert time.monotonic() < deadline, "the rank forked after its kill still runs"
+            time.sleep(0.05)
+    finally:
+        young.close()
+    assert young.proc.returncode == 0  # it read the end of its socket and left
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
