@@ -68,14 +68,29 @@ def test_identity_leaves_out_only_what_is_read_after_the_fork() -> None:
     assert zygote.identity({**env, zygote.ENV: "0"}) is None
 
 
-def test_a_check_env_gets_fresh_processes(tmp_path: Path) -> None:
+def _zygote_of(pool) -> zygote.Zygote:
+    found = {p._zygote for p in pool.procs if isinstance(p, zygote.ZygoteRank)}
+    assert len(found) == 1 and len(pool.procs) == pool.key.nranks, pool.procs
+    return found.pop()
+
+
+def test_a_check_env_gets_a_zygote_of_its_own_and_the_one_it_replaces_ends_with_its_last_rank(tmp_path: Path) -> None:
     manager = PoolManager(tmp_path / "logs")
     try:
         plain = manager.get(PoolKey("gloo", 2))
-        own = manager.get(PoolKey("gloo", 2, (("CC_TEST_ENV", "1"),)))
-        assert all(isinstance(p, zygote.ZygoteRank) for p in plain.procs)
-        assert all(isinstance(p, subprocess.Popen) for p in own.procs)
-        assert own.run("all_reduce", PARAMS, 60)
+        own = manager.get(PoolKey("gloo", 2, (("CC_ZYGOTE_TEST", "x"),)))
+        first = _zygote_of(plain)
+        assert _zygote_of(own) is first  # CC_*: read after the fork
+        other = manager.get(PoolKey("gloo", 2, (("NCCL_ZYGOTE_TEST", "1"),)))  # may be read at import
+        second = _zygote_of(other)
+        assert second is not first and first.retired and not second.retired
+        assert ("NCCL_ZYGOTE_TEST", "1") in second.identity and ("NCCL_ZYGOTE_TEST", "1") not in first.identity
+        assert plain.run("all_reduce", PARAMS, 60) and other.run("all_reduce", PARAMS, 60)  # both live on
+        assert first.proc.poll() is None  # retired, with live ranks
+        manager.discard(PoolKey("gloo", 2))
+        assert first.proc.poll() is None  # `own` still lives
+        manager.discard(PoolKey("gloo", 2, (("CC_ZYGOTE_TEST", "x"),)))
+        assert first.proc.wait(30) == 0  # its last rank ended: it left
     finally:
         manager.close(kill=True)
 
@@ -87,13 +102,12 @@ def test_a_rank_killed_is_read_as_killed_and_a_dead_zygote_ends_its_ranks(tmp_pa
         first, second = pool.procs
         first.kill()
         assert first.wait(30) == -signal.SIGKILL and second.poll() is None
-        shared = zygote.shared(dict(os.environ), tmp_path / "unused.log")
-        assert shared is not None
-        shared.proc.kill()  # the zygote dies: its ranks get their parent-death signal
+        dying = _zygote_of(pool)
+        dying.proc.kill()  # the zygote dies: its ranks get their parent-death signal
         assert second.wait(30) == -signal.SIGTERM
         assert isinstance(second, zygote.ZygoteRank) and "ended with the zygote that started it" in second.ended
         again = manager.get(PoolKey("gloo", 2))  # the next pool gets a new zygote
-        assert again.alive() and zygote.shared(dict(os.environ), tmp_path / "unused.log") is not shared
+        assert again.alive() and _zygote_of(again) is not dying
     finally:
         manager.close(kill=True)
 

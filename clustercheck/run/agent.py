@@ -30,6 +30,8 @@ from typing import Any
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launch import WORKER
+from clustercheck.run.launcher import RankProcess
+from clustercheck.run.zygote import shared as shared_zygote
 from clustercheck.run.wire import env_line
 
 CHUNK = 64 << 10  # bytes of a rank's output per message
@@ -57,7 +59,7 @@ def add_parser(sub: Any) -> None:
 @dataclass
 class Rank:
     rank: int
-    proc: subprocess.Popen[bytes]
+    proc: RankProcess
     log: Path
     shipped: int = 0
 
@@ -212,10 +214,20 @@ class Agent:
         env = {k: v for k, v in os.environ.items() if k not in (gang.TOKEN_ENV, gang.TOKEN_FILE_ENV, wire.TOKEN_ENV)}
         travel = {**msg["env"], "CC_LOG_DIR": str(self.workdir)}  # the controller's directory is not here
         started = []
+        # forked from this agent's zygote (run/zygote.py) for the environment the ranks import with, the
+        # agent's and the controller's together; fresh processes where it is off or cannot be asked
+        zygote = shared_zygote({**env, **travel}, self.workdir / "zygote.log")
         for local, rank in enumerate(msg["ranks"]):
             log = self.workdir / f"pool{pool}-rank{rank}.log"
-            argv = [sys.executable, *WORKER, "--rank", str(rank), "--local-rank", str(local), "--node", self.me.node,
+            args = ["--rank", str(rank), "--local-rank", str(local), "--node", self.me.node,
                     "--world-size", str(world), "--store", f"{host}:{port}", "--backend", backend]
+            if zygote is not None:
+                try:
+                    started.append(Rank(int(rank), zygote.start(args, {**env, **travel}, log, key), log))
+                    continue
+                except OSError:
+                    zygote = None
+            argv = [sys.executable, *WORKER, *args]
             with log.open("wb") as out:
                 proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -232,7 +244,9 @@ class Agent:
 
     def kill(self, pool: int) -> None:
         for r in self.pools.get(pool, []):
-            if r.proc.poll() is None:
+            if r.proc.poll() is None and not isinstance(r.proc, subprocess.Popen):
+                r.proc.kill()  # a zygote's: by its pidfd, or before it is forked
+            elif r.proc.poll() is None:
                 try:
                     os.killpg(r.proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):

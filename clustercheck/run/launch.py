@@ -72,11 +72,10 @@ class LocalLauncher(Launcher):
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> list[RankProcess]:
-        """Fork the ranks from this controller's zygote (run/zygote.py), which imported torch once;
-        fresh processes for a check with an `env:` of its own, with the zygote off, or where it cannot
-        be asked."""
+        """Fork the ranks from this controller's zygote for `env` (run/zygote.py), which imported torch
+        once; fresh processes with the zygote off, or where it cannot be asked."""
         args = [["--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]] for r in range(nranks)]
-        zygote = None if check_env else shared_zygote(env, logs[0].parent / "zygote.log")
+        zygote = shared_zygote(env, logs[0].parent / "zygote.log")
         if zygote is not None:
             started: list[RankProcess] = []
             try:

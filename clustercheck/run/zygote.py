@@ -10,13 +10,13 @@ request's environment, directory, arguments and files and runs `clustercheck.run
 workers do on Linux.
 
 A fork is the fresh process it stands for only where whatever was read at import is the same. So a
-zygote serves a rank only when the rank's environment equals the zygote's except for what is read
-after the fork (`identity`): clustercheck's own CC_* (the rank's code reads them), GLOO_SOCKET_IFNAME
-(gloo, at the group's start), PYTEST_CURRENT_TEST (the check the controller is in) and a whole-number
-OMP_NUM_THREADS (the child applies it with
-torch.set_num_threads). Another environment gets a zygote of its own; a check with an `env:` of its
-own gets fresh processes, since a variable a user names may be read by anything at import.
-CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
+zygote serves a rank only when the rank's environment equals the one the zygote imported with, except
+for what is read after the fork (`identity`): clustercheck's own CC_* (the rank's code reads them),
+GLOO_SOCKET_IFNAME (gloo, at the group's start), PYTEST_CURRENT_TEST (the check the controller is in)
+and a whole-number OMP_NUM_THREADS (the child applies it with torch.set_num_threads). Any other
+difference, such as a check's own `env:` (a variable a user names may be read by anything at import),
+gets a zygote of its own that imports with it; the one it replaces ends with the last rank it
+started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
 
 Who watches whom: the controller holds one end of a socket pair and the zygote the other. However the
 controller ends, the kernel closes its end and the zygote leaves; each rank has the zygote as parent
@@ -136,13 +136,14 @@ class Zygote:
         finally:
             theirs.close()
         self.alive = True
+        self.retired = False
         threading.Thread(target=self._listen, name="clustercheck-zygote", daemon=True).start()
 
     def start(self, argv: list[str], env: Mapping[str, str], log: Path, key: str) -> ZygoteRank:
         """Ask for one rank: `argv` after `-m clustercheck.run.worker`, its whole environment, its log
         (stdout and stderr) and the key on its stdin. OSError when the zygote cannot be asked."""
         with self.changed:
-            if not self.alive:
+            if not self.alive or self.retired:
                 raise OSError("the zygote has ended")
             self._next += 1
             rank = self._ranks[self._next] = ZygoteRank(self, self._next)
@@ -163,16 +164,26 @@ class Zygote:
 
     def close(self) -> None:
         """End the zygote (its ranks get their parent-death signal)."""
-        try:  # the zygote reads the end of its socket and leaves; shutdown (not close alone) also wakes
-            self._sock.shutdown(socket.SHUT_RDWR)  # our listening thread out of its recv
-        except OSError:
-            pass
+        self._hang_up()
         self._sock.close()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def retire(self) -> None:
+        """Start no more ranks; end once the ranks it started have ended (they may be a live pool's)."""
+        with self.changed:
+            self.retired = True
+            if not self._ranks:
+                self._hang_up()
+
+    def _hang_up(self) -> None:
+        try:  # the zygote reads the end of its socket and leaves; shutdown (not close alone) also wakes
+            self._sock.shutdown(socket.SHUT_RDWR)  # our listening thread out of its recv
+        except OSError:
+            pass
 
     def _listen(self) -> None:
         while True:
@@ -193,6 +204,8 @@ class Zygote:
                 else:
                     rank._exited(said["exit"])
                     del self._ranks[said["id"]]
+                    if self.retired and not self._ranks:
+                        self._hang_up()
                 self.changed.notify_all()
 
     def _gone(self) -> None:
@@ -243,7 +256,7 @@ def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
         return None
     with _lock:
         if _shared is not None and (_shared.identity != ident or not _shared.alive):
-            _shared.close()
+            _shared.retire()  # its ranks may be a live pool's: it ends with the last of them
             _shared = None
         if _shared is None:
             _shared = Zygote(ident, log)
