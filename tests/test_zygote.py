@@ -66,6 +66,8 @@ def test_identity_leaves_out_only_what_is_read_after_the_fork() -> None:
     assert zygote.identity({**env, "OMP_NUM_THREADS": "4,2"}) == (  # not one number: the zygote cannot apply it
         ("NCCL_ALGO", "Ring"), ("OMP_NUM_THREADS", "4,2"), ("PATH", "/bin"))
     assert zygote.identity({**env, zygote.ENV: "0"}) is None
+    assert zygote.identity({**env, "CC_BACKEND": "nccl"}) is None  # not yet run on a GPU: only when asked for
+    assert zygote.identity({**env, "CC_BACKEND": "nccl", zygote.ENV: "1"}) == zygote.identity(env)
 
 
 def _zygote_of(pool) -> zygote.Zygote:

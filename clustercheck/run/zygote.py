@@ -18,6 +18,10 @@ difference, such as a check's own `env:` (a variable a user names may be read by
 gets a zygote of its own that imports with it; the one it replaces ends with the last rank it
 started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
 
+NCCL ranks are forked only with CLUSTERCHECK_ZYGOTE=1 for now: the zygote must never initialise the
+CUDA driver (a child of a process that did cannot use CUDA), and forked ranks have not yet been run
+on a GPU. Until they have, an NCCL pool starts its ranks afresh, as before.
+
 Who watches whom: the controller holds one end of a socket pair and the zygote the other. However the
 controller ends, the kernel closes its end and the zygote leaves; each rank has the zygote as parent
 and is SIGTERMed when it ends (worker.py's parent-death signal), as it was when its parent was the
@@ -49,10 +53,11 @@ _MAX_MESSAGE = 1 << 20
 def identity(env: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
     """What a zygote must have been started with to stand for a fresh rank with `env`: the environment
     less the variables read after the fork; None where the zygote is off."""
-    if env.get(ENV, "1") == "0":
-        return None
+    wanted = env.get(ENV, "")
+    if wanted == "0" or env.get("CC_BACKEND") == "nccl" and wanted != "1":
+        return None  # NCCL ranks: only when asked for, until forked ranks have been run on a GPU
     return tuple(sorted((k, v) for k, v in env.items() if not (
-        k.startswith("CC_") or k in _AFTER_FORK or k == "OMP_NUM_THREADS" and v.isdigit() and int(v) > 0)))
+        k.startswith("CC_") or k in _AFTER_FORK or k == ENV or k == "OMP_NUM_THREADS" and v.isdigit() and int(v) > 0)))
 
 
 # -- the controller's side -------------------------------------------------------------------------
