@@ -69,7 +69,7 @@ def test_an_agent_that_never_joins_leaves_its_node_untested_and_the_run_incomple
     project(tmp_path)
     port, secret = free_port(), token()
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "3",
-                                        "--store-addr", f"127.0.0.1:{port}", "--join-timeout", "30"])
+                                        "--store-addr", f"127.0.0.1:{port}", "--join-timeout", "15"])  # agent 0 joins in 2-5 s
     agents = [agent(tmp_path, secret, 0, "pod0", f"127.0.0.1:{port}", "--local-ranks", "2"),
               agent(tmp_path, token(), 1, "pod1", f"127.0.0.1:{port}", "--local-ranks", "2")]
     out = finish(ctl, agents)

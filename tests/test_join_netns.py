@@ -73,7 +73,7 @@ def test_agents_in_pods_resolve_each_other_by_name_and_one_absent_one_killed(pod
     project(tmp_path)
     port, secret = free_port(), token()
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "4",
-                                        "--store-addr", f"{bed.root_addr}:{port}", "--join-timeout", "40",
+                                        "--store-addr", f"{bed.root_addr}:{port}", "--join-timeout", "20",
                                         "-k", "not node-late", "--cc-inject-fault=node-ar:delay"])
     addr = f"controller.{SERVICE}:{port}"
     agents = [agent(tmp_path, secret, 0, "kw-node-0", addr, "--local-ranks", "2", prefix=_in_pod(bed, 0)),

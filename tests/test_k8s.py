@@ -204,7 +204,7 @@ def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
         c.close()
 
 
-def k8s_run(tmp: Path, c: FakeCluster, *args: str, nodes: int = 3, timeout: str = "30") -> subprocess.Popen[str]:
+def k8s_run(tmp: Path, c: FakeCluster, *args: str, nodes: int = 3, timeout: str = "15") -> subprocess.Popen[str]:
     project(tmp)
     return controller(tmp, token(), ["s.yaml", "--thresholds", "th", "--launcher", "k8s", "--nodes", str(nodes),
                                      "--image", IMAGE, "--join-timeout", timeout, "--ranks", "2", *args],
@@ -425,7 +425,7 @@ def test_the_rendered_controller_runs_its_agents_and_names_a_pod_that_never_star
 
     project(tmp_path)
     port = free_port()
-    objects = docs(render("s.yaml", "--nodes", "2", "--image", IMAGE, "--local-ranks", "2", "--join-timeout", "30",
+    objects = docs(render("s.yaml", "--nodes", "2", "--image", IMAGE, "--local-ranks", "2", "--join-timeout", "15",
                           cwd=tmp_path).stdout)
     agents_job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "clustercheck")
     for e in agents_job["spec"]["template"]["spec"]["containers"][0]["env"]:
