@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -128,9 +129,10 @@ def test_a_rank_killed_before_the_zygote_forked_it_ends_at_once_and_never_runs(t
     ident = zygote.identity(dict(os.environ))
     assert ident is not None
     young = zygote.Zygote(ident, tmp_path / "z.log")
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: the rank would wait 180 s
     try:
-        rank = young.start(["--rank", "0", "--world-size", "1", "--store", "127.0.0.1:9", "--backend", "gloo"],
-                           dict(os.environ), tmp_path / "rank.log", "key")
+        rank = young.start(["--rank", "0", "--world-size", "1", "--store", f"127.0.0.1:{silent.getsockname()[1]}",
+                            "--backend", "gloo"], dict(os.environ), tmp_path / "rank.log", "key")
         started = time.monotonic()
         rank.kill()
         assert rank.wait(1) == -signal.SIGKILL and time.monotonic() - started < 1
@@ -140,8 +142,11 @@ def test_a_rank_killed_before_the_zygote_forked_it_ends_at_once_and_never_runs(t
         while _running(rank._pid):
             assert time.monotonic() < deadline, "the rank forked after its kill still runs"
             time.sleep(0.05)
+        with young.changed:
+            assert young.changed.wait_for(lambda: rank._reaped, 10) and rank.returncode == -signal.SIGKILL
     finally:
         young.close()
+        silent.close()
     assert young.proc.returncode == 0  # it read the end of its socket and left
 
 

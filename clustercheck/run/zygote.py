@@ -48,6 +48,7 @@ ENV = "CLUSTERCHECK_ZYGOTE"
 # (the controller is pytest: each check's pools would otherwise each want a zygote of their own)
 _AFTER_FORK = ("GLOO_SOCKET_IFNAME", "PYTEST_CURRENT_TEST")
 _MAX_MESSAGE = 1 << 20
+_START = 180.0  # seconds: the pool's own START_TIMEOUT
 
 
 def identity(env: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
@@ -72,14 +73,16 @@ class ZygoteRank:
         self._pid: int | None = None
         self._pidfd: int | None = None
         self._kill = False
+        self._reaped = False  # the zygote said it ended (a rank killed before its fork reads as ended before)
         self.returncode: int | None = None
         self.ended = ""  # why the rank ended, where its exit status does not say (the zygote died)
 
     @property
     def pid(self) -> int:
-        """The rank's pid; 0 for a rank the zygote ended before it could start it."""
+        """The rank's pid, once forked; 0 for a rank the zygote ended before it could start it, or did not
+        start within a pool's start timeout (it is then read as not started, and ended)."""
         with self._zygote.changed:
-            self._zygote.changed.wait_for(lambda: self._pid is not None or self.returncode is not None)
+            self._zygote.changed.wait_for(lambda: self._pid is not None or self.returncode is not None, _START)
             return self._pid or 0
 
     def poll(self) -> int | None:
@@ -95,16 +98,15 @@ class ZygoteRank:
     def kill(self) -> None:
         """SIGKILL the rank, without waiting (safe from a signal handler): a rank not yet forked is killed
         the moment its pid arrives."""
-        self._kill = True
-        pidfd = self._pidfd
-        if pidfd is not None and self.returncode is None:
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except OSError:
-                pass  # ended already
-        elif self._pid is None and self.returncode is None:  # not forked yet (the zygote is still importing):
-            with self._zygote.changed:  # it is over now, and is killed the moment it is (RLock: safe from a
-                self.returncode = -signal.SIGKILL  # handler that interrupted a holder on this thread)
+        with self._zygote.changed:  # an RLock: safe from a handler that interrupted a holder on this thread
+            self._kill = True
+            if self._pidfd is not None and not self._reaped:  # the pidfd stays open while we hold the lock
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except OSError:
+                    pass  # ended already
+            elif self._pid is None and self.returncode is None:  # not forked yet (the zygote still imports):
+                self.returncode = -signal.SIGKILL  # it is over now, and is killed the moment it is forked
                 self._zygote.changed.notify_all()
 
     def _started(self, pid: int, pidfd: int) -> None:
@@ -113,7 +115,7 @@ class ZygoteRank:
             self.kill()
 
     def _exited(self, code: int, why: str = "") -> None:
-        self.returncode, self.ended = code, why
+        self.returncode, self.ended, self._reaped = code, why, True
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
