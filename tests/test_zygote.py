@@ -155,3 +155,17 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_zygote_that_cannot_start_leaves_the_ranks_to_start_afresh(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "logs" / "zygote.log").mkdir(parents=True)  # its log cannot be opened
+    monkeypatch.setenv("CLUSTERCHECK_TEST_UNSTARTABLE", "1")  # another environment: a new zygote is wanted
+    manager = PoolManager(tmp_path / "logs")
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        assert all(isinstance(p, subprocess.Popen) for p in pool.procs)
+        assert pool.run("all_reduce", PARAMS, 60)
+    finally:
+        manager.close(kill=True)
+

@@ -79,8 +79,8 @@ class ZygoteRank:
 
     @property
     def pid(self) -> int:
-        """The rank's pid, once forked; 0 for a rank the zygote ended before it could start it, or did not
-        start within a pool's start timeout (it is then read as not started, and ended)."""
+        """The rank's pid, once forked; 0 for a rank the zygote ended before it could fork it, or has not
+        forked within a pool's start timeout."""
         with self._zygote.changed:
             self._zygote.changed.wait_for(lambda: self._pid is not None or self.returncode is not None, _START)
             return self._pid or 0
@@ -131,8 +131,8 @@ class Zygote:
         self._ranks: dict[int, ZygoteRank] = {}
         self._next = 0
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        log.parent.mkdir(parents=True, exist_ok=True)
         try:
+            log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
                 # a process group of its own in the controller's session, as the ranks had (launch._popen)
                 group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
@@ -140,6 +140,9 @@ class Zygote:
                 self.proc = subprocess.Popen([sys.executable, "-m", "clustercheck.run.zygote", str(theirs.fileno())],
                                              env=dict(ident), stdin=subprocess.DEVNULL, stdout=out,
                                              stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), **group)
+        except BaseException:
+            self._sock.close()
+            raise
         finally:
             theirs.close()
         self.alive = True
@@ -256,7 +259,8 @@ def end_shared() -> None:
 
 def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
     """This controller's zygote for ranks with `env`, started on first use (its output to `log`), or a
-    new one where the environment at import differs; None where the zygote is off."""
+    new one where the environment at import differs; None where the zygote is off or cannot be started
+    (the ranks then start afresh)."""
     global _shared
     ident = identity(env)
     if ident is None:
@@ -266,7 +270,10 @@ def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
             _shared.retire()  # its ranks may be a live pool's: it ends with the last of them
             _shared = None
         if _shared is None:
-            _shared = Zygote(ident, log)
+            try:
+                _shared = Zygote(ident, log)
+            except OSError:  # no process or socket to spare, an unwritable log: fresh ranks say what is wrong
+                return None
         return _shared
 
 
