@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -63,6 +64,7 @@ class FakeCluster:
         self.namespaces = set(namespaces)
         self.lacks = set(lacks)  # (verb, resource) this identity may not do
         self.fates = fates or {}
+        self.answer_after: dict[str, float] = {}  # plural -> seconds a create waits, once made, before answering
         self.agent_env = agent_env or {}
         self.logs = logs or tmp
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
@@ -153,6 +155,7 @@ class FakeCluster:
                 self.objects[key] = obj
                 if plural == "jobs":
                     self._start_job(obj)
+                time.sleep(self.answer_after.get(plural, 0.0))  # made, and the client still waits for the answer
             return 201, obj
         if method == "DELETE":
             obj = self.objects.get(key)

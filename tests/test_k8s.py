@@ -266,8 +266,10 @@ def test_sigterm_mid_run_deletes_what_the_run_made_and_says_incomplete(cluster: 
 
 def test_sigterm_while_the_agents_are_awaited_deletes_what_was_made(cluster: FakeCluster, tmp_path: Path) -> None:
     """Before the run starts (pytest's own handlers are not yet installed) a SIGTERM still ends the wait
-    and deletes the objects."""
+    and deletes the objects, the Job too when the signal comes while the API has made it but not yet
+    answered (the Job was left behind that way, with a message saying it was deleted)."""
     cluster.fates = {0: "image-pull", 1: "image-pull", 2: "image-pull"}
+    cluster.answer_after = {"jobs": 3.0}
     ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", timeout="120")
     end = time.monotonic() + 60
     while len(cluster.objects) < 3 and time.monotonic() < end:

@@ -7,6 +7,7 @@ once so that what is left takes a moment, and the record stays whole."""
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Callable, Iterator
@@ -54,6 +55,26 @@ def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done, then reach the handlers they would have reached.
+    For what must not be cut in two (an object the API made but whose answer is not yet read would never
+    be deleted). Blocking the signals with pthread_sigmask is not enough: the kernel hands them to any
+    thread that does not block them (the store's), and Python then runs the handler in this thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only: nothing here to defer
+        return
+    arrived: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: arrived.append(signum)) for sig in STOPPING}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)
 
 
 def stopped_by(exc: KeyboardInterrupt) -> str:

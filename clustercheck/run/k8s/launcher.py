@@ -12,7 +12,6 @@ to reach this controller: --store-addr HOST:PORT names where (docs/kubernetes.md
 from __future__ import annotations
 
 import secrets
-import signal
 import socket
 import sys
 from typing import Any, Collection, Mapping
@@ -22,7 +21,7 @@ from clustercheck.run.k8s import api, manifests
 from clustercheck.run import gang
 from clustercheck.run.join import JoinLauncher
 from clustercheck.run.launcher import loopback
-from clustercheck.run.signals import term_stops_like_ctrl_c
+from clustercheck.run.signals import deferred, term_stops_like_ctrl_c
 
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
@@ -69,7 +68,10 @@ class K8sLauncher(JoinLauncher):
             self.open()  # listening before any agent starts
             with term_stops_like_ctrl_c("while waiting for the agents"):
                 for obj in objects:
-                    self.made.append(self.kube.create(obj))
+                    # signals wait while an object is created: one that interrupted the call after the API
+                    # made the object would leave it unrecorded, and so never deleted
+                    with deferred():
+                        self.made.append(self.kube.create(obj))
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
                       f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
                 self.pods = JobPods(self.kube, self.agents.name)
@@ -85,15 +87,14 @@ class K8sLauncher(JoinLauncher):
         if self._deleted or self.kube is None:
             return
         self._deleted = True
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
+        with deferred():
             failed = [f"{m.kind} {m.name}: {why}" for m in reversed(self.made) if (why := self.kube.delete(m))]
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if self.made:
+            kinds = [m.kind for m in reversed(self.made)]
             said = (f"could not delete {'; '.join(failed)} (kubectl delete -n {self.kube.namespace} "
                     f"job,service,secret -l {manifests.RUN_LABEL}={self.agents.name})") if failed else \
-                f"deleted Job, Service and Secret {self.agents.name}"
+                f"deleted {', '.join(kinds[:-1])} and {kinds[-1]} {self.agents.name}" if len(kinds) > 1 else \
+                f"deleted {kinds[0]} {self.agents.name}"
             print(f"clustercheck: {said}", file=sys.stderr, flush=True)
 
 
