@@ -67,8 +67,11 @@ def node_env(env: dict[str, str], node: str, text: str) -> Path:
 
 
 def drained(env: dict[str, str]) -> dict[str, str]:
+    """Nodes set to drain, with the reason: drained ("drain") or still draining ("drng": the allocation salloc
+    just left may still be completing when the run has drained its node)."""
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%t|%E"], env=env, capture_output=True, text=True).stdout
-    return {n: reason for n, state, reason in (line.split("|") for line in out.splitlines()) if "drain" in state}
+    return {n: reason for n, state, reason in (line.split("|") for line in out.splitlines())
+            if state.startswith(("drain", "drng"))}
 
 
 def test_cluster_node_and_pair_scopes_have_their_own_testcases(slurm: dict, work: Path) -> None:
