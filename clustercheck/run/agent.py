@@ -213,44 +213,32 @@ class Agent:
         key = gang.pool_key(self.token, self.hello_nonce, pool)
         env = {k: v for k, v in os.environ.items() if k not in (gang.TOKEN_ENV, gang.TOKEN_FILE_ENV, wire.TOKEN_ENV)}
         travel = {**msg["env"], "CC_LOG_DIR": str(self.workdir)}  # the controller's directory is not here
-        started = []
+        wanted = [(int(rank), ["--rank", str(rank), "--local-rank", str(local), "--node", self.me.node,
+                                "--world-size", str(world), "--store", f"{host}:{port}", "--backend", backend],
+                   self.workdir / f"pool{pool}-rank{rank}.log") for local, rank in enumerate(msg["ranks"])]
         # forked from this agent's zygote (run/zygote.py) for the environment the ranks import with, the
         # agent's and the controller's together; fresh processes where it is off or cannot be asked
         zygote = shared_zygote({**env, **travel}, self.workdir / "zygote.log")
-        for local, rank in enumerate(msg["ranks"]):
-            log = self.workdir / f"pool{pool}-rank{rank}.log"
-            args = ["--rank", str(rank), "--local-rank", str(local), "--node", self.me.node,
-                    "--world-size", str(world), "--store", f"{host}:{port}", "--backend", backend]
-            if zygote is not None:
-                try:
-                    started.append(Rank(int(rank), zygote.start(args, {**env, **travel}, log, key), log))
-                    continue
-                except OSError:
-                    zygote = None
-            argv = [sys.executable, *WORKER, *args]
-            with log.open("wb") as out:
-                proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(key.encode() + b"\n" + env_line(travel))
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass  # it died at once; _reap reports it
-            started.append(Rank(int(rank), proc, log))
+        forked = zygote.start_all([(args, {**env, **travel}, log) for _, args, log in wanted], key) if zygote else None
+        if forked is not None:
+            started = [Rank(rank, proc, log) for (rank, _, log), proc in zip(wanted, forked)]
+        else:
+            started = [Rank(rank, _fresh(args, env, log, key, travel), log) for rank, args, log in wanted]
         self.pools[pool] = started
         self.store.set(gang.spawned_key(pool, self.me.index),
                        wire.seal(self.key, {"pids": {str(r.rank): r.proc.pid for r in started}}))
 
     def kill(self, pool: int) -> None:
         for r in self.pools.get(pool, []):
-            if r.proc.poll() is None and not isinstance(r.proc, subprocess.Popen):
+            if r.proc.poll() is not None:
+                continue
+            if not isinstance(r.proc, subprocess.Popen):
                 r.proc.kill()  # a zygote's: by its pidfd, or before it is forked
-            elif r.proc.poll() is None:
-                try:
-                    os.killpg(r.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    r.proc.kill()
+                continue
+            try:
+                os.killpg(r.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                r.proc.kill()
 
     def end_all(self) -> int:
         """Stop every rank still running (a pool's own exit was asked for by the controller already)."""
@@ -334,6 +322,20 @@ class Agent:
                     self.gone = str(exc).splitlines()[0][:200] or type(exc).__name__
                     return
             time.sleep(gang.BEAT)
+
+
+def _fresh(args: list[str], env: dict[str, str], log: Path, key: str, travel: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A rank started afresh, with the key and the controller's variables on its stdin."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, *WORKER, *args], env=env, stdin=subprocess.PIPE, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(key.encode() + b"\n" + env_line(travel))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once; _reap reports it
+    return proc
 
 
 def main(args: argparse.Namespace) -> int:

@@ -76,15 +76,9 @@ class LocalLauncher(Launcher):
         once; fresh processes with the zygote off, or where it cannot be asked."""
         args = [["--rank", str(r), "--local-rank", str(r), "--node", self.nodes[0]] for r in range(nranks)]
         zygote = shared_zygote(env, logs[0].parent / "zygote.log")
-        if zygote is not None:
-            started: list[RankProcess] = []
-            try:
-                for r in range(nranks):
-                    started.append(zygote.start(args[r], env, logs[r], key))
-                return started
-            except OSError:  # gone or refusing: the ranks start afresh, and say themselves whatever is wrong
-                for rank in started:
-                    rank.kill()
+        forked = zygote.start_all([(args[r], env, logs[r]) for r in range(nranks)], key) if zygote else None
+        if forked is not None:
+            return list(forked)
         return [_popen([sys.executable, *WORKER, *args[r]], env, logs[r], key, new_session=False)
                 for r in range(nranks)]
 

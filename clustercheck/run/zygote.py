@@ -41,7 +41,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Mapping, NoReturn
+from typing import Any, Mapping, NoReturn, Sequence
 
 ENV = "CLUSTERCHECK_ZYGOTE"
 # read after the fork: gloo's interface when the rank starts its group; pytest's item of the moment
@@ -171,6 +171,19 @@ class Zygote:
             os.close(read)
             os.close(write)
         return rank
+
+    def start_all(self, ranks: Sequence[tuple[list[str], Mapping[str, str], Path]], key: str) -> list[ZygoteRank] | None:
+        """Ask for a pool's ranks, each (argv, environment, log), all or none: None, with any already asked
+        for killed, where the zygote cannot be asked (the caller then starts them afresh)."""
+        started: list[ZygoteRank] = []
+        try:
+            for argv, env, log in ranks:
+                started.append(self.start(argv, env, log, key))
+        except OSError:
+            for rank in started:
+                rank.kill()
+            return None
+        return started
 
     def close(self) -> None:
         """End the zygote (its ranks get their parent-death signal)."""
@@ -323,7 +336,7 @@ def serve(fd: int) -> int:
                     return 0
 
 
-def _tell(sock: socket.socket, said: dict[str, Any], fds: list[int] = []) -> bool:  # noqa: B006 (never changed)
+def _tell(sock: socket.socket, said: dict[str, Any], fds: Sequence[int] = ()) -> bool:
     try:
         socket.send_fds(sock, [json.dumps(said).encode()], fds)
         return True

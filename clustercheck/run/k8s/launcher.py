@@ -90,11 +90,11 @@ class K8sLauncher(JoinLauncher):
         with deferred():
             failed = [f"{m.kind} {m.name}: {why}" for m in reversed(self.made) if (why := self.kube.delete(m))]
         if self.made:
-            kinds = [m.kind for m in reversed(self.made)]
+            *rest, last = [m.kind for m in reversed(self.made)]
+            kinds = f"{', '.join(rest)} and {last}" if rest else last
             said = (f"could not delete {'; '.join(failed)} (kubectl delete -n {self.kube.namespace} "
                     f"job,service,secret -l {manifests.RUN_LABEL}={self.agents.name})") if failed else \
-                f"deleted {', '.join(kinds[:-1])} and {kinds[-1]} {self.agents.name}" if len(kinds) > 1 else \
-                f"deleted {kinds[0]} {self.agents.name}"
+                f"deleted {kinds} {self.agents.name}"
             print(f"clustercheck: {said}", file=sys.stderr, flush=True)
 
 
