@@ -62,13 +62,12 @@ def test_a_forked_rank_sees_what_a_fresh_one_sees(tmp_path: Path, monkeypatch: p
 
 def test_identity_leaves_out_only_what_is_read_after_the_fork() -> None:
     env = {"PATH": "/bin", "CC_X": "1", "OMP_NUM_THREADS": "4", "GLOO_SOCKET_IFNAME": "lo", "PYTEST_CURRENT_TEST": "t",
-           "NCCL_ALGO": "Ring"}
-    assert zygote.identity(env) == (("NCCL_ALGO", "Ring"), ("PATH", "/bin"))
+           "NCCL_ALGO": "Ring", "TORCH_NCCL_BLOCKING_WAIT": "1"}
+    assert zygote.identity(env) == (("PATH", "/bin"), ("TORCH_NCCL_BLOCKING_WAIT", "1"))  # NCCL_*: read at NCCL's calls
     assert zygote.identity({**env, "OMP_NUM_THREADS": "4,2"}) == (  # not one number: the zygote cannot apply it
-        ("NCCL_ALGO", "Ring"), ("OMP_NUM_THREADS", "4,2"), ("PATH", "/bin"))
+        ("OMP_NUM_THREADS", "4,2"), ("PATH", "/bin"), ("TORCH_NCCL_BLOCKING_WAIT", "1"))
     assert zygote.identity({**env, zygote.ENV: "0"}) is None
-    assert zygote.identity({**env, "CC_BACKEND": "nccl"}) is None  # not yet run on a GPU: only when asked for
-    assert zygote.identity({**env, "CC_BACKEND": "nccl", zygote.ENV: "1"}) == zygote.identity(env)
+    assert zygote.identity({**env, "CC_BACKEND": "nccl"}) == zygote.identity(env)  # NCCL ranks fork too
 
 
 def _zygote_of(pool) -> zygote.Zygote:
@@ -84,10 +83,10 @@ def test_a_check_env_gets_a_zygote_of_its_own_and_the_one_it_replaces_ends_with_
         own = manager.get(PoolKey("gloo", 2, (("CC_ZYGOTE_TEST", "x"),)))
         first = _zygote_of(plain)
         assert _zygote_of(own) is first  # CC_*: read after the fork
-        other = manager.get(PoolKey("gloo", 2, (("NCCL_ZYGOTE_TEST", "1"),)))  # may be read at import
+        other = manager.get(PoolKey("gloo", 2, (("ZYGOTE_TEST", "1"),)))  # may be read at import
         second = _zygote_of(other)
         assert second is not first and first.retired and not second.retired
-        assert ("NCCL_ZYGOTE_TEST", "1") in second.identity and ("NCCL_ZYGOTE_TEST", "1") not in first.identity
+        assert ("ZYGOTE_TEST", "1") in second.identity and ("ZYGOTE_TEST", "1") not in first.identity
         assert plain.run("all_reduce", PARAMS, 60) and other.run("all_reduce", PARAMS, 60)  # both live on
         assert first.proc.poll() is None  # retired, with live ranks
         manager.discard(PoolKey("gloo", 2))

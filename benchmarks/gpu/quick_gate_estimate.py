@@ -4,8 +4,11 @@ lent, so this is arithmetic, not a measurement; each part below says where its f
 
     python3 benchmarks/gpu/quick_gate_estimate.py
 
-Measured on one H100 (docs/validation/2026-11-26-h100-startup.md):
+Measured on one H100 (docs/validation/2026-11-26-h100-startup.md, 2026-11-26-h100-zygote.md):
 - a pool of 8 ranks started at once (torch import and CUDA context, benchmarks/gpu/rank_start.py): 5.05 s;
+- a later pool of 8 ranks, forked from the zygote that imported torch for the first (`rank_start.py --fork`:
+  each child makes its CUDA context): 1.60 s (the slower of two runs; 1.49 s the other). The ring check's
+  pool and the tuning pools fork from the same zygote: NCCL_* are read after the fork (run/zygote.py);
 - the controller's part before the first check and after the last, and the probes (versions, nvlink,
   fabric), from `clustercheck run quick-gate-nvlink8 --platform h100-sxm-1x --timings`;
 - host-device on one GPU: 0.72 s (one GPU's turn; the check takes the 8 GPUs one at a time);
@@ -26,6 +29,7 @@ from clustercheck.units import parse_size
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "quick-gate-nvlink8.yaml"
 N = 8
 POOL_START_S = 5.05  # 8 ranks at once, measured
+FORKED_POOL_START_S = 1.60  # 8 ranks forked from the zygote, measured
 CONTROLLER_S = 0.05 + 0.32 + 0.63 + 0.67  # imports, suites and profiles, pytest start-up, collection: measured
 PROBES_S = 0.17 + 0.17 + 0.22  # versions, nvlink, fabric: measured (one GPU; NVML and nvidia-smi per node)
 END_S = 0.47 + 0.30  # ranks stopped, reports: measured
@@ -52,10 +56,10 @@ def main() -> None:
              ("probes: versions, nvlink, fabric", PROBES_S)]
     for cid in ("allreduce-default", "allreduce-ring"):
         if cid != "allreduce-default":
-            parts.append((f"{cid}: its own pool (NCCL_ALGO) starts", POOL_START_S))
+            parts.append((f"{cid}: its own pool (NCCL_ALGO) forks", FORKED_POOL_START_S))
         parts.append((f"{cid}: NCCL communicator (assumed)", NCCL_INIT_S))
         parts.append((f"{cid}: data at {BUSBW[cid] / 1e9:.0f} GB/s busbw", allreduce_seconds(checks[cid]["params"], BUSBW[cid])))
-        parts.append((f"{cid}: the tuning pool starts, and its communicator (assumed)", POOL_START_S + NCCL_INIT_S))
+        parts.append((f"{cid}: the tuning pool forks, and its communicator (assumed)", FORKED_POOL_START_S + NCCL_INIT_S))
     parts += [("p2p-matrix: 56 ordered pairs and 28 both ways", p2p_seconds(checks["p2p-matrix"]["params"])),
               ("host-device: 8 GPUs one at a time", N * HOST_DEVICE_ONE_GPU_S),
               ("device-memory: 8 GPUs at once", DEVICE_MEMORY_S),

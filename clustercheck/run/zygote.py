@@ -12,15 +12,15 @@ workers do on Linux.
 A fork is the fresh process it stands for only where whatever was read at import is the same. So a
 zygote serves a rank only when the rank's environment equals the one the zygote imported with, except
 for what is read after the fork (`identity`): clustercheck's own CC_* (the rank's code reads them),
-GLOO_SOCKET_IFNAME (gloo, at the group's start), PYTEST_CURRENT_TEST (the check the controller is in)
-and a whole-number OMP_NUM_THREADS (the child applies it with torch.set_num_threads). Any other
+GLOO_SOCKET_IFNAME (gloo, at the group's start), NCCL_* (NCCL, at its first call), PYTEST_CURRENT_TEST
+(the check the controller is in) and a whole-number OMP_NUM_THREADS (the child applies it with torch.set_num_threads). Any other
 difference, such as a check's own `env:` (a variable a user names may be read by anything at import),
 gets a zygote of its own that imports with it; the one it replaces ends with the last rank it
 started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
 
-NCCL ranks are forked only with CLUSTERCHECK_ZYGOTE=1 for now: the zygote must never initialise the
-CUDA driver (a child of a process that did cannot use CUDA), and forked ranks have not yet been run
-on a GPU. Until they have, an NCCL pool starts its ranks afresh, as before.
+NCCL ranks fork too. The zygote must never start CUDA (a child of a process that did cannot use it),
+and checks so before serving. On one H100, forked NCCL ranks passed tests/gpu and measured what fresh
+ones do; 8 forked ranks had CUDA contexts in 1.5 s, 8 fresh in 5.1 s (docs/validation/2026-11-26-h100-zygote.md).
 
 Who watches whom: the controller holds one end of a socket pair and the zygote the other. However the
 controller ends, the kernel closes its end and the zygote leaves; each rank has the zygote as parent
@@ -45,7 +45,9 @@ from typing import Any, Mapping, NoReturn, Sequence
 
 ENV = "CLUSTERCHECK_ZYGOTE"
 # read after the fork: gloo's interface when the rank starts its group; pytest's item of the moment
-# (the controller is pytest: each check's pools would otherwise each want a zygote of their own)
+# (the controller is pytest: each check's pools would otherwise each want a zygote of their own).
+# NCCL_* too (identity): NCCL reads each on first use, in its own calls (github.com/NVIDIA/nccl
+# src/include/param.h, NCCL_PARAM); fresh ranks set NCCL_DEBUG* after importing torch (measure/nccl_log.py)
 _AFTER_FORK = ("GLOO_SOCKET_IFNAME", "PYTEST_CURRENT_TEST")
 _MAX_MESSAGE = 1 << 20
 _START = 180.0  # seconds: the pool's own START_TIMEOUT
@@ -54,11 +56,11 @@ _START = 180.0  # seconds: the pool's own START_TIMEOUT
 def identity(env: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
     """What a zygote must have been started with to stand for a fresh rank with `env`: the environment
     less the variables read after the fork; None where the zygote is off."""
-    wanted = env.get(ENV, "")
-    if wanted == "0" or env.get("CC_BACKEND") == "nccl" and wanted != "1":
-        return None  # NCCL ranks: only when asked for, until forked ranks have been run on a GPU
+    if env.get(ENV, "") == "0":
+        return None
     return tuple(sorted((k, v) for k, v in env.items() if not (
-        k.startswith("CC_") or k in _AFTER_FORK or k == ENV or k == "OMP_NUM_THREADS" and v.isdigit() and int(v) > 0)))
+        k.startswith(("CC_", "NCCL_")) or k in _AFTER_FORK or k == ENV
+        or k == "OMP_NUM_THREADS" and v.isdigit() and int(v) > 0)))
 
 
 # -- the controller's side -------------------------------------------------------------------------
@@ -296,7 +298,7 @@ def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
 def serve(fd: int) -> int:
     """Import once, then fork a rank per request until the controller's end of the socket closes."""
     sock = socket.socket(fileno=fd)
-    import torch  # noqa: F401  (what every rank imports: worker.py)
+    import torch  # what every rank imports (worker.py)
     import torch.distributed  # noqa: F401
 
     import clustercheck.measure  # noqa: F401
@@ -304,6 +306,10 @@ def serve(fd: int) -> int:
     import clustercheck.measure.nccl_log  # noqa: F401
     import clustercheck.run.worker  # noqa: F401
 
+    if torch.cuda.is_initialized():  # a child of a process with CUDA started cannot use CUDA: say so, fork none
+        print("clustercheck zygote: CUDA was initialised while importing the ranks' code; "
+              "ranks cannot be forked from here (CLUSTERCHECK_ZYGOTE=0 starts them afresh)", flush=True)
+        return 1
     start_dir = os.getcwd()
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)

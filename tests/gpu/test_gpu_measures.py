@@ -98,3 +98,30 @@ def test_plugin_on_the_gpu_platform(pytester: pytest.Pytester) -> None:
     data = json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
     assert data["run"]["platform"] == "lent" and data["run"]["facts"]["gpu_count"] == n
     assert len(data["results"][0]["verdicts"]) == n  # one verdict per GPU
+
+
+def test_nccl_ranks_forked_from_one_zygote_read_nccl_variables_set_after_the_fork(pools: PoolManager) -> None:
+    """NCCL reads its variables at its own first call, after the fork (run/zygote.py): a rank forked from
+    the zygote writes NCCL's log where NCCL_DEBUG_FILE, set by the rank itself, says; a check's NCCL_ALGO
+    gets its ranks from the same zygote and reaches NCCL (NCCL logs it where a communicator has two GPUs
+    or more: on one, NCCL does not tune), and the data stay exact."""
+    import os
+
+    from clustercheck.run import zygote
+
+    n = ngpus()
+    forked = os.environ.get(zygote.ENV) != "0"
+    params = {"sizes": [1 << 20], "dtype": "float32", "warmup": 1, "iters": 3, "check_iters": 1,
+              "judge_at": 1 << 20, "placements": ["in"], "per_iteration": False}
+    plain = pools.get(PoolKey("nccl", n, nccl_log="init"))
+    served = {p._zygote for p in plain.procs if isinstance(p, zygote.ZygoteRank)}
+    assert len(served) == (1 if forked else 0) and len(plain.procs) == n, plain.procs
+    ring = pools.get(PoolKey("nccl", n, (("NCCL_ALGO", "Ring"),), nccl_log="init"))
+    assert {p._zygote for p in ring.procs if isinstance(p, zygote.ZygoteRank)} == served
+    for pool in (plain, ring):
+        per_rank = pool.run("all_reduce", params, 300)
+        assert reduce_collective("all_reduce", per_rank, ["h"] * n, 1 << 20).metrics["wrong"] == 0
+        logs = [r["nccl"] for r in per_rank]
+        assert all(log["log"] and Path(log["log"]).is_file() and log["versions"] for log in logs), logs
+    if n >= 2:
+        assert all(log["env"].get("NCCL_ALGO") == "Ring" for log in logs), logs
