@@ -1,8 +1,24 @@
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 
+import clustercheck
 from helpers import CPU_THRESHOLDS
+
+# Tests run suites with pytester's in-process `runpytest`, whose run drops every module first imported
+# during it: torch and clustercheck would be imported afresh by each run, and the run's zygote
+# (run/zygote.py, kept in a module global) lost with its module. Imported here, they stay for the
+# worker's session, as a controller process keeps them for its own; a subprocess run costs two torch
+# imports more (its own and its zygote's). Tests that need a process of their own (an environment that
+# must reach the controller at start, an import that must fail) still use `runpytest_subprocess`.
+import torch.distributed  # noqa: E402,F401
+
+for _module in pkgutil.walk_packages(clustercheck.__path__, "clustercheck."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
 
 
 

@@ -165,7 +165,7 @@ def test_burn_runs_on_cpu_ranks_through_the_pool_and_reaches_the_record(pytester
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "s.yaml").write_text("checks:\n" + "".join(
         f"  - id: {c}\n    measure: burn\n    params: {FAST}\n" for c in ("burn-ok", "burn-corrupt", "burn-hot")))
-    res = pytester.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "burn-corrupt:corrupt@1")
+    res = pytester.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "burn-corrupt:corrupt@1")
     data = json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
     got = {r["check"]: r for r in data["results"]}
     assert got["burn-ok"]["outcome"] == "passed", res.stdout.str()

@@ -171,7 +171,7 @@ def test_an_fp8_burn_runs_on_cpu_ranks_through_the_pool_and_a_corruption_fails_i
     (pytester.path / "suites" / "s.yaml").write_text("checks:\n" + "".join(
         f"  - id: {c}\n    measure: burn\n    params: {{duration: 1, m: 128, chunk: 4, interval: 0, dtype: fp8}}\n"
         for c in ("fp8-ok", "fp8-corrupt")))
-    res = pytester.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "fp8-corrupt:corrupt@1")
+    res = pytester.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "fp8-corrupt:corrupt@1")
     data = json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
     got = {r["check"]: r for r in data["results"]}
     assert got["fp8-ok"]["outcome"] == "passed", res.stdout.str()

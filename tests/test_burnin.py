@@ -67,7 +67,7 @@ def _record(project: pytest.Pytester) -> list[dict]:
 
 def test_three_repetitions_with_one_bad_fail_the_item_and_say_so_everywhere(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--repeat", "3", "--cc-inject-fault", "ok:corrupt#2")
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "3", "--cc-inject-fault", "ok:corrupt#2")
     assert res.ret == 1
     res.assert_outcomes(passed=2, failed=1)
     res.stdout.fnmatch_lines(["burn-in: 3 repetition(s)",
@@ -96,7 +96,7 @@ def test_three_repetitions_with_one_bad_fail_the_item_and_say_so_everywhere(proj
 
 def test_duration_repeats_whole_repetitions_until_the_time_is_up(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--duration", "12s")  # the first one starts the pool
+    res = project.runpytest("suites/s.yaml", *RUN, "--duration", "12s")  # the first one starts the pool
     assert res.ret == 0
     lines = _record(project)
     reps = [r["repeat"] for r in lines if r["type"] == "result"]
@@ -106,7 +106,7 @@ def test_duration_repeats_whole_repetitions_until_the_time_is_up(project: pytest
 
 def test_stopping_before_the_last_repetition_is_incomplete(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--repeat", "3", "-x", "--cc-inject-fault",
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "3", "-x", "--cc-inject-fault",
                                        "ok:corrupt#2")
     assert res.ret == 2  # INCOMPLETE: 1 of 3 repetitions ran to its end
     summary = json.loads((project.path / "out" / "latest" / "results.json").read_text())
@@ -115,7 +115,7 @@ def test_stopping_before_the_last_repetition_is_incomplete(project: pytest.Pytes
 
 def test_repeat_and_duration_together_are_refused(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--repeat", "2", "--duration", "1m")
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "2", "--duration", "1m")
     assert res.ret == 4
     res.stderr.fnmatch_lines(["*--repeat and --duration: give one*"])
 

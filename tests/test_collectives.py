@@ -38,7 +38,7 @@ def cproject(project: pytest.Pytester) -> pytest.Pytester:
 @pytest.mark.parametrize(("ranks", "dtype"), [(2, "float32"), (4, "float32"), (2, "bfloat16"), (3, "float16")])
 def test_every_collective_is_exact(cproject: pytest.Pytester, ranks: int, dtype: str) -> None:
     write_suite(cproject, suite(dtype))
-    res = cproject.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out",
+    res = cproject.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out",
                                         "--ranks", str(ranks))
     res.assert_outcomes(passed=len(COLLECTIVES))
     elt = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
@@ -56,7 +56,7 @@ def test_every_collective_is_exact(cproject: pytest.Pytester, ranks: int, dtype:
 
 def test_requested_sizes_follow_nccl_tests_rounding(cproject: pytest.Pytester) -> None:
     write_suite(cproject, suite())
-    cproject.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "--ranks", "3")
+    cproject.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "--ranks", "3")
     by_check = {r["check"]: r for r in results(cproject)}
     # 100000 B of fp32 over 3 ranks: 25000 elements, 8333 per rank, rounded down to 16 B -> 8332
     ag = [row for row in by_check["all_gather"]["rows"] if row["size"] == 8332 * 4 * 3]
@@ -70,7 +70,7 @@ def test_requested_sizes_follow_nccl_tests_rounding(cproject: pytest.Pytester) -
 def test_corrupted_element_is_wrong_and_fails_for_every_collective(cproject: pytest.Pytester) -> None:
     write_suite(cproject, suite())
     faults = [a for c in COLLECTIVES for a in ("--cc-inject-fault", f"{c}:corrupt@0")]  # rank 0: reduce's root
-    res = cproject.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", *faults)
+    res = cproject.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", *faults)
     res.assert_outcomes(failed=len(COLLECTIVES))
     for r in results(cproject):
         wrong = r["metrics"]["wrong"]["value"]
@@ -81,6 +81,6 @@ def test_corrupted_element_is_wrong_and_fails_for_every_collective(cproject: pyt
 
 def test_a_size_that_moves_nothing_is_an_error_naming_the_suite_line(cproject: pytest.Pytester) -> None:
     write_suite(cproject, "checks:\n  - id: all_gather\n    measure: all_gather\n    params: {sizes: [8]}\n")
-    res = cproject.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    res = cproject.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     res.assert_outcomes(errors=1)
     res.stdout.fnmatch_lines(["*suites/s.yaml:2: all_gather of 8 B over 2 ranks moves nothing*"])

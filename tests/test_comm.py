@@ -187,7 +187,7 @@ def test_a_gloo_run_records_its_library_in_every_report(pytester: pytest.Pyteste
         "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n  ar: {busbw: {limit: '>= 0.0001', unit: GB/s}}\n")
     (pytester.path / "s.yaml").write_text(
         "checks:\n  - id: ar\n    measure: all_reduce\n    params: {sizes: [64KiB], iters: 2, warmup: 1}\n")
-    res = pytester.runpytest_subprocess("s.yaml", "--thresholds", "th", "--cc-out", "out", "--platform", "cpu")
+    res = pytester.runpytest("s.yaml", "--thresholds", "th", "--cc-out", "out", "--platform", "cpu")
     res.assert_outcomes(passed=1)
     out = pytester.path / "out" / "latest"
     result = json.loads((out / "results.json").read_text())["results"][0]

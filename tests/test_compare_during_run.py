@@ -20,7 +20,7 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     # other test worker takes the cores; with 3 a loaded machine once read a 10x drop as within it
     write_suite(project, "checks:\n  - id: ok\n    measure: all_reduce\n"
                          "    params: {sizes: [1KiB, 64KiB], iters: 20, warmup: 1}\n")
-    project.runpytest_subprocess(*RUN).assert_outcomes(passed=1)
+    project.runpytest(*RUN).assert_outcomes(passed=1)
     baseline = (project.path / "out" / "latest").resolve()
     # make the baseline look 1000x faster than anything this machine does: the new run must regress
     record = baseline / "run.jsonl"
@@ -30,26 +30,26 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
             if v["metric"] == "busbw":
                 v["measured"] *= 1000
     record.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline))
+    res = project.runpytest(*RUN, "--compare", str(baseline))
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*busbw vs baseline: * -> * GB/s (-*%; higher is better, at most 5% worse allowed*",
                               "*busbw vs baseline  -*% (* -> * GB/s)  >= -5%*FAIL*"])
     (result,) = latest(project)["results"]
     reg = [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
     assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]
-    res = project.runpytest_subprocess(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.99%")
+    res = project.runpytest(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.99%")
     res.assert_outcomes(passed=1)
 
 
 def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess(*RUN, "--compare", "nowhere")
+    res = project.runpytest(*RUN, "--compare", "nowhere")
     assert res.ret == 4
     res.stderr.fnmatch_lines(["ERROR: no run record at *nowhere*"])
 
 
 def test_progress_lines_name_check_node_count_and_time_left(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", scope="cluster"))
-    res = project.runpytest_subprocess(*RUN)  # on by default; off a terminal, whole lines among pytest's own
+    res = project.runpytest(*RUN)  # on by default; off a terminal, whole lines among pytest's own
     res.stdout.fnmatch_lines(["clustercheck [[]1/2] ok on *, elapsed 0:0?",
                               "clustercheck [[]2/2] too-fast, elapsed *, about *:?? left"])

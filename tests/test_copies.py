@@ -42,7 +42,7 @@ checks:
 def test_cpu_measures_run_and_gpu_ones_skip_with_reasons(project: pytest.Pytester) -> None:
     (project.path / "thresholds" / "cpu.yaml").write_text(LIMITS)
     write_suite(project, SUITE)
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "-rs")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "-rs")
     res.assert_outcomes(passed=2, skipped=3)
     res.stdout.fnmatch_lines(["*host_device needs GPUs and this node has none*"])
     results = {r["check"]: r for r in json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"]}

@@ -38,27 +38,27 @@ def test_readme_and_help_state_the_table():
 
 def test_passed_0_failed_1_and_report_repeats_the_runs_code(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    assert project.runpytest_subprocess("suites/s.yaml", *RUN).ret == Exit.PASSED
+    assert project.runpytest("suites/s.yaml", *RUN).ret == Exit.PASSED
     assert cli("report", str(project.path / "out" / "latest")).returncode == Exit.PASSED
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
-    assert project.runpytest_subprocess("suites/s.yaml", *RUN).ret == Exit.FAILED
+    assert project.runpytest("suites/s.yaml", *RUN).ret == Exit.FAILED
     assert cli("report", str(project.path / "out" / "latest")).returncode == Exit.FAILED
 
 
 def test_a_harness_error_with_no_failure_is_3_and_a_failure_outranks_it(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "ok:raise@1")
+    res = project.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "ok:raise@1")
     res.assert_outcomes(failed=1, errors=1)
     assert res.ret == Exit.FAILED
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "ok:raise@1")
+    res = project.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "ok:raise@1")
     res.assert_outcomes(errors=1)
     assert res.ret == Exit.ERROR
 
 
 def test_every_item_skipped_is_5_nothing_judged(project: pytest.Pytester):
     write_suite(project, "checks:\n  - id: h2d\n    measure: host_device\n")
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     res.assert_outcomes(skipped=1)  # a check that does not apply here needs no threshold either
     assert res.ret == Exit.NOTHING
     assert json.loads((project.path / "out" / "latest" / "results.json").read_text())["verdict"] == "SKIPPED"
@@ -67,7 +67,7 @@ def test_every_item_skipped_is_5_nothing_judged(project: pytest.Pytester):
 def test_a_bad_suite_is_4_under_pytest_too_and_nothing_starts(project: pytest.Pytester):
     write_suite(project, "checks:\n  - id: ok\n    measure: all_reduce\n    scpoe: node\n")
     write_suite(project, "checks:\n" + small_check("ok"), name="good.yaml")
-    res = project.runpytest_subprocess("suites/s.yaml", "suites/good.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", "suites/good.yaml", *RUN)
     assert res.ret == Exit.BAD_INPUT
     res.stdout.fnmatch_lines(["*s.yaml:4: checks[[]0[]].scpoe: unknown key*"])
     assert not (project.path / "out").exists()  # the good suite did not start a run
@@ -83,17 +83,17 @@ def test_usage_and_bad_input_are_4_on_every_subcommand(args):
 
 def test_compare_regression_1_nothing_compared_5_bad_baseline_4(project: pytest.Pytester):
     write_suite(project, "checks:\n" + small_check("ok"))
-    project.runpytest_subprocess("suites/s.yaml", *RUN)
+    project.runpytest("suites/s.yaml", *RUN)
     first = (project.path / "out" / "latest").resolve()
     assert cli("compare", str(first), str(first), "--out", str(project.path / "out")).returncode == Exit.PASSED
     write_suite(project, "checks:\n" + small_check("too-fast"))  # another item: nothing in common with the first
-    project.runpytest_subprocess("suites/s.yaml", *RUN)
+    project.runpytest("suites/s.yaml", *RUN)
     second = (project.path / "out" / "latest").resolve()
     out = cli("compare", str(first), str(second), "--out", str(project.path / "out"))
     assert out.returncode == Exit.NOTHING, out.stdout + out.stderr
     (project.path / "bad.jsonl").write_text("not json\n")
     assert cli("compare", str(project.path / "bad.jsonl"), str(first)).returncode == Exit.BAD_INPUT
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--compare", str(project.path / "bad.jsonl"))
+    res = project.runpytest("suites/s.yaml", *RUN, "--compare", str(project.path / "bad.jsonl"))
     assert res.ret == Exit.BAD_INPUT
 
 

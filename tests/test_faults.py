@@ -68,7 +68,7 @@ RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider"
 def test_hang_is_an_error_within_timeout_and_the_rest_runs_on_a_fresh_pool(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + check("a", timeout=4) + check("b"))
     start = time.monotonic()
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:hang")
+    res = fproject.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "a:hang")
     assert time.monotonic() - start < 4 + 30  # timeout plus pool starts, not the 10-minute PG timeout
     res.assert_outcomes(passed=1, errors=1)
     res.stdout.fnmatch_lines(["*timed out after 4 s during all_reduce: no answer from rank 0 (*), rank 1 (*), each still alive*",
@@ -82,7 +82,7 @@ def test_hang_is_an_error_within_timeout_and_the_rest_runs_on_a_fresh_pool(fproj
 
 def test_crashed_rank_is_an_error_and_the_suite_goes_on(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + check("a") + check("b"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:crash@0")
+    res = fproject.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "a:crash@0")
     res.assert_outcomes(passed=1, errors=1)
     res.stdout.fnmatch_lines(["*rank 0 (*) was killed by SIGKILL during all_reduce*"])
     assert_all_gone(rank_pids(record(fproject.path)))
@@ -90,7 +90,7 @@ def test_crashed_rank_is_an_error_and_the_suite_goes_on(fproject: pytest.Pyteste
 
 def test_rank_exception_is_an_error_with_its_message(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + check("a") + check("b"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:raise@1")
+    res = fproject.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "a:raise@1")
     res.assert_outcomes(passed=1, errors=1)
     res.stdout.fnmatch_lines(["*rank 1 (*) raised RuntimeError: injected fault*"])
     # its log is quoted as a dead rank's is: the traceback says where it raised
@@ -100,7 +100,7 @@ def test_rank_exception_is_an_error_with_its_message(fproject: pytest.Pytester) 
 
 def test_corrupt_result_is_counted_wrong_and_fails(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + check("a"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:corrupt")
+    res = fproject.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "a:corrupt")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*wrong 1 count misses the limit == 0 count*"])
     (result,) = [x for x in record(fproject.path) if x["type"] == "result"]
@@ -113,7 +113,7 @@ def test_corrupt_result_is_counted_wrong_and_fails(fproject: pytest.Pytester) ->
 
 def test_bad_fault_option_is_a_usage_error(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + check("a"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-inject-fault", "a:explode")
+    res = fproject.runpytest("suites/s.yaml", *RUN, "--cc-inject-fault", "a:explode")
     assert res.ret == 4
     res.stderr.fnmatch_lines(["*--cc-inject-fault 'a:explode': expected CHECK:KIND*"])
 
@@ -187,7 +187,7 @@ def scoped(cid: str, scope: str, timeout: int = 60) -> str:
 
 def test_a_rank_killed_in_a_node_check_errors_its_node_only_and_names_it(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + scoped("a", "node"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
+    res = fproject.runpytest("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
     res.assert_outcomes(passed=2, errors=1)
     results = {x["name"]: x for x in record(fproject.path) if x["type"] == "result"}
     assert {n: r["outcome"] for n, r in results.items()} == {"a[h1]": "passed", "a[h2]": "passed", "a[h3]": "error"}
@@ -202,7 +202,7 @@ def test_a_rank_killed_in_a_node_check_errors_its_node_only_and_names_it(fprojec
 
 def test_a_rank_killed_in_a_pair_check_errors_its_pairs_and_the_other_rounds_run_on(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + scoped("a", "pair"))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
+    res = fproject.runpytest("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:crash@4")
     res.assert_outcomes(passed=1, errors=2)
     lines = record(fproject.path)
     outcomes = {x["name"]: x["outcome"] for x in lines if x["type"] == "result"}
@@ -218,7 +218,7 @@ def test_a_rank_killed_in_a_pair_check_errors_its_pairs_and_the_other_rounds_run
 
 def test_a_rank_hung_in_a_node_check_times_out_its_node_only(fproject: pytest.Pytester) -> None:
     write_suite(fproject, "checks:\n" + scoped("a", "node", timeout=4))
-    res = fproject.runpytest_subprocess("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:hang@4")
+    res = fproject.runpytest("suites/s.yaml", *RUN, *HOSTS, "--cc-inject-fault", "a:hang@4")
     res.assert_outcomes(passed=2, errors=1)
     results = {x["name"]: x for x in record(fproject.path) if x["type"] == "result"}
     assert {n: r["outcome"] for n, r in results.items()} == {"a[h1]": "passed", "a[h2]": "passed", "a[h3]": "error"}

@@ -34,7 +34,7 @@ def record(p: Path) -> list[dict]:
 def test_hooks_see_every_result_as_recorded_and_the_end_of_the_run(project: pytest.Pytester) -> None:
     project.makeconftest(RECORDER)
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     res.assert_outcomes(passed=1, failed=1)
     recorded = [x for x in record(project.path) if x["type"] == "result"]
     heard = [json.loads(line) for line in (project.path / "hook-results.jsonl").read_text().splitlines()]
@@ -50,7 +50,7 @@ def test_hooks_see_every_result_as_recorded_and_the_end_of_the_run(project: pyte
 def test_an_invalid_suite_calls_no_end_hook(project: pytest.Pytester) -> None:
     project.makeconftest(RECORDER)
     write_suite(project, "checks:\n  - id: ok\n    measure: no-such-measure\n")
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret != 0
     assert not (project.path / "hook-finished.json").exists() and not (project.path / "hook-results.jsonl").exists()
 
@@ -59,7 +59,7 @@ def test_prometheus_textfile_has_each_outcome_metric_and_excluded_node(project: 
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
     prom = project.path / "textfile" / "clustercheck.prom"
     prom.parent.mkdir()
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
+    res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
                                        f"--prometheus-textfile={prom}")
     res.assert_outcomes(passed=1, failed=1)
     samples = [s for family in text_string_to_metric_families(prom.read_text()) for s in family.samples]
@@ -80,7 +80,7 @@ def test_prometheus_textfile_has_each_outcome_metric_and_excluded_node(project: 
 
 def test_prometheus_textfile_in_a_missing_directory_is_a_usage_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
+    res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
                                        "--prometheus-textfile=nowhere/cc.prom")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--prometheus-textfile nowhere/cc.prom: directory nowhere does not exist*"])

@@ -132,7 +132,7 @@ def test_the_recorder_sees_a_request_when_a_page_makes_one(browser: Browser, tmp
 def test_report_of_a_cpu_run_renders_offline_with_summary_and_plots(project: pytest.Pytester, browser: Browser,
                                                                     tmp_path: Path) -> None:
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     assert res.ret == 1  # too-fast fails on purpose: the summary must show both outcomes
     report = (project.path / "out" / "latest" / "report.html").resolve()
     browser.load(report.as_uri())

@@ -119,7 +119,7 @@ def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: py
     (project.path / "thresholds" / "cpu.yaml").write_text(THRESHOLDS)
     write_suite(project, "checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
     textfile = tmp_path / "cc.prom"
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--launcher", "hosts", "--hosts", "h[1-2]",
+    res = project.runpytest("suites/s.yaml", *RUN, "--launcher", "hosts", "--hosts", "h[1-2]",
                                        "--host-command", "env CC_HOST={host} {python}", "--cc-inject-fault",
                                        "a:crash@3", "-p", "clustercheck_prometheus",
                                        f"--prometheus-textfile={textfile}")

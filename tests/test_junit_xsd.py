@@ -55,7 +55,7 @@ def test_a_real_cpu_run_validates(schema: "etree.XMLSchema", project: pytest.Pyt
     from helpers import small_check, write_suite
 
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast") + small_check("unjudged"))
-    project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     junit = (project.path / "out" / "latest" / "junit.xml").resolve()
     assert_valid(schema, junit)
     root = etree.parse(str(junit)).getroot()

@@ -228,7 +228,7 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
     (project.path / "thresholds" / "cpu.yaml").write_text(PROFILE)
     (project.path / "suites" / "s.yaml").write_text(SUITE)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     out = res.stdout.str()
     assert res.ret == 1, out
     assert "Traceback" not in out
@@ -383,7 +383,7 @@ ONE_GPU = FIXTURES / "nvbandwidth" / "all-tests-partial-dgx-station-gb300-c2c.tx
 
 def _one_gpu_run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bin_dir: Path) -> tuple[int, str, dict]:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    res = project.runpytest_subprocess(str(NATIVE_SUITE), "--platform", "h100-sxm-1x", "--ranks", "1", *RUN)
+    res = project.runpytest(str(NATIVE_SUITE), "--platform", "h100-sxm-1x", "--ranks", "1", *RUN)
     out = res.stdout.str()
     data = json.loads((project.path / "out" / "latest" / "results.json").read_text())
     return res.ret, out, {r["check"]: r for r in data["results"]}

@@ -23,7 +23,7 @@ def results(p: pytest.Pytester) -> dict:
 
 def test_passing_suite_writes_junit_html_json_with_properties(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok", scope="cluster"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 0
     res.stdout.fnmatch_lines(["*clustercheck: platform cpu (detected*2 gloo rank(s)*", "*ok*busbw*pass*", "*1 passed*"])
     junit = ET.parse(run_dir(project) / "junit.xml").getroot()
@@ -41,7 +41,7 @@ def test_passing_suite_writes_junit_html_json_with_properties(project: pytest.Py
 
 def test_failed_threshold_names_metric_measured_limit_unit(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("too-fast"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 1
     res.stdout.fnmatch_lines(["*busbw * GB/s misses the limit >= 1000000 GB/s (margin -*%); worst rank ? (*)*",
                               "*limit from '>= 1000000' (thresholds/cpu.yaml:*); impossible on purpose*"])
@@ -52,7 +52,7 @@ def test_failed_threshold_names_metric_measured_limit_unit(project: pytest.Pytes
 
 def test_missing_threshold_is_an_error_not_a_pass(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("unjudged"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 3  # a harness error and nothing failed (clustercheck.exitcodes)
     res.outcomes = res.parseoutcomes()
     assert res.outcomes.get("errors") == 1 and "passed" not in res.outcomes
@@ -64,7 +64,7 @@ def test_missing_threshold_is_an_error_not_a_pass(project: pytest.Pytester) -> N
 
 def test_single_rank_all_reduce_is_skipped_with_reason(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--ranks", "1", "-rs")
+    res = project.runpytest("suites/s.yaml", *RUN, "--ranks", "1", "-rs")
     assert res.ret == 5  # every item skipped: nothing was judged, nothing is cleared
     res.stdout.fnmatch_lines(["*SKIPPED*single rank moves no data*"])
     assert results(project)["results"][0]["outcome"] == "skipped"
@@ -72,7 +72,7 @@ def test_single_rank_all_reduce_is_skipped_with_reason(project: pytest.Pytester)
 
 def test_four_outcomes_in_one_record(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast") + small_check("unjudged"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 1
     res.assert_outcomes(passed=1, failed=1, errors=1)
     lines = [json.loads(x) for x in (run_dir(project) / "run.jsonl").read_text().splitlines()]
@@ -82,15 +82,15 @@ def test_four_outcomes_in_one_record(project: pytest.Pytester) -> None:
 
 def test_k_and_x_behave_as_in_pytest(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("too-fast") + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-k", "ok and not fast")
+    res = project.runpytest("suites/s.yaml", *RUN, "-k", "ok and not fast")
     res.assert_outcomes(passed=1, deselected=1)
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "-x")
+    res = project.runpytest("suites/s.yaml", *RUN, "-x")
     res.assert_outcomes(failed=1)
 
 
 def test_pytest_junitxml_carries_the_properties(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--junitxml=j.xml")
+    res = project.runpytest("suites/s.yaml", *RUN, "--junitxml=j.xml")
     assert res.ret == 0
     case = ET.parse(project.path / "j.xml").getroot().find(".//testcase")
     assert case is not None
@@ -106,7 +106,7 @@ def test_ten_checks_start_the_ranks_once(project: pytest.Pytester) -> None:
     thresholds.write_text(thresholds.read_text() + "".join(
         f"  c{i}:\n    busbw: {{limit: '>= 0.000001', unit: GB/s}}\n" for i in range(10)))
     write_suite(project, "checks:\n" + "".join(small_check(f"c{i}") for i in range(10)))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     res.assert_outcomes(passed=10)
     data = results(project)
     pools = {(r["pool"]["number"], tuple(r["pool"]["pids"])) for r in data["results"]}
@@ -116,7 +116,7 @@ def test_ten_checks_start_the_ranks_once(project: pytest.Pytester) -> None:
 
 def test_a_different_environment_gets_its_own_pool(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", env="{NCCL_EXAMPLE: '1'}"))
-    project.runpytest_subprocess("suites/s.yaml", *RUN)
+    project.runpytest("suites/s.yaml", *RUN)
     pools = [r["pool"]["number"] for r in results(project)["results"]]
     assert pools == [1, 2]
 
@@ -130,7 +130,7 @@ def test_a_different_environment_gets_its_own_pool(project: pytest.Pytester) -> 
 ])
 def test_bad_suite_is_one_line_without_traceback(project: pytest.Pytester, body: str, expected: str) -> None:
     write_suite(project, body)
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret not in (0, 1)
     res.stdout.fnmatch_lines([expected])
     assert "Traceback" not in res.stdout.str() + res.stderr.str()
@@ -140,7 +140,7 @@ def test_bad_threshold_expression_is_a_usage_error(project: pytest.Pytester) -> 
     (project.path / "thresholds" / "cpu.yaml").write_text(
         "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n  ok:\n    busbw: {limit: '>= 0.8 * spec.nvlink.bogus', unit: GB/s}\n")
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 4
     res.stderr.fnmatch_lines(["ERROR: thresholds/cpu.yaml:5: checks.ok.busbw.limit: bad threshold expression*"])
     assert "Traceback" not in res.stdout.str() + res.stderr.str()
@@ -150,25 +150,25 @@ def test_threshold_metric_the_measure_does_not_report(project: pytest.Pytester) 
     (project.path / "thresholds" / "cpu.yaml").write_text(
         "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n  ok:\n    busbww: {limit: '>= 1', unit: GB/s}\n")
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN)
+    res = project.runpytest("suites/s.yaml", *RUN)
     assert res.ret == 4
     res.stderr.fnmatch_lines(["ERROR: thresholds/cpu.yaml:5: checks.ok.busbww: all_reduce reports no metric 'busbww'*"])
 
 
 def test_yaml_outside_suites_dir_is_not_collected_unless_named(project: pytest.Pytester) -> None:
     (project.path / "other.yaml").write_text("checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess(*RUN, "--collect-only", "-q")
+    res = project.runpytest(*RUN, "--collect-only", "-q")
     assert "other.yaml" not in res.stdout.str()
-    res = project.runpytest_subprocess("other.yaml", *RUN, "--collect-only", "-q")
+    res = project.runpytest("other.yaml", *RUN, "--collect-only", "-q")
     assert "other.yaml::ok[" in res.stdout.str()
 
 
 def test_xdist_workers_are_refused_for_suites_but_not_for_other_tests(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "-n", "2")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "-n", "2")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["ERROR: -n 2: clustercheck suites (suites/s.yaml) run in one process: parallel workers "
                               "would measure the same hardware at the same time*"])
     assert not (project.path / "clustercheck-out").exists()  # nothing was measured
     project.makepyfile(test_plain="def test_a():\n    pass\n")
-    project.runpytest_subprocess("test_plain.py", "-n", "2").assert_outcomes(passed=1)
+    project.runpytest("test_plain.py", "-n", "2").assert_outcomes(passed=1)

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_node_health_suite_on_this_machine(project: pytest.Pytester) -> None:
     (project.path / "thresholds" / "cpu.yaml").write_text((REPO / "thresholds" / "cpu.yaml").read_text())
     write_suite(project, (REPO / "suites" / "node-health.yaml").read_text())
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "-rs")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "-rs")
     outcomes = res.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0
     results = {r["check"]: r for r in json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"]}
@@ -30,7 +30,7 @@ def test_node_health_suite_on_this_machine(project: pytest.Pytester) -> None:
 def test_harmful_nccl_setting_fails_and_names_the_variable(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n  - id: nccl-env\n    measure: probe\n    env: {NCCL_P2P_DISABLE: '1'}\n"
                          "    params: {probe: env}\n")
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*NCCL_P2P_DISABLE*"])
     case = ET.parse(project.path / "out" / "latest" / "junit.xml").getroot().find(".//testcase")
@@ -39,6 +39,6 @@ def test_harmful_nccl_setting_fails_and_names_the_variable(project: pytest.Pytes
 
 def test_unknown_probe_is_a_one_line_suite_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n  - id: x\n    measure: probe\n    params: {probe: acs}\n")
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     assert res.ret == 4
     res.stdout.fnmatch_lines(["suites/s.yaml:4: checks?0?.params.probe: must be one of versions, env, pci-acs*"])

@@ -72,7 +72,7 @@ def test_report_re_renders_a_good_record_identically(good_run: Path, tmp_path: P
 def test_out_that_cannot_hold_a_run_is_one_line_before_measuring(project: pytest.Pytester, out: str) -> None:
     (project.path / "a-file").write_text("not a directory\n")
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-out", out)
+    res = project.runpytest("suites/s.yaml", *RUN, "--cc-out", out)
     assert res.ret == 4, res.stdout.str() + res.stderr.str()
     res.stderr.fnmatch_lines([f"*--out {out}: cannot create the run directory*"])
     assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
@@ -82,7 +82,7 @@ def test_out_that_cannot_hold_a_run_is_one_line_before_the_nodes_are_asked(proje
     """Several nodes: the pool that reads the nodes' facts starts under --out, before the run directory."""
     (project.path / "a-file").write_text("not a directory\n")
     write_suite(project, "checks:\n" + small_check("ok"))
-    res = project.runpytest_subprocess("suites/s.yaml", *RUN, "--cc-out", "a-file", "--launcher", "hosts", "--hosts",
+    res = project.runpytest("suites/s.yaml", *RUN, "--cc-out", "a-file", "--launcher", "hosts", "--hosts",
                                        "h[1-2]", "--host-command", "env CC_HOST={host} {python}")
     assert res.ret == 4, res.stdout.str() + res.stderr.str()
     res.stderr.fnmatch_lines(["*--out a-file: cannot create the run directory*"])

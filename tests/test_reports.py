@@ -83,7 +83,7 @@ def test_report_command_reproduces_the_live_reports(project: pytest.Pytester) ->
     from helpers import small_check, write_suite
 
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
-    live_run = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    live_run = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
     run = (project.path / "out" / "latest").resolve()
     live = {n: (run / n).read_bytes() for n in ("report.html", "junit.xml", "results.json", "sla.json")}
     for n in live:

@@ -639,7 +639,7 @@ def test_end_to_end_a_users_own_check_is_judged_by_the_profiles_default(project:
     (project.path / "thresholds" / "cpu.yaml").write_text(CPU_THRESHOLDS + (
         "defaults:\n  all_reduce:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"clustercheck's test floor\"}\n"))
     write_suite(project, "checks:\n" + small_check("users-own") + small_check("borrower", limits="too-fast"))
-    res = project.runpytest_subprocess("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out",
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out",
                                        "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1, failed=1)
     data = json.loads((project.path / "out" / "latest" / "results.json").read_text())
