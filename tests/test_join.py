@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,7 +142,9 @@ def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path
     assert [a.returncode for a in agents] == [3, 3]
     for i in (0, 1):
         said = (tmp_path / f"agent{i}.log").read_text()
-        assert "the controller is gone" in said and "stopped 2 rank(s)" in said, said
+        assert "the controller is gone" in said, said
+        stopped = re.search(r"stopped (\d) rank\(s\)(?:, (\d) had ended on their own)?", said)
+        assert stopped and int(stopped[1]) + int(stopped[2] or 0) == 2, said  # a rank may leave first
     assert not [p for p in pids if alive(p)]
 
 

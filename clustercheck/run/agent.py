@@ -153,8 +153,10 @@ class Agent:
                 self.end_all()
                 return 128 + self.stop
             if self.gone:
-                n = self.end_all()
-                self.say(f"the controller is gone ({self.gone}): stopped {n} rank(s)")
+                ranks = sum(map(len, self.pools.values()))
+                n = self.end_all()  # a rank whose store connection broke may have left on its own first
+                ended = f", {ranks - n} had ended on their own" if ranks > n else ""
+                self.say(f"the controller is gone ({self.gone}): stopped {n} rank(s){ended}")
                 return GONE
             try:
                 code = self._commands()
