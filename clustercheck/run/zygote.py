@@ -13,10 +13,10 @@ A fork is the fresh process it stands for only where whatever was read at import
 zygote serves a rank only when the rank's environment equals the one the zygote imported with, except
 for what is read after the fork (`identity`): clustercheck's own CC_* (the rank's code reads them),
 GLOO_SOCKET_IFNAME (gloo, at the group's start), NCCL_* (NCCL, at its first call), PYTEST_CURRENT_TEST
-(the check the controller is in) and a whole-number OMP_NUM_THREADS (the child applies it with torch.set_num_threads). Any other
-difference, such as a check's own `env:` (a variable a user names may be read by anything at import),
-gets a zygote of its own that imports with it; the one it replaces ends with the last rank it
-started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
+(the check the controller is in) and a whole-number OMP_NUM_THREADS (the child applies it with
+torch.set_num_threads). Any other difference, such as a check's own `env:` naming another variable (a
+variable a user names may be read by anything at import), gets a zygote of its own that imports with
+it; the one it replaces ends with the last rank it started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
 
 NCCL ranks fork too. The zygote must never start CUDA (a child of a process that did cannot use it),
 and checks so before serving. On one H100, forked NCCL ranks passed tests/gpu and measured what fresh
