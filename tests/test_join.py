@@ -124,17 +124,21 @@ def test_an_agent_that_dies_mid_run_errors_its_node_and_the_other_keeps_its_verd
 @pytest.mark.pool
 def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path: Path) -> None:
     """The controller is killed (SIGKILL: no goodbye) while the ranks wait in a check: each agent says the
-    controller is gone, stops its ranks and exits 3; no rank process is left to hold a GPU."""
+    controller is gone, stops its ranks and exits 3; no rank process is left to hold a GPU. Before that:
+    each agent starts its zygote before it has joined (it imports torch while the agent waits), and the
+    ranks are forked from it; the zygote goes with the agent."""
     project(tmp_path)
     port, secret = free_port(), token()
+    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
+    zygotes = [_zygote_of(a.pid) for a in agents]  # no controller yet
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
                                         "--store-addr", f"127.0.0.1:{port}", "--cc-inject-fault=node-ar:delay"])
-    agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
     record = tmp_path / "out" / "latest" / "run.jsonl"
     wait_for(record, '"type": "result"', 180)
     pids = [r["pid"] for line in record.read_text().splitlines() if '"type": "pool"' in line
             for r in json.loads(line)["ranks"]]
     assert len(pids) == 4 and all(alive(p) for p in pids)
+    assert sorted(_parent(p) for p in pids) == sorted(zygotes * 2)
     ctl.kill()
     ctl.wait()
     for a in agents:
@@ -145,7 +149,26 @@ def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path
         assert "the controller is gone" in said, said
         stopped = re.search(r"stopped (\d) rank\(s\)(?:, (\d) had ended on their own)?", said)
         assert stopped and int(stopped[1]) + int(stopped[2] or 0) == 2, said  # a rank may leave first
-    assert not [p for p in pids if alive(p)]
+    assert not [p for p in pids + zygotes if alive(p)]
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+def _zygote_of(agent_pid: int, timeout: float = 30) -> int:
+    """The pid of the zygote an agent started, once it is there."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and _parent(int(proc.name)) == agent_pid and \
+                        b"clustercheck.run.zygote" in (proc / "cmdline").read_bytes():
+                    return int(proc.name)
+            except OSError:
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"agent {agent_pid} started no zygote within {timeout} s")
 
 
 @pytest.mark.pool
