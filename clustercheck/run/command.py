@@ -135,8 +135,8 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
             search.load(args.platform)
         else:
             search.profiles()
-        # pytest once the input reads (bad input is refused 0.4 s sooner on a 2-vCPU VM), and before the
-        # controller's torch import starts in a thread beside this one: the two at once are slower
+        # pytest once the input reads (bad input is refused 0.4 s sooner on a 2-vCPU VM), and still before
+        # prestart.go() starts the controller's torch import in a thread, as it was (docs/benchmarks.md)
         import pytest
 
         prestart.go()
