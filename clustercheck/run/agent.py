@@ -231,8 +231,9 @@ class Agent:
                    self.workdir / f"pool{pool}-rank{rank}.log") for local, rank in enumerate(msg["ranks"])]
         # forked from this agent's zygote (run/zygote.py) for the environment the ranks import with, the
         # agent's and the controller's together; fresh processes where it is off or cannot be asked
-        zygote = shared_zygote({**env, **travel}, self.workdir / "zygote.log")
-        forked = zygote.start_all([(args, {**env, **travel}, log) for _, args, log in wanted], key) if zygote else None
+        seen = {**env, **travel}
+        zygote = shared_zygote(seen, self.workdir / "zygote.log")
+        forked = zygote.start_all([(args, seen, log) for _, args, log in wanted], key) if zygote else None
         if forked is not None:
             started = [Rank(rank, proc, log) for (rank, _, log), proc in zip(wanted, forked)]
         else:
