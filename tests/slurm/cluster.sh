@@ -193,7 +193,7 @@ KillWait=5
 MinJobAge=30
 Waittime=0
 # A switch tree (topology.conf beside this file): ccnode1-2 under leaf ccleaf1, ccnode3 under ccleaf2,
-# both under ccspine. `clustercheck run --topology slurm` reads it back through `scontrol show topology`.
+# both under ccspine. "clustercheck run --topology slurm" reads it back through "scontrol show topology".
 TopologyPlugin=topology/tree
 
 NodeName=ccnode[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[${ports[0]},${ports[1]},${ports[2]}] CPUs=${CPUS_PER_NODE} Sockets=1 CoresPerSocket=${CPUS_PER_NODE} ThreadsPerCore=1 RealMemory=${MEM_PER_NODE} State=UNKNOWN
