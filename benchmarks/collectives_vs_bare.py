@@ -1,6 +1,6 @@
 """clustercheck's gloo busbw against a bare torch.distributed loop (nccl-tests method), 2 ranks.
 
-    python benchmarks/collectives_vs_bare.py [--repeats 20]
+    python benchmarks/collectives_vs_bare.py [--repeats 20] [--smoke]
 
 One `clustercheck run` of all_reduce, all_gather and broadcast at 4 and 64 MiB, each repeated
 --repeats times, with this module loaded as a pytest plugin: beside clustercheck's two ranks it keeps
@@ -101,7 +101,7 @@ def pytest_unconfigure(config: Any) -> None:
 
 
 # -- the driver ------------------------------------------------------------------------------------
-def write_suite(tmp: Path, repeats: int) -> tuple[Path, Path]:
+def write_suite(tmp: Path, repeats: int, smoke: bool = False) -> tuple[Path, Path]:
     """The interleaved suite (cells in turn, `repeats` times) and its benchmark-only limits."""
     from bare_collectives import ITERS  # beside this script (on sys.path when run as one)
 
@@ -109,7 +109,8 @@ def write_suite(tmp: Path, repeats: int) -> tuple[Path, Path]:
     for k in range(repeats):
         for coll, size in CELLS:
             cid = f"{coll}-{size >> 20}MiB-{k}"
-            params = {"sizes": [size], "warmup": 5, "iters": ITERS[coll][size], "check_iters": 0}
+            warmup, iters = (1, 2) if smoke else (5, ITERS[coll][size])
+            params = {"sizes": [size], "warmup": warmup, "iters": iters, "check_iters": 0}
             if coll == "all_gather":
                 params["placements"] = ["out"]
             checks.append({"id": cid, "measure": coll, "params": params})
@@ -125,10 +126,12 @@ def write_suite(tmp: Path, repeats: int) -> tuple[Path, Path]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=20, help="measurements of each collective and size per side")
+    ap.add_argument("--smoke", action="store_true",
+                    help="1 warm-up and 2 iterations a measurement: runs every step, its figures mean nothing")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        suite, thresholds = write_suite(tmp, args.repeats)
+        suite, thresholds = write_suite(tmp, args.repeats, args.smoke)
         env = {**os.environ, OUT_ENV: str(tmp / "bare.json"),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
         proc = subprocess.run([str(BIN / "clustercheck"), "run", str(suite), "--thresholds", str(thresholds),
@@ -140,8 +143,9 @@ def main() -> None:
         results = json.loads((tmp / "out" / "latest" / "results.json").read_text())["results"]
         cc = {r["check"]: r["rows"][0]["busbw"] for r in results}
         bare = {m["check"]: m["busbw"] for m in json.loads((tmp / "bare.json").read_text())}
+    iters = "2 (--smoke: not figures to keep)" if args.smoke else "bare_collectives.ITERS"
     print(f"busbw (GB/s), 2 gloo ranks a side, {args.repeats} interleaved measurements of each collective and size"
-          " (iterations: bare_collectives.ITERS)")
+          f" (iterations: {iters})")
     print(f"{'collective':<12}{'size':>8}{'bare':>10}{'clustercheck':>14}{'ratio':>8}   paired ratios: quartiles")
     ok = True
     for coll, size in CELLS:
