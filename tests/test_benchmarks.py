@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -40,3 +41,34 @@ def test_the_quick_gate_estimate_reads_the_shipped_suite_and_adds_its_parts() ->
     assert total == pytest.approx(sum(parts), abs=0.01 * len(parts))
     # the data volume: 26 ops of 16 MiB + 256 MiB + 1 GiB + 4 GiB + 8 GiB, 2(n-1)/n of it on the wire, at 475 GB/s
     assert "1.36 s  allreduce-default: data at 475 GB/s" in out
+
+
+CGROUP_ROOTS = ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")  # suite_cpu.py's, in order
+
+
+def _cgroup_writable() -> bool:
+    return os.geteuid() == 0 and any(os.access(root, os.W_OK) for root in CGROUP_ROOTS)
+
+
+@pytest.mark.skipif(not _cgroup_writable(), reason="benchmarks/suite_cpu.py needs root and a cgroup hierarchy")
+def test_suite_cpu_counts_the_processes_a_test_started(tmp_path: Path) -> None:
+    """benchmarks/suite_cpu.py: a test whose child process burns CPU is charged for it (its own rusage
+    would not show it) and comes first; a test that does nothing costs about nothing."""
+    (tmp_path / "test_tiny.py").write_text(
+        "import subprocess, sys\n"
+        "def test_child_burns():\n"
+        "    subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+        "while time.process_time() - t < 0.5: pass'], check=True)\n"
+        "def test_idle():\n"
+        "    pass\n")
+    popen = subprocess.Popen([sys.executable, str(BENCH / "suite_cpu.py"), "--top", "2", "test_tiny.py"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = popen.communicate(timeout=120)
+    proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+(test_tiny\.py::\w+)$", proc.stdout, re.M)
+    assert [name for *_, name in rows] == ["test_tiny.py::test_child_burns", "test_tiny.py::test_idle"], proc.stdout
+    assert float(rows[0][0]) >= 0.45 and float(rows[1][0]) < 0.1, proc.stdout
+    assert re.search(r"^\s*[\d.]+\s+[\d.]+\s+test_tiny\.py$", proc.stdout, re.M)  # the file's sum
+    for root in CGROUP_ROOTS:
+        assert not Path(root, f"cc-suite-cpu-{popen.pid}").exists()  # its group removed
