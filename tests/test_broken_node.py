@@ -167,7 +167,8 @@ def _hosts(tmp_path: Path, scenarios: dict[str, dict]) -> tuple[str, ...]:
 
 def test_a_gpu_less_controller_reads_the_platform_from_the_nodes(h100_project, tmp_path):
     hosts = _hosts(tmp_path, {"h1": h100_node(), "h2": without(h100_node(), GONE)})
-    res = h100_project.runpytest_subprocess("suites/quick-gate-nvlink8.yaml", "-k", "versions", *RUN, *hosts)
+    res = h100_project.runpytest_subprocess("suites/quick-gate-nvlink8.yaml", "-k", "versions", *RUN, *hosts,
+                                            "--ranks", "1")  # a node-scoped check needs no more
     res.assert_outcomes(passed=1, failed=1)
     header = _record(h100_project)[0]
     assert header["platform"] == "h100-sxm-8x" and header["facts"] == header["node_facts"]["h1"]
@@ -182,7 +183,8 @@ def test_a_gpu_less_controller_reads_the_platform_from_the_nodes(h100_project, t
 def test_nodes_that_disagree_on_the_platform_end_the_run_before_it_starts(h100_project, tmp_path):
     not_loaded = {"init_error": 9, "gpus": []}  # NVML_ERROR_DRIVER_NOT_LOADED: a node without GPUs
     hosts = _hosts(tmp_path, {"h1": h100_node(), "h2": h100_node(), "h3": not_loaded})
-    res = h100_project.runpytest_subprocess("suites/quick-gate-nvlink8.yaml", "-k", "versions", *RUN, *hosts)
+    res = h100_project.runpytest_subprocess("suites/quick-gate-nvlink8.yaml", "-k", "versions", *RUN, *hosts,
+                                            "--ranks", "1")
     assert res.ret == 4
     res.stderr.fnmatch_lines(["ERROR: the nodes disagree on the platform: h100-sxm-8x on h[[]1-2]; cpu on h3; *"])
     assert "Traceback" not in res.stderr.str()
