@@ -142,6 +142,9 @@ def test_no_ini_file_or_rootdir_comes_from_the_suites_folder_unless_asked(machin
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"rootdir: {tmp}\n" in res.stdout  # the working directory, not sub/
+    # the header says no ini file was read, not pytest's "configfile: ../../dev/null" for the -c that does it
+    assert "configfile: none (clustercheck run reads no ini file; -c FILE names one)\n" in res.stdout, res.stdout
+    assert "dev/null" not in res.stdout
     res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co", "-c", "sub/pytest.ini"],
                          cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == Exit.BAD_INPUT  # the user's -c wins: that file's addopts are read, and refused
@@ -149,7 +152,7 @@ def test_no_ini_file_or_rootdir_comes_from_the_suites_folder_unless_asked(machin
     res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "sub/s.yaml", "--co", "--rootdir=sub"], cwd=tmp,
                          env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr  # the user's rootdir, and still no ini file read
-    assert f"rootdir: {tmp / 'sub'}\n" in res.stdout, res.stdout
+    assert f"rootdir: {tmp / 'sub'}\n" in res.stdout and "configfile: none" in res.stdout, res.stdout
     plain = subprocess.run([sys.executable, "-m", "pytest", "sub/s.yaml", "--co", "-p", "no:cacheprovider"], cwd=tmp,
                            env=env, capture_output=True, text=True, timeout=120)
     assert plain.returncode != 0 and "unrecognized arguments: --no-such-option" in plain.stderr  # pytest as usual

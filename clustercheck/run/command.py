@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any, Generator
+
+import pluggy
 
 from clustercheck.errors import UserError, show
 from clustercheck.paths import data_dir, shown
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
         TIMINGS.mark("suites and profiles checked")
         os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
-        return int(pytest.main(pytest_args))  # the plugin sets the code from the run's verdict
+        return int(pytest.main(pytest_args, plugins=[NoIniHeader()]))  # the plugin sets the code from the verdict
     finally:
         prestart.end()  # the session took it, or nothing ran
         if saved is None:
@@ -184,6 +187,19 @@ def isolation(rest: list[str]) -> list[str]:
     if "--assert" not in given:
         out.append("--assert=plain")
     return out
+
+
+class NoIniHeader:
+    """pytest's header says "configfile: ../../dev/null" for isolation's -c: say that none was read."""
+
+    @pluggy.HookimplMarker("pytest")(wrapper=True)  # pytest.hookimpl, without importing pytest yet
+    def pytest_report_header(self, config: Any) -> Generator[None, list[Any], list[Any]]:
+        headers = yield
+        if str(config.inipath) == os.devnull:
+            said = "configfile: none (clustercheck run reads no ini file; -c FILE names one)"
+            headers = [[said if line.startswith("configfile: ") else line for line in ([h] if isinstance(h, str) else h)]
+                       for h in headers]
+        return headers
 
 
 def default_suite() -> str:
