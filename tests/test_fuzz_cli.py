@@ -227,7 +227,7 @@ def test_argument_vectors(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     work = tmp_path_factory.mktemp("fuzz-argv")
     monkeypatch.chdir(work)
     started: list[list[str]] = []
-    monkeypatch.setattr(pytest_module, "main", lambda args: started.append(list(args)) or 0)
+    monkeypatch.setattr(pytest_module, "main", lambda args, plugins=None: started.append(list(args)) or 0)
     monkeypatch.setenv("SLURM_CONF", str(work / "no-slurm.conf"))  # resume must never reach a real cluster
 
     @settings(FUZZ, max_examples=600)
