@@ -63,12 +63,11 @@ def test_suite_cpu_counts_the_processes_a_test_started(tmp_path: Path) -> None:
         "    pass\n")
     popen = subprocess.Popen([sys.executable, str(BENCH / "suite_cpu.py"), "--top", "2", "test_tiny.py"], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = popen.communicate(timeout=120)
-    proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+(test_tiny\.py::\w+)$", proc.stdout, re.M)
-    assert [name for *_, name in rows] == ["test_tiny.py::test_child_burns", "test_tiny.py::test_idle"], proc.stdout
-    assert float(rows[0][0]) >= 0.45 and float(rows[1][0]) < 0.1, proc.stdout
-    assert re.search(r"^\s*[\d.]+\s+[\d.]+\s+test_tiny\.py$", proc.stdout, re.M)  # the file's sum
+    out, err = popen.communicate(timeout=120)  # Popen, not run: its pid names the group it made
+    assert popen.returncode == 0, out + err
+    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+(test_tiny\.py::\w+)$", out, re.M)
+    assert [name for *_, name in rows] == ["test_tiny.py::test_child_burns", "test_tiny.py::test_idle"], out
+    assert float(rows[0][0]) >= 0.45 and float(rows[1][0]) < 0.1, out
+    assert re.search(r"^\s*[\d.]+\s+[\d.]+\s+test_tiny\.py$", out, re.M)  # the file's sum
     for root in CGROUP_ROOTS:
         assert not Path(root, f"cc-suite-cpu-{popen.pid}").exists()  # its group removed
