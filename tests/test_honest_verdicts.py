@@ -351,9 +351,9 @@ def test_a_native_tool_printing_one_96_kib_line_is_judged_at_once(measure, name,
     lines = out.split("\n")
     for line in ("x" * (96 << 10), "-" * (96 << 10), "7" * (96 << 10)):
         stdout = "\n".join(lines[:3] + [line] + lines[3:])
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU, not wall: the cores the tests run on are shared with other workers
         kind_verdicts(measure, params, stdout, binary)
-        assert time.perf_counter() - t0 < 1.0, f"{measure}: a 96 KiB line of {line[0]!r} took too long"
+        assert time.thread_time() - t0 < 1.0, f"{measure}: a 96 KiB line of {line[0]!r} took too long"
 
 
 @pytest.mark.parametrize("value", ["nan", -5.0, 2.5])
