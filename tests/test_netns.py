@@ -236,7 +236,7 @@ def test_scope_localize_through_the_run_names_the_throttled_link_or_node_and_onl
 def test_scope_localize_follows_the_topology_file_and_refuses_a_node_outside_it(bed6: NetBed, tmp_path: Path) -> None:
     """--topology: the planner gets the switch tree (cut to the run's nodes; the file names one node
     more), the throttled link inside a leaf is still named and only it, and the record says which file
-    it used. A run node missing from the file is the user's error, named, with no round run."""
+    it used. A run node missing from the file is the user's error, named before any rank starts."""
     hosts = bed6.hosts
     bed6.throttle_pair(hosts[0], hosts[1], RATE)
     (tmp_path / "th").mkdir()
@@ -261,6 +261,9 @@ def test_scope_localize_follows_the_topology_file_and_refuses_a_node_outside_it(
 
     tree["leaf-b"]["nodes"] = list(hosts[3:5])  # hosts[5] under no switch
     (tmp_path / "topo.json").write_text(json.dumps(tree))
-    res = subprocess.run([*cmd, "--out", "out2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    # a host command that starts nothing: the refusal comes before any rank is asked for
+    refused = [*cmd, "--out", "out2"]
+    refused[refused.index(TEMPLATE)] = "false {host} {python}"
+    res = subprocess.run(refused, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert f"1 node(s) are under no switch: {hosts[5]}" in res.stdout + res.stderr, res.stdout[-3000:] + res.stderr[-3000:]
     assert "Traceback" not in res.stdout + res.stderr and res.returncode == 4, res.returncode

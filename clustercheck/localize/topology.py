@@ -207,7 +207,7 @@ def _link(leaf_of: dict[str, str], children: dict[str, list[str]], where: dict[s
 
 def for_nodes(spec: str | Path, nodes: Iterable[str]) -> Topology:
     """--topology read and cut to a run's nodes (a cluster's tree names many more); a run node under no
-    switch is the user's error, named before any check runs."""
+    switch is the user's error, named before any rank starts."""
     nodes = list(nodes)
     full = read_topology(spec)
     check_nodes(full, nodes, source_of(spec))

@@ -81,6 +81,11 @@ class CheckSession:
             early.discard()
             early = None
         try:
+            topology = None
+            if opts.topology is not None:  # a run node under no switch: the user's error, before any rank starts
+                from clustercheck.localize.topology import for_nodes
+
+                topology = for_nodes(opts.topology, self.nodes)
             nodes, first = self._node_facts(early.facts if early else None)
         except BaseException:
             if early is not None:
@@ -113,11 +118,6 @@ class CheckSession:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = unique(opts.out / f"{stamp}-{self.profile.name}")
         try:
-            topology = None
-            if opts.topology is not None:  # a run node under no switch: the user's error, before any check
-                from clustercheck.localize.topology import for_nodes
-
-                topology = for_nodes(opts.topology, self.nodes)
             make_dir(opts.out, self.run_dir)
         except UserError:
             _drop(first, early)
