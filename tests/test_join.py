@@ -125,12 +125,14 @@ def test_an_agent_that_dies_mid_run_errors_its_node_and_the_other_keeps_its_verd
 def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path: Path) -> None:
     """The controller is killed (SIGKILL: no goodbye) while the ranks wait in a check: each agent says the
     controller is gone, stops its ranks and exits 3; no rank process is left to hold a GPU. Before that:
-    each agent starts its zygote before it has joined (it imports torch while the agent waits), and the
-    ranks are forked from it; the zygote goes with the agent."""
+    each agent forks its zygote from itself before it has joined, and the ranks are forked from that;
+    the zygote goes with the agent."""
     project(tmp_path)
     port, secret = free_port(), token()
     agents = [agent(tmp_path, secret, i, f"pod{i}", f"127.0.0.1:{port}", "--local-ranks", "2") for i in (0, 1)]
     zygotes = [_zygote_of(a.pid) for a in agents]  # no controller yet
+    # forked from the agent after its torch import, not started afresh: the agent's own command line
+    assert all(b"\0agent\0" in Path(f"/proc/{z}/cmdline").read_bytes() for z in zygotes)
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "2",
                                         "--store-addr", f"127.0.0.1:{port}", "--cc-inject-fault=node-ar:delay"])
     record = tmp_path / "out" / "latest" / "run.jsonl"
@@ -163,7 +165,7 @@ def _zygote_of(agent_pid: int, timeout: float = 30) -> int:
         for proc in Path("/proc").iterdir():
             try:
                 if proc.name.isdigit() and _parent(int(proc.name)) == agent_pid and \
-                        b"clustercheck.run.zygote" in (proc / "cmdline").read_bytes():
+                        (proc / "comm").read_text() == "cc-zygote\n":  # forked from the agent: its command line
                     return int(proc.name)
             except OSError:
                 continue

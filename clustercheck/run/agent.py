@@ -32,7 +32,9 @@ from clustercheck.run import gang, wire
 from clustercheck.run.launch import WORKER
 from clustercheck.run.launcher import RankProcess
 from clustercheck.run.zygote import end_shared as end_zygote
+from clustercheck.run.zygote import identity
 from clustercheck.run.zygote import shared as shared_zygote
+from clustercheck.run.zygote_serve import preimport
 from clustercheck.run.wire import env_line
 
 CHUNK = 64 << 10  # bytes of a rank's output per message
@@ -211,10 +213,13 @@ class Agent:
         return None
 
     def warm(self) -> None:
-        """Start this agent's zygote before joining: its torch import (4-5 s on an H100 node) then runs
-        beside the agent's own instead of after it, when the first pool is asked for. A pool whose
-        environment differs gets a zygote of its own then (run/zygote.py)."""
-        shared_zygote(self._env(), self.workdir / "zygote.log")
+        """Import what the ranks import, then fork this agent's zygote from here, before joining (and
+        before any thread starts): the agent needs torch for its store client anyway, and the zygote
+        needs no import of its own (run/zygote_serve.py). A pool whose environment differs gets a
+        zygote of its own when it is asked for, started afresh (run/zygote.py)."""
+        if identity(self._env()) is not None:  # CLUSTERCHECK_ZYGOTE=0: no import here either
+            preimport()
+            shared_zygote(self._env(), self.workdir / "zygote.log", fork=True)
 
     def _env(self) -> dict[str, str]:
         """The agent's environment as its ranks get it: without the shared secret."""

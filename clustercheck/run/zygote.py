@@ -17,6 +17,8 @@ GLOO_SOCKET_IFNAME (gloo, at the group's start), NCCL_* (NCCL, at its first call
 torch.set_num_threads). Any other difference, such as a check's own `env:` naming another variable (a
 variable a user names may be read by anything at import), gets a zygote of its own that imports with
 it; the one it replaces ends with the last rank it started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
+The zygote process itself is run/zygote_serve.py: a controller starts it afresh; a node agent, which
+imports torch for its own store client, forks its first zygote from itself after that import.
 
 NCCL ranks fork too. The zygote must never start CUDA (a child of a process that did cannot use it),
 and checks so before serving. On one H100, forked NCCL ranks passed tests/gpu and measured what fresh
@@ -39,9 +41,10 @@ import socket
 import subprocess
 import sys
 import threading
-import traceback
 from pathlib import Path
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, Mapping, Sequence
+
+from clustercheck.run import zygote_serve
 
 ENV = "CLUSTERCHECK_ZYGOTE"
 # read after the fork: gloo's interface when the rank starts its group; pytest's item of the moment
@@ -49,7 +52,6 @@ ENV = "CLUSTERCHECK_ZYGOTE"
 # NCCL_* too (identity): NCCL reads each on first use, in its own calls (github.com/NVIDIA/nccl
 # src/include/param.h, NCCL_PARAM); fresh ranks set NCCL_DEBUG* after importing torch (measure/nccl_log.py)
 _AFTER_FORK = ("GLOO_SOCKET_IFNAME", "PYTEST_CURRENT_TEST")
-_MAX_MESSAGE = 1 << 20
 _START = 180.0  # seconds: the pool's own START_TIMEOUT
 
 
@@ -126,7 +128,7 @@ class ZygoteRank:
 class Zygote:
     """The controller's handle on one zygote process."""
 
-    def __init__(self, ident: tuple[tuple[str, str], ...], log: Path) -> None:
+    def __init__(self, ident: tuple[tuple[str, str], ...], log: Path, fork: bool = False) -> None:
         self.identity = ident
         self.log = log
         self.changed = threading.Condition()
@@ -136,12 +138,15 @@ class Zygote:
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
-                # a process group of its own in the controller's session, as the ranks had (launch._popen)
-                group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
-                                         else {"preexec_fn": os.setpgrp})
-                self.proc = subprocess.Popen([sys.executable, "-m", "clustercheck.run.zygote", str(theirs.fileno())],
-                                             env=dict(ident), stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), **group)
+                if fork:  # this process imported torch and runs one thread (zygote_serve.fork)
+                    self.proc: subprocess.Popen[bytes] | zygote_serve.Forked = zygote_serve.fork(theirs, self._sock, out, dict(ident))
+                else:  # a process group of its own in the controller's session, as the ranks had (launch._popen)
+                    group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
+                                             else {"preexec_fn": os.setpgrp})
+                    self.proc = subprocess.Popen([sys.executable, "-m", "clustercheck.run.zygote_serve",
+                                                  str(theirs.fileno())], env=dict(ident), stdin=subprocess.DEVNULL,
+                                                 stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                                 **group)
         except BaseException:
             self._sock.close()
             raise
@@ -213,7 +218,7 @@ class Zygote:
     def _listen(self) -> None:
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(self._sock, _MAX_MESSAGE, 1)
+                message, fds, _, _ = socket.recv_fds(self._sock, zygote_serve.MAX_MESSAGE, 1)
             except OSError:
                 message, fds = b"", []
             if not message:
@@ -272,10 +277,12 @@ def end_shared() -> None:
         found.close()
 
 
-def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
+def shared(env: Mapping[str, str], log: Path, fork: bool = False) -> Zygote | None:
     """This controller's zygote for ranks with `env`, started on first use (its output to `log`), or a
     new one where the environment at import differs; None where the zygote is off or cannot be started
-    (the ranks then start afresh)."""
+    (the ranks then start afresh). `fork`: the caller imported torch (zygote_serve.preimport) with `env`
+    as its environment, less variables that nothing reads at import; the zygote is then forked from it
+    where it runs one thread."""
     global _shared
     ident = identity(env)
     if ident is None:
@@ -286,114 +293,7 @@ def shared(env: Mapping[str, str], log: Path) -> Zygote | None:
             _shared = None
         if _shared is None:
             try:
-                _shared = Zygote(ident, log)
+                _shared = Zygote(ident, log, fork and threading.active_count() == 1)
             except OSError:  # no process or socket to spare, an unwritable log: fresh ranks say what is wrong
                 return None
         return _shared
-
-
-# -- the zygote's side -----------------------------------------------------------------------------
-
-
-def serve(fd: int) -> int:
-    """Import once, then fork a rank per request until the controller's end of the socket closes."""
-    sock = socket.socket(fileno=fd)
-    import torch  # what every rank imports (worker.py)
-    import torch.distributed  # noqa: F401
-
-    import clustercheck.measure  # noqa: F401
-    import clustercheck.measure.binding  # noqa: F401
-    import clustercheck.measure.nccl_log  # noqa: F401
-    import clustercheck.run.worker  # noqa: F401
-
-    if torch.cuda.is_initialized():  # a child of a process with CUDA started cannot use CUDA: say so, fork none
-        print("clustercheck zygote: CUDA was initialised while importing the ranks' code; "
-              "ranks cannot be forked from here (CLUSTERCHECK_ZYGOTE=0 starts them afresh)", flush=True)
-        return 1
-    start_dir = os.getcwd()
-    sel = selectors.DefaultSelector()
-    sel.register(sock, selectors.EVENT_READ, None)
-    while True:
-        for key, _ in sel.select():
-            if key.data is None:
-                try:
-                    message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
-                except OSError:
-                    return 0
-                if not message:
-                    return 0  # the controller has ended or closed us
-                asked = json.loads(message)
-                parent = os.getpid()
-                pid = os.fork()
-                if pid == 0:
-                    _become_rank(asked, fds, start_dir, sel, parent)
-                for fd in fds:
-                    os.close(fd)
-                pidfd = os.pidfd_open(pid)
-                sel.register(pidfd, selectors.EVENT_READ, (asked["id"], pid))
-                if not _tell(sock, {"id": asked["id"], "pid": pid}, [pidfd]):
-                    return 0
-            else:
-                ident, pid = key.data
-                sel.unregister(key.fd)
-                os.close(key.fd)
-                _, status = os.waitpid(pid, 0)
-                if not _tell(sock, {"id": ident, "exit": os.waitstatus_to_exitcode(status)}):
-                    return 0
-
-
-def _tell(sock: socket.socket, said: dict[str, Any], fds: Sequence[int] = ()) -> bool:
-    try:
-        socket.send_fds(sock, [json.dumps(said).encode()], fds)
-        return True
-    except OSError:
-        return False
-
-
-def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: selectors.BaseSelector,
-                 parent: int) -> NoReturn:
-    """In the forked child: become the process `python -m clustercheck.run.worker ARGV` would have been,
-    with the request's environment, directory, stdin (the key) and log, then run it; never returns."""
-    try:
-        from clustercheck.run import worker
-
-        worker._die_with_parent()
-        if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
-            os._exit(1)
-        for key in list(sel.get_map().values()):  # the zygote's socket and its other ranks' pidfds
-            os.close(key.fd)
-        os.setpgid(0, 0)  # a process group of its own, as launch._popen gives a fresh rank
-        stdin, log = fds
-        os.dup2(stdin, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(stdin)
-        os.close(log)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own streams)
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        os.chdir(asked["cwd"])
-        if sys.path and sys.path[0] == start_dir:  # `python -m` puts the directory it starts in first
-            sys.path[0] = asked["cwd"]
-        os.environ.clear()
-        os.environ.update(asked["env"])
-        threads = asked["env"].get("OMP_NUM_THREADS", "")
-        if threads.isdigit() and int(threads) > 0:  # OpenMP read the zygote's at import
-            import torch
-
-            torch.set_num_threads(int(threads))
-        sys.argv = [worker.__file__, *asked["argv"]]
-        worker._run()  # ends the process, with the rank's own exit code
-    except BaseException:  # noqa: BLE001 - said in the rank's log, which the pool quotes
-        traceback.print_exc()
-        sys.stderr.flush()
-    os._exit(1)
-
-
-if __name__ == "__main__":
-    try:
-        code = serve(int(sys.argv[1]))
-    except KeyboardInterrupt:
-        code = 130
-    sys.stdout.flush()
-    os._exit(code)  # without tearing torch down: the controller has gone or closed us

@@ -1,0 +1,209 @@
+"""The zygote process (run/zygote.py is the controller's handle on it): it imports what every rank
+imports once, then forks a rank per request until the controller's end of its socket closes.
+
+It starts in one of two ways:
+- `python -m clustercheck.run.zygote_serve FD`, from a controller (pytest's process, which imports no
+  torch) or from any process that already runs threads (forking one is unsafe);
+- forked (`fork`) from a node agent that has just imported torch itself and runs one thread. The agent
+  needs torch for its store client anyway, and the fork spares the zygote an import of its own: about
+  1.5 CPU-s on a 2-vCPU VM, 4-5 s on an H100 node (docs/benchmarks.md). The child is then what a fresh
+  zygote would be: its own process group, no stdin, the log as stdout and stderr, default signal
+  handlers, `python -m`'s sys.path[0]; the environment of each rank is the request's, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from typing import Any, BinaryIO, NoReturn, Sequence
+
+MAX_MESSAGE = 1 << 20
+
+
+def preimport() -> None:
+    """Import what every rank imports (worker.py): once, in the zygote or in the agent it forks from."""
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+
+    import clustercheck.measure  # noqa: F401
+    import clustercheck.measure.binding  # noqa: F401
+    import clustercheck.measure.nccl_log  # noqa: F401
+    import clustercheck.run.worker  # noqa: F401
+
+
+def serve(fd: int) -> int:
+    """Import once, then fork a rank per request until the controller's end of the socket closes."""
+    sock = socket.socket(fileno=fd)
+    _name(b"cc-zygote")  # what ps and top show (a forked zygote's command line is its agent's)
+    preimport()
+    import torch
+
+    if torch.cuda.is_initialized():  # a child of a process with CUDA started cannot use CUDA: say so, fork none
+        print("clustercheck zygote: CUDA was initialised while importing the ranks' code; "
+              "ranks cannot be forked from here (CLUSTERCHECK_ZYGOTE=0 starts them afresh)", flush=True)
+        return 1
+    start_dir = os.getcwd()
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, None)
+    while True:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
+                except OSError:
+                    return 0
+                if not message:
+                    return 0  # the controller has ended or closed us
+                asked = json.loads(message)
+                parent = os.getpid()
+                pid = os.fork()
+                if pid == 0:
+                    _become_rank(asked, fds, start_dir, sel, parent)
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                sel.register(pidfd, selectors.EVENT_READ, (asked["id"], pid))
+                if not _tell(sock, {"id": asked["id"], "pid": pid}, [pidfd]):
+                    return 0
+            else:
+                ident, pid = key.data
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                if not _tell(sock, {"id": ident, "exit": os.waitstatus_to_exitcode(status)}):
+                    return 0
+
+
+def _tell(sock: socket.socket, said: dict[str, Any], fds: Sequence[int] = ()) -> bool:
+    try:
+        socket.send_fds(sock, [json.dumps(said).encode()], fds)
+        return True
+    except OSError:
+        return False
+
+
+def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: selectors.BaseSelector,
+                 parent: int) -> NoReturn:
+    """In the forked child: become the process `python -m clustercheck.run.worker ARGV` would have been,
+    with the request's environment, directory, stdin (the key) and log, then run it; never returns."""
+    try:
+        from clustercheck.run import worker
+
+        worker._die_with_parent()
+        if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
+            os._exit(1)
+        for key in list(sel.get_map().values()):  # the zygote's socket and its other ranks' pidfds
+            os.close(key.fd)
+        os.setpgid(0, 0)  # a process group of its own, as launch._popen gives a fresh rank
+        _name(os.path.basename(sys.executable).encode())  # the name a fresh rank has, not the zygote's
+        stdin, log = fds
+        os.dup2(stdin, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(stdin)
+        os.close(log)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own streams)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        os.chdir(asked["cwd"])
+        if sys.path and sys.path[0] == start_dir:  # `python -m` puts the directory it starts in first
+            sys.path[0] = asked["cwd"]
+        os.environ.clear()
+        os.environ.update(asked["env"])
+        threads = asked["env"].get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # OpenMP read the zygote's at import
+            import torch
+
+            torch.set_num_threads(int(threads))
+        sys.argv = [worker.__file__, *asked["argv"]]
+        worker._run()  # ends the process, with the rank's own exit code
+    except BaseException:  # noqa: BLE001 - said in the rank's log, which the pool quotes
+        traceback.print_exc()
+        sys.stderr.flush()
+    os._exit(1)
+
+
+def _name(comm: bytes) -> None:
+    from clustercheck.run.worker import _LIBC
+
+    if _LIBC is not None:
+        _LIBC.prctl(15, comm[:15])  # PR_SET_NAME: /proc/self/comm
+
+
+# -- started by forking an agent that imported torch ----------------------------------------------
+
+
+class Forked:
+    """A zygote forked from this process, as `subprocess.Popen` is watched: wait, kill, returncode."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)  # a kill can never reach a reused pid
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            with selectors.DefaultSelector() as sel:  # the pidfd stays open: one per agent
+                sel.register(self._pidfd, selectors.EVENT_READ)
+                if not sel.select(timeout):
+                    raise subprocess.TimeoutExpired(f"zygote {self.pid}", timeout or 0)
+        with self._lock:  # the controller's thread and its listener may both wait
+            if self.returncode is None:
+                _, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+
+def fork(theirs: socket.socket, ours: socket.socket, out: BinaryIO, env: dict[str, str]) -> Forked:
+    """Fork the zygote from this process, which has imported torch (`preimport`) and runs one thread:
+    the child serves `theirs`, writes to `out` and reads nothing, in a process group of its own, with
+    `env` as its environment (the agent's secret is not in it), as `python -m
+    clustercheck.run.zygote_serve` would."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return Forked(pid)
+    code = 1
+    try:
+        ours.close()
+        os.setpgid(0, 0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the agent's handlers
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.path[0] = os.getcwd()  # where `python -m` starts; _become_rank gives each rank its own
+        os.environ.clear()
+        os.environ.update(env)
+        code = serve(theirs.detach())
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # noqa: BLE001 - said in the zygote's log, which the pool quotes
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        code = serve(int(sys.argv[1]))
+    except KeyboardInterrupt:
+        code = 130
+    sys.stdout.flush()
+    os._exit(code)  # without tearing torch down: the controller has gone or closed us
