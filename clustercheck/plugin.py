@@ -17,7 +17,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress, ReporterLines
 from clustercheck.record.io import RecordWriteError
-from clustercheck.run.rundir import space_problem
+from clustercheck.run.rundir import latest_problem, space_problem
 from clustercheck.run.signals import not_started, stopped_by
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
@@ -73,7 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
         print(not_started(stopped_by(exc)), file=sys.stderr, flush=True)
         raise
     local = not config.stash[session_key].launcher.remote
-    if local and _suite_files(config) and not (config.option.collectonly or config.option.help):
+    # not for a run the session will refuse for its --out (run/rundir.py): ranks would import torch for nothing
+    if local and _suite_files(config) and not (config.option.collectonly or config.option.help) and \
+            latest_problem(options.out / "latest") is None:
         from clustercheck.run import prestart  # the first pool's ranks start while pytest collects
 
         prestart.begin(options.out, options.backend, options.ranks, options.nccl_log)

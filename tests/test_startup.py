@@ -69,6 +69,40 @@ def test_a_suite_refused_before_pytest_leaves_no_rank_and_no_directory(tmp_path:
     assert not (tmp_path / "deep").exists()
 
 
+STARTED = """import os
+
+with open(os.environ["STARTED_LOG"], "ab") as f:  # every Python process started: its command line
+    f.write(open("/proc/self/cmdline", "rb").read().replace(b"\\0", b" ") + b"\\n")
+"""
+
+
+@pytest.mark.parametrize("why, args", [
+    ("none", ["cpu-smoke", "-k", "small-latency"]),  # the control: a run that starts, so a zygote
+    ("a missing --sign key", ["cpu-smoke", "--sign", "no-such.pem"]),
+    ("a latest clustercheck did not make", ["cpu-smoke"]),
+    ("--store-addr with local ranks", ["cpu-smoke", "--store-addr", "10.0.0.1:29500"]),
+])
+def test_options_that_will_be_refused_start_no_rank_first(tmp_path: Path, why: str, args: list[str]) -> None:
+    """The first pool starts before pytest, but not for a run whose options or --out will be refused:
+    its zygote's and ranks' torch imports would be seconds of CPU for nothing. A sitecustomize on
+    PYTHONPATH logs every Python process the run starts."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(STARTED)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "latest").write_text("not a link clustercheck made")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTERCHECK_", "CC_"))}
+    env.update(PYTHONPATH=str(tmp_path / "site"), STARTED_LOG=str(tmp_path / "started"))
+    out = "out" if why.startswith("a latest") else "out2"
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", *args, "--out", out], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == (Exit.PASSED if why == "none" else Exit.BAD_INPUT), res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    started = (tmp_path / "started").read_text().splitlines()
+    assert any("-m clustercheck run" in line for line in started), started
+    ranks = [line for line in started if "clustercheck.run.zygote_serve" in line or "clustercheck.run.worker" in line]
+    assert bool(ranks) == (why == "none"), (why, started)
+
+
 # -- pytest isolated under `clustercheck run` (issue 32): a plugin installed beside clustercheck, and an ini
 # file beside the suite, are the machine's, not the run's
 

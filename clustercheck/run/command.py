@@ -127,7 +127,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
-    if prestarts(args, rest):  # its ranks import torch while the rest of this function and pytest start
+    if prestarts(args, rest) and not refused(args):  # its ranks import torch while pytest starts
         prestart.begin(args.out, args.backend, args.ranks, args.nccl_log, connect_later=True)
     saved = os.environ.get(AUTOLOAD)
     try:
@@ -166,6 +166,21 @@ def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
     from clustercheck.run.launch import LAUNCHERS
 
     return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
+
+
+def refused(args: argparse.Namespace) -> bool:
+    """Whether the run's options or its --out will be refused (the plugin and the session say why, in
+    their words, as ever): such a run starts no rank first, whose torch import would be seconds of CPU
+    for nothing. The check takes about 16 ms; options pytest alone reads count at their defaults here."""
+    from clustercheck.run.options import RUN_OPTIONS, resolve
+    from clustercheck.run.rundir import check_latest
+
+    defaults = {o.name: o.kwargs()["default"] for o in RUN_OPTIONS}
+    try:
+        check_latest(resolve(lambda name: getattr(args, name, defaults[name])).out)
+    except Exception:  # noqa: BLE001 - whatever it is, the plugin meets it again and says it
+        return True
+    return False
 
 
 AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
