@@ -81,6 +81,7 @@ with open(os.environ["STARTED_LOG"], "ab") as f:  # every Python process started
     ("a missing --sign key", ["cpu-smoke", "--sign", "no-such.pem"]),
     ("a latest clustercheck did not make", ["cpu-smoke"]),
     ("--store-addr with local ranks", ["cpu-smoke", "--store-addr", "10.0.0.1:29500"]),
+    ("--nodes with local ranks", ["cpu-smoke", "--nodes", "2"]),  # said by the launcher, not the options
 ])
 def test_options_that_will_be_refused_start_no_rank_first(tmp_path: Path, why: str, args: list[str]) -> None:
     """The first pool starts before pytest, but not for a run whose options or --out will be refused:

@@ -172,12 +172,15 @@ def refused(args: argparse.Namespace) -> bool:
     """Whether the run's options or its --out will be refused (the plugin and the session say why, in
     their words, as ever): such a run starts no rank first, whose torch import would be seconds of CPU
     for nothing. The check takes about 16 ms; options pytest alone reads count at their defaults here."""
+    from clustercheck.run.launch import make_launcher
     from clustercheck.run.options import RUN_OPTIONS, resolve
     from clustercheck.run.rundir import check_latest
 
     defaults = {o.name: o.kwargs()["default"] for o in RUN_OPTIONS}
     try:
-        check_latest(resolve(lambda name: getattr(args, name, defaults[name])).out)
+        options = resolve(lambda name: getattr(args, name, defaults[name]))
+        check_latest(options.out)
+        make_launcher(options)  # a local one (prestarts): it has nothing to start or wait for
     except Exception:  # noqa: BLE001 - whatever it is, the plugin meets it again and says it
         return True
     return False
