@@ -8,7 +8,10 @@ namespace is the namespace's own).
 
 Sizes and rates: 512 KiB all_reduce; a throttled link at 8 Mbit/s moves it at about 0.001 GB/s bus
 bandwidth, an unthrottled veth on two busy cores at 0.06-0.35 GB/s (measured here); the limit 0.01 GB/s
-sits 10x from the first and 6x or more from the second.
+sits 10x from the first and 6x or more from the second. The localization tests judge a dozen groups
+each, of two iterations apiece, and one stalled iteration makes a healthy pair slow: in CI, with three
+test workers on two cores, a healthy pair read 0.00966 GB/s, under 0.01. Their floor is 0.003 GB/s,
+3x from the throttled link either way.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -
 
 RATE = "8mbit"
 LIMIT_GBS = 0.01
+LOCALIZE_GBS = 0.003  # the localization tests' floor (above)
 SIZE = "512KiB"
 TEMPLATE = f"ip netns exec {{host}} env GLOO_SOCKET_IFNAME={IFNAME} {{python}}"
 
@@ -164,7 +168,7 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
                 answers = exc.answered
             return group_outcomes(ranks, answers, all_reduce_busbw)
 
-        v = drive(Planner(list(bed.hosts), threshold=LIMIT_GBS), run,
+        v = drive(Planner(list(bed.hosts), threshold=LOCALIZE_GBS), run,
                   on_round=lambda gs, out: rounds.append([(g.members, o) for g, o in zip(gs, out)]))
     finally:
         manager.close(kill=True)
@@ -174,9 +178,9 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     assert v.rounds == 3, story
     slow = [o for rnd in rounds for members, o in rnd if {a, b} <= set(members)]
     fast = [o for rnd in rounds for members, o in rnd if not {a, b} <= set(members)]
-    # the throttled pair far below the floor, every other group above it (under CI load a healthy veth
-    # pair has read as low as 1.8x the floor: the margin above it is the machine's, not the planner's)
-    assert slow and fast and max(slow) < LIMIT_GBS / 3 and min(fast) > LIMIT_GBS, story  # type: ignore[type-var]
+    # the throttled pair below the floor, every other group above it (the margin above it is the
+    # machine's, not the planner's: see the module's docstring)
+    assert slow and fast and max(slow) < LOCALIZE_GBS < min(fast), story  # type: ignore[operator]
 
 
 LOCALIZE_SUITE = f"""checks:
@@ -185,7 +189,7 @@ LOCALIZE_SUITE = f"""checks:
     scope: localize
     params: {{sizes: [{SIZE}], iters: 2, warmup: 1, check_iters: 1, placements: [in]}}
 """
-LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:")
+LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:").replace(f"'>= {LIMIT_GBS}'", f"'>= {LOCALIZE_GBS}'")
 
 
 @pytest.fixture

@@ -138,8 +138,9 @@ class Zygote:
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
+                self.proc: subprocess.Popen[bytes] | zygote_serve.Forked
                 if fork:  # this process imported torch and runs one thread (zygote_serve.fork)
-                    self.proc: subprocess.Popen[bytes] | zygote_serve.Forked = zygote_serve.fork(theirs, self._sock, out, dict(ident))
+                    self.proc = zygote_serve.fork(theirs, self._sock, out, dict(ident))
                 else:  # a process group of its own in the controller's session, as the ranks had (launch._popen)
                     group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
                                              else {"preexec_fn": os.setpgrp})
