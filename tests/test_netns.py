@@ -6,12 +6,11 @@ binds to the namespace's own veth, and the controller's store (root namespace) i
 root's address on the bridge, $CC_STORE_ADDR (the hostname here resolves to loopback, which inside a
 namespace is the namespace's own).
 
-Sizes and rates: 512 KiB all_reduce; a throttled link at 8 Mbit/s moves it at about 0.001 GB/s bus
-bandwidth, an unthrottled veth on two busy cores at 0.06-0.35 GB/s (measured here); the limit 0.01 GB/s
-sits 10x from the first and 6x or more from the second. The localization tests judge a dozen groups
-each, of two iterations apiece, and one stalled iteration makes a healthy pair slow: in CI, with three
-test workers on two cores, a healthy pair read 0.00966 GB/s, under 0.01. Their floor is 0.003 GB/s,
-3x from the throttled link either way.
+Sizes and rates: 512 KiB all_reduce; a throttled link at 8 Mbit/s moves it at 0.0008-0.001 GB/s bus
+bandwidth, an unthrottled veth on two busy cores at 0.06-0.35 GB/s (measured here). Each group is timed
+over two iterations, and one stalled iteration makes a healthy pair slow: in CI, with three test
+workers on two cores, healthy pairs read 0.0207 and 0.00966 GB/s. The floor, 0.003 GB/s, sits 3x from
+the throttled link and 3x from the slowest healthy pair seen.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ from netns import IFNAME, NetBed, netbed, unavailable, wait_gone  # noqa: E402
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
 RATE = "8mbit"
-LIMIT_GBS = 0.01
-LOCALIZE_GBS = 0.003  # the localization tests' floor (above)
+LIMIT_GBS = 0.003  # the floor (above)
 SIZE = "512KiB"
 TEMPLATE = f"ip netns exec {{host}} env GLOO_SOCKET_IFNAME={IFNAME} {{python}}"
 
@@ -87,13 +85,13 @@ def test_a_bed_that_fails_half_built_is_removed(monkeypatch: pytest.MonkeyPatch)
         return real(ns, *argv, check=check)
 
     monkeypatch.setattr(netns, "_ns", failing)
-    before = set(os.listdir("/sys/class/net"))
     with pytest.raises(RuntimeError, match="injected"):
         NetBed.create(3)
     tag = made[0].rsplit("-h", 1)[0] + "-"
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     assert not [ns for ns in listed if ns.startswith(tag)]  # hosts 1 and 2 and the switch were made
-    assert set(os.listdir("/sys/class/net")) <= before
+    # this bed's links only: another test file's bed may come and go meanwhile on another xdist worker
+    assert not [i for i in os.listdir("/sys/class/net") if i.startswith(tag)]
 
 
 def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, tmp_path: Path) -> None:
@@ -113,7 +111,7 @@ def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, t
     assert set(outcomes) == pairs, res.stdout + res.stderr
     assert outcomes == {p: "failed" if slow in p.split(",") else "passed" for p in pairs}, res.stdout
     busbw = {r["node"]: r["metrics"]["busbw"]["value"] for r in data["results"]}
-    assert max(v for p, v in busbw.items() if slow in p) < LIMIT_GBS / 3 < LIMIT_GBS * 3 < \
+    assert max(v for p, v in busbw.items() if slow in p) < LIMIT_GBS < \
         min(v for p, v in busbw.items() if slow not in p), busbw
     assert res.returncode == 1  # failed items: the run's verdict
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == f"{slow}\n"  # it failed 3 partners
@@ -168,7 +166,7 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
                 answers = exc.answered
             return group_outcomes(ranks, answers, all_reduce_busbw)
 
-        v = drive(Planner(list(bed.hosts), threshold=LOCALIZE_GBS), run,
+        v = drive(Planner(list(bed.hosts), threshold=LIMIT_GBS), run,
                   on_round=lambda gs, out: rounds.append([(g.members, o) for g, o in zip(gs, out)]))
     finally:
         manager.close(kill=True)
@@ -180,7 +178,7 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     fast = [o for rnd in rounds for members, o in rnd if not {a, b} <= set(members)]
     # the throttled pair below the floor, every other group above it (the margin above it is the
     # machine's, not the planner's: see the module's docstring)
-    assert slow and fast and max(slow) < LOCALIZE_GBS < min(fast), story  # type: ignore[operator]
+    assert slow and fast and max(slow) < LIMIT_GBS < min(fast), story  # type: ignore[operator]
 
 
 LOCALIZE_SUITE = f"""checks:
@@ -189,7 +187,7 @@ LOCALIZE_SUITE = f"""checks:
     scope: localize
     params: {{sizes: [{SIZE}], iters: 2, warmup: 1, check_iters: 1, placements: [in]}}
 """
-LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:").replace(f"'>= {LIMIT_GBS}'", f"'>= {LOCALIZE_GBS}'")
+LOCALIZE_LIMITS = LIMITS.replace("pair-bw:", "fabric:")
 
 
 @pytest.fixture
