@@ -44,7 +44,7 @@ def test_the_prestarted_pool_runs_the_checks_and_timings_say_where_the_seconds_w
     assert res.returncode == Exit.PASSED, res.stdout[-3000:] + res.stderr[-3000:]
     timings = res.stdout[res.stdout.index("clustercheck timings"):]
     for part in ("interpreter and clustercheck's imports", "suites and profiles checked", "pytest start-up and plugins",
-                 "collection", "checks", "reports", "pool 1 started (2 rank(s)); slowest rank:", "import_torch",
+                 "collection", "checks", "reports", "pool 1 started (2 rank(s)); slowest rank:", "import_torch", "zygote_wait",
                  "check allreduce-sweep", "in all"):
         assert part in timings, timings
     record = [json.loads(ln) for ln in (tmp_path / "out" / "latest" / "run.jsonl").read_text().splitlines()]

@@ -29,6 +29,9 @@ def _libc() -> ctypes.CDLL | None:
 
 
 _LIBC = _libc()
+# a rank forked from a zygote: seconds from the pool's request to the fork, mostly the zygote's own
+# torch import for a pool that asked before it was done (zygote_serve._become_rank sets it)
+ZYGOTE_WAIT: float | None = None
 
 
 def _refused(host: str, port: int, window: float = 5.0) -> bool:
@@ -60,7 +63,8 @@ def main() -> int:
     from clustercheck.run.wire import read_env
     from clustercheck.run.timings import process_age
 
-    startup = {"to_main": process_age()}  # interpreter and clustercheck's imports, then each step below
+    startup = {} if ZYGOTE_WAIT is None else {"zygote_wait": ZYGOTE_WAIT}
+    startup["to_main"] = process_age()  # interpreter and imports (forked: since the fork), then each step
     clock = time.monotonic()
 
     def step(name: str) -> None:

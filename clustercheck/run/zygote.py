@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -168,7 +169,8 @@ class Zygote:
         read, write = os.pipe()
         try:
             with log.open("wb") as out:
-                message = json.dumps({"id": rank.ident, "argv": argv, "env": dict(env), "cwd": os.getcwd()}).encode()
+                message = json.dumps({"id": rank.ident, "argv": argv, "env": dict(env), "cwd": os.getcwd(),
+                                      "asked": time.monotonic()}).encode()  # one clock for the whole host
                 socket.send_fds(self._sock, [message], [read, out.fileno()])
             os.write(write, key.encode() + b"\n")  # a pipe holds far more than a key: never blocks
         except OSError:

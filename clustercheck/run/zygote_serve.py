@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from typing import Any, BinaryIO, NoReturn, Sequence
 
@@ -96,6 +97,7 @@ def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: sel
     try:
         from clustercheck.run import worker
 
+        worker.ZYGOTE_WAIT = max(0.0, time.monotonic() - asked["asked"]) if "asked" in asked else None
         worker._die_with_parent()
         if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
             os._exit(1)
