@@ -168,3 +168,26 @@ def test_a_zygote_that_cannot_start_leaves_the_ranks_to_start_afresh(tmp_path: P
     finally:
         manager.close(kill=True)
 
+
+
+def test_a_pools_logs_that_move_take_the_zygotes_log_name_with_them(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool started before the run directory existed (the facts pool, a local run's first pool) has its
+    logs moved into it, and the zygote's log goes with them: a zygote that dies later names its log where
+    it is, not where it was."""
+    monkeypatch.setenv("CLUSTERCHECK_TEST_OWN_ZYGOTE", str(tmp_path))  # read at import: a zygote of its own
+    manager = PoolManager(tmp_path / "starting")
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        found = _zygote_of(pool)
+        assert found.log == tmp_path / "starting" / "zygote.log"
+        pool.move_logs(tmp_path / "run")
+        assert found.log == tmp_path / "run" / "zygote.log" and found.log.is_file()
+        assert [p.parent for p in pool.logs] == [tmp_path / "run"] * 2 and all(p.is_file() for p in pool.logs)
+        found.proc.kill()
+        for rank in pool.procs:
+            rank.wait(30)
+        said = [rank.ended for rank in pool.procs if isinstance(rank, zygote.ZygoteRank)]
+        assert said and all(f"its log: {tmp_path / 'run' / 'zygote.log'})" in s for s in said), said
+    finally:
+        manager.close(kill=True)

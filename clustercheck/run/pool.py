@@ -24,6 +24,7 @@ from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit
                                       rank_ranges, rank_tail, silent_story, srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
 from clustercheck.run.launcher import RankProcess
+from clustercheck.run.zygote import moved as zygote_moved
 
 START_TIMEOUT = 180.0
 # After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
@@ -133,6 +134,14 @@ class WorkerPool:
 
     def alive(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+    def move_logs(self, to: Path) -> None:
+        """Rename the logs' directory (a pool started before the run directory existed joins it): the
+        ranks keep writing to the same files, and the zygote's log, in the same directory, is named
+        anew wherever it is quoted."""
+        os.replace(self.log_dir, to)
+        zygote_moved(self.log_dir, to)
+        self.log_dir, self.logs = to, [to / p.name for p in self.logs]
 
     def close(self, *, kill: bool = False) -> None:
         if not kill and self.alive() and self.store is not None:

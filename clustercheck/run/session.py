@@ -185,11 +185,9 @@ class CheckSession:
         joins the run: its logs move into the run directory (its ranks keep writing to the same files)
         and it serves the checks whose pool it already is, or ends."""
         assert self.pools is not None and self.run_dir is not None and self.runner is not None
-        logs = self.run_dir / "logs"
         starting = pool.log_dir.parent
-        os.replace(pool.log_dir, logs)
+        pool.move_logs(self.run_dir / "logs")
         shutil.rmtree(starting, ignore_errors=True)
-        pool.log_dir, pool.logs = logs, [logs / p.name for p in pool.logs]
         self.pools.starts = pool.number
         self._pool_started(pool)
         if pool.key == PoolKey(self.backend, self.nranks, nccl_log=self.runner.log_mode("init")):

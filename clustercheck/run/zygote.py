@@ -280,6 +280,14 @@ def end_shared() -> None:
         found.close()
 
 
+def moved(old: Path, new: Path) -> None:
+    """The directory of this process's zygote's log was renamed from `old` to `new` (the file went with
+    it, still open): name it where it is now."""
+    with _lock:
+        if _shared is not None and _shared.log.parent == old:
+            _shared.log = new / _shared.log.name
+
+
 def shared(env: Mapping[str, str], log: Path, fork: bool = False) -> Zygote | None:
     """This controller's zygote for ranks with `env`, started on first use (its output to `log`), or a
     new one where the environment at import differs; None where the zygote is off or cannot be started
