@@ -191,3 +191,21 @@ def test_a_pools_logs_that_move_take_the_zygotes_log_name_with_them(tmp_path: Pa
         assert said and all(f"its log: {tmp_path / 'run' / 'zygote.log'})" in s for s in said), said
     finally:
         manager.close(kill=True)
+
+
+def test_a_forked_zygote_is_watched_as_popen_would_be() -> None:
+    """zygote_serve.Forked, an agent's handle on the zygote it forked: wait with a timeout, kill, and a
+    kill after the wait found it ended (another thread may reap it first) is no error."""
+    from clustercheck.run.zygote_serve import Forked
+
+    pid = os.fork()
+    if pid == 0:  # the child only sleeps and leaves: nothing of the parent's threads is touched
+        time.sleep(60)
+        os._exit(0)
+    forked = Forked(pid)
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.wait(0.1)
+    forked.kill()
+    assert forked.wait(10) == -signal.SIGKILL and forked.returncode == -signal.SIGKILL
+    forked.kill()  # ended and reaped: nothing to do
+    assert forked.wait() == -signal.SIGKILL

@@ -165,7 +165,10 @@ class Forked:
 
     def kill(self) -> None:
         if self.returncode is None:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:  # reaped meanwhile by a wait in another thread, as Popen.kill allows
+                pass
 
 
 def fork(theirs: socket.socket, ours: socket.socket, out: BinaryIO, env: dict[str, str]) -> Forked:
