@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import socket
 import subprocess
@@ -249,17 +248,11 @@ class Zygote:
             ranks, self._ranks = list(self._ranks.values()), {}
         for rank in ranks:
             if rank._pidfd is not None:  # wait until it is gone, so that nobody reads it as alive meanwhile
-                _wait_readable(rank._pidfd, 30.0)
+                zygote_serve.wait_readable(rank._pidfd, 30.0)
             with self.changed:
                 rank._exited(-signal.SIGTERM if rank._pid else code or 1,
                              f"ended with the zygote that started it ({_exit_words(code)}; its log: {self.log})")
                 self.changed.notify_all()
-
-
-def _wait_readable(fd: int, timeout: float) -> None:
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        sel.select(timeout)
 
 
 def _exit_words(code: int) -> str:

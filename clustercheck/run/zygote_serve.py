@@ -152,11 +152,8 @@ class Forked:
         self._lock = threading.Lock()
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            with selectors.DefaultSelector() as sel:  # the pidfd stays open: one per agent
-                sel.register(self._pidfd, selectors.EVENT_READ)
-                if not sel.select(timeout):
-                    raise subprocess.TimeoutExpired(f"zygote {self.pid}", timeout or 0)
+        if self.returncode is None and not wait_readable(self._pidfd, timeout):  # the pidfd stays open: one per agent
+            raise subprocess.TimeoutExpired(f"zygote {self.pid}", timeout or 0)
         with self._lock:  # the controller's thread and its listener may both wait
             if self.returncode is None:
                 _, status = os.waitpid(self.pid, 0)
@@ -169,6 +166,13 @@ class Forked:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
             except ProcessLookupError:  # reaped meanwhile by a wait in another thread, as Popen.kill allows
                 pass
+
+
+def wait_readable(fd: int, timeout: float | None) -> bool:
+    """Whether `fd` (a pidfd: the process ended) became readable within `timeout` seconds."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        return bool(sel.select(timeout))
 
 
 def fork(theirs: socket.socket, ours: socket.socket, out: BinaryIO, env: dict[str, str]) -> Forked:
