@@ -17,8 +17,8 @@ from clustercheck.exitcodes import Exit
 REPO = Path(__file__).resolve().parent.parent
 
 
-def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTERCHECK_", "CC_"))}
+def cli(tmp: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTERCHECK_", "CC_"))} | extra_env
     return subprocess.run([sys.executable, "-m", "clustercheck", "run", *args], cwd=tmp, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -91,11 +91,8 @@ def test_options_that_will_be_refused_start_no_rank_first(tmp_path: Path, why: s
     (tmp_path / "site" / "sitecustomize.py").write_text(STARTED)
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "latest").write_text("not a link clustercheck made")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTERCHECK_", "CC_"))}
-    env.update(PYTHONPATH=str(tmp_path / "site"), STARTED_LOG=str(tmp_path / "started"))
     out = "out" if why.startswith("a latest") else "out2"
-    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", *args, "--out", out], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = cli(tmp_path, *args, "--out", out, PYTHONPATH=str(tmp_path / "site"), STARTED_LOG=str(tmp_path / "started"))
     assert res.returncode == (Exit.PASSED if why == "none" else Exit.BAD_INPUT), res.stdout + res.stderr
     assert "Traceback" not in res.stdout + res.stderr
     started = (tmp_path / "started").read_text().splitlines()
