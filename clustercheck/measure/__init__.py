@@ -47,6 +47,7 @@ class RankContext:
                                 "device": str(self.device), "backend": self.backend,
                                 "torch": torch.__version__}
         if self.device.type == "cuda":
+            from clustercheck.fabric.nccl_lib import version
             from clustercheck.measure.binding import locality, nvml_index
 
             where = locality(self.bus_id) if self.bus_id else None
@@ -54,7 +55,10 @@ class RankContext:
                         numa_node=where.numa_node if where else None)
             info["gpu"] = torch.cuda.get_device_name(self.device)
             info["cuda_reserved"] = torch.cuda.memory_reserved(self.device)  # what the caching allocator holds
-            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            built = ".".join(map(str, torch.cuda.nccl.version()))
+            info["nccl"] = version(built)  # the library that runs, which need not be torch's (fabric/nccl_lib.py)
+            if info["nccl"] != built:
+                info["nccl_torch_built"] = built
             info["cuda"] = torch.version.cuda
             hip = getattr(torch.version, "hip", None)  # a ROCm build: "nccl" above is RCCL's version
             if hip:

@@ -152,8 +152,9 @@ def collect() -> Inventory:
 
         cuda_v = torch.version.cuda
         if cuda_v and torch.cuda.is_available():
-            nccl = torch.cuda.nccl.version()
-            nccl_v = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+            from clustercheck.fabric.nccl_lib import version
+
+            nccl_v = version(torch.cuda.nccl.version())  # the library that runs, not torch's build-time figure
     return Inventory(facts.gpu_count, tuple(facts.gpu_names), facts.driver, facts.cuda_driver or cuda_v, nccl_v,
                      torch_v, _platform.python_version(), tuple(g.bus_id for g in facts.gpus),
                      tuple(g.module_id for g in facts.gpus), facts.pci_gpus, facts.nvml_faults, facts.nvml_status)
