@@ -71,6 +71,19 @@ def _rank(libs: dict[str, Path], preload: str | None, by_path: str | None) -> tu
     return bound, read
 
 
+def test_rccl_loaded_by_its_own_soname_answers_too(libs: dict[str, Path], tmp_path: Path) -> None:
+    """ROCm's torch loads RCCL (librccl.so.1), which answers ncclGetVersion as NCCL does."""
+    rccl = tmp_path / "librccl.so.1"
+    src = tmp_path / "rccl.c"
+    src.write_text("int ncclGetVersion(int *version) { *version = 22203; return 0; }\n")
+    subprocess.run([shutil.which("gcc") or "gcc", "-shared", "-fPIC", "-Wl,-soname,librccl.so.1", "-o", str(rccl),
+                    str(src)], check=True)
+    code = (f"import ctypes; ctypes.CDLL({str(rccl)!r}); from clustercheck.fabric.nccl_lib import version; "
+            f"print(version((2, 21, 5)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "2.22.3"
+
+
 def test_torchs_own_copy_opened_by_path(libs: dict[str, Path]) -> None:
     assert _rank(libs, preload=None, by_path="wheel") == ("2.28.9", "2.28.9")
 

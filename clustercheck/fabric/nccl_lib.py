@@ -10,16 +10,17 @@ The library is found the way the dynamic linker binds torch's calls into it: fir
 (dlsym(RTLD_DEFAULT): the program, LD_PRELOAD, libraries opened RTLD_GLOBAL), then the libnccl.so.2
 that torch's own dependency resolved to (dlopen by soname with RTLD_NOLOAD: the first loaded object of
 that soname, loading nothing new). A process with two copies mapped (a preload, and the copy torch
-loads by path from its nvidia-nccl wheel) thus names the one that runs. Where neither answers (torch
-linked NCCL statically, a ROCm build, no CUDA), the caller keeps torch's figure, which then is the
-library that runs."""
+loads by path from its nvidia-nccl wheel) thus names the one that runs. On ROCm the library is RCCL
+(librccl.so.1), whose ncclGetVersion gives the NCCL API version torch.cuda.nccl.version() gives there.
+Where nothing answers (torch linked NCCL statically, no CUDA), the caller keeps torch's figure, which
+then is the library that runs."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 
-SONAME = "libnccl.so.2"  # every NCCL 2.x
+SONAMES = ("libnccl.so.2", "librccl.so.1")  # every NCCL 2.x; RCCL, which ROCm's torch loads, answers the same call
 
 
 def decode(code: int) -> str:
@@ -43,10 +44,12 @@ def loaded_version() -> str | None:
         return _ask(ctypes.CDLL(None))
     except AttributeError:  # no NCCL there
         pass
-    try:  # the copy a dependency on libnccl.so.2 resolved to; RTLD_NOLOAD: never a new one
-        return _ask(ctypes.CDLL(SONAME, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
-    except (OSError, AttributeError):
-        return None
+    for soname in SONAMES:
+        try:  # the copy a dependency on that soname resolved to; RTLD_NOLOAD: never a new one
+            return _ask(ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def version(torch_built: tuple[int, ...] | int | str) -> str:
