@@ -142,3 +142,25 @@ def test_compare_command_exit_codes_and_default_run(tmp_path: Path) -> None:
     assert out.returncode == 4 and out.stdout == ""
     assert out.stderr.splitlines() == [f"clustercheck: error: {now / 'run.jsonl'}: not a run record (line 1: not JSON "
                                      f"(JSONDecodeError))"]
+
+
+def test_a_different_nccl_or_driver_is_said_first(tmp_path: Path) -> None:
+    """The software the runs measured with (record/statement.py `versions`), from the run's facts and its
+    ranks: a regression that comes with another NCCL is first of all that."""
+    def ranks_with(nccl: str) -> dict:
+        entry = result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])
+        entry["pool"] = {"ranks": [{"rank": r, "nccl": nccl, "cuda": "13.0"} for r in range(2)]}
+        return entry
+
+    base = save(tmp_path / "a", [ranks_with("2.28.9")])
+    now = save(tmp_path / "b", [ranks_with("2.30.7")])
+    for path, driver in ((base, "580.65.06"), (now, "580.159.04")):
+        lines = (path / "run.jsonl").read_text().splitlines()
+        header = json.loads(lines[0])
+        header["facts"]["driver"] = driver
+        (path / "run.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    c = compare(load_run(base), load_run(now))
+    assert c.software == [("driver", "580.65.06", "580.159.04"), ("nccl", "2.28.9", "2.30.7")]
+    assert report_lines(c)[0] == "software differs: driver 580.65.06 -> 580.159.04, nccl 2.28.9 -> 2.30.7"
+    same = compare(load_run(base), load_run(base))
+    assert same.software == [] and not any(line.startswith("software") for line in report_lines(same))

@@ -23,6 +23,7 @@ from clustercheck.errors import UserError
 from clustercheck.record.io import RecordError, load
 from clustercheck.judging.verdicts import VerdictEntry
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
+from clustercheck.record.statement import versions
 from clustercheck.units import UNITS, fmt
 
 HIGHER, LOWER = "higher", "lower"
@@ -83,6 +84,7 @@ class Comparison:
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
+    software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
 
     @property
     def regressions(self) -> list[Change]:
@@ -293,7 +295,16 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
                 not_compared.append((item, "not in this run"))
             else:
                 other += 1
-    return Comparison(baseline, current, tolerance, changes, not_compared, worse, other)
+    return Comparison(baseline, current, tolerance, changes, not_compared, worse, other,
+                      software_changes(baseline, current))
+
+
+def software_changes(baseline: Run, current: Run) -> list[tuple[str, str | None, str | None]]:
+    """What the two runs measured with that differs (record/statement.py `versions`): a regression
+    that comes with a new NCCL or driver is first of all that."""
+    old = versions(baseline.header, baseline.results)
+    new = versions(current.header, current.results)
+    return [(name, old.get(name), now) for name, now in new.items() if old.get(name) != now]
 
 
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
@@ -309,6 +320,9 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
         lines.append(f"suites differ: the baseline ran {', '.join(old) or 'nothing'}, this run "
                      f"{', '.join(new) or 'nothing'}" + (f" ({c.other_suites} item(s) of a suite only one run ran "
                                                          "are not compared)" if c.other_suites else ""))
+    if c.software:
+        lines.append("software differs: " + ", ".join(f"{name} {before or 'unknown'} -> {now or 'unknown'}"
+                                                      for name, before, now in c.software))
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
     shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
     rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]

@@ -97,7 +97,6 @@ def predicate(rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
     nodes = header.get("nodes") or []
     node_facts = header.get("node_facts") or {n: header.get("facts") or {} for n in nodes[:1]}
     ranks = [r for pool in pools for r in pool.get("ranks") or ()]
-    facts = header.get("facts") or {}
     return {
         "result": RESULT.get(status["verdict"], "FAILED"),
         "configuration": configuration,
@@ -110,13 +109,22 @@ def predicate(rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
             "platform": header.get("platform"), "platform_detected": header.get("platform_detected"),
             "launcher": header.get("launcher"), "backend": header.get("backend"), "ranks": header.get("ranks"),
             "nodes": [_node_identity(n, node_facts.get(n) or {}, ranks) for n in nodes],
-            "versions": {"clustercheck": (facts.get("versions") or {}).get("clustercheck"),
-                         "torch": (facts.get("versions") or {}).get("torch"), "driver": facts.get("driver"),
-                         "cuda": _one(r.get("cuda") for r in ranks), "nccl": _one(r.get("nccl") for r in ranks),
-                         "kernel": (facts.get("identity") or {}).get("kernel") or facts.get("os")},
+            "versions": versions(header, rec.results),
             "verify": list(VERIFY_CHECKS),
         },
     }
+
+
+def versions(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
+    """The software that measured, run-wide, as the statement names it (and `clustercheck compare` when
+    two runs differ in it): clustercheck, torch, the driver and kernel of the run's facts, and CUDA and
+    NCCL as the ranks loaded them (several values joined; NCCL as the library answered: fabric/nccl_lib.py)."""
+    facts = header.get("facts") or {}
+    ranks = [r for res in results if res.get("pool") for r in res["pool"].get("ranks") or ()]
+    return {"clustercheck": (facts.get("versions") or {}).get("clustercheck"),
+            "torch": (facts.get("versions") or {}).get("torch"), "driver": facts.get("driver"),
+            "cuda": _one(r.get("cuda") for r in ranks), "nccl": _one(r.get("nccl") for r in ranks),
+            "kernel": (facts.get("identity") or {}).get("kernel") or facts.get("os")}
 
 
 def statement(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
