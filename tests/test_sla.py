@@ -48,3 +48,20 @@ def test_html_sla_section_and_node_drill_down_are_escaped(tmp_path: Path) -> Non
     assert "<b>&lt;script&gt;alert(1)&lt;/script&gt;</b>" in nodes and "(cluster)" in nodes
     assert 'href="#check-1"' in nodes and '<h2 id="check-1">' in html
     assert "<script" not in html
+
+
+def test_sla_json_and_html_name_the_nccl_the_ranks_loaded() -> None:
+    """sla.json's `software` and the HTML environment's `ranks.nccl` come from the ranks (the NCCL that ran,
+    fabric/nccl_lib.py), as the signed statement's versions do; a run without NCCL ranks shows none."""
+    from clustercheck.report.html import environment
+    from clustercheck.report.sla import evidence
+
+    header = {"type": "run", "platform": "h100-sxm-1x", "facts": {"driver": "580.159.04", "versions": {"torch": "2.11.0"}}}
+    ranks = [{"rank": r, "nccl": "2.30.7", "nccl_torch_built": "2.28.9", "cuda": "13.0"} for r in range(2)]
+    results = [{"type": "result", "name": "ar", "check": "ar", "node": None, "outcome": "passed", "verdicts": [],
+                "suite_file": "s.yaml", "line": 3, "pool": {"ranks": ranks}}]
+    software = evidence(header, results, None)["environment"]["software"]  # type: ignore[arg-type]
+    assert software["nccl"] == "2.30.7" and software["cuda"] == "13.0" and software["driver"] == "580.159.04"
+    rows = dict(environment(header, results))
+    assert rows["ranks.nccl"] == "2.30.7" and rows["ranks.cuda"] == "13.0" and rows["versions.torch"] == "2.11.0"
+    assert "ranks.nccl" not in dict(environment(header, []))

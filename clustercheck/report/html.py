@@ -11,6 +11,7 @@ from clustercheck.judging import verdicts as vt
 from clustercheck.kinds import figure_of
 from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import counts
+from clustercheck.record.statement import versions
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
 from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, plural
 
@@ -112,9 +113,11 @@ def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
 _BYTE_FACTS = ("host_memory", "gpu_memory_free")  # facts in bytes, shown as GiB
 
 
-def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
+def environment(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, str]]:
     """Facts as (name, text) rows; nested mappings (versions) flattened to `versions.torch`; the network has
-    its own section (`network`)."""
+    its own section (`network`). Then CUDA and NCCL as the ranks loaded them (`ranks.nccl`: the library
+    that ran, which need not be the one torch was built with)."""
+    loaded = versions(header, results)
     rows: list[tuple[str, str]] = []
     for key, value in (header.get("facts") or {}).items():
         if key == "network":
@@ -127,7 +130,7 @@ def environment(header: Mapping[str, Any]) -> list[tuple[str, str]]:
         else:
             rows.append((key, "-" if value is None else format_bytes(value) if key in _BYTE_FACTS and
                          isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)))
-    return rows
+    return rows + [(f"ranks.{k}", str(loaded[k])) for k in ("cuda", "nccl") if loaded.get(k)]
 
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
@@ -158,7 +161,7 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     node_plots = {node: node_plot(items) for node, items in node_items.items()}
     return _env.get_template("report.html.j2").render(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
-        node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header), sla=sla,
+        node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
         network=network(header),
         burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []})

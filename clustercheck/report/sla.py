@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from clustercheck.record.statement import ATTESTATION, VERIFY_CHECKS
+from clustercheck.record.statement import ATTESTATION, VERIFY_CHECKS, versions
 from clustercheck.record.schema import EndEntry, ResultEntry, RunHeader, item_id
 
 SLA_SCHEMA = 1
@@ -54,6 +54,8 @@ def evidence(header: RunHeader, results: Sequence[ResultEntry], end: EndEntry | 
         "schema": SLA_SCHEMA, "platform": header.get("platform"), "platform_detected": header.get("platform_detected"),
         "started": header.get("started"), "finished": (end or {}).get("finished"), "complete": end is not None,
         "environment": {"facts": facts, "versions": facts.get("versions") or {}, "nodes": header.get("nodes"),
+                        # what measured, as the signed statement names it: CUDA and NCCL as the ranks loaded them
+                        "software": versions(header, results),
                         "launcher": header.get("launcher"), "backend": header.get("backend"),
                         "ranks": header.get("ranks")},
         "inputs": {"argv": header.get("argv"), "thresholds": header.get("thresholds"), "suites": header.get("suites")},
