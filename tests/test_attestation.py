@@ -20,6 +20,9 @@ import pytest
 
 from helpers import cpu_profile
 
+from clustercheck import __version__
+from clustercheck.record.schema import REPORT_FORMAT
+
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("run.jsonl", "results.json", "junit.xml", "sla.json", "report.html", "ctrf.json", "exclude.txt")
 
@@ -254,6 +257,43 @@ def test_sign_an_existing_run_then_verify(work: dict[str, Path], tmp_path: Path)
     report = cc("report", str(run), cwd=tmp_path)  # a re-render keeps the signed reports byte for byte
     assert report.returncode == 0, report.stderr
     assert verify(run, work["pub"]).returncode == 0
+
+
+@pytest.mark.pool
+def test_reports_rendered_in_an_earlier_format_are_noted_not_called_edited(work: dict[str, Path],
+                                                                            tmp_path: Path) -> None:
+    """A run an earlier build of the same version rendered and signed: its record has no report_format
+    (format 1) and its sla.json lacks what today's code renders. Verify leaves the reports uncompared and
+    says why; the same files claiming today's format are read as edited."""
+    from clustercheck.record import attestation
+    from clustercheck.record.keys import load_private
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    def as_signed_by_an_earlier_build(run: Path, report_format: int | None) -> None:
+        lines = (run / "run.jsonl").read_text().splitlines()
+        header = json.loads(lines[0])
+        header.pop("report_format")
+        if report_format is not None:
+            header["report_format"] = report_format
+        (run / "run.jsonl").write_text("\n".join([json.dumps(header, sort_keys=True), *lines[1:]]) + "\n")
+        sla = json.loads((run / "sla.json").read_text())
+        del sla["environment"]["software"]  # as format 1 rendered it
+        (run / "sla.json").write_text(json.dumps(sla))
+        rec = read(run / "run.jsonl")  # signed as they are, not rendered again (`clustercheck sign` renders)
+        attestation.sign(run, rec, run_status(rec), load_private(work["key"]))
+
+    old = copy_of(work, "signed", tmp_path)
+    as_signed_by_an_earlier_build(old, None)
+    proc = verify(old, work["pub"])
+    assert proc.returncode == 0, proc.stdout
+    assert (f"reports not compared with run.jsonl: rendered by clustercheck {__version__} in report format 1, this "
+            f"is {__version__} with format {REPORT_FORMAT}") in proc.stdout
+    claimed = tmp_path / "claimed"
+    shutil.copytree(work["signed"], claimed)
+    as_signed_by_an_earlier_build(claimed, REPORT_FORMAT)
+    assert "sla.json: differs from what run.jsonl renders to: edited after it was rendered" in fail_lines(
+        verify(claimed, work["pub"]))
 
 
 @pytest.mark.pool

@@ -21,6 +21,7 @@ from clustercheck.errors import UserError
 from clustercheck.record import attestation
 from clustercheck.record.statement import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
 from clustercheck.record.keys import PublicKey
+from clustercheck.record.schema import REPORT_FORMAT
 from clustercheck.evidence.rejudge import Rejudged, rejudge
 
 RECORD = "run.jsonl"
@@ -119,9 +120,10 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
         out.passed.append(f"verdicts: {got.verdicts} re-judged against {got.profile or 'the recorded profile'} "
                           f"(the record's sha256)")
     made_by = ((rec.header.get("facts") or {}).get("versions") or {}).get("clustercheck")
-    if made_by != __version__:
-        out.notes.append(f"reports not compared with {RECORD}: rendered by clustercheck {made_by}, this is "
-                         f"{__version__}")
+    made_as = rec.header.get("report_format", 1)  # records before formats were numbered: 1
+    if (made_by, made_as) != (__version__, REPORT_FORMAT):
+        out.notes.append(f"reports not compared with {RECORD}: rendered by clustercheck {made_by} in report format "
+                         f"{made_as}, this is {__version__} with format {REPORT_FORMAT}")
         return
     signer = ", ".join(signed.keyids) if signed is not None else _claimed_signer(run_dir)
     try:

@@ -10,6 +10,12 @@ from typing import Any, Mapping, Sequence, TypedDict
 from clustercheck.judging.verdicts import VerdictEntry
 
 SCHEMA_VERSION = 1
+# What the reports (results.json, sla.json, junit.xml, ctrf.json, report.html) look like when rendered from
+# the same record. Bump it with any change to their rendering: `clustercheck verify` compares a run's
+# reports with what its record renders to only when the run was rendered in this format by this version,
+# and says so in a note otherwise (two builds of one version may render differently).
+# tests/test_report_format.py holds each format's digests and fails when the rendering changes without it.
+REPORT_FORMAT = 2
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
@@ -38,6 +44,7 @@ class RunHeader(TypedDict, total=False):
     nodes: list[str]
     repeat: dict[str, Any]  # {"count": N} or {"duration_s": S} for a burn-in run
     run_id: str  # a UUID naming this run in its evidence (absent in older records)
+    report_format: int  # REPORT_FORMAT of the clustercheck that ran (absent before format 2)
     counters: bool  # --counters: hardware counters read around every check (absent in older records)
     node_facts: dict[str, dict[str, Any]]  # multi-node runs: each node's facts
     absent: dict[str, str]  # node -> why it never joined (--launcher join, k8s): the run is INCOMPLETE

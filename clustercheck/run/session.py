@@ -28,7 +28,7 @@ from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
 from clustercheck.record.io import RecordWriteError, RunWriter, load, now
-from clustercheck.record.schema import SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
+from clustercheck.record.schema import REPORT_FORMAT, SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
 from clustercheck.run import prestart
@@ -134,7 +134,7 @@ class CheckSession:
             "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
             "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
             "ranks_per_node": self.per_node, "counters": opts.counters,
-            "nodes": self.nodes, "python": sys.executable,
+            "nodes": self.nodes, "python": sys.executable, "report_format": REPORT_FORMAT,
             **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
             **({"expect": opts.expect} if opts.expect else {}),
             "fabric": {"line_rate_from_nodes": self.fabric.node_rate[1] if self.fabric and self.fabric.node_rate else None,

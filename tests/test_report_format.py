@@ -1,0 +1,40 @@
+"""The reports' format (record/schema.py REPORT_FORMAT): `clustercheck verify` compares a run's reports with
+what its record renders to only when the record was rendered in this format by this version. This test
+holds the sha256 of each report rendered from one fixed record (tests/test_reports.py `write_record`),
+per format. When the rendering changes, it fails: bump REPORT_FORMAT and put the new digests here, so
+that a run rendered by an earlier build of the same version is left uncompared, with a note, instead of
+read as edited. junit.xml is left out: junitparser writes it, and a release of junitparser may change
+its bytes without any change here."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from test_reports import write_record
+
+from clustercheck.record.schema import REPORT_FORMAT
+from clustercheck.report import read, render_texts
+
+DIGESTS = {
+    2: {"results.json": "817dc5dcd2017ab83fdf501b0543703bd99a5ca2b74a618263047360e8f8989a",
+        "sla.json": "9e749b25e9841a6d11e132504614f03804dfe54346d8b300f261cb3b1e93b129",
+        "ctrf.json": "aa85d1ba0c1b0a687ac537badeb5147186ca2dec0ea1404242a42365947f6fbb",
+        "report.html": "ec0db6ddc975e8ae38f5f83b4685ffa52b39502aa9d699a94b93ec2f30dbe5bb"},
+}
+
+
+def test_the_reports_render_as_their_format_says(tmp_path: Path) -> None:
+    texts = render_texts(read(write_record(tmp_path / "run.jsonl")), "SHA256:test")
+    got = {name: hashlib.sha256(data).hexdigest() for name, data in texts.values() if name != "junit.xml"}
+    assert REPORT_FORMAT in DIGESTS, f"REPORT_FORMAT {REPORT_FORMAT} has no digests here: {got}"
+    assert got == DIGESTS[REPORT_FORMAT], (
+        "the reports render differently from the same record: bump REPORT_FORMAT in record/schema.py and "
+        f"add its digests here: {got}")
+
+
+def test_the_digests_do_not_depend_on_where_the_record_is(tmp_path: Path) -> None:
+    a = render_texts(read(write_record(tmp_path / "a.jsonl")), None)
+    (tmp_path / "deeper").mkdir()
+    b = render_texts(read(write_record(tmp_path / "deeper" / "b.jsonl")), None)
+    assert a == b
