@@ -17,9 +17,8 @@ R=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/gpu/step.sh
 source "$R/benchmarks/gpu/step.sh"
 export PYTHONUNBUFFERED=1
-pack() { [ -n "$OUT" ] && tar -C "$V" -czf "$OUT/v10.tar.gz" .; }
-trap pack EXIT
-[ -z "$NO_INSTALL" ] && step install 120 python3 -m pip install -q --no-index --no-deps "$R"/.whl/*.whl
+pack_on_exit v10
+[ -z "$NO_INSTALL" ] && install_wheels
 step facts 60 bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; nproc;
   python3 -c "import torch; print(torch.__version__, torch.cuda.nccl.version())"'
 W=$(mktemp -d); cd "$W" || exit 1

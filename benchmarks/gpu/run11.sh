@@ -12,9 +12,8 @@ R=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/gpu/step.sh
 source "$R/benchmarks/gpu/step.sh"
 export PYTHONUNBUFFERED=1
-pack() { [ -n "$OUT" ] && tar -C "$V" -czf "$OUT/v11.tar.gz" .; }
-trap pack EXIT
-step install 120 python3 -m pip install -q --no-index --no-deps "$R"/.whl/*.whl
+pack_on_exit v11
+install_wheels
 W=$(mktemp -d); cd "$W" || exit 1
 openssl genpkey -algorithm ed25519 -out seller.pem && chmod 600 seller.pem && openssl pkey -in seller.pem -pubout -out seller.pub
 step smoke-signed 120 clustercheck run gpu-smoke --sign seller.pem --out "$W/s"
