@@ -288,7 +288,12 @@ def test_reports_rendered_in_an_earlier_format_are_noted_not_called_edited(work:
     proc = verify(old, work["pub"])
     assert proc.returncode == 0, proc.stdout
     assert (f"reports not compared with run.jsonl: rendered by clustercheck {__version__} in report format 1, this "
-            f"is {__version__} with format {REPORT_FORMAT}") in proc.stdout
+            f"is {__version__} with format {REPORT_FORMAT} (results.json, sla.json render differently)") in proc.stdout
+    assert cc("sign", str(old), "--key", str(work["key"]), cwd=tmp_path).returncode == 0  # renders them again
+    proc = verify(old, work["pub"])
+    assert proc.returncode == 0 and "reports not compared" not in proc.stdout, proc.stdout
+    assert "ok    reports: results.json, sla.json, junit.xml, ctrf.json, report.html are what run.jsonl renders to" \
+        in proc.stdout
     claimed = tmp_path / "claimed"
     shutil.copytree(work["signed"], claimed)
     as_signed_by_an_earlier_build(claimed, REPORT_FORMAT)

@@ -42,7 +42,8 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         src = root / name / "nccl.c"
         src.write_text(f"int ncclGetVersion(int *version) {{ *version = {code}; return 0; }}\n")
         out[name] = root / name / "libnccl.so.2"
-        subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(out[name]), str(src)], check=True)
+        subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(out[name]), str(src)],
+                       check=True)
     (root / "user").mkdir()
     src = root / "user" / "user.c"
     src.write_text("int ncclGetVersion(int *);\nint user_version(void) { int v = 0; ncclGetVersion(&v); return v; }\n")

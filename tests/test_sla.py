@@ -56,7 +56,8 @@ def test_sla_json_and_html_name_the_nccl_the_ranks_loaded() -> None:
     from clustercheck.report.html import environment
     from clustercheck.report.sla import evidence
 
-    header = {"type": "run", "platform": "h100-sxm-1x", "facts": {"driver": "580.159.04", "versions": {"torch": "2.11.0"}}}
+    header = {"type": "run", "platform": "h100-sxm-1x",
+              "facts": {"driver": "580.159.04", "versions": {"torch": "2.11.0"}}}
     ranks = [{"rank": r, "nccl": "2.30.7", "nccl_torch_built": "2.28.9", "cuda": "13.0"} for r in range(2)]
     results = [{"type": "result", "name": "ar", "check": "ar", "node": None, "outcome": "passed", "verdicts": [],
                 "suite_file": "s.yaml", "line": 3, "pool": {"ranks": ranks}}]
