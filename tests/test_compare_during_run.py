@@ -29,9 +29,12 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
         for v in x.get("verdicts") or []:
             if v["metric"] == "busbw":
                 v["measured"] *= 1000
+    torch_now = lines[0]["facts"]["versions"]["torch"]
+    lines[0]["facts"]["versions"]["torch"] = "2.0.0"  # and measured with another torch, which the summary says
     record.write_text("".join(json.dumps(x) + "\n" for x in lines))
     res = project.runpytest(*RUN, "--compare", str(baseline))
     res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines([f"software differs from the baseline: torch 2.0.0 -> {torch_now}"])
     res.stdout.fnmatch_lines(["*busbw vs baseline: * -> * GB/s (-*%; higher is better, at most 5% worse allowed*",
                               "*busbw vs baseline  -*% (* -> * GB/s)  >= -5%*FAIL*"])
     (result,) = latest(project)["results"]
@@ -39,6 +42,8 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]
     res = project.runpytest(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.99%")
     res.assert_outcomes(passed=1)
+    res = project.runpytest(*RUN, "--compare", str(project.path / "out" / "latest"))  # the same software
+    assert not [line for line in res.outlines if line.startswith("software differs")]
 
 
 def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:

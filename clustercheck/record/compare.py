@@ -307,6 +307,11 @@ def software_changes(baseline: Run, current: Run) -> list[tuple[str, str | None,
     return [(name, old.get(name), now) for name, now in new.items() if old.get(name) != now]
 
 
+def software_line(changes: list[tuple[str, str | None, str | None]]) -> str:
+    return "software differs: " + ", ".join(f"{name} {before or 'unknown'} -> {now or 'unknown'}"
+                                            for name, before, now in changes)
+
+
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
           "latency": "latency"}
 
@@ -321,8 +326,7 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
                      f"{', '.join(new) or 'nothing'}" + (f" ({c.other_suites} item(s) of a suite only one run ran "
                                                          "are not compared)" if c.other_suites else ""))
     if c.software:
-        lines.append("software differs: " + ", ".join(f"{name} {before or 'unknown'} -> {now or 'unknown'}"
-                                                      for name, before, now in c.software))
+        lines.append(software_line(c.software))
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
     shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
     rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]

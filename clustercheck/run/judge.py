@@ -137,7 +137,7 @@ class Baseline:
     """A saved run that each item is also judged against (`--compare`)."""
 
     def __init__(self, arg: str, history: Any, tolerance: float) -> None:
-        run = load_run(arg, history)
+        self.run = run = load_run(arg, history)
         self.items: dict[str, ResultEntry] = {item_id(r): r for r in run.results}
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
