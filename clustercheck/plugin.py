@@ -394,7 +394,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         except UserError:  # this run's record unreadable now: said where the reports are rendered
             changed = []
         if changed:
-            terminalreporter.write_line(software_line(changed).replace("differs", "differs from the baseline"))
+            terminalreporter.write_line(software_line(changed, " from the baseline"))
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")
         for line in TIMINGS.lines():

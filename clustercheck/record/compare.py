@@ -307,9 +307,10 @@ def software_changes(baseline: Run, current: Run) -> list[tuple[str, str | None,
     return [(name, old.get(name), now) for name, now in new.items() if old.get(name) != now]
 
 
-def software_line(changes: list[tuple[str, str | None, str | None]]) -> str:
-    return "software differs: " + ", ".join(f"{name} {before or 'unknown'} -> {now or 'unknown'}"
-                                            for name, before, now in changes)
+def software_line(changes: list[tuple[str, str | None, str | None]], against: str = "") -> str:
+    """`software differs{against}: nccl 2.28.9 -> 2.30.7, ...` (software_changes's list)."""
+    return f"software differs{against}: " + ", ".join(f"{name} {before or 'unknown'} -> {now or 'unknown'}"
+                                                      for name, before, now in changes)
 
 
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
