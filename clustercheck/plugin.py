@@ -377,6 +377,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     cs = config.stash[session_key]
     if not cs.started or cs.run_dir is None:
         return
+    from clustercheck.record.compare import software_since
     from clustercheck.report.terminal import run_summary
 
     stopper = config.stash.get(stopper_key, None)
@@ -386,15 +387,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
-    if cs.baseline is not None:  # --compare: a regression that comes with a new NCCL or driver is that first
-        from clustercheck.record.compare import load_run, software_changes, software_line
-
-        try:
-            changed = software_changes(cs.baseline.run, load_run(cs.run_dir / "run.jsonl"))
-        except UserError:  # this run's record unreadable now: said where the reports are rendered
-            changed = []
-        if changed:
-            terminalreporter.write_line(software_line(changed, " from the baseline"))
+    if cs.baseline is not None and (software := software_since(cs.baseline.run, cs.run_dir / "run.jsonl")):
+        terminalreporter.write_line(software)  # --compare: a regression that comes with a new NCCL is that first
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")
         for line in TIMINGS.lines():

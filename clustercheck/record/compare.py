@@ -313,6 +313,16 @@ def software_line(changes: list[tuple[str, str | None, str | None]], against: st
                                                       for name, before, now in changes)
 
 
+def software_since(baseline: Run, record: Path) -> str | None:
+    """The line `run --compare` ends its summary with: the software that differs from the baseline's;
+    None where none does, or where this run's record cannot be read now (its reports say why)."""
+    try:
+        changed = software_changes(baseline, load_run(record))
+    except UserError:
+        return None
+    return software_line(changed, " from the baseline") if changed else None
+
+
 _LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
           "latency": "latency"}
 
