@@ -29,26 +29,31 @@ def test_no_nccl_loaded_keeps_torchs_figure() -> None:
     assert version((2, 28, 9)) == "2.28.9"
 
 
-@pytest.fixture(scope="module")
-def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two libnccl.so.2 (2.30.7 in new/, 2.28.9 in wheel/) and user/libuser.so, which needs libnccl.so.2."""
+def _stand_in(path: Path, soname: str, code: int) -> Path:
+    """A shared library at `path` named `soname` whose ncclGetVersion answers `code`, built with gcc."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.fail("gcc is needed to build the stand-in libraries (.ci/run installs it)")
+    src = path.with_name(path.name + ".c")
+    src.write_text(f"int ncclGetVersion(int *version) {{ *version = {code}; return 0; }}\n")
+    subprocess.run([gcc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), str(src)], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two libnccl.so.2 (2.30.7 in new/, 2.28.9 in wheel/) and user/libuser.so, which needs libnccl.so.2."""
     root = tmp_path_factory.mktemp("nccl")
     out: dict[str, Path] = {}
     for name, code in (("new", 23007), ("wheel", 22809)):
         (root / name).mkdir()
-        src = root / name / "nccl.c"
-        src.write_text(f"int ncclGetVersion(int *version) {{ *version = {code}; return 0; }}\n")
-        out[name] = root / name / "libnccl.so.2"
-        subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(out[name]), str(src)],
-                       check=True)
+        out[name] = _stand_in(root / name / "libnccl.so.2", "libnccl.so.2", code)
     (root / "user").mkdir()
     src = root / "user" / "user.c"
     src.write_text("int ncclGetVersion(int *);\nint user_version(void) { int v = 0; ncclGetVersion(&v); return v; }\n")
     out["user"] = root / "user" / "libuser.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(out["user"]), str(src), str(out["wheel"])], check=True)
+    subprocess.run([shutil.which("gcc") or "gcc", "-shared", "-fPIC", "-o", str(out["user"]), str(src),
+                    str(out["wheel"])], check=True)
     return out
 
 
@@ -72,13 +77,9 @@ def _rank(libs: dict[str, Path], preload: str | None, by_path: str | None) -> tu
     return bound, read
 
 
-def test_rccl_loaded_by_its_own_soname_answers_too(libs: dict[str, Path], tmp_path: Path) -> None:
+def test_rccl_loaded_by_its_own_soname_answers_too(tmp_path: Path) -> None:
     """ROCm's torch loads RCCL (librccl.so.1), which answers ncclGetVersion as NCCL does."""
-    rccl = tmp_path / "librccl.so.1"
-    src = tmp_path / "rccl.c"
-    src.write_text("int ncclGetVersion(int *version) { *version = 22203; return 0; }\n")
-    subprocess.run([shutil.which("gcc") or "gcc", "-shared", "-fPIC", "-Wl,-soname,librccl.so.1", "-o", str(rccl),
-                    str(src)], check=True)
+    rccl = _stand_in(tmp_path / "librccl.so.1", "librccl.so.1", 22203)
     code = (f"import ctypes; ctypes.CDLL({str(rccl)!r}); from clustercheck.fabric.nccl_lib import version; "
             f"print(version((2, 21, 5)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,7 +1,8 @@
 """Where the seconds of a run went (`--timings`, or CLUSTERCHECK_PROFILE=1): the controller's start-up
 (interpreter and imports, pytest and its plugins), collection, the platform and record, each rank pool's
 start (and, per rank, its wait for the zygote it is forked from, its torch import, store connection,
-process group and device), each check, and the reports. The marks cost a clock read each, so they are taken whether or not anyone asks for them."""
+process group and device), each check, and the reports. The marks cost a clock read each, so they are
+taken whether or not anyone asks for them."""
 
 from __future__ import annotations
 
