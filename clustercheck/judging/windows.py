@@ -4,7 +4,10 @@ and a failed one per device that vanished."""
 
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 from clustercheck.counters.allowances import Judgement
+from clustercheck.errors import HarnessError
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.verdicts import Expectation, Verdict
 
@@ -24,4 +27,19 @@ def verdicts(j: Judgement, check_id: str) -> list[Verdict]:
         rule = Expectation(check_id, e.reader, "readable before and after the check", "built in", e.text())
         out.append(Verdict(e.reader, "gone", "", rule, False, subject=f"{j.host} {e.device}".strip(),
                            detail=e.text()))
+    return out
+
+
+def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> list[Verdict]:
+    """The verdicts of an item's nodes' windows (--counters); HarnessError where a node has no window (its
+    counters could not be read: the window is then why) or a counter of it could not be judged."""
+    out: list[Verdict] = []
+    for node in nodes:
+        window = windows.get(node)
+        if window is None or isinstance(window, str):
+            raise HarnessError(f"{check_id}: {window or f'no counter window for {node}'}")
+        if window.harness_errors:
+            raise HarnessError(f"{check_id}: counters of {node} could not be judged: "
+                               f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
+        out += verdicts(window, check_id)
     return out

@@ -279,18 +279,10 @@ class CheckSession:
         assert self.runner is not None
         if not self.options.counters:
             return outcome
-        from clustercheck.judging.windows import verdicts
+        from clustercheck.judging.windows import item_verdicts
         from clustercheck.run import scopes
 
-        extra = []
-        for node in scopes.members(where, self.nodes):
-            window = self.runner.windows.get(node)
-            if window is None or isinstance(window, str):
-                raise HarnessError(f"{check.id}: {window or f'no counter window for {node}'}")
-            if window.harness_errors:
-                raise HarnessError(f"{check.id}: counters of {node} could not be judged: "
-                                   f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
-            extra += verdicts(window, check.id)
+        extra = item_verdicts(check.id, self.runner.windows, scopes.members(where, self.nodes))
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + extra)
 
     def add_result(self, entry: ResultEntry) -> None:
