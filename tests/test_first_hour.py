@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -116,9 +117,11 @@ def test_the_hosts_launcher_quotes_the_launchers_own_error_first(tree: Path) -> 
              cwd=tree, path=f"{tree / 'bin'}:{os.environ['PATH']}")
     assert out.returncode == 4
     first = out.stderr.strip().splitlines()[0]
-    assert first.startswith("ERROR: could not read the nodes' platform facts: rank 0 (localhost) exited with code 255 "
-                            "during starting the ranks: ssh: connect to host localhost port 22: Connection refused")
-    assert "store was advertised" not in out.stderr  # loopback reaches ranks on this machine: not the cause
+    assert first.startswith("ERROR: no host's agent joined (localhost: its agent exited with 255 before joining: "
+                            "ssh: connect to host localhost port 22: Connection refused); check --hosts and "
+                            "--host-command; the agents' output: "), first
+    assert "advertised at" not in out.stderr  # loopback reaches an agent on this machine: not the cause
+    assert not (tree / "o").exists()  # refused before any record: there is no node to measure
 
 
 @pytest.mark.pool
@@ -211,18 +214,20 @@ def test_binary_null_is_refused(tree: Path) -> None:
         or "binary: no program named (null)" in out.stderr
 
 
-def test_the_hosts_launcher_starts_connections_in_waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clustercheck.run import launch
+def test_the_hosts_launcher_starts_connections_in_waves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercheck.run import hosts
 
     started: list[float] = []
-    monkeypatch.setattr(launch, "_popen", lambda *a, **k: started.append(time.monotonic()))
-    monkeypatch.setattr(launch, "HOSTS_WAVE_PAUSE", 0.05)
-    hosts = launch.HostsLauncher([f"n{i}" for i in range(200)], "env {python}")
-    hosts.start({"CC_STORE_HOST": "h", "CC_STORE_PORT": "1", "CC_BACKEND": "gloo"}, 200, "k",
-                [tmp_path / f"{i}.log" for i in range(200)])
+    monkeypatch.setattr(hosts, "start_agent", lambda *a, **k: started.append(time.monotonic()))
+    monkeypatch.setattr(hosts, "HOSTS_WAVE_PAUSE", 0.05)
+    launcher = hosts.HostsLauncher([f"n{i}" for i in range(200)], "env {python}", "10.0.0.1")
+    try:
+        launcher.launch()  # one agent per host, through the template
+    finally:
+        shutil.rmtree(launcher.agent_dir)
     gaps = [b - a for a, b in zip(started, started[1:])]
     assert len(started) == 200
-    assert sum(g >= 0.05 for g in gaps) == 200 // launch.HOSTS_WAVE  # a pause after each wave of 64
+    assert sum(g >= 0.05 for g in gaps) == 200 // hosts.HOSTS_WAVE  # a pause after each wave of 64
 
 
 # 2. progress under repetition: repetition, item within it, time to the deadline; never past the total

@@ -1,7 +1,8 @@
 """`--launcher hosts`: what the pool sets for its ranks (the check's `env:`, clustercheck's CC_*) reaches
 every rank even when the host command passes no environment, as ssh does. The template here is
-`env -i PYTHONPATH=<dir> {python}`: the rank starts with nothing but what a remote login would give it,
-through the real HostsLauncher, pool and worker, with the key and the environment on stdin."""
+`env -i PYTHONPATH=<dir> {python}`: each host's agent starts with nothing but what a remote login would
+give it, through the real HostsLauncher, agent, pool and worker; the run's secret reaches the agent on its
+stdin, and the pool's variables reach the ranks in the agent's spawn message."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.run.launch import HostsLauncher, rank_env
+from clustercheck.run.hosts import HostsLauncher
+from clustercheck.run.launch import rank_env
 from clustercheck.run.wire import env_line, read_env
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
@@ -39,17 +41,21 @@ def test_the_checks_env_and_cc_variables_reach_every_remote_rank(rank_module: Pa
     monkeypatch.setenv("CONTROLLER_ONLY", "stays here")  # in the controller's environment, not the pool's
     monkeypatch.setenv("PYTHONPATH", str(rank_module))  # the controller resolves the runner path too
     template = f"env -i PYTHONPATH={rank_module} CC_HOST={{host}} {{python}}"  # a bare login, like ssh's
-    manager = PoolManager(tmp_path / "logs", launcher=HostsLauncher(["h1", "h2"], template))
+    launcher = HostsLauncher(["h1", "h2"], template)
+    launcher.begin()  # one agent per host, joined
+    manager = PoolManager(tmp_path / "logs", launcher=launcher)
     try:
         pool = manager.get(PoolKey("gloo", 4, env=(("NCCL_ALGO", "Ring"),)))
         answers = pool.run("envreport", {"names": NAMES}, 60, runner="envreport:measure")
     finally:
         manager.close(kill=True)
+        launcher.close()  # the hosts' agents leave
     assert [a["host"] for a in answers] == ["h1", "h1", "h2", "h2"]
     for a in answers:
         env = a["env"]
         assert env["NCCL_ALGO"] == "Ring"  # the check's env:
-        assert env["CC_POOL_NUMBER"] == "1" and env["CC_LOG_DIR"] == str(tmp_path / "logs")
+        # the log directory is the host's agent's own (the controller's is not on that host)
+        assert env["CC_POOL_NUMBER"] == "1" and "clustercheck-agent-" in env["CC_LOG_DIR"]
         assert env["OMP_NUM_THREADS"]  # the pool's thread count for 2 ranks per node
         assert env["CONTROLLER_ONLY"] is None  # the rest of the controller's environment stays there
         assert env["CC_POOL_KEY"] is None  # the key came on stdin and never sits in the environment
@@ -61,7 +67,8 @@ def test_without_the_env_line_a_bare_rank_would_miss_the_checks_env(rank_module:
     import subprocess
     import sys
 
-    argv = HostsLauncher(["h1"], f"env -i PYTHONPATH={rank_module} CC_HOST={{host}} {{python}}").argv("h1")
+    template = f"env -i PYTHONPATH={rank_module} CC_HOST={{host}} {{python}}"
+    argv = HostsLauncher(["h1"], template).argv("h1")
     code = "import os, envreport; print(os.environ.get('NCCL_ALGO'))"
     out = subprocess.run([*argv, "-c", code], env={**os.environ, "NCCL_ALGO": "Ring"}, capture_output=True,
                          text=True, check=True, timeout=60)

@@ -117,6 +117,8 @@ def test_an_agent_that_dies_mid_run_errors_its_node_and_the_other_keeps_its_verd
     assert died["outcome"] == "error" and "(pod1) was lost with its node's agent (pod1), silent for 10 s" in \
         died["message"], died["message"]
     assert "pod0" not in died["message"].splitlines()[0]
+    assert died["unreachable"] == ["pod1"]  # a node whose agent went silent is unreachable or dead: excluded
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["pod1"]
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
     assert agents[0].returncode == 0
 

@@ -120,17 +120,21 @@ def test_pair_suite_fails_exactly_the_pairs_of_the_throttled_host(bed: NetBed, t
 
 def test_a_store_the_hosts_cannot_reach_is_said_with_what_to_give(bed: NetBed, tmp_path: Path) -> None:
     """The controller's hostname resolving to loopback (Debian's 127.0.1.1, or 127.0.0.1 here) is the
-    first thing a new cluster hits: ranks in other namespaces cannot reach 127.0.0.1 of this one. The
-    run stops before any check, in one line that says to give --store-addr (not a pass, not a hang)."""
+    first thing a new cluster hits: agents in other namespaces cannot reach 127.0.0.1 of this one. The
+    run stops before any check, once the agents gave up (hosts.REACH s), in one line that names each host
+    with what its agent said and says to give --store-addr (not a pass, not a hang)."""
     (tmp_path / "s.yaml").write_text(SUITE)
     cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--out", "out", "--launcher", "hosts",
            "--hosts", ",".join(bed.hosts), "--host-command", TEMPLATE, "--ranks", "1", "--store-addr", "127.0.0.1"]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240)
     out = res.stdout + res.stderr
-    (line,) = [ln for ln in out.splitlines() if "could not read the nodes' platform facts" in ln]
-    assert "during starting the ranks" in line and "the store was advertised at 127.0.0.1, a loopback address" \
-        in line and "give --store-addr" in line, out[-3000:]
-    assert f"({bed.hosts[0]})" in line and "localhost" not in line, line  # ranks named by where they were sent
+    (line,) = [ln for ln in out.splitlines() if "a loopback address" in ln]
+    assert "no host's agent joined" in line and "advertised at 127.0.0.1" in line and "give --store-addr" in line, \
+        out[-3000:]
+    # each host named with what its agent said
+    assert f"{bed.hosts[0]}: its agent exited with 4 before joining" in line, line
+    assert "could not reach the controller at 127.0.0.1" in line, line
+    assert not (tmp_path / "out").exists()  # refused before any rank or record
     assert res.returncode == Exit.BAD_INPUT and "Traceback" not in out, out[-3000:]
 
 
@@ -139,7 +143,7 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     """Only the traffic between hosts 1 and 2 is slow (htb on each one's eth0, filtered by the other's
     address): each host is fine with every other partner, so the fault is that pair, not a node."""
     from clustercheck.kinds import KINDS
-    from clustercheck.run.launch import HostsLauncher
+    from clustercheck.run.hosts import HostsLauncher
     from clustercheck.localize import Planner
     from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
     from clustercheck.run.failure import RankFailure
@@ -149,7 +153,9 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
     a, b = bed.hosts[0], bed.hosts[1]
     bed.throttle_pair(a, b, RATE)
     monkeypatch.setenv("CC_STORE_ADDR", bed.root_addr)
-    manager = PoolManager(tmp_path / "logs", launcher=HostsLauncher(list(bed.hosts), TEMPLATE))
+    launcher = HostsLauncher(list(bed.hosts), TEMPLATE)
+    launcher.begin()
+    manager = PoolManager(tmp_path / "logs", launcher=launcher)
     params = {"collective": "all_reduce", "sizes": [512 << 10], "dtype": "float32", "warmup": 1, "iters": 2,
               "check_iters": 1, "placements": ["in"]}
     rounds: list[list[tuple[tuple[str, ...], object]]] = []
@@ -170,6 +176,7 @@ def test_the_planner_names_the_throttled_link_and_only_it(bed: NetBed, tmp_path:
                   on_round=lambda gs, out: rounds.append([(g.members, o) for g, o in zip(gs, out)]))
     finally:
         manager.close(kill=True)
+        launcher.close()  # the hosts' agents leave
     story = json.dumps(rounds)
     assert [(f.kind, f.nodes) for f in v.findings] == [("link", (a, b))], story
     assert v.suspects == () and v.unexplained == () and v.cleared == set(bed.hosts), story
@@ -263,7 +270,7 @@ def test_scope_localize_follows_the_topology_file_and_refuses_a_node_outside_it(
 
     tree["leaf-b"]["nodes"] = list(hosts[3:5])  # hosts[5] under no switch
     (tmp_path / "topo.json").write_text(json.dumps(tree))
-    # a host command that starts nothing: the refusal comes before any rank is asked for
+    # a host command that starts nothing: the refusal comes before any agent is started
     refused = [*cmd, "--out", "out2"]
     refused[refused.index(TEMPLATE)] = "false {host} {python}"
     res = subprocess.run(refused, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -1,18 +1,18 @@
 """--store-addr: where ranks on other machines reach the controller's store. The flag wins over
-$CC_STORE_ADDR, which wins over what the hostname resolves to; a loopback answer is named when the ranks
-fail to start (tests/test_netns.py drives that on namespaced hosts, and the flag reaching real ranks)."""
+$CC_STORE_ADDR, which wins over what the hostname resolves to; a loopback answer is named when no host's
+agent could reach it (tests/test_netns.py drives that on namespaced hosts, and the flag reaching real ranks)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from clustercheck.exitcodes import Exit
-from clustercheck.run.launch import HostsLauncher, advertised, loopback, make_launcher
+from clustercheck.run.hosts import HostsLauncher
+from clustercheck.run.launch import advertised, loopback
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
@@ -23,10 +23,9 @@ def test_the_flag_wins_over_the_environment_which_wins_over_the_hostname(monkeyp
     assert advertised() == "10.1.2.3"
     monkeypatch.setenv("CC_STORE_ADDR", "10.9.9.9")
     assert advertised() == "10.9.9.9" and advertised("ctl-ib0") == "ctl-ib0"
-    options = SimpleNamespace(launcher="hosts", hosts="n[1-2]", host_command="ssh {host} {python}",
-                              store_addr="192.168.7.1", nodes=None)
-    launcher = make_launcher(options)
-    assert isinstance(launcher, HostsLauncher) and launcher.store_bind() == ("0.0.0.0", "192.168.7.1")
+    # where the hosts' agents are told to reach the controller (no agent starts before begin())
+    assert HostsLauncher(["n1", "n2"], "ssh {host} {python}", "192.168.7.1").host == "192.168.7.1"
+    assert HostsLauncher(["n1", "n2"], "ssh {host} {python}").host == "10.9.9.9"
 
 
 @pytest.mark.parametrize("addr, expected", [("127.0.1.1", True), ("127.0.0.1", True), ("::1", True),

@@ -57,6 +57,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--node", metavar="NAME", help=f"default: ${gang.NODE_ENV}, else the hostname")
     p.add_argument("--join-timeout", type=float, default=gang.JOIN_TIMEOUT, metavar="SECONDS",
                    help=f"how long to try to reach the controller (default {gang.JOIN_TIMEOUT:g})")
+    p.add_argument("--token-stdin", action="store_true",
+                   help="read the shared secret from the first line of stdin (how --launcher hosts starts agents)")
 
 
 @dataclass
@@ -362,7 +364,8 @@ def main(args: argparse.Namespace) -> int:
     if args.local_ranks is not None and not 1 <= args.local_ranks <= 1024:
         raise UserError(f"--local-ranks must be between 1 and 1024, got {args.local_ranks}")
     me = gang.identity(args.index, args.node, args.controller, socket.gethostname())
-    agent = Agent(me, gang.read_token(), args.local_ranks)
+    token = gang.read_token({gang.TOKEN_ENV: sys.stdin.readline()} if args.token_stdin else None)
+    agent = Agent(me, token, args.local_ranks)
 
     def stop(signum: int, frame: Any) -> None:
         agent.stop = signum

@@ -43,6 +43,7 @@ class Pods(Protocol):
 class JoinLauncher(Launcher):
     kind = "join"
     remote = True
+    announce = True  # say on stderr that the controller waits (someone else starts the agents)
 
     def __init__(self, nodes: int, store_addr: str | None, timeout: float = gang.JOIN_TIMEOUT,
                  token: str | None = None, *, gather: bool = True, pods: Pods | None = None) -> None:
@@ -84,6 +85,8 @@ class JoinLauncher(Launcher):
         except OSError as exc:
             raise UserError(f"--store-addr {self.store_addr}: cannot listen on {bind}:{self.port} "
                             f"({exc.strerror or exc})") from None
+        self.port = listener.getsockname()[1]  # port 0 (the hosts launcher's agents): the one the kernel gave
+        self.store_addr = f"{self.host}:{self.port}"
         self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=30), master_listen_fd=listener.detach())
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
@@ -102,8 +105,9 @@ class JoinLauncher(Launcher):
         self._settle(missing, bad)
 
     def _await(self, every: float) -> dict[int, str]:
-        print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
-              f"{self.port}", file=sys.stderr, flush=True)
+        if self.announce:
+            print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
+                  f"{self.port}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + self.timeout
         seen, bad, next_poll = -1, {}, time.monotonic() + every
         while len(self.members) < self.expected and time.monotonic() < deadline:
@@ -149,11 +153,7 @@ class JoinLauncher(Launcher):
         """After the wait: refuse what cannot run, name the absent, fix the nodes and ranks per node."""
         absent = self.explain(missing, bad)
         if not self.members:
-            said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3]
-                           if not why.startswith("no agent with"))
-            raise UserError(f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} "
-                            f"expected{said}); start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} "
-                            f"and the controller's {gang.TOKEN_ENV}")
+            raise UserError(self.none_joined(absent))
         ordered = [self.members[i] for i in sorted(self.members)]
         seen: dict[str, int] = {}
         for m in ordered:
@@ -173,6 +173,13 @@ class JoinLauncher(Launcher):
             print(f"clustercheck: {len(ordered)} of {self.expected} node agent(s) joined; never joined: "
                   + "; ".join(f"{name}: {why}" for name, why in absent.items())
                   + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
+
+    def none_joined(self, absent: Mapping[str, str]) -> str:
+        """Why the run cannot start, when no agent joined."""
+        said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3] if not why.startswith("no agent with"))
+        return (f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} expected{said}); "
+                f"start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} and the controller's "
+                f"{gang.TOKEN_ENV}")
 
     def explain(self, missing: list[int], bad: Mapping[int, str]) -> dict[str, str]:
         """absent node name -> why, for the indices that never joined (with `pods`: by node or pod, and

@@ -3,13 +3,9 @@
 - `local`: this machine, one process per rank, the store on loopback.
 - `slurm`: inside an allocation (salloc/sbatch): one `srun` starts every rank on every node of the
   allocation; Slurm's SLURM_PROCID/SLURM_LOCALID/SLURMD_NODENAME give each rank its place.
-- `hosts`: an explicit host list and a command template such as `ssh {host} {python}`; the template
-  is split like a shell would (shlex) and never given to a shell, then `-m clustercheck.run.worker` and
-  the rank's arguments are appended. The pool's HMAC key goes to each rank on its stdin, and on the
-  next line the variables the pool set for the rank (the check's `env:`, clustercheck's CC_*): ssh
-  passes no environment (only what the server's AcceptEnv lets through), and `env K=V` words in the
-  argv would need quoting for the remote shell ssh hands them to but not for a template without one
-  (`ip netns exec`, `docker exec`), so stdin carries them for every template alike.
+- `hosts`: an explicit host list and a command template such as `ssh {host} {python}`, through which
+  one node agent per host is started, which then starts that host's ranks as `join`'s agents do
+  (run/hosts.py).
 - `join`: node agents (`clustercheck agent`) started by something else (an Indexed Job, JobSet, MPIJob,
   systemd) join the controller and start their node's ranks (run/join.py, run/agent.py).
 - `k8s`: the same agents as an Indexed Job behind a headless Service, which this launcher creates and
@@ -19,49 +15,38 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from clustercheck.errors import UserError
-from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env  # noqa: F401 (re-exported)
-from clustercheck.run.wire import env_line
+from clustercheck.run.launcher import Launcher, RankProcess, advertised, loopback, rank_env  # noqa: F401 (re-exported)
 from clustercheck.run.zygote import shared as shared_zygote
 
 WORKER = ["-m", "clustercheck.run.worker"]
 
 
-def _popen(argv: list[str], env: dict[str, str], log: Path, key: str, *,
-           new_session: bool = True, remote_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start one rank (or its ssh). Either way Ctrl-C at the terminal reaches the controller only, which
-    ends the ranks itself. Local ranks get a process group of their own but stay in the controller's
-    session: with the kernel's autogroup scheduling a session is a CPU-sharing group, and ranks in a
-    session each share the cores differently from a bare torchrun's ranks (docs/benchmarks.md: gloo
-    broadcast measured 10-18% below torchrun's on 2 vCPUs that way). ssh gets a session of its own, so
-    it can never prompt on the terminal."""
-    group: dict[str, Any] = {"start_new_session": True}
-    if not new_session:
-        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+def _popen(argv: list[str], env: dict[str, str], log: Path, key: str) -> subprocess.Popen[bytes]:
+    """Start one local rank afresh, its key on its stdin. Ctrl-C at the terminal reaches the controller
+    only, which ends the ranks itself: a rank gets a process group of its own but stays in the
+    controller's session. With the kernel's autogroup scheduling a session is a CPU-sharing group, and
+    ranks in a session each share the cores differently from a bare torchrun's ranks (docs/benchmarks.md:
+    gloo broadcast measured 10-18% below torchrun's on 2 vCPUs that way)."""
+    group: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                 **group)
     assert proc.stdin is not None
-    _send_key(proc.stdin, key, remote_env)
-    return proc
-
-
-def _send_key(stdin: IO[bytes], key: str, remote_env: Mapping[str, str] | None = None) -> None:
     try:
-        stdin.write(key.encode() + b"\n" + (env_line(remote_env) if remote_env is not None else b""))
-        stdin.close()
+        proc.stdin.write(key.encode() + b"\n")
+        proc.stdin.close()
     except BrokenPipeError:
         pass  # the rank died at once; the pool notices and reports its output
+    return proc
 
 
 class LocalLauncher(Launcher):
@@ -79,20 +64,8 @@ class LocalLauncher(Launcher):
         forked = zygote.start_all([(args[r], env, logs[r]) for r in range(nranks)], key) if zygote else None
         if forked is not None:
             return list(forked)
-        return [_popen([sys.executable, *WORKER, *args[r]], env, logs[r], key, new_session=False)
+        return [_popen([sys.executable, *WORKER, *args[r]], env, logs[r], key)
                 for r in range(nranks)]
-
-
-def advertised(store_addr: str | None = None) -> str:
-    """The address other nodes reach this controller at: --store-addr, else $CC_STORE_ADDR (set either
-    where the hostname resolves to loopback, or to an address the nodes cannot route to, such as hosts
-    that are network namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
-    if addr := store_addr or os.environ.get("CC_STORE_ADDR"):
-        return addr
-    try:
-        return socket.gethostbyname(socket.getfqdn())
-    except OSError:
-        return socket.gethostname()
 
 
 STORE_HINT = ("the store was advertised at {addr}, a loopback address (this controller's hostname resolves "
@@ -141,63 +114,6 @@ class SlurmLauncher(Launcher):
                                      start_new_session=True)]
 
 
-HOSTS_WAVE = 64  # --launcher hosts starts this many connections (ssh) at a time...
-HOSTS_WAVE_PAUSE = 0.5  # ...then waits this long: sshd refuses past MaxStartups (10:30:100) handshakes at once
-
-
-class HostsLauncher(Launcher):
-    kind = "hosts"
-    remote = True
-
-    def __init__(self, hosts: list[str], template: str, store_addr: str | None = None) -> None:
-        self.store_addr = store_addr
-        if not hosts:
-            raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
-        try:
-            words = shlex.split(template)
-        except ValueError as exc:
-            raise UserError(f"--host-command {template!r}: {exc}") from None
-        if not words:
-            raise UserError("--host-command is empty; e.g. 'ssh {host} {python}'")
-        program = sys.executable if words[0] == "{python}" else words[0]
-        if "{host}" not in program and shutil.which(program) is None:  # before any check, not at the first pool
-            raise UserError(f"--host-command {template!r}: {words[0]!r} is not on the PATH here")
-        self.nodes = tuple(hosts)
-        self.words = words
-
-    def store_bind(self) -> tuple[str, str]:
-        return "0.0.0.0", advertised(self.store_addr)
-
-    def node_of(self, rank: int, nranks: int) -> str:
-        return self.nodes[rank // max(1, nranks // len(self.nodes))]  # ranks in blocks of one node's
-
-    def argv(self, host: str) -> list[str]:
-        subst = {"{host}": host, "{python}": sys.executable}
-        out = []
-        for word in self.words:
-            for k, v in subst.items():
-                word = word.replace(k, v)
-            out.append(word)
-        if "{python}" not in " ".join(self.words):
-            out.append(sys.executable)
-        return out
-
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
-              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
-        per_node = nranks // len(self.nodes)
-        travel = rank_env(env, check_env=check_env)  # laid over the remote login's own environment
-        procs = []
-        for r in range(nranks):
-            if r and r % HOSTS_WAVE == 0:  # connections begin in waves, never thousands of handshakes at once
-                time.sleep(HOSTS_WAVE_PAUSE)
-            host = self.node_of(r, nranks)
-            args = [*self.argv(host), *WORKER, "--rank", str(r), "--local-rank", str(r % per_node), "--node", host,
-                    "--world-size", str(nranks), "--store", f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}",
-                    "--backend", env["CC_BACKEND"]]
-            procs.append(_popen(args, env, logs[r], key, remote_env=travel))
-        return procs
-
-
 def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
     import hostlist
 
@@ -205,6 +121,8 @@ def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher
         names = hostlist.expand_hostlist(hosts or "")
     except hostlist.BadHostlist as exc:
         raise UserError(f"--hosts {hosts!r}: {exc}") from None
+    from clustercheck.run.hosts import HostsLauncher
+
     return HostsLauncher(names, template, store_addr)
 
 
@@ -244,7 +162,7 @@ class Entry:
 LAUNCHERS: dict[str, Entry] = {
     "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
     "slurm": Entry(lambda o: SlurmLauncher(o.store_addr), SlurmLauncher.remote),
-    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), HostsLauncher.remote),
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), True),  # node agents over --host-command: run/hosts.py
     "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
     "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
 }

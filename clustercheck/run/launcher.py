@@ -1,6 +1,7 @@
 """What every launcher is (`Launcher`, the capabilities the pool and the session read) and what a rank
 process must offer the pool (`RankProcess`). The launchers themselves are in `launch` (local, slurm,
-hosts, and the LAUNCHERS table), `join` (node agents) and `clustercheck.run.k8s.launcher` (Kubernetes)."""
+and the LAUNCHERS table), `join` (node agents), `hosts` (node agents it starts through a host command) and
+`clustercheck.run.k8s.launcher` (Kubernetes)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ def loopback(addr: str) -> bool:
         return ipaddress.ip_address(addr).is_loopback
     except ValueError:
         return False  # a name: the ranks resolve it
+
+
+def advertised(store_addr: str | None = None) -> str:
+    """The address other nodes reach this controller at: --store-addr, else $CC_STORE_ADDR (set either
+    where the hostname resolves to loopback, or to an address the nodes cannot route to, such as hosts
+    that are network namespaces behind a bridge: tests/netns.py), else the IP the hostname resolves to."""
+    if addr := store_addr or os.environ.get("CC_STORE_ADDR"):
+        return addr
+    try:
+        return socket.gethostbyname(socket.getfqdn())
+    except OSError:
+        return socket.gethostname()
 
 
 class RankProcess(Protocol):
@@ -55,6 +68,10 @@ class Launcher:
     # nodes the run was meant to have that never took part (an agent that never joined), with why: they
     # are untested and the run is INCOMPLETE
     absent: Mapping[str, str] = {}
+
+    def begin(self) -> None:
+        """Whatever must happen before the run's nodes are final (the hosts launcher starts its agents here,
+        after the run's options and the nodes' topology were checked); nothing for most launchers."""
 
     def store_bind(self) -> tuple[str, str]:
         """(address to listen on, address the ranks connect to)."""

@@ -295,8 +295,10 @@ class WorkerPool:
             message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
         failed = frozenset(range(n)) - frozenset(heard.ok)
         hosts = {self._host(r) for r in stopped}  # a node is unreachable when none of its silent ranks beats
-        unreachable = tuple(sorted(h for h in hosts if not any(self._host(r) == h for r in silent if r not in stopped)))
-        return RankFailure(message, dict(heard.ok), failed, unreachable)
+        unreachable = {h for h in hosts if not any(self._host(r) == h for r in silent if r not in stopped)}
+        if not self._srun:  # ... or when its node's agent went silent, taking its ranks (remote.RemotePool)
+            unreachable |= {self._host(r) for r in heard.dead if getattr(self.procs[r], "ended", "")}
+        return RankFailure(message, dict(heard.ok), failed, tuple(sorted(unreachable)))
 
     def _beats(self, ranks: list[int]) -> dict[int, str]:
         """Each rank's heartbeat counter as the store has it now (worker.py); a rank that never beat, a beat

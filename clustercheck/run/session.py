@@ -46,6 +46,11 @@ class CheckSession:
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
         self.launcher = make_launcher(options)
+        if options.topology is not None:  # a node under no switch: the user's error, before any agent starts
+            from clustercheck.localize.topology import for_nodes
+
+            for_nodes(options.topology, self.launcher.nodes)
+        self.launcher.begin()
         if options.ranks is None and self.launcher.ranks_per_node:  # node agents said how many they run
             self.options = options = dataclasses.replace(options, ranks=self.launcher.ranks_per_node)
         self.argv = argv

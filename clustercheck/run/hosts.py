@@ -1,0 +1,212 @@
+"""`--launcher hosts`: an explicit host list and a command template such as `ssh {host} {python}`. The
+template is split like a shell would (shlex) and never given to a shell. Through it the launcher starts
+one node agent per host (`{python} -m clustercheck agent`, run/agent.py), which joins this controller as
+the agents of `--launcher join` do (run/join.py) and starts that host's ranks whenever a pool asks.
+
+Why agents and not the ranks themselves: an agent imports torch once and forks every later pool's ranks
+from its zygote (run/zygote.py), where a rank started through the template would import torch again
+for every pool (4-5 s on a GPU node; docs/benchmarks.md). It also makes one connection per host per run,
+not one per rank per pool, and a host whose agent cannot start is named with what it printed.
+
+The run's shared secret is made here, for this run only, and reaches each agent on its stdin: ssh passes
+no environment (only what the server's AcceptEnv lets through), and a secret in the argv would be read
+by anyone on the host. The variables a pool sets for its ranks travel in the pool's spawn message and
+are laid over the agent's own (remote login) environment, as they were over a rank's.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Collection, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.run.join import JoinLauncher
+from clustercheck.run.launcher import advertised, loopback
+from clustercheck.run.signals import term_stops_like_ctrl_c
+
+HOSTS_WAVE = 64  # agents started (ssh connections opened) at a time...
+HOSTS_WAVE_PAUSE = 0.5  # ...then a pause: sshd refuses past MaxStartups (10:30:100) handshakes at once
+LOOK = 0.2  # seconds between looks at whether every agent still missing has exited
+# seconds an agent tries to reach this controller, which listens before any agent starts: what it cannot
+# reach in that time it cannot reach at all (an address that is loopback, or not routed, from that host)
+REACH = 20.0
+# seconds the controller waits for every agent to join or end: its start and one torch import, as long as a
+# pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
+JOIN_WAIT = 180.0
+LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
+
+
+class HostsLauncher(JoinLauncher):
+    kind = "hosts"
+    announce = False  # the agents are this launcher's own: nothing for the user to start
+
+    def __init__(self, hosts: list[str], template: str, store_addr: str | None = None, *,
+                 timeout: float = JOIN_WAIT) -> None:
+        if not hosts:
+            raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
+        if len(set(hosts)) < len(hosts):
+            twice = sorted(h for h, n in Counter(hosts).items() if n > 1)
+            raise UserError(f"--hosts names {', '.join(twice[:3])} more than once: one agent per host")
+        try:
+            words = shlex.split(template)
+        except ValueError as exc:
+            raise UserError(f"--host-command {template!r}: {exc}") from None
+        if not words:
+            raise UserError("--host-command is empty; e.g. 'ssh {host} {python}'")
+        program = sys.executable if words[0] == "{python}" else words[0]
+        if "{host}" not in program and shutil.which(program) is None:  # before any check, not at the first pool
+            raise UserError(f"--host-command {template!r}: {words[0]!r} is not on the PATH here")
+        self.words = words
+        super().__init__(len(hosts), None, timeout, secrets.token_hex(32), gather=False)
+        # the address the agents reach this controller at; port 0: open() takes a free one
+        self.host, self.port = advertised(store_addr), 0
+        self.nodes = tuple(hosts)
+        self.agents: list[subprocess.Popen[bytes]] = []
+        self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
+        self.pods = self  # whether every missing agent has ended, and why: their processes say (below)
+
+    def begin(self) -> None:
+        """Start every host's agent and wait until each joined or ended; the nodes are then those that joined,
+        and the others absent, with why (the run is INCOMPLETE)."""
+        try:
+            self.open()
+            self.launch()
+            with term_stops_like_ctrl_c("while starting the hosts' agents"):
+                self.gather(every=LOOK)
+        except BaseException:
+            self.close()
+            raise
+
+    def argv(self, host: str) -> list[str]:
+        subst = {"{host}": host, "{python}": sys.executable}
+        out = []
+        for word in self.words:
+            for k, v in subst.items():
+                word = word.replace(k, v)
+            out.append(word)
+        if "{python}" not in " ".join(self.words):
+            out.append(sys.executable)
+        return out
+
+    def agent_log(self, index: int) -> Path:
+        assert self.agent_dir is not None, "agents have logs once launched"
+        return self.agent_dir / f"agent-{index}-{self.nodes[index]}.log"
+
+    def launch(self) -> None:
+        """Start every host's agent, in waves: its output into a log of its own, the secret on its stdin."""
+        self.agent_dir = Path(tempfile.mkdtemp(prefix="clustercheck-hosts-"))
+        for i, host in enumerate(self.nodes):
+            if i and i % HOSTS_WAVE == 0:  # never thousands of handshakes at once
+                time.sleep(HOSTS_WAVE_PAUSE)
+            argv = [*self.argv(host), "-m", "clustercheck", "agent", "--index", str(i), "--node", host,
+                    "--controller", f"{_bracketed(self.host)}:{self.port}", "--token-stdin",
+                    "--join-timeout", f"{REACH:g}"]
+            self.agents.append(start_agent(argv, self.agent_log(i), self.token))
+
+    # -- what the agents' processes say (join.Pods) ------------------------------------------------
+    def ended(self, joined: Collection[int], expected: int) -> bool:
+        return all(self.agents[i].poll() is not None for i in range(expected) if i not in joined)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float | None = None) -> dict[str, str]:
+        out = {}
+        for i in missing:
+            proc = self.agents[i] if i < len(self.agents) else None
+            if proc is not None and proc.poll() is None:
+                proc.kill()  # it would see the gang closed and leave; it need not hold the host meanwhile
+            said = _last_words(self.agent_log(i))
+            code = proc.returncode if proc is not None else None
+            if i in bad:
+                why = bad[i]
+            elif code is not None and code < 0:
+                why = f"its agent was killed by {signal.Signals(-code).name} before joining"
+            elif code is not None:
+                why = f"its agent exited with {code} before joining"
+            else:
+                why = f"its agent did not join within {self.timeout:g} s"
+            out[self.nodes[i]] = why + (f": {said}" if said else "")
+        return out
+
+    def none_joined(self, absent: Mapping[str, str]) -> str:
+        said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
+        if loopback(self.host) and any(not loopback(h) and h not in _here() for h in self.nodes):
+            hint = (f"the controller was advertised at {self.host}, a loopback address (this controller's hostname "
+                    "resolves to it), which other hosts cannot reach: give --store-addr with an address they can reach")
+        else:
+            hint = "check --hosts and --host-command"
+        return f"no host's agent joined ({said}); {hint}; the agents' output: {self.agent_dir}"
+
+    def silent(self) -> Mapping[int, str]:
+        """As the join launcher's, and an agent whose process has exited (its ssh dropped) at once."""
+        for i, proc in enumerate(self.agents):
+            if i in self.members and i not in self._silent and proc.poll() is not None:
+                said = _last_words(self.agent_log(i))
+                self._silent[i] = f"its node's agent ({self.nodes[i]}), which exited with {proc.returncode}" + \
+                    (f" ({said})" if said else "")
+        return super().silent()
+
+    def close(self) -> None:
+        """Say goodbye (the join launcher's close), then wait for each agent's process, killing what is left."""
+        super().close()
+        deadline = time.monotonic() + 5
+        for proc in self.agents:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    proc.kill()
+                proc.wait()
+        failed = any(p.returncode != 0 for p in self.agents)
+        if self.agent_dir is not None and failed:  # kept: said here where the run went on (else the error said it)
+            if self.members:
+                print(f"clustercheck: the hosts' agents' output stays in {self.agent_dir}", file=sys.stderr, flush=True)
+        elif self.agent_dir is not None:
+            shutil.rmtree(self.agent_dir, ignore_errors=True)
+        self.agents, self.agent_dir = [], None  # a second close has nothing left to do
+
+
+def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[bytes]:
+    """One host's agent (or its ssh), in a session of its own: Ctrl-C at the terminal reaches the
+    controller only, which ends the agents itself, and ssh can never prompt on the terminal."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(token.encode() + b"\n")
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: it never joins, and its output says why
+    return proc
+
+
+def _last_words(log: Path) -> str:
+    """The last line a failed agent (or its ssh) printed, cut to LAST_WORDS characters."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 4096))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:LAST_WORDS] if lines else ""
+
+
+def _bracketed(addr: str) -> str:
+    return f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
+
+
+def _here() -> set[str]:
+    import socket
+
+    return {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}
