@@ -87,6 +87,13 @@ def test_a_host_command_not_on_the_path_is_refused_at_once(tree: Path) -> None:
     assert one_line(out) == "ERROR: --host-command 'nossh {host} {python}': 'nossh' is not on the PATH here"
 
 
+def test_a_host_command_whose_program_is_the_host_and_cannot_start_is_one_line(tree: Path) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "n1",
+             "--host-command", "{host} {python}", cwd=tree)
+    assert out.returncode == 4 and "Traceback" not in out.stdout + out.stderr
+    assert one_line(out) == "ERROR: --host-command: cannot start 'n1': No such file or directory"
+
+
 def test_a_scheduler_command_that_cannot_run_is_a_status_not_an_exception() -> None:
     from clustercheck.record.exclude import run
 

@@ -1,4 +1,4 @@
-"""Every probe reads a 4 MiB line in under half a second: its parser and judge are linear in the input.
+"""Every probe reads a 4 MiB line in under two CPU seconds: its parser and judge are linear in the input.
 
 A regex that starts an unbounded `[^\\s:]+` or `.*?` at every position of a line takes quadratic time: on
 one line without spaces the nccl-tests probe took over a minute for 1 MiB, and a native tool that printed
@@ -20,7 +20,10 @@ from clustercheck.probes.base import ProbeParseError, ProbeSkip
 from evidence import TOOLS
 
 SIZE = 4 << 20  # a quadratic pattern takes minutes here: one took 18 s on a 96 KiB line
-LIMIT = 0.5  # seconds of CPU for one 4 MiB line, parse and judge together
+# seconds of CPU for one 4 MiB line, parse and judge together: a quadratic pattern takes minutes, the slowest
+# linear one (pci-acs behind 'ACSCtl: ') 0.53-0.57 s on the 2-vCPU VM of 2026-11-27, where a CI run
+# failed at the earlier 0.5 s; its time doubles with the line (0.14 s at 1 MiB, 1.16 s at 8 MiB)
+LIMIT = 2.0
 UNITS = ("x", "-", "7", " 1", "a:", "\t", ".", "(", "h:1:2 [0] NCCL INFO ", "Link 0: ", "err=", "1e")
 PREFIXES = ("", "# ", " 0: ", "GPU0 ", "memcpy CE ", "SUM x ", "ACSCtl: ", "NCCL WARN ", "GPU 0: x\n")
 FIXTURES = {"versions": "nvidia-smi-q", "pci-acs": "lspci-acs", "pcie-link": "lspci-acs", "topo": "nvidia-smi-topo",
@@ -62,7 +65,7 @@ def cpu_seconds(name: str, text: str) -> float:
 
 
 @pytest.mark.parametrize("name", probes.NAMES)
-def test_an_8_mib_line_is_read_in_under_a_second(name: str) -> None:
+def test_a_4_mib_line_is_read_in_linear_time(name: str) -> None:
     slow = []
     for label, line in lines_for(name):
         seconds = cpu_seconds(name, line)
@@ -71,5 +74,5 @@ def test_an_8_mib_line_is_read_in_under_a_second(name: str) -> None:
     assert not slow, f"{name}: " + "; ".join(slow)
 
 
-def test_the_lines_are_8_mib() -> None:
+def test_the_lines_are_4_mib() -> None:
     assert all(len(line) >= SIZE - 16 for _, line in lines_for("nccl-tests"))

@@ -39,7 +39,7 @@ HOSTS_WAVE_PAUSE = 0.5  # ...then a pause: sshd refuses past MaxStartups (10:30:
 LOOK = 0.2  # seconds between looks at whether every agent still missing has exited
 # seconds an agent tries to reach this controller, which listens before any agent starts: what it cannot
 # reach in that time it cannot reach at all (an address that is loopback, or not routed, from that host)
-REACH = 20.0
+REACH = 10.0
 # seconds the controller waits for every agent to join or end: its start and one torch import, as long as a
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
@@ -79,8 +79,9 @@ class HostsLauncher(JoinLauncher):
         """Start every host's agent and wait until each joined or ended; the nodes are then those that joined,
         and the others absent, with why (the run is INCOMPLETE)."""
         try:
-            self.open()
-            self.launch()
+            self.listen()
+            self.launch()  # the agents import torch while this process does, for the store (serve_store)
+            self.serve_store()
             with term_stops_like_ctrl_c("while starting the hosts' agents"):
                 self.gather(every=LOOK)
         except BaseException:
@@ -180,8 +181,11 @@ def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[byte
     """One host's agent (or its ssh), in a session of its own: Ctrl-C at the terminal reaches the
     controller only, which ends the agents itself, and ssh can never prompt on the terminal."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as exc:  # a program named by {host}, or one that is not executable
+            raise UserError(f"--host-command: cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     assert proc.stdin is not None
     try:
         proc.stdin.write(token.encode() + b"\n")

@@ -30,6 +30,7 @@ from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
 from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
+from clustercheck.run.timings import TIMINGS
 
 class Pods(Protocol):
     """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
@@ -58,6 +59,7 @@ class JoinLauncher(Launcher):
         self.members: dict[int, gang.Member] = {}
         self.absent: dict[str, str] = {}
         self.store: Any = None
+        self._listener: socket.socket | None = None
         self._beats: dict[int, tuple[int, float]] = {}  # agent -> (last count, when it last changed)
         self._silent: dict[int, str] = {}  # agent -> why it is taken as gone
         self._next_beat = 0.0
@@ -76,19 +78,30 @@ class JoinLauncher(Launcher):
     # -- the gang ---------------------------------------------------------------------------------
     def open(self) -> None:
         """Listen at --store-addr's port (on loopback only when the address is loopback) and say hello."""
-        import torch.distributed as dist
+        self.listen()
+        self.serve_store()
 
+    def listen(self) -> None:
+        """The store's socket, listening: what connects from now on waits in its backlog until the store
+        serves it (the hosts launcher starts its agents in between, while this process imports torch)."""
         bind = self.host if loopback(self.host) else "0.0.0.0"
         try:
             family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-            listener = socket.create_server((bind, self.port), family=family, backlog=1024)
+            self._listener = socket.create_server((bind, self.port), family=family, backlog=1024)
         except OSError as exc:
             raise UserError(f"--store-addr {self.store_addr}: cannot listen on {bind}:{self.port} "
                             f"({exc.strerror or exc})") from None
-        self.port = listener.getsockname()[1]  # port 0 (the hosts launcher's agents): the one the kernel gave
+        self.port = self._listener.getsockname()[1]  # port 0 (the hosts launcher's): the one the kernel gave
         self.store_addr = f"{self.host}:{self.port}"
+
+    def serve_store(self) -> None:
+        """The controller's store on the listening socket, and the hello in it."""
+        import torch.distributed as dist
+
+        assert self._listener is not None, "serve_store() follows listen()"
         self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=30), master_listen_fd=listener.detach())
+                                   timeout=timedelta(seconds=30), master_listen_fd=self._listener.detach())
+        self._listener = None  # the store owns and closes it
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
 
     def gather(self, every: float = 5.0) -> None:
@@ -103,6 +116,7 @@ class JoinLauncher(Launcher):
         bad.update(self._read_joins())
         missing = [i for i in range(self.expected) if i not in self.members]
         self._settle(missing, bad)
+        TIMINGS.mark("node agents joined")  # --timings: else the wait would read as part of collection
 
     def _await(self, every: float) -> dict[int, str]:
         if self.announce:
@@ -244,6 +258,8 @@ class JoinLauncher(Launcher):
         self._closed = True
         for pool in self._pools:
             pool.close_files()
+        if self._listener is not None:
+            self._listener.close()
         if self.store is None:
             return
         try:
