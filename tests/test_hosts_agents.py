@@ -1,0 +1,87 @@
+"""--launcher hosts starts one node agent per host through --host-command (run/hosts.py), for real on this
+machine: "hosts" that are this machine, reached through a template that is a script of ours, as ssh would
+be. A host whose agent cannot start is absent and named with what it printed (the run is INCOMPLETE); an
+agent whose process dies mid-run takes its node's ranks with it at once, and the node is named
+unreachable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.exitcodes import Exit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joining import project, results, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
+
+# a stand-in for ssh: `reach HOST PROGRAM ARGS...`; the host h2 is unreachable when $CC_DOWN names it
+REACH = """#!/bin/sh
+host=$1; shift
+if [ "$host" = "$CC_DOWN" ]; then echo "ssh: connect to host $host port 22: No route to host" >&2; exit 255; fi
+exec env CC_HOST="$host" "$@"
+"""
+
+
+def run(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    (tmp / "reach").write_text(REACH)
+    (tmp / "reach").chmod(0o755)
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "hosts", "--hosts", "h[1-2]", "--host-command", f"{tmp / 'reach'} {{host}} {{python}}",
+           "--ranks", "2", *args]
+    return subprocess.Popen(cmd, cwd=tmp, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def agent_pid(node: str) -> int:
+    """The pid of the agent this machine runs for `node` (its command line names it)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"agent" in argv and b"--node" in argv and argv[argv.index(b"--node") + 1] == node.encode():
+            return int(proc.name)
+    raise AssertionError(f"no agent for {node}")
+
+
+def test_a_host_whose_agent_cannot_start_is_absent_named_and_the_run_incomplete(tmp_path: Path) -> None:
+    project(tmp_path)
+    ctl = run(tmp_path, env={"CC_DOWN": "h2"})
+    out, _ = ctl.communicate(timeout=300)
+    data = results(tmp_path)
+    assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]
+    assert data["run"]["absent"] == {"h2": "its agent exited with 255 before joining: ssh: connect to host h2 "
+                                           "port 22: No route to host"}
+    assert data["untested"] == ["h2"]
+    assert {r["node"]: r["outcome"] for r in data["results"] if r["node"]} == {"h1": "passed"}
+    assert "Traceback" not in out
+
+
+def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachable(tmp_path: Path) -> None:
+    """h2's agent is killed (SIGKILL) once the first result is written, while every rank waits 2 s before
+    the node check (a test-only delay): its process has exited, so its ranks are taken as gone at once (the
+    message says so, not "silent for 10 s"), and only h2's item errors."""
+    project(tmp_path)
+    ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay")
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
+        os.kill(agent_pid("h2"), signal.SIGKILL)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    assert outcome["cluster-ar"]["outcome"] == "passed" and outcome["node-ar[h1]"]["outcome"] == "passed", out[-3000:]
+    died = outcome["node-ar[h2]"]
+    assert died["outcome"] == "error" and "was lost with its node's agent (h2), which exited with -9" in \
+        died["message"], died["message"]
+    assert died["unreachable"] == ["h2"] and (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
+    assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
+    assert "Traceback" not in out
