@@ -70,6 +70,7 @@ class HostsLauncher(JoinLauncher):
         super().__init__(len(hosts), None, timeout, secrets.token_hex(32), gather=False)
         # the address the agents reach this controller at; port 0: open() takes a free one
         self.host, self.port = advertised(store_addr), 0
+        self.store_addr = self.host  # as the user gave it, or as found (what a refusal to listen names)
         self.nodes = tuple(hosts)
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)

@@ -190,7 +190,8 @@ class JoinLauncher(Launcher):
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         """Why the run cannot start, when no agent joined."""
-        said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3] if not why.startswith("no agent with"))
+        said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3]
+                       if not why.startswith("no agent with"))
         return (f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} expected{said}); "
                 f"start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} and the controller's "
                 f"{gang.TOKEN_ENV}")

@@ -162,7 +162,7 @@ class Entry:
 LAUNCHERS: dict[str, Entry] = {
     "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
     "slurm": Entry(lambda o: SlurmLauncher(o.store_addr), SlurmLauncher.remote),
-    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), True),  # node agents over --host-command: run/hosts.py
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), True),  # agents: run/hosts.py
     "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
     "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
 }
