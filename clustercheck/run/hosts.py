@@ -31,7 +31,7 @@ from typing import Collection, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.run.join import JoinLauncher
-from clustercheck.run.launcher import advertised, loopback
+from clustercheck.run.launcher import advertised, here, loopback
 from clustercheck.run.signals import term_stops_like_ctrl_c
 
 HOSTS_WAVE = 64  # agents started (ssh connections opened) at a time...
@@ -140,7 +140,7 @@ class HostsLauncher(JoinLauncher):
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
-        if loopback(self.host) and any(not loopback(h) and h not in _here() for h in self.nodes):
+        if loopback(self.host) and not all(here(h) for h in self.nodes):
             hint = (f"the controller was advertised at {self.host}, a loopback address (this controller's hostname "
                     "resolves to it), which other hosts cannot reach: give --store-addr with an address they can reach")
         else:
@@ -210,8 +210,3 @@ def _last_words(log: Path) -> str:
 def _bracketed(addr: str) -> str:
     return f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
 
-
-def _here() -> set[str]:
-    import socket
-
-    return {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}

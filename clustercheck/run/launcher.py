@@ -24,6 +24,11 @@ def loopback(addr: str) -> bool:
         return False  # a name: the ranks resolve it
 
 
+def here(node: str) -> bool:
+    """Whether a node name is this machine: loopback, localhost, or this hostname (whole or short)."""
+    return loopback(node) or node in (socket.gethostname(), socket.gethostname().split(".")[0])
+
+
 def advertised(store_addr: str | None = None) -> str:
     """The address other nodes reach this controller at: --store-addr, else $CC_STORE_ADDR (set either
     where the hostname resolves to loopback, or to an address the nodes cannot route to, such as hosts

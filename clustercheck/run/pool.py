@@ -23,7 +23,7 @@ from clustercheck.run import wire
 from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
                                       rank_ranges, rank_tail, silent_story, srun_task_ends)
 from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
-from clustercheck.run.launcher import RankProcess
+from clustercheck.run.launcher import RankProcess, here
 from clustercheck.run.zygote import moved as zygote_moved
 
 START_TIMEOUT = 180.0
@@ -122,9 +122,8 @@ class WorkerPool:
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}
             if not self.launcher.remote or not loopback(self._advertised) or all(
-                    n in here or loopback(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
+                    here(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
             raise RankFailure(f"{first} ({STORE_HINT.format(addr=self._advertised)}){nl}{rest}", exc.answered,
