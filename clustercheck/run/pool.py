@@ -122,7 +122,8 @@ class WorkerPool:
         try:
             self._wait(keys, START_TIMEOUT, "starting the ranks")
         except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            if not self.launcher.remote or not loopback(self._advertised) or all(
+            # a lent store (node agents) was reached already: the address cannot be the cause
+            if not self.launcher.remote or self._listener is None or not loopback(self._advertised) or all(
                     here(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
                 raise
             first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
