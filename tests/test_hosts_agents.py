@@ -67,7 +67,7 @@ def test_a_host_whose_agent_cannot_start_is_absent_named_and_the_run_incomplete(
 def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachable(tmp_path: Path) -> None:
     """h2's agent is killed (SIGKILL) once the first result is written, while every rank waits 2 s before
     the node check (a test-only delay): its process has exited, so its ranks are taken as gone at once (the
-    message says so, not "silent for 10 s"), and only h2's item errors."""
+    message says so, not "silent for 10 s"), and only h2 is excluded."""
     project(tmp_path)
     ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay")
     try:
@@ -78,10 +78,13 @@ def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachabl
         ctl.kill()
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
-    assert outcome["cluster-ar"]["outcome"] == "passed" and outcome["node-ar[h1]"]["outcome"] == "passed", out[-3000:]
+    # h1's item passes when the kill lands inside the check, and errors with h2 named as the cause when it
+    # lands while node-ar's ranks start (one pool serves both nodes); either way h1 is never excluded
+    assert outcome["cluster-ar"]["outcome"] == "passed", out[-3000:]
     died = outcome["node-ar[h2]"]
     assert died["outcome"] == "error" and "was lost with its node's agent (h2), which exited with -9" in \
         died["message"], died["message"]
+    assert "advertised at" not in died["message"]  # the agents reached the store: its address is not the cause
     assert died["unreachable"] == ["h2"] and (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
     assert "Traceback" not in out
