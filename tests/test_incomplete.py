@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import write_suite
-from test_faults import RUN, _wait_for_results, assert_all_gone, rank_pids, record
+from test_faults import RUN, _alive, _wait_for_results, assert_all_gone, rank_pids, record
 
 CHECKS = "abcde"
 THRESHOLDS = "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n" + "".join(
@@ -163,6 +163,39 @@ def test_a_signal_while_the_run_starts_is_incomplete_in_one_line(tmp_path: Path,
     assert "Traceback (most recent call last)" not in out, out
     for pid in ranks:
         assert_all_gone([pid])
+
+
+SIGNAL_IN_SPAWN = """
+import os, sys
+from pathlib import Path
+from clustercheck import cli
+from clustercheck.run import pool
+
+started = pool.WorkerPool.spawn
+
+
+def spawn(self):  # the signal lands after the zygote exists, before the first pool is handed on
+    started(self)
+    Path("children").write_text(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text())
+    raise KeyboardInterrupt
+
+
+pool.WorkerPool.spawn = spawn
+sys.exit(cli.main(["run", "cpu-smoke", "--out", "out"]))
+"""
+
+
+def test_a_signal_inside_the_first_pools_start_ends_its_zygote_with_the_run(tmp_path: Path) -> None:
+    """A signal that lands while the first pool's ranks are being asked for (the zygote started, the pool
+    not yet pending) is INCOMPLETE in one line, and the zygote is killed before the run exits. Left alone,
+    it lived on until its torch import was done and it read the hang-up (seconds; over 10 s in a loaded CI
+    run)."""
+    out = subprocess.run([sys.executable, "-c", SIGNAL_IN_SPAWN], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "INCOMPLETE: " in out.stderr and "Traceback" not in out.stderr, out.stderr
+    children = [int(pid) for pid in (tmp_path / "children").read_text().split()]
+    assert children and not [pid for pid in children if _alive(pid)], "a zygote outlived the run"
 
 
 def test_sigterm_while_the_suites_are_collected_is_named(tmp_path: Path) -> None:

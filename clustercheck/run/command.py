@@ -127,10 +127,10 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
-    if prestarts(args, rest) and not refused(args):  # its ranks import torch while pytest starts
-        prestart.begin(args.out, args.backend, args.ranks, args.nccl_log, connect_later=True)
     saved = os.environ.get(AUTOLOAD)
-    try:
+    try:  # from the first rank on: a signal while it starts still ends it (prestart.end)
+        if prestarts(args, rest) and not refused(args):  # its ranks import torch while pytest starts
+            prestart.begin(args.out, args.backend, args.ranks, args.nccl_log, connect_later=True)
         for path in paths:  # refuse bad input in one line before pytest starts
             load_suite(path, shown(path))
         search = search_path(args.thresholds)

@@ -85,14 +85,16 @@ def begin(out: Path, backend: str, ranks: int | None, nccl_log: str, connect_lat
     starting = out / f".starting-{os.getpid()}"
     made = tuple(d for d in (out.absolute(), *out.absolute().parents) if not d.exists())  # deepest first
     pool = WorkerPool(PoolKey(backend, per_node, (), nccl_log=mode), starting / "logs", 1, LocalLauncher())
-    pending = Prestarted(pool, facts, starting, made)
+    # pending before any process starts: a signal from here on (KeyboardInterrupt, out of pool.spawn too)
+    # leaves it to end(), which kills the zygote at once; otherwise it would outlive the run by its import
+    pending = _pending = Prestarted(pool, facts, starting, made)
     try:
         starting.mkdir(parents=True)
         pool.spawn()
     except Exception:
-        pending.discard()
+        _pending = None
+        pending.discard()  # the session meets the failure again and says it; the zygote is its to use
         return
-    _pending = pending
     if not connect_later:
         go()
 

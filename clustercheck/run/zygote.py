@@ -148,14 +148,16 @@ class Zygote:
                                                   str(theirs.fileno())], env=dict(ident), stdin=subprocess.DEVNULL,
                                                  stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
                                                  **group)
-        except BaseException:
+            self.alive = True
+            self.retired = False
+            threading.Thread(target=self._listen, name="clustercheck-zygote", daemon=True).start()
+        except BaseException:  # a signal too: a zygote nobody holds would outlive the run by its import
+            if hasattr(self, "proc"):
+                self.proc.kill()
             self._sock.close()
             raise
         finally:
             theirs.close()
-        self.alive = True
-        self.retired = False
-        threading.Thread(target=self._listen, name="clustercheck-zygote", daemon=True).start()
 
     def start(self, argv: list[str], env: Mapping[str, str], log: Path, key: str) -> ZygoteRank:
         """Ask for one rank: `argv` after `-m clustercheck.run.worker`, its whole environment, its log
