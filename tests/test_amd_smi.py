@@ -184,3 +184,14 @@ def test_a_down_xgmi_port_fails_naming_it():
 def test_text_of_another_tool_is_refused():
     with pytest.raises(ProbeParseError, match="amd-smi"):
         amd_smi.parse((TOOLS / "nvidia-smi-topo" / "puget-wrx90-2gpu-phb-2nic.txt").read_text(encoding="utf-8"))
+
+
+def test_a_device_id_that_is_not_hexadecimal_is_refused_naming_the_gpu():
+    """Found by tests/test_fuzz_cli.py: one byte changed in the MI308X capture's DEVICE_ID escaped the parser
+    as a ValueError (a traceback from `clustercheck probe amd-smi --input`)."""
+    text = (TOOLS / "amd-smi" / "static-asic-mi308x-changelog-6.3.txt").read_text(encoding="utf-8")
+    assert "DEVICE_ID: 0x74a2" in text
+    assert amd_smi.parse(text).gpus[0].device_id == 0x74A2
+    for bad in ("0x74a\ufffd", "0x74aZ", "0x"):  # the fuzzed byte read as U+FFFD, a letter, no digits
+        with pytest.raises(ProbeParseError, match=r"^GPU 0: ASIC DEVICE_ID '0x.{0,4}' is not a hexadecimal number$"):
+            amd_smi.parse(text.replace("DEVICE_ID: 0x74a2", f"DEVICE_ID: {bad}", 1))

@@ -26,6 +26,7 @@ _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
+_HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d{1,3}(?:\.\d{1,3})?)°C")
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
@@ -90,6 +91,13 @@ def _blocks(lines: list[str]) -> dict[int, dict[str, str]]:
     return out
 
 
+def _device_id(gpu: int, value: str) -> int:
+    """ASIC/DEVICE_ID, e.g. 0x74a2; a value that is not one is unreadable output, never a guess."""
+    if not _HEX_ID.fullmatch(value):
+        raise ProbeParseError(f"GPU {gpu}: ASIC DEVICE_ID {value[:20]!r} is not a hexadecimal number")
+    return int(value, 16)
+
+
 def parse(text: str) -> AmdReport:
     tool.refuse_crashed(text)
     lines = [l for l in evidence_lines(text) if not l.lstrip().startswith("$ ")]
@@ -109,7 +117,7 @@ def parse(text: str) -> AmdReport:
         sections.update({"ecc"} if ecc else set())
         sections.update({"pcie"} if "PCIE/WIDTH" in keys else set())
         gpus[i] = replace(g, bus_id=(bdf or g.bus_id or "").lower() or None, model=keys.get("ASIC/MARKET_NAME", g.model),
-                          device_id=int(device, 16) if device and device.startswith("0x") else g.device_id,
+                          device_id=_device_id(i, device) if device and device.startswith("0x") else g.device_id,
                           ecc=g.ecc + ecc, pcie_width=keys.get("PCIE/WIDTH", g.pcie_width),
                           pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed))
     concise = False
