@@ -3,6 +3,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import tempfile
+from typing import Iterator
 
 import pytest
 
@@ -49,6 +51,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
+
+
+# pytester gives each test a HOME (and USERPROFILE) and a PYTEST_DEBUG_TEMPROOT of its own. A zygote
+# serves only ranks whose environment at import equals its own (run/zygote.py), so each in-process run
+# started a zygote afresh, a torch import apiece (13 zygotes for tests/test_plugin.py's 16 tests). One
+# directory of each per worker keeps pytester's isolation from the real home and lets the runs share it.
+_WORKER_ENV = {"HOME": tempfile.mkdtemp(prefix="cc-home-"), "PYTEST_DEBUG_TEMPROOT": tempfile.mkdtemp(prefix="cc-tmp-")}
+_WORKER_ENV["USERPROFILE"] = _WORKER_ENV["HOME"]
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> Iterator[pytest.Pytester]:
+    """pytest's pytester, with this worker's one HOME and temporary root (above)."""
+    with pytest.MonkeyPatch.context() as mp:  # undone before pytester undoes its own
+        for name, value in _WORKER_ENV.items():
+            mp.setenv(name, value)
+        yield pytester
 
 
 @pytest.fixture
