@@ -5,6 +5,9 @@ import it; conftest.py keeps only the fixtures and hooks pytest must find there.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -101,3 +104,26 @@ def allowances_of(path: Path) -> dict[str, Allowance]:
 def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
     """Render every report from `record` into `out_dir` (what `clustercheck report` does)."""
     return render_record(read(record), out_dir)
+
+
+def clustercheck_here(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m clustercheck ARGS` from `cwd`, run in this process by the command's own `cli.main`: the run
+    is as real (its ranks, store, reports and exit code), but it borrows this worker's interpreter, torch
+    and zygote instead of importing torch twice more (its controller and its zygote: about 6 CPU-s on a
+    2-vCPU VM). For runs whose process itself is not under test: its signals, its environment at start, a
+    failed import and its exit by `os._exit` still need `subprocess`."""
+    from clustercheck import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.ExitStack() as stack:
+        mp = stack.enter_context(pytest.MonkeyPatch.context())
+        mp.chdir(cwd)
+        for name, value in (env or {}).items():
+            mp.setenv(name, value)
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        try:
+            code = int(cli.main(list(args)))
+        except SystemExit as exc:  # argparse's own exits
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return subprocess.CompletedProcess(["clustercheck", *args], code, out.getvalue(), err.getvalue())

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from helpers import cpu_profile
+from helpers import clustercheck_here, cpu_profile
 
 from clustercheck import __version__
 from clustercheck.record.schema import REPORT_FORMAT
@@ -86,7 +86,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _, other = openssl_key(root / "keys", "someone-else")
     found = {"root": root, "key": key, "pub": pub, "other": other}
     for name, extra in (("signed", ["--sign", str(key)]), ("unsigned", [])):
-        proc = cc("run", "evidence.yaml", "--thresholds", "profiles", "--out", name, *extra, cwd=root)
+        proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", name, *extra, cwd=root)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         found[name] = (root / name / "latest").resolve()
     return found
@@ -167,7 +167,7 @@ def test_a_genuine_signed_run_verifies(work: dict[str, Path]) -> None:
 def test_a_shipped_suite_named_by_name_is_signed_and_verifies(work: dict[str, Path], tmp_path: Path) -> None:
     """`clustercheck run cpu-smoke --sign KEY` in an empty directory: the record names the suite as the run
     shows it (suites/cpu-smoke.yaml), and the bytes kept are the shipped file's, read where it is installed."""
-    proc = cc("run", "cpu-smoke", "--sign", str(work["key"]), "--out", "o", cwd=tmp_path)
+    proc = clustercheck_here("run", "cpu-smoke", "--sign", str(work["key"]), "--out", "o", cwd=tmp_path)
     assert proc.returncode == 0 and "not signed" not in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = (tmp_path / "o" / "latest").resolve()
     header = json.loads((run / "run.jsonl").read_text().splitlines()[0])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU_THRESHOLDS, small_check
+from helpers import CPU_THRESHOLDS, clustercheck_here, small_check
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -60,10 +60,10 @@ def test_unknown_suite_name_lists_the_shipped_ones() -> None:
 @pytest.mark.pool
 def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
-    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "-k", "ok", cwd=tree)
+    out = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "-k", "ok", cwd=tree)
     assert out.returncode == 0, out.stdout
     assert "1 passed, 1 deselected" in out.stdout
-    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    out = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
     assert out.returncode == 1
     assert (tree / "o" / "latest" / "junit.xml").is_file()
 
@@ -98,7 +98,8 @@ def test_help_explains_commands_and_exit_codes() -> None:
 @pytest.mark.pool
 def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
-    out = cc("run", "-k", "ok", "-p", "no:randomly", "-v", "s.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    out = clustercheck_here("run", "-k", "ok", "-p", "no:randomly", "-v", "s.yaml", "--thresholds", "th", "--out", "o",
+                           cwd=tree)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 passed, 1 deselected" in out.stdout
     # an option only pytest (or a plugin) knows, its value after a space: a clear error, not "no suite named"

@@ -6,8 +6,6 @@ JSON reports show each node's network facts."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
 from clustercheck.judging.thresholds import load_profile
 from clustercheck.suite.load import load_suite
-from helpers import render_all
+from helpers import clustercheck_here, render_all
 from test_sources import problems
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +37,7 @@ def test_the_fabric_suite_is_valid_multi_node_and_ships_in_the_package():
 
 @pytest.mark.pool
 def test_run_fabric_on_one_node_skips_every_check_with_its_reason(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "fabric", "--out", "out"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    res = clustercheck_here("run", "fabric", "--out", "out", cwd=tmp_path)
     assert res.returncode == Exit.NOTHING, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
     assert {r["outcome"] for r in data["results"]} == {"skipped"} and len(data["results"]) == 6
@@ -97,8 +94,7 @@ def test_the_html_and_json_reports_show_each_nodes_network(tmp_path):
 @pytest.mark.pool
 @pytest.mark.parametrize("value", ["0", "-800", "fast"])
 def test_run_refuses_a_line_rate_that_is_not_a_positive_number_in_one_line(tmp_path, value):
-    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "fabric", "--out", "out", "--expect",
-                          f"fabric_gbps={value}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    res = clustercheck_here("run", "fabric", "--out", "out", "--expect", f"fabric_gbps={value}", cwd=tmp_path)
     assert res.returncode == Exit.BAD_INPUT and "Traceback" not in res.stderr
     (line,) = [ln for ln in (res.stdout + res.stderr).splitlines() if "fabric_gbps" in ln]
     assert line.startswith("ERROR: --expect: fabric_gbps: expected "), line

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import small_check, write_suite
+from helpers import clustercheck_here, small_check, write_suite
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
@@ -27,8 +27,7 @@ def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n  ok: {busbw: {limit: '>= 0.000001', unit: GB/s}}\n")
     (root / "suites").mkdir()
     (root / "suites" / "s.yaml").write_text("checks:\n" + small_check("ok"))
-    proc = subprocess.run([sys.executable, "-m", "clustercheck", "run", "suites/s.yaml", "--thresholds", "thresholds",
-                           "--out", "out"], cwd=root, capture_output=True, text=True, timeout=300)
+    proc = clustercheck_here("run", "suites/s.yaml", "--thresholds", "thresholds", "--out", "out", cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return (root / "out" / "latest").resolve()
 

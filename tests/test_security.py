@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.suite import envpolicy
-from helpers import CPU_THRESHOLDS, small_check
+from helpers import CPU_THRESHOLDS, clustercheck_here, small_check
 from evidence import TOOLS
 
 DELLA = TOOLS / "nvidia-smi-topo" / "della-8xh100-nv18-6nic-empty-cpu-affinity-tabs.txt"
@@ -127,7 +127,7 @@ def test_the_deny_list_wins_over_the_allowed_prefixes() -> None:
 @pytest.mark.pool
 def test_an_allowed_variable_still_loads_and_runs(tree: Path) -> None:
     (tree / "ok.yaml").write_text("checks:\n" + small_check("ok") + "    env: {NCCL_ALGO: Ring, OMP_NUM_THREADS: 1}\n")
-    out = cc("run", "ok.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
+    out = clustercheck_here("run", "ok.yaml", "--thresholds", "th", "--out", "o", cwd=tree)
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
 
 
