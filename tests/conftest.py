@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pkgutil
+import shutil
 import tempfile
 from typing import Iterator
 
@@ -59,6 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # directory of each per worker keeps pytester's isolation from the real home and lets the runs share it.
 _WORKER_ENV = {"HOME": tempfile.mkdtemp(prefix="cc-home-"), "PYTEST_DEBUG_TEMPROOT": tempfile.mkdtemp(prefix="cc-tmp-")}
 _WORKER_ENV["USERPROFILE"] = _WORKER_ENV["HOME"]
+for _directory in {*_WORKER_ENV.values()}:
+    atexit.register(shutil.rmtree, _directory, True)
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ from __future__ import annotations
 import codecs
 import json
 import random
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from clustercheck.probes import cli as probe_cli
 from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
 from evidence import TOOLS
+from helpers import clustercheck_here
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
@@ -80,8 +79,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (base / "th").mkdir()
     (base / "th" / "cpu.yaml").write_text(PROFILE)
     (base / "s.yaml").write_text(SUITE)
-    proc = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th",
-                           "--out", "out"], cwd=base, capture_output=True, text=True, timeout=300)
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "out", cwd=base)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return (base / "out" / "latest").resolve()
 
