@@ -109,9 +109,9 @@ def render_all(record: Path, out_dir: Path) -> dict[str, Path]:
 def clustercheck_here(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m clustercheck ARGS` from `cwd`, run in this process by the command's own `cli.main`: the run
     is as real (its ranks, store, reports and exit code), but it borrows this worker's interpreter, torch
-    and zygote instead of importing torch twice more (its controller and its zygote: about 6 CPU-s on a
-    2-vCPU VM). For runs whose process itself is not under test: its signals, its environment at start, a
-    failed import and its exit by `os._exit` still need `subprocess`."""
+    and zygote instead of importing torch twice more, for its controller and its zygote (2.4-5 CPU-s less
+    per run on a 2-vCPU VM; docs/benchmarks.md). For runs whose process itself is not under test: its
+    signals, its environment at start, a failed import and its exit by `os._exit` still need `subprocess`."""
     from clustercheck import cli
 
     out, err = io.StringIO(), io.StringIO()
