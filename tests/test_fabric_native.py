@@ -148,6 +148,20 @@ def test_a_live_multinode_collective_asserts_the_transport_from_its_ranks_logs(t
     assert verdicts[1].rule.origin == "thresholds/h100-sxm-8x.yaml expect"  # type: ignore[union-attr]
 
 
+def test_a_ranks_network_facts_name_the_node_the_run_gave_it_not_the_hostname_nccl_printed(tmp_path):
+    # NCCL prints the machine's hostname (swat1-04 in this capture); under Kubernetes that is the pod's
+    # name, and under --hosts it need not be what --hosts said. The verdict names the run's node.
+    rank = _rank_log(tmp_path, "nccl-1412-ib-without-gdrdma.txt")
+    comm = describe("nccl", [rank], [{"host": "node-07", "nccl": "2.18.3"}], None, {})
+    assert set(comm["net"]) == {"node-07"}
+    verdicts = transport_verdicts("fabric", comm, Rules({}, expect={"gdr": True}, multi_node=True))
+    assert [(v.metric, v.passed) for v in verdicts] == [("GPUDirect RDMA", False)]
+    assert "network channels without GDRDMA on node-07" in (verdicts[0].detail or "")
+    assert "swat1-04" not in (verdicts[0].detail or "")
+    unnamed = describe("nccl", [rank], [{}], None, {})  # a capture read offline keeps NCCL's name
+    assert set(unnamed["net"]) == {"swat1-04"}
+
+
 def test_a_live_collective_whose_nccl_log_was_not_read_or_shows_no_channels_is_an_error(tmp_path):
     rules = Rules({}, expect={"net": "IB"}, multi_node=True)
     off = describe("nccl", [{"nccl": {"log": None, "why_not": "NCCL_DEBUG set by the user: NCCL's log not read"}}],

@@ -8,6 +8,7 @@ module merges the ranks' reports into one block per item and labels NVLS as the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from clustercheck.fabric.nccl_net import HostNet
@@ -24,7 +25,8 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
     """The comm block for one item from its ranks' results (timed pass, and tuning pass when run)."""
     if backend != "nccl":
         return {"library": backend}
-    logs = [r["nccl"] for r in per_rank if r.get("nccl")]
+    named = ranks_info if len(ranks_info) == len(per_rank) else [{}] * len(per_rank)
+    logs = [_as_node(r["nccl"], info.get("host")) for r, info in zip(per_rank, named) if r.get("nccl")]
     read = [log for log in logs if log.get("log")]
     versions = sorted({i["nccl"] for i in ranks_info if i.get("nccl")} |
                       {v.split("+")[0] for log in read for v in log["versions"]})
@@ -48,6 +50,21 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
     if tuning_error:
         out["tuning_error"] = tuning_error
     return out
+
+
+def _as_node(log: dict[str, Any], node: str | None) -> dict[str, Any]:
+    """One rank's network facts under the node name the run gave the rank. NCCL prints the machine's
+    hostname, which need not be the node a verdict and the exclusion list name: a pod's name under
+    Kubernetes, a short name where `--hosts` gave an address. A log naming several hosts is a capture, not
+    one rank's account: its names stay."""
+    net = log.get("net") or {}
+    if not node or not net or len({h for h in net if h}) > 1:
+        return log
+    found = [HostNet.from_dict(raw) for raw in net.values()]
+    merged = found[0]
+    for other in found[1:]:
+        merged = merged.merge(other)
+    return {**log, "net": {node: replace(merged, host=node).as_dict()}}
 
 
 def merged_net(read: list[dict[str, Any]]) -> dict[str, HostNet]:
