@@ -87,7 +87,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     prestart.end()  # a pool started for a run that never began (a collection error, nothing selected)
     cs = config.stash.get(session_key, None)
     if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
-        cs.launcher.close()
+        cs.release()
 
 
 def _suite_files(config: pytest.Config) -> list[Path]:
@@ -331,7 +331,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     TIMINGS.mark("checks")
     cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None,
               stopped=cs.stopped or (cs.record.broken if cs.record is not None else None))
-    TIMINGS.mark("ranks stopped, exclusion list")
+    TIMINGS.mark("exclusion list")
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error
     elif interrupted and not cs.started:  # Ctrl-C or SIGTERM while collecting: no record to say it in
@@ -349,6 +349,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         unwritten = None
         broken = cs.record.broken if cs.record is not None else None
         try:
+            if cs.options.sign:
+                cs.release()  # each rank's log is whole before the run directory is digested
             unsigned = render_and_sign(rec, cs.run_dir, cs.options.sign)
         except UserError as exc:  # a full disk: the record stands, `clustercheck report` renders it later
             unsigned, unwritten = None, str(exc)
@@ -360,6 +362,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if unsigned:  # the run's verdict stands; a run that should be signed and is not is a harness error
             print(f"clustercheck: the run is not signed: {unsigned}", file=sys.stderr)
         TIMINGS.mark("reports")
+        cs.release()
+        TIMINGS.mark("ranks stopped")
         session.config.stash[incomplete_key] = (f"INCOMPLETE: {broken}" if broken else incomplete_line(rec)) or (
             f"INCOMPLETE: the reports could not be written ({unwritten})" if unwritten else None)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero

@@ -52,6 +52,24 @@ def test_local_ranks_share_the_controllers_session_in_a_group_of_their_own(pools
         assert os.getpgid(pid) == pid != os.getpgid(0)
 
 
+def test_closing_without_waiting_tells_every_pool_at_once_and_a_later_close_reaps_them(pools: PoolManager) -> None:
+    """The end of a run tells every pool's ranks to leave and goes on to the reports; the ranks end
+    meanwhile (a GPU rank's CUDA context takes a quarter of a second to go), and the run waits for them
+    after the reports (run/session.py `release`)."""
+    import time
+
+    first, second = pools.get(PoolKey("gloo", 2)), pools.get(PoolKey("gloo", 2, (("CC_EXAMPLE", "1"),)))
+    procs = [*first.procs, *second.procs]
+    pools.close(wait=False)
+    assert set(pools.pools.values()) == {first, second}  # nothing reaped yet: close() still waits for them
+    deadline = time.monotonic() + 30
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p.poll() for p in procs] == [0, 0, 0, 0]  # both pools' ranks left of themselves, none killed
+    pools.close()
+    assert not pools.pools and first.procs == [] and second.procs == []
+
+
 def test_the_store_forgets_each_task_once_answered(pools: PoolManager) -> None:
     """The store lives in the controller: a week of burn-in must not keep every task and result."""
     pool = pools.get(PoolKey("gloo", 2))

@@ -60,6 +60,7 @@ class WorkerPool:
         self._t0 = 0.0
         self._advertised = ""
         self._listener: socket.socket | None = None
+        self._exit_asked: float | None = None  # when the ranks were told to leave
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,11 +144,18 @@ class WorkerPool:
         zygote_moved(self.log_dir, to)
         self.log_dir, self.logs = to, [to / p.name for p in self.logs]
 
-    def close(self, *, kill: bool = False) -> None:
-        if not kill and self.alive() and self.store is not None:
+    def ask_exit(self) -> None:
+        """Tell the ranks to leave, waiting for none of them (close() waits)."""
+        if self._exit_asked is None and self.alive() and self.store is not None:
             self.seq += 1
             self.store.set(wire.task_key(self.seq), wire.seal(self.key_hex, {"op": "exit"}))
-            deadline = time.monotonic() + 10
+            self._exit_asked = time.monotonic()
+
+    def close(self, *, kill: bool = False) -> None:
+        if not kill:
+            self.ask_exit()
+        if not kill and self._exit_asked is not None:
+            deadline = self._exit_asked + 10
             for p in self.procs:
                 try:
                     p.wait(max(0.1, deadline - time.monotonic()))

@@ -329,12 +329,12 @@ class CheckSession:
             self.pools.kill_all()
 
     def finish(self, interrupted: bool = False, signal: str | None = None, stopped: str | None = None) -> None:
-        """Stop the pools, write the exclusion list and the end line. An interrupted run's end line says
-        so (by which signal, or why clustercheck stopped it): every report then reads INCOMPLETE."""
+        """Tell the ranks to leave; write the exclusion list and the end line. An interrupted run's end line
+        says so (by which signal, or why clustercheck stopped it): every report then reads INCOMPLETE."""
         if not self.started:
             return
         assert self.pools is not None and self.record is not None and self.run_dir is not None
-        self.pools.close(kill=interrupted)  # after Ctrl-C, ranks may be mid-collective: end them now
+        self.pools.close(kill=interrupted, wait=False)  # after Ctrl-C ranks may be mid-collective: killed now
         self.results = [slim(r) for r in load(self.record.path).results]
         try:
             self._exclude()
@@ -345,7 +345,12 @@ class CheckSession:
         except RecordWriteError:  # said when it first failed; without its end line the run reads INCOMPLETE
             pass
         self.record.close()
-        self.launcher.close()  # node agents leave, and what a launcher created in a cluster is deleted
+
+    def release(self) -> None:
+        """After the reports: wait for the ranks (killed after 10 s), then let the node agents go."""
+        if self.pools is not None:
+            self.pools.close()
+        self.launcher.close()
 
 
 def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
