@@ -48,10 +48,7 @@ if [ -n "$SMOKE" ]; then
   step smoke 120 clustercheck run gpu-smoke --timings --out "$W/s"; cp "$W/s/latest/run.jsonl" "$V/smoke-run.jsonl"
 fi
 if [ -z "$NO_MULTI" ]; then
-  step nccl-build 240 bash -c "cp -r '$R/.gpu/nccl' /tmp/nccl && cd /tmp/nccl && make -j16 src.build CUDA_HOME=/usr/local/cuda \
-    NVCC_GENCODE='-gencode=arch=compute_90,code=sm_90' \
-    ONLY_FUNCS='AllReduce Sum f32 * *|AllReduce Sum bf16 * *|AllGather * *|Broadcast * *|ReduceScatter Sum f32 * *|SendRecv' \
-    && ls -l build/lib"
+  build_nccl
   if [ -e /tmp/nccl/build/lib/libnccl.so.2 ]; then
     AGENT_ENV="LD_PRELOAD=/tmp/nccl/build/lib/libnccl.so.2 NCCL_MULTI_RANK_GPU_ENABLE=1"
     for i in $(seq "${MULTI_ROUNDS:-2}"); do join "multi-$i" "$R/benchmarks/gpu/two-agents.yaml" 2 --expect fabric_gbps=100 --nccl-log init; done

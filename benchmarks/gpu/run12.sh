@@ -12,21 +12,17 @@
 #   benchmarks/gpu/startup.py --rounds 3 (issue 32's goals), last, with nothing else running.
 # NO_TESTS=1, NO_MULTI=1, NO_STARTUP=1, NO_INSTALL=1 leave steps out; SUITE=cpu-smoke tries the hosts rounds
 # on a CPU machine. Logs in $V, packed into $OUT/v12.tar.gz when OUT is set.
-V=${V:-/tmp/v12}; mkdir -p "$V"
 R=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/gpu/step.sh
 source "$R/benchmarks/gpu/step.sh"
-export PYTHONUNBUFFERED=1
-pack_on_exit v12
+begin v12
 [ -z "$NO_INSTALL" ] && install_wheels
-step facts 60 bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; nproc;
-  python3 -c "import torch; print(torch.__version__, torch.cuda.nccl.version())"'
+gpu_facts
 W=$(mktemp -d); cd "$W" || exit 1
 [ -z "$NO_TESTS" ] && step gpu-tests 240 python3 -m pytest -m gpu -v -rs -p no:cacheprovider "$R/tests/gpu"
-watch_ps() { for _ in $(seq 15); do sleep 2; echo "-- $(date +%T.%N)"; ps -eo pid,ppid,pgid,comm,args | grep -E "[c]lustercheck|[c]c-zygote|[p]ython3"; done >> "$V/$1" 2>&1; }
 hosts() {  # hosts NAME SUITE HOSTLIST TEMPLATE [controller args...]
   local name=$1 suite=$2 hostlist=$3 template=$4; shift 4; local t0=$SECONDS
-  watch_ps "$name-ps.txt" & local w=$!
+  watch_ps "$name-ps.txt" 15 & local w=$!
   timeout 240 clustercheck run "$suite" --launcher hosts --hosts "$hostlist" --host-command "$template" \
     --timings --out "$W/$name" "$@" > "$V/$name.txt" 2>&1; local rc=$?
   kill $w 2>/dev/null
@@ -36,10 +32,7 @@ hosts() {  # hosts NAME SUITE HOSTLIST TEMPLATE [controller args...]
 }
 for i in $(seq "${ROUNDS:-3}"); do hosts "hosts-$i" "${SUITE:-gpu-smoke}" localhost '{python}'; done
 if [ -z "$NO_MULTI" ]; then
-  step nccl-build 240 bash -c "cp -r '$R/.gpu/nccl' /tmp/nccl && cd /tmp/nccl && make -j16 src.build CUDA_HOME=/usr/local/cuda \
-    NVCC_GENCODE='-gencode=arch=compute_90,code=sm_90' \
-    ONLY_FUNCS='AllReduce Sum f32 * *|AllReduce Sum bf16 * *|AllGather * *|Broadcast * *|ReduceScatter Sum f32 * *|SendRecv' \
-    && ls -l build/lib"
+  build_nccl
   if [ -e /tmp/nccl/build/lib/libnccl.so.2 ]; then
     T='env LD_PRELOAD=/tmp/nccl/build/lib/libnccl.so.2 NCCL_MULTI_RANK_GPU_ENABLE=1 {python}'
     for i in $(seq "${MULTI_ROUNDS:-2}"); do

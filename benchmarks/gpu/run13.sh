@@ -3,12 +3,10 @@
 # (c0e5113), measured against the code before it (c669e96, in .whl/before) on the same machine, minutes apart:
 # one `clustercheck run gpu-smoke -k gemm --timings` (where the last seconds go), then
 # benchmarks/gpu/startup.py --rounds 3 --before /tmp/before. Logs in $V, packed into $OUT/v13.tar.gz.
-V=${V:-/tmp/v13}; mkdir -p "$V"
 R=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/gpu/step.sh
 source "$R/benchmarks/gpu/step.sh"
-export PYTHONUNBUFFERED=1
-pack_on_exit v13
+begin v13
 install_wheels
 step install-before 60 python3 -m pip install -q --no-index --no-deps --target /tmp/before "$R"/.whl/before/*.whl
 W=$(mktemp -d); cd "$W" || exit 1
