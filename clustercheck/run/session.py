@@ -297,31 +297,11 @@ class CheckSession:
 
     # -- end -------------------------------------------------------------------------------
     def _exclude(self) -> None:
-        """Write the exclusion list (exclude.txt, Slurm hostlist syntax) and drain if asked."""
-        from clustercheck.record import exclude
+        from clustercheck.run import exclusion
 
         assert self.record is not None and self.run_dir is not None
-        nodes = exclude.excluded(self.results)
-        text = exclude.as_hostlist(list(nodes))
-        try:
-            (self.run_dir / "exclude.txt").write_text(text + "\n" if text else "")
-        except OSError as exc:  # the record then ends without its end line: INCOMPLETE
-            self.record.broken = f"cannot write {self.run_dir / 'exclude.txt'}: {exc.strerror or exc}"
-            raise RecordWriteError(self.record.broken) from None
-        self.exclusion = {"hostlist": text, "reasons": nodes, "drain": [], "unmeasured": exclude.unmeasured(self.results),
-                          "untested": exclude.untested([*self.nodes, *self.launcher.absent], self.results)}
-        opts = self.options
-        acting = nodes and (opts.drain or opts.drain_dry_run or opts.taint or opts.taint_dry_run)
-        if acting and (tripped := exclude.breaker(self.results, nodes, len(self.nodes), opts.drain_max)):
-            self.exclusion["breaker"] = tripped  # the verdicts and exclude.txt stand; nothing is drained
-        elif acting:
-            for cmd in exclude.drain_commands(nodes) if opts.drain or opts.drain_dry_run else []:
-                rc, out = (None, "dry run") if not opts.drain else exclude.run(cmd)
-                self.exclusion["drain"].append({"command": cmd, "rc": rc, "output": out})
-            if opts.taint or opts.taint_dry_run:
-                from clustercheck.run.k8s.taint import taint
-
-                self.exclusion["taint"] = taint(nodes, self.run_dir.name, dry_run=not opts.taint)
+        self.exclusion = exclusion.write(self.run_dir, self.record, self.results, list(self.nodes),
+                                         list(self.launcher.absent), self.options)
         self.record.append({"type": "exclude", **self.exclusion})
 
     def kill_ranks(self) -> None:
