@@ -212,3 +212,26 @@ def test_sigterm_while_the_suites_are_collected_is_named(tmp_path: Path) -> None
         "clustercheck: INCOMPLETE: SIGTERM while the run was starting: stopped before any check ran; nothing was "
         "measured and no node is cleared"), out.stderr
     assert "Traceback (most recent call last)" not in out.stdout + out.stderr
+
+
+def test_a_signal_while_the_session_waits_for_its_first_pool_ends_the_zygote(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session has taken the pool started before pytest and waits for its ranks (their zygote may still
+    be importing torch) when SIGTERM arrives: the run says INCOMPLETE, and the zygote ends with the run
+    instead of outliving it by its import (CI met it alive 10 s after the run)."""
+    from clustercheck.run import prestart, zygote
+    from helpers import clustercheck_here
+
+    seen: list[zygote.Zygote] = []
+
+    def signalled(self: prestart.Prestarted) -> None:
+        seen.append(zygote._shared)  # type: ignore[arg-type]  # the zygote this pool's ranks came from
+        raise KeyboardInterrupt("clustercheck: SIGTERM while the run was starting")
+
+    monkeypatch.setattr(prestart.Prestarted, "ready", signalled)
+    res = clustercheck_here("run", "cpu-smoke", "--out", "out", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "INCOMPLETE: SIGTERM while the run was starting: stopped before any check ran" in res.stderr
+    assert seen and seen[0] is not None
+    assert seen[0].proc.poll() is not None  # ended by the run, not left to finish its import
+    assert zygote._shared is None

@@ -32,6 +32,7 @@ from clustercheck.record.schema import REPORT_FORMAT, SCHEMA_VERSION, ExcludeEnt
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run.scopes import Where
 from clustercheck.run import prestart
+from clustercheck.run.zygote import end_shared as end_shared_zygote
 from clustercheck.run.timings import TIMINGS
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import KINDS
@@ -92,12 +93,11 @@ class CheckSession:
 
                 topology = for_nodes(opts.topology, self.nodes)
             nodes, first = self._node_facts(early.facts if early else None)
-        except BaseException:
-            if early is not None:
-                early.discard()
+        except BaseException as exc:
+            _drop(exc, early)
             raise
-        self.facts = nodes[self.nodes[0]]
         try:
+            self.facts = nodes[self.nodes[0]]
             if opts.platform:
                 self.profile = opts.thresholds.load(opts.platform)
             else:
@@ -116,17 +116,26 @@ class CheckSession:
             host_free, host_where = _least(nodes, "host_memory")
             check_fits([c for c in checks if c.min_nodes <= len(self.nodes)], self.per_node, self.backend,
                        gpu_free if self.backend == "nccl" else None, host_free, gpu_where, host_where)
-        except BaseException:
-            _drop(first, early)
+        except BaseException as exc:
+            _drop(exc, first, early)
             raise
+        try:  # until the pools are the session's, a signal or a refusal here must end them
+            self._open(checks, suite_files, plan, nodes, first, early, topology)
+        except BaseException as exc:
+            _drop(exc, first, early)
+            raise
+        self.started = True
+
+    def _open(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]], plan: list[PlanItem] | None,
+              nodes: dict[str, platform_mod.Facts], first: WorkerPool | None, early: prestart.Prestarted | None,
+              topology: Any) -> None:
+        """The run directory, its record and plan, and the session's pools, the first ones adopted."""
+        opts = self.options
+        assert self.profile is not None and self.facts is not None
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = unique(opts.out / f"{stamp}-{self.profile.name}")
-        try:
-            make_dir(opts.out, self.run_dir)
-        except UserError:
-            _drop(first, early)
-            raise
+        make_dir(opts.out, self.run_dir)
         point_latest(opts.out, self.run_dir)
         self.record = RunWriter(self.run_dir / "run.jsonl")
         kept = inputs.keep(self.run_dir, self.profile.file, self.profile.name, suite_files)  # exactly as run
@@ -156,7 +165,6 @@ class CheckSession:
             self._adopt(first)
         elif early is not None and (pool := early.ready()) is not None:
             self._adopt(pool)
-        self.started = True
 
     def _node_facts(self, here_facts: platform_mod.Facts | None = None
                     ) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
@@ -370,11 +378,14 @@ def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> lis
     return out
 
 
-def _drop(*pools: WorkerPool | prestart.Prestarted | None) -> None:
-    """End the pools started before the run directory existed, when the run will not start."""
+def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None) -> None:
+    """End the pools started before the run directory existed, when the run will not start (`exc`). After
+    a signal the zygote goes too, even mid-import: it would outlive the run by its torch import."""
     for pool in pools:
         if isinstance(pool, prestart.Prestarted):
             pool.discard()
         elif pool is not None:
             pool.close(kill=True)
             shutil.rmtree(pool.log_dir.parent, ignore_errors=True)
+    if isinstance(exc, KeyboardInterrupt):
+        end_shared_zygote()
