@@ -5,6 +5,7 @@ holds the commands; this module acts on them for a session)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
 from clustercheck.record import exclude
 from clustercheck.record.io import RecordWriteError, RunWriter
@@ -12,7 +13,7 @@ from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.run.options import Options
 
 
-def write(run_dir: Path, record: RunWriter, results: list[ResultEntry], nodes: list[str], absent: list[str],
+def write(run_dir: Path, record: RunWriter, results: list[ResultEntry], nodes: list[str], absent: Iterable[str],
           opts: Options) -> ExcludeEntry:
     """Write exclude.txt (Slurm hostlist syntax) and drain or taint if asked; the record's exclude line.
     A file that cannot be written marks the record broken (the run then reads INCOMPLETE)."""

@@ -48,16 +48,13 @@ class PoolManager:
         if pool is not None:
             pool.close(kill=True)
 
-    def ask_exit(self) -> None:
-        """Tell every pool's ranks to leave and wait for none: they end while the controller writes the
-        reports (a rank holding a CUDA context took 0.26 s to go on an H100), and close() waits for them."""
-        for pool in self.pools.values():
-            pool.ask_exit()
-
     def close(self, kill: bool = False, wait: bool = True) -> None:
-        """End every pool (killed with `kill`); without `wait`, only tell the ranks to leave."""
+        """End every pool (killed with `kill`). Without `wait`, only tell the ranks to leave: they end while
+        the controller writes the reports (a rank holding a CUDA context took 0.26 s to go on an H100), and
+        a later close() waits for them."""
         if not kill:
-            self.ask_exit()  # all pools at once: each one's ranks end while the others' do
+            for pool in self.pools.values():
+                pool.ask_exit()  # all pools at once: each one's ranks end while the others' do
             if not wait:
                 return
         for key in list(self.pools):

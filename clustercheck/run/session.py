@@ -86,17 +86,14 @@ class CheckSession:
         if early is not None and self.launcher.remote:
             early.discard()
             early = None
-        try:
+        first: WorkerPool | None = None
+        try:  # until the pools are the session's, a signal or a refusal here must end them
             topology = None
             if opts.topology is not None:  # a run node under no switch: the user's error, before any rank starts
                 from clustercheck.localize.topology import for_nodes
 
                 topology = for_nodes(opts.topology, self.nodes)
             nodes, first = self._node_facts(early.facts if early else None)
-        except BaseException as exc:
-            _drop(exc, early)
-            raise
-        try:
             self.facts = nodes[self.nodes[0]]
             if opts.platform:
                 self.profile = opts.thresholds.load(opts.platform)
@@ -116,10 +113,6 @@ class CheckSession:
             host_free, host_where = _least(nodes, "host_memory")
             check_fits([c for c in checks if c.min_nodes <= len(self.nodes)], self.per_node, self.backend,
                        gpu_free if self.backend == "nccl" else None, host_free, gpu_where, host_where)
-        except BaseException as exc:
-            _drop(exc, first, early)
-            raise
-        try:  # until the pools are the session's, a signal or a refusal here must end them
             self._open(checks, suite_files, plan, nodes, first, early, topology)
         except BaseException as exc:
             _drop(exc, first, early)
@@ -308,8 +301,8 @@ class CheckSession:
         from clustercheck.run import exclusion
 
         assert self.record is not None and self.run_dir is not None
-        self.exclusion = exclusion.write(self.run_dir, self.record, self.results, list(self.nodes),
-                                         list(self.launcher.absent), self.options)
+        self.exclusion = exclusion.write(self.run_dir, self.record, self.results, self.nodes, self.launcher.absent,
+                                         self.options)
         self.record.append({"type": "exclude", **self.exclusion})
 
     def kill_ranks(self) -> None:
