@@ -182,3 +182,38 @@ def test_hosts_launcher_runs_the_suite_with_a_template_and_no_ssh(work: Path) ->
     names = [r["name"] for r in results(work)["results"]]
     assert "ar-node[h2]" in names and "ar-pair[h1,h3]" in names and "nccl-env[h3]" in names
     assert {r["host"] for r in results(work)["results"][0]["pool"]["ranks"]} == {"h1", "h2", "h3"}
+
+
+SRUN_AGENT = "srun --nodes=1 --ntasks=1 --nodelist={host} --overlap --whole --kill-on-bad-exit=0 --unbuffered {python}"
+
+
+def test_hosts_through_srun_runs_an_agent_per_node_whose_zygote_forks_every_pool(slurm: dict, work: Path) -> None:
+    """The recipe of docs/multi-node.md for forked pools under Slurm: --launcher hosts over the allocation's
+    nodes, each node's agent started by an srun step of one task on that node. Every pool's ranks are forked
+    from the agents' zygotes (none imports torch), each node's ranks run where Slurm put its agent, and
+    the site's task environment (cluster.sh's TaskProlog) reaches the ranks through it."""
+    (work / "s.yaml").write_text(SUITE + """  - id: ar-env
+    measure: all_reduce
+    scope: cluster
+    env: {NCCL_DEBUG: WARN}
+    params: {sizes: [1KiB], iters: 3, warmup: 1}
+""")  # a pool of its own (another environment), forked from the same zygotes: NCCL reads it after the fork
+    (work / "th" / "cpu.yaml").write_text(LIMITS + "  ar-env: {busbw: {limit: '>= 0.000001', unit: GB/s}}\n")
+    bad = node_env(slurm, "ccnode2", "NCCL_P2P_DISABLE=1\n")
+    try:
+        script = (f"exec {shlex.quote(sys.executable)} -m clustercheck run s.yaml --thresholds th --out out "
+                  f"--launcher hosts --hosts \"$SLURM_JOB_NODELIST\" --host-command {shlex.quote(SRUN_AGENT)}")
+        res = subprocess.run(["salloc", "-N3", "bash", "-c", script], cwd=work, env=slurm, capture_output=True,
+                             text=True, timeout=600)
+    finally:
+        bad.unlink()
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    data = results(work)
+    assert data["run"]["launcher"] == "hosts" and data["run"]["nodes"] == ["ccnode1", "ccnode2", "ccnode3"]
+    outcome = {r["name"]: r["outcome"] for r in data["results"]}
+    assert {n: o for n, o in outcome.items() if o != "passed"} == {"nccl-env[ccnode2]": "failed"}, outcome
+    assert (work / "out" / "latest" / "exclude.txt").read_text() == "ccnode2\n"
+    record = (work / "out" / "latest" / "run.jsonl").read_text().splitlines()
+    pools = [json.loads(line) for line in record if '"type": "pool"' in line]
+    assert len(pools) >= 2 and {r["host"] for r in pools[0]["ranks"]} == {"ccnode1", "ccnode2", "ccnode3"}
+    assert all("zygote_wait" in r["startup"] for p in pools for r in p["ranks"]), pools  # forked, every pool
