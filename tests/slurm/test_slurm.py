@@ -184,7 +184,7 @@ def test_hosts_launcher_runs_the_suite_with_a_template_and_no_ssh(work: Path) ->
     assert {r["host"] for r in results(work)["results"][0]["pool"]["ranks"]} == {"h1", "h2", "h3"}
 
 
-SRUN_AGENT = "srun --nodes=1 --ntasks=1 --nodelist={host} --overlap --whole --kill-on-bad-exit=0 --unbuffered {python}"
+SRUN_AGENT = "srun --nodes=1 --ntasks=1 --nodelist={host} --overlap --kill-on-bad-exit=0 --unbuffered {python}"
 
 
 def test_hosts_through_srun_runs_an_agent_per_node_whose_zygote_forks_every_pool(slurm: dict, work: Path) -> None:
