@@ -100,3 +100,21 @@ def test_the_env_line_round_trips_values_a_shell_would_split() -> None:
 def test_a_malformed_env_line_is_refused(line: str) -> None:
     with pytest.raises(ValueError):
         read_env(line)
+
+
+def test_under_ssh_the_words_clustercheck_adds_are_quoted_for_the_remote_shell_and_elsewhere_left_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh hands the words after the host to a shell on that host (tests/test_hosts_ssh.py runs it through a
+    real sshd); srun and env take them as they are. (An executable named ssh stands in for it here.)"""
+    import sys
+
+    ssh = tmp_path / "ssh"
+    ssh.write_text("#!/bin/sh\n")
+    ssh.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", "/opt/py env/bin/python")
+    argv = HostsLauncher(["h1"], f"{ssh} -p 2222 {{host}} {{python}}").argv("h1", "--node", "h1", "--x", "a b")
+    assert argv == [str(ssh), "-p", "2222", "h1", "'/opt/py env/bin/python'", "--node", "h1", "--x", "'a b'"]
+    assert HostsLauncher(["h1"], f"{ssh} {{host}} 'cd /w && {{python}}'").argv("h1")[-1] == \
+        "cd /w && '/opt/py env/bin/python'"
+    env = HostsLauncher(["h1"], "env CC_HOST={host} {python}").argv("h1", "--x", "a b")
+    assert env == ["env", "CC_HOST=h1", "/opt/py env/bin/python", "--x", "a b"]

@@ -148,3 +148,22 @@ def test_a_killed_controller_leaves_no_agent_or_rank_behind_ssh(tmp_path: Path, 
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+def test_what_ssh_hands_the_remote_shell_arrives_word_for_word(tmp_path: Path, ssh_config: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh joins the words after the host into one command line for the login shell there. The interpreter's
+    path (here with a space in it) and each argument the launcher adds reach the host as the same words."""
+    from clustercheck.run.hosts import HostsLauncher
+
+    python = tmp_path / "py env" / "python"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    words = ["a b", "$HOME;echo x", "it's", "*"]
+    argv = HostsLauncher(["node-1"], f"ssh -F {ssh_config} {{host}} {{python}}").argv(
+        "node-1", "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *words)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == words

@@ -1,5 +1,6 @@
 """`--launcher hosts`: an explicit host list and a command template such as `ssh {host} {python}`. The
-template is split like a shell would (shlex) and never given to a shell. Through it the launcher starts
+template is split like a shell would (shlex) and never given to a shell here (ssh gives what follows the
+host to the login shell there, so under ssh the words clustercheck adds are quoted for it). Through it the launcher starts
 one node agent per host (`{python} -m clustercheck agent`, run/agent.py), which joins this controller as
 the agents of `--launcher join` do (run/join.py) and starts that host's ranks whenever a pool asks.
 
@@ -44,6 +45,7 @@ REACH = 10.0
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
+REMOTE_SHELLS = ("ssh", "rsh")  # template programs that hand the words after the host to a shell there
 
 
 class HostsLauncher(JoinLauncher):
@@ -89,16 +91,21 @@ class HostsLauncher(JoinLauncher):
             self.close()
             raise
 
-    def argv(self, host: str) -> list[str]:
-        subst = {"{host}": host, "{python}": sys.executable}
+    def argv(self, host: str, *args: str) -> list[str]:
+        """The template for `host`, then `args` (the agent's). ssh joins every word after the host into one
+        command line for the login shell there, so under ssh what clustercheck fills in or adds ({python},
+        the agent's arguments) is quoted for that shell: a path with a space stays one word on the host.
+        Other programs (srun, env, docker exec) take the words as they are."""
+        quote = shlex.quote if Path(self.words[0]).name in REMOTE_SHELLS else str
+        subst = {"{host}": host, "{python}": quote(sys.executable)}
         out = []
         for word in self.words:
             for k, v in subst.items():
                 word = word.replace(k, v)
             out.append(word)
         if "{python}" not in " ".join(self.words):
-            out.append(sys.executable)
-        return out
+            out.append(quote(sys.executable))
+        return [*out, *map(quote, args)]
 
     def agent_log(self, index: int) -> Path:
         assert self.agent_dir is not None, "agents have logs once launched"
@@ -110,9 +117,9 @@ class HostsLauncher(JoinLauncher):
         for i, host in enumerate(self.nodes):
             if i and i % HOSTS_WAVE == 0:  # never thousands of handshakes at once
                 time.sleep(HOSTS_WAVE_PAUSE)
-            argv = [*self.argv(host), "-m", "clustercheck", "agent", "--index", str(i), "--node", host,
-                    "--controller", f"{_bracketed(self.host)}:{self.port}", "--token-stdin",
-                    "--join-timeout", f"{REACH:g}"]
+            argv = self.argv(host, "-m", "clustercheck", "agent", "--index", str(i), "--node", host,
+                             "--controller", f"{_bracketed(self.host)}:{self.port}", "--token-stdin",
+                             "--join-timeout", f"{REACH:g}")
             self.agents.append(start_agent(argv, self.agent_log(i), self.token))
 
     # -- what the agents' processes say (join.Pods) ------------------------------------------------

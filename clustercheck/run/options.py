@@ -87,7 +87,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("hosts", "--hosts", "nodes for --launcher hosts, in Slurm hostlist syntax (node[01-04],gpu7)",
         metavar="HOSTLIST"),
     Opt("host_command", "--host-command", "how --launcher hosts runs Python on a host; split like a shell "
-        "would, never run by one; {host} and {python} are filled in (default: 'ssh {host} {python}')",
+        "would, never run by one here; {host} and {python} are filled in, and under ssh what clustercheck "
+        "adds is quoted for the host's shell (default: 'ssh {host} {python}')",
         default="ssh {host} {python}", metavar="TEMPLATE"),
     Opt("store_addr", "--store-addr", "slurm and hosts launchers: the address ranks on other machines reach "
         "this controller at (its rank store); default: $CC_STORE_ADDR, else the IP this machine's hostname "
