@@ -19,16 +19,14 @@ from clustercheck.errors import UserError
 PCI = Path("/sys/bus/pci/devices")
 
 
-@pytest.mark.parametrize(("visible", "local_rank", "count", "per_task", "index"), [
-    (None, 3, 8, False, 3),         # every GPU visible: local rank n on CUDA device n
-    ("4,5,6,7", 2, 4, False, 2),    # remapped: CUDA device 2 is physical GPU 6 (its bus id says so)
-    ("3", 0, 1, False, 0),
-    ("2", 5, 1, True, 0),           # srun --gpus-per-task=1: each rank's own GPU is device 0
-    ("GPU-8b1c", 0, 1, False, 0),   # UUIDs are CUDA's business; only the count matters here
+@pytest.mark.parametrize(("visible", "local_rank", "count", "index"), [
+    (None, 3, 8, 3),         # every GPU visible: local rank n on CUDA device n
+    ("4,5,6,7", 2, 4, 2),    # remapped: CUDA device 2 is physical GPU 6 (its bus id says so)
+    ("3", 0, 1, 0),
+    ("GPU-8b1c", 0, 1, 0),   # UUIDs are CUDA's business; only the count matters here
 ])
-def test_the_device_comes_from_cudas_count(visible: str | None, local_rank: int, count: int, per_task: bool,
-                                           index: int) -> None:
-    assert device_index(visible, local_rank, count, per_task=per_task) == index
+def test_the_device_comes_from_cudas_count(visible: str | None, local_rank: int, count: int, index: int) -> None:
+    assert device_index(visible, local_rank, count) == index
 
 
 def test_a_rank_whose_gpu_is_not_visible_is_told_the_variable_and_the_count() -> None:
@@ -38,7 +36,7 @@ def test_a_rank_whose_gpu_is_not_visible_is_told_the_variable_and_the_count() ->
     assert "local rank 3" in text and "CUDA sees 1 GPU " in text and "CUDA_VISIBLE_DEVICES='0'" in text
     assert "--ranks 1" in text and "\n" not in text
     with pytest.raises(UserError, match="CUDA_VISIBLE_DEVICES='0,1'.*--ranks 2"):
-        device_index("0,1", 2, 2, per_task=True)  # per task, yet two GPUs: not one of its own
+        device_index("0,1", 2, 2)
     with pytest.raises(UserError, match=r"CUDA sees no GPU \(CUDA_VISIBLE_DEVICES=unset\)"):
         device_index(None, 0, 0)
 
@@ -128,10 +126,10 @@ def test_a_rank_that_cannot_see_its_gpu_says_so_in_one_line_and_exits() -> None:
     import torch.distributed as dist
 
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "CC_POOL_KEY": "k" * 64, "CC_LOG_DIR": ""}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "CC_LOG_DIR": ""}
     argv = [sys.executable, "-m", "clustercheck.run.worker", "--rank", "1", "--local-rank", "1", "--node", "n7",
             "--world-size", "2", "--store", f"127.0.0.1:{store.port}", "--backend", "nccl"]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, input="k" * 64 + "\n")
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == ("clustercheck rank 1 (n7): local rank 1: CUDA sees no GPU "
                                   "(CUDA_VISIBLE_DEVICES='0')")

@@ -77,7 +77,7 @@ def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
              path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})
     assert out.returncode == 4
-    assert one_line(out) == ("ERROR: --launcher slurm starts ranks with srun, which is not on the PATH here")
+    assert one_line(out) == ("ERROR: --launcher slurm starts its node agents with srun, which is not on the PATH here")
 
 
 def test_a_host_command_not_on_the_path_is_refused_at_once(tree: Path) -> None:

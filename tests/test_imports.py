@@ -131,7 +131,7 @@ def test_the_top_level_holds_few_modules_and_none_is_long(limit: int) -> None:
 
 def test_launchers_are_told_apart_by_their_capabilities_not_their_names() -> None:
     """Only launch.py knows the launchers by name (its LAUNCHERS table); the pool and the session read a
-    launcher's capabilities (`remote`, `merged_log`), so a new launcher touches one file."""
+    launcher's capabilities (`remote`), so a new launcher touches one file."""
     named = [f"{p.relative_to(PACKAGE)}:{n}" for p in PACKAGE.rglob("*.py") if p.name != "launch.py"
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if "launcher.kind ==" in line or "launcher.kind !=" in line or ".kind in (" in line and "launch" in line]

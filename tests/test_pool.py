@@ -9,7 +9,7 @@ import pytest
 
 from clustercheck.run import wire
 from clustercheck.errors import HarnessError
-from clustercheck.run.failure import RankFailure, rank_ranges, srun_task_ends
+from clustercheck.run.failure import RankFailure, rank_ranges
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
 
@@ -206,19 +206,6 @@ def test_an_error_waits_for_the_others_then_says_who_did_not_answer(pools: PoolM
     # the rank that raised is quoted as a dead one is: its traceback says where
     assert quoted.startswith("--- rank 1 last output (") and quoted.endswith("RuntimeError: injected fault")
     assert failure.value.answered == {} and failure.value.failed == {0, 1}
-
-
-def test_srun_task_ends_reads_srun_reports_in_order() -> None:
-    # as srun 22.05 (Debian 12 slurm-wlm, tests/slurm/cluster.sh) printed them: three tasks of four
-    # killed on two nodes; three of four exiting 1; three of four killed on one node
-    killed = ("0: some output\nsrun: error: ccnode2: task 2: Killed\nsrun: error: ccnode1: tasks 0-1: Killed\n"
-              "srun: Force Terminated StepId=6.0\n")
-    assert list(srun_task_ends(killed).items()) == [(2, "Killed"), (0, "Killed"), (1, "Killed")]
-    exited = ("srun: error: ccnode1: task 0: Exited with exit code 1\n"
-              "srun: error: ccnode2: tasks 2-3: Exited with exit code 1\n")
-    assert srun_task_ends(exited) == dict.fromkeys((0, 2, 3), "Exited with exit code 1")
-    assert srun_task_ends("srun: error: ccnode1: tasks 0,2-3: Killed\n") == dict.fromkeys((0, 2, 3), "Killed")
-    assert srun_task_ends("srun: error: Unable to create step for job 7: Invalid generic resource\n") == {}
 
 
 def test_many_silent_ranks_are_summarised_in_one_line(pools: PoolManager) -> None:

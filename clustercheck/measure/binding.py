@@ -21,18 +21,15 @@ from clustercheck.errors import UserError
 _BDF = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
-def device_index(visible: str | None, local_rank: int, count: int, *, per_task: bool = False) -> int:
+def device_index(visible: str | None, local_rank: int, count: int) -> int:
     """The CUDA device a rank binds to. `visible`: its CUDA_VISIBLE_DEVICES (None: unset); `count`:
-    torch.cuda.device_count() in the rank. `per_task`: the launcher may give each rank GPUs of its own
-    (srun --gpus-per-task, --gpu-bind), so a rank that sees exactly one GPU uses it, whatever its local
-    rank. UserError naming the variable and the count when the rank's GPU is not visible."""
+    torch.cuda.device_count() in the rank. UserError naming the variable and the count when the rank's
+    GPU is not visible."""
     shown = "unset" if visible is None else repr(visible)
     if count <= 0:
         raise UserError(f"local rank {local_rank}: CUDA sees no GPU (CUDA_VISIBLE_DEVICES={shown})")
     if local_rank < count:
         return local_rank
-    if per_task and count == 1:
-        return 0
     raise UserError(f"local rank {local_rank} needs CUDA device {local_rank}, but CUDA sees {count} GPU"
                     f"{'s' if count != 1 else ''} (CUDA_VISIBLE_DEVICES={shown}): run at most {count} ranks "
                     f"per node (--ranks {count}) or make the node's GPUs visible")

@@ -57,6 +57,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--node", metavar="NAME", help=f"default: ${gang.NODE_ENV}, else the hostname")
     p.add_argument("--join-timeout", type=float, default=gang.JOIN_TIMEOUT, metavar="SECONDS",
                    help=f"how long to try to reach the controller (default {gang.JOIN_TIMEOUT:g})")
+    p.add_argument("--slurm", action="store_true",
+                   help="take the index and the node's name from srun's task environment: where SLURMD_NODENAME "
+                        "stands in SLURM_JOB_NODELIST (how --launcher slurm starts agents)")
     p.add_argument("--token-stdin", action="store_true",
                    help="read the shared secret from the first line of stdin (how --launcher hosts starts agents)")
 
@@ -363,6 +366,8 @@ def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's client would log every retry
     if args.local_ranks is not None and not 1 <= args.local_ranks <= 1024:
         raise UserError(f"--local-ranks must be between 1 and 1024, got {args.local_ranks}")
+    if args.slurm:
+        args.index, args.node = gang.slurm_place(os.environ)
     me = gang.identity(args.index, args.node, args.controller, socket.gethostname())
     token = gang.read_token({gang.TOKEN_ENV: sys.stdin.readline()} if args.token_stdin else None)
     agent = Agent(me, token, args.local_ranks)

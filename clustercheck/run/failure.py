@@ -1,7 +1,6 @@
 """How a task failed on the ranks, told cause first: what the ranks have said so far (`Heard`), the
 exception a failed task raises (`RankFailure`, with the results of the ranks that did answer), and the
-readers of the evidence the story quotes: srun's account of its tasks, a rank's NCCL warnings, exit
-statuses and rank ranges."""
+readers of the evidence the story quotes: a rank's NCCL warnings, exit statuses and rank ranges."""
 
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ NAMED = 8  # ranks named one by one (and quoted) in a failure message; more are 
 # What a rank raises when another rank went away mid-collective (gloo, NCCL): a symptom, not a cause.
 PEER_LOST = re.compile(r"reset by peer|closed by peer|broken pipe|connection refused|remote process exited|"
                         r"ncclRemoteError|remote peer", re.IGNORECASE)
-# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
-_SRUN_TASK = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 _NCCL_WARN = re.compile(rb" NCCL WARN ")
 
 
@@ -73,17 +70,6 @@ def rank_ranges(ranks: list[int]) -> str:
     return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
 
 
-def srun_task_ends(log: str) -> dict[int, str]:
-    """Tasks srun reported as ended badly, in the order it reported them: rank -> srun's words."""
-    found: dict[int, str] = {}
-    for _node, tasks, reason in _SRUN_TASK.findall(log):
-        for part in tasks.split(","):
-            lo, _, hi = part.partition("-")
-            for rank in range(int(lo), int(hi or lo) + 1):
-                found.setdefault(rank, reason.strip())
-    return found
-
-
 def exit_text(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -98,20 +84,6 @@ def log_tail(path: Path, lines: int) -> str:
     try:
         with path.open("rb") as fh:
             return b"".join(deque(fh, maxlen=lines)).decode(errors="replace").rstrip()
-    except OSError:
-        return ""
-
-
-def rank_tail(logs: list[Path], rank: int, nranks: int, lines: int) -> str:
-    """The last lines one rank wrote: its own log, or its `N: ` lines of srun's merged one."""
-    shared = len(logs) == 1 and nranks > 1
-    if not shared:
-        return log_tail(logs[rank], lines) if rank < len(logs) else ""
-    prefix = f"{rank}: ".encode()
-    try:
-        with logs[0].open("rb") as fh:
-            return b"".join(deque((ln for ln in fh if ln.lstrip().startswith(prefix)), maxlen=lines)
-                            ).decode(errors="replace").rstrip()
     except OSError:
         return ""
 

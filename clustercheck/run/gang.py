@@ -168,6 +168,23 @@ class Identity:
     controller: tuple[str, int]
 
 
+def slurm_place(env: Mapping[str, str]) -> tuple[str, str]:
+    """An agent's index and node under srun (`clustercheck agent --slurm`): where SLURMD_NODENAME stands in
+    SLURM_JOB_NODELIST expanded, as the controller expands it (run/slurm.py)."""
+    import hostlist
+
+    node, nodelist = env.get("SLURMD_NODENAME", ""), env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", "")
+    if not node or not nodelist:
+        raise UserError("--slurm: SLURMD_NODENAME or SLURM_JOB_NODELIST is not set (srun sets both in a job step)")
+    try:
+        nodes = hostlist.expand_hostlist(nodelist)
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"--slurm: SLURM_JOB_NODELIST {nodelist!r}: {exc}") from None
+    if node not in nodes:
+        raise UserError(f"--slurm: this node, {node!r}, is not in SLURM_JOB_NODELIST {nodelist!r}")
+    return str(nodes.index(node)), node
+
+
 def identity(index: str | None, node: str | None, controller: str | None, hostname: str) -> Identity:
     """From the flags, else JOB_COMPLETION_INDEX, NODE_NAME (else the hostname) and
     CLUSTERCHECK_CONTROLLER; UserError naming what is missing or malformed."""

@@ -73,7 +73,8 @@ class HostsLauncher(JoinLauncher):
         # the address the agents reach this controller at; port 0: open() takes a free one
         self.host, self.port = advertised(store_addr), 0
         self.store_addr = self.host  # as the user gave it, or as found (what a refusal to listen names)
-        self.nodes = tuple(hosts)
+        # the hosts as given, by agent index; `nodes` becomes the hosts whose agents joined (join._settle)
+        self.hosts = self.nodes = tuple(hosts)
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
         self.pods = self  # whether every missing agent has ended, and why: their processes say (below)
@@ -85,7 +86,7 @@ class HostsLauncher(JoinLauncher):
             self.listen()
             self.launch()  # the agents import torch while this process does, for the store (serve_store)
             self.serve_store()
-            with term_stops_like_ctrl_c("while starting the hosts' agents"):
+            with term_stops_like_ctrl_c("while starting the node agents"):
                 self.gather(every=LOOK)
         except BaseException:
             self.close()
@@ -109,16 +110,16 @@ class HostsLauncher(JoinLauncher):
 
     def agent_log(self, index: int) -> Path:
         assert self.agent_dir is not None, "agents have logs once launched"
-        return self.agent_dir / f"agent-{index}-{self.nodes[index]}.log"
+        return self.agent_dir / f"agent-{index}-{self.hosts[index]}.log"
 
     def launch(self) -> None:
         """Start every host's agent, in waves: its output into a log of its own, the secret on its stdin."""
         self.agent_dir = Path(tempfile.mkdtemp(prefix="clustercheck-hosts-"))
-        for i, host in enumerate(self.nodes):
+        for i, host in enumerate(self.hosts):
             if i and i % HOSTS_WAVE == 0:  # never thousands of handshakes at once
                 time.sleep(HOSTS_WAVE_PAUSE)
             argv = self.argv(host, "-m", "clustercheck", "agent", "--index", str(i), "--node", host,
-                             "--controller", f"{_bracketed(self.host)}:{self.port}", "--token-stdin",
+                             "--controller", f"{bracketed(self.host)}:{self.port}", "--token-stdin",
                              "--join-timeout", f"{REACH:g}")
             self.agents.append(start_agent(argv, self.agent_log(i), self.token))
 
@@ -132,7 +133,7 @@ class HostsLauncher(JoinLauncher):
             proc = self.agents[i] if i < len(self.agents) else None
             if proc is not None and proc.poll() is None:
                 proc.kill()  # it would see the gang closed and leave; it need not hold the host meanwhile
-            said = _last_words(self.agent_log(i))
+            said = last_words(self.agent_log(i))
             code = proc.returncode if proc is not None else None
             if i in bad:
                 why = bad[i]
@@ -142,12 +143,12 @@ class HostsLauncher(JoinLauncher):
                 why = f"its agent exited with {code} before joining"
             else:
                 why = f"its agent did not join within {self.timeout:g} s"
-            out[self.nodes[i]] = why + (f": {said}" if said else "")
+            out[self.hosts[i]] = why + (f": {said}" if said else "")
         return out
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
-        if loopback(self.host) and not all(here(h) for h in self.nodes):
+        if loopback(self.host) and not all(here(h) for h in self.hosts):
             hint = (f"the controller was advertised at {self.host}, a loopback address (this controller's hostname "
                     "resolves to it), which other hosts cannot reach: give --store-addr with an address they can reach")
         else:
@@ -158,8 +159,8 @@ class HostsLauncher(JoinLauncher):
         """As the join launcher's, and an agent whose process has exited (its ssh dropped) at once."""
         for i, proc in enumerate(self.agents):
             if i in self.members and i not in self._silent and proc.poll() is not None:
-                said = _last_words(self.agent_log(i))
-                self._silent[i] = f"its node's agent ({self.nodes[i]}), which exited with {proc.returncode}" + \
+                said = last_words(self.agent_log(i))
+                self._silent[i] = f"its node's agent ({self.hosts[i]}), which exited with {proc.returncode}" + \
                     (f" ({said})" if said else "")
         return super().silent()
 
@@ -179,7 +180,7 @@ class HostsLauncher(JoinLauncher):
         failed = any(p.returncode != 0 for p in self.agents)
         if self.agent_dir is not None and failed:  # kept: said here where the run went on (else the error said it)
             if self.members:
-                print(f"clustercheck: the hosts' agents' output stays in {self.agent_dir}", file=sys.stderr, flush=True)
+                print(f"clustercheck: the node agents' output stays in {self.agent_dir}", file=sys.stderr, flush=True)
         elif self.agent_dir is not None:
             shutil.rmtree(self.agent_dir, ignore_errors=True)
         self.agents, self.agent_dir = [], None  # a second close has nothing left to do
@@ -203,7 +204,7 @@ def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[byte
     return proc
 
 
-def _last_words(log: Path) -> str:
+def last_words(log: Path) -> str:
     """The last line a failed agent (or its ssh) printed, cut to LAST_WORDS characters."""
     try:
         with log.open("rb") as fh:
@@ -214,6 +215,6 @@ def _last_words(log: Path) -> str:
     return lines[-1][:LAST_WORDS] if lines else ""
 
 
-def _bracketed(addr: str) -> str:
+def bracketed(addr: str) -> str:
     return f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
 

@@ -1,8 +1,8 @@
 """Launchers start a pool's rank processes; rendezvous is torch.distributed's c10d store.
 
 - `local`: this machine, one process per rank, the store on loopback.
-- `slurm`: inside an allocation (salloc/sbatch): one `srun` starts every rank on every node of the
-  allocation; Slurm's SLURM_PROCID/SLURM_LOCALID/SLURMD_NODENAME give each rank its place.
+- `slurm`: inside an allocation (salloc/sbatch): one srun step starts a node agent on every node of the
+  allocation, which then starts that node's ranks as `join`'s agents do (run/slurm.py).
 - `hosts`: an explicit host list and a command template such as `ssh {host} {python}`, through which
   one node agent per host is started, which then starts that host's ranks as `join`'s agents do
   (run/hosts.py).
@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -68,50 +67,10 @@ class LocalLauncher(Launcher):
                 for r in range(nranks)]
 
 
-STORE_HINT = ("the store was advertised at {addr}, a loopback address (this controller's hostname resolves "
-              "to it): ranks on other machines cannot reach it; give --store-addr with an address they can reach")
+def _slurm(o: Any) -> Launcher:
+    from clustercheck.run.slurm import SlurmLauncher
 
-
-class SlurmLauncher(Launcher):
-    kind = "slurm"
-    remote = True
-    merged_log = True
-
-    def __init__(self, store_addr: str | None = None) -> None:
-        import hostlist
-
-        self.store_addr = store_addr
-        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-        if not nodelist:
-            raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
-                            "SLURM_JOB_NODELIST is not set")
-        self.nodes = tuple(hostlist.expand_hostlist(nodelist))
-        if shutil.which("srun") is None:  # before any check, not when the first pool starts
-            raise UserError("--launcher slurm starts ranks with srun, which is not on the PATH here")
-
-    def store_bind(self) -> tuple[str, str]:
-        return "0.0.0.0", advertised(self.store_addr)
-
-    def node_of(self, rank: int, nranks: int) -> str | None:
-        return None  # srun places the tasks (its distribution may be set by the user's environment)
-
-    def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
-              check_env: Mapping[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
-        per_node = nranks // len(self.nodes)
-        from clustercheck.run.wire import TOKEN_ENV
-
-        env = {**env, TOKEN_ENV: key}  # srun hands the environment to every task; never on a command line
-        argv = ["srun", "-l", f"--nodes={len(self.nodes)}", f"--ntasks={nranks}", f"--ntasks-per-node={per_node}",
-                # a dead rank must not take the other nodes' ranks with it before they answer: the pool
-                # collects what every rank said, blames the dead one and ends the step itself
-                "--kill-on-bad-exit=0", "--export=ALL", "--unbuffered",
-                # ranks may outnumber the CPUs the allocation holds (salloc -N3 gives one per node)
-                "--overcommit",
-                # pools of other environments, and NCCL's untimed tuning pool, share the nodes with this one
-                "--overlap", sys.executable, *WORKER, "--from-slurm"]
-        with logs[0].open("wb") as out:  # one srun for all ranks; -l prefixes each line with its rank
-            return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)]
+    return SlurmLauncher(o.store_addr)
 
 
 def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
@@ -161,7 +120,7 @@ class Entry:
 
 LAUNCHERS: dict[str, Entry] = {
     "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
-    "slurm": Entry(lambda o: SlurmLauncher(o.store_addr), SlurmLauncher.remote),
+    "slurm": Entry(_slurm, True),  # an srun step of node agents: run/slurm.py
     "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), True),  # agents: run/hosts.py
     "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
     "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py

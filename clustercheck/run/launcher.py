@@ -65,7 +65,6 @@ class Launcher:
     kind = "local"  # the name the record and the options use
     remote = False  # ranks may run on other machines: the store listens where they reach it, and each node's
     # facts are read by its own first rank (the controller may be a login node)
-    merged_log = False  # one process (srun) stands for every rank and writes one rank-prefixed log
     nodes: tuple[str, ...] = ()
     store_addr: str | None = None  # --store-addr: where the ranks of a multi-node launcher reach the store
     # ranks each node offers where the nodes say so (node agents' --local-ranks); None: the run decides
@@ -92,8 +91,7 @@ class Launcher:
         return wire.new_key()
 
     def node_of(self, rank: int, nranks: int) -> str | None:
-        """Where this launcher puts a rank, before the rank says so itself; None where another program
-        places it (srun)."""
+        """Where this launcher puts a rank, before the rank says so itself; None where it cannot say."""
         return socket.gethostname()
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],

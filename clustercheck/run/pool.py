@@ -21,14 +21,14 @@ from typing import Any
 from clustercheck.errors import HarnessError, escape
 from clustercheck.run import wire
 from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
-                                      rank_ranges, rank_tail, silent_story, srun_task_ends)
-from clustercheck.run.launch import STORE_HINT, Launcher, LocalLauncher, loopback
-from clustercheck.run.launcher import RankProcess, here
+                                      rank_ranges, silent_story)
+from clustercheck.run.launch import Launcher, LocalLauncher
+from clustercheck.run.launcher import RankProcess
 from clustercheck.run.zygote import moved as zygote_moved
 
 START_TIMEOUT = 180.0
-# After a first rank fails, how long to let the others answer, die or be reported dead (srun reports a
-# killed task a moment after its peers have seen the connection drop), so that the message names the
+# After a first rank fails, how long to let the others answer, die or be reported dead (an agent reports a
+# killed rank a moment after its peers have seen the connection drop), so that the message names the
 # rank that caused the failure rather than the first peer that noticed it.
 GRACE = 3.0
 BEAT_WAIT = 2.5  # after a timeout, how long to watch the silent ranks' heartbeats (worker.BEAT: 1 s)
@@ -71,8 +71,8 @@ class WorkerPool:
     def spawn(self) -> None:
         """Start the rank processes (from the thread that will outlive them: Linux sends a rank its
         parent-death signal when the *thread* that forked it ends). The local launcher listens on
-        loopback only (TCPStore alone would bind every interface); multi-node launchers where the other
-        nodes reach us; node agents reach the controller at one port, the launcher's store. The socket
+        loopback only (TCPStore alone would bind every interface); node agents reach the controller at
+        one port, the launcher's store, which it lends every pool. The socket
         listens before the ranks start and `connect` hands it to the store: the ranks import torch
         meanwhile (seconds each) and their connections wait in the backlog."""
         self._t0 = time.monotonic()
@@ -98,8 +98,6 @@ class WorkerPool:
                    CC_LOG_DIR=str(self.log_dir), CC_POOL_NUMBER=str(self.number))
         env.pop(wire.TOKEN_ENV, None)
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
-        if self.launcher.merged_log:
-            self.logs = [self.log_dir / f"pool{self.number}-srun.log"]
         try:
             self.procs = list(self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
                                                   check_env=dict(self.key.env)))
@@ -120,16 +118,7 @@ class WorkerPool:
                                        timeout=timedelta(seconds=START_TIMEOUT),
                                        master_listen_fd=self._listener.detach())  # the store owns and closes it
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}
-        try:
-            self._wait(keys, START_TIMEOUT, "starting the ranks")
-        except RankFailure as exc:  # the likeliest reason on a new cluster, said where the user looks
-            # a lent store (node agents) was reached already: the address cannot be the cause
-            if not self.launcher.remote or self._listener is None or not loopback(self._advertised) or all(
-                    here(n) for n in self.launcher.nodes):  # loopback reaches ranks on this machine
-                raise
-            first, nl, rest = str(exc).partition("\n")  # the first line is what a summary keeps
-            raise RankFailure(f"{first} ({STORE_HINT.format(addr=self._advertised)}){nl}{rest}", exc.answered,
-                              exc.failed) from None
+        self._wait(keys, START_TIMEOUT, "starting the ranks")
         self.ranks = [self._read(k) for k in keys.values()]
         self.start_seconds = time.monotonic() - self._t0
 
@@ -242,21 +231,14 @@ class WorkerPool:
             pass
         return ""
 
-    def _listen(self, results: dict[int, str], heard: Heard, *, srun_log: bool = False) -> None:
-        """Add new answers (from the `results` keys) and deaths to `heard` (srun's log is read when
-        srun ended, or when asked)."""
+    def _listen(self, results: dict[int, str], heard: Heard) -> None:
+        """Add new answers (from the `results` keys) and deaths to `heard`."""
         for rank, k in results.items():
             if (rank in heard.idle or rank not in heard.ok) and rank not in heard.errors and self.store.check([k]):
                 self._hear(heard, rank, self._read(k))
-        deaths: dict[int, str] = {}
-        if not self._srun:
-            # a stand-in for a remote rank may know more than an exit status (its node's agent went silent)
-            deaths = {r: getattr(p, "ended", "") or exit_text(p.returncode) for r, p in enumerate(self.procs)
-                      if p.poll() is not None}
-        elif (ended := self.procs[0].poll()) is not None or srun_log:
-            deaths = {r: f"ended (srun: task {r}: {why})" for r, why in self._srun_tasks().items()}
-            if ended is not None and not deaths and not heard.dead:  # srun said nothing of its tasks
-                deaths = dict.fromkeys(range(self.key.nranks), f"ended with srun, which {exit_text(ended)}")
+        # a stand-in for a remote rank may know more than an exit status (its node's agent went silent)
+        deaths = {r: getattr(p, "ended", "") or exit_text(p.returncode) for r, p in enumerate(self.procs)
+                  if p.poll() is not None}
         for rank, why in deaths.items():
             if rank in heard.idle:  # it had nothing to say, but a rank that died ends the pool
                 heard.ok.pop(rank, None)
@@ -268,7 +250,7 @@ class WorkerPool:
         end = time.monotonic() + GRACE
         while len(heard.accounted()) < self.key.nranks and time.monotonic() < end:
             time.sleep(0.05)
-            self._listen(results, heard, srun_log=True)  # srun reports a killed task while the step still runs
+            self._listen(results, heard)
 
     def _failure(self, heard: Heard, what: str, timed_out: float | None = None) -> RankFailure:
         """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
@@ -277,7 +259,7 @@ class WorkerPool:
         lost = {r for r, e in heard.errors.items() if PEER_LOST.search(e)}
         own = sorted(set(heard.errors) - lost)
         silent = [r for r in range(n) if r not in heard.accounted()]
-        causes = [*heard.dead, *own]  # deaths in the order seen (srun lists the first task it lost first)
+        causes = [*heard.dead, *own]  # deaths in the order seen
         parts = [f"rank {r} ({self._host(r)}) {reason} during {what}" for r, reason in heard.dead.items()]
         if parts and (said := self._last_line(next(iter(heard.dead)))):  # the launcher's own words (ssh: ...) first
             parts[0] += f": {said}"
@@ -294,18 +276,14 @@ class WorkerPool:
             parts.insert(0, f"timed out after {timed_out:g} s during {what}: {story}")
         elif silent:
             parts.append(f"no answer from {self._names(silent)}")
-        if self._srun and self.procs[0].poll() is not None and not self._srun_tasks():
-            message = (f"srun (all {n} ranks) {exit_text(self.procs[0].returncode)} during {what}\n"
-                       f"--- last output ({self.logs[0]}):\n{log_tail(self.logs[0], 12)}")
-        else:
-            # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
-            quoted = list(heard.dead)[:1] or own[:1] or sorted(stopped) or (silent if timed_out is not None else [])
-            message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
+        # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
+        quoted = list(heard.dead)[:1] or own[:1] or sorted(stopped) or (silent if timed_out is not None else [])
+        message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
         failed = frozenset(range(n)) - frozenset(heard.ok)
         hosts = {self._host(r) for r in stopped}  # a node is unreachable when none of its silent ranks beats
         unreachable = {h for h in hosts if not any(self._host(r) == h for r in silent if r not in stopped)}
-        if not self._srun:  # ... or when its node's agent went silent, taking its ranks (remote.RemotePool)
-            unreachable |= {self._host(r) for r in heard.dead if getattr(self.procs[r], "ended", "")}
+        # ... or when its node's agent went silent, taking its ranks (remote.RemotePool)
+        unreachable |= {self._host(r) for r in heard.dead if getattr(self.procs[r], "ended", "")}
         return RankFailure(message, dict(heard.ok), failed, tuple(sorted(unreachable)))
 
     def _beats(self, ranks: list[int]) -> dict[int, str]:
@@ -326,12 +304,6 @@ class WorkerPool:
 
         hosts = sorted({self._host(r) for r in ranks})
         return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {as_hostlist(hosts)}"
-
-    def _srun_tasks(self) -> dict[int, str]:
-        try:
-            return srun_task_ends(self.logs[0].read_text(errors="replace"))
-        except OSError:
-            return {}
 
     @staticmethod
     def _hear(heard: Heard, rank: int, payload: dict[str, Any]) -> None:
@@ -377,13 +349,8 @@ class WorkerPool:
         return self.launcher.node_of(rank, self.key.nranks) or "host not yet known"
 
     def tail(self, rank: int, lines: int = 8) -> str:
-        """The last lines this rank wrote (from srun's merged, rank-prefixed log under Slurm)."""
-        return rank_tail(self.logs, rank, self.key.nranks, lines)
-
-    @property
-    def _srun(self) -> bool:
-        """One srun process stands for every rank (its log is merged and rank-prefixed)."""
-        return self.launcher.merged_log and self.key.nranks > 1
+        """The last lines this rank wrote."""
+        return log_tail(self.logs[rank], lines) if rank < len(self.logs) else ""
 
     @property
     def pids(self) -> list[int]:

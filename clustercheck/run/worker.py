@@ -73,15 +73,13 @@ def main() -> int:
 
     env = os.environ
     args = _args()
-    # the pool's HMAC key: from the environment (srun), else the first line on stdin (local, hosts)
-    key = env.pop(wire.TOKEN_ENV, None)
-    if not key:
-        key = sys.stdin.readline().strip()
-        try:  # the hosts launcher's second line: the variables the pool set for this rank
-            env.update(read_env(sys.stdin.readline()))
-        except ValueError as exc:
-            print(f"clustercheck rank: refusing the environment on stdin: {exc}", file=sys.stderr, flush=True)
-            return 2
+    # the pool's HMAC key: the first line on stdin, never in the environment (a check's code could read it)
+    key = sys.stdin.readline().strip()
+    try:  # a node agent's second line: the variables the pool set for this rank
+        env.update(read_env(sys.stdin.readline()))
+    except ValueError as exc:
+        print(f"clustercheck rank: refusing the environment on stdin: {exc}", file=sys.stderr, flush=True)
+        return 2
     import torch  # after the environment is complete: torch and OpenMP read some variables at import
     import torch.distributed as dist
 
@@ -92,12 +90,8 @@ def main() -> int:
     from clustercheck.measure import RankContext, cuda_bus_id, run_task
     from clustercheck.measure.nccl_log import NcclLog, log_name
 
-    if args.from_slurm:
-        rank, local_rank, node = int(env["SLURM_PROCID"]), int(env["SLURM_LOCALID"]), env["SLURMD_NODENAME"]
-        world = int(env["SLURM_NTASKS"])
-    else:
-        rank, local_rank, node = args.rank, args.local_rank, args.node or socket.gethostname()
-        world = args.world_size or int(env["CC_WORLD_SIZE"])
+    rank, local_rank, node = args.rank, args.local_rank, args.node or socket.gethostname()
+    world = args.world_size or int(env["CC_WORLD_SIZE"])
     host, _, port = (args.store or f"{env['CC_STORE_HOST']}:{env['CC_STORE_PORT']}").rpartition(":")
     backend = args.backend or env["CC_BACKEND"]
     if _refused(host, int(port)):  # one line, quoted by the pool as this rank's last output
@@ -117,9 +111,8 @@ def main() -> int:
     if backend == "nccl":  # before NCCL initialises: it reads its debug settings once
         nccl_log = NcclLog.configure(os.environ, env.get("CC_NCCL_LOG", "off"), env.get("CC_LOG_DIR", ""),
                                      log_name(env.get("CC_POOL_NUMBER", "0"), rank))
-        try:  # by CUDA's count, not NVML's: CUDA_VISIBLE_DEVICES (the user's, or srun's per task) renumbers
-            index = device_index(env.get("CUDA_VISIBLE_DEVICES"), local_rank, torch.cuda.device_count(),
-                                 per_task=args.from_slurm)
+        try:  # by CUDA's count, not NVML's: CUDA_VISIBLE_DEVICES (the user's, or the job step's) renumbers
+            index = device_index(env.get("CUDA_VISIBLE_DEVICES"), local_rank, torch.cuda.device_count())
         except UserError as exc:  # one line, quoted by the pool as this rank's last output
             print(f"clustercheck rank {rank} ({node}): {exc}", file=sys.stderr, flush=True)
             return 2
@@ -229,7 +222,6 @@ def _heartbeat(host: str, port: int, prefix: str | None, rank: int, key: str) ->
 
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m clustercheck.run.worker", description="a clustercheck rank (started by a launcher)")
-    p.add_argument("--from-slurm", action="store_true", help="take rank, local rank and node from srun's environment")
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--local-rank", type=int, default=0)
     p.add_argument("--node", help="the node name this rank reports (default: the hostname)")

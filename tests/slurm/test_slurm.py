@@ -4,7 +4,9 @@ pair scopes, the exclusion list, draining and resuming; and the hosts launcher."
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -139,9 +141,11 @@ def test_killed_rank_errors_its_node_only_names_it_and_excludes_no_node(slurm: d
     found = {r["name"]: r for r in results(work)["results"]}
     assert {n: r["outcome"] for n, r in found.items()} == {
         "ar-node[ccnode1]": "passed", "ar-node[ccnode2]": "passed", "ar-node[ccnode3]": "error"}
-    # srun's report names the killed task first, not its peer rank 5, which only saw the connection drop
-    # and then lost a peer; ccnode1 and ccnode2 answered (srun does not end the step: the pool does)
-    assert found["ar-node[ccnode3]"]["message"].startswith("rank 4 (ccnode3) ended (srun: task 4: Killed) during all_reduce; ")
+    # the killed rank is named first (its agent reported how it ended), not its peer rank 5, which only saw
+    # the connection drop and then lost a peer; ccnode1 and ccnode2 answered and keep their verdicts
+    message = found["ar-node[ccnode3]"]["message"]
+    assert message.startswith("rank 4 (ccnode3) was killed by SIGKILL during all_reduce; rank 5 (ccnode3) then "
+                              "lost a peer: "), message
     assert (work / "out" / "latest" / "exclude.txt").read_text() == ""
     assert "exclude: none" in res.stdout
 
@@ -184,12 +188,9 @@ def test_hosts_launcher_runs_the_suite_with_a_template_and_no_ssh(work: Path) ->
     assert {r["host"] for r in results(work)["results"][0]["pool"]["ranks"]} == {"h1", "h2", "h3"}
 
 
-SRUN_AGENT = "srun --nodes=1 --ntasks=1 --nodelist={host} --overlap --kill-on-bad-exit=0 --unbuffered {python}"
 
-
-def test_hosts_through_srun_runs_an_agent_per_node_whose_zygote_forks_every_pool(slurm: dict, work: Path) -> None:
-    """The recipe of docs/multi-node.md for forked pools under Slurm: --launcher hosts over the allocation's
-    nodes, each node's agent started by an srun step of one task on that node. Every pool's ranks are forked
+def test_one_step_of_node_agents_forks_every_pool_and_the_task_prolog_reaches_the_ranks(slurm: dict, work: Path) -> None:
+    """--launcher slurm starts one srun step of node agents, one per node; every pool's ranks are forked
     from the agents' zygotes (none imports torch), each node's ranks run where Slurm put its agent, and
     the site's task environment (cluster.sh's TaskProlog) reaches the ranks through it."""
     (work / "s.yaml").write_text(SUITE + """  - id: ar-env
@@ -201,15 +202,12 @@ def test_hosts_through_srun_runs_an_agent_per_node_whose_zygote_forks_every_pool
     (work / "th" / "cpu.yaml").write_text(LIMITS + "  ar-env: {busbw: {limit: '>= 0.000001', unit: GB/s}}\n")
     bad = node_env(slurm, "ccnode2", "NCCL_P2P_DISABLE=1\n")
     try:
-        script = (f"exec {shlex.quote(sys.executable)} -m clustercheck run s.yaml --thresholds th --out out "
-                  f"--launcher hosts --hosts \"$SLURM_JOB_NODELIST\" --host-command {shlex.quote(SRUN_AGENT)}")
-        res = subprocess.run(["salloc", "-N3", "bash", "-c", script], cwd=work, env=slurm, capture_output=True,
-                             text=True, timeout=600)
+        res = run(slurm, work)
     finally:
         bad.unlink()
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
     data = results(work)
-    assert data["run"]["launcher"] == "hosts" and data["run"]["nodes"] == ["ccnode1", "ccnode2", "ccnode3"]
+    assert data["run"]["launcher"] == "slurm" and data["run"]["nodes"] == ["ccnode1", "ccnode2", "ccnode3"]
     outcome = {r["name"]: r["outcome"] for r in data["results"]}
     assert {n: o for n, o in outcome.items() if o != "passed"} == {"nccl-env[ccnode2]": "failed"}, outcome
     assert (work / "out" / "latest" / "exclude.txt").read_text() == "ccnode2\n"
@@ -217,3 +215,60 @@ def test_hosts_through_srun_runs_an_agent_per_node_whose_zygote_forks_every_pool
     pools = [json.loads(line) for line in record if '"type": "pool"' in line]
     assert len(pools) >= 2 and {r["host"] for r in pools[0]["ranks"]} == {"ccnode1", "ccnode2", "ccnode3"}
     assert all("zygote_wait" in r["startup"] for p in pools for r in p["ranks"]), pools  # forked, every pool
+
+
+def test_a_node_whose_agent_cannot_start_is_absent_with_sruns_words_and_the_run_incomplete(
+        slurm: dict, work: Path) -> None:
+    """ccnode3's task environment breaks Python itself (PYTHONHOME names nothing): srun reports the task,
+    and the node is absent, named with srun's words, at once rather than after the agents' wait."""
+    bad = node_env(slurm, "ccnode3", "PYTHONHOME=/nonexistent\n")
+    try:
+        res = run(slurm, work, "-k", "ar-node")
+    finally:
+        bad.unlink()
+    assert res.returncode == 2, res.stdout[-3000:] + res.stderr[-3000:]  # INCOMPLETE
+    data = results(work)
+    why = data["run"]["absent"]["ccnode3"]
+    assert why.startswith("its agent ended before joining (srun: Exited with exit code 1)"), why
+    assert data["untested"] == ["ccnode3"]
+    assert {r["name"]: r["outcome"] for r in data["results"]} == {"ar-node[ccnode1]": "passed",
+                                                                  "ar-node[ccnode2]": "passed"}
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def _agent_on(node: str) -> int:
+    """The pid of the `clustercheck agent --slurm` process srun started on `node` (its environment says)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"agent" in argv and b"--slurm" in argv and f"SLURMD_NODENAME={node}".encode() in environ:
+            return int(proc.name)
+    raise AssertionError(f"no agent on {node}")
+
+
+def test_a_node_whose_agent_is_killed_mid_run_is_named_unreachable_at_once(slurm: dict, work: Path) -> None:
+    """ccnode3's agent is SIGKILLed while every rank waits 2 s before the node check (a test-only delay).
+    srun reports the task at once: ccnode3's item errors naming its agent and srun's words, ccnode3 is
+    excluded as unreachable, and the other nodes keep their verdicts."""
+    from joining import wait_for
+
+    cmd = ["salloc", "-N3", sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+           "--launcher", "slurm", "-k", "ar-node", "--cc-inject-fault=ar-node:delay"]
+    ctl = subprocess.Popen(cmd, cwd=work, env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(work / "out" / "latest" / "run.jsonl", '"type": "pool"', 180)
+        os.kill(_agent_on("ccnode3"), signal.SIGKILL)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+    found = {r["name"]: r for r in results(work)["results"]}
+    lost = found["ar-node[ccnode3]"]
+    assert lost["outcome"] == "error" and "was lost with its node's agent (ccnode3), which ended (srun: Killed)" in \
+        lost["message"], lost["message"]
+    assert lost["unreachable"] == ["ccnode3"] and (work / "out" / "latest" / "exclude.txt").read_text() == "ccnode3\n"
+    assert {n: r["outcome"] for n, r in found.items() if n != "ar-node[ccnode3]"} == {
+        "ar-node[ccnode1]": "passed", "ar-node[ccnode2]": "passed"}
+    assert ctl.returncode == 3 and "Traceback" not in out, out[-3000:]

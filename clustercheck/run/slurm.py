@@ -1,0 +1,137 @@
+"""`--launcher slurm`: inside an allocation (salloc, sbatch), one srun step starts a node agent on every node
+of the allocation (`clustercheck agent --slurm`, run/agent.py); each agent joins this controller as the
+hosts launcher's agents do (run/hosts.py) and forks its node's ranks for every pool from its zygote.
+
+Why one step of agents and not a step of ranks per pool: a rank that srun starts imports torch afresh, for
+every pool (4-5 s on a GPU node; the checks of one run open a pool per backend, per `env:` and for NCCL's
+untimed tuning), where an agent imports it once per node per run. One step for the run, not one per pool
+or one per node: slurmctld creates one step, and the controller's node holds one srun.
+
+The step: one task per node (`--ntasks-per-node=1`), sharing the allocation with any other step
+(`--overlap`); a step without `--exact` has all of the job's CPUs and memory on each node and, by
+default, every GRES (GPU) the job asked for (srun(1), slurm-wlm 22.05), so the ranks an agent forks see
+the node's GPUs. An agent that dies does not end the others (`--kill-on-bad-exit=0`). The run's secret
+reaches every agent on its stdin (`--input=all`). `--label` prefixes each line of output with the task
+it came from; srun names a task that exited with its node, which is how an agent that ended before
+joining, or mid-run, is named by its node at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Collection, Mapping
+
+from clustercheck.errors import UserError
+from clustercheck.run.hosts import LAST_WORDS, REACH, HostsLauncher, bracketed, last_words, start_agent
+
+STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffered", "--label", "--input=all"]
+# srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
+_ENDED = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
+_LABEL = re.compile(r"^ *(\d+): ?(.*)$", re.MULTILINE)  # a line srun --label prefixed with its task
+
+
+def srun_ends(log: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The nodes whose tasks srun reported as ended badly, in the order it reported them: node -> (its
+    tasks, srun's words)."""
+    found: dict[str, tuple[tuple[int, ...], str]] = {}
+    for node, tasks, reason in _ENDED.findall(log):
+        ids: list[int] = []
+        for part in tasks.split(","):
+            lo, _, hi = part.partition("-")
+            ids.extend(range(int(lo), int(hi or lo) + 1))
+        found.setdefault(node, (tuple(ids), reason.strip()))
+    return found
+
+
+class SlurmLauncher(HostsLauncher):
+    kind = "slurm"
+
+    def __init__(self, store_addr: str | None = None) -> None:
+        import hostlist
+
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if not nodelist:
+            raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
+                            "SLURM_JOB_NODELIST is not set")
+        if shutil.which("srun") is None:  # before any check, not when the agents start
+            raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
+        super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr)
+        self._read_size = -1  # what _said last read of the step's output, and what it found there
+        self._read: tuple[dict[str, str], dict[str, str]] = ({}, {})
+
+    def launch(self) -> None:
+        """One srun step of agents, one per node; its output, labelled by task, in one log."""
+        self.agent_dir = Path(tempfile.mkdtemp(prefix="clustercheck-slurm-"))
+        n = len(self.nodes)
+        argv = ["srun", f"--nodes={n}", f"--ntasks={n}", *STEP, sys.executable, "-m", "clustercheck", "agent",
+                "--slurm", "--controller", f"{bracketed(self.host)}:{self.port}", "--token-stdin",
+                "--join-timeout", f"{REACH:g}"]
+        step = start_agent(argv, self.agent_log(0), self.token)
+        self.agents = [step] * n  # every node's agent lives and ends with the step, as far as this process sees
+
+    def agent_log(self, index: int) -> Path:
+        assert self.agent_dir is not None, "agents have logs once launched"
+        return self.agent_dir / "agents.log"
+
+    def _said(self) -> tuple[dict[str, str], dict[str, str]]:
+        """From the step's output: node -> how srun said its agent ended, and node -> that agent's last line.
+        Read again only when the output grew (the pools ask on every look at their ranks)."""
+        try:
+            size = self.agent_log(0).stat().st_size
+            if size == self._read_size:
+                return self._read
+            text = self.agent_log(0).read_text(errors="replace")
+        except OSError:
+            return {}, {}
+        ends = srun_ends(text)
+        last = {int(task): line.strip() for task, line in _LABEL.findall(text) if line.strip()}
+        words = {node: last[t] for node, (tasks, _) in ends.items() for t in tasks[:1] if t in last}
+        self._read_size, self._read = size, ({node: why for node, (_, why) in ends.items()}, words)
+        return self._read
+
+    def ended(self, joined: Collection[int], expected: int) -> bool:
+        if self.agents and self.agents[0].poll() is not None:
+            return True
+        ended, _ = self._said()
+        return all(self.hosts[i] in ended for i in range(expected) if i not in joined)
+
+    def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float | None = None) -> dict[str, str]:
+        """Why each missing node's agent never joined; the step goes on (the others may have joined), and an
+        agent that joins after the gang closed leaves at once."""
+        ended, words = self._said()
+        step = self.agents[0].poll() if self.agents else None
+        out = {}
+        for i in missing:
+            node = self.hosts[i]
+            if i in bad:
+                why = bad[i]
+            elif node in ended:
+                why = f"its agent ended before joining (srun: {ended[node]})"
+            elif step is not None:
+                why = f"the agents' srun step ended with {step} before its agent joined"
+            else:
+                why = f"its agent did not join within {self.timeout:g} s"
+            # srun's own last line where the step itself failed ("Unable to create step ...")
+            said = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None else "")
+            out[node] = why + (f": {said}" if said else "")
+        return out
+
+    def none_joined(self, absent: Mapping[str, str]) -> str:
+        said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
+        return f"no node's agent joined ({said}); the agents' output: {self.agent_dir}"
+
+    def silent(self) -> Mapping[int, str]:
+        """As the join launcher's, and at once a node whose agent srun saw end."""
+        ended, words = self._said()
+        for i, member in self.members.items():
+            node = member.node
+            if i not in self._silent and node in ended:
+                said = words.get(node, "")[:LAST_WORDS]
+                self._silent[i] = f"its node's agent ({node}), which ended (srun: {ended[node]})" + \
+                    (f" ({said})" if said else "")
+        return super(HostsLauncher, self).silent()

@@ -1,0 +1,41 @@
+"""The pieces of `--launcher slurm` that need no Slurm (tests/slurm/ runs the launcher on a real one): how an
+agent srun started finds its place in the allocation, and srun's reports of tasks that ended."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercheck.errors import UserError
+from clustercheck.run.gang import slurm_place
+from clustercheck.run.slurm import srun_ends
+
+
+def test_an_agent_takes_its_index_from_where_its_node_stands_in_the_job_nodelist() -> None:
+    env = {"SLURMD_NODENAME": "gpu-b07", "SLURM_JOB_NODELIST": "gpu-a[01-02],gpu-b[07-08]"}
+    assert slurm_place(env) == ("2", "gpu-b07")
+    assert slurm_place({"SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1"}) == ("0", "n1")  # older Slurm's name
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"SLURM_JOB_NODELIST": "n[1-2]"}, "SLURMD_NODENAME or SLURM_JOB_NODELIST is not set"),
+    ({"SLURMD_NODENAME": "n3", "SLURM_JOB_NODELIST": "n[1-2]"}, "this node, 'n3', is not in SLURM_JOB_NODELIST 'n[1-2]'"),
+    ({"SLURMD_NODENAME": "n1", "SLURM_JOB_NODELIST": "n[2-1"}, "SLURM_JOB_NODELIST 'n[2-1': "),
+])
+def test_an_agent_outside_a_job_step_is_told_in_one_line(env: dict[str, str], said: str) -> None:
+    with pytest.raises(UserError) as err:
+        slurm_place(env)
+    assert said in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_sruns_reports_of_ended_tasks_are_read_by_node_in_order() -> None:
+    """As srun 22.05 (Debian 12 slurm-wlm, tests/slurm/cluster.sh) printed them: tasks killed on two nodes,
+    tasks exiting 1, a range and a list; a line about the step is no task's."""
+    killed = ("0: some output\nsrun: error: ccnode2: task 2: Killed\nsrun: error: ccnode1: tasks 0-1: Killed\n"
+              "srun: Force Terminated StepId=6.0\n")
+    assert list(srun_ends(killed).items()) == [("ccnode2", ((2,), "Killed")), ("ccnode1", ((0, 1), "Killed"))]
+    exited = ("srun: error: ccnode1: task 0: Exited with exit code 1\n"
+              "srun: error: ccnode2: tasks 2-3: Exited with exit code 1\n")
+    assert srun_ends(exited) == {"ccnode1": ((0,), "Exited with exit code 1"),
+                                 "ccnode2": ((2, 3), "Exited with exit code 1")}
+    assert srun_ends("srun: error: ccnode1: tasks 0,2-3: Killed\n") == {"ccnode1": ((0, 2, 3), "Killed")}
+    assert srun_ends("srun: error: Unable to create step for job 7: Invalid generic resource\n") == {}
