@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 SUITE = """checks:
   - id: cluster-ar
@@ -122,3 +123,15 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def kill_mid_run(ctl: subprocess.Popen[str], record: Path, pid: Callable[[], int], after: str = '"type": "result"') -> str:
+    """SIGKILL the process `pid()` finds once `after` is in the run record, then the controller's output
+    (the controller killed too, should it still run after 300 s)."""
+    try:
+        wait_for(record, after, 180)
+        os.kill(pid(), signal.SIGKILL)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+    return out

@@ -7,7 +7,6 @@ unreachable."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import project, results, wait_for  # noqa: E402
+from joining import kill_mid_run, project, results  # noqa: E402
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
@@ -29,11 +28,11 @@ exec env CC_HOST="$host" "$@"
 """
 
 
-def run(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def run(tmp: Path, *args: str, env: dict[str, str] | None = None, hosts: str = "h[1-2]") -> subprocess.Popen[str]:
     (tmp / "reach").write_text(REACH)
     (tmp / "reach").chmod(0o755)
     cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
-           "--launcher", "hosts", "--hosts", "h[1-2]", "--host-command", f"{tmp / 'reach'} {{host}} {{python}}",
+           "--launcher", "hosts", "--hosts", hosts, "--host-command", f"{tmp / 'reach'} {{host}} {{python}}",
            "--ranks", "2", *args]
     return subprocess.Popen(cmd, cwd=tmp, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -70,12 +69,7 @@ def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachabl
     message says so, not "silent for 10 s"), and only h2 is excluded."""
     project(tmp_path)
     ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay")
-    try:
-        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
-        os.kill(agent_pid("h2"), signal.SIGKILL)
-        out, _ = ctl.communicate(timeout=300)
-    finally:
-        ctl.kill()
+    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h2"))
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
     # h1's item passes when the kill lands inside the check, and errors with h2 named as the cause when it
@@ -87,4 +81,23 @@ def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachabl
     assert "advertised at" not in died["message"]  # the agents reached the store: its address is not the cause
     assert died["unreachable"] == ["h2"] and (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
+    assert "Traceback" not in out
+
+
+def test_with_the_first_host_absent_an_agent_killed_later_is_named_by_its_own_host(tmp_path: Path) -> None:
+    """h1 never joins, so the run's nodes are h2 and h3; h3's agent (index 2) is then killed mid-run. The
+    launcher keeps the hosts as given for its agents' indices: h3 is named (not an index past the joined
+    nodes, or h2), excluded alone, and h2 keeps its verdict."""
+    project(tmp_path)
+    ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay", env={"CC_DOWN": "h1"},
+              hosts="h[1-3]")
+    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h3"))
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    died = outcome["node-ar[h3]"]
+    assert died["outcome"] == "error" and "was lost with its node's agent (h3), which exited with -9" in \
+        died["message"], out[-3000:]
+    assert outcome["node-ar[h2]"]["outcome"] == "passed" and died["unreachable"] == ["h3"]
+    assert list(data["run"]["absent"]) == ["h1"] and data["untested"] == ["h1"]
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h3"]
     assert "Traceback" not in out

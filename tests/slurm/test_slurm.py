@@ -4,9 +4,7 @@ pair scopes, the exclusion list, draining and resuming; and the hosts launcher."
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -253,17 +251,12 @@ def test_a_node_whose_agent_is_killed_mid_run_is_named_unreachable_at_once(slurm
     """ccnode3's agent is SIGKILLed while every rank waits 2 s before the node check (a test-only delay).
     srun reports the task at once: ccnode3's item errors naming its agent and srun's words, ccnode3 is
     excluded as unreachable, and the other nodes keep their verdicts."""
-    from joining import wait_for
+    from joining import kill_mid_run
 
     cmd = ["salloc", "-N3", sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
            "--launcher", "slurm", "-k", "ar-node", "--cc-inject-fault=ar-node:delay"]
     ctl = subprocess.Popen(cmd, cwd=work, env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(work / "out" / "latest" / "run.jsonl", '"type": "pool"', 180)
-        os.kill(_agent_on("ccnode3"), signal.SIGKILL)
-        out, _ = ctl.communicate(timeout=300)
-    finally:
-        ctl.kill()
+    out = kill_mid_run(ctl, work / "out" / "latest" / "run.jsonl", lambda: _agent_on("ccnode3"), '"type": "pool"')
     found = {r["name"]: r for r in results(work)["results"]}
     lost = found["ar-node[ccnode3]"]
     assert lost["outcome"] == "error" and "was lost with its node's agent (ccnode3), which ended (srun: Killed)" in \
