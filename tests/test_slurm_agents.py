@@ -39,3 +39,22 @@ def test_sruns_reports_of_ended_tasks_are_read_by_node_in_order() -> None:
                                  "ccnode2": ((2, 3), "Exited with exit code 1")}
     assert srun_ends("srun: error: ccnode1: tasks 0,2-3: Killed\n") == {"ccnode1": ((0, 2, 3), "Killed")}
     assert srun_ends("srun: error: Unable to create step for job 7: Invalid generic resource\n") == {}
+
+
+@pytest.mark.parametrize(("addr", "said"), [
+    ("127.0.0.1", "a loopback address (this controller's hostname resolves to it), which other hosts cannot "
+                  "reach: give --store-addr"),
+    ("10.0.0.1", "check that srun can start a step in this allocation"),
+])
+def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                                     addr: str, said: str) -> None:
+    from clustercheck.run.slurm import SlurmLauncher
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    launcher = SlurmLauncher(addr)
+    assert launcher.nodes == ("n1", "n2")
+    text = launcher.none_joined({"n1": "its agent ended before joining (srun: Exited with exit code 3)"})
+    assert text.startswith("no host's agent joined (n1: its agent ended before joining") and said in text, text

@@ -51,6 +51,7 @@ REMOTE_SHELLS = ("ssh", "rsh")  # template programs that hand the words after th
 class HostsLauncher(JoinLauncher):
     kind = "hosts"
     announce = False  # the agents are this launcher's own: nothing for the user to start
+    check = "check --hosts and --host-command"  # what to look at when no agent joined
 
     def __init__(self, hosts: list[str], template: str, store_addr: str | None = None, *,
                  timeout: float = JOIN_WAIT) -> None:
@@ -152,7 +153,7 @@ class HostsLauncher(JoinLauncher):
             hint = (f"the controller was advertised at {self.host}, a loopback address (this controller's hostname "
                     "resolves to it), which other hosts cannot reach: give --store-addr with an address they can reach")
         else:
-            hint = "check --hosts and --host-command"
+            hint = self.check
         return f"no host's agent joined ({said}); {hint}; the agents' output: {self.agent_dir}"
 
     def silent(self) -> Mapping[int, str]:

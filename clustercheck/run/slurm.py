@@ -50,6 +50,7 @@ def srun_ends(log: str) -> dict[str, tuple[tuple[int, ...], str]]:
 
 class SlurmLauncher(HostsLauncher):
     kind = "slurm"
+    check = "check that srun can start a step in this allocation"
 
     def __init__(self, store_addr: str | None = None) -> None:
         import hostlist
@@ -120,10 +121,6 @@ class SlurmLauncher(HostsLauncher):
             said = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None else "")
             out[node] = why + (f": {said}" if said else "")
         return out
-
-    def none_joined(self, absent: Mapping[str, str]) -> str:
-        said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
-        return f"no node's agent joined ({said}); the agents' output: {self.agent_dir}"
 
     def silent(self) -> Mapping[int, str]:
         """As the join launcher's, and at once a node whose agent srun saw end."""
