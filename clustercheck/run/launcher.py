@@ -90,8 +90,8 @@ class Launcher:
         """The HMAC key that seals pool `number`'s tasks and results."""
         return wire.new_key()
 
-    def node_of(self, rank: int, nranks: int) -> str | None:
-        """Where this launcher puts a rank, before the rank says so itself; None where it cannot say."""
+    def node_of(self, rank: int, nranks: int) -> str:
+        """Where this launcher puts a rank, before the rank says so itself."""
         return socket.gethostname()
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],

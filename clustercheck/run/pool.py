@@ -346,7 +346,7 @@ class WorkerPool:
         """The host a rank said it runs on; before it said so (a failed start), where it was sent."""
         if rank < len(self.ranks):
             return str(self.ranks[rank]["host"])
-        return self.launcher.node_of(rank, self.key.nranks) or "host not yet known"
+        return self.launcher.node_of(rank, self.key.nranks)
 
     def tail(self, rank: int, lines: int = 8) -> str:
         """The last lines this rank wrote."""
