@@ -117,6 +117,11 @@ def wait_for(path: Path, text: str, timeout: float = 120) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
+def parent(pid: int) -> int:
+    """The parent's pid of a live process."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

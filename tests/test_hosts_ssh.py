@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,17 +26,11 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import alive, project, results, wait_for  # noqa: E402
+from joining import alive, free_port, parent, project, results, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
 SSHD = "/usr/sbin/sshd"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +43,7 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     for key in ("host_key", "user_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
     (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
-    port, closed = _free_port(), _free_port()
+    port, closed = free_port(), free_port()
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         f"PidFile {d / 'sshd.pid'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
@@ -91,11 +84,10 @@ def _ancestors(pid: int) -> list[str]:
     names = []
     while pid > 1:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
+            pid = parent(pid)
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:  # the process (or, for init's parent, pid 0) is not there
             break
-        pid = int(stat.rpartition(")")[2].split()[1])
-        names.append(Path(f"/proc/{pid}/comm").read_text().strip() if pid > 0 else "")
     return names
 
 
@@ -134,7 +126,7 @@ def test_a_killed_controller_leaves_no_agent_or_rank_behind_ssh(tmp_path: Path, 
         assert len(pids) == 4 and all(alive(p) for p in pids)
         assert all("sshd" in _ancestors(p) for p in pids), [_ancestors(p) for p in pids]  # started through ssh
         # a rank is forked by its zygote, which the agent forked from itself: the agents are their grandparents
-        agents = {_parent(_parent(p)) for p in pids}
+        agents = {parent(parent(p)) for p in pids}
         assert len(agents) == 2 and all(b"\0agent\0" in Path(f"/proc/{a}/cmdline").read_bytes() for a in agents)
         ctl.send_signal(signal.SIGKILL)
         ctl.wait()
@@ -144,10 +136,6 @@ def test_a_killed_controller_leaves_no_agent_or_rank_behind_ssh(tmp_path: Path, 
     while [p for p in [*pids, *agents] if alive(p)] and time.monotonic() < end:
         time.sleep(0.2)
     assert not [p for p in [*pids, *agents] if alive(p)], [_ancestors(p) for p in [*pids, *agents] if alive(p)]
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
 
 
 def test_what_ssh_hands_the_remote_shell_arrives_word_for_word(tmp_path: Path, ssh_config: Path,

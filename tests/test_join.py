@@ -20,7 +20,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import agent, alive, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
+from joining import agent, alive, controller, finish, free_port, parent, project, results, token, wait_for  # noqa: E402
 
 
 @pytest.mark.pool
@@ -142,7 +142,7 @@ def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path
     pids = [r["pid"] for line in record.read_text().splitlines() if '"type": "pool"' in line
             for r in json.loads(line)["ranks"]]
     assert len(pids) == 4 and all(alive(p) for p in pids)
-    assert sorted(_parent(p) for p in pids) == sorted(zygotes * 2)
+    assert sorted(parent(p) for p in pids) == sorted(zygotes * 2)
     ctl.kill()
     ctl.wait()
     for a in agents:
@@ -156,17 +156,13 @@ def test_agents_whose_controller_is_gone_exit_and_their_ranks_with_them(tmp_path
     assert not [p for p in pids + zygotes if alive(p)]
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-
-
 def _zygote_of(agent_pid: int, timeout: float = 30) -> int:
     """The pid of the zygote an agent started, once it is there."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         for proc in Path("/proc").iterdir():
             try:
-                if proc.name.isdigit() and _parent(int(proc.name)) == agent_pid and \
+                if proc.name.isdigit() and parent(int(proc.name)) == agent_pid and \
                         (proc / "comm").read_text() == "cc-zygote\n":  # forked from the agent: its command line
                     return int(proc.name)
             except OSError:
