@@ -7,7 +7,7 @@ import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.run.gang import slurm_place
-from clustercheck.run.slurm import srun_ends
+from clustercheck.run.slurm import srun_ends, srun_own
 
 
 def test_an_agent_takes_its_index_from_where_its_node_stands_in_the_job_nodelist() -> None:
@@ -58,3 +58,46 @@ def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, m
     assert launcher.nodes == ("n1", "n2")
     text = launcher.none_joined({"n1": "its agent ended before joining (srun: Exited with exit code 3)"})
     assert text.startswith("no host's agent joined (n1: its agent ended before joining") and said in text, text
+
+
+# srun 22.05.8 (Debian 12 slurm-wlm, tests/slurm/cluster.sh), captured 2026-11-27: the agents' step asked for
+# 3 nodes of a 2-node allocation (`salloc -N2 env SLURM_JOB_NODELIST='ccnode[1-3]' clustercheck run ...
+# --launcher slurm`), and srun waited for them, printing these two lines and nothing else in 180 s
+WAITING = ("srun: Job 1 step creation temporarily disabled, retrying (Requested nodes are busy)\n"
+           "srun: Job 1 step creation still disabled, retrying (Requested nodes are busy)\n")
+
+
+def test_sruns_own_last_words_are_read_and_its_reports_of_tasks_are_not_among_them() -> None:
+    assert srun_own(WAITING) == "Job 1 step creation still disabled, retrying (Requested nodes are busy)"
+    assert srun_own("0: joined\nsrun: error: ccnode1: task 0: Killed\n") == ""
+    assert srun_own("srun: error: Unable to create step for job 7: Invalid generic resource\n") == \
+        "error: Unable to create step for job 7: Invalid generic resource"
+    assert srun_own("") == ""
+
+
+def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_hint(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no task of the step printed a line, no agent ran: the refusal quotes srun and does not send the
+    user after the controller's address (the hint a run gave before, which the real run above printed)."""
+    from clustercheck.run.slurm import SlurmLauncher
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-3]")
+    launcher = SlurmLauncher("127.0.0.1")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agents.log").write_text(WAITING)
+    why = launcher.explain([0, 1, 2], {})
+    assert why["ccnode1"] == ("its agent did not join within 180 s: srun: Job 1 step creation still disabled, "
+                              "retrying (Requested nodes are busy)"), why
+    text = launcher.none_joined(why)
+    assert "no task of the agents' srun step printed a line, so no agent ran" in text, text
+    assert "--store-addr" not in text and "check that srun can start a step" in text, text
+    # once a task has printed, the agents ran: the address is in question again, and srun's "step created"
+    # line explains no missing node
+    (tmp_path / "agents.log").write_text(WAITING + "srun: Step created for job 1\n"
+                                         "0: clustercheck agent 0 (ccnode1): waiting for the controller\n")
+    why = launcher.explain([0], {})
+    assert why == {"ccnode1": "its agent did not join within 180 s"}, why
+    assert "--store-addr" in launcher.none_joined(why)

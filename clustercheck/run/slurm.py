@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Collection, Mapping
+from typing import Collection, Mapping, NamedTuple
 
 from clustercheck.errors import UserError
 from clustercheck.run.hosts import LAST_WORDS, REACH, HostsLauncher, bracketed, last_words, start_agent
@@ -33,6 +33,23 @@ STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffere
 # srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
 _ENDED = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 _LABEL = re.compile(r"^ *(\d+): ?(.*)$", re.MULTILINE)  # a line srun --label prefixed with its task
+_OWN = re.compile(r"^srun: (.+)$", re.MULTILINE)  # srun's own words, e.g. why the step is not created yet
+
+
+class Said(NamedTuple):
+    """What the step's output says: node -> how srun said its agent ended, node -> that agent's last line,
+    whether any task printed at all, and srun's last words of its own that are no task's end."""
+    ended: dict[str, str]
+    words: dict[str, str]
+    spoke: bool
+    own: str
+
+
+def srun_own(log: str) -> str:
+    """srun's last line about the step itself ("Job 7 step creation still disabled, retrying (Requested
+    nodes are busy)"), not one of its reports of a task that ended; "" when it said none."""
+    own = [line for line in _OWN.findall(log) if not _ENDED.match(f"srun: {line}")]
+    return own[-1].strip() if own else ""
 
 
 def srun_ends(log: str) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -63,7 +80,7 @@ class SlurmLauncher(HostsLauncher):
             raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
         super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr)
         self._read_size = -1  # what _said last read of the step's output, and what it found there
-        self._read: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self._read = Said({}, {}, False, "")
 
     def launch(self) -> None:
         """One srun step of agents, one per node; its output, labelled by task, in one log."""
@@ -79,32 +96,37 @@ class SlurmLauncher(HostsLauncher):
         assert self.agent_dir is not None, "agents have logs once launched"
         return self.agent_dir / "agents.log"
 
-    def _said(self) -> tuple[dict[str, str], dict[str, str]]:
-        """From the step's output: node -> how srun said its agent ended, and node -> that agent's last line.
-        Read again only when the output grew (the pools ask on every look at their ranks)."""
+    def _said(self) -> Said:
+        """What the step's output says; read again only when it grew (the pools ask on every look at their
+        ranks)."""
+        if self.agent_dir is None:  # not launched: the step has said nothing
+            return Said({}, {}, False, "")
         try:
             size = self.agent_log(0).stat().st_size
             if size == self._read_size:
                 return self._read
             text = self.agent_log(0).read_text(errors="replace")
         except OSError:
-            return {}, {}
+            return Said({}, {}, False, "")
         ends = srun_ends(text)
-        last = {int(task): line.strip() for task, line in _LABEL.findall(text) if line.strip()}
+        labelled = _LABEL.findall(text)
+        last = {int(task): line.strip() for task, line in labelled if line.strip()}
         words = {node: last[t] for node, (tasks, _) in ends.items() for t in tasks[:1] if t in last}
-        self._read_size, self._read = size, ({node: why for node, (_, why) in ends.items()}, words)
+        self._read_size = size
+        self._read = Said({node: why for node, (_, why) in ends.items()}, words, bool(labelled), srun_own(text))
         return self._read
 
     def ended(self, joined: Collection[int], expected: int) -> bool:
         if self.agents and self.agents[0].poll() is not None:
             return True
-        ended, _ = self._said()
+        ended = self._said().ended
         return all(self.hosts[i] in ended for i in range(expected) if i not in joined)
 
     def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float | None = None) -> dict[str, str]:
         """Why each missing node's agent never joined; the step goes on (the others may have joined), and an
         agent that joins after the gang closed leaves at once."""
-        ended, words = self._said()
+        ended, words, spoke, own = self._said()
+        own = "" if spoke else own  # once tasks run, srun's own last line ("Step created ...") explains nothing
         step = self.agents[0].poll() if self.agents else None
         out = {}
         for i in missing:
@@ -117,14 +139,26 @@ class SlurmLauncher(HostsLauncher):
                 why = f"the agents' srun step ended with {step} before its agent joined"
             else:
                 why = f"its agent did not join within {self.timeout:g} s"
-            # srun's own last line where the step itself failed ("Unable to create step ...")
-            said = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None else "")
+            # srun's own last line where the step itself failed ("Unable to create step ...") or waits to be
+            # created ("step creation temporarily disabled, retrying"): no agent of it could have joined
+            said = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None
+                                                        else f"srun: {own}"[:LAST_WORDS] if own else "")
             out[node] = why + (f": {said}" if said else "")
         return out
 
+    def none_joined(self, absent: Mapping[str, str]) -> str:
+        """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
+        controller's address is not in question, and srun's own words say why."""
+        said = self._said()
+        if said.spoke or said.ended or not said.own:
+            return super().none_joined(absent)
+        nodes = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
+        return (f"no host's agent joined ({nodes}); no task of the agents' srun step printed a line, so no agent "
+                f"ran; {self.check}; the agents' output: {self.agent_dir}")
+
     def silent(self) -> Mapping[int, str]:
         """As the join launcher's, and at once a node whose agent srun saw end."""
-        ended, words = self._said()
+        ended, words, _, _ = self._said()
         for i, member in self.members.items():
             node = member.node
             if i not in self._silent and node in ended:
