@@ -384,3 +384,25 @@ def test_a_signal_while_the_agents_are_awaited_is_incomplete_in_one_line(tmp_pat
     assert ctl.returncode == Exit.INCOMPLETE, out
     assert "INCOMPLETE: " in out and "with 0 of 2 node agent(s) joined: stopped before any check ran; nothing was measured" in out, out
     assert "Traceback" not in out and not (tmp_path / "out").exists()
+
+
+def test_while_agents_are_missing_the_controller_says_how_many_joined(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A wait of minutes (pods being scheduled, a Slurm step not yet created) is not silence: after
+    SAY_AFTER seconds, then every SAY_EVERY, a line says how many agents joined and how long the wait goes on,
+    with what the launcher knows of why (tests/test_slurm_agents.py: srun's words)."""
+    from clustercheck.run import join
+
+    monkeypatch.setattr(join, "SAY_AFTER", 0.3)
+    monkeypatch.setattr(join, "SAY_EVERY", 0.5)
+    launcher = join.JoinLauncher(2, f"127.0.0.1:{free_port()}", 1.2, token(), gather=False)
+    monkeypatch.setattr(launcher, "waiting", lambda: "pods pending")
+    launcher.open()
+    try:
+        assert launcher._await(5.0) == {}
+    finally:
+        launcher.close()
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "joined after" in ln]
+    assert len(said) == 2, said  # at 0.3 s and 0.8 s of a 1.2 s wait
+    assert all(re.fullmatch(r"clustercheck: 0 of 2 node agent\(s\) joined after \d+ s; waiting up to \d+ s more "
+                            r"\(pods pending\)", ln) for ln in said), said

@@ -88,6 +88,8 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
     launcher = SlurmLauncher("127.0.0.1")
     launcher.agent_dir = tmp_path
     (tmp_path / "agents.log").write_text(WAITING)
+    assert launcher.waiting() == ("srun: Job 1 step creation still disabled, retrying (Requested nodes are "
+                                  "busy)")  # what the controller's "still waiting" line adds
     why = launcher.explain([0, 1, 2], {})
     assert why["ccnode1"] == ("its agent did not join within 180 s: srun: Job 1 step creation still disabled, "
                               "retrying (Requested nodes are busy)"), why
@@ -100,4 +102,5 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
                                          "0: clustercheck agent 0 (ccnode1): waiting for the controller\n")
     why = launcher.explain([0], {})
     assert why == {"ccnode1": "its agent did not join within 180 s"}, why
+    assert launcher.waiting() == ""
     assert "--store-addr" in launcher.none_joined(why)

@@ -32,6 +32,10 @@ from clustercheck.run.remote import RemotePool
 from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
 from clustercheck.run.timings import TIMINGS
 
+# while agents are missing, say how many joined after this many seconds, then every SAY_EVERY: a wait of
+# minutes (pods being scheduled, a step srun cannot create yet) is otherwise silence
+SAY_AFTER, SAY_EVERY = 15.0, 30.0
+
 class Pods(Protocol):
     """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
     has ended, and why each never joined."""
@@ -122,9 +126,16 @@ class JoinLauncher(Launcher):
         if self.announce:
             print(f"clustercheck: waiting up to {self.timeout:g} s for {self.expected} node agent(s) at port "
                   f"{self.port}", file=sys.stderr, flush=True)
-        deadline = time.monotonic() + self.timeout
-        seen, bad, next_poll = -1, {}, time.monotonic() + every
+        start = time.monotonic()
+        deadline = start + self.timeout
+        seen, bad, next_poll, next_say = -1, {}, start + every, start + SAY_AFTER
         while len(self.members) < self.expected and time.monotonic() < deadline:
+            if time.monotonic() >= next_say:
+                next_say += SAY_EVERY
+                note = self.waiting()
+                print(f"clustercheck: {len(self.members)} of {self.expected} node agent(s) joined after "
+                      f"{time.monotonic() - start:.0f} s; waiting up to {deadline - time.monotonic():.0f} s more"
+                      + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
             count = self.store.add(gang.JOINS, 0)
             if count != seen:
                 seen = count
@@ -135,6 +146,11 @@ class JoinLauncher(Launcher):
                     break
             time.sleep(0.1)
         return bad
+
+    def waiting(self) -> str:
+        """What the launcher knows of why agents are still missing, for the waiting line ("" here: someone
+        else starts them)."""
+        return ""
 
     def _read_joins(self) -> dict[int, str]:
         """Read the joins posted so far; -> index: why an index that tried could not join."""

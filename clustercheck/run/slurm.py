@@ -146,6 +146,11 @@ class SlurmLauncher(HostsLauncher):
             out[node] = why + (f": {said}" if said else "")
         return out
 
+    def waiting(self) -> str:
+        """srun's own words while no task has printed ("step creation temporarily disabled, retrying")."""
+        said = self._said()
+        return "" if said.spoke or not said.own else f"srun: {said.own[:LAST_WORDS]}"
+
     def none_joined(self, absent: Mapping[str, str]) -> str:
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
         controller's address is not in question, and srun's own words say why."""
