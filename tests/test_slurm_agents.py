@@ -104,3 +104,23 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
     assert why == {"ccnode1": "its agent did not join within 180 s"}, why
     assert launcher.waiting() == ""
     assert "--store-addr" in launcher.none_joined(why)
+
+
+@pytest.mark.parametrize(("launcher", "given", "waits"), [
+    ("hosts", None, 180.0), ("hosts", 20.0, 20.0), ("slurm", None, 180.0), ("slurm", 900.0, 900.0)])
+def test_join_timeout_sets_how_long_the_hosts_and_slurm_launchers_wait_for_their_agents(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, launcher: str, given: float | None, waits: float) -> None:
+    """--join-timeout was read by the join and k8s launchers only; a step srun cannot create held a run for
+    the fixed 180 s (docs/multi-node.md). Unset, each launcher keeps its own default."""
+    from types import SimpleNamespace
+
+    from clustercheck.run.launch import make_launcher
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    options = SimpleNamespace(launcher=launcher, nodes=None, hosts="h[1-2]", host_command="env {python}",
+                              store_addr="10.0.0.1", join_timeout=given)
+    made = make_launcher(options)
+    assert made.kind == launcher and made.timeout == waits

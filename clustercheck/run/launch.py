@@ -70,10 +70,10 @@ class LocalLauncher(Launcher):
 def _slurm(o: Any) -> Launcher:
     from clustercheck.run.slurm import SlurmLauncher
 
-    return SlurmLauncher(o.store_addr)
+    return SlurmLauncher(o.store_addr, timeout=o.join_timeout)
 
 
-def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher:
+def _hosts(hosts: str | None, template: str, store_addr: str | None, timeout: float | None) -> Launcher:
     import hostlist
 
     try:
@@ -82,10 +82,11 @@ def _hosts(hosts: str | None, template: str, store_addr: str | None) -> Launcher
         raise UserError(f"--hosts {hosts!r}: {exc}") from None
     from clustercheck.run.hosts import HostsLauncher
 
-    return HostsLauncher(names, template, store_addr)
+    return HostsLauncher(names, template, store_addr, timeout=timeout)
 
 
 def _join(o: Any) -> Launcher:
+    from clustercheck.run import gang
     from clustercheck.run.join import JoinLauncher
 
     pods = None
@@ -93,7 +94,7 @@ def _join(o: Any) -> Launcher:
         from clustercheck.run.k8s.launcher import job_pods
 
         pods = job_pods(o.k8s_job, o.namespace)
-    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout, pods=pods)
+    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, pods=pods)
 
 
 def _k8s(o: Any) -> Launcher:
@@ -121,11 +122,11 @@ class Entry:
 LAUNCHERS: dict[str, Entry] = {
     "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
     "slurm": Entry(_slurm, True),  # an srun step of node agents: run/slurm.py
-    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr), True),  # agents: run/hosts.py
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr, o.join_timeout), True),  # agents: run/hosts.py
     "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
     "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
 }
-JOINING = ("join", "k8s")  # launchers whose nodes come to the controller: --nodes and --join-timeout apply
+JOINING = ("join", "k8s")  # launchers whose nodes come to the controller: --nodes applies
 
 
 def make_launcher(options: Any) -> Launcher:

@@ -97,9 +97,10 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     # -- node agents and Kubernetes (docs/kubernetes.md) --
     Opt("nodes", "--nodes", "join and k8s launchers: how many nodes (node agents) the run waits for",
         type=int, metavar="N"),
-    Opt("join_timeout", "--join-timeout", "join and k8s: how long to wait for every node agent; those that "
-        "never join are untested and the run is INCOMPLETE (default 600)", default=600.0, type=float,
-        metavar="SECONDS"),
+    Opt("join_timeout", "--join-timeout", "join, k8s, hosts and slurm: how long to wait for every node agent; "
+        "those that never join are untested and the run is INCOMPLETE (default 600 for join and k8s, whose "
+        "agents are started or scheduled elsewhere; 180 for hosts and slurm, whose agents this run starts)",
+        type=float, metavar="SECONDS"),
     Opt("image", "--k8s-image", "k8s: the container image with clustercheck (and torch) for the node agents",
         cli_flag="--image", metavar="IMAGE"),
     Opt("namespace", "--k8s-namespace", "k8s: the namespace to create the agents' Job in (default: the "
@@ -201,7 +202,7 @@ class Options:
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
     nodes: int | None = None  # join, k8s: the node agents to wait for
-    join_timeout: float = 600.0
+    join_timeout: float | None = None  # None: the launcher's own default (join.py, hosts.py)
     image: str | None = None  # k8s
     namespace: str | None = None
     gpus_per_node: int = 0

@@ -69,7 +69,7 @@ class SlurmLauncher(HostsLauncher):
     kind = "slurm"
     check = "check that srun can start a step in this allocation"
 
-    def __init__(self, store_addr: str | None = None) -> None:
+    def __init__(self, store_addr: str | None = None, *, timeout: float | None = None) -> None:
         import hostlist
 
         nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
@@ -78,7 +78,7 @@ class SlurmLauncher(HostsLauncher):
                             "SLURM_JOB_NODELIST is not set")
         if shutil.which("srun") is None:  # before any check, not when the agents start
             raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
-        super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr)
+        super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr, timeout=timeout)
         self._read_size = -1  # what _said last read of the step's output, and what it found there
         self._read = Said({}, {}, False, "")
 

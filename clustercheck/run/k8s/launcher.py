@@ -34,7 +34,7 @@ class K8sLauncher(JoinLauncher):
 
     @classmethod
     def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
-        return cls(nodes, o.store_addr, o.join_timeout, image=o.image, namespace=o.namespace,
+        return cls(nodes, o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, image=o.image, namespace=o.namespace,
                    gpus_per_node=o.gpus_per_node, local_ranks=o.ranks, node_selector=o.node_selector, rdma=o.rdma,
                    taint=o.taint, duration=o.duration)
 
