@@ -56,6 +56,9 @@ def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, m
     monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
     launcher = SlurmLauncher(addr)
     assert launcher.nodes == ("n1", "n2")
+    launcher.agent_dir = tmp_path  # what the step printed: an agent that started, said why, and ended
+    (tmp_path / "agents.log").write_text("0: clustercheck agent 0 (n1): could not reach the controller\n"
+                                         "srun: error: n1: task 0: Exited with exit code 3\n")
     text = launcher.none_joined({"n1": "its agent ended before joining (srun: Exited with exit code 3)"})
     assert text.startswith("no host's agent joined (n1: its agent ended before joining") and said in text, text
 
@@ -96,6 +99,10 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
     text = launcher.none_joined(why)
     assert "no task of the agents' srun step printed a line, so no agent ran" in text, text
     assert "--store-addr" not in text and "check that srun can start a step" in text, text
+    (tmp_path / "agents.log").write_text("")  # nothing yet, srun's words included (it waits ~60 s to say them)
+    text = launcher.none_joined(launcher.explain([0], {}))
+    assert "no task of the agents' srun step printed a line, srun may not have created the step yet" in text, text
+    assert "--store-addr" not in text, text
     # once a task has printed, the agents ran: the address is in question again, and srun's "step created"
     # line explains no missing node
     (tmp_path / "agents.log").write_text(WAITING + "srun: Step created for job 1\n"

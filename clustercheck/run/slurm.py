@@ -155,11 +155,13 @@ class SlurmLauncher(HostsLauncher):
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
         controller's address is not in question, and srun's own words say why."""
         said = self._said()
-        if said.spoke or said.ended or not said.own:
+        if said.spoke or said.ended:
             return super().none_joined(absent)
+        # an agent that cannot reach the controller says so within seconds ("waiting for the controller at")
+        cause = "so no agent ran" if said.own else "srun may not have created the step yet"
         nodes = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
-        return (f"no host's agent joined ({nodes}); no task of the agents' srun step printed a line, so no agent "
-                f"ran; {self.check}; the agents' output: {self.agent_dir}")
+        return (f"no host's agent joined ({nodes}); no task of the agents' srun step printed a line, {cause}; "
+                f"{self.check}; the agents' output: {self.agent_dir}")
 
     def silent(self) -> Mapping[int, str]:
         """As the join launcher's, and at once a node whose agent srun saw end."""
