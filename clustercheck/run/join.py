@@ -36,6 +36,7 @@ from clustercheck.run.timings import TIMINGS
 # minutes (pods being scheduled, a step srun cannot create yet) is otherwise silence
 SAY_AFTER, SAY_EVERY = 15.0, 30.0
 
+
 class Pods(Protocol):
     """What an orchestrator knows of the agents' pods (k8s.launcher.JobPods): whether every missing one
     has ended, and why each never joined."""

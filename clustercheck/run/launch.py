@@ -122,7 +122,8 @@ class Entry:
 LAUNCHERS: dict[str, Entry] = {
     "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
     "slurm": Entry(_slurm, True),  # an srun step of node agents: run/slurm.py
-    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr, o.join_timeout), True),  # agents: run/hosts.py
+    # node agents through --host-command: run/hosts.py
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr, o.join_timeout), True),
     "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
     "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
 }

@@ -34,9 +34,9 @@ class K8sLauncher(JoinLauncher):
 
     @classmethod
     def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
-        return cls(nodes, o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, image=o.image, namespace=o.namespace,
-                   gpus_per_node=o.gpus_per_node, local_ranks=o.ranks, node_selector=o.node_selector, rdma=o.rdma,
-                   taint=o.taint, duration=o.duration)
+        return cls(nodes, o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, image=o.image,
+                   namespace=o.namespace, gpus_per_node=o.gpus_per_node, local_ranks=o.ranks,
+                   node_selector=o.node_selector, rdma=o.rdma, taint=o.taint, duration=o.duration)
 
     def __init__(self, nodes: int, store_addr: str | None, timeout: float, *, image: str | None,
                  namespace: str | None = None, gpus_per_node: int = 0, local_ranks: int | None = None,
