@@ -123,11 +123,12 @@ def parent(pid: int) -> int:
 
 
 def alive(pid: int) -> bool:
+    """Running, not a zombie. A process can be reaped between the signal and the read (CI saw it once)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def kill_mid_run(ctl: subprocess.Popen[str], record: Path, pid: Callable[[], int], after: str = '"type": "result"') -> str:
