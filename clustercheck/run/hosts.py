@@ -52,6 +52,7 @@ class HostsLauncher(JoinLauncher):
     kind = "hosts"
     announce = False  # the agents are this launcher's own: nothing for the user to start
     check = "check --hosts and --host-command"  # what to look at when no agent joined
+    join_wait = JOIN_WAIT
 
     def __init__(self, hosts: list[str], template: str, store_addr: str | None = None, *,
                  timeout: float | None = None) -> None:
@@ -70,7 +71,7 @@ class HostsLauncher(JoinLauncher):
         if "{host}" not in program and shutil.which(program) is None:  # before any check, not at the first pool
             raise UserError(f"--host-command {template!r}: {words[0]!r} is not on the PATH here")
         self.words = words
-        super().__init__(len(hosts), None, timeout or JOIN_WAIT, secrets.token_hex(32), gather=False)
+        super().__init__(len(hosts), None, timeout, secrets.token_hex(32), gather=False)
         # the address the agents reach this controller at; port 0: open() takes a free one
         self.host, self.port = advertised(store_addr), 0
         self.store_addr = self.host  # as the user gave it, or as found (what a refusal to listen names)

@@ -50,13 +50,14 @@ class JoinLauncher(Launcher):
     kind = "join"
     remote = True
     announce = True  # say on stderr that the controller waits (someone else starts the agents)
+    join_wait = gang.JOIN_TIMEOUT  # seconds to wait for every agent, where --join-timeout is not given
 
-    def __init__(self, nodes: int, store_addr: str | None, timeout: float = gang.JOIN_TIMEOUT,
+    def __init__(self, nodes: int, store_addr: str | None, timeout: float | None = None,
                  token: str | None = None, *, gather: bool = True, pods: Pods | None = None) -> None:
         if nodes < 1:
             raise UserError(f"--nodes must be at least 1, got {nodes}")
         self.expected = nodes
-        self.timeout = timeout
+        self.timeout = timeout or self.join_wait
         self.host, self.port = gang.split_addr(store_addr or f"0.0.0.0:{gang.DEFAULT_PORT}", "--store-addr")
         self.store_addr = f"{self.host}:{self.port}"
         self.token = gang.read_token() if token is None else token

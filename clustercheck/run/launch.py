@@ -86,7 +86,6 @@ def _hosts(hosts: str | None, template: str, store_addr: str | None, timeout: fl
 
 
 def _join(o: Any) -> Launcher:
-    from clustercheck.run import gang
     from clustercheck.run.join import JoinLauncher
 
     pods = None
@@ -94,7 +93,7 @@ def _join(o: Any) -> Launcher:
         from clustercheck.run.k8s.launcher import job_pods
 
         pods = job_pods(o.k8s_job, o.namespace)
-    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, pods=pods)
+    return JoinLauncher(_nodes(o), o.store_addr, o.join_timeout, pods=pods)
 
 
 def _k8s(o: Any) -> Launcher:

@@ -202,7 +202,7 @@ class Options:
     topology: str | None = None  # scope localize: topology.conf, .json or 'slurm' (checked when options resolve)
     sign: SigningKey | None = None  # --sign: read before anything runs, used when the run ends
     nodes: int | None = None  # join, k8s: the node agents to wait for
-    join_timeout: float | None = None  # None: the launcher's own default (join.py, hosts.py)
+    join_timeout: float | None = None  # None: the launcher's own (JoinLauncher.join_wait)
     image: str | None = None  # k8s
     namespace: str | None = None
     gpus_per_node: int = 0

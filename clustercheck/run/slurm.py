@@ -44,11 +44,17 @@ class Said(NamedTuple):
     spoke: bool
     own: str
 
+    @property
+    def waits(self) -> str:
+        """srun's own words while no task has printed a line: why no agent runs yet ("" once one has: then
+        srun's last line of its own, "Step created ...", explains no missing agent)."""
+        return "" if self.spoke else self.own
+
 
 def srun_own(log: str) -> str:
     """srun's last line about the step itself ("Job 7 step creation still disabled, retrying (Requested
     nodes are busy)"), not one of its reports of a task that ended; "" when it said none."""
-    own = [line for line in _OWN.findall(log) if not _ENDED.match(f"srun: {line}")]
+    own = [m.group(1) for m in _OWN.finditer(log) if not _ENDED.match(m.group(0))]
     return own[-1].strip() if own else ""
 
 
@@ -125,8 +131,8 @@ class SlurmLauncher(HostsLauncher):
     def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float | None = None) -> dict[str, str]:
         """Why each missing node's agent never joined; the step goes on (the others may have joined), and an
         agent that joins after the gang closed leaves at once."""
-        ended, words, spoke, own = self._said()
-        own = "" if spoke else own  # once tasks run, srun's own last line ("Step created ...") explains nothing
+        said = self._said()
+        ended, words = said.ended, said.words
         step = self.agents[0].poll() if self.agents else None
         out = {}
         for i in missing:
@@ -141,15 +147,15 @@ class SlurmLauncher(HostsLauncher):
                 why = f"its agent did not join within {self.timeout:g} s"
             # srun's own last line where the step itself failed ("Unable to create step ...") or waits to be
             # created ("step creation temporarily disabled, retrying"): no agent of it could have joined
-            said = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None
-                                                        else f"srun: {own}"[:LAST_WORDS] if own else "")
-            out[node] = why + (f": {said}" if said else "")
+            last = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None
+                                                        else self.waiting())
+            out[node] = why + (f": {last}" if last else "")
         return out
 
     def waiting(self) -> str:
         """srun's own words while no task has printed ("step creation temporarily disabled, retrying")."""
-        said = self._said()
-        return "" if said.spoke or not said.own else f"srun: {said.own[:LAST_WORDS]}"
+        waits = self._said().waits
+        return f"srun: {waits}"[:LAST_WORDS] if waits else ""
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the

@@ -34,11 +34,11 @@ class K8sLauncher(JoinLauncher):
 
     @classmethod
     def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
-        return cls(nodes, o.store_addr, o.join_timeout or gang.JOIN_TIMEOUT, image=o.image,
+        return cls(nodes, o.store_addr, o.join_timeout, image=o.image,
                    namespace=o.namespace, gpus_per_node=o.gpus_per_node, local_ranks=o.ranks,
                    node_selector=o.node_selector, rdma=o.rdma, taint=o.taint, duration=o.duration)
 
-    def __init__(self, nodes: int, store_addr: str | None, timeout: float, *, image: str | None,
+    def __init__(self, nodes: int, store_addr: str | None, timeout: float | None, *, image: str | None,
                  namespace: str | None = None, gpus_per_node: int = 0, local_ranks: int | None = None,
                  node_selector: tuple[tuple[str, str], ...] = (), rdma: tuple[tuple[str, str], ...] = (),
                  taint: bool = False, duration: float | None = None, kube: api.Kube | None = None) -> None:
@@ -61,7 +61,7 @@ class K8sLauncher(JoinLauncher):
                 name=f"clustercheck-{secrets.token_hex(3)}", namespace=self.kube.namespace, nodes=nodes, image=image,
                 controller=f"{host}:{port}", gpus_per_node=gpus_per_node,
                 local_ranks=None if gpus_per_node else local_ranks, node_selector=node_selector, rdma=rdma,
-                deadline_s=deadline, join_timeout=timeout)
+                deadline_s=deadline, join_timeout=self.timeout)
             objects = [manifests.secret(self.agents, self.token), manifests.service(self.agents),
                        manifests.job(self.agents)]
             self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), objects)
