@@ -67,6 +67,21 @@ class LocalLauncher(Launcher):
                 for r in range(nranks)]
 
 
+    def store_process(self, listener: socket.socket, host: str, port: int, env: Mapping[str, str],
+                      log: Path) -> RankProcess | None:
+        """The pool's store, forked by the zygote that forks its ranks (it imported torch for them): the
+        controller's torch import was 2.5-3.2 CPU-s here, for nothing but the store. None with the zygote
+        off or where it cannot be asked: the pool then serves the store itself."""
+        zygote = shared_zygote(env, log.parent / "zygote.log")
+        try:
+            return zygote.serve_store(listener, host, port, STORE_TIMEOUT, env, log) if zygote else None
+        except OSError:
+            return None
+
+
+STORE_TIMEOUT = 30.0  # the TCPStore server's own client (in the store process) uses nothing but its start
+
+
 def _slurm(o: Any) -> Launcher:
     from clustercheck.run.slurm import SlurmLauncher
 

@@ -81,6 +81,12 @@ class Launcher:
         """(address to listen on, address the ranks connect to)."""
         return "127.0.0.1", "127.0.0.1"
 
+    def store_process(self, listener: socket.socket, host: str, port: int, env: Mapping[str, str],
+                      log: Path) -> RankProcess | None:
+        """A process of its own that serves a pool's store on `listener` (the pool then reads it through
+        run/store.py and imports no torch), or None: the pool serves its store in this process."""
+        return None
+
     def pool_store(self, number: int) -> tuple[Any, str, int] | None:
         """(store, host, port) that pool `number` should use, where the launcher lends one (node agents
         reach the controller at one fixed port); None: the pool opens its own."""

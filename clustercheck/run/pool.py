@@ -24,6 +24,7 @@ from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit
                                       rank_ranges, silent_story)
 from clustercheck.run.launch import Launcher, LocalLauncher
 from clustercheck.run.launcher import RankProcess
+from clustercheck.run.store import StoreClient, StoreLost
 from clustercheck.run.zygote import moved as zygote_moved
 
 START_TIMEOUT = 180.0
@@ -60,6 +61,8 @@ class WorkerPool:
         self._t0 = 0.0
         self._advertised = ""
         self._listener: socket.socket | None = None
+        self._store_proc: RankProcess | None = None  # the store's own process, where the launcher gave one
+        self._store_port = 0
         self._exit_asked: float | None = None  # when the ranks were told to leave
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -82,7 +85,7 @@ class WorkerPool:
         else:
             bind, self._advertised = self.launcher.store_bind()
             self._listener = socket.create_server((bind, 0), backlog=1024)
-            port = self._listener.getsockname()[1]
+            port = self._store_port = self._listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(self.key.env)
@@ -99,17 +102,26 @@ class WorkerPool:
         env.pop(wire.TOKEN_ENV, None)
         self.logs = [self.log_dir / f"pool{self.number}-rank{r}.log" for r in range(self.key.nranks)]
         try:
+            if self._listener is not None:  # served elsewhere (the zygote's child), or by `connect` here
+                self._store_proc = self.launcher.store_process(self._listener, self._advertised, port, env,
+                                                               self._store_log)
+                if self._store_proc is not None:
+                    self._listener.close()  # the store process holds its own copy
+                    self._listener = None
             self.procs = list(self.launcher.start(env, self.key.nranks, self.key_hex, self.logs,
                                                   check_env=dict(self.key.env)))
         except BaseException:
             if self._listener is not None:
                 self._listener.close()
+            self._end_store()
             raise
 
     def connect(self) -> None:
         """Import torch here (the first pool's ranks are importing theirs), open the store on the socket
         `spawn` made (unless the launcher lent one), and wait until every rank has joined."""
-        if self.store is None:
+        if self.store is None and self._store_proc is not None:
+            self.store = self._store_client()
+        elif self.store is None:
             import torch.distributed as dist
 
             assert self._listener is not None, "connect() follows spawn()"
@@ -156,7 +168,33 @@ class WorkerPool:
         for p in self.procs:
             p.wait()
         self.procs = []
+        self._end_store()
         self.store = None
+
+    # -- the store in a process of its own -------------------------------------------------------------
+    @property
+    def _store_log(self) -> Path:
+        return self.log_dir / f"pool{self.number}-store.log"
+
+    def _store_client(self) -> StoreClient:
+        """The client of the store that `_store_proc` serves, once it answers (it was forked a moment ago;
+        the ranks' connections wait in the socket's backlog meanwhile)."""
+        assert self._store_proc is not None
+        try:
+            return StoreClient(self._advertised, self._store_port, START_TIMEOUT, "the pool's store")
+        except StoreLost as exc:
+            said = log_tail(self._store_log, 3)  # a store process that ran and failed says why there
+            raise StoreLost(f"{exc}; " + (f"its process said: {escape(said)}" if said else
+                                          f"its process left no words in {self._store_log}")) from None
+
+    def _end_store(self) -> None:
+        """End the store's process (after the ranks: they read their last task from it)."""
+        if isinstance(self.store, StoreClient):
+            self.store.close()
+        if self._store_proc is not None:
+            self._store_proc.kill()
+            self._store_proc.wait()
+            self._store_proc = None
 
     # -- tasks -----------------------------------------------------------------------------
     def run(self, op: str, params: dict[str, Any], timeout: float,

@@ -183,6 +183,27 @@ class Zygote:
             os.close(write)
         return rank
 
+    def serve_store(self, listener: socket.socket, host: str, port: int, timeout: float, env: Mapping[str, str],
+                    log: Path) -> ZygoteRank:
+        """Fork a process that serves a pool's store (torch's TCPStore server) on `listener`, which the
+        caller may close once this returns; its output goes to `log`. Watched and ended as a rank is.
+        OSError when the zygote cannot be asked."""
+        with self.changed:
+            if not self.alive or self.retired:
+                raise OSError("the zygote has ended")
+            self._next += 1
+            store = self._ranks[self._next] = ZygoteRank(self, self._next)
+        try:
+            with log.open("wb") as out:
+                message = json.dumps({"id": store.ident, "env": dict(env),
+                                      "store": {"host": host, "port": port, "timeout": timeout}}).encode()
+                socket.send_fds(self._sock, [message], [listener.fileno(), out.fileno()])
+        except OSError:
+            with self.changed:
+                del self._ranks[store.ident]
+            raise
+        return store
+
     def start_all(self, ranks: Sequence[tuple[list[str], Mapping[str, str], Path]], key: str) -> list[ZygoteRank] | None:
         """Ask for a pool's ranks, each (argv, environment, log), all or none: None, with any already asked
         for killed, where the zygote cannot be asked (the caller then starts them afresh)."""

@@ -66,6 +66,8 @@ def serve(fd: int) -> int:
                 parent = os.getpid()
                 pid = os.fork()
                 if pid == 0:
+                    if "store" in asked:
+                        _become_store(asked, fds, sel, parent)
                     _become_rank(asked, fds, start_dir, sel, parent)
                 for fd in fds:
                     os.close(fd)
@@ -130,6 +132,46 @@ def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: sel
         traceback.print_exc()
         sys.stderr.flush()
     os._exit(1)
+
+
+def _become_store(asked: dict[str, Any], fds: list[int], sel: selectors.BaseSelector, parent: int) -> NoReturn:
+    """In the forked child: serve a pool's store, torch's own TCPStore server on the listening socket the
+    controller made, until killed (the pool ends it after its ranks) or the zygote ends (the parent-death
+    signal); never returns. The controller reads and writes it through run/store.py, so it imports no
+    torch; the ranks' clients talk to the same C++ server they would have found in the controller."""
+    code = 1
+    try:
+        from clustercheck.run import worker
+
+        worker._die_with_parent()
+        if os.getppid() != parent:
+            os._exit(1)
+        for key in list(sel.get_map().values()):
+            os.close(key.fd)
+        os.setpgid(0, 0)
+        _name(b"cc-store")
+        listen, log = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.environ.clear()
+        os.environ.update(asked["env"])
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        where = asked["store"]
+        store = dist.TCPStore(where["host"], where["port"], is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=where["timeout"]), master_listen_fd=listen)
+        while store is not None:  # the server is a thread of this process: keep the process
+            signal.pause()
+    except BaseException:  # noqa: BLE001 - said in the store's log, which the controller quotes
+        traceback.print_exc()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _name(comm: bytes) -> None:

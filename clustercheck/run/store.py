@@ -1,0 +1,173 @@
+"""A client of torch.distributed's TCPStore in plain Python, so that a controller need not import torch.
+
+A local pool's store is served by torch's own TCPStore (its C++ server, which every rank's client
+speaks to), in a process the zygote forks for it (run/zygote_serve.py), while the controller talks to it
+through this client. The controller then never imports torch: that import was 2.5-3.2 CPU-s of every
+local run on a 2-vCPU VM, paid beside the ranks' own imports (docs/benchmarks.md).
+
+The wire format is TCPStore's (torch/csrc/distributed/c10d/TCPStoreBackend.hpp and
+TCPStoreLibUvBackend.cpp in github.com/pytorch/pytorch): a query is one type byte and its arguments,
+integers in the host's byte order, a key or value as a 64-bit length and its bytes. The client sends
+VALIDATE (a magic number, no reply) once, then only the queries the controller uses, each of which the
+server has answered the same way since torch 2.0: SET, GET, ADD, CHECK, WAIT, GETNUMKEYS, DELETE_KEY,
+MULTI_GET and CANCEL_WAIT. (PING and the queue queries are newer; this client never sends them.)
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import socket
+import struct
+import threading
+from importlib import metadata
+from typing import Callable, Sequence, TypeVar
+
+from clustercheck.errors import HarnessError
+
+VALIDATE, SET, GET, ADD, CHECK, WAIT, GETNUMKEYS, DELETE_KEY, MULTI_GET, CANCEL_WAIT = 0, 1, 3, 4, 5, 6, 7, 8, 10, 12
+MAGIC = 0x3C85F7CE
+READY = 0  # CheckResponseType
+STOP_WAITING, WAIT_CANCELED = 0, 1  # WaitResponseType
+_U64, _I64, _U32 = struct.Struct("=Q"), struct.Struct("=q"), struct.Struct("=I")
+T = TypeVar("T")
+
+
+@functools.cache
+def _multi_get() -> bool:
+    """Whether the installed torch, whose server the store is, answers MULTI_GET (2.4 and later)."""
+    try:
+        release = re.match(r"(\d+)\.(\d+)", metadata.version("torch"))
+    except metadata.PackageNotFoundError:
+        return False
+    return release is not None and (int(release[1]), int(release[2])) >= (2, 4)
+
+
+class StoreLost(HarnessError):
+    """The store's connection failed or its server ended: whatever the pool was doing cannot finish."""
+
+
+class StoreTimeout(HarnessError):
+    """A key was not set within the store's timeout."""
+
+
+def _blob(data: bytes) -> bytes:
+    return _U64.pack(len(data)) + data
+
+
+def _key(key: str) -> bytes:
+    return _blob(b"/" + key.encode())  # torch's client puts "/" before every key (TCPStore.cpp, keyPrefix_)
+
+
+class StoreClient:
+    """One connection to a TCPStore server, safe to share between threads (one query at a time), with
+    the subset of `torch.distributed.Store` the controller uses: set, get, add, check, delete_key,
+    multi_get, num_keys. `what` names the store in errors."""
+
+    def __init__(self, host: str, port: int, timeout: float, what: str = "the store") -> None:
+        self.host, self.port = host, port  # as torch's TCPStore names them
+        self.timeout = timeout
+        self.what = what
+        self._lock = threading.Lock()
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.sendall(bytes([VALIDATE]) + _U32.pack(MAGIC))
+        except OSError as exc:
+            raise StoreLost(f"{what} at {host}:{port} cannot be reached: {exc}") from None
+        self.num_keys()  # the first answer: the server reads and answers queries
+
+    # -- the Store interface ---------------------------------------------------------------------------
+    def set(self, key: str, value: str | bytes) -> None:
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        self._tell(bytes([SET]) + _key(key) + _blob(data))
+
+    def get(self, key: str) -> bytes:
+        """The key's value, once set (waiting up to the timeout, as torch's get does: StoreTimeout)."""
+        self.wait([key])
+        return self._ask(bytes([GET]) + _key(key), self._blob)
+
+    def add(self, key: str, amount: int) -> int:
+        return self._ask(bytes([ADD]) + _key(key) + _I64.pack(amount), lambda: _I64.unpack(self._exact(8))[0])
+
+    def check(self, keys: Sequence[str]) -> bool:
+        """Whether every one of `keys` is set, without waiting."""
+        query = bytes([CHECK]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
+        return self._ask(query, lambda: self._exact(1)[0] == READY)
+
+    def delete_key(self, key: str) -> bool:
+        return self._ask(bytes([DELETE_KEY]) + _key(key), lambda: _I64.unpack(self._exact(8))[0] > 0)
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        """The values of `keys`, which must all be set: one round trip where the server knows MULTI_GET
+        (torch 2.4 and later, as torch's own `Store.multi_get`), else a get per key."""
+        if not _multi_get():
+            return [self.get(k) for k in keys]
+        query = bytes([MULTI_GET]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
+        return self._ask(query, lambda: [self._blob() for _ in keys])
+
+    def num_keys(self) -> int:
+        return self._ask(bytes([GETNUMKEYS]), lambda: _I64.unpack(self._exact(8))[0])
+
+    def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
+        """Return once every one of `keys` is set; StoreTimeout after `timeout` (the store's by default),
+        when the server is told to stop waiting, as torch's client does, so the connection stays usable."""
+        limit = self.timeout if timeout is None else timeout
+        query = bytes([WAIT]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
+        with self._lock:
+            self._send(query)
+            try:
+                self._sock.settimeout(limit)
+                try:
+                    if self._exact(1)[0] == STOP_WAITING:
+                        return
+                except TimeoutError:
+                    pass
+                self._sock.settimeout(self.timeout)
+                self._send(bytes([CANCEL_WAIT]))
+                while self._exact(1)[0] != WAIT_CANCELED:  # a STOP_WAITING sent as we gave up comes first
+                    pass
+            finally:
+                self._sock.settimeout(self.timeout)
+        raise StoreTimeout(f"{self.what}: {', '.join(keys)} not set within {limit:g} s")
+
+    def close(self) -> None:
+        self._sock.close()
+
+    # -- the wire ----------------------------------------------------------------------------------
+    def _tell(self, query: bytes) -> None:
+        with self._lock:
+            self._send(query)
+
+    def _ask(self, query: bytes, answer: Callable[[], T]) -> T:
+        with self._lock:
+            self._send(query)
+            try:
+                return answer()
+            except TimeoutError:  # half an answer may follow: the connection is of no more use
+                self._sock.close()
+                raise StoreLost(f"{self.what}: no answer within {self.timeout:g} s") from None
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            raise StoreLost(f"{self.what}: the connection failed ({exc})") from None
+
+    def _blob(self) -> bytes:
+        return self._exact(_U64.unpack(self._exact(8))[0])
+
+    def _exact(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            try:
+                chunk = self._sock.recv(n - len(data))
+            except TimeoutError:  # the caller's to judge (`wait` expects it)
+                raise
+            except OSError as exc:
+                raise StoreLost(f"{self.what}: the connection failed ({exc})") from None
+            if not chunk:
+                raise StoreLost(f"{self.what}: its server closed the connection (it ended)")
+            data += chunk
+        return bytes(data)
+
