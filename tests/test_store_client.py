@@ -42,13 +42,17 @@ def test_every_query_reads_and_writes_what_torchs_clients_do(server) -> None:
     torch_side.set("c", b"from torch")
     assert ours.get("c") == b"from torch"
     assert (ours.add("n", 3), ours.add("n", -1), torch_side.add("n", 0)) == (3, 2, 2)
-    assert ours.check(["a", "b", "c"]) and not ours.check(["a", "absent"])
+    assert ours.check(["a", "b", "c"]) and not ours.check(["a", "absent"]) and ours.check([])
     assert ours.multi_get(["c", "a"]) == [b"from torch", b"text"]
     assert ours.delete_key("a") and not ours.delete_key("a") and not torch_side.check(["a"])
     prefixed = dist.PrefixStore("pool3", dist.TCPStore("127.0.0.1", port, is_master=False,
                                                        timeout=timedelta(seconds=10)))
     prefixed.set("ready/0", b"r")  # a rank's PrefixStore: "pool3/" before the key
     assert ours.get("pool3/ready/0") == b"r"
+    many = {f"result/{i}": bytes([i % 251]) * (i % 300) for i in range(3000)}  # a big pool's answers at once
+    for k, v in many.items():
+        torch_side.set(k, v)
+    assert ours.multi_get(list(many)) == list(many.values())
 
 
 def test_get_waits_for_a_key_set_later(server) -> None:

@@ -69,6 +69,7 @@ class StoreClient:
         self.timeout = timeout
         self.what = what
         self._lock = threading.Lock()
+        self._buf, self._pos = bytearray(), 0  # answers received, and how far they were read
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -92,6 +93,8 @@ class StoreClient:
 
     def check(self, keys: Sequence[str]) -> bool:
         """Whether every one of `keys` is set, without waiting."""
+        if not keys:  # never sent: torch's server logs the first key of every CHECK
+            return True
         query = bytes([CHECK]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
         return self._ask(query, lambda: self._exact(1)[0] == READY)
 
@@ -101,7 +104,7 @@ class StoreClient:
     def multi_get(self, keys: Sequence[str]) -> list[bytes]:
         """The values of `keys`, which must all be set: one round trip where the server knows MULTI_GET
         (torch 2.4 and later, as torch's own `Store.multi_get`), else a get per key."""
-        if not _multi_get():
+        if not keys or not _multi_get():
             return [self.get(k) for k in keys]
         query = bytes([MULTI_GET]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
         return self._ask(query, lambda: [self._blob() for _ in keys])
@@ -112,6 +115,8 @@ class StoreClient:
     def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
         """Return once every one of `keys` is set; StoreTimeout after `timeout` (the store's by default),
         when the server is told to stop waiting, as torch's client does, so the connection stays usable."""
+        if not keys:
+            return
         limit = self.timeout if timeout is None else timeout
         query = bytes([WAIT]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
         with self._lock:
@@ -158,16 +163,20 @@ class StoreClient:
         return self._exact(_U64.unpack(self._exact(8))[0])
 
     def _exact(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
+        """The next `n` bytes of the answers, read 64 KiB at a time (a MULTI_GET of a pool's results is
+        thousands of small values); the consumed head is dropped only before the next read, so the work
+        stays linear in the bytes."""
+        while len(self._buf) - self._pos < n:
+            del self._buf[:self._pos]
+            self._pos = 0
             try:
-                chunk = self._sock.recv(n - len(data))
-            except TimeoutError:  # the caller's to judge (`wait` expects it)
+                chunk = self._sock.recv(max(1 << 16, n - len(self._buf)))
+            except TimeoutError:  # the caller's to judge (`wait` expects it); what arrived stays buffered
                 raise
             except OSError as exc:
                 raise StoreLost(f"{self.what}: the connection failed ({exc})") from None
             if not chunk:
                 raise StoreLost(f"{self.what}: its server closed the connection (it ended)")
-            data += chunk
-        return bytes(data)
-
+            self._buf += chunk
+        self._pos += n
+        return bytes(self._buf[self._pos - n:self._pos])
