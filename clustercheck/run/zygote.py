@@ -17,6 +17,8 @@ GLOO_SOCKET_IFNAME (gloo, at the group's start), NCCL_* (NCCL, at its first call
 torch.set_num_threads). Any other difference, such as a check's own `env:` naming another variable (a
 variable a user names may be read by anything at import), gets a zygote of its own that imports with
 it; the one it replaces ends with the last rank it started. CLUSTERCHECK_ZYGOTE=0 turns the zygote off.
+It also forks each local pool's store (`Zygote.serve_store`): torch's TCPStore server on the socket the
+controller made, so that the controller, which reads it through run/store.py, never imports torch.
 The zygote process itself is run/zygote_serve.py: a controller starts it afresh; a node agent, which
 imports torch for its own store client, forks its first zygote from itself after that import.
 

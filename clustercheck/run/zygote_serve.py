@@ -1,5 +1,6 @@
 """The zygote process (run/zygote.py is the controller's handle on it): it imports what every rank
-imports once, then forks a rank per request until the controller's end of its socket closes.
+imports once, then forks a rank (or a local pool's store: `_become_store`) per request until the
+controller's end of its socket closes.
 
 It starts in one of two ways:
 - `python -m clustercheck.run.zygote_serve FD`, from a controller (pytest's process, which imports no
