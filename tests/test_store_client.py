@@ -51,7 +51,8 @@ def test_every_query_reads_and_writes_what_torchs_clients_do(server) -> None:
     assert ours.get("pool3/ready/0") == b"r"
     many = {f"result/{i}": bytes([i % 251]) * (i % 300) for i in range(3000)}  # a big pool's answers at once
     for k, v in many.items():
-        torch_side.set(k, v)
+        torch_side.set(k, v)  # no reply: only a query with one, on the same connection, says they are in
+    assert torch_side.check(list(many))
     assert ours.multi_get(list(many)) == list(many.values())
 
 
