@@ -17,7 +17,7 @@ import pytest
 from clustercheck.errors import HarnessError
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
-from clustercheck.run.store import StoreClient, StoreLost, StoreTimeout
+from clustercheck.run.store import StoreClient, StoreLost, StoreSilent, StoreTimeout, served
 
 dist = pytest.importorskip("torch.distributed")
 
@@ -93,6 +93,27 @@ def test_nothing_listening_is_said_at_once() -> None:
         port = s.getsockname()[1]
     with pytest.raises(StoreLost, match="cannot be reached"):
         StoreClient("127.0.0.1", port, 5.0)
+
+
+def test_served_asks_again_until_the_server_starts_and_stops_when_nothing_waits() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    started = []
+    threading.Timer(1.5, lambda: started.append(dist.TCPStore(
+        "127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10),
+        master_listen_fd=listener.detach()))).start()
+    t0 = time.monotonic()
+    client = served("127.0.0.1", port, 30.0, "pool 2's store", lambda: True)  # asked at 0 s and 1 s, answered
+    assert 1.4 < time.monotonic() - t0 < 10 and client.timeout == 30.0 and client.add("k", 2) == 2
+
+    quiet = socket.create_server(("127.0.0.1", 0))  # listens, never served
+    t0 = time.monotonic()
+    with pytest.raises(StoreLost, match="pool 3's store: no answer, and nothing waits for it any more"):
+        served("127.0.0.1", quiet.getsockname()[1], 30.0, "pool 3's store", lambda: time.monotonic() - t0 < 1.5)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(StoreSilent, match="no answer within 2 s"):
+        served("127.0.0.1", quiet.getsockname()[1], 2.0, "pool 3's store", lambda: True)
+    quiet.close()
 
 
 # -- the local pool's store ---------------------------------------------------------------------------

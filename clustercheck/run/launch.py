@@ -66,7 +66,6 @@ class LocalLauncher(Launcher):
         return [_popen([sys.executable, *WORKER, *args[r]], env, logs[r], key)
                 for r in range(nranks)]
 
-
     def store_process(self, listener: socket.socket, host: str, port: int, env: Mapping[str, str],
                       log: Path) -> RankProcess | None:
         """The pool's store, forked by the zygote that forks its ranks (it imported torch for them): the

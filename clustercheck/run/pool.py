@@ -24,7 +24,7 @@ from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit
                                       rank_ranges, silent_story)
 from clustercheck.run.launch import Launcher, LocalLauncher
 from clustercheck.run.launcher import RankProcess
-from clustercheck.run.store import StoreClient, StoreLost
+from clustercheck.run.store import StoreClient, StoreLost, served
 from clustercheck.run.zygote import moved as zygote_moved
 
 START_TIMEOUT = 180.0
@@ -117,8 +117,9 @@ class WorkerPool:
             raise
 
     def connect(self) -> None:
-        """Import torch here (the first pool's ranks are importing theirs), open the store on the socket
-        `spawn` made (unless the launcher lent one), and wait until every rank has joined."""
+        """Reach the store: the client of the store's own process where `spawn` started one, else torch's
+        TCPStore served here on the socket `spawn` made (imported while the ranks import theirs), unless
+        the launcher lent one; then wait until every rank has joined."""
         if self.store is None and self._store_proc is not None:
             self.store = self._store_client()
         elif self.store is None:
@@ -177,11 +178,12 @@ class WorkerPool:
         return self.log_dir / f"pool{self.number}-store.log"
 
     def _store_client(self) -> StoreClient:
-        """The client of the store that `_store_proc` serves, once it answers (it was forked a moment ago;
-        the ranks' connections wait in the socket's backlog meanwhile)."""
-        assert self._store_proc is not None
+        """The client of the store `_store_proc` serves, once the zygote has forked it (after its import)."""
+        proc = self._store_proc
+        assert proc is not None
         try:
-            return StoreClient(self._advertised, self._store_port, START_TIMEOUT, "the pool's store")
+            return served(self._advertised, self._store_port, START_TIMEOUT, "the pool's store",
+                          lambda: proc.poll() is None and any(p.poll() is None for p in self.procs))
         except StoreLost as exc:
             said = log_tail(self._store_log, 3)  # a store process that ran and failed says why there
             raise StoreLost(f"{exc}; " + (f"its process said: {escape(said)}" if said else

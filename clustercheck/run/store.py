@@ -20,6 +20,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from typing import Callable, Sequence, TypeVar
 
 from clustercheck.errors import HarnessError
@@ -34,6 +35,10 @@ T = TypeVar("T")
 
 class StoreLost(HarnessError):
     """The store's connection failed or its server ended: whatever the pool was doing cannot finish."""
+
+
+class StoreSilent(StoreLost):
+    """The server did not answer a query within the client's timeout (the connection is closed)."""
 
 
 class StoreTimeout(HarnessError):
@@ -126,6 +131,11 @@ class StoreClient:
                 self._sock.settimeout(self.timeout)
         raise StoreTimeout(f"{self.what}: {', '.join(keys)} not set within {limit:g} s")
 
+    def set_timeout(self, seconds: float) -> None:
+        """How long a query waits for its answer (and `get` for its key) from now on."""
+        self.timeout = seconds
+        self._sock.settimeout(seconds)
+
     def close(self) -> None:
         self._sock.close()
 
@@ -141,7 +151,7 @@ class StoreClient:
                 return answer()
             except TimeoutError:  # half an answer may follow: the connection is of no more use
                 self._sock.close()
-                raise StoreLost(f"{self.what}: no answer within {self.timeout:g} s") from None
+                raise StoreSilent(f"{self.what}: no answer within {self.timeout:g} s") from None
 
     def _send(self, data: bytes) -> None:
         try:
@@ -170,3 +180,20 @@ class StoreClient:
             self._buf += chunk
         self._pos += n
         return bytes(self._buf[self._pos - n:self._pos])
+
+
+def served(host: str, port: int, timeout: float, what: str, wanted: Callable[[], bool]) -> StoreClient:
+    """A client once the server answers (its process may still be on its way: connections wait in the
+    listening socket's backlog), asking again each second while `wanted()`, so that a caller that gave up
+    meanwhile is not kept waiting; StoreSilent after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client = StoreClient(host, port, 1.0, what)
+            client.set_timeout(timeout)
+            return client
+        except StoreSilent:
+            if not wanted():
+                raise StoreLost(f"{what}: no answer, and nothing waits for it any more") from None
+            if time.monotonic() >= deadline:
+                raise StoreSilent(f"{what}: no answer within {timeout:g} s") from None
