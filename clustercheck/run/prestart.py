@@ -6,8 +6,8 @@ it before the session starts.
 
 Only for the local launcher: a multi-node run reads each node's facts on a pool of its own first. The
 ranks are spawned from the calling thread (Linux sends a rank its parent-death signal when the *thread*
-that forked it ends); only the controller's side (importing torch, opening the store, waiting for the
-ranks) runs in a background thread."""
+that forked it ends); only the controller's side (reaching the store, which the zygote forks once it has
+imported torch, and waiting for the ranks) runs in a background thread."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ _pending: Prestarted | None = None
 def begin(out: Path, backend: str, ranks: int | None, nccl_log: str, connect_later: bool = False) -> None:
     """Start the pool a local run of these options starts first, if none is pending; a failure to start
     it is left for the session to meet and report (nothing is said here). With `connect_later`, only the
-    ranks start: the controller's side (its own torch import) waits for go(), so that input refused in
-    the meantime ends the run at once, with no import to wait for."""
+    ranks start: the controller's side (reaching the store and waiting for the ranks) waits for go(), so
+    that input refused in the meantime ends the run at once, with nothing to wait for."""
     global _pending
     if _pending is not None or ranks is not None and not 1 <= ranks <= (os.cpu_count() or 1):
         return  # more ranks than cores is the options' to refuse or allow (--force), not ours to start early
@@ -100,7 +100,7 @@ def begin(out: Path, backend: str, ranks: int | None, nccl_log: str, connect_lat
 
 
 def go() -> None:
-    """The controller's side of the pending pool: import torch, open the store, wait for the ranks, in a
+    """The controller's side of the pending pool: reach the store, wait for the ranks, in a
     thread while pytest starts."""
     if _pending is not None and _pending.thread is None:
         _pending.thread = threading.Thread(target=_pending._connect, name="clustercheck-prestart", daemon=True)

@@ -98,7 +98,8 @@ def main() -> int:
         print(f"clustercheck rank {rank} ({node}): the store at {host}:{port} refused the connection: nothing "
               f"listens there as this host sees it", file=sys.stderr, flush=True)
         return 2
-    # the controller may still be importing torch when this rank connects: wait as long as it waits for us
+    # the store may not be served yet when this rank connects (its process is forked after the zygote's
+    # import; a controller that serves it imports torch first): wait as long as the pool waits for us
     tcp = dist.TCPStore(host, int(port), is_master=False, timeout=_CONNECT)
     tcp.set_timeout(_POLL)
     store: dist.Store = tcp
