@@ -27,6 +27,7 @@ from clustercheck.run.launcher import Launcher, RankProcess, advertised, loopbac
 from clustercheck.run.zygote import shared as shared_zygote
 
 WORKER = ["-m", "clustercheck.run.worker"]
+STORE_TIMEOUT = 30.0  # the TCPStore server's own client (in the store process) uses nothing but its start
 
 
 def _popen(argv: list[str], env: dict[str, str], log: Path, key: str) -> subprocess.Popen[bytes]:
@@ -76,9 +77,6 @@ class LocalLauncher(Launcher):
             return zygote.serve_store(listener, host, port, STORE_TIMEOUT, env, log) if zygote else None
         except OSError:
             return None
-
-
-STORE_TIMEOUT = 30.0  # the TCPStore server's own client (in the store process) uses nothing but its start
 
 
 def _slurm(o: Any) -> Launcher:

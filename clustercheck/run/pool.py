@@ -126,8 +126,7 @@ class WorkerPool:
             import torch.distributed as dist
 
             assert self._listener is not None, "connect() follows spawn()"
-            port = self._listener.getsockname()[1]
-            self.store = dist.TCPStore(self._advertised, port, is_master=True, wait_for_workers=False,
+            self.store = dist.TCPStore(self._advertised, self._store_port, is_master=True, wait_for_workers=False,
                                        timeout=timedelta(seconds=START_TIMEOUT),
                                        master_listen_fd=self._listener.detach())  # the store owns and closes it
         keys = {r: f"ready/{r}" for r in range(self.key.nranks)}

@@ -44,6 +44,11 @@ class Said(NamedTuple):
     spoke: bool
     own: str
 
+    @classmethod
+    def nothing(cls) -> Said:
+        """What a step that has printed nothing says."""
+        return cls({}, {}, False, "")
+
     @property
     def waits(self) -> str:
         """srun's own words while no task has printed a line: why no agent runs yet ("" once one has: then
@@ -86,7 +91,7 @@ class SlurmLauncher(HostsLauncher):
             raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
         super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr, timeout=timeout)
         self._read_size = -1  # what _said last read of the step's output, and what it found there
-        self._read = Said({}, {}, False, "")
+        self._read = Said.nothing()
 
     def launch(self) -> None:
         """One srun step of agents, one per node; its output, labelled by task, in one log."""
@@ -106,14 +111,14 @@ class SlurmLauncher(HostsLauncher):
         """What the step's output says; read again only when it grew (the pools ask on every look at their
         ranks)."""
         if self.agent_dir is None:  # not launched: the step has said nothing
-            return Said({}, {}, False, "")
+            return Said.nothing()
         try:
             size = self.agent_log(0).stat().st_size
             if size == self._read_size:
                 return self._read
             text = self.agent_log(0).read_text(errors="replace")
         except OSError:
-            return Said({}, {}, False, "")
+            return Said.nothing()
         ends = srun_ends(text)
         labelled = _LABEL.findall(text)
         last = {int(task): line.strip() for task, line in labelled if line.strip()}

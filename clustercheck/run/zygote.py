@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from clustercheck.run import zygote_serve
 
@@ -164,47 +164,41 @@ class Zygote:
     def start(self, argv: list[str], env: Mapping[str, str], log: Path, key: str) -> ZygoteRank:
         """Ask for one rank: `argv` after `-m clustercheck.run.worker`, its whole environment, its log
         (stdout and stderr) and the key on its stdin. OSError when the zygote cannot be asked."""
-        with self.changed:
-            if not self.alive or self.retired:
-                raise OSError("the zygote has ended")
-            self._next += 1
-            rank = self._ranks[self._next] = ZygoteRank(self, self._next)
         read, write = os.pipe()
-        try:
-            with log.open("wb") as out:
-                message = json.dumps({"id": rank.ident, "argv": argv, "env": dict(env), "cwd": os.getcwd(),
-                                      "asked": time.monotonic()}).encode()  # one clock for the whole host
-                socket.send_fds(self._sock, [message], [read, out.fileno()])
-            os.write(write, key.encode() + b"\n")  # a pipe holds far more than a key: never blocks
-        except OSError:
-            with self.changed:
-                del self._ranks[rank.ident]
-            raise
+        try:  # "asked": one clock for the whole host; a pipe holds far more than a key: the write never blocks
+            return self._request({"argv": argv, "env": dict(env), "cwd": os.getcwd(), "asked": time.monotonic()},
+                                 read, log, then=lambda: os.write(write, key.encode() + b"\n"))
         finally:
             os.close(read)
             os.close(write)
-        return rank
 
     def serve_store(self, listener: socket.socket, host: str, port: int, timeout: float, env: Mapping[str, str],
                     log: Path) -> ZygoteRank:
         """Fork a process that serves a pool's store (torch's TCPStore server) on `listener`, which the
         caller may close once this returns; its output goes to `log`. Watched and ended as a rank is.
         OSError when the zygote cannot be asked."""
+        return self._request({"env": dict(env), "store": {"host": host, "port": port, "timeout": timeout}},
+                             listener.fileno(), log)
+
+    def _request(self, fields: dict[str, Any], fd: int, log: Path,
+                 then: Callable[[], object] = lambda: None) -> ZygoteRank:
+        """Ask for one child: the request's `fields`, with `fd` and `log` (opened here) as its two files, then
+        `then()`; OSError, the child forgotten, where the zygote cannot be asked."""
         with self.changed:
             if not self.alive or self.retired:
                 raise OSError("the zygote has ended")
             self._next += 1
-            store = self._ranks[self._next] = ZygoteRank(self, self._next)
+            child = self._ranks[self._next] = ZygoteRank(self, self._next)
         try:
             with log.open("wb") as out:
-                message = json.dumps({"id": store.ident, "env": dict(env),
-                                      "store": {"host": host, "port": port, "timeout": timeout}}).encode()
-                socket.send_fds(self._sock, [message], [listener.fileno(), out.fileno()])
+                message = json.dumps({"id": child.ident, **fields}).encode()
+                socket.send_fds(self._sock, [message], [fd, out.fileno()])
+            then()
         except OSError:
             with self.changed:
-                del self._ranks[store.ident]
+                del self._ranks[child.ident]
             raise
-        return store
+        return child
 
     def start_all(self, ranks: Sequence[tuple[list[str], Mapping[str, str], Path]], key: str) -> list[ZygoteRank] | None:
         """Ask for a pool's ranks, each (argv, environment, log), all or none: None, with any already asked

@@ -101,13 +101,7 @@ def _become_rank(asked: dict[str, Any], fds: list[int], start_dir: str, sel: sel
         from clustercheck.run import worker
 
         worker.ZYGOTE_WAIT = max(0.0, time.monotonic() - asked["asked"]) if "asked" in asked else None
-        worker._die_with_parent()
-        if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
-            os._exit(1)
-        for key in list(sel.get_map().values()):  # the zygote's socket and its other ranks' pidfds
-            os.close(key.fd)
-        os.setpgid(0, 0)  # a process group of its own, as launch._popen gives a fresh rank
-        _name(os.path.basename(sys.executable).encode())  # the name a fresh rank has, not the zygote's
+        _leave_zygote(sel, parent, os.path.basename(sys.executable).encode())  # the name a fresh rank has
         stdin, log = fds
         os.dup2(stdin, 0)
         os.dup2(log, 1)
@@ -140,17 +134,8 @@ def _become_store(asked: dict[str, Any], fds: list[int], sel: selectors.BaseSele
     controller made, until killed (the pool ends it after its ranks) or the zygote ends (the parent-death
     signal); never returns. The controller reads and writes it through run/store.py, so it imports no
     torch; the ranks' clients talk to the same C++ server they would have found in the controller."""
-    code = 1
     try:
-        from clustercheck.run import worker
-
-        worker._die_with_parent()
-        if os.getppid() != parent:
-            os._exit(1)
-        for key in list(sel.get_map().values()):
-            os.close(key.fd)
-        os.setpgid(0, 0)
-        _name(b"cc-store")
+        _leave_zygote(sel, parent, b"cc-store")
         listen, log = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -165,14 +150,29 @@ def _become_store(asked: dict[str, Any], fds: list[int], sel: selectors.BaseSele
         import torch.distributed as dist
 
         where = asked["store"]
-        store = dist.TCPStore(where["host"], where["port"], is_master=True, wait_for_workers=False,
+        store = dist.TCPStore(where["host"], where["port"], is_master=True, wait_for_workers=False,  # noqa: F841
                               timeout=timedelta(seconds=where["timeout"]), master_listen_fd=listen)
-        while store is not None:  # the server is a thread of this process: keep the process
+        while True:  # the server is a thread of this process, alive while `store` is
             signal.pause()
     except BaseException:  # noqa: BLE001 - said in the store's log, which the controller quotes
         traceback.print_exc()
         sys.stderr.flush()
-    os._exit(code)
+    os._exit(1)
+
+
+def _leave_zygote(sel: selectors.BaseSelector, parent: int, comm: bytes) -> None:
+    """In a forked child, first: die with the zygote, close what was the zygote's (its socket and its other
+    children's pidfds), take a process group of its own (as launch._popen gives a fresh rank) and `comm`
+    as its name (not the zygote's)."""
+    from clustercheck.run import worker
+
+    worker._die_with_parent()
+    if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
+        os._exit(1)
+    for key in list(sel.get_map().values()):
+        os.close(key.fd)
+    os.setpgid(0, 0)
+    _name(comm)
 
 
 def _name(comm: bytes) -> None:
