@@ -162,3 +162,24 @@ def test_a_local_run_never_imports_torch_in_the_controller(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "torch in the controller: False" in done.stdout
+
+
+@pytest.mark.pool
+def test_a_store_that_stops_answering_is_a_harness_error_even_while_a_wait_is_cancelled(tmp_path: Path) -> None:
+    """The store's process stopped (SIGSTOP) mid-wait: neither the wait's end nor the cancel's answer
+    comes, and the client says so as StoreSilent, never a bare socket timeout."""
+    import signal
+
+    manager = PoolManager(tmp_path / "logs")
+    try:
+        pool = manager.get(PoolKey("gloo", 2))
+        assert pool._store_proc is not None and isinstance(pool.store, StoreClient)
+        pool.store.set_timeout(0.5)
+        os.kill(pool._store_proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreSilent, match="the pool's store: no answer within 0.5 s"):
+                pool.store.wait(["never"], 0.2)
+        finally:
+            os.kill(pool._store_proc.pid, signal.SIGCONT)
+    finally:
+        manager.close(kill=True)

@@ -70,7 +70,11 @@ class StoreClient:
             self._sock.sendall(bytes([VALIDATE]) + _U32.pack(MAGIC))
         except OSError as exc:
             raise StoreLost(f"{what} at {host}:{port} cannot be reached: {exc}") from None
-        self.num_keys()  # the first answer: the server reads and answers queries
+        try:
+            self.num_keys()  # the first answer: the server reads and answers queries
+        except StoreLost:
+            self._sock.close()
+            raise
 
     # -- the Store interface ---------------------------------------------------------------------------
     def set(self, key: str, value: str | bytes) -> None:
@@ -116,19 +120,16 @@ class StoreClient:
         query = bytes([WAIT]) + _U64.pack(len(keys)) + b"".join(_key(k) for k in keys)
         with self._lock:
             self._send(query)
+            self._sock.settimeout(limit)
             try:
-                self._sock.settimeout(limit)
-                try:
-                    if self._exact(1)[0] == STOP_WAITING:
-                        return
-                except TimeoutError:
-                    pass
-                self._sock.settimeout(self.timeout)
-                self._send(bytes([CANCEL_WAIT]))
-                while self._exact(1)[0] != WAIT_CANCELED:  # a STOP_WAITING sent as we gave up comes first
-                    pass
+                if self._exact(1)[0] == STOP_WAITING:
+                    return
+            except TimeoutError:
+                pass
             finally:
                 self._sock.settimeout(self.timeout)
+            self._send(bytes([CANCEL_WAIT]))
+            self._answer(self._canceled)
         raise StoreTimeout(f"{self.what}: {', '.join(keys)} not set within {limit:g} s")
 
     def set_timeout(self, seconds: float) -> None:
@@ -147,11 +148,18 @@ class StoreClient:
     def _ask(self, query: bytes, answer: Callable[[], T]) -> T:
         with self._lock:
             self._send(query)
-            try:
-                return answer()
-            except TimeoutError:  # half an answer may follow: the connection is of no more use
-                self._sock.close()
-                raise StoreSilent(f"{self.what}: no answer within {self.timeout:g} s") from None
+            return self._answer(answer)
+
+    def _answer(self, answer: Callable[[], T]) -> T:
+        try:
+            return answer()
+        except TimeoutError:  # half an answer may follow: the connection is of no more use
+            self._sock.close()
+            raise StoreSilent(f"{self.what}: no answer within {self.timeout:g} s") from None
+
+    def _canceled(self) -> None:
+        while self._exact(1)[0] != WAIT_CANCELED:  # a STOP_WAITING sent as we gave up comes first
+            pass
 
     def _send(self, data: bytes) -> None:
         try:
