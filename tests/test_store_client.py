@@ -183,3 +183,17 @@ def test_a_store_that_stops_answering_is_a_harness_error_even_while_a_wait_is_ca
             os.kill(pool._store_proc.pid, signal.SIGCONT)
     finally:
         manager.close(kill=True)
+
+
+@pytest.mark.pool
+def test_a_pool_whose_store_is_lost_still_closes_and_ends_its_ranks(tmp_path: Path) -> None:
+    """The end of a run tells every pool to leave (pools.close): a pool that can no longer reach its store
+    must not raise there, or the run's reports would be lost; its ranks are killed instead."""
+    manager = PoolManager(tmp_path / "logs")
+    pool = manager.get(PoolKey("gloo", 2))
+    procs = list(pool.procs)
+    assert isinstance(pool.store, StoreClient)
+    pool.store.close()  # every query from now on fails: StoreLost
+    t0 = time.monotonic()
+    manager.close()
+    assert all(p.poll() is not None for p in procs) and time.monotonic() - t0 < 15

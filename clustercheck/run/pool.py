@@ -149,7 +149,10 @@ class WorkerPool:
         """Tell the ranks to leave, waiting for none of them (close() waits)."""
         if self._exit_asked is None and self.alive() and self.store is not None:
             self.seq += 1
-            self.store.set(wire.task_key(self.seq), wire.seal(self.key_hex, {"op": "exit"}))
+            try:
+                self.store.set(wire.task_key(self.seq), wire.seal(self.key_hex, {"op": "exit"}))
+            except StoreLost:  # the store's process is gone: nobody can tell them, close() kills them
+                return
             self._exit_asked = time.monotonic()
 
     def close(self, *, kill: bool = False) -> None:
