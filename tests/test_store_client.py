@@ -13,13 +13,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 from clustercheck.errors import HarnessError
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
 from clustercheck.run.store import StoreClient, StoreLost, StoreSilent, StoreTimeout, served
 
-dist = pytest.importorskip("torch.distributed")
 
 
 @pytest.fixture
