@@ -175,3 +175,65 @@ def test_a_short_matrix_row_fails():
 def test_other_tools_output_is_refused(folder, name):
     with pytest.raises(NotToolOutput, match="expected nvbandwidth"):
         nb.parse(text(folder, name))
+
+
+# -- SUM lines: every one read, named for its test, printed once, under every matrix ---------------
+
+P5 = "d2d-bidirectional-write-ce-total-8xh100-p5.txt"
+P5_SUM = "SUM device_to_device_bidirectional_memcpy_write_ce_total 44013.06"
+
+
+@pytest.mark.parametrize("line", [
+    "SUM device_to_device_bidirectional_memcpy_write_ce_total N/A",
+    "SUM device_to_device_bidirectional_memcpy_write_ce_total",
+    "SUM device_to_device_bidirectional_memcpy_write_ce_total 44O13.06",
+    "&&&& PERF device_to_device_bidirectional_memcpy_write_ce_total abc +GB/s",
+])
+def test_a_sum_line_that_does_not_read_fails_naming_it(line):
+    run = nb.parse(text("nvbandwidth", P5).replace(P5_SUM, line))
+    assert run.failure is not None and run.failure.startswith("line 14: ") and line in run.failure
+
+
+def test_a_sum_key_of_another_test_fails():
+    body = text("nvbandwidth", GH200).replace("SUM device_to_host_memcpy_ce 607.26",
+                                              "SUM device_to_device_memcpy_write_ce 607.26")
+    run = nb.parse(body)
+    assert run.failure is not None and "SUM device_to_device_memcpy_write_ce" in run.failure
+    assert "Running device_to_host_memcpy_ce" in run.failure
+    assert run.testcase("device_to_device_memcpy_write_ce") is None
+
+
+def test_a_sum_key_with_the_running_tests_matrix_suffix_reads():
+    run = nb.parse(text("nvbandwidth", P5).replace("memcpy CE GPU(row)",
+                                                    "Running device_to_device_bidirectional_memcpy_write_ce.\n"
+                                                    "memcpy CE GPU(row)"))
+    assert run.failure is None and run.testcases[0].name == "device_to_device_bidirectional_memcpy_write_ce_total"
+
+
+def test_a_sum_line_twice_fails():
+    body = text("nvbandwidth", GH200).replace("SUM host_to_device_memcpy_ce 1985.60",
+                                              "SUM host_to_device_memcpy_ce 1985.60\nSUM host_to_device_memcpy_ce 1985.60")
+    run = nb.parse(body)
+    assert run.failure is not None and "SUM host_to_device_memcpy_ce" in run.failure and "twice" in run.failure
+    assert [t.name for t in run.testcases].count("host_to_device_memcpy_ce") == 1
+
+
+def test_a_run_cut_off_before_its_last_sum_line_fails():
+    body = text("nvbandwidth", GH200)
+    run = nb.parse(body[:body.index("SUM host_device_latency_sm")])
+    assert run.failure is not None and "host_device_latency_sm" in run.failure and "cut off" in run.failure
+
+
+def test_a_matrix_whose_sum_line_is_lost_fails():
+    body = text("nvbandwidth", GH200).replace("SUM device_to_host_memcpy_ce 607.26\n", "")
+    run = nb.parse(body)
+    assert run.failure is not None and "device_to_host_memcpy_ce" in run.failure and "no SUM line" in run.failure
+
+
+def test_a_garbled_matrix_cell_fails_naming_its_row():
+    lines = text("nvbandwidth", D2D).splitlines()[2:]
+    assert lines[6].startswith("3 ")
+    lines[6] = lines[6].replace("276.24", "276.2A")
+    run = nb.parse("\n".join(lines))
+    assert run.failure is not None and "row 3 column 2" in run.failure and "'276.2A'" in run.failure
+    assert len(run.testcases[0].rows) == 8

@@ -1,7 +1,8 @@
 """Judge an nvbandwidth run offline: `clustercheck probe nvbandwidth --input FILE [--platform P]`.
 
 Fails: a run that failed or stopped (the data-pattern check, `ASSERT`, CUDA errors, `Aborted`, an
-`Error:` status, a test that printed nothing, a cell or SUM that is nan, inf or below 0), a matrix that is
+`Error:` status, a test that printed nothing, a cell or SUM that is nan, inf, below 0 or does not read, a
+SUM line of another test or printed twice, a matrix without the SUM line the output prints), a matrix that is
 not whole (a row or column label missing or listed twice, a GPU-pair matrix that is not square, fewer or
 more GPU columns than the `Device` lines or the platform's `gpu_count`, a SUM the cells do not add up to,
 a SUM or an off-diagonal cell of 0.00: nothing was measured), and cells below the platform's floors:

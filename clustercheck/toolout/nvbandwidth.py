@@ -2,16 +2,21 @@
 
 Text: `Running <testcase>.`, a title such as `memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)` or
 `memory latency SM CPU(row) <-> GPU(column) (ns)`, a column-label line, one line per row label with
-`N/A` (or `0.00` in older builds) where a pair is not measured, then `SUM <key> <value>` (v0.5 on; the
-README examples have none) or `&&&& PERF <key> <value> +GB/s` with --perfFormatter. Bidirectional tests
+`N/A` (or `0.00` in older builds) where a pair is not measured, a blank line, then `SUM <key> <value>` (every
+version since v0.1 prints it under every matrix, inline_common.h; the README examples leave it out) or
+`&&&& PERF <key> <value> +GB/s` with --perfFormatter. Bidirectional tests
 print several matrices (`..._read1`, `..._read2`, `..._total`). Also read: the version, CUDA and driver
 lines, `Device N: <name> (<pci id>)` lines (no pci id before v0.6), `Waived:` lines, output cut down to
 the SUM lines (`| grep SUM`), `[...]` elisions, and `-j` JSON (nvbandwidth_json).
 
 Failures: the data-pattern check (` Invalid value when checking the pattern`), `ASSERT in expression`,
 CUDA/NVML errors (`[CUDA_ERROR_...] ... in expression`), `Error:`/`ERROR:` status lines, `Aborted`, a
-`Running` test that printed no matrix, a matrix row with more or fewer values than columns, and a cell or
-SUM that is not a number (nan, inf, 1e400) or is below 0: no tool measured it.
+`Running` test that printed no matrix, a matrix row with more or fewer values than columns or a line in the
+matrix that is no row, a cell or SUM that is not a number (`N/A`, `abc`, nan, inf, 1e400) or is below 0: no
+tool measured it; a SUM line whose key is not the running test's (its own or its matrix suffix), one printed
+twice, and a matrix with no SUM line under it where the output prints them (a version line, or another SUM
+line): the run was cut off or the output edited. Only an elision (`[...]`) may stand in for a SUM line.
+
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import re
 
 from clustercheck.toolout import evidence_lines
-from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, number
+from clustercheck.toolout import NotToolOutput, clean_lines, number
 from clustercheck.toolout.nvbandwidth_run import Device, NvbandwidthRun, Testcase
 from clustercheck.toolout import nvbandwidth_json
 
@@ -27,6 +32,7 @@ _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 # Every title nvbandwidth prints (testcases_*.cpp, multinode_testcases.cpp) starts with one of these words.
 _TITLE_START = re.compile(r"^(?:memcpy|memory latency|multicast|Device to Device Latency)\b")
 _UNITS = ("GB/s", "ns")
+_SUM_START = ("SUM ", "&&&& PERF")
 _SUM = re.compile(r"^(?:SUM|&&&& PERF) (?P<key>\S+) (?P<value>[-+\d.eE]+|[-+]?(?i:nan|inf|infinity))"
                   r"(?:\s*[-+]?(?P<unit>GB/s|ns))?$")
 _DEVICE = re.compile(r"^(?:Process \d{1,9} \((?P<host>[^)]*)\): )?[Dd]evice (?P<index>\d{1,9}): (?P<name>.+?)"
@@ -47,6 +53,10 @@ def _failed(s: str) -> bool:
 
 
 _ELISION = re.compile(r"^\[\.\.\.\]$|^\.{3,}$")
+# A row label nvbandwidth prints: the row's index, or `0->4` in the multinode bisect tests (setRowLabels).
+_ROW_LABEL = re.compile(r"^\d{1,9}(?:->\d{1,9})?$")
+# The matrices a bidirectional test prints, each with the test's key plus one of these (testcases_ce.cpp).
+_SUM_SUFFIXES = ("", "_read1", "_read2", "_write1", "_write2", "_total")
 
 
 def parse(text: str) -> NvbandwidthRun:
@@ -63,6 +73,8 @@ def parse(text: str) -> NvbandwidthRun:
     waived = 0
     failures: list[tuple[int, str]] = []
     notes: list[str] = []
+    sums: dict[str, int] = {}     # SUM key -> its line: a key printed twice is no single result
+    elided: set[int] = set()      # cases an elision follows: the source cut their SUM line, not the run
     i = 0
     while i < len(lines):
         n, s = i + 1 + offset, lines[i].strip()
@@ -80,6 +92,7 @@ def parse(text: str) -> NvbandwidthRun:
             continue
         if _ELISION.match(s):
             notes.append(f"line {n}: an elision in the source")
+            elided.add(len(cases) - 1)
             continue
         kv = _KV.match(s)
         if kv:
@@ -89,18 +102,10 @@ def parse(text: str) -> NvbandwidthRun:
         if d:
             devices.append(Device(int(d.group("index")), d.group("name").strip(), d.group("pci"), d.group("host")))
             continue
-        sm = _SUM.match(s)
-        if sm:
-            try:
-                value = number(sm.group("value"))
-            except ValueError as exc:  # nan, inf, 1e400, or "1.2.3": no sum of measured cells
-                failures.append((n, f"SUM {sm.group('key')}: {exc}"))
-                continue
-            if value is None or value < 0:
-                failures.append((n, f"SUM {sm.group('key')} {sm.group('value')} is below 0"))
-                continue
-            unit = sm.group("unit") or ("ns" if "latency" in sm.group("key") else "GB/s")
-            _attach_sum(cases, sm.group("key"), value, unit, n, ran)
+        if s.startswith(_SUM_START):
+            problem = _sum_line(s, n, cases, ran, sums)
+            if problem:
+                failures.append((n, problem))
             continue
         t = _title(s)
         if t and i < len(lines):
@@ -108,7 +113,49 @@ def parse(text: str) -> NvbandwidthRun:
             cases.append(case)
             if problem:
                 failures.append(problem)
+    if meta.get("nvbandwidth Version") or sums:
+        failures += _unsummed(cases, elided)
     return _finish(meta, devices, cases, ran, waived, failures, notes)
+
+
+def _sum_line(s: str, n: int, cases: list[Testcase], ran: list[tuple[str, int]], sums: dict[str, int]) -> str | None:
+    """Read a `SUM <key> <value>` (or `&&&& PERF`) line onto its matrix; the problem with it, if any. A SUM
+    line that does not read is never skipped: the matrix above it would pass as one printed without a SUM."""
+    sm = _SUM.match(s)
+    if not sm:
+        return f"a SUM line that does not read as '<key> <value>': {s[:120]!r}"
+    key = sm.group("key")
+    try:
+        value = number(sm.group("value"))
+    except ValueError as exc:  # nan, inf, 1e400, or "1.2.3": no sum of measured cells
+        return f"SUM {key}: {exc}"
+    if value is None:
+        return f"SUM {key} {sm.group('value')}: no value: the tool summed nothing it measured"
+    if value < 0:
+        return f"SUM {key} {sm.group('value')} is below 0"
+    base = ran[-1][0] if ran else ""
+    # compared within the key's length, not by building base + suffix: one huge Running name under many
+    # SUM lines must stay linear
+    if ran and not (key.startswith(base) and key[len(base):] in _SUM_SUFFIXES):
+        # a SUM under another test's matrix would rename that matrix to a test that never ran here
+        return f"SUM {key} under Running {base}: not that test's result"
+    if key in sums:
+        return f"SUM {key} printed twice (lines {sums[key]} and {n}): which one is the run's cannot be told"
+    sums[key] = n
+    _attach_sum(cases, key, value, sm.group("unit") or ("ns" if "latency" in key else "GB/s"), n, ran)
+    return None
+
+
+def _unsummed(cases: list[Testcase], elided: set[int]) -> list[tuple[int, str]]:
+    """Where the output prints SUM lines, a matrix without one (and no elision after it) was cut off before
+    it, or lost it: its cells may be a part of the run's."""
+    out = []
+    for k, case in enumerate(cases):
+        if case.rows and case.sum is None and k not in elided:
+            why = "the run was cut off before it" if k == len(cases) - 1 else "the line is missing"
+            out.append((case.line, f"{case.name}: no SUM line under its matrix, as nvbandwidth prints under "
+                                    f"every one: {why}"))
+    return out
 
 
 def _title(s: str) -> tuple[str, str] | None:
@@ -130,26 +177,26 @@ def _matrix(lines: list[str], i: int, offset: int, title: str, unit: str, n: int
     rows: list[tuple[str, tuple[float | None, ...]]] = []
     problem = None
     while i < len(lines) and lines[i].strip():
-        tokens = lines[i].split()
-        if _ELISION.match(lines[i].strip()) or len(tokens) < 2:
+        s = lines[i].strip()
+        tokens = s.split()
+        at = i + 1 + offset
+        if not _ROW_LABEL.match(tokens[0]):
+            # nvbandwidth ends a matrix with a blank line; without one (a capture that drops blank lines) a
+            # line it prints after one ends it. Any other line here is a row whose label does not read.
+            if not _after_matrix(s):
+                problem = problem or (at, f"a line in the matrix that is no row: {s[:120]!r}")
             break
         values: list[float | None] = []
         bad = ""
         for column, tok in zip(columns + ("?",) * len(tokens), tokens[1:]):
             try:
                 value = number(tok)
-            except NotFinite as exc:
+            except ValueError as exc:  # a garbled cell, nan, inf, 1e400: never a row cut short
                 bad = bad or f"row {tokens[0]} column {column}: {exc}"
                 value = None
-            except ValueError:
-                values = []
-                break
             if value is not None and value < 0:
                 bad = bad or f"row {tokens[0]} column {column}: {tok} is below 0"
             values.append(value)
-        if not values:  # a line that is no matrix row (SUM, a note): the matrix ended above it
-            break
-        at = i + 1 + offset
         if bad:
             problem = problem or (at, f"a matrix cell that no tool measured: {bad}")
         if len(values) != len(columns):
@@ -161,6 +208,12 @@ def _matrix(lines: list[str], i: int, offset: int, title: str, unit: str, n: int
     if not rows:
         problem = (n, f"'{title} ({unit})' has no matrix rows after it")
     return i, Testcase(name, title, unit, columns, tuple(rows), None, n), problem
+
+
+def _after_matrix(s: str) -> bool:
+    """A line nvbandwidth (or a capture's editor) prints after a matrix, not a row of it."""
+    return bool(s.startswith(_SUM_START) or s.startswith("Waived") or _RUNNING.match(s) or _title(s)
+                or _ELISION.match(s) or _failed(s) or _KV.match(s) or _DEVICE.match(s))
 
 
 def _running_name(ran: list[tuple[str, int]], index: int, title: str) -> str:
