@@ -255,6 +255,23 @@ def test_table_cut_off_mid_row_or_before_the_footer():
     assert "has no rows" in headonly.failure
 
 
+@pytest.mark.parametrize("value", ["N/A", "abc", "", "nan", "-1", "1.2.3"])
+def test_an_avg_bus_bandwidth_that_does_not_read_fails(value):
+    lines = _h100_lines()
+    assert lines[-1].startswith("# Avg bus bandwidth    : 70.742")
+    lines[-1] = f"# Avg bus bandwidth    : {value}"
+    run = nt.parse("\n".join(lines))
+    assert run.failure_kind == "incomplete" and run.failure is not None and "Avg bus bandwidth" in run.failure
+    assert run.failure_line == 56 and run.avg_busbw is None
+
+
+def test_an_out_of_bounds_footer_without_its_avg_line_is_cut_off():
+    lines = _h100_lines()
+    run = nt.parse("\n".join(lines[:-1]))
+    assert run.failure_kind == "incomplete" and run.failure is not None and run.failure_line == 55
+    assert "no 'Avg bus bandwidth' line after it" in run.failure and "cut off" in run.failure
+
+
 def test_wrong_counts_in_g_format_are_numbers():
     lines = _h100_lines()
     row = lines[-3]   # 8589934592 row: #wrong printed with %6g, so a big count reads 1.67772e+07

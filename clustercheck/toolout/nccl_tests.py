@@ -14,8 +14,9 @@ src/common.cu, NVIDIA/nccl 1.x test/single/*_test.cu):
 - lines prefixed by `srun --label` or `mpirun --tag-output`, NCCL INFO/WARN lines in between (even glued
   onto a row), and the `-J FILE.json` output (`nccl_tests_json`). nccl-tests has no CSV option.
 
-A run that crashed (`Test NCCL failure`, `Test CUDA failure`, an MPI abort banner) or whose table stops
-without its `Out of bounds values` footer is parsed with `failure` set to the line that says so.
+A run that crashed (`Test NCCL failure`, `Test CUDA failure`, an MPI abort banner), whose table stops
+without its `Out of bounds values` footer or whose footer stops before its `Avg bus bandwidth` line (or
+has one that is not a finite number >= 0) is parsed with `failure` set to the line that says so.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ _RCCL_VERSION = re.compile(r"\bRCCL version (\d+\.\d+\.\d+\S*)")
 _BANNER = re.compile(r"^#\s*Collective test (?:starting|concluded): (?P<name>\w+?)_perf")
 _BINARY = re.compile(rf"\b({'|'.join(NCCL_TESTS_COLLECTIVES)})_perf")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,20})\s*(OK|FAILED)?")
-_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+# The value optional: an Avg line whose value is gone is a broken footer, not a comment to pass over.
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*(?::\s*(\S*)\s*(OK|FAILED)?)?")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 _NCCL_MSG = re.compile(r"NCCL (?:INFO|WARN) ")
 _MSG_PREFIX = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] $")   # host:pid:tid [dev] before the message
@@ -103,6 +105,8 @@ class _State:
         self.group_line = ""
         self.prev = ""
         self.oob: int | None = None
+        self.oob_line = 0
+        self.avg_seen = False
         self.avg: float | None = None
         self.avg_check: str | None = None
         self.tests_version: str | None = None
@@ -165,18 +169,12 @@ class _State:
         m = _OOB.match(s)
         if m:
             self.oob = int(m.group(1))
+            self.oob_line = n
             return True
         m = _AVG.match(s)
         if m:
-            try:
-                self.avg = number(m.group(1))
-            except NotFinite as exc:  # nan/inf is no bandwidth any tool measured: the footer is broken
-                self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {exc}")
-            except ValueError:
-                self.notes.append(f"line {n}: unreadable Avg bus bandwidth {m.group(1)!r}")
-            else:
-                if self.avg is not None and self.avg < 0:
-                    self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {m.group(1)} is negative")
+            self.avg_seen = True
+            self._avg(m.group(1) or "", n)
             self.avg_check = m.group(2)
             return True
         m = _LAST_ERROR.match(s)
@@ -192,6 +190,20 @@ class _State:
             self.header_line = n
             return True
         return s.startswith("#")
+
+    def _avg(self, token: str, n: int) -> None:
+        """nccl-tests prints the average with %g: anything but a finite number >= 0 (nan, N/A, a garbled or
+        missing value) is no bandwidth the tool measured, and the footer is broken."""
+        try:
+            value = number(token)
+        except ValueError as exc:
+            self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {exc}")
+            return
+        if value is None or value < 0:
+            why = "is negative" if value is not None else "is no value"
+            self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {token!r} {why}")
+            return
+        self.avg = value
 
     def _rank(self, m: re.Match[str], s: str) -> None:
         self.ranks.append(RankInfo(int(m.group("rank")), m.group("host"), int(m.group("pid")) if m.group("pid")
@@ -256,6 +268,9 @@ class _State:
             last = self.rows[-1]
             return (f"line {last.line}: the table stops at {last.size} B without its 'Out of bounds values' "
                     f"footer: the run was cut off, or this is an excerpt"), last.line
+        if self.oob is not None and not self.avg_seen:  # nccl-tests prints the two lines together
+            return (f"line {self.oob_line}: the 'Out of bounds values' footer has no 'Avg bus bandwidth' line after "
+                    f"it: the run was cut off"), self.oob_line
         if not self.layout and (self.ranks or self.params):
             return "no result table: the run stopped before its first row", None
         return None, None
