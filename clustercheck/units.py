@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from clustercheck.errors import show  # a user's value quoted briefly, whatever its size
@@ -58,6 +59,21 @@ UNITS: dict[str, tuple[str, float]] = {
     "GT/s": ("transfer rate", 1e9),   # PCIe lane signalling, used by the spec table
     "GB": ("size", 1e9),              # memory capacity, used by the spec table
 }
+
+
+# The families whose numbers are never negative: a negative bandwidth, time, count, rate or size is a broken
+# measurement or a broken record, never a reading to compare with a limit (a `<=` limit would pass it).
+NON_NEGATIVE = frozenset({"bandwidth", "time", "count", "flops", "transfer rate", "size"})
+
+
+def out_of_domain(value: float, unit: str) -> str | None:
+    """Why `value` cannot be a measurement in `unit` (not a finite number; negative in a family that never
+    is), or None when it can."""
+    if not math.isfinite(value):
+        return f"{fmt(value)} is not a finite number"
+    if value < 0 and UNITS.get(unit, ("", 1.0))[0] in NON_NEGATIVE:
+        return f"a {UNITS[unit][0]} cannot be negative ({fmt(value)} {unit})"
+    return None
 
 
 def convert(value: float, from_unit: str, to_unit: str) -> float:

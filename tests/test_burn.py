@@ -112,6 +112,16 @@ def test_a_limit_on_what_the_watch_could_not_see_is_an_error_not_a_pass() -> Non
         judge([answer("n1", "GPU0", 700.0, watch=unseen)], {"temp_max": hot})
 
 
+def test_a_gpu_the_watch_never_read_is_named_not_left_out_of_a_limit_the_others_meet() -> None:
+    from clustercheck.errors import NotMeasured
+    from clustercheck.judging.limits import Limit
+
+    hot = Limit("burn", "temp_max", "<=", 84.0, "C", "<= 84", "facebookresearch/gcm ... 84 C", "p.yaml:3")
+    blind = {**answer("n", "g", 1)["watch"], "samples": 0, "temp_max": None, "throttled_s": None, "clock_drop": None}
+    with pytest.raises(NotMeasured, match="1 GPU.*n1 GPU1: no temp_max"):  # it judged GPU0 alone, and passed, before
+        judge([answer("n1", "GPU0", 700.0), answer("n1", "GPU1", 700.0, watch=blind)], {"temp_max": hot})
+
+
 def test_the_gpu_watch_reads_nvml_by_bus_id_and_times_each_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     node = h100_node()
     node["gpus"][5]["watch"] = {"temp": 83, "sm_mhz": 1755, "mem_mhz": 2619, "max_sm_mhz": 1980,

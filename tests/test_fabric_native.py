@@ -126,6 +126,19 @@ def test_gdsio_kind_judges_each_gpu_against_the_storage_floor_and_never_passes_w
                                        "reason": "$CLUSTERCHECK_GDS_DIR is not set on n1"}), Rules({}))
 
 
+def test_a_gpu_whose_gdsio_run_moved_nothing_gpudirect_fails_by_name_never_left_out():
+    capture = GDS / "wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt"
+    runs = _gds_runs(capture)
+    through_cpu = next(line for line in capture.read_text().splitlines()
+                       if line.startswith("IoType: WRITE XferType: CPUONLY"))
+    runs[1] = {**runs[1], "stdout": through_cpu + "\n"}  # GPU1 ran, exit 0, but through host memory
+    result = {"host": "n1", "binary": "gdsio", "outcome": "ran", "runs": runs}
+    m, verdicts = judge_gdsio(_answers("gdsio", result), Rules({}, expect={"gdsio_write_min": 5}))
+    assert [(v.subject, v.metric, v.passed) for v in verdicts] == [("GPU0", "write_gibs", True),
+                                                                   ("GPU1", "transfer", False)]
+    assert verdicts[1].detail == "write: XferType CPUONLY, no GPUDirect transfer"  # GPU1 was left out before
+
+
 # -- live: NCCL's transport from the ranks' own logs -----------------------------------------------------
 
 def _rank_log(tmp_path: Path, name: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ and the append-only JSONL run record that survives a killed writer."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -55,6 +56,20 @@ def test_bandwidths_come_from_the_mean_time_and_the_rank_count():
     assert small["busbw"] == pytest.approx(0.5 * 2 * 3 / 4)                  # x 2(n-1)/n, n = 4
     assert large["algbw"] == pytest.approx(4_000_000 / 3e-3 / 1e9)
     assert large["busbw"] == pytest.approx(large["algbw"] * 1.5)
+
+
+def test_a_placement_that_measured_nothing_is_the_headline_never_hidden_behind_the_other():
+    def rank(out_s: float, in_s: float) -> dict:
+        rows = [{"size": 1 << 20, "count": 1 << 18, "bytes": 1 << 20, "placement": p, "seconds": t, "wrong": 0,
+                 "iter_seconds": []} for p, t in (("out", out_s), ("in", in_s))]
+        return {"dtype": "float32", "rows": rows}
+
+    m = reduce_collective("all_gather", [rank(1e-3, 0.0), rank(1e-3, 0.0)], ["h0", "h1"], 1 << 20)
+    assert math.isnan(m.metrics["busbw"])  # the in-place time of 0 s: no bandwidth; it read the out-place's before
+    busbw = Limit("c", "busbw", ">=", 0.1, "GB/s", ">= 0.1", "test source", "t.yaml:3")
+    assert not evaluate(m, {"busbw": busbw})[0].passed
+    m = reduce_collective("all_gather", [rank(1e-3, math.nan), rank(1e-3, math.nan)], ["h0", "h1"], 1 << 20)
+    assert math.isnan(m.metrics["time_us"])  # max() kept the first row against a NaN
 
 
 def test_wrong_is_summed_over_ranks_per_row_and_over_rows_in_the_metric():

@@ -150,6 +150,19 @@ def test_passes_for_each_operator(op, inside, boundary_passes, outside):
     assert not limit.passes(outside)
 
 
+@pytest.mark.parametrize("op", [">=", "<=", ">", "<"])
+def test_no_nan_infinity_or_negative_bandwidth_passes_whichever_way_the_limit_points(op):
+    from clustercheck.judging.verdicts import of_limit
+
+    limit = make(op, 100.0)  # GB/s
+    for bad in (math.nan, math.inf, -math.inf, -5.0):
+        assert not limit.passes(bad), bad
+        assert of_limit("busbw", bad, limit).detail  # the verdict says why, not just "misses"
+    assert of_limit("busbw", 50.0 if op.startswith("<") else 150.0, limit).detail is None
+    clock = Limit("chk", "clock_drop", "<=", 0.1, "ratio", "<= 0.1", "test source", "t.yaml:3")
+    assert clock.passes(-0.02)  # a ratio may be below 0 (the clock rose)
+
+
 def test_equality_passes_only_at_the_value():
     limit = make("==", 0.0)
     assert limit.passes(0.0)

@@ -3,10 +3,9 @@ leaf: the profile parser (thresholds.py), the kinds' built-in limits and the ver
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from clustercheck.units import fmt
+from clustercheck.units import fmt, out_of_domain
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,9 @@ class Limit:
     key: str = ""  # the rule's key path in that profile: checks.<id>.<metric> or defaults.<kind>.<metric>
 
     def passes(self, measured: float) -> bool:
-        if math.isnan(measured):
+        """Whether `measured` is inside the limit: never a NaN, an infinity or a negative bandwidth, time or
+        count (units.out_of_domain), whichever way the operator points."""
+        if out_of_domain(measured, self.unit):
             return False
         return {">=": measured >= self.value, "<=": measured <= self.value, ">": measured > self.value,
                 "<": measured < self.value, "==": measured == self.value}[self.op]

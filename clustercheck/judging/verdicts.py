@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
 
 from clustercheck.judging.limits import Limit
-from clustercheck.units import fmt, fmt_unit
+from clustercheck.units import fmt, fmt_unit, out_of_domain
 
 LIMIT, EXPECT = "limit", "expect"
 _MISS = {">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!="}
@@ -83,7 +83,7 @@ def of_limit(metric: str, measured: float, limit: Limit, worst: str | None = Non
              subject: str | None = None) -> Verdict:
     """A number judged against a limit (already in the limit's unit)."""
     return Verdict(metric, measured, limit.unit, limit, limit.passes(measured), limit.margin(measured), worst,
-                   subject)
+                   subject, out_of_domain(measured, limit.unit))
 
 
 # -- text, from record entries ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck import units
-from clustercheck.errors import HarnessError
+from clustercheck.errors import HarnessError, NotMeasured
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
@@ -19,6 +19,7 @@ from clustercheck.schema import Fields, between, one_of
 METRICS = {"tflops": "TFLOP/s", "relative": "ratio", "wrong": "count", "temp_max": "C", "throttled_s": "s",
            "clock_drop": "ratio"}
 HIGHER_IS_BETTER = ("tflops", "relative")
+WATCHED = ("temp_max", "throttled_s", "clock_drop")  # what the NVML watch reads per GPU during the burn
 RELATIVE_SOURCE = ("huggingface/gpu-fryer README.md: --tflops-tolerance, each GPU within 10% of the best GPU "
                    "of its node (default 10)")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "float8_e4m3fn", "fp8")
@@ -65,6 +66,12 @@ def judge_burn(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                 for r in answers if r["watch_error"] or (r["watch"] and r["watch"]["error_count"])]
     if problems:  # an unwatched burn cannot say the GPU held its clocks: never a pass
         raise HarnessError(f"burn {a.check.id}: the watch failed on {len(problems)} rank(s): {problems[0]}")
+    limited = [k for k in WATCHED if k in rules.limits]
+    unread = [f"{r['host']} {r['subject']}: no {', '.join(k for k in limited if (r['watch'] or {}).get(k) is None)}"
+              for r in answers if any((r["watch"] or {}).get(k) is None for k in limited)]
+    if unread:  # a GPU the watch never read would otherwise be left out of those limits' verdicts, unjudged
+        raise NotMeasured(f"burn {a.check.id}: not judged: the watch read nothing for a limited metric on "
+                           f"{len(unread)} GPU(s): {'; '.join(unread[:4])}")
     best: dict[str, float] = {}
     for r in answers:
         best[r["host"]] = max(best.get(r["host"], 0.0), r["tflops"])
@@ -74,7 +81,7 @@ def judge_burn(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         seen = r["watch"] or {}
         values = {"tflops": r["tflops"], "relative": r["tflops"] / best[r["host"]] if best[r["host"]] else 0.0,
                   "wrong": float(r["wrong"])}
-        values.update({k: float(seen[k]) for k in ("temp_max", "throttled_s", "clock_drop") if seen.get(k) is not None})
+        values.update({k: float(seen[k]) for k in WATCHED if seen.get(k) is not None})
         subjects[r["subject"]] = values
         rows.append({"subject": r["subject"], "metric": "tflops", "median": r["tflops"], "min": r["tflops_min"],
                      "max": r["tflops_max"], "bus_id": r["bus_id"], "host": r["host"], "dtype": r["dtype"],

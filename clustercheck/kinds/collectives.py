@@ -6,6 +6,7 @@ rows (mean time across ranks, algbw and busbw from it), and the judge, which add
 from __future__ import annotations
 
 import dataclasses
+import math
 from statistics import fmean, median, pstdev
 from typing import Any, Callable, Mapping
 
@@ -137,11 +138,13 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
                      "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
                      **iteration_stats([r["iter_seconds"] for r in by_rank])})
     judged = [r for r in rows if r["size"] == judge_at] or [r for r in rows if r["size"] == rows[-1]["size"]]
-    worst_row = min(judged, key=lambda r: r["busbw"])
+    # The worse placement, where a NaN (a time of 0: a broken timer) is worst of all: min() and max() keep the
+    # first row against a NaN, which would let a placement that measured nothing pass behind the other
+    worst_row = min(judged, key=lambda r: (math.isfinite(r["busbw"]), r["busbw"]))
     worst = worst_row["slowest_rank"]
     return Measurement(
         metrics={"busbw": worst_row["busbw"], "algbw": worst_row["algbw"],
-                 "time_us": max(r["time_us"] for r in judged),
+                 "time_us": max((r["time_us"] for r in judged), key=lambda t: (not math.isfinite(t), t)),
                  "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
                  "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
         units=dict(UNITS),

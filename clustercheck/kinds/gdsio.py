@@ -78,6 +78,11 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
             verdicts.append(Verdict("run", "failed", "", rule, False, subject=subject, detail=problem))
         direct = [r for r in parsed.results if r.direct]
         if not direct:
+            if not problem:  # it ran, through the CPU: this GPU never reached storage directly, never left out
+                moved = ", ".join(sorted({r.xfer for r in parsed.results})) or "none"
+                rule = Expectation(a.check.id, "transfer", "GPUD", BUILT_IN, "a GPUDirect transfer (XferType GPUD)")
+                verdicts.append(Verdict("transfer", moved, "", rule, False, subject=subject,
+                                        detail=f"{run['io']}: XferType {moved}, no GPUDirect transfer"))
             continue
         value = min(r.gibs for r in direct)
         subjects.setdefault(subject, {})[metric] = value
