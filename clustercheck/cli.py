@@ -186,6 +186,7 @@ def _report(run: Path, out: Path) -> int:
     """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
     from clustercheck.report.status import run_status
+    from clustercheck.record.exclude import as_hostlist
     from clustercheck.report.terminal import incomplete_line
 
     from clustercheck.record.compare import available, resolve_run
@@ -205,9 +206,13 @@ def _report(run: Path, out: Path) -> int:
             print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
                   f"signs the run again)", file=sys.stderr)
     line = incomplete_line(rec)
+    status = run_status(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
         print(line, file=sys.stderr)
-    return for_verdict(run_status(rec)["verdict"])
+    elif status["untested"]:  # why a run whose items passed is no PASS
+        print(f"untested: {as_hostlist(list(status['untested']))} (no item measured these nodes: they are not "
+              f"cleared; run verdict {status['verdict']})", file=sys.stderr)
+    return for_verdict(status["verdict"])
 
 
 def _tolerance(text: str) -> float:
@@ -218,7 +223,9 @@ def _tolerance(text: str) -> float:
 
 def _compare(args: argparse.Namespace) -> int:
     """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
-    1 when a metric regressed, a verdict became failed or #wrong rose, 5 when nothing could be compared."""
+    1 when a metric regressed, a verdict became failed or #wrong rose, 3 when an item that passed in the
+    baseline could not be measured now (an error or a skip: what passed is not known to pass still), 5 when
+    nothing could be compared."""
     from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)
@@ -235,6 +242,8 @@ def _compare(args: argparse.Namespace) -> int:
         return Exit.INCOMPLETE
     if result.worse:
         return Exit.FAILED
+    if result.unmeasured_now:
+        return Exit.ERROR
     return Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
 
 

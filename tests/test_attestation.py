@@ -259,6 +259,22 @@ def test_sign_an_existing_run_then_verify(work: dict[str, Path], tmp_path: Path)
     assert verify(run, work["pub"]).returncode == 0
 
 
+def test_a_verified_run_that_did_not_finish_says_so_and_exits_as_its_verdict(work: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    """The evidence is genuine, the run it proves was killed after its last item: never `verify && accept`."""
+    run = copy_of(work, "unsigned", tmp_path)
+    lines = (run / "run.jsonl").read_text().splitlines(keepends=True)
+    assert json.loads(lines[-1])["type"] == "end"
+    (run / "run.jsonl").write_text("".join(lines[:-1]))  # no end line: the controller was killed
+    assert cc("report", str(run), cwd=tmp_path).returncode == 2
+    assert cc("sign", str(run), "--key", str(work["key"]), cwd=tmp_path).returncode == 0
+    proc = verify(run, work["pub"])
+    assert proc.returncode == 2, proc.stdout  # 0 before, with INCOMPLETE nowhere in its output
+    assert proc.stdout.splitlines()[-1] == (f"verified: {run.name}; run verdict INCOMPLETE (the run was killed "
+                                            "before it ended (the record has no end line))")
+    assert verify(work["signed"], work["pub"]).stdout.splitlines()[-1].endswith("; run verdict PASS")
+
+
 @pytest.mark.pool
 def test_reports_rendered_in_an_earlier_format_are_noted_not_called_edited(work: dict[str, Path],
                                                                             tmp_path: Path) -> None:

@@ -83,12 +83,23 @@ def test_a_change_equal_to_the_tolerance_counts(direction: str, change: float, k
     assert classify(direction, change, 0.05) == kind
 
 
-def test_an_item_that_could_not_measure_now_is_listed_not_compared(tmp_path: Path) -> None:
-    base = save(tmp_path / "a", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
-    now = save(tmp_path / "b", [result("allreduce", "n1", [], outcome="error")])
+def test_an_item_that_passed_and_could_not_measure_now_is_named_and_never_exits_0(tmp_path: Path) -> None:
+    base = save(tmp_path / "a", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")]),
+                                 result("allreduce", "n2", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    crashed = {**result("allreduce", "n1", [], outcome="error"), "message": "rank 1 crashed\nits log: ..."}
+    now = save(tmp_path / "b", [crashed, result("allreduce", "n2", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
     c = compare(load_run(base), load_run(now))
-    assert c.changes == [] and c.not_compared == [("gate::allreduce[n1]", "no measurement in this run (error)")]
-    assert report_lines(c)[-1] == "0 metric(s) compared at tolerance 5%: 0 regression(s), 0 improvement(s), 1 not compared"
+    assert c.unmeasured_now == [("gate::allreduce[n1]", "passed in the baseline, error now: rank 1 crashed")]
+    assert [ch.item for ch in c.changes] == ["gate::allreduce[n2]"] and c.not_compared == []
+    assert report_lines(c)[0] == "NOT MEASURED NOW  gate::allreduce[n1]: passed in the baseline, error now: rank 1 crashed"
+    assert report_lines(c)[-1] == ("1 metric(s) compared at tolerance 5%: 0 regression(s), 0 improvement(s), "
+                                   "1 item(s) that passed not measured now, 0 not compared")
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout  # a harness error, as the run's own verdict: 0 before
+    skipped = save(tmp_path / "c", [{**result("allreduce", "n1", [], outcome="skipped"), "message": "no tool"},
+                                    result("allreduce", "n2", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    assert compare(load_run(base), load_run(skipped)).unmeasured_now == [
+        ("gate::allreduce[n1]", "passed in the baseline, skipped now: no tool")]
 
 
 def test_bad_records_are_one_line_user_errors(tmp_path: Path) -> None:

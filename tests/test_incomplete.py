@@ -68,9 +68,10 @@ def _assert_incomplete(p: pytest.Pytester, rc: int, out: str, signame: str) -> N
     node = data["run"]["nodes"][0]
     assert data["incomplete"]["items"] == [f"s::{c}[{node}]" for c in "cde"]
     junit = ET.parse(run / "junit.xml").getroot()
-    assert (junit.get("tests"), junit.get("errors"), junit.get("failures")) == ("5", "3", "0")
+    assert (junit.get("tests"), junit.get("errors"), junit.get("failures")) == ("6", "4", "0")  # and the run's
     errors = [c for c in junit.iter("testcase") if c.find("error") is not None]
-    assert [e.find("error").get("message") for e in errors] == [f"not run: interrupted ({signame})"] * 3
+    assert [e.find("error").get("message") for e in errors] == [f"not run: interrupted ({signame})"] * 3 + [
+        f"INCOMPLETE: interrupted ({signame})"]
     html = (run / "report.html").read_text()
     assert 'class="banner incomplete"' in html and "3 of 5 planned item(s) not run" in html
     assert json.loads((run / "sla.json").read_text())["complete"] is False
@@ -110,7 +111,7 @@ def test_report_on_a_record_without_an_end_line_says_incomplete_and_fails(five: 
     run = five.path / "out" / "latest"
     data = json.loads((run / "results.json").read_text())
     assert data["verdict"] == "INCOMPLETE" and data["incomplete"]["not_run"] == 3
-    assert ET.parse(run / "junit.xml").getroot().get("errors") == "3"
+    assert ET.parse(run / "junit.xml").getroot().get("errors") == "4"  # 3 not run, and the run INCOMPLETE
 
 
 def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: pytest.Pytester,
@@ -131,6 +132,32 @@ def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: py
     assert record(project.path)[-2]["untested"] == ["h2"]  # the exclude line
     assert 'clustercheck_untested{node="h2"} 1.0' in textfile.read_text()
     assert "clustercheck_incomplete 0.0" in textfile.read_text()
+
+
+def test_a_node_whose_items_were_all_skipped_makes_no_pass_though_the_others_passed(tmp_path: Path) -> None:
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    def item(node: str, outcome: str) -> dict:
+        return {"type": "result", "name": f"a[{node}]", "check": "a", "node": node, "nodes": [node],
+                "measure": "all_reduce", "scope": "node", "suite_file": "suites/s.yaml", "line": 3,
+                "outcome": outcome, "duration": 0.1, "verdicts": [],
+                "message": "" if outcome == "passed" else f"all_reduce_perf is not on the PATH on {node}"}
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [{"type": "run", "schema": 1, "started": "2026-01-01T00:00:00+00:00", "argv": ["clustercheck", "run"],
+              "platform": "cpu", "facts": {"host": "n1"}, "thresholds": {"file": "thresholds/cpu.yaml", "sha256": "ab"},
+              "suites": [], "nodes": ["n1", "n2"]},
+             item("n1", "passed"), item("n2", "skipped"),
+             {"type": "end", "finished": "2026-01-01T00:01:00+00:00", "counts": {}, "interrupted": False}]
+    (run / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    status = run_status(read(run / "run.jsonl"))
+    assert (status["verdict"], status["untested"]) == ("ERROR", ["n2"])  # PASS before: n2 was never measured
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    assert out.stderr == "untested: n2 (no item measured these nodes: they are not cleared; run verdict ERROR)\n"
+    assert json.loads((run / "results.json").read_text())["verdict"] == "ERROR"
 
 
 def _children(pid: int) -> list[int]:

@@ -59,13 +59,15 @@ def test_html_and_junit_escape_ids_and_hosts(tmp_path: Path) -> None:
 def test_junit_outcomes_counts_and_properties(tmp_path: Path) -> None:
     paths = render_all(write_record(tmp_path / "run.jsonl"), tmp_path)
     root = ET.parse(paths["junit"]).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
+    # the record has no end line: the run itself is one more error, INCOMPLETE, though every item has a result
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "2")
     suites = root.findall("testsuite")  # one per item: the schema allows properties only on a testsuite
-    assert [s.get("skipped") for s in suites] == ["0", "0", "1"]
+    assert [s.get("skipped") for s in suites] == ["0", "0", "1", "0"]
     cases = root.findall(".//testcase")
     assert cases[0].find("failure") is not None and cases[1].find("error") is not None
     assert cases[2].find("skipped") is not None
-    assert [s.get("name") for s in suites] == [f"s::{EVIL}[{EVIL}]", "s::b", "s::c"]
+    assert cases[3].get("name") == "INCOMPLETE" and cases[3].find("error").get("type") == "incomplete"
+    assert [s.get("name") for s in suites] == [f"s::{EVIL}[{EVIL}]", "s::b", "s::c", "run"]
     props = {p.get("name"): p.get("value") for p in suites[0].find("properties")}
     assert props["measured"] == "0.1" and props["limit"] == "1" and props["unit"] == "GB/s"
     assert props["limit_source"] == "thresholds/cpu.yaml:9"

@@ -50,8 +50,13 @@ def sign_main(args: argparse.Namespace) -> int:
 
 
 def verify_main(args: argparse.Namespace) -> int:
+    """Exit 1 when the evidence does not verify; when it does, the code of the verdict it proves (0 only for a
+    PASS), so that `verify && accept` never accepts a run that failed, errored or did not finish."""
+    from clustercheck.exitcodes import for_verdict
     from clustercheck.record.keys import load_public
     from clustercheck.evidence.verify import run_dir_of, verify
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
 
     keys = [load_public(path, "--key") for path in args.key]
     run_dir = run_dir_of(args.run)
@@ -63,7 +68,9 @@ def verify_main(args: argparse.Namespace) -> int:
     for line in result.problems:
         print(f"FAIL  {line}")
     if result.verified:
-        print(f"verified: {display(run_dir)}")
-        return Exit.PASSED
+        status = run_status(read(run_dir / "run.jsonl"))
+        why = f" ({status['incomplete']['reason']})" if status["incomplete"] else ""
+        print(f"verified: {display(run_dir)}; run verdict {status['verdict']}{why}")
+        return for_verdict(status["verdict"])
     print(f"NOT VERIFIED: {display(run_dir)}: {len(result.problems)} problem(s)")
     return Exit.FAILED

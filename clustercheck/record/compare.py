@@ -83,6 +83,7 @@ class Comparison:
     changes: list[Change] = field(default_factory=list)
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
+    unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): passed before, error or skip now
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
 
@@ -266,6 +267,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     changes: list[Change] = []
     not_compared: list[tuple[str, str]] = []
     worse: list[tuple[str, str]] = []
+    unmeasured: list[tuple[str, str]] = []
     other = 0
     seen = set()
     for r in current.results:
@@ -279,6 +281,10 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             not_compared.append((item, "not in the baseline"))
             continue
         worse += failed_now(item, old, r)
+        if old.get("outcome") == "passed" and r.get("outcome") in ("error", "skipped"):
+            said = str(r.get("message") or "").strip().splitlines()
+            unmeasured.append((item, f"passed in the baseline, {r['outcome']} now" + (f": {said[0]}" if said else "")))
+            continue  # nothing of it to compare: said once, here
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         if has_old and not has_new:
             not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
@@ -295,7 +301,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
                 not_compared.append((item, "not in this run"))
             else:
                 other += 1
-    return Comparison(baseline, current, tolerance, changes, not_compared, worse, other,
+    return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, other,
                       software_changes(baseline, current))
 
 
@@ -339,6 +345,7 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     if c.software:
         lines.append(software_line(c.software))
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
+    lines += [f"NOT MEASURED NOW  {item}: {why}" for item, why in c.unmeasured_now]
     shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
     rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]
     table = [(_LABEL[ch.kind], ch.item, ch.metric, f"{fmt(ch.baseline)} -> {fmt(ch.current)} {ch.unit}",
@@ -350,7 +357,8 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     kinds = [ch.kind for ch in c.changes]
     extra = "".join(f", {n} {what}" for n, what in ((kinds.count("noise"), "within the runs' own spread"),
                                                    (kinds.count("latency"), "latency left to its limit"),
-                                                   (len(c.failed_now), "verdict(s) failed now")) if n)
+                                                   (len(c.failed_now), "verdict(s) failed now"),
+                                                   (len(c.unmeasured_now), "item(s) that passed not measured now")) if n)
     lines.append(f"{len(c.changes)} metric(s) compared at tolerance {c.tolerance * 100:g}%: "
                  f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s){extra}, "
                  f"{len(c.not_compared)} not compared")

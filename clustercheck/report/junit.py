@@ -139,23 +139,33 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
         totals["failures"] += outcome == "failed"
         totals["errors"] += outcome == "error"
         seconds += duration
+    started = header.get("started") or ""
     for p in not_run:
-        message = _clean(f"not run: {why or 'the run did not finish'}")
-        suite = _suite(item_id(p), header.get("started") or "", p.get("node") or host, classname(p), p["suite_file"],
+        suite = _suite(item_id(p), started, p.get("node") or host, classname(p), p["suite_file"],
                        [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")])
-        case = TestCase(_clean(p["name"]), _clean(classname(p)), 0.0)
-        case.result = [_text(Error(message, "incomplete"), message)]
-        suite.add_testcase(case)
-        suite.update_statistics()
-        root.add_testsuite(suite)
-        totals["tests"] += 1
-        totals["errors"] += 1
+        _incomplete(root, suite, TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
+                    f"not run: {why or 'the run did not finish'}")
+    if why:  # the run itself, as an error: killed after its last item, stopped, short of its repetitions or
+        # of a node, a run whose every planned item has a result still never reads as a green page
+        _incomplete(root, _suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),
+                    TestCase("INCOMPLETE", "clustercheck", 0.0), f"INCOMPLETE: {why}")
+    totals["tests"] += len(not_run) + bool(why)
+    totals["errors"] += len(not_run) + bool(why)
     # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
     root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
     root.time = round(seconds, 3)
     buffer = io.BytesIO()
     root.write(buffer, pretty=True)
     return buffer.getvalue()
+
+
+def _incomplete(root: Any, suite: Any, case: Any, message: str) -> None:
+    """An item, or the run, that did not finish: an error of type `incomplete` in a testsuite of its own."""
+    message = _clean(message)
+    case.result = [_text(Error(message, "incomplete"), message)]
+    suite.add_testcase(case)
+    suite.update_statistics()
+    root.add_testsuite(suite)
 
 
 def _text(result: Any, text: str) -> Any:

@@ -1,6 +1,6 @@
 """The run's verdict as every report states it: PASS, FAIL, ERROR, SKIPPED or INCOMPLETE, with the items
 that never ran and the nodes nothing measured. A gate is judged by its worst case, so a run that did not
-finish is INCOMPLETE whatever its finished items say."""
+finish is INCOMPLETE whatever its finished items say, and one that left a node unmeasured is no PASS."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from clustercheck.record.schema import counts, item_id
 def run_status(rec: Record) -> dict[str, Any]:
     why = rec.incomplete()
     c = counts(rec.results)
+    nodes = list(rec.header.get("nodes") or [])
+    unmeasured = (rec.exclude or {}).get("untested", untested(nodes, rec.results))
     if why:
         verdict = "INCOMPLETE"
     elif c["failed"]:
@@ -22,14 +24,15 @@ def run_status(rec: Record) -> dict[str, Any]:
         verdict = "ERROR"  # the harness could not measure something: never a pass
     elif not c["passed"]:
         verdict = "SKIPPED"  # nothing applied here: nothing was measured, nothing is cleared
+    elif unmeasured:
+        verdict = "ERROR"  # others passed, but every item that covered these nodes was skipped: never a pass
     else:
         verdict = "PASS"
     not_run = rec.not_run()
-    nodes = list(rec.header.get("nodes") or [])
     return {
         "verdict": verdict,
         "incomplete": None if why is None else {"reason": why, "not_run": len(not_run),
                                                 "planned": len(rec.plan or []),
                                                 "items": [item_id(p) for p in not_run]},
-        "untested": (rec.exclude or {}).get("untested", untested(nodes, rec.results)),
+        "untested": unmeasured,
     }
