@@ -331,6 +331,16 @@ def test_validation_asked_for_but_not_done_fails_and_validation_off_does_not(tmp
         _answers(tmp_path, "nccl_tests", "{check: 0}", {"stdout": text})
 
 
+def test_one_result_left_unchecked_in_a_run_that_asked_for_validation_fails(tmp_path: Path) -> None:
+    lines = captured(NCCL_PASS).split("\n")
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8589934592"])
+    lines[at] = lines[at][:lines[at].rindex("0")] + "N/A"
+    _, verdicts = _judge(_answers(tmp_path, "nccl_tests", "{check: 1}", {"stdout": "\n".join(lines)}))
+    bad = [v for v in verdicts if v.metric == "wrong" and not v.passed]
+    assert [(v.subject, v.measured) for v in bad] == [("8589934592 B in-place", "N/A")]
+    assert "validation was asked for (-c 1)" in (bad[0].detail or "")
+
+
 def test_out_of_bounds_values_fail_and_cut_output_is_an_error_not_a_verdict(tmp_path: Path) -> None:
     from clustercheck.errors import HarnessError
 

@@ -102,6 +102,26 @@ def test_validation_off_is_not_judged_never_passed():
     assert "not judged: validation off (-c 0" in check.detail and "the data was not checked" in check.detail
 
 
+def test_one_unchecked_result_among_checked_ones_is_not_judged(tmp_path, capsys):
+    """validation: 1 in the header and #wrong 0 everywhere else: the one N/A is a result nobody checked."""
+    lines = text("nccl-tests", H100.name).splitlines()[2:]
+    row = lines[-3]                       # the 8589934592 B row: in-place #wrong 0 -> N/A
+    assert row.split()[0] == "8589934592" and "validation: 1" in lines[0]
+    lines[-3] = row[:row.rindex("0")] + "N/A"
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines))
+    assert code == 3, out
+    assert ("NOT JUDGED 8589934592 B in-place: wrong: not judged: #wrong N/A at 8589934592 B in-place (output "
+            "line 54) where the header says validation: 1 and the other results were checked") in out
+    assert "PASS all_reduce_perf: wrong: #wrong 0 in 61 checked result(s)" in out
+
+
+def test_a_column_unchecked_throughout_is_the_tools_own_and_passes_as_before():
+    """nccl-tests 2.28 prints N/A for every in-place alltoall #wrong: nothing there was left out."""
+    verdicts = probe.judge(probe.parse(text("nccl-tests", GB300.name)), {})
+    assert all(v.judged for v in verdicts)
+    assert [v.detail for v in verdicts if v.what == "wrong"] == ["#wrong 0 in 2 checked result(s)"]
+
+
 def test_the_tools_own_avg_check_failing_fails(tmp_path, capsys):
     lines = text("nccl-tests", GB300.name).splitlines()[2:]
     lines = [l.replace("381.478", "381.478 FAILED") for l in lines]

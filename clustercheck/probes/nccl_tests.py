@@ -7,7 +7,8 @@ FAILED`, a busbw below the floor at the largest size, Rank lines naming another 
 `gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
 number twice or missing, a GPU of a host listed twice, a process with fewer or more ranks than its header's
 `nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
-`#wrong` = N/A (validation off, `-c 0`) is `not judged` (the data was not checked), never passed. A capture of
+`#wrong` = N/A (validation off, `-c 0`) is `not judged` (the data was not checked), never passed, and so is
+one N/A among checked results of its column while the header says `validation: 1`. A capture of
 one rank moved no data between GPUs: its busbw is not judged (`not judged: ...`), never passed.
 
 Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
@@ -168,6 +169,7 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
         out.append(ProbeVerdict(f"line {line}", "wrong", False, f"a table row {why}: its #wrong cannot be read",
                                 "unreadable", 0))
     failed_rows = bool(out)
+    out += _left_unchecked(run, asked)
     rows = _rows_verdict(run, subject)
     if rows is not None:
         out.append(rows)
@@ -195,6 +197,33 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
         worst = max(p.error for p in checked if p.error is not None)
         out.append(ProbeVerdict(subject, "data check", True, f"largest error {worst:g} in {len(checked)} checked "
                                 f"result(s); Out of bounds values {run.out_of_bounds}", len(checked)))
+    return out
+
+
+def _left_unchecked(run: NcclTestsRun, asked: int | None) -> list[ProbeVerdict]:
+    """With validation on (the header's `validation: 1`, or the `-c` a run gave), a result whose #wrong (or
+    error) says N/A in a column the tool checked in other rows: nobody checked that result, so it is not
+    judged offline, and fails a run that asked for the check. A column N/A throughout is the tool's own
+    choice (nccl-tests 2.28 checks no in-place alltoall) and is judged as a whole below."""
+    if not (asked or run.validation):
+        return []
+    columns: dict[str, list[tuple[int, int, bool]]] = {}
+    for row in run.rows:
+        for name, p in row.placements():
+            columns.setdefault(name, []).append((row.size, row.line, p.checked))
+    out = []
+    for name, cells in columns.items():
+        if not any(checked for _, _, checked in cells):
+            continue
+        place = name.replace("_", "-")
+        for size, line, checked in cells:
+            if checked:
+                continue
+            where = f"#wrong N/A at {size} B {place} (output line {line})"
+            out.append(ProbeVerdict(f"{size} B {place}", "wrong", False, f"validation was asked for (-c {asked}) "
+                                    f"and {where}: not checked", "N/A", 0) if asked else
+                       not_judged(f"{size} B {place}", "wrong", f"{where} where the header says validation: "
+                                  f"{run.validation} and the other results were checked", "N/A", 0))
     return out
 
 
