@@ -13,11 +13,10 @@ to ...`, `Completion with error`) is the run's failure. Never a pass by omission
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-from clustercheck.toolout import NotToolOutput, clean_lines
+from clustercheck.toolout import NotToolOutput, clean_lines, number
 
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
                      r"BW average\[[^\]]+\]\s+MsgRate\[Mpps\]")
@@ -65,9 +64,9 @@ def parse(text: str) -> IbWriteBw:
     complete = False
     failure = None
     in_table = False
-    for number, line in enumerate(lines, 1):
+    for at, line in enumerate(lines, 1):
         if _FAILURE.match(line) and failure is None:
-            failure = f"line {number}: {line.strip()}"
+            failure = f"line {at}: {line.strip()}"
         m = _HEADER.match(line)
         if m:
             unit, in_table = m.group("unit"), True
@@ -81,17 +80,14 @@ def parse(text: str) -> IbWriteBw:
         r = _ROW.match(line)
         if r:
             factor = _GBPS_PER.get(unit, 1.0)
-            peak = float(r.group("peak"))
-            avg = float(r.group("avg"))
-            if not (math.isfinite(peak) and math.isfinite(avg)):
-                raise NotToolOutput(f"line {number}: a bandwidth that is not a number: {line.strip()!r}")
+            peak, avg, rate = (_reading(r.group(k), at, line) for k in ("peak", "avg", "rate"))
             row = Row(int(r.group("bytes")), int(r.group("iters")), peak * factor if peak > 0 else None,
-                      avg * factor, float(r.group("rate")), number)
+                      avg * factor, rate, at)
             seen = rows.get(row.bytes)
             if seen is None or row.avg_gbps < seen.avg_gbps:  # a size printed twice (server and client, or
                 rows[row.bytes] = row                           # --run_infinitely): its worst reading counts
         elif _ROW_LIKE.match(line):  # a row whose bandwidth is not a number: never skipped, or a smaller size
-            raise NotToolOutput(f"line {number}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
+            raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
         elif line.strip().startswith("----") and rows:
             complete = True
     if not unit:
@@ -99,3 +95,15 @@ def parse(text: str) -> IbWriteBw:
                             "stopped before measuring" + (f" ({failure})" if failure else ""))
     return IbWriteBw(test, fields.get("Device"), fields.get("Link type"), unit, tuple(rows.values()), complete,
                      failure)
+
+
+def _reading(token: str, at: int, line: str) -> float:
+    """One of a row's numbers: `[0-9.]+` also takes "92.3.9" and ".", which are no reading perftest printed
+    (its %.2f and %.6f): refused naming the line, as any row that is not numbers is."""
+    try:
+        value = number(token)
+    except ValueError:
+        value = None
+    if value is None:
+        raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
+    return value

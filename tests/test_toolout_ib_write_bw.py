@@ -1,0 +1,43 @@
+"""clustercheck.toolout.ib_write_bw: a bandwidth row whose numbers do not read is refused naming its line
+(the offline probe exits 4 with one line, a run's judge says so as a harness error), never a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clustercheck.cli import main
+from clustercheck.errors import HarnessError
+from clustercheck.kinds.base import Answers, CheckSpec, Rules
+from clustercheck.kinds.ib_write_bw import judge
+from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout import ib_write_bw as reader
+from evidence import text
+
+ROCE = "roce-mlx5_0-all-sizes-gpu-operator-docs.txt"
+LAST = "      8388608    5000             92.39              92.39              0.001377"
+
+
+@pytest.mark.parametrize("cell", ["92.3.9", ".", "N/A", "nan", "-92.39", "1e400"])
+def test_a_row_whose_bandwidth_does_not_read_is_refused_naming_its_line(cell):
+    capture = text("ib_write_bw", ROCE)
+    assert LAST in capture and reader.parse(capture).largest().avg_gbps == 92.39  # type: ignore[union-attr]
+    with pytest.raises(NotToolOutput, match=r"^line \d+: .*8388608"):
+        reader.parse(capture.replace(LAST, LAST.replace("92.39              0.0", f"{cell}              0.0")))
+
+
+def test_the_probe_and_a_run_say_so_in_one_line(tmp_path, capsys):
+    bad = text("ib_write_bw", ROCE).replace(LAST, LAST.replace("92.39              0.0", "92.3.9              0.0"))
+    path = tmp_path / "ibw.txt"
+    path.write_text(bad, encoding="utf-8")
+    code = main(["probe", "ib-write-bw", "--input", str(path), "--expect", "ib_write_bw_min=90"])
+    err = capsys.readouterr().err
+    assert code == 4 and "92.3.9" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    client = {"outcome": "ran", "stdout": bad, "returncode": 0, "timed_out": False}
+    result: dict[str, Any] = {"host": "n1", "binary": "ib_write_bw", "outcome": "ran",
+                              "runs": [{"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True,
+                                        "client": client, "server": {}}]}
+    check = CheckSpec("c", "ib_write_bw", "node", {}, (), 60, "", "s.yaml", 1)
+    with pytest.raises(HarnessError, match="92.3.9"):
+        judge(Answers(check, [result, {}], [{"host": "n1"}, {"host": "n1"}], "nccl"), Rules({}))
