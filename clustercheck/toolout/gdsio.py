@@ -7,17 +7,17 @@ has it (it names the GPU, `-d`, that the result line does not):
 
 XferType GPUD is GPUDirect Storage (storage to GPU memory, no bounce through the CPU); CPUONLY, CPU_GPU
 and the others go through host memory (NVIDIA GDS benchmarking guide, gdsio -x). A line that says an
-error is the run's failure; a text without a result line is not gdsio output.
+error is the run's failure; a text without a result line is not gdsio output, and so is a result line whose
+throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative).
 """
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass
 
-from clustercheck.toolout import NotToolOutput, clean_lines
+from clustercheck.toolout import NotToolOutput, clean_lines, number
 
 _RESULT = re.compile(
     r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) DataSetSize: (?P<done>\d+)"
@@ -75,25 +75,36 @@ def parse(text: str) -> Gdsio:
     failure = None
     gpu: int | None = None
     target: str | None = None
-    for number, line in enumerate(clean_lines(text), 1):
+    for at, line in enumerate(clean_lines(text), 1):
         cmd = _command(line)
         if cmd is not None:
             gpu, target = cmd
             continue
         m = _RESULT.search(line)
         if m is None and "IoType:" in line:  # a result line whose numbers do not read: refused, never skipped
-            raise NotToolOutput(f"line {number}: a result line that does not read as gdsio's: {line.strip()[:120]!r}")
+            raise NotToolOutput(f"line {at}: a result line that does not read as gdsio's: {line.strip()[:120]!r}")
         if m is None:
             if failure is None and line.strip() and _FAILURE.search(line.lower()):
-                failure = f"line {number}: {line.strip()[:200]}"
+                failure = f"line {at}: {line.strip()[:200]}"
             continue
-        gibs, lat = float(m.group("gibs")), float(m.group("lat"))
-        if not (math.isfinite(gibs) and math.isfinite(lat)) or gibs < 0:
-            raise NotToolOutput(f"line {number}: a throughput or latency that is not a number: {line.strip()[:120]!r}")
+        gibs, lat, secs = (_reading(m.group(k), at, line) for k in ("gibs", "lat", "secs"))
         results.append(Result(m.group("io"), m.group("xfer"), int(m.group("threads")), gibs, lat, int(m.group("ops")),
-                              float(m.group("secs")), gpu, target, number))
+                              secs, gpu, target, at))
         gpu = target = None  # a command line belongs to the result after it only
     if not results:
         raise NotToolOutput("expected gdsio output ('IoType: READ XferType: GPUD Threads: ... Throughput: N GiB/sec')"
                             + (f"; {failure}" if failure else ""))
     return Gdsio(tuple(results), failure)
+
+
+def _reading(token: str, at: int, line: str) -> float:
+    """A throughput, latency or time of a result line: the pattern also takes "1.2.22.0" and "-1", which no
+    gdsio run printed (a rate, a duration); refused naming the line, never a traceback or a result."""
+    try:
+        value = number(token)
+    except ValueError:
+        value = None
+    if value is None or value < 0:
+        raise NotToolOutput(f"line {at}: a throughput, latency or time that is not a number >= 0 ({token!r}): "
+                            f"{line.strip()[:120]!r}")
+    return value
