@@ -7,6 +7,7 @@ import json
 import random
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -330,3 +331,34 @@ def test_scope_localize_items_from_measured_groups():
     assert all(items[n][0] and items[n][0][0].passed for n in nodes if n != "n3")
     assert [v.passed for v in items[None][0]] == [True]
     assert rows and {r["outcome"] for r in rows} == {"passed", "failed"} and max(r["round"] for r in rows) <= 4
+
+
+def _localize_on(leaf: dict[str, str], slow: Callable[[list[str]], bool]) -> dict:
+    """clustercheck.localize.check over a fake fabric where a group whose members `slow` picks reads 0.5 MB/s."""
+    from clustercheck.localize.check import localize
+
+    nodes = list(leaf)
+    topology = Topology.build(leaf, {s: "spine" for s in set(leaf.values())})
+
+    def run(groups: list[list[int]]) -> dict[int, dict]:
+        seconds = {tuple(g): 2.0 if slow([nodes[r] for r in g]) else 0.01 for g in groups}
+        return {r: {"rows": [{"size": 1 << 20, "bytes": 1 << 20, "seconds": seconds[tuple(g)], "wrong": 0}]}
+                for g in groups for r in g}
+
+    items, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 0.05, run, "fabric", topology=topology)
+    return items
+
+
+def test_failures_the_rounds_pin_on_no_one_uplink_fail_the_cluster_item_by_its_suspects():
+    leaf = {"a": "L1", "b": "L1", "c": "L2", "d": "L2"}  # two leaves: their uplinks are always crossed together
+    items = _localize_on(leaf, lambda members: len({leaf[m] for m in members}) > 1)
+    assert all(items[n][0][0].passed for n in leaf)  # each node passed within its leaf
+    (verdict,) = items[None][0]  # it passed, "no link or uplink named", before
+    assert not verdict.passed and verdict.subject == "one of: switch L1 | switch L2"
+
+
+def test_every_group_failing_fails_the_cluster_item_though_no_part_is_named():
+    leaf = {n: "L1" for n in "abcd"}
+    items = _localize_on(leaf, lambda members: True)
+    assert [v.measured for v in items[None][0] if not v.passed] == ["every group failed"]
+    assert all(not items[n][0] for n in leaf)  # no node cleared or named: each an error

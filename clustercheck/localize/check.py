@@ -70,11 +70,26 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str
                               + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome)}"
                                           for e in f.evidence[:4]))
                for f in parts]
-    if not cluster:
-        cluster = [Verdict("localized", "no link or uplink named", "", rule, True,
-                           detail=f"{v.tests} test(s) in {v.rounds} round(s)"
-                                  + (f"; unexplained failed groups: {', '.join(v.unexplained)}" if v.unexplained else ""))]
-    out[None] = (cluster, "")
+    # a failure the rounds could pin on no one part is still a failure of the cluster: suspects that are not
+    # all nodes (the node items say those), or every group failed (a shared cause: nobody is blamed)
+    for group in v.suspects:
+        if any(p.kind != "node" for p in group):
+            names = " | ".join(f"{p.kind} {p.name}" for p in group)
+            cluster.append(Verdict("localized", "suspect", "", rule, False, subject=f"one of: {names}",
+                                   detail=f"failed groups point at one of {names}, which the rounds could not tell "
+                                          f"apart ({v.rounds} round(s), {v.tests} test(s))"))
+    if v.every_test_failed:
+        cluster.append(Verdict("localized", "every group failed", "", rule, False,
+                               detail=f"all {v.tests} test(s) failed: a cause every node shares (the threshold, "
+                                      "software, the whole fabric), so no part is named"))
+    if cluster:
+        out[None] = (cluster, "")
+    elif v.unexplained:  # failed groups whose every part passed elsewhere: a transient, never a clean pass
+        out[None] = ([], f"not judged: {len(v.unexplained)} failed group(s) that no part explains (a transient or "
+                         f"a noisy reading): {', '.join(v.unexplained[:8])}")
+    else:
+        out[None] = ([Verdict("localized", "no link or uplink named", "", rule, True,
+                              detail=f"{v.tests} test(s) in {v.rounds} round(s)")], "")
     return out
 
 

@@ -166,11 +166,14 @@ class Planner:
 
     # -- internals ---------------------------------------------------------------------------
     def _every_test_failed(self) -> bool:
-        """Nothing passed, and two failed groups share no node: no single part explains it all."""
+        """Nothing passed, and two failed groups share no node: no single part explains it all. Any two, not
+        the first against the rest: a screening ring over every node meets every later group. The scan ends
+        at the first disjoint pair, and a round's groups are disjoint, so it is long only when every round
+        had a single group (a few tests)."""
         if not self._tests or any(t.passed for t in self._tests):
             return False
-        first = set(self._tests[0].group.members)
-        return any(not first & set(t.group.members) for t in self._tests[1:])
+        groups = [frozenset(t.group.members) for t in self._tests]
+        return any(not a & b for i, a in enumerate(groups) for b in groups[i + 1:])
 
     def _passed(self, g: Group, outcome: Outcome) -> bool:
         if outcome is None or isinstance(outcome, bool):

@@ -273,7 +273,7 @@ class CheckSession:
         found: Found = {}
         for where, (verdicts, message) in items.items():
             if not verdicts:
-                found[where] = HarnessError(f"{check.id}: {where}: {message}")
+                found[where] = HarnessError(f"{check.id}: {where or 'the cluster'}: {message}")
                 continue
             outcome = Outcome(Measurement({}, {}, rows=rows), verdicts, info)
             found[where] = self._with_counters(check, where, outcome)
