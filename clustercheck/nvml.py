@@ -102,19 +102,28 @@ class _Reader:
 
     def links(self, h: Any, gpu: int, bus: str) -> tuple[int | None, int | None]:
         """(links the GPU has, links up); (None, None) when the GPU stopped answering."""
-        nv, has, active = self.nv, 0, 0
+        present = self.present_links(h, gpu, bus)
+        return (None, None) if present is None else (len(present), sum(up for _, up in present))
+
+    def present_links(self, h: Any, gpu: int, bus: str) -> list[tuple[int, bool]] | None:
+        """(link, up) for every link the GPU has, up or down, walking all NVML_NVLINK_MAX_LINKS: a link whose
+        state NVML does not give (NOT_SUPPORTED on a disabled link) is still one when its P2P capability
+        answers, and later links are read past it. None when the GPU stopped answering. The links probe's
+        count and the counters' per-link reading both come from here, so they cannot disagree."""
+        nv = self.nv
+        out: list[tuple[int, bool]] = []
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
             status, state = self.call("nvmlDeviceGetNvLinkState", h, link, gpu=gpu, bus=bus, optional=True)
             if status == "absent":  # no state: the link may still exist and be down (its capability says)
                 status, state = self.call("nvmlDeviceGetNvLinkCapability", h, link,
                                           nv.NVML_NVLINK_CAP_P2P_SUPPORTED, gpu=gpu, bus=bus, optional=True)
-                has += status == "ok" and bool(state)
+                if status == "ok" and state:
+                    out.append((link, False))
             elif status == "ok":
-                has += 1
-                active += state == nv.NVML_FEATURE_ENABLED
+                out.append((link, state == nv.NVML_FEATURE_ENABLED))
             if status == "fault":
-                return None, None
-        return has, active
+                return None
+        return out
 
 
 def _text(value: Any) -> str:

@@ -77,3 +77,10 @@ def for_subprocesses(monkeypatch: pytest.MonkeyPatch, scenario: dict[str, Any], 
     path.write_text(json.dumps(scenario))
     monkeypatch.setenv("NVML_STANDIN", str(path))
     monkeypatch.setenv("PYTHONPATH", str(STANDIN))
+
+
+def link_failing(scenario: dict[str, Any], index: int, link: int, function: str, code: int) -> dict[str, Any]:
+    """GPU `index` answers `code` to the C function `function` about link `link` only."""
+    out = copy.deepcopy(scenario)
+    out["gpus"][index].setdefault("link_fail", {}).setdefault(str(link), {})[function] = code
+    return out

@@ -13,9 +13,10 @@ import pytest
 from clustercheck.counters import Snapshot, delta, judge
 from clustercheck.judging.windows import verdicts
 from clustercheck.counters.nvml_counters import read
-from nvml_capture import failing, h100_node, in_process
+from clustercheck import nvml
+from nvml_capture import failing, h100_node, in_process, link_failing
 
-GPU_IS_LOST, UNKNOWN, LIBRARY_NOT_FOUND = 15, 999, 12  # nvml.h return codes
+GPU_IS_LOST, UNKNOWN, LIBRARY_NOT_FOUND, NOT_SUPPORTED = 15, 999, 12, 3  # nvml.h return codes
 
 
 def counted(node: dict[str, Any]) -> dict[str, Any]:
@@ -82,3 +83,20 @@ def test_an_nvml_error_on_one_counter_is_an_error_not_a_zero(monkeypatch: pytest
 def test_a_node_without_a_driver_has_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     r = read(in_process(monkeypatch, {**h100_node(), "init_error": LIBRARY_NOT_FOUND}))
     assert not r.counters and not r.errors and "no NVIDIA driver" in r.notes[0]
+
+
+def test_a_link_without_a_state_does_not_hide_the_errors_of_the_links_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Link 2 answers NOT_SUPPORTED for its state (disabled); its capability says it exists. The walk used
+    to stop there, so link 7's CRC errors were never read and the window passed."""
+    node = link_failing(counted(h100_node()), 0, 2, "nvmlDeviceGetNvLinkState", NOT_SUPPORTED)
+    before = snap(monkeypatch, node, 0.0)
+    gpu0 = f"GPU0 ({node['gpus'][0]['bus_id'][4:].lower()})"
+    assert {c.device for c in before.counters if c.name == "nvlink.replay" and c.device.startswith(gpu0)} == {
+        f"{gpu0} link {n}" for n in range(18)}
+    nv = in_process(monkeypatch, node)
+    nv.nvmlInit()
+    assert nvml.read(nv).gpus[0].nvlinks == 18  # the links probe counts the same links
+    node["gpus"][0]["nvlink_errors"] = {"7": [500, 0, 0, 0, 0]}
+    j = judge(delta(before, snap(monkeypatch, node, 60.0)))
+    assert [(f.increase.name, f.increase.device, f.increase.amount) for f in j.failed] == [
+        ("nvlink.replay", f"{gpu0} link 7", 500)]

@@ -82,16 +82,14 @@ def _read(nv: Any) -> Reading:
 
 
 def _links(nv: Any, r: _Reader, h: Any, i: int, bus: str, gpu: str) -> list[Counter]:
-    """NVLink error counters of every link the GPU has (its state answers); none on PCIe-only GPUs."""
+    """NVLink error counters of every link the GPU has, as nvml.py counts them (a link without a state,
+    down or disabled, does not hide the links after it); none on PCIe-only GPUs. A GPU that stopped
+    answering has its fault kept by the reader, which explains every counter of it."""
     out: list[Counter] = []
-    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
-        status, _ = r.call("nvmlDeviceGetNvLinkState", h, link, gpu=i, bus=bus, optional=True)
-        if status != "ok":
-            break
+    for link, _ in r.present_links(h, i, bus) or ():
         for counter, name in enumerate(NVLINK_COUNTERS):
             status, value = r.call("nvmlDeviceGetNvLinkErrorCounter", h, link, counter, gpu=i, bus=bus,
                                    optional=True)
             if status == "ok":
                 out.append(Counter(f"nvlink.{name}", f"{gpu} link {link}", int(value)))
     return out
-

@@ -36,7 +36,8 @@ _NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no GPU at that PCI bus id
 class _Library:
     """The C functions clustercheck's NVML reading calls. Scenario: {"driver", "cuda" (e.g. 12070),
     "init_error" (a code nvmlInitWithFlags returns), "gpus": [{"name", "bus_id", "device_id" (the
-    32-bit PCI id), "module_id", "links", "down_links", "fail": {C function name or "*": code}}]}."""
+    32-bit PCI id), "module_id", "links", "down_links", "fail": {C function name or "*": code},
+    "link_fail": {"<link>": {C function name: code}} (one link's state, capability or error counters)}]}."""
 
     def __init__(self, scenario: dict[str, Any]) -> None:
         self.scenario = scenario
@@ -47,8 +48,10 @@ class _Library:
         address = ctypes.addressof(handle.contents)
         return next(i for i, h in enumerate(self.handles) if ctypes.addressof(h) == address)
 
-    def _fails(self, index: int, fn: str) -> int:
+    def _fails(self, index: int, fn: str, link: int | None = None) -> int:
         fail = self.gpus[index].get("fail", {})
+        if link is not None and (code := self.gpus[index].get("link_fail", {}).get(str(link), {}).get(fn)):
+            return int(code)
         return int(fail.get(fn, fail.get("*", _SUCCESS)))
 
     def nvmlInitWithFlags(self, flags: int) -> int:
@@ -116,7 +119,7 @@ class _Library:
 
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int, active: Any) -> int:
         i = self._gpu(handle)
-        if code := self._fails(i, "nvmlDeviceGetNvLinkState"):
+        if code := self._fails(i, "nvmlDeviceGetNvLinkState", link):
             return code
         if link >= self.gpus[i]["links"]:
             return _INVALID_ARGUMENT
@@ -125,7 +128,7 @@ class _Library:
 
     def nvmlDeviceGetNvLinkCapability(self, handle: Any, link: int, capability: int, result: Any) -> int:
         i = self._gpu(handle)
-        if code := self._fails(i, "nvmlDeviceGetNvLinkCapability"):
+        if code := self._fails(i, "nvmlDeviceGetNvLinkCapability", link):
             return code
         if link >= self.gpus[i]["links"]:
             return _INVALID_ARGUMENT
@@ -184,7 +187,7 @@ class _Library:
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int, value: Any) -> int:
         i = self._gpu(handle)
-        if code := self._fails(i, "nvmlDeviceGetNvLinkErrorCounter"):
+        if code := self._fails(i, "nvmlDeviceGetNvLinkErrorCounter", link):
             return code
         if link >= self.gpus[i]["links"]:
             return _INVALID_ARGUMENT
