@@ -112,6 +112,8 @@ def test_report_on_a_record_without_an_end_line_says_incomplete_and_fails(five: 
     data = json.loads((run / "results.json").read_text())
     assert data["verdict"] == "INCOMPLETE" and data["incomplete"]["not_run"] == 3
     assert ET.parse(run / "junit.xml").getroot().get("errors") == "4"  # 3 not run, and the run INCOMPLETE
+    ctrf = json.loads((run / "ctrf.json").read_text())["results"]
+    assert [t["rawStatus"] for t in ctrf["tests"] if t["status"] == "failed"] == ["not run"] * 3 + ["incomplete"]
 
 
 def test_a_node_whose_items_all_errored_is_untested_in_every_summary(project: pytest.Pytester,
@@ -158,6 +160,13 @@ def test_a_node_whose_items_were_all_skipped_makes_no_pass_though_the_others_pas
     assert out.returncode == 3, out.stderr
     assert out.stderr == "untested: n2 (no item measured these nodes: they are not cleared; run verdict ERROR)\n"
     assert json.loads((run / "results.json").read_text())["verdict"] == "ERROR"
+    sla = json.loads((run / "sla.json").read_text())
+    assert (sla["verdict"], sla["untested"], sla["complete"]) == ("ERROR", ["n2"], True)  # no verdict key before
+    junit = ET.parse(run / "junit.xml").getroot()  # 0 errors before
+    assert (junit.get("tests"), junit.get("errors")) == ("3", "1")
+    assert junit.find(".//testcase[@name='untested[n2]']/error").get("type") == "untested"
+    ctrf = json.loads((run / "ctrf.json").read_text())["results"]  # failed 0 before
+    assert ctrf["summary"]["failed"] == 1 and ctrf["tests"][-1]["rawStatus"] == "untested"
 
 
 def _children(pid: int) -> list[int]:

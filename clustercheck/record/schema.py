@@ -15,7 +15,8 @@ SCHEMA_VERSION = 1
 # reports with what its record renders to only when the run was rendered in this format by this version,
 # and says so in a note otherwise (two builds of one version may render differently).
 # tests/test_report_format.py holds each format's digests and fails when the rendering changes without it.
-REPORT_FORMAT = 3  # 3: junit.xml names an INCOMPLETE run as an error of its own; a run with an untested node is no PASS
+# 3: an unfinished run and each untested node are a failed test of their own (junit, ctrf); sla.json has the verdict
+REPORT_FORMAT = 3
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

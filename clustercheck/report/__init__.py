@@ -84,9 +84,11 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
                "results": results, **_burn_in(results)}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
+    sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
     sla["signature"] = signature(signer)
     made = {"json": _json(summary), "sla": _json(sla),
-            "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason")),
+            "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
+                                  status["untested"]),
             "ctrf": render_ctrf(header, results, end, rec.not_run(), status, signer),
             "html": render_html(header, results, end, sla, status).encode("utf-8")}
     return {kind: (REPORTS[kind], data) for kind, data in made.items()}

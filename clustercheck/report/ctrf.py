@@ -4,8 +4,9 @@ JUnit for every run. One test per item, as JUnit has them; what CTRF has no fiel
 measured value, limit, unit and source, the run's verdict) sits in `extra` under the `clustercheck.`
 prefix, as the specification asks of extension keys (spec/ctrf.md 4.6.1).
 
-Fail closed: an item the harness could not measure (`error`) and an item that never ran are `failed` in
-CTRF, with `rawStatus` saying which, so that a gate that counts CTRF failures never passes them. The
+Fail closed: an item the harness could not measure (`error`), an item that never ran, a run that did not
+finish and a node no item measured are `failed` in CTRF, with `rawStatus` saying which, so that a gate that
+counts CTRF failures never passes them. The
 document is rendered from the record alone and deterministically (its reportId is derived from the run
 id), so re-rendering a signed run reproduces it byte for byte."""
 
@@ -74,11 +75,24 @@ def _not_run(p: PlanItem, why: str) -> dict[str, Any]:
                                             "node": p.get("node")}}}
 
 
+def _run_level(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What no item says: a run that did not finish, and each node that no item measured, as a failed test
+    of its own (as junit.xml has them), so that a gate counting CTRF failures reads neither as green."""
+    out = []
+    if status.get("incomplete"):
+        out.append({"name": "INCOMPLETE", "status": "failed", "rawStatus": "incomplete", "duration": 0,
+                    "suite": ["run"], "message": f"INCOMPLETE: {status['incomplete']['reason']}"})
+    out += [{"name": f"untested[{node}]", "status": "failed", "rawStatus": "untested", "duration": 0, "suite": ["run"],
+             "message": f"untested: no item measured {node}; it is not cleared"} for node in status.get("untested") or []]
+    return out
+
+
 def render_ctrf(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[str, Any] | None,
                 not_run: Sequence[PlanItem], status: Mapping[str, Any], signer: str | None) -> bytes:
     tests = [_test(r) for r in results]
     why = (status.get("incomplete") or {}).get("reason") or "the run did not reach it"
     tests += [_not_run(p, why) for p in not_run]
+    tests += _run_level(status)
     start = _ms(header.get("started")) or 0
     stop = _ms((end or {}).get("finished")) or max((t.get("stop", start) for t in tests), default=start)
     summary = {"tests": len(tests), **{s: sum(1 for t in tests if t["status"] == s)

@@ -108,7 +108,7 @@ def _suite(name: str, timestamp: str, hostname: str, package: str, file: str,
 
 
 def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem] = (),
-                 why: str | None = None) -> bytes:
+                 why: str | None = None, untested: Sequence[str] = ()) -> bytes:
     """Every item with a result, then every planned item that never ran, as an error: a CI page must
     never show an interrupted run as fewer tests that all passed."""
     host = (header.get("facts") or {}).get("host") or ""
@@ -143,14 +143,19 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
     for p in not_run:
         suite = _suite(item_id(p), started, p.get("node") or host, classname(p), p["suite_file"],
                        [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")])
-        _incomplete(root, suite, TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
-                    f"not run: {why or 'the run did not finish'}")
+        _error_case(root, suite, TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
+                    f"not run: {why or 'the run did not finish'}", "incomplete")
     if why:  # the run itself, as an error: killed after its last item, stopped, short of its repetitions or
         # of a node, a run whose every planned item has a result still never reads as a green page
-        _incomplete(root, _suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),
-                    TestCase("INCOMPLETE", "clustercheck", 0.0), f"INCOMPLETE: {why}")
-    totals["tests"] += len(not_run) + bool(why)
-    totals["errors"] += len(not_run) + bool(why)
+        _error_case(root, _suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),
+                    TestCase("INCOMPLETE", "clustercheck", 0.0), f"INCOMPLETE: {why}", "incomplete")
+    for node in untested:  # a node no item measured: nothing clears it, and the page must not read green
+        _error_case(root, _suite(f"untested[{node}]", started, node, "clustercheck", "",
+                                 [("outcome", "error"), ("untested", "true")]),
+                    TestCase(_clean(f"untested[{node}]"), "clustercheck", 0.0),
+                    f"untested: no item measured {node}; it is not cleared", "untested")
+    totals["tests"] += len(not_run) + bool(why) + len(untested)
+    totals["errors"] += len(not_run) + bool(why) + len(untested)
     # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
     root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
     root.time = round(seconds, 3)
@@ -159,10 +164,11 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
     return buffer.getvalue()
 
 
-def _incomplete(root: Any, suite: Any, case: Any, message: str) -> None:
-    """An item, or the run, that did not finish: an error of type `incomplete` in a testsuite of its own."""
+def _error_case(root: Any, suite: Any, case: Any, message: str, kind: str) -> None:
+    """What no item's result says (an item that never ran, the run that did not finish, a node nothing
+    measured): an error of type `kind` in a testsuite of its own."""
     message = _clean(message)
-    case.result = [_text(Error(message, "incomplete"), message)]
+    case.result = [_text(Error(message, kind), message)]
     suite.add_testcase(case)
     suite.update_statistics()
     root.add_testsuite(suite)
