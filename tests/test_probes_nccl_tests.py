@@ -52,11 +52,21 @@ def test_a_multinode_floor_judges_the_two_node_capture(capsys, floor, code):
 
 
 @pytest.mark.parametrize("expect, code", [("busbw_min=600", 0), ("busbw_min=650", 1), ("busbw_min={alltoall: 650}", 1),
-                                          ("busbw_min={all_reduce: 900}", 0)])
+                                          ("busbw_min={all_reduce: 900}", 3)])
 def test_single_node_floor_uses_the_worse_placement_at_the_largest_size(capsys, expect, code):
     got, out, _ = cc(capsys, "--input", str(GB300), "--expect", expect)
     assert got == code, out
     assert "627.69 / 680.70 GB/s (out-of-place / in-place) at 17179869184 B; 1 node(s)" in out
+
+
+def test_no_busbw_floor_is_not_judged_never_passed(capsys):
+    """As ib-write-bw without ib_write_bw_min: the data verdicts passed, the busbw was judged against nothing,
+    so the probe says not all judged (exit 3, README's table), never passed."""
+    code, out, _ = cc(capsys, "--input", str(GB300))
+    assert code == 3, out
+    assert ("NOT JUDGED alltoall_perf: busbw: not judged: no busbw floor given (busbw_min); 627.69 / 680.70 GB/s "
+            "(out-of-place / in-place) at 17179869184 B; 1 node(s)") in out
+    assert not any(line.startswith("PASS alltoall_perf: busbw") for line in out.splitlines())
 
 
 def test_node_count_from_busbw_ratio_without_rank_lines(capsys):
@@ -117,7 +127,7 @@ def test_one_unchecked_result_among_checked_ones_is_not_judged(tmp_path, capsys)
 
 def test_a_column_unchecked_throughout_is_the_tools_own_and_passes_as_before():
     """nccl-tests 2.28 prints N/A for every in-place alltoall #wrong: nothing there was left out."""
-    verdicts = probe.judge(probe.parse(text("nccl-tests", GB300.name)), {})
+    verdicts = probe.judge(probe.parse(text("nccl-tests", GB300.name)), {"busbw_min": 600})
     assert all(v.judged for v in verdicts)
     assert [v.detail for v in verdicts if v.what == "wrong"] == ["#wrong 0 in 2 checked result(s)"]
 

@@ -12,7 +12,8 @@ one N/A among checked results of its column while the header says `validation: 1
 one rank moved no data between GPUs: its busbw is not judged (`not judged: ...`), never passed.
 
 Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
-is judged against the worse of the out-of-place and in-place busbw of the largest size. A profile's
+is judged against the worse of the out-of-place and in-place busbw of the largest size; without one (or
+without one for the collective the capture ran) the busbw is not judged, never passed. A profile's
 `busbw_min` is one node's NVLink floor; a multi-node run is bounded by the network, so for a capture whose
 Rank lines name more than one host (or, without Rank lines, whose rank count from busbw/algbw exceeds the
 profile's `gpu_count`) the fabric floor applies instead, never the NVLink one: `busbw_min_multinode` when
@@ -328,9 +329,9 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     nodes, about = _nodes(run, expect)
     if nodes is None or nodes < 2:
         floor, label = _floor(expect, "busbw_min", run.collective)
-        if floor is None:
-            return ProbeVerdict(subject, "busbw", True, f"{shown}; {about}; "
-                                f"{label or 'no busbw floor given (busbw_min)'}", worst)
+        if floor is None:  # nothing to judge against is no pass: as ib-write-bw without ib_write_bw_min
+            return not_judged(subject, "busbw", f"{label or 'no busbw floor given (busbw_min)'}; {shown}; {about}",
+                              worst)
         return ProbeVerdict(subject, "busbw", worst >= floor, f"{shown}; {about}; floor {floor:g} GB/s ({label})",
                             worst, f">= {floor:g}")
     explicit, label = _floor(expect, "busbw_min_multinode", run.collective)
