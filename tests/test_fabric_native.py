@@ -185,3 +185,13 @@ def test_a_live_collective_whose_nccl_log_was_not_read_or_shows_no_channels_is_a
     with pytest.raises(HarnessError, match="not judged: no channel lines"):
         transport_verdicts("fabric", blind, rules)
     assert transport_verdicts("fabric", blind, Rules({}, multi_node=True)) == []  # nothing expected, nothing judged
+
+
+def test_a_node_whose_log_shows_no_network_is_not_judged_though_the_other_used_ib(tmp_path):
+    ib = _rank_log(tmp_path, "nccl-1412-ib-without-gdrdma.txt")
+    quiet = _rank_log(tmp_path, "nccl-892-h800-algo-env-p2p.txt")  # a real log with no network line at all
+    comm = describe("nccl", [ib, quiet], [{"host": "node-07", "nccl": "2.18.3"}, {"host": "node-08"}], None, {})
+    rules = Rules({}, expect={"net": "IB"}, multi_node=True)
+    with pytest.raises(HarnessError, match="not judged: no network line read from the NCCL log of node-08"):
+        transport_verdicts("fabric", comm, rules, ["node-07", "node-08"])  # it passed before, on node-07's lines
+    assert [v.passed for v in transport_verdicts("fabric", comm, rules, ["node-07"])] == [True]

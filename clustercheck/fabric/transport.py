@@ -18,7 +18,7 @@ What is judged on what (NCCL prints these; see nccl_net.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import hostlist
 
@@ -84,10 +84,13 @@ def summary(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
     return "; ".join(parts)
 
 
-def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[str, Any]) -> list[Finding]:
+def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[str, Any],
+          nodes: Sequence[str] = ()) -> list[Finding]:
+    """`nodes`: the nodes whose ranks' own whole logs were read (a live run): one whose log says nothing of
+    the network is not judged, by name. A captured excerpt passes none: it may have elided a host's lines."""
     out: list[Finding] = []
     if expect.get("net") is not None:
-        out.append(_net(hosts, env, str(expect["net"])))
+        out.append(_net(hosts, env, str(expect["net"]), nodes))
     if expect.get("gdr") is not None:
         out.append(_gdr(hosts, env, bool(expect["gdr"])))
     if expect.get("nics") is not None:
@@ -120,7 +123,7 @@ def _net_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str], got: str)
     return "the usual culprit: a network plugin (NCCL_NET_PLUGIN, libnccl-net.so) other than the one expected"
 
 
-def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str) -> Finding:
+def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str, nodes: Sequence[str]) -> Finding:
     wanted = family(want)
     bad: dict[str, list[str]] = {}   # host -> networks seen that are not the expected one
     good_channels: list[str] = []
@@ -146,6 +149,10 @@ def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str) -> Fin
         what = f" (only 'Using network' on {_hosts(chose_only)})" if chose_only else ""
         return Finding("NCCL", "network", None, f"not judged: {NO_CHANNELS}{what}: the log does not show traffic "
                        f"over the network", None, want)
+    silent = [n for n in dict.fromkeys(nodes) if n not in hosts or not (hosts[n].nets_used or hosts[n].networks)]
+    if silent:  # a node whose log says nothing of the network is not shown to use it: never passed for the others
+        return Finding("NCCL", "network", None, f"not judged: no network line read from the NCCL log of {_hosts(silent)} "
+                       f"(channels via the network on {_hosts(good_channels)})", None, want)
     used = sorted({n for h in good_channels for n in hosts[h].nets_used})
     return Finding("NCCL", "network", True, f"channels via NET/{', NET/'.join(used)} on {_hosts(good_channels)}",
                    ", ".join(used), want)

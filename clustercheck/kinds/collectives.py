@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import fmean, median, pstdev
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from clustercheck import formulas, units
 from clustercheck.errors import SizeTooSmall, show
@@ -176,17 +176,17 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
     verdicts = evaluate(m, limits)
     if rules.multi_node and len(set(a.hosts)) > 1 and a.backend == "nccl":
-        verdicts += transport_verdicts(check.id, comm, rules)
+        verdicts += transport_verdicts(check.id, comm, rules, a.hosts)
     return m, verdicts
 
 
 TRANSPORT_KEYS = ("net", "gdr", "nics")
 
 
-def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> list[Verdict]:
+def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes: Sequence[str] = ()) -> list[Verdict]:
     """NCCL's transport between the item's nodes against the expectations net, gdr and nics, from its ranks'
     own logs (fabric/transport.py, as `clustercheck probe nccl-log` judges a capture). What the logs cannot
-    say is an error of the item, never a pass."""
+    say is an error of the item, never a pass: a node of `nodes` whose logs show no network included."""
     from clustercheck.errors import HarnessError
     from clustercheck.fabric.comm import merged_net
     from clustercheck.fabric.transport import judge as judge_transport
@@ -201,7 +201,7 @@ def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> lis
     hosts = merged_net([{"net": comm.get("net") or {}}])
     env = dict(comm.get("nccl_env") or {})
     out = []
-    for f in judge_transport(hosts, env, expect):
+    for f in judge_transport(hosts, env, expect, nodes):
         if f.passed is None:
             raise HarnessError(f"{check_id}: NCCL's {f.what} between nodes is {f.detail}")
         rule = Expectation(check_id, f.what, str(f.expected), rules.expect_origin, f.detail)
