@@ -16,8 +16,19 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 from clustercheck.errors import UserError, show
 
 MAX_DEPTH = 100  # nested collections; far beyond any suite, far below Python's recursion limit
+# Keys merge keys may copy into mappings, in all: a chain `&m2 {<<: *m1, k2: 1}`, `&m3 {<<: *m2, k3: 1}`, ...
+# copies 1 + 2 + ... + N keys, quadratic in the file (4,000 links: 132 KB, 18 s, 920 MB). Real merges copy
+# a few keys per use: an anchored block of 10 keys merged into 100 checks is 1,000 keys from ~2 KB.
+MERGE_KEYS_BASE = 10_000
+MERGE_KEYS_PER_CHAR = 2
 _MERGE = "tag:yaml.org,2002:merge"
 _VALUE = "tag:yaml.org,2002:value"  # the `=` key, which PyYAML reads as the string "="
+
+
+class SyntaxProblem(UserError):
+    """Text that is not YAML at all (a character YAML refuses, a bracket left open), as opposed to YAML
+    that cannot be built (a 5,000-digit number, 2001-02-30, a duplicate key): `--expect` reads the first
+    as plain text."""
 
 
 class Mapping(dict):
@@ -35,6 +46,8 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         self.depth = 0
         self.merged: dict[int, dict[str, tuple[Node, Node]]] = {}  # id(mapping node) -> its key/value pairs
+        self.size = len(stream)
+        self.merge_budget = MERGE_KEYS_BASE + MERGE_KEYS_PER_CHAR * self.size  # keys merges may still copy
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         self.depth += 1
@@ -106,7 +119,14 @@ def _pairs(loader: _Loader, node: MappingNode, merging: frozenset[int]) -> dict[
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark,
                     "a mapping merges itself (through an alias)", source.start_mark)
-            merged.update(_pairs(loader, source, merging | {id(source)}))
+            pairs = _pairs(loader, source, merging | {id(source)})
+            loader.merge_budget -= len(pairs)
+            if loader.merge_budget < 0:  # what is left to copy would grow faster than the file does
+                raise UserError(f"merge keys copy more keys than a file of {loader.size} characters can "
+                                f"mean (over {MERGE_KEYS_BASE} + {MERGE_KEYS_PER_CHAR} per character): a chain of "
+                                f"merges grows quadratically; merge fewer mappings", file=loader.name,
+                                line=key_node.start_mark.line + 1, key="<<")
+            merged.update(pairs)
     result = {**merged, **explicit}
     loader.merged[id(node)] = result
     return result
@@ -143,8 +163,8 @@ def loads(text: str, name: str) -> Any:
     except yaml.reader.ReaderError as exc:  # PyYAML checks every character before it parses
         line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
-        raise UserError(f"YAML syntax error: character {ascii(char)} is not allowed in YAML", file=name,
-                        line=line) from None
+        raise SyntaxProblem(f"YAML syntax error: character {ascii(char)} is not allowed in YAML", file=name,
+                            line=line) from None
     loader.name = name
     try:
         return loader.get_single_data()
@@ -152,7 +172,8 @@ def loads(text: str, name: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise UserError(f"YAML syntax error: {problem}", file=name, line=line) from None
+        error = SyntaxProblem if isinstance(exc, (yaml.scanner.ScannerError, yaml.parser.ParserError)) else UserError
+        raise error(f"YAML syntax error: {problem}", file=name, line=line) from None
     except yaml.YAMLError as exc:
         raise UserError(f"YAML error: {exc}", file=name) from None
     except RecursionError:  # a safety net below MAX_DEPTH (e.g. when called from deep in a stack)

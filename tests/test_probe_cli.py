@@ -62,6 +62,11 @@ def test_unparsable_input_is_one_line_exit_4():
 @pytest.mark.parametrize("args, text", [
     (["nvlink", "--input", "x", "--expect", "nvlinks_per_gpu=many"], "expected an integer"),
     (["nvlink", "--input", "x", "--expect", "nvlink_per_gpu=1"], "did you mean 'nvlinks_per_gpu'"),
+    # values PyYAML cannot build were a ValueError traceback, exit 1; an infinite ceiling was accepted
+    (["nvlink", "--input", "x", "--expect", "nodes=" + "1" * 5000], "--expect: nodes: YAML syntax error: cannot read"),
+    (["nvlink", "--input", "x", "--expect", "gpu_model=2001-02-30"], "cannot read '2001-02-30' as timestamp"),
+    (["nvlink", "--input", "x", "--expect", "gpu_temp_max_c=.inf"], "gpu_temp_max_c: expected a finite number, got inf"),
+    (["nvlink", "--input", "x", "--expect", "busbw_min={all_reduce: .nan}"], "all_reduce: expected a finite number"),
     (["nope"], "no probe 'nope'"),
     (["topo", "--input", "/no/such/file"], "cannot read"),
     (["all", "--input", "x"], "name the probe"),

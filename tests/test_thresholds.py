@@ -401,6 +401,21 @@ def test_a_per_collective_floor_naming_no_collective_is_refused_at_load(tmp_path
     assert str(info.value).startswith("p.yaml:4: expect.busbw_min: 'allreduce' is not a collective (one of all_reduce,")
 
 
+@pytest.mark.parametrize("value, message", [
+    ("{gpu_temp_max_c: .inf}", "4: expect.gpu_temp_max_c: expected a finite number, got inf"),
+    ("{busbw_min: {all_reduce: -.inf}}", "4: expect.busbw_min: all_reduce: expected a finite number, got -inf"),
+    ("{p2p_uniformity: .nan}", "4: expect.p2p_uniformity: expected a finite number, got nan"),
+    ("{nodes: 1" + "0" * 400 + "}", "4: expect.nodes: expected a number of sensible size, got <a number of about"),
+    ("{gpu_count: 1" + "0" * 400 + "}", "4: expect.gpu_count: expected a number of sensible size"),
+])
+def test_an_expectation_that_is_no_finite_number_is_refused_at_load(tmp_path: Path, value: str, message: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(f"platform: p\ndetect: {{gpu_count: 8}}\nexpect:\n  {value[1:-1]}\n")
+    with pytest.raises(UserError) as info:
+        load_profile(path, "p.yaml")
+    assert str(info.value).startswith("p.yaml:" + message), str(info.value)
+
+
 # -- defaults: per measure kind, overridden by check id; named limits; provenance -------------------
 
 from clustercheck.judging import derive  # noqa: E402

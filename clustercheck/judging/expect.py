@@ -7,6 +7,9 @@ import math
 import re
 from typing import Any
 
+from clustercheck.errors import UserError, show
+from clustercheck.units import fmt
+
 # key -> (accepted types, help). Nested `topology` keys are in TOPOLOGY_KEYS.
 EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_count": ((int,), "GPUs the inventory and topology must show"),
@@ -88,13 +91,12 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
             problem = _per_collective_problem(value)
             if problem:
                 raise f.error(key, problem)
-        elif key in _POSITIVE and not (math.isfinite(value) and value > 0):
-            raise f.error(key, f"expected {_POSITIVE[key]} above 0, got {value:g}")
         elif key == "fabric_ports" and not all(isinstance(v, str) and v for v in value):
             raise f.error(key, "expected a list of RDMA device or port names such as [mlx5_0, mlx5_3/1]")
-        for number in (value.values() if isinstance(value, dict) and key != "topology" else [value]):
-            if isinstance(number, (int, float)) and not isinstance(number, bool) and not number >= 0:
-                raise f.error(key, f"expected a number >= 0, got {number!r}")  # a negative floor judges nothing
+        for name, number in (value.items() if isinstance(value, dict) and key != "topology" else [("", value)]):
+            problem = _number_problem(key, number)
+            if problem:
+                raise f.error(key, f"{name}: {problem}" if name else problem)
         out[key] = value
     f.done()
     return out
@@ -106,39 +108,52 @@ _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|XGMI|PCIE)$")  # XGMI/PCIE:
 def _levels_problem(value: object) -> str | None:
     items = value if isinstance(value, list) else [value]
     bad = [v for v in items if not isinstance(v, str) or not _LEVEL.match(v)]
-    import reprlib
-
-    brief = reprlib.Repr()  # bounded: a YAML alias bomb must not become a gigabyte message
-    brief.maxlevel, brief.maxlist, brief.maxstring, brief.maxother = 2, 4, 40, 40
     return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS) or AMD link types " \
-           f"(XGMI, PCIE), got " \
-           f"{brief.repr(bad[0])}" if bad else None
+           f"(XGMI, PCIE), got {show(bad[0], 40)}" if bad else None
+
+
+def _number_problem(key: str, number: object) -> str | None:
+    """Why a numeric expectation cannot judge anything: too large for a float, not finite (an infinite
+    temperature ceiling passes every GPU), negative (a negative floor passes everything), or 0 where
+    the key needs a positive number (a line rate of 0 would pass anything). None for other types."""
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return None
+    try:
+        value = float(number)
+    except OverflowError:  # an integer of hundreds of digits: no float, and no comparison worth making
+        return f"expected a number of sensible size, got {show(number)}"
+    if key in _POSITIVE:
+        return None if math.isfinite(value) and value > 0 else f"expected {_POSITIVE[key]} above 0, got {fmt(value)}"
+    if not math.isfinite(value):
+        return f"expected a finite number, got {fmt(value)}"
+    return None if value >= 0 else f"expected a number >= 0, got {fmt(number)}"
 
 
 def parse_expect_args(items: list[str]) -> dict[str, Any]:
     """--expect KEY=VALUE (VALUE read as YAML, dotted keys nest: topology.gpu_gpu=NV18) -> checked mapping."""
-    import yaml
-
-    from clustercheck.errors import UserError
+    from clustercheck import yamlfile
 
     raw: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UserError(f"--expect {item!r}: expected KEY=VALUE, e.g. nvlinks_per_gpu=18")
-        try:
-            parsed = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
-            parsed = value
+            raise UserError(f"--expect {show(item)}: expected KEY=VALUE, e.g. nvlinks_per_gpu=18")
+        try:  # the suites' loader: a number or date PyYAML cannot build, or an alias bomb, is one line
+            parsed = yamlfile.loads(value, "--expect") if value else ""
+        except yamlfile.SyntaxProblem:
+            parsed = value  # not YAML at all ([H100): the text as given
+        except UserError as exc:
+            raise UserError(exc.message, file="--expect", key=key) from None
+        if isinstance(parsed, yamlfile.Mapping):
+            parsed = dict(parsed)  # "--expect: key: ...", not "--expect:1:" (one line of text; no file)
         node = raw
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise UserError(f"--expect {item!r}: {part} is not a mapping")
+                raise UserError(f"--expect {show(item)}: {show(part)} is not a mapping")
         node[parts[-1]] = parsed
     return check_expect(raw, "--expect", "") if raw else {}
-
 
 
 def _per_collective_problem(value: dict[Any, Any]) -> str | None:
@@ -147,7 +162,7 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
 
     for name, floor in value.items():
         if name not in NCCL_TESTS_COLLECTIVES:
-            return f"{str(name)[:40]!r} is not a collective (one of {', '.join(NCCL_TESTS_COLLECTIVES)})"
-        if isinstance(floor, bool) or not isinstance(floor, (int, float)):
-            return f"{name}: expected a number of GB/s, got {str(floor)[:40]!r}"
+            return f"{show(name, 40)} is not a collective (one of {', '.join(NCCL_TESTS_COLLECTIVES)})"
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)):  # the type first: str() of a list
+            return f"{name}: expected a number of GB/s, got {show(floor, 40)}"  # nested by aliases is gigabytes
     return None
