@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from clustercheck.counters import Snapshot, delta, judge
-from clustercheck.judging.windows import verdicts
+from clustercheck.errors import HarnessError
+from clustercheck.judging.windows import item_verdicts, verdicts
 from clustercheck.counters.nvml_counters import read
 from clustercheck import nvml
 from nvml_capture import failing, h100_node, in_process, link_failing
 
 GPU_IS_LOST, UNKNOWN, LIBRARY_NOT_FOUND, NOT_SUPPORTED = 15, 999, 12, 3  # nvml.h return codes
+INVALID_ARGUMENT, FUNCTION_NOT_FOUND = 2, 13
 
 
 def counted(node: dict[str, Any]) -> dict[str, Any]:
@@ -100,3 +102,50 @@ def test_a_link_without_a_state_does_not_hide_the_errors_of_the_links_after_it(m
     j = judge(delta(before, snap(monkeypatch, node, 60.0)))
     assert [(f.increase.name, f.increase.device, f.increase.amount) for f in j.failed] == [
         ("nvlink.replay", f"{gpu0} link 7", 500)]
+
+
+def gpu_name(node: dict[str, Any], i: int) -> str:
+    return f"GPU{i} ({node['gpus'][i]['bus_id'][4:].lower()})"
+
+
+def test_an_nvlink_counter_nvml_will_not_read_is_not_judged_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Link 4 of GPU1 answers NOT_SUPPORTED to its error counters: they used to be left out with no note, and
+    the window passed; the item is now an error naming each counter and the link."""
+    node = link_failing(counted(h100_node()), 1, 4, "nvmlDeviceGetNvLinkErrorCounter", NOT_SUPPORTED)
+    j = judge(delta(snap(monkeypatch, node, 0.0), snap(monkeypatch, node, 60.0)))
+    gpu1 = gpu_name(node, 1)
+    assert {(e.counter, e.device) for e in j.harness_errors} == {
+        (f"nvlink.{n}", f"{gpu1} link 4") for n in ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")}
+    with pytest.raises(HarnessError) as raised:
+        item_verdicts("burn", {"gpu-node": j}, ["gpu-node"])
+    assert str(raised.value) == (
+        f"burn: counters of gpu-node could not be judged: not judged: nvlink.replay, nvlink.recovery, "
+        f"nvlink.crc_flit, nvlink.crc_data, nvlink.ecc_data on {gpu1} link 4 (nvmlDeviceGetNvLinkErrorCounter: "
+        f"NVML_ERROR_NOT_SUPPORTED (Not Supported))")
+
+
+def test_a_gpu_without_ecc_is_a_note_and_one_ecc_count_missing_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    node = counted(h100_node())
+    del node["gpus"][2]["ecc"]  # both counts NOT_SUPPORTED: the GPU has no ECC (or it is off)
+    node["gpus"][5]["ecc"]["uncorrected"] = None  # one count NOT_SUPPORTED beside the other: a failed read
+    before = snap(monkeypatch, node, 0.0)
+    assert f"{gpu_name(node, 2)}: nvmlDeviceGetTotalEccErrors not supported (no ECC, or ECC off)" in before.notes
+    j = judge(delta(before, snap(monkeypatch, node, 60.0)))
+    assert [(e.counter, e.device) for e in j.harness_errors] == [("gpu.ecc.uncorrected", gpu_name(node, 5))]
+    assert j.notes == before.notes  # carried through Delta and Judgement
+    with pytest.raises(HarnessError, match=rf"not judged: gpu\.ecc\.uncorrected on GPU5 \(0000:[0-9a-f:.]+\) "
+                                           r"\(nvmlDeviceGetTotalEccErrors: NVML_ERROR_NOT_SUPPORTED"):
+        item_verdicts("burn", {"gpu-node": j}, ["gpu-node"])
+
+
+@pytest.mark.parametrize("code, name", [(INVALID_ARGUMENT, "NVML_ERROR_INVALID_ARGUMENT"),
+                                        (FUNCTION_NOT_FOUND, "NVML_ERROR_FUNCTION_NOT_FOUND")])
+def test_ecc_nvml_answers_with_invalid_argument_or_function_not_found_is_not_judged_never_a_note(
+        monkeypatch: pytest.MonkeyPatch, code: int, name: str) -> None:
+    """Both used to read as "not supported", a note, so the GPU's ECC was left out of the window unsaid."""
+    node = failing(counted(h100_node()), 4, "nvmlDeviceGetTotalEccErrors", code)
+    r = read(in_process(monkeypatch, node))
+    assert not any("nvmlDeviceGetTotalEccErrors" in n for n in r.notes)
+    assert {e.text().split(" (")[0] for e in r.errors} == {
+        f"not judged: gpu.ecc.{k} on GPU4" for k in ("corrected", "uncorrected")}
+    assert all(name in e.error and e.device == gpu_name(node, 4) for e in r.errors)

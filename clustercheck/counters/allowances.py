@@ -141,6 +141,7 @@ class Judgement:
     seconds: float
     findings: tuple[Finding, ...]
     errors: tuple[ReadError, ...]
+    notes: tuple[str, ...] = ()  # what the node has not got, so not judged and not an error (Delta.notes)
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -153,7 +154,8 @@ class Judgement:
 
     @property
     def harness_errors(self) -> tuple[ReadError, ...]:
-        """Unreadable, saturated or reset counters and lost log lines: the window cannot be judged."""
+        """Unreadable, saturated or reset counters and lost log lines: the window cannot be judged (for a
+        ReadError naming its counter, that counter is `not judged`)."""
         return tuple(e for e in self.errors if e.kind != "vanished")
 
 
@@ -163,4 +165,4 @@ def judge(d: Delta, allowances: Mapping[str, Allowance] | None = None) -> Judgem
     for inc in d.increases:
         allowance = allowance_for(inc.name, rules)
         findings.append(Finding(inc, allowance, allowance.allowed(d.seconds)))
-    return Judgement(d.host, d.seconds, tuple(findings), d.errors)
+    return Judgement(d.host, d.seconds, tuple(findings), d.errors, d.notes)

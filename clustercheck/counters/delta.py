@@ -36,6 +36,7 @@ class Delta:
     seconds: float
     increases: tuple[Increase, ...]
     errors: tuple[ReadError, ...]
+    notes: tuple[str, ...] = ()  # what the node has not got to read (no ECC, no IB), from either snapshot
 
 
 def delta(before: Snapshot, after: Snapshot) -> Delta:
@@ -67,7 +68,8 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             errors.append(ReadError(new.name.split(".")[0], new.device, new.name,
                                     f"appeared during the window at {new.value} (not read before it)", "vanished"))
     increases += _kernel(after.kernel)
-    return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors))
+    return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
+                 tuple(dict.fromkeys(before.notes + after.notes)))
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:

@@ -55,6 +55,8 @@ class ReadError:
 
     def text(self) -> str:
         on = f" on {self.device}" if self.device else ""
+        if self.counter and self.kind == "unreadable":  # one counter the window could not judge: its name first
+            return f"not judged: {self.counter}{on} ({self.what}: {self.error})"
         return f"{self.reader}{on}: {self.what}: {self.error}"
 
 

@@ -1,8 +1,13 @@
 """GPU error counters from NVML (pynvml): volatile ECC counts, row remapping (Ampere and later), retired
 pages (before Ampere) and NVLink error counters per link (NVML API reference: nvmlDeviceGetTotalEccErrors,
-nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPages, nvmlDeviceGetNvLinkErrorCounter). A query the GPU
-does not offer (NOT_SUPPORTED: ECC off, no row remapper) is a note; any other failure is a ReadError
-naming the GPU and the call, and a GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`."""
+nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPages, nvmlDeviceGetNvLinkErrorCounter).
+
+What the GPU does not have is a note: NOT_SUPPORTED for every counter of a feature (both ECC counts: a
+GPU without ECC, or with ECC off; the row remapper before Ampere; page retirement from Ampere on, which
+remaps rows instead). Any other counter NVML would not read is a ReadError naming that counter and its
+GPU or link, so the window is `not judged` for it, never clean: NOT_SUPPORTED for part of a feature or for
+an NVLink error counter of a link the GPU has, INVALID_ARGUMENT, FUNCTION_NOT_FOUND (an older library), or
+any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`."""
 
 from __future__ import annotations
 
@@ -37,10 +42,17 @@ def read(nv: Any = None) -> Reading:
         nv.nvmlShutdown()
 
 
+# The counters a feature's calls read: NOT_SUPPORTED for all of them says the GPU lacks the feature
+FEATURES = {"gpu.ecc": ("no ECC, or ECC off", 2), "gpu.remap": ("no row remapper: before Ampere", 4),
+            "gpu.retired_pages": ("no page retirement: Ampere and later remap rows", 3)}
+_UNSUPPORTED, _LOST = "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_GPU_IS_LOST"
+
+
 def _read(nv: Any) -> Reading:
     r = _Reader(nv)
     counters: list[Counter] = []
     notes: list[str] = []
+    errors: list[ReadError] = []
     status, count = r.call("nvmlDeviceGetCount")
     for i in range(count if status == "ok" else 0):
         status, h = r.call("nvmlDeviceGetHandleByIndex", i, gpu=i)
@@ -49,47 +61,54 @@ def _read(nv: Any) -> Reading:
         status, pci = r.call("nvmlDeviceGetPciInfo", h, gpu=i)
         bus = bus_id(_text(pci.busId)) if status == "ok" else ""
         gpu = f"GPU{i} ({bus})" if bus else f"GPU{i}"
+        unsupported: list[ReadError] = []  # NOT_SUPPORTED: a feature absent, or counters not judged
 
-        def get(fn: str, *args: Any) -> Any:
-            status, value = r.call(fn, h, *args, gpu=i, bus=bus, optional=True)
-            if status == "absent" and f"{gpu}: {fn} not supported" not in notes:
-                notes.append(f"{gpu}: {fn} not supported")
-            return value if status == "ok" else None
+        def get(fn: str, names: tuple[str, ...], *args: Any, device: str = gpu) -> Any:
+            """fn's answer; None, with each of `names` (the counters it would give) left unjudged, when
+            NVML gives none."""
+            try:
+                return getattr(nv, fn)(h, *args)
+            except nv.NVMLError as exc:
+                name = error_name(nv, exc)
+                why = f"{name} ({exc})"
+                if name == _LOST:
+                    errors.append(ReadError("nvml", gpu, fn, why, "vanished"))
+                else:
+                    (unsupported if name == _UNSUPPORTED else errors).extend(
+                        ReadError("nvml", device, fn, why, counter=n) for n in names)
+                return None
 
         for kind, err in (("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
                           ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-            value = get("nvmlDeviceGetTotalEccErrors", err, nv.NVML_VOLATILE_ECC)
+            value = get("nvmlDeviceGetTotalEccErrors", (f"gpu.ecc.{kind}",), err, nv.NVML_VOLATILE_ECC)
             if value is not None:
                 counters.append(Counter(f"gpu.ecc.{kind}", gpu, int(value)))
-        rows = get("nvmlDeviceGetRemappedRows")
+        remap = tuple(f"gpu.remap.{n}" for n in ("correctable", "uncorrectable", "pending", "failure"))
+        rows = get("nvmlDeviceGetRemappedRows", remap)
         if rows is not None:
-            for name, value in zip(("correctable", "uncorrectable", "pending", "failure"), rows):
-                counters.append(Counter(f"gpu.remap.{name}", gpu, int(value)))
+            counters += [Counter(name, gpu, int(value)) for name, value in zip(remap, rows)]
         for name, cause in (("sbe", nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
                             ("dbe", nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)):
-            pages = get("nvmlDeviceGetRetiredPages", cause)
+            pages = get("nvmlDeviceGetRetiredPages", (f"gpu.retired_pages.{name}",), cause)
             if pages is not None:
                 counters.append(Counter(f"gpu.retired_pages.{name}", gpu, len(pages)))
-        pending = get("nvmlDeviceGetRetiredPagesPendingStatus")
+        pending = get("nvmlDeviceGetRetiredPagesPendingStatus", ("gpu.retired_pages.pending",))
         if pending is not None:
             counters.append(Counter("gpu.retired_pages.pending", gpu, int(pending)))
-        counters += _links(nv, r, h, i, bus, gpu)
-    errors = tuple(ReadError("nvml", f"GPU{f.gpu}" + (f" ({f.bus_id})" if f.bus_id else "") if f.gpu is not None
-                             else "", f.call, f"{f.error} ({f.message})" if f.message else f.error,
-                             "vanished" if f.error == "NVML_ERROR_GPU_IS_LOST" else "unreadable")
-                   for f in r.faults)
-    return Reading(tuple(counters), (), errors, tuple(notes))
-
-
-def _links(nv: Any, r: _Reader, h: Any, i: int, bus: str, gpu: str) -> list[Counter]:
-    """NVLink error counters of every link the GPU has, as nvml.py counts them (a link without a state,
-    down or disabled, does not hide the links after it); none on PCIe-only GPUs. A GPU that stopped
-    answering has its fault kept by the reader, which explains every counter of it."""
-    out: list[Counter] = []
-    for link, _ in r.present_links(h, i, bus) or ():
-        for counter, name in enumerate(NVLINK_COUNTERS):
-            status, value = r.call("nvmlDeviceGetNvLinkErrorCounter", h, link, counter, gpu=i, bus=bus,
-                                   optional=True)
-            if status == "ok":
-                out.append(Counter(f"nvlink.{name}", f"{gpu} link {link}", int(value)))
-    return out
+        for link, _ in r.present_links(h, i, bus) or ():  # as nvml.py counts them: a link without a state
+            for counter, name in enumerate(NVLINK_COUNTERS):  # (disabled) does not hide the links after it
+                value = get("nvmlDeviceGetNvLinkErrorCounter", (f"nvlink.{name}",), link, counter,
+                            device=f"{gpu} link {link}")
+                if value is not None:
+                    counters.append(Counter(f"nvlink.{name}", f"{gpu} link {link}", int(value)))
+        for family, (meaning, size) in FEATURES.items():
+            absent = [e for e in unsupported if e.counter.startswith(family + ".")]
+            if len(absent) == size:  # the whole feature: what this GPU is, not a failed read
+                notes += [f"{gpu}: {fn} not supported ({meaning})" for fn in dict.fromkeys(e.what for e in absent)]
+                unsupported = [e for e in unsupported if e not in absent]
+        errors += unsupported
+    errors += [ReadError("nvml", f"GPU{f.gpu}" + (f" ({f.bus_id})" if f.bus_id else "") if f.gpu is not None
+                         else "", f.call, f"{f.error} ({f.message})" if f.message else f.error,
+                         "vanished" if f.error == _LOST else "unreadable")
+               for f in r.faults]
+    return Reading(tuple(counters), (), tuple(dict.fromkeys(errors)), tuple(notes))  # a lost GPU: once

@@ -39,7 +39,42 @@ def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: 
         if window is None or isinstance(window, str):
             raise HarnessError(f"{check_id}: {window or f'no counter window for {node}'}")
         if window.harness_errors:
-            raise HarnessError(f"{check_id}: counters of {node} could not be judged: "
-                               f"{'; '.join(e.text() for e in window.harness_errors[:3])}")
+            raise HarnessError(f"{check_id}: counters of {node} could not be judged: {why_not(window)}")
         out += verdicts(window, check_id)
     return out
+
+
+def why_not(j: Judgement) -> str:
+    """A window's harness errors in words: every counter not judged, by name (`not judged: nvlink.replay,
+    nvlink.recovery on GPU0 (0000:18:00.0) links 2, 7-9 (...)`: links of one GPU with the same counters
+    and reason together), up to three other errors, and what failed in the same window, which the error
+    must not hide."""
+    per_device: dict[tuple[str, str], list[str]] = {}
+    other: list[str] = []
+    for e in j.harness_errors:
+        if e.counter and e.kind == "unreadable":
+            per_device.setdefault((e.device, f"{e.what}: {e.error}"), []).append(e.counter)
+        else:
+            other.append(e.text())
+    grouped: dict[tuple[str, tuple[str, ...], str], list[int]] = {}
+    for (device, why), names in per_device.items():
+        base, sep, link = device.partition(" link ")
+        links = grouped.setdefault((base if sep and link.isdigit() else device, tuple(names), why), [])
+        links += [int(link)] if sep and link.isdigit() else []
+    parts = other[:3] + ([f"and {len(other) - 3} more"] if len(other) > 3 else [])
+    for (device, names, why), links in grouped.items():
+        where = f"{device} link{'s' if len(links) > 1 else ''} {_spans(links)}" if links else device
+        parts.append(f"not judged: {', '.join(names)}{f' on {where}' if where else ''} ({why})")
+    parts += [f"failed: {f.text(j.seconds)}" for f in j.failed] + [f"failed: {e.text()}" for e in j.vanished]
+    return "; ".join(parts)
+
+
+def _spans(numbers: list[int]) -> str:
+    """2, 7-9 for [2, 7, 8, 9]."""
+    out: list[str] = []
+    for n in sorted(set(numbers)):
+        if out and n == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out)

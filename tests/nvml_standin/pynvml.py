@@ -144,10 +144,11 @@ class _Library:
         return _SUCCESS
 
     # Counters and the burn watch (clustercheck.counters, clustercheck.measure.burn). Per GPU, optional:
-    # "ecc": {"corrected", "uncorrected"} (volatile counts), "remap": [correctable, uncorrectable, pending,
-    # failure], "retired": {"sbe", "dbe", "pending"}, "nvlink_errors": {"<link>": [replay, recovery, crc_flit,
-    # crc_data, ecc_data]} (links not named count 0), "watch": {"temp", "sm_mhz", "mem_mhz", "max_sm_mhz",
-    # "power_mw", "reasons"}. A key the GPU lacks answers NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature.
+    # "ecc": {"corrected", "uncorrected"} (volatile counts; None: NOT_SUPPORTED for that type alone), "remap":
+    # [correctable, uncorrectable, pending, failure], "retired": {"sbe", "dbe", "pending"}, "nvlink_errors":
+    # {"<link>": [replay, recovery, crc_flit, crc_data, ecc_data]} (links not named count 0), "watch": {"temp",
+    # "sm_mhz", "mem_mhz", "max_sm_mhz", "power_mw", "reasons"}. A key the GPU lacks answers
+    # NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature.
 
     def _value(self, handle: Any, fn: str, key: str) -> tuple[int, Any]:
         i = self._gpu(handle)
@@ -160,7 +161,9 @@ class _Library:
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: Any, counter_type: Any, count: Any) -> int:
         code, ecc = self._value(handle, "nvmlDeviceGetTotalEccErrors", "ecc")
         if not code:
-            count._obj.value = ecc["corrected" if error_type.value == 0 else "uncorrected"]
+            if (value := ecc["corrected" if error_type.value == 0 else "uncorrected"]) is None:
+                return _NOT_SUPPORTED  # one error type NVML will not count
+            count._obj.value = value
         return code
 
     def nvmlDeviceGetRemappedRows(self, handle: Any, corr: Any, unc: Any, pending: Any, failure: Any) -> int:
