@@ -307,6 +307,8 @@ def test_group_outcomes_fail_a_group_with_a_silent_rank_and_keep_the_others() ->
     out = group_outcomes([[0, 1], [2, 3], [4, 5]], answers, all_reduce_busbw)
     assert out[1] is None and out[2] is False  # rank 3 said nothing; rank 5 summed wrong
     assert out[0] == pytest.approx((1 << 20) / 0.002 / 1e9)  # mean time over ranks, factor 2(n-1)/n = 1
+    broken = {0: answer(0.004), 1: answer(-0.001)}  # a mean of 1.5 ms: it read as a fine group before
+    assert group_outcomes([[0, 1]], broken, all_reduce_busbw) == [None]
 
 
 def test_scope_localize_items_from_measured_groups():
