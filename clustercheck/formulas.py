@@ -6,6 +6,7 @@ buffers really moved and t the time per operation, averaged across ranks *before
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import fmean
 
@@ -31,7 +32,10 @@ def mean_time(per_rank_seconds: list[float]) -> float:
 
 
 def bandwidths(collective: str, nbytes: int, per_rank_seconds: list[float]) -> tuple[float, float, float]:
-    """(mean time in s, algbw GB/s, busbw GB/s) from each rank's time per operation."""
+    """(mean time in s, algbw GB/s, busbw GB/s) from each rank's time per operation; all NaN when a rank's
+    time is not a positive number (a broken timer), which a mean over the others would hide."""
+    if not all(math.isfinite(s) and s > 0 for s in per_rank_seconds):
+        return math.nan, math.nan, math.nan
     t = mean_time(per_rank_seconds)
     alg = algbw_gbs(nbytes, t)
     return t, alg, alg * busbw_factor(collective, len(per_rank_seconds))

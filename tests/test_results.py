@@ -70,6 +70,8 @@ def test_a_placement_that_measured_nothing_is_the_headline_never_hidden_behind_t
     assert not evaluate(m, {"busbw": busbw})[0].passed
     m = reduce_collective("all_gather", [rank(1e-3, math.nan), rank(1e-3, math.nan)], ["h0", "h1"], 1 << 20)
     assert math.isnan(m.metrics["time_us"])  # max() kept the first row against a NaN
+    m = reduce_collective("all_gather", [rank(1e-3, 4e-3), rank(1e-3, -1e-3)], ["h0", "h1"], 1 << 20)
+    assert math.isnan(m.metrics["busbw"])  # a negative rank time: the mean of 1.5 ms read as a bandwidth before
 
 
 def test_wrong_is_summed_over_ranks_per_row_and_over_rows_in_the_metric():
