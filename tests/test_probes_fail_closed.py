@@ -190,3 +190,32 @@ def test_without_the_bus_id_query_the_verdicts_stand_by_index(tmp_path, monkeypa
     dispatching_stand_in(tmp_path, monkeypatch, {"nvlink": body})  # the query exits 9
     outcome = run_live(get("nvlink"), {})
     assert outcome.outcome == "passed" and outcome.verdicts[0].subject == "GPU7"
+
+
+def test_a_gpu_whose_pcie_link_is_down_or_unreadable_in_sysfs_is_never_passed(tmp_path, monkeypatch):
+    """The live pcie-link probe over a sysfs tree as the kernel lays it out (one directory per device, each
+    link attribute a file): a GPU at x0 passed as an empty slot, and one without a readable width was left out."""
+    from clustercheck.probes import pcie_link
+
+    def device(bdf: str, cls: str, width: str | None, speed: str = "32.0 GT/s PCIe") -> None:
+        d = tmp_path / bdf
+        d.mkdir()
+        files = {"class": cls, "vendor": "0x10de", "device": "0x2330", "current_link_speed": speed,
+                 "max_link_speed": "32.0 GT/s PCIe", "current_link_width": width, "max_link_width": "16"}
+        for name, value in files.items():
+            if value is not None:
+                (d / name).write_text(value + "\n")
+
+    device("0000:18:00.0", "0x030200", "16")
+    device("0000:2a:00.0", "0x030200", "0", speed="Unknown")  # present, its link down
+    device("0000:3a:00.0", "0x030200", None)  # current_link_width unreadable
+    device("0000:4a:00.0", "0x020000", "16", speed="Unknown")  # a NIC whose speed reads as no generation
+    (tmp_path / "0000:00:01.0").mkdir()  # a virtual device: no link attributes at all, not a PCIe link
+    (tmp_path / "0000:00:01.0" / "class").write_text("0x030000\n")
+    monkeypatch.setattr(pcie_link, "SYSFS", tmp_path)
+    found = {v.subject: (v.passed, v.judged, v.detail) for v in run_live(pcie_link.PROBE, {}).verdicts}
+    assert found["0000:18:00.0"][:2] == (True, True)
+    assert found["0000:2a:00.0"] == (False, True, "link down: x0 of x16 (class 0302 [10de:2330])")
+    assert found["0000:3a:00.0"][:2] == (False, False) and "current_link_width could not be read" in found["0000:3a:00.0"][2]
+    assert found["0000:4a:00.0"][:2] == (False, False) and "no PCIe generation" in found["0000:4a:00.0"][2]
+    assert "0000:00:01.0" not in found

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import evidence_lines
 
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
@@ -31,6 +31,8 @@ class PcieLink:
     width_current: int | None
     width_max: int | None
     gpu: bool
+    endpoint: bool = False  # a GPU or NIC read from sysfs: its link must be up (only a bridge's may be empty)
+    unread: str = ""  # the link attributes that could not be read (sysfs): nothing can be judged
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,21 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
     for link in links:
         measured = f"Gen{link.gen_current} x{link.width_current}"
         maximum = f"Gen{link.gen_max} x{link.width_max}"
+        device = link.gpu or link.endpoint
+        if link.unread:
+            out.append(not_judged(link.subject, "PCIe link", f"{link.unread} could not be read ({link.description})"))
+            continue
+        if link.width_current == 0 and device:  # the GPU or NIC is there, its link is not
+            out.append(ProbeVerdict(link.subject, "PCIe link", False, f"link down: x0 of x{link.width_max} "
+                                    f"({link.description})", measured, maximum))
+            continue
         if link.width_current == 0:
             out.append(ProbeVerdict(link.subject, "PCIe link", True, f"no link trained (x0 of x{link.width_max}): "
                                     f"empty slot or nothing attached ({link.description})", measured, maximum))
+            continue
+        if device and (link.gen_current is None or link.gen_max is None):
+            out.append(not_judged(link.subject, "PCIe link", f"the link speed reads as no PCIe generation "
+                                  f"({link.description})", measured, maximum))
             continue
         problems = []
         if link.width_current is not None and link.width_max is not None and link.width_current < link.width_max:
@@ -131,15 +145,25 @@ def collect() -> tuple[PcieLink, ...]:
         cls = int(_read(dev / "class") or "0", 16)
         if not (cls >> 16 in (0x03, 0x12) or cls >> 8 in (0x0200, 0x0207)):
             continue
-        speed_c, speed_m = _read(dev / "current_link_speed"), _read(dev / "max_link_speed")
-        width_c, width_m = _read(dev / "current_link_width"), _read(dev / "max_link_width")
-        if not (speed_c and speed_m and width_c and width_m):
+        attrs = {name: _read(dev / name) for name in _LINK_ATTRS}
+        if not any(attrs.values()):
             continue  # virtual devices have no PCIe link
-        out.append(PcieLink(dev.name, f"class {cls >> 8:04x} [{_read(dev / 'vendor')[2:]}:{_read(dev / 'device')[2:]}]",
-                            _gen(speed_c), _gen(speed_m), int(width_c), int(width_m), cls >> 16 in (0x03, 0x12)))
+        description = f"class {cls >> 8:04x} [{_read(dev / 'vendor')[2:]}:{_read(dev / 'device')[2:]}]"
+        widths = [_width(attrs[name]) for name in ("current_link_width", "max_link_width")]
+        unread = [name for name, value in attrs.items() if not value] + \
+            [name for name, w in zip(("current_link_width", "max_link_width"), widths) if attrs[name] and w is None]
+        out.append(PcieLink(dev.name, description, _gen(attrs["current_link_speed"]), _gen(attrs["max_link_speed"]),
+                            widths[0], widths[1], cls >> 16 in (0x03, 0x12), endpoint=True, unread=", ".join(unread)))
     if not out:
         raise ProbeSkip("no GPU or NIC with a PCIe link in /sys/bus/pci (virtual devices only)")
     return tuple(out)
+
+
+_LINK_ATTRS = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+
+
+def _width(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
 
 
 def _gen(speed: str) -> int | None:
