@@ -122,3 +122,59 @@ def test_live_kmsg_window_holds_a_line_written_inside_it() -> None:
     assert all(l.seq is not None and l.seq > cursor.seq for l in after)
     again, _, _ = window(later)
     assert not any(marker in l.text for l in again)
+
+
+def test_a_dmesg_window_whose_start_was_overwritten_is_lost_not_empty(tmp_path: Path) -> None:
+    """Read through dmesg, a cursor at 1843.0 s when the ring buffer now starts at 1843.308145 s used to
+    give the later lines and no error, where /dev/kmsg's sequence numbers say `lost`."""
+    capture = LOGS / "nvsentinel-155-fallen-off-bus-no-xid.txt"
+    dmesg = ("sed", "1,2d", str(capture))
+    after, cursor, errors = window(LogCursor("dmesg", None, 1843000000), tmp_path / "no-kmsg", dmesg)
+    assert after[0].kind == "gpu_lost" and cursor == LogCursor("dmesg", None, 1843439669)
+    assert [(e.kind, e.error) for e in errors] == [
+        ("lost", "the ring buffer now starts at 1843.308145 s, after the window's start at 1843.000000 s: lines "
+                 "logged between them may have been overwritten before they were read")]
+    assert window(LogCursor("dmesg", None, 1843308145), tmp_path / "no-kmsg", dmesg)[2] == ()  # its start is there
+    unstamped = tmp_path / "printk-time-off"  # printk.time=0: `dmesg -r` prints no timestamps
+    unstamped.write_text("<4>NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error\n")
+    after, _, errors = window(LogCursor("dmesg", None, 1843000000), tmp_path / "no-kmsg", ("cat", str(unstamped)))
+    assert after == () and "not judged: its records carry no timestamps" in errors[0].error
+    (tmp_path / "cleared").write_text("")  # dmesg --clear during the window
+    after, _, errors = window(LogCursor("dmesg", None, 1843000000), tmp_path / "no-kmsg",
+                              ("cat", str(tmp_path / "cleared")))
+    assert after == () and [e.kind for e in errors] == ["lost"]
+
+
+def as_dmesg(records: list[str]) -> str:
+    """/dev/kmsg records as `dmesg -r` prints the same ring buffer: `<prio>[seconds.micros] message`."""
+    out = []
+    for r in records:
+        prio, _, usec, rest = r.split(",", 3)
+        out.append(f"<{prio}>[{int(usec) // 1_000_000:5d}.{int(usec) % 1_000_000:06d}] {rest.split(';', 1)[1]}")
+    return "\n".join(out) + "\n"
+
+
+def test_a_window_opened_through_one_source_and_read_through_the_other_keeps_its_lines(tmp_path: Path) -> None:
+    """/dev/kmsg readable for one snapshot and not the other (or the reverse): the cursor has no sequence
+    number the read can use, and the Xid logged in the window used to be dropped (an empty window); it is
+    bounded by the timestamp both sources share."""
+    records = lines("gpud-kmsg-nvswitch-node.txt")
+    xid = "4,4011,57631500000,-;" + lines("gpud-pr1174-kmsg-xid-149-145-94.txt")[3]
+    kmsg, dmesg, empty = tmp_path / "kmsg", tmp_path / "dmesg", tmp_path / "empty"
+    empty.mkdir()
+
+    def src(through: str) -> Sources:
+        return Sources(pci=empty, ib=empty / "ib", thermal=empty, cpus=empty, cpuinfo=empty / "x", nvml=False,
+                       kmsg=kmsg if through == "kmsg" else tmp_path / "no-kmsg", dmesg=("cat", str(dmesg)))
+
+    for first, second in (("dmesg", "kmsg"), ("kmsg", "dmesg")):
+        write_kmsg(kmsg, records[:27])
+        dmesg.write_text(as_dmesg(records[:27]))
+        s0 = take(sources=src(first), host="n")
+        assert s0.cursor is not None and s0.cursor.source == first and s0.cursor.usec == 251895583
+        write_kmsg(kmsg, records + [xid])
+        dmesg.write_text(as_dmesg(records + [xid]))
+        s1 = take(s0, src(second), "n")
+        assert not s1.errors and len(s1.kernel) == 21 and s1.cursor is not None and s1.cursor.source == second
+        assert [f.text(0).split(" in ")[0] for f in judge(delta(s0, s1)).failed] == [
+            "kernel.xid.94 on 0000:9b:00 rose by 1 (0 -> 1)"], (first, second)

@@ -7,7 +7,9 @@ what came after it, so an event is blamed on the one check during which it was l
 scan blamed one event on every later test: ROCm/cvs PR #169). /dev/kmsg is read non-blocking (root, or
 kernel.dmesg_restrict=0); where it cannot be opened, `dmesg -r` (util-linux); where neither works the
 window is an error, never empty. Lines overwritten in the ring buffer before they were read are an
-error too (the first sequence number after the cursor is missing)."""
+error too (the first sequence number after the cursor is missing; through dmesg, the oldest line is later
+than the cursor). A cursor taken through the other source (kmsg, then dmesg, or the reverse) bounds the
+window by its timestamp, the clock both share; a window that cannot be bounded at all is an error."""
 
 from __future__ import annotations
 
@@ -129,21 +131,35 @@ def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] =
         except (OSError, subprocess.SubprocessError) as second:
             return (), cursor, (ReadError("kernel.log", "", str(kmsg), f"cannot read it ({first}) nor run "
                                           f"{' '.join(dmesg)} ({second})"),)
-    if source == "kmsg":
-        seqs = [l.seq for l in lines if l.seq is not None]
-        new = LogCursor("kmsg", max(seqs) if seqs else (cursor.seq if cursor else None),
-                        max((l.usec for l in lines if l.usec is not None), default=None))
-        if cursor is None or cursor.seq is None or cursor.source != "kmsg":
-            return (), new, ()
+    seqs = [l.seq for l in lines if l.seq is not None]
+    stamps = [l.usec for l in lines if l.usec is not None]
+    if source == "kmsg" and cursor is not None and cursor.source == "kmsg" and cursor.seq is not None:
+        new = LogCursor("kmsg", max(seqs, default=cursor.seq), max(stamps, default=cursor.usec))
         after = tuple(l for l in lines if l.seq is not None and l.seq > cursor.seq)
         errors: tuple[ReadError, ...] = ()
         if seqs and min(seqs) > cursor.seq + 1:
             errors = (ReadError("kernel.log", "", str(kmsg), f"records {cursor.seq + 1}..{min(seqs) - 1} were "
                                 "overwritten in the ring buffer before they were read", "lost"),)
         return after, new, errors
-    stamps = [l.usec for l in lines if l.usec is not None]
-    new = LogCursor("dmesg", None, max(stamps) if stamps else (cursor.usec if cursor else None))
-    if cursor is None or cursor.usec is None:
+    new = LogCursor(source, max(seqs) if seqs else None, max(stamps, default=cursor.usec if cursor else None))
+    if cursor is None:
         return (), new, ()
-    start = cursor.usec
-    return tuple(l for l in lines if l.usec is not None and l.usec > start), new, ()
+    # By time: dmesg has no sequence numbers, and a cursor taken through the other source (kmsg one snapshot,
+    # dmesg the next, or the reverse) has no sequence number this read can use; both stamp records with the
+    # same clock, microseconds since boot.
+    where = str(kmsg) if source == "kmsg" else " ".join(dmesg)
+    if not lines:  # dmesg --clear empties what dmesg prints: the window's lines, if any, are gone
+        return (), new, (ReadError("kernel.log", "", where, "no records at all: the ring buffer was cleared, so "
+                                   "lines logged in this window may be gone", "lost"),)
+    if cursor.usec is None or not stamps:  # printk.time=0, or a cursor from a read that found no record
+        why = f"the last snapshot's cursor ({cursor.source}) has no timestamp" if cursor.usec is None else \
+            "its records carry no timestamps"
+        return (), new, (ReadError("kernel.log", "", where, f"not judged: {why}, so the lines logged in this window "
+                                   "cannot be told from earlier ones"),)
+    after = tuple(l for l in lines if l.usec is not None and l.usec > cursor.usec)
+    if min(stamps) > cursor.usec:  # the record at the cursor is gone, and maybe later ones with it
+        return after, new, (ReadError("kernel.log", "", where, f"the ring buffer now starts at "
+                                      f"{min(stamps) / 1e6:.6f} s, after the window's start at {cursor.usec / 1e6:.6f} "
+                                      "s: lines logged between them may have been overwritten before they were read",
+                                      "lost"),)
+    return after, new, ()
