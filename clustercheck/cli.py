@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from clustercheck import __version__
+from clustercheck.argtypes import given, refuse_empty_paths
 from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit, for_verdict, table
 from clustercheck.paths import display
@@ -72,8 +73,10 @@ def _parser() -> argparse.ArgumentParser:
                          description="Compare two saved runs item by item (matched by check id and node/GPU/pair) "
                                      "and metric (those with a limit; its operator says whether higher or lower "
                                      "is better). Exit 1 when any metric got worse by the tolerance or more.")
-    cmp.add_argument("baseline", metavar="BASELINE", help="a run directory, its run.jsonl, or a run name under --out")
-    cmp.add_argument("current", nargs="?", metavar="RUN", help="the run to judge (default: OUT/latest)")
+    cmp.add_argument("baseline", metavar="BASELINE", type=given("BASELINE"),
+                     help="a run directory, its run.jsonl, or a run name under --out")
+    cmp.add_argument("current", nargs="?", metavar="RUN", type=given("RUN"),
+                     help="the run to judge (default: OUT/latest)")
     cmp.add_argument("--tolerance", type=_tolerance, default=0.05, metavar="T",
                      help="relative change that counts, as a fraction or percentage (default: 0.05 = 5%%)")
     cmp.add_argument("--out", type=Path, metavar="DIR", default=Path("clustercheck-out"),
@@ -102,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_k8s_parser(sub)
     add_agent_parser(sub)
+    refuse_empty_paths(p)  # `Path('')` is `.`: an empty path never means the working directory
     return p
 
 
@@ -150,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.BAD_INPUT
     except HarnessError as exc:  # a tool clustercheck drives (scontrol) failed: not the user's input
         print(f"clustercheck: error: {exc}", file=sys.stderr)
+        return Exit.ERROR
+    except Exception as exc:  # a bug of clustercheck's: a harness error (exit 3), never 1, which means the hardware
+        import traceback
+
+        traceback.print_exc()
+        print(f"clustercheck: internal error: {type(exc).__name__}: {exc} (a bug in clustercheck {__version__}; the "
+              f"traceback above belongs in its report)", file=sys.stderr)
         return Exit.ERROR
 
 
@@ -229,7 +240,7 @@ def _compare(args: argparse.Namespace) -> int:
     from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)
-    current = load_run(args.current if args.current else args.out / "latest", args.out)
+    current = load_run(args.current if args.current is not None else args.out / "latest", args.out)
     result = compare(baseline, current, args.tolerance)
     print(f"baseline {display(baseline.path.parent)} ({baseline.describe()})")
     print(f"run      {display(current.path.parent)} ({current.describe()})")

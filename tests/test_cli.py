@@ -144,3 +144,40 @@ def test_the_command_ends_at_once_once_torch_is_loaded_and_says_everything_first
     with pytest.raises(SystemExit) as exited:
         cli.entry()
     assert exited.value.code == 3
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "cpu-smoke", "--thresholds", ""), ("run", "cpu-smoke", "--out", ""), ("run", "cpu-smoke", "--sign", ""),
+    ("run", "cpu-smoke", "--topology", ""), ("platforms", "--thresholds", ""), ("probe", "env", "--thresholds", ""),
+    ("probe", "env", "--input", ""), ("report", ""), ("report", "r", "--out", ""), ("compare", "", "r"),
+    ("compare", "r", ""), ("compare", "r", "--out", ""), ("sign", "", "--key", "k"), ("sign", "r", "--key", ""),
+    ("verify", "", "--key", "k"), ("verify", "r", "--key", ""),
+    ("k8s", "render", "cpu-smoke", "--nodes", "2", "--image", "i", "--results-claim", ""),
+])
+def test_an_empty_path_is_refused_never_read_as_the_working_directory(
+        args: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    """`Path('')` is `.`: `--thresholds ''` searched the working directory for profiles, `compare r ''`
+    compared against OUT/latest. Every path flag (and positional) of every subcommand refuses it."""
+    from clustercheck.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    err = capsys.readouterr().err
+    assert exited.value.code == 4
+    assert len(err.strip().splitlines()) == 1 and "needs a value, got an empty one" in err, err
+
+
+def test_no_subcommand_declares_a_bare_path_type() -> None:
+    """refuse_empty_paths reaches every parser: a new `type=Path` option gets the check without asking."""
+    import argparse
+
+    from clustercheck.cli import _parser
+
+    def actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+        out = list(parser._actions)
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                out += [x for sub in a.choices.values() for x in actions(sub)]
+        return out
+
+    assert not [a.dest for a in actions(_parser()) if a.type is Path]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from clustercheck.argtypes import given, path
 from clustercheck.fabric.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
 from clustercheck.run.launch import LAUNCHERS
@@ -49,28 +50,12 @@ class Opt:
         return out
 
 
-def _given(option: str) -> Callable[[str], str]:
-    """A value that must not be empty: `--platform ''` is a mistake, not 'detect'."""
-    def check(text: str) -> str:
-        if not text.strip():
-            raise argparse.ArgumentTypeError(f"{option} needs a value, got an empty one")
-        return text
-    return check
-
-
-def _dir(option: str) -> Callable[[str], Path]:
-    """A directory option: `--out ''` would write into the working directory, so it is refused."""
-    def check(text: str) -> Path:
-        return Path(_given(option)(text))
-    return check
-
-
 RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("platform", "--platform", "threshold profile to judge against (a file name in --thresholds without "
-        ".yaml); default: detected from the hardware", type=_given("--platform")),
+        ".yaml); default: detected from the hardware", type=given("--platform")),
     Opt("thresholds", "--thresholds", "a directory of your own threshold profiles, searched before the shipped "
         "ones (repeatable; also $CLUSTERCHECK_THRESHOLDS, ':'-separated); a profile of the same name hides ours",
-        type=Path, metavar="DIR", repeat=True),
+        type=path("--thresholds"), metavar="DIR", repeat=True),
     Opt("ranks", "--ranks", "rank processes per node (default: one per GPU; 2 without GPUs); local ranks are "
         "capped by this machine's cores and memory unless --force", type=int, metavar="N"),
     Opt("force", "--cc-force", "run more local ranks than this machine's cores and memory hold (--ranks)",
@@ -78,7 +63,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("backend", "--backend", "torch.distributed backend (default: nccl with GPUs, gloo without)",
         default="auto", choices=("auto", "gloo", "nccl")),
     Opt("out", "--cc-out", "where each run writes its record and reports, in DIR/<time>-<platform>/ and "
-        "DIR/latest (default: clustercheck-out)", cli_flag="--out", default=Path("clustercheck-out"), type=_dir("--out"),
+        "DIR/latest (default: clustercheck-out)", cli_flag="--out", default=Path("clustercheck-out"), type=path("--out"),
         metavar="DIR"),
     Opt("launcher", "--launcher", "how ranks start: local (this machine), slurm (srun on every node of the "
         "allocation, inside salloc or sbatch), hosts (--hosts started with --host-command), join (--nodes node "
@@ -153,7 +138,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("topology", "--topology", "scope localize: the cluster's switch tree, a Slurm topology.conf, a .json "
         "mapping ({switch: {nodes: HOSTLIST, switches: [...]}}) or the word 'slurm' (what `scontrol show "
         "topology` says); the screening rings follow its leaf switches and a slow switch uplink can be named; "
-        "nodes of the run missing from it are an error (default: none)", metavar="FILE|slurm"),
+        "nodes of the run missing from it are an error (default: none)", metavar="FILE|slurm",
+        type=given("--topology")),
     Opt("repeat", "--repeat", "burn-in: run the suite N times in one session (pools kept); each result "
         "carries its repetition, and each item is summarised: pass ratio, min/median/max, trend", type=int,
         metavar="N"),
@@ -162,7 +148,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("sign", "--cc-sign", "sign the run's evidence with this Ed25519 private key (PEM from `openssl genpkey "
         "-algorithm ed25519`, or OpenSSH): attestation.json in the run directory, checked by `clustercheck verify`; "
         "the key is read (and a bad or group/world-readable one refused) before anything is measured; an "
-        "encrypted key's passphrase comes from $CLUSTERCHECK_KEY_PASSPHRASE", cli_flag="--sign", type=Path,
+        "encrypted key's passphrase comes from $CLUSTERCHECK_KEY_PASSPHRASE", cli_flag="--sign", type=path("--sign"),
         metavar="KEY"),
     Opt("faults", "--cc-inject-fault", "for testing clustercheck itself: make a rank hang, crash, raise or "
         "corrupt its result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last; #REP: only in "

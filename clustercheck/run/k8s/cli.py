@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from clustercheck.argtypes import given
 from clustercheck.errors import UserError
 from clustercheck.run.k8s import labels, manifests
 from clustercheck.run import gang
@@ -51,7 +52,7 @@ def add_parser(sub: Any) -> None:
                    help=f"how long agents and controller wait for each other (default {gang.JOIN_TIMEOUT:g})")
     r.add_argument("--taint", action="store_true",
                    help="in-cluster controller: taint failed nodes (adds a ClusterRole to get and patch nodes)")
-    r.add_argument("--results-claim", metavar="PVC",
+    r.add_argument("--results-claim", metavar="PVC", type=given("--results-claim"),  # '' is no claim: refused
                    help="in-cluster controller: a PersistentVolumeClaim for its run directory (default: an emptyDir; "
                         "the verdicts are in its log)")
 

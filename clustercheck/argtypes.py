@@ -1,0 +1,43 @@
+"""Argument types shared by every subcommand's parser (and the pytest plugin's options): a value that must
+not be empty, and a path that must not be empty. `Path('')` is `.`, so an empty path would silently mean
+the working directory: `--thresholds ''` searched it for profiles, `compare --out ''` looked for runs in it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Callable
+
+
+def given(option: str) -> Callable[[str], str]:
+    """A value that must not be empty: `--platform ''` is a mistake, not 'detect'."""
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{option} needs a value, got an empty one")
+        return text
+    return check
+
+
+def path(option: str) -> Callable[[str], Path]:
+    """A file or directory option: an empty one is refused, never read as the working directory."""
+    def check(text: str) -> Path:
+        return Path(given(option)(text))
+    return check
+
+
+def refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
+    """Every `type=Path` argument of `parser` and its subcommands' parsers refuses an empty value, each
+    named by its flag (or its metavar, for a positional): declared once here, so that no subcommand's
+    path option (probe --input, sign --key, ...) can miss it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                refuse_empty_paths(sub)
+        elif action.type is Path:
+            action.type = path(_name(action))
+
+
+def _name(action: Any) -> str:
+    if action.option_strings:
+        return str(max(action.option_strings, key=len))  # --input, not -i
+    return str(action.metavar or action.dest)
