@@ -347,10 +347,10 @@ def test_max_below_min_is_refused(tmp_path):
     assert_points_at(exc, tmp_path, 6, "checks[0].params.max_bytes")
 
 
-def test_sweep_with_too_many_sizes_is_refused(tmp_path):
+def test_sweep_past_the_size_limit_is_refused(tmp_path):
     exc = error_of(tmp_path, one_check(f"      min_bytes: 4\n      max_bytes: {1 << 70}\n"))
     assert exc.key == "checks[0].params.max_bytes"
-    assert "at most 64" in str(exc)
+    assert "above the 256GiB limit" in str(exc)  # before any sweep of 4 B .. 2**70 B (69 sizes) is made
 
 
 @pytest.mark.parametrize("timeout", ["0", "0.5", "86401", "-3"])
@@ -531,6 +531,36 @@ def test_values_nested_through_aliases_are_quoted_briefly(tmp_path, key):
     exc = error_of(tmp_path, one_check(f"      {key}: {laughs}\n"))
     assert_points_at(exc, tmp_path, 5, f"checks[0].params.{key}")
     assert len(str(exc)) < 400, str(exc)[:400]
+
+
+def gdsio_check(params: str) -> str:
+    return f"checks:\n  - id: g\n    measure: gdsio\n    params: {params}\n"
+
+
+@pytest.mark.parametrize("params, key, words", [
+    ("{io: [[write]]}", "io", "expected a list of write and/or read, e.g. [write, read], got [['write']]"),
+    ("{io: [{x: 1}]}", "io", "got [{'x': 1}]"),       # both a TypeError traceback (unhashable), exit 1
+    ("{size: 1000000000GiB}", "size", "size '1000000000GiB' is above the 256GiB limit"),  # was accepted
+    ("{size: 1000KiB}", "size", "whole MiB, got 1000KiB"),  # ran as gdsio -s 0M
+    ("{io_size: 1500}", "io_size", "whole KiB up to the file size (8GiB), got 1500B"),  # ran as -i 1K
+    ("{size: 1MiB, io_size: 2MiB}", "io_size", "up to the file size (1MiB), got 2MiB"),
+])
+def test_gdsio_params_that_cannot_run_as_written_are_refused(tmp_path, params, key, words):
+    exc = error_of(tmp_path, gdsio_check(params))
+    assert_points_at(exc, tmp_path, 4, f"checks[0].params.{key}")
+    assert str(exc).endswith(words), str(exc)
+
+
+def test_gdsio_params_as_written_are_kept(tmp_path):
+    params = load_suite(write(tmp_path, gdsio_check("{io: [read, write], size: 2GiB, io_size: 4KiB}"))).checks[0].params
+    assert (params["io"], params["size"], params["io_size"]) == (["write", "read"], 2 << 30, 4096)
+
+
+@pytest.mark.parametrize("kind, params", [("ib_write_bw", "{size: 1TiB}"), ("nvbandwidth", "{buffer_size: 300GiB}"),
+                                          ("nccl_tests", "{max_bytes: 99999999999999999999GiB}")])
+def test_every_kinds_size_is_bounded(tmp_path, kind, params):
+    exc = error_of(tmp_path, f"checks:\n  - id: k\n    measure: {kind}\n    params: {params}\n")
+    assert exc.line == 4 and "above the 256GiB limit" in str(exc), str(exc)
 
 
 @pytest.mark.parametrize("name", ["NCCL_ALGO\n", "A\nB"])

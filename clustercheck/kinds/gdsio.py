@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.errors import HarnessError, Skip
+from clustercheck import units
+from clustercheck.errors import HarnessError, Skip, show
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
@@ -27,11 +28,18 @@ _IO = {"write": "1", "read": "0"}  # gdsio -I: 0 read, 1 write
 
 def parse(f: Fields) -> dict[str, Any]:
     io = f.get("io", list, ["write", "read"])
-    if not io or any(x not in _IO for x in io) or len(set(io)) != len(io):
-        raise f.error("io", "expected a list of write and/or read, e.g. [write, read]")
+    # the type first: `[write] in _IO` hashes a list, a TypeError
+    if not io or any(not isinstance(x, str) or x not in _IO for x in io) or len(set(io)) != len(io):
+        raise f.error("io", f"expected a list of write and/or read, e.g. [write, read], got {show(io)}")
+    size, io_size = shared.size(f, "size", "8GiB"), shared.size(f, "io_size", "1MiB")
+    if size % (1 << 20):  # gdsio -s takes whole MiB here: 1000KiB would run as -s 0M
+        raise f.error("size", f"gdsio takes a file size of whole MiB, got {units.format_size(size)}")
+    if io_size % (1 << 10) or io_size > size:  # -i in whole KiB, within the file
+        raise f.error("io_size", f"gdsio takes an I/O size of whole KiB up to the file size "
+                                 f"({units.format_size(size)}), got {units.format_size(io_size)}")
     params = {"io": [x for x in ("write", "read") if x in io],  # a read reads what the write made
-              "size": shared.size(f, "size", "8GiB"),
-              "io_size": shared.size(f, "io_size", "1MiB"),
+              "size": size,
+              "io_size": io_size,
               "threads": f.get("threads", int, 8, check=between(1, 256)),
               "duration": f.get("duration", int, 10, check=between(1, 3600)),
               "gpus": f.get("gpus", int, None, check=between(1, 64)),
