@@ -52,6 +52,35 @@ def test_split_layout_errors_fail(scope, key, value, said):
     assert not v.passed and said in v.detail, v.detail
 
 
+@pytest.mark.parametrize("scope, key, named", [
+    ("Volatile", "SRAM Uncorrectable Parity", "ECC Errors/Volatile/SRAM Uncorrectable Parity"),
+    ("Aggregate", "DRAM Uncorrectable", "ECC Errors/Aggregate/DRAM Uncorrectable"),
+    ("Aggregate", "SRAM Threshold Exceeded", "ECC Errors/Aggregate/SRAM Threshold Exceeded"),
+])
+def test_one_na_counter_among_read_ones_is_not_judged_naming_gpu_and_counter(scope, key, named):
+    v = _verdict(_set(text(Q, A10G), scope, key, "N/A"))
+    assert v.word == "NOT JUDGED" and v.subject.startswith("GPU0 ") and named in v.detail, v.detail
+
+
+def test_a_remap_or_retired_page_counter_read_na_among_read_ones_is_not_judged():
+    raw = text(Q, H100)
+    remap = raw.replace("        Uncorrectable Error               : 0\n", "        Uncorrectable Error               : N/A\n")
+    assert remap != raw and "Remapped Rows/Uncorrectable Error" in _verdict(remap).detail
+    assert _verdict(remap).word == "NOT JUDGED"
+    pages = text(Q, "azure-8gpu-nvidia-smi-q-retired-pages-excerpt.txt")
+    line = "        Double Bit ECC                    : 0\n"
+    verdicts = ecc.judge(ecc.parse(pages.replace(line, line.replace(": 0", ": N/A"), 1)), {})
+    assert [v.word for v in verdicts if v.what == "ECC and row remap"][:2] == ["NOT JUDGED", "PASS"]
+
+
+def test_counters_the_gpu_does_not_have_stay_clean():
+    """A V100 prints N/A for its texture and single-bit CBU counters, which no rule here judges."""
+    raw = text(Q, "v100-sxm2-power9-nvidia-smi-q-traverse-partial.txt")
+    assert "Texture Memory      : N/A" in raw
+    (v,) = [v for v in ecc.judge(ecc.parse(raw), {}) if v.what == "ECC and row remap"]
+    assert v.passed and v.judged and v.detail == "clean (volatile ECC, aggregate ECC, retired pages)"
+
+
 def test_aggregate_sram_errors_name_where_they_were():
     raw = _set(text(Q, A10G), "Aggregate", "SRAM Uncorrectable SEC-DED", "2")
     raw = raw.replace("SRAM L2                       : 0", "SRAM L2                       : 2")

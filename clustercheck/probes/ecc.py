@@ -10,8 +10,10 @@ nvidia-smi prints SRAM uncorrectable errors in two layouts: one `SRAM Uncorrecta
 Uncorrectable SEC-DED` plus `SRAM Threshold Exceeded` (driver 535.247 on an A10G, NVIDIA/DCGM#232, and
 later drivers). Any counter whose name starts with "SRAM Uncorrectable" counts, so a third spelling still
 fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GPU instead of reading clean,
-and so does one that is no count ("-1", "2.5", "1e400"); a GPU section missing from the capture (fewer
-sections than the header's `Attached GPUs`) or listed twice fails the node.
+and so does one that is no count ("-1", "2.5", "1e400"); a counter a rule here judges that reads N/A while
+the rest of its section reads (one SRAM or DRAM count, a remap or retired-page field) is not judged, naming
+the GPU and counter: all N/A is a GPU without ECC, one N/A among numbers was not read. A GPU section missing
+from the capture (fewer sections than the header's `Attached GPUs`) or listed twice fails the node.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.probes import ecc_nvml, nvsmi
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 
 SRAM_CORRECTABLE_MAX = 10_000
 DRAM_MAX = 20_000_000
@@ -50,6 +52,13 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         problems, checked = _problems(g)
         if not checked and not problems:
             problems = ["no ECC counter readable while other GPUs here report them"]
+        unread = _judged_na(g)
+        if unread and not problems:
+            out.append(not_judged(g.label, "ECC and row remap", f"{', '.join(unread[:3])} read N/A while the other "
+                                  f"counters of {'their sections' if len(unread) > 1 else 'its section'} read: a "
+                                  f"counter not read is never clean", measured="N/A",
+                                  expected="no pending/failed remap"))
+            continue
         detail = "; ".join(problems) if problems else f"clean ({', '.join(checked)})"
         out.append(ProbeVerdict(g.label, "ECC and row remap", not problems, detail,
                                 measured="; ".join(problems) or "0 errors", expected="no pending/failed remap"))
@@ -107,6 +116,33 @@ def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
     if retired.get("Pending Page Blacklist", retired.get("Pending")) == "Yes":
         problems.append("a page retirement is pending (reset the GPU)")
     return problems, checked
+
+
+def _judged_ecc_key(scope: str, key: str) -> bool:
+    """The ECC Errors counters _problems judges: SRAM, DRAM, the threshold, pre-Ampere volatile double-bit.
+    The others (a V100's Texture Memory, single-bit CBU) are N/A by design on GPUs that lack them."""
+    return (key.startswith(("SRAM Uncorrectable", "DRAM")) or key in ("SRAM Correctable", "SRAM Threshold Exceeded")
+            or (scope == "Volatile" and key == "Double Bit/Total"))
+
+
+_JUDGED_FIELDS = {"Remapped Rows": ("Uncorrectable Error", "Pending", "Remapping Failure Occurred"),
+                  "Retired Pages": ("Single Bit ECC", "Double Bit ECC", "Pending Page Blacklist", "Pending")}
+
+
+def _judged_na(g: nvsmi.NvsmiGpu) -> list[str]:
+    """Counters a rule judges that read N/A in a section whose other counters read (a section all N/A is
+    a feature the GPU lacks): _problems skips N/A, so without this such a GPU passed as clean."""
+    out: list[str] = []
+    for scope in ("Volatile", "Aggregate"):
+        counts = g.under(f"ECC Errors/{scope}")
+        if any(v not in _UNSUPPORTED for v in counts.values()):
+            out += [f"ECC Errors/{scope}/{k}" for k, v in counts.items()
+                    if v in _UNSUPPORTED and _judged_ecc_key(scope, k)]
+    for section, keys in _JUDGED_FIELDS.items():
+        fields = g.under(section)
+        if any(v not in _UNSUPPORTED for v in fields.values()):
+            out += [f"{section}/{k}" for k in keys if fields.get(k) in _UNSUPPORTED]
+    return out
 
 
 def _is_count(value: str) -> bool:
