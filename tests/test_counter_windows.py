@@ -70,3 +70,45 @@ def test_a_profiles_counters_block_sets_allowances_and_a_mistake_names_file_line
     (tmp_path / "p.yaml").write_text(base + "  kernel.xid.43: {allow: lots, source: \"x\"}\n")
     with pytest.raises(UserError, match=r"p.yaml:4: counters.kernel.xid.43.allow: expected a count"):
         load_profile(tmp_path / "p.yaml")
+
+
+@pytest.mark.pool
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(KMSG, os.W_OK), reason="writing /dev/kmsg needs root")
+def test_a_check_that_ends_in_a_harness_error_closes_its_window_so_the_next_is_not_blamed(tmp_path: Path):
+    """Check b's answers fail verification (a forged result in the store, as tests/test_pool.py forges one):
+    a HarnessError, not a RankFailure. Its window used to stay open, so the Xid logged during b failed the
+    next check, c. Now b's window closes with the error, which names the Xid, and c's window is clean."""
+    from clustercheck.counters.allowances import Judgement
+    from clustercheck.errors import HarnessError
+    from clustercheck.judging.windows import item_verdicts
+    from clustercheck.kinds.base import CheckSpec
+    from clustercheck.run import wire
+    from clustercheck.run.options import Options
+    from clustercheck.run.pool import PoolKey
+    from clustercheck.run.pools import PoolManager
+    from clustercheck.run.runner import Layout, Runner
+    from test_pool import PARAMS, _client
+
+    pools = PoolManager(tmp_path / "logs")
+    try:
+        pool = pools.get(PoolKey("gloo", 2))
+        host = pool.ranks[0]["host"]
+        options = Options(None, [], 2, "gloo", tmp_path / "out", faults={"b": ("hang", 1, None)}, counters=True)
+        runner = Runner(pools, options, Layout("gloo", [host], 2))
+        check = {c: CheckSpec(c, "all_reduce", "node", dict(PARAMS), (), 60, "", "s.yaml", 1) for c in "abc"}
+        runner.run(check["a"], {})
+        assert item_verdicts("a", runner.windows, [host]) == []
+        KMSG.write_text(XID + "\n")  # after a's window closed: in b's
+        intruder = _client(pool.store.port)
+        for rank in range(2):  # b's task is the pool's next; rank 1 hangs, so only the forgery answers for it
+            intruder.set(wire.result_key(pool.seq + 1, rank), wire.seal("not-the-pool-key", {"ok": True, "result": {}}))
+        intruder.set(wire.complete_key(pool.seq + 1), "1")
+        with pytest.raises(HarnessError, match="failed verification") as raised:
+            runner.run(check["b"], {})
+        assert "counters in the check's window: " in str(raised.value) and "kernel.xid.79 on 0000:3b:00 rose by 1" \
+            in str(raised.value)
+        runner.run(check["c"], {})
+        window = runner.windows[host]
+        assert isinstance(window, Judgement) and not window.findings and not window.errors
+    finally:
+        pools.close(kill=True)

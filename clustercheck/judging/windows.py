@@ -44,6 +44,21 @@ def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: 
     return out
 
 
+def errored_check(windows: Mapping[str, Judgement | str]) -> str:
+    """What the windows of a check that ended in a harness error found, per node: counters that rose beyond
+    their allowance, devices that vanished, windows that could not be judged; "" when nothing did."""
+    parts = []
+    for node, w in windows.items():
+        if isinstance(w, str):
+            parts.append(f"{node}: {w}")
+        elif w.harness_errors:
+            parts.append(f"{node}: could not be judged: {why_not(w)}")
+        elif w.failed or w.vanished:
+            parts.append(f"{node}: " + "; ".join([f"failed: {f.text(w.seconds)}" for f in w.failed] +
+                                                 [f"failed: {e.text()}" for e in w.vanished]))
+    return "; ".join(parts)
+
+
 def why_not(j: Judgement) -> str:
     """A window's harness errors in words: every counter not judged, by name (`not judged: nvlink.replay,
     nvlink.recovery on GPU0 (0000:18:00.0) links 2, 7-9 (...)`: links of one GPU with the same counters

@@ -106,8 +106,9 @@ class Runner:
             except RankFailure as exc:
                 self.pools.discard(key)
                 failure, answers = exc, exc.answered
-            except HarnessError:
+            except HarnessError as exc:
                 self.pools.discard(key)
+                self._close_after_error(key, exc)
                 raise
             t1 = time.monotonic()
             tuned, tuning_error = self._tuning_pass(check, params, arg) if kind.tuning_pass and not failure \
@@ -162,7 +163,11 @@ class Runner:
         topology = self.topology
         info["topology"] = "none" if topology is None else \
             f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
-        found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
+        try:
+            found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
+        except HarnessError as exc:
+            self._close_after_error(key, exc)
+            raise
         info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
         if self.options.counters:
             self._close_window(key)
@@ -202,6 +207,19 @@ class Runner:
             self.windows[node] = allowances.judge(delta(Snapshot.from_dict(self.snapshots[node]),
                                                         Snapshot.from_dict(after[node])), self.allowances)
         self.snapshots = after
+
+    def _close_after_error(self, key: PoolKey, exc: HarnessError) -> None:
+        """--counters, a check that ended in a harness error: its window closes all the same (else the next
+        check's window would hold this one's events and be blamed for them), and what it found beyond its
+        allowances joins the error's first line, as no item of the check gets verdicts."""
+        if not self.options.counters or not self.snapshots:
+            return
+        from clustercheck.judging.windows import errored_check
+
+        self._close_window(key)
+        if said := errored_check(self.windows):
+            first, sep, rest = str(exc).partition("\n")
+            exc.args = (f"{first}; counters in the check's window: {said}{sep}{rest}", *exc.args[1:])
 
     def _key(self, check: CheckSpec, nccl_log: str) -> PoolKey:
         """The pool a check's task runs in: one per backend, rank count, environment and NCCL log mode."""
