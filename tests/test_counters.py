@@ -197,6 +197,8 @@ def test_a_profiles_counters_block_refines_the_defaults(tmp_path: Path) -> None:
     ("counters:\n  pcie.aer.corectable: {allow: 1, source: s}\n  disk.smart: {allow: 1, source: s}\n", "disk.smart", 3),
     ("counters:\n  ib.symbol_error: {allow: -1, source: s}\n", "allow", 2),
     ("counters:\n  ib.symbol_error: {allow: 3/hour, source: s}\n", "allow", 2),
+    ("counters:\n  ib.symbol_error: {allow: " + "9" * 400 + "/min, source: s}\n", "allow", 2),  # inf: crashed judging
+    ("counters:\n  ib.symbol_error: {allow: 0x" + "f" * 1200 + ", source: s}\n", "allow", 2),  # str() refuses it
     ("counters:\n  ib.symbol_error: {allow: 1}\n", "source", 2),
     ("counters:\n  ib.symbol_error: {allow: 1, source: s, limit: 2}\n", "limit", 2),
 ])

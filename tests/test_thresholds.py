@@ -381,6 +381,36 @@ def test_pci_device_ids_are_16_bits(tmp_path, ids):
     assert_points_at(exc, tmp_path, 3, "detect.pci_device_ids")
 
 
+def test_a_pci_device_id_listed_twice_is_refused(tmp_path):
+    exc = error_of(tmp_path, "platform: lab\ndetect:\n  gpu_count: 0\n  pci_device_ids: [0x2330, 0x2324, 0x2330]\n")
+    assert_points_at(exc, tmp_path, 4, "detect.pci_device_ids")
+    assert str(exc).endswith("lists the device id 0x2330 twice")
+
+
+@pytest.mark.parametrize("limit, unit, words", [
+    (">= -0.05", "GB/s", "a bandwidth cannot be negative (-0.05 GB/s)"),   # passed any bandwidth
+    ("<= -1", "us", "a time cannot be negative (-1 us)"),
+    (">= -1", "count", "a count cannot be negative"),
+    (">= -0.1 * spec.nvlink.unidirectional", "GB/s", "a bandwidth cannot be negative (-45 GB/s)"),
+    (">= -1", "TFLOP/s", "a flops cannot be negative"),
+])
+def test_a_negative_limit_for_a_quantity_that_never_is_is_refused(tmp_path, limit, unit, words):
+    exc = error_of(tmp_path, one_limit(limit, unit))
+    assert_points_at(exc, tmp_path, 13, "checks.c.busbw.limit")
+    assert words in str(exc), str(exc)
+
+
+def test_a_fabric_min_size_no_check_can_reach_is_refused(tmp_path):
+    exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nfabric:\n  min_size: 1TiB\n  source: s\n")
+    assert_points_at(exc, tmp_path, 4, "fabric.min_size")
+    assert "above the 256GiB limit" in str(exc)
+
+
+@pytest.mark.parametrize("limit, unit", [(">= -5", "C"), (">= -0.5", "ratio")])
+def test_a_negative_limit_where_the_quantity_can_be_negative_is_kept(tmp_path, limit, unit):
+    assert limit_of(tmp_path, limit, unit).value < 0
+
+
 def test_detect_at_the_range_ends_is_fine(tmp_path):
     profile = load_profile(write(tmp_path, "platform: lab\ndetect:\n  gpu_count: 0\n  nvlinks_per_gpu: 64\n"
                                            "  pci_device_ids: [0, 0xffff]\n"))
@@ -569,6 +599,8 @@ def test_a_probe_cannot_name_limits(tmp_path):
      "defaults.all_reduce.when.min_size", "expected a size such as 16MiB"),
     ("  all_reduce:\n    when: {size: 1GiB}\n    busbw: {limit: '>= 1', unit: GB/s}\n", 12,
      "defaults.all_reduce.when.size", "unknown key"),
+    ("  all_reduce:\n    when: {min_size: 99999999999999999999999GiB}\n    busbw: {limit: '>= 1', unit: GB/s}\n", 12,
+     "defaults.all_reduce.when.min_size", "is above the 256GiB limit"),  # could never apply: judged nothing
     ("  all_reduce:\n    busbw: {limit: '>= spec.nvlink.nope', unit: GB/s}\n", 12,
      "defaults.all_reduce.busbw.limit", "bad threshold expression"),
 ])

@@ -25,6 +25,7 @@ from clustercheck.schema import Fields
 
 FAMILIES = ("pcie", "ib", "gpu", "nvlink", "kernel", "cpu")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*min\s*$")
+MAX_ALLOW = 10 ** 9  # a count or a count per minute; far above any real allowance (DCGM's AER: 480)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 
 
@@ -100,12 +101,14 @@ def parse(raw: object, file: str, line: int = 0, key: str = "counters") -> dict[
         if not source.strip():
             raise f.error("source", "say where the allowance comes from (a public document, or clustercheck's choice)")
         f.done()
-        if isinstance(allow, int) and allow >= 0:
+        if isinstance(allow, int) and 0 <= allow <= MAX_ALLOW:
             out[name] = Allowance(name, allow, False, source, f"{file}:{f.line_of('allow')}")
-        elif isinstance(allow, str) and (m := _RATE.match(allow)):
+        elif isinstance(allow, str) and len(allow) <= 40 and (m := _RATE.match(allow)) \
+                and float(m.group(1)) <= MAX_ALLOW:  # 400 nines read as inf, which no judge can count with
             out[name] = Allowance(name, float(m.group(1)), True, source, f"{file}:{f.line_of('allow')}")
         else:
-            raise f.error("allow", f"expected a count >= 0 or a rate such as 32/min, got {show(allow)}")
+            raise f.error("allow", f"expected a count from 0 to {MAX_ALLOW:,} or a rate such as 32/min, "
+                                   f"got {show(allow)}")
     return out
 
 

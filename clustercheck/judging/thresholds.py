@@ -100,6 +100,9 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
                 if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 0xFFFF
                                       for i in ids):
                     raise detect_f.error(key, "expected a list of PCI device ids (16 bits) such as [0x2330]")
+                if len(set(ids)) != len(ids):  # a copy-paste slip that hides the id meant
+                    twice = next(i for n, i in enumerate(ids) if i in ids[:n])
+                    raise detect_f.error(key, f"lists the device id 0x{twice:04x} twice")
                 detect[key] = tuple(sorted(ids))
         else:
             value = detect_f.get(key, int, None, check=between(*_DETECT_RANGES[key]))
@@ -187,6 +190,9 @@ def _limit(parent: Fields, check_id: str, metric: str, resolve: Callable[[str, s
         value = units.convert(parsed.value, parsed.unit, unit) if parsed.unit else parsed.value
         if not math.isfinite(value):
             raise ExprError(f"the limit is not a finite number in {unit}")
+        problem = units.out_of_domain(value, unit)  # `>= -0.05 GB/s` passes any bandwidth, even a broken one
+        if problem:
+            raise ExprError(problem)
     except (ExprError, ValueError) as exc:
         raise f.error("limit", f"bad threshold expression {show(expression, 200)}: {exc}") from None
     line = f.line_of("limit")
