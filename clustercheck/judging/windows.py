@@ -77,9 +77,9 @@ def why_not(j: Judgement) -> str:
         links = grouped.setdefault((base if sep and link.isdigit() else device, tuple(names), why), [])
         links += [int(link)] if sep and link.isdigit() else []
     parts = other[:3] + ([f"and {len(other) - 3} more"] if len(other) > 3 else [])
-    for (device, names, why), links in grouped.items():
+    for (device, counters, why), links in grouped.items():
         where = f"{device} link{'s' if len(links) > 1 else ''} {_spans(links)}" if links else device
-        parts.append(f"not judged: {', '.join(names)}{f' on {where}' if where else ''} ({why})")
+        parts.append(f"not judged: {', '.join(counters)}{f' on {where}' if where else ''} ({why})")
     parts += [f"failed: {f.text(j.seconds)}" for f in j.failed] + [f"failed: {e.text()}" for e in j.vanished]
     return "; ".join(parts)
 
