@@ -235,6 +235,62 @@ def test_bad_node_agent_options_are_one_line_exit_4(tmp_path: Path, args: list[s
     assert "Traceback" not in out and not (tmp_path / "out").exists()
 
 
+# each launcher option with a value it accepts: under a launcher that does not read it, it is refused
+LAUNCHER_OPTIONS = {"hosts": "gpu[01-64]", "host_command": "foo {host} {python}", "store_addr": "10.0.0.1:29410",
+                    "nodes": 2, "join_timeout": 30.0, "image": "reg/cc:1", "namespace": "ns", "gpus_per_node": 8,
+                    "node_selector": ["a=b"], "rdma": ["rdma/ib=1"], "k8s_job": "cc", "force": True}
+READ_BY = {"local": {"force"}, "slurm": {"store_addr", "join_timeout"},
+           "hosts": {"hosts", "host_command", "store_addr", "join_timeout"},
+           "join": {"nodes", "store_addr", "join_timeout", "k8s_job", "namespace"},
+           "k8s": {"nodes", "store_addr", "join_timeout", "image", "namespace", "gpus_per_node", "node_selector", "rdma"}}
+
+
+@pytest.mark.parametrize("launcher", sorted(READ_BY))
+@pytest.mark.parametrize("name", sorted(LAUNCHER_OPTIONS))
+def test_a_launcher_option_is_refused_by_a_launcher_that_does_not_read_it(launcher: str, name: str) -> None:
+    """`--launcher local --hosts gpu[01-64]` measured this machine alone and passed; each launcher option
+    is taken only by the launchers that read it, and refused by the others, naming those that do."""
+    from clustercheck.errors import UserError
+    from clustercheck.run.options import RUN_OPTIONS, resolve
+
+    given = {"launcher": launcher, name: LAUNCHER_OPTIONS[name]}
+    if launcher == "join" and name == "namespace":
+        given["k8s_job"] = "cc"  # join reads --namespace as that of --k8s-job
+    defaults = {o.name: o.kwargs()["default"] for o in RUN_OPTIONS}
+    if name in READ_BY[launcher]:
+        resolve(lambda key: given.get(key, defaults[key]))
+        return
+    with pytest.raises(UserError) as refused:
+        resolve(lambda key: given.get(key, defaults[key]))
+    flag = next(o.run_flag for o in RUN_OPTIONS if o.name == name)
+    said = str(refused.value)
+    if name == "store_addr":  # local: said as ever, since local ranks reach the store on loopback
+        assert said.startswith("--store-addr is for the multi-node launchers"), said
+    else:
+        assert said.startswith(f"{flag} is for --launcher ") and f"--launcher {launcher} does not read it" in said, said
+    assert all(other in said for other, reads in READ_BY.items() if name in reads), said
+
+
+def test_namespace_under_join_needs_the_k8s_job_it_names() -> None:
+    from clustercheck.errors import UserError
+    from clustercheck.run.options import RUN_OPTIONS, resolve
+
+    given = {"launcher": "join", "nodes": 2, "namespace": "ns"}
+    defaults = {o.name: o.kwargs()["default"] for o in RUN_OPTIONS}
+    with pytest.raises(UserError, match="--namespace under --launcher join is the namespace of --k8s-job"):
+        resolve(lambda key: given.get(key, defaults[key]))
+
+
+def test_multi_node_options_under_local_are_one_line_exit_4_before_collecting(tmp_path: Path) -> None:
+    """The audit's command: --co exited 0, listing this machine's items as the run of 64 nodes."""
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--co", "--hosts", "node[01-",
+                          "--image", "x", "--namespace", "ns", "--gpus-per-node", "8"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == Exit.BAD_INPUT, out
+    assert "--hosts is for --launcher hosts; --launcher local does not read it" in out and "Traceback" not in out
+
+
 def test_the_controller_without_a_shared_secret_is_one_line_exit_4(tmp_path: Path) -> None:
     e = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_")}
     res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--launcher", "join", "--nodes", "1"],

@@ -123,22 +123,47 @@ def _nodes(o: Any) -> int:
 @dataclass(frozen=True)
 class Entry:
     """A launcher as `--launcher NAME` names it: how to make one from the run's options (options.Options;
-    that module imports this one), and whether its ranks may run on other machines (its `remote`),
-    readable before one is made (a local run starts its first pool before the options are resolved)."""
+    that module imports this one), whether its ranks may run on other machines (its `remote`), readable
+    before one is made (a local run starts its first pool before the options are resolved), and the
+    launcher options (Options fields) it reads: any other launcher's option given to it is refused."""
 
     make: Callable[[Any], Launcher]
     remote: bool
+    reads: tuple[str, ...] = ()
 
 
 LAUNCHERS: dict[str, Entry] = {
-    "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote),
-    "slurm": Entry(_slurm, True),  # an srun step of node agents: run/slurm.py
+    "local": Entry(lambda o: LocalLauncher(), LocalLauncher.remote, ("force",)),
+    "slurm": Entry(_slurm, True, ("store_addr", "join_timeout")),  # an srun step of node agents: run/slurm.py
     # node agents through --host-command: run/hosts.py
-    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr, o.join_timeout), True),
-    "join": Entry(_join, True),  # node agents join the controller (clustercheck agent): run/join.py
-    "k8s": Entry(_k8s, True),  # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
+    "hosts": Entry(lambda o: _hosts(o.hosts, o.host_command, o.store_addr, o.join_timeout), True,
+                   ("hosts", "host_command", "store_addr", "join_timeout")),
+    # node agents join the controller (clustercheck agent): run/join.py; --namespace is that of --k8s-job
+    "join": Entry(_join, True, ("nodes", "store_addr", "join_timeout", "k8s_job", "namespace")),
+    # the same agents, as an Indexed Job this launcher creates: k8s/launcher.py
+    "k8s": Entry(_k8s, True, ("nodes", "store_addr", "join_timeout", "image", "namespace", "gpus_per_node",
+                              "node_selector", "rdma")),
 }
 JOINING = ("join", "k8s")  # launchers whose nodes come to the controller: --nodes applies
+_FROM = {"local": "where it runs", "slurm": "the allocation", "hosts": "--hosts"}  # where a launcher's nodes come from
+
+
+def refuse_unread(launcher: str, given: Mapping[str, str]) -> None:
+    """A launcher option given (`given`: Options field -> its flag) to a launcher that does not read it is
+    refused, naming the launchers that do: `--hosts gpu[01-64]` under --launcher local would otherwise
+    measure this machine alone and pass as if it had measured the 64."""
+    entry = LAUNCHERS.get(launcher)
+    if entry is None:
+        return  # make_launcher names it
+    for name, flag in given.items():
+        readers = [k for k, e in LAUNCHERS.items() if name in e.reads]
+        if readers and launcher not in readers:
+            where = f" (the nodes of --launcher {launcher} come from {_FROM[launcher]})" if name == "nodes" else ""
+            which = " or ".join([", ".join(readers[:-1]), readers[-1]] if len(readers) > 1 else readers)
+            raise UserError(f"{flag} is for --launcher {which}; --launcher {launcher} does not read it{where}")
+    if launcher == "join" and "namespace" in given and "k8s_job" not in given:
+        raise UserError(f"{given['namespace']} under --launcher join is the namespace of --k8s-job, which is not "
+                        "given: give --k8s-job NAME or leave it out")
 
 
 def make_launcher(options: Any) -> Launcher:

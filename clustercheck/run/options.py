@@ -12,7 +12,7 @@ from typing import Any, Callable
 from clustercheck.argtypes import given, path
 from clustercheck.fabric.comm import NCCL_LOG_HELP, NCCL_LOG_MODES
 from clustercheck.errors import UserError
-from clustercheck.run.launch import LAUNCHERS
+from clustercheck.run.launch import LAUNCHERS, refuse_unread
 from clustercheck.judging.profiles import SearchPath, search_path
 from clustercheck.record.keys import SigningKey, load_private
 
@@ -232,6 +232,8 @@ def resolve(get: Callable[[str], Any]) -> Options:
         if values["launcher"] == "local":
             raise UserError("--store-addr is for the multi-node launchers (slurm, hosts, join, k8s): local ranks "
                             "reach the store on 127.0.0.1")
+    refuse_unread(values["launcher"], {o.name: o.run_flag for o in RUN_OPTIONS
+                                       if values[o.name] not in (None, False, [], ()) and values[o.name] != o.default})
     from clustercheck.run.k8s.labels import agent_options
 
     values.update(agent_options(values))  # --nodes, --join-timeout, --gpus-per-node, --node-selector, --rdma
