@@ -160,3 +160,22 @@ def test_two_matches_in_one_directory_say_several_not_none(tmp_path):
     (tmp_path / "twin.yaml").write_text(LENT.replace("lent", "twin"))
     with pytest.raises(UserError, match=r"several profiles match vm \(lent, twin\)"):
         detect_nodes(search_path([tmp_path], environ={}), {"vm": facts(1, (0x2330,), 0)})
+
+
+def test_a_yml_profile_in_a_users_directory_is_found_and_hides_the_shipped_one(tmp_path):
+    """A .yml profile was skipped (only *.yaml was searched): the shipped cpu.yaml judged instead, in silence."""
+    from clustercheck.judging.profiles import search_path
+
+    (tmp_path / "cpu.yml").write_text("platform: cpu\ndescription: mine\ndetect: {gpu_count: 0}\nchecks: {}\n")
+    search = search_path([tmp_path], environ={})
+    assert search.files()["cpu"] == tmp_path / "cpu.yml" and search.load("cpu").description == "mine"
+
+
+def test_one_profile_name_as_yaml_and_yml_in_one_directory_is_refused(tmp_path):
+    from clustercheck.judging.profiles import search_path
+
+    for suffix in (".yaml", ".yml"):
+        (tmp_path / f"lent{suffix}").write_text(LENT)
+    with pytest.raises(UserError) as info:
+        search_path([tmp_path], environ={}).files()
+    assert str(info.value).endswith("lent.yml: a second threshold profile 'lent' beside lent.yaml; keep one of the two")

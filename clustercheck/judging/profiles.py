@@ -1,4 +1,4 @@
-"""Where threshold profiles are found: the user's directories first (`--thresholds DIR`, repeatable, then
+"""Where threshold profiles (`*.yaml`, `*.yml`) are found: the user's directories first (`--thresholds DIR`, repeatable, then
 `$CLUSTERCHECK_THRESHOLDS`, a `:`-separated list), then the profiles shipped in the package, then a
 profile derived from the spec table for a known GPU model and count (clustercheck/derive.py). A profile
 of the same name earlier in the path hides the later ones, so a user overrides a shipped profile by
@@ -24,11 +24,18 @@ class SearchPath:
     shipped: Path               # the package's own, last of `dirs`
 
     def files(self) -> dict[str, Path]:
-        """Profile name -> the file that wins for it."""
+        """Profile name -> the file that wins for it. `.yml` counts as `.yaml` (suites take both; a profile
+        left out would let the shipped one of its name judge instead), and one name in both is refused."""
         found: dict[str, Path] = {}
         for directory in self.dirs:
-            for path in sorted(directory.glob("*.yaml")):
-                found.setdefault(path.stem, path)
+            here: dict[str, Path] = {}
+            for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+                if path.stem in here:
+                    raise UserError(f"a second threshold profile {path.stem!r} beside {here[path.stem].name}; "
+                                    f"keep one of the two", file=display(path))
+                here[path.stem] = path
+            for stem, path in here.items():
+                found.setdefault(stem, path)
         return found
 
     def profiles(self) -> list[Profile]:
