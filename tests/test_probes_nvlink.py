@@ -47,6 +47,14 @@ def test_a100_with_12_links_passes_a100_and_fails_an_18_link_platform():
     assert not verdict.passed and verdict.measured == 12 and verdict.expected == 18
 
 
+@pytest.mark.parametrize("want", [4, 0])
+def test_more_active_links_than_the_platform_has_fail(want):
+    """12 links up where the platform has 4 (a bridged pair) or none: not the platform's GPU or board."""
+    (verdict,) = nvlink.judge(nvlink.parse(text(NV, A100)), {"nvlinks_per_gpu": want})
+    assert not verdict.passed and verdict.subject == "GPU7"
+    assert f"12 active link(s); platform expects {want}" in verdict.detail and verdict.expected == want
+
+
 def test_one_inactive_link_among_active_fails_without_expectation():
     raw = text(NV, A100).replace("Link 5: 25 GB/s", "Link 5: <inactive>")
     (verdict,) = nvlink.judge(nvlink.parse(raw), {})

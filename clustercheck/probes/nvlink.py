@@ -4,9 +4,10 @@ Without any expectation a GPU fails when it has no active link, when one of its 
 among active ones, when it has fewer active links than the best GPU here (NVML nvmlDeviceGetNvLinkState per link),
 or when a link runs slower than the fastest link of the same GPU model here. With `nvlinks_per_gpu` (18
 on H100/H200/B200 SXM, 12 on A100 SXM, 12 on an NVLink-bridged H100 PCIe pair, 4 on a bridged A40 pair)
-a GPU needs that many active links (0: a platform without NVLink), and inactive links beyond them are
-the bridge's unused ones: a bridged H100 PCIe pair shows 6 of its 18 links inactive when healthy
-(HPE-Japan-Presales/e-learning, gpu/h100/mgmt_gpu_on_dl380agen11.md). Every GPU is listed once, numbered
+a GPU needs exactly that many active links (0: a platform without NVLink; more is another GPU or board
+than the platform's), and inactive links beyond them are the bridge's unused ones: a bridged H100 PCIe pair
+shows 6 of its 18 links inactive when healthy (HPE-Japan-Presales/e-learning,
+gpu/h100/mgmt_gpu_on_dl380agen11.md). Every GPU is listed once, numbered
 from 0 without a gap, and with `gpu_count` as many as the platform has; a link listed twice or at 0 GB/s
 fails its GPU.
 
@@ -182,7 +183,7 @@ def _gpu_verdict(g: NvlinkGpu, gpus: tuple[NvlinkGpu, ...], want: Any) -> ProbeV
     if g.active == 0 and want != 0:  # nvlinks_per_gpu: 0 says a platform without NVLink (PCIe cards)
         problems.append("no active NVLink (all links inactive)" if g.all_inactive or g.links else
                         f"no link listed under this GPU{f'; platform expects {want}' if want else ''}")
-    elif want is not None and g.active < want:
+    elif want is not None and g.active != want:  # more links up than the platform has: not its GPU or board
         problems.append(f"{g.active} active link(s); platform expects {want}")
     elif want is None and down:
         problems.append(f"link {', '.join(down)} inactive among {g.active} active "
