@@ -149,3 +149,17 @@ def test_ecc_nvml_answers_with_invalid_argument_or_function_not_found_is_not_jud
     assert {e.text().split(" (")[0] for e in r.errors} == {
         f"not judged: gpu.ecc.{k} on GPU4" for k in ("corrected", "uncorrected")}
     assert all(name in e.error and e.device == gpu_name(node, 4) for e in r.errors)
+
+
+def test_a_window_that_failed_and_could_not_judge_a_counter_fails_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An uncorrected ECC error beside NVLink counters NVML would not read: the error must not hide the
+    failure (an errored item does not exclude its node), nor the failure what was not judged."""
+    node = link_failing(counted(h100_node()), 1, 4, "nvmlDeviceGetNvLinkErrorCounter", NOT_SUPPORTED)
+    before = snap(monkeypatch, node, 0.0)
+    node["gpus"][3]["ecc"]["uncorrected"] = 2
+    got = item_verdicts("burn", {"gpu-node": judge(delta(before, snap(monkeypatch, node, 60.0)))}, ["gpu-node"])
+    assert [(v.metric, v.measured, v.passed) for v in got] == [
+        ("counters", "not judged", False), ("gpu.ecc.uncorrected", 2.0, False)]
+    assert got[0].detail is not None and got[0].detail.startswith(
+        f"not judged: nvlink.replay, nvlink.recovery, nvlink.crc_flit, nvlink.crc_data, nvlink.ecc_data on "
+        f"{gpu_name(node, 1)} link 4 (")

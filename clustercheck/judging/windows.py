@@ -32,14 +32,20 @@ def verdicts(j: Judgement, check_id: str) -> list[Verdict]:
 
 def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> list[Verdict]:
     """The verdicts of an item's nodes' windows (--counters); HarnessError where a node has no window (its
-    counters could not be read: the window is then why) or a counter of it could not be judged."""
+    counters could not be read: the window is then why) or a counter of it could not be judged, unless the
+    window failed as well: then a verdict `not judged` (never passed, as probes/base.not_judged) names
+    what could not be judged beside the failed ones."""
     out: list[Verdict] = []
     for node in nodes:
         window = windows.get(node)
         if window is None or isinstance(window, str):
             raise HarnessError(f"{check_id}: {window or f'no counter window for {node}'}")
-        if window.harness_errors:
+        if window.harness_errors and not (window.failed or window.vanished):
             raise HarnessError(f"{check_id}: counters of {node} could not be judged: {why_not(window)}")
+        if window.harness_errors:  # a failure stands (the node is excluded), with what was not judged beside it
+            said = why_not(window, failures=False)
+            rule = Expectation(check_id, "counters", "read before and after the check", "built in", said)
+            out.append(Verdict("counters", "not judged", "", rule, False, subject=node, detail=said))
         out += verdicts(window, check_id)
     return out
 
@@ -59,7 +65,7 @@ def errored_check(windows: Mapping[str, Judgement | str]) -> str:
     return "; ".join(parts)
 
 
-def why_not(j: Judgement) -> str:
+def why_not(j: Judgement, failures: bool = True) -> str:
     """A window's harness errors in words: every counter not judged, by name (`not judged: nvlink.replay,
     nvlink.recovery on GPU0 (0000:18:00.0) links 2, 7-9 (...)`: links of one GPU with the same counters
     and reason together), up to three other errors, and what failed in the same window, which the error
@@ -80,7 +86,8 @@ def why_not(j: Judgement) -> str:
     for (device, counters, why), links in grouped.items():
         where = f"{device} link{'s' if len(links) > 1 else ''} {_spans(links)}" if links else device
         parts.append(f"not judged: {', '.join(counters)}{f' on {where}' if where else ''} ({why})")
-    parts += [f"failed: {f.text(j.seconds)}" for f in j.failed] + [f"failed: {e.text()}" for e in j.vanished]
+    if failures:
+        parts += [f"failed: {f.text(j.seconds)}" for f in j.failed] + [f"failed: {e.text()}" for e in j.vanished]
     return "; ".join(parts)
 
 
