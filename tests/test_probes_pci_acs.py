@@ -70,6 +70,19 @@ def test_endpoint_with_acs_capability_all_minus_passes():
     assert pci_acs.judge(scan, {})[0].passed
 
 
+def test_an_acs_capability_without_its_acsctl_line_is_not_judged_naming_the_device():
+    raw = text(ACS, "plx-pex8749-downstream-ports-acs-redirect-enabled-n1sdp.txt")
+    ctl = "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+    assert raw.count(ctl) == 2
+    verdicts = pci_acs.judge(pci_acs.parse(raw.replace(ctl, "", 1)), {})
+    assert [(v.subject, v.word) for v in verdicts] == [("0000:02:08.0", "NOT JUDGED"), ("0000:02:10.0", "FAIL")]
+    assert "not judged: an ACS capability (ACSCap) and no ACSCtl line under it" in verdicts[0].detail
+    endpoint = text(ACS, "cx7-endpoint-21-00.0-acs-all-minus.txt")
+    cut = re.sub(r"^\s*ACSCtl:.*\n", "", endpoint, flags=re.M)   # the capability line alone is enough
+    only = pci_acs.judge(pci_acs.parse(re.sub(r"^\s*ACSCap:.*\n", "", cut, flags=re.M)), {})
+    assert [(v.subject, v.word) for v in only] == [("0000:21:00.0", "NOT JUDGED")]
+
+
 @pytest.mark.parametrize("bad", ["", "hello\nworld\n", "00:01.0 bridge\n\tACSCtl: nothing here\n"])
 def test_text_that_is_not_lspci_is_a_parse_error(bad):
     with pytest.raises(ProbeParseError):

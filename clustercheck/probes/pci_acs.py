@@ -4,8 +4,10 @@ https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
 ACS request/completion redirect sends peer-to-peer TLPs up to the root complex, which slows GPUDirect
 P2P and RDMA or hangs it (NCCL troubleshooting guide). A device whose ACSCtl has ReqRedir+ or CmpltRedir+
 fails and is named, and so does one whose ReqRedir or CmpltRedir is neither + nor - (`ReqRedir?`, both,
-or absent from its ACSCtl line): a bit nobody can read is not off. Evidence: `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended
-capability read from /sys/bus/pci/devices/*/config, falling back to lspci.
+or absent from its ACSCtl line): a bit nobody can read is not off. A device with an ACS capability
+(`Access Control Services`, `ACSCap:`) and no ACSCtl line under it is not judged, named. Evidence:
+`lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended capability read from
+/sys/bus/pci/devices/*/config, falling back to lspci.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import evidence_lines
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -35,6 +37,7 @@ class AcsDevice:
     bridge: bool
     ctl: tuple[tuple[str, bool], ...]
     unread: tuple[str, ...] = ()      # redirect flags lspci did not print as + or - ("ReqRedir?", or absent)
+    has_ctl: bool = True              # False: an ACS capability whose ACSCtl line the text does not have
 
     def flag(self, name: str) -> bool:
         return dict(self.ctl).get(name, False)
@@ -57,15 +60,37 @@ def parse(text: str) -> AcsScan:
     devices: list[AcsDevice] = []
     headers = 0
     current: tuple[str, str] | None = None
+    # an ACS capability seen and its ACSCtl line not yet: (its line, whether its ACSCap line was seen too)
+    pending: tuple[int, bool] | None = None
+
+    def no_ctl() -> None:
+        """The capability before has no ACSCtl line: an excerpt or a capture cut short, never left out."""
+        if pending is None:
+            return
+        bdf, desc = current if current is not None else (f"ACSCap at line {pending[0]}", "")
+        subject = _full_bdf(bdf) if current is not None else bdf
+        devices.append(AcsDevice(subject, desc, _is_bridge(desc), (), (), has_ctl=False))
+
     for number, line in enumerate(evidence_lines(text), 1):
         m = _HEADER.match(line)
         if m:
+            no_ctl()
+            pending = None
             headers += 1
             current = (m.group(1), m.group(2))
             continue
         stripped = line.strip()
+        capability = stripped.startswith("Capabilities:") and "Access Control Services" in stripped
+        if capability or stripped.startswith("ACSCap:"):
+            if capability or pending is None or pending[1]:  # a new capability, not the ACSCap of the one above
+                no_ctl()
+                pending = (number, not capability)
+            else:
+                pending = (pending[0], True)
+            continue
         if not stripped.startswith("ACSCtl:"):
             continue
+        pending = None
         flags, unread = _flags(stripped[len("ACSCtl:"):])
         if not any(name in FLAGS for name, _ in flags) and not unread:
             raise ProbeParseError(f"line {number}: an ACSCtl line without flags such as 'ReqRedir+': "
@@ -75,6 +100,7 @@ def parse(text: str) -> AcsScan:
         else:
             bdf, desc = current
             devices.append(AcsDevice(_full_bdf(bdf), desc, _is_bridge(desc), flags, unread))
+    no_ctl()
     if not headers and not devices:
         raise ProbeParseError("expected `lspci -vvv` output: device lines such as "
                               "'0000:02:08.0 PCI bridge: ...' with 'ACSCtl:' lines under them")
@@ -133,6 +159,11 @@ def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         out.append(ProbeVerdict("node", "ACS redirect", False, f"device {', '.join(twice[:8])} listed twice with an "
                                 f"ACSCtl line", len(twice), 0))
     for dev in scan.devices:
+        if not dev.has_ctl:
+            out.append(not_judged(dev.subject, "ACS redirect", f"an ACS capability (ACSCap) and no ACSCtl line under "
+                                  f"it on {dev.description or 'this device'}: its redirect state is not in the "
+                                  f"capture; re-capture with `sudo lspci -vvv`", expected="ReqRedir- CmpltRedir-"))
+            continue
         if dev.unread:  # a redirect bit nobody can read is not off: the device is not judged clean
             out.append(ProbeVerdict(dev.subject, "ACS redirect", False, f"redirect state unreadable: lspci printed "
                                     f"{', '.join(dev.unread)[:120]} on {dev.description or 'this device'}; re-capture "
