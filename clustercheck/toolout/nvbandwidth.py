@@ -103,9 +103,9 @@ def parse(text: str) -> NvbandwidthRun:
             devices.append(Device(int(d.group("index")), d.group("name").strip(), d.group("pci"), d.group("host")))
             continue
         if s.startswith(_SUM_START):
-            problem = _sum_line(s, n, cases, ran, sums)
-            if problem:
-                failures.append((n, problem))
+            why = _sum_line(s, n, cases, ran, sums)
+            if why:
+                failures.append((n, why))
             continue
         t = _title(s)
         if t and i < len(lines):
