@@ -123,6 +123,11 @@ def test_tolerance_takes_fractions_and_percentages() -> None:
     for bad in ("x", "-1", "nan"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_tolerance(bad)
+    # a higher-is-better metric falls by 100% at most: 100% or more could flag no drop short of zero
+    for bad in ("100%", "500%", "1e3%"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is 100% or more"):
+            parse_tolerance(bad)
+    assert parse_tolerance("99.5%") == pytest.approx(0.995)
 
 
 def cc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -53,6 +53,23 @@ def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     res.stderr.fnmatch_lines(["ERROR: no run record at *nowhere*"])
 
 
+@pytest.mark.parametrize("args, said", [
+    (("--compare-tolerance", "500%"), "ERROR: --compare-tolerance is how much worse than the --compare BASELINE a "
+                                      "metric may get, and no --compare is given"),
+    (("--compare", "out", "--compare-tolerance", "100%"), "ERROR: --compare-tolerance: tolerance '100%' is 100% or "
+                                                          "more: *"),
+])
+def test_a_tolerance_that_could_judge_nothing_is_a_usage_error(project: pytest.Pytester, args: tuple[str, ...],
+                                                               said: str) -> None:
+    """--compare-tolerance without --compare judged nothing, silently; one of 100% or more let any drop of a
+    higher-is-better metric short of zero pass as no regression."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest(*RUN, *args)
+    assert res.ret == 4
+    res.stderr.fnmatch_lines([said])
+    assert not (project.path / "out").exists()
+
+
 def test_progress_lines_name_check_node_count_and_time_left(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast", scope="cluster"))
     res = project.runpytest(*RUN)  # on by default; off a terminal, whole lines among pytest's own

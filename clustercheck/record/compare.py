@@ -366,8 +366,20 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
 
 
 def parse_tolerance(text: str) -> float:
-    """`0.05` or `5%`; for argparse (`type=`). A bare number of 1 or more is refused: `5` would be 500%,
-    which nobody means; write `5%` or `0.05`."""
+    """`0.05` or `5%`, below 100%; for argparse (`type=`). A higher-is-better metric falls by 100% at most
+    (to zero), so a tolerance of 100% or more would let every drop short of zero pass as no regression."""
+    import argparse
+
+    value = parse_fraction(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"tolerance {text!r} is 100% or more: a higher-is-better metric falls by "
+                                         f"100% at most, so no drop short of zero would count; give less, e.g. 5%")
+    return value
+
+
+def parse_fraction(text: str) -> float:
+    """`0.05` or `5%` (--drain-max's share too, which may be 100%). A bare number of 1 or more is refused:
+    `5` would be 500%, which nobody means; write `5%` or `0.05`."""
     import argparse
 
     percent = text.strip().endswith("%")

@@ -207,7 +207,7 @@ class Options:
 
 def resolve(get: Callable[[str], Any]) -> Options:
     """Options from the declared values (`get(name)`), checked; UserError on a bad value."""
-    from clustercheck.record.compare import parse_tolerance
+    from clustercheck.record.compare import parse_fraction, parse_tolerance
 
     values = {o.name: get(o.name) for o in RUN_OPTIONS}
     ranks = values["ranks"]
@@ -215,6 +215,9 @@ def resolve(get: Callable[[str], Any]) -> Options:
         raise UserError(f"--ranks must be between 1 and 1024, got {ranks}")
     if ranks is not None and values["launcher"] == "local" and not values["force"]:
         _fits_here(ranks)
+    if values["compare"] is None and values["tolerance"] != _default("tolerance"):  # it would judge nothing
+        raise UserError("--compare-tolerance is how much worse than the --compare BASELINE a metric may get, and no "
+                        "--compare is given")
     try:
         values["tolerance"] = parse_tolerance(values["tolerance"])
     except argparse.ArgumentTypeError as exc:
@@ -238,7 +241,7 @@ def resolve(get: Callable[[str], Any]) -> Options:
 
     values.update(agent_options(values))  # --nodes, --join-timeout, --gpus-per-node, --node-selector, --rdma
     try:
-        values["drain_max"] = parse_tolerance(values["drain_max"])
+        values["drain_max"] = parse_fraction(values["drain_max"])
     except argparse.ArgumentTypeError as exc:
         raise UserError(f"--drain-max: {exc}".replace("tolerance", "share")) from None
     if values["drain_max"] > 1:
@@ -256,6 +259,10 @@ def resolve(get: Callable[[str], Any]) -> Options:
 
         read_topology(values["topology"])  # a mistake in it is the user's: file, line and key, before any run
     return Options(**values)
+
+
+def _default(name: str) -> Any:
+    return next(o.default for o in RUN_OPTIONS if o.name == name)
 
 
 RANKS_PER_CORE = 4  # local ranks a core carries before every timing is the scheduler's, not the hardware's
