@@ -38,7 +38,11 @@ class Fields:
     def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ..., *,
             check: Callable[[Any], str | None] | None = None) -> Any:
         self.seen.add(key)
-        if key not in self.data or self.data[key] is None and default is not ...:
+        if key in self.data and self.data[key] is None and default is not ...:
+            # `iters:` with no value is a mistake (a value lost in an edit), never the default: read as one, it
+            # would change what is measured or judged (20 iterations, no ceiling) without a word
+            raise self.error(key, "no value (null); give one, or leave the key out for its default")
+        if key not in self.data:
             if default is ...:
                 typo = difflib.get_close_matches(key, [k for k in self.data if isinstance(k, str)], n=1)
                 hint = f" (found {typo[0]!r}: a typo?)" if typo else ""

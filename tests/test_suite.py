@@ -533,6 +533,24 @@ def test_values_nested_through_aliases_are_quoted_briefly(tmp_path, key):
     assert len(str(exc)) < 400, str(exc)[:400]
 
 
+@pytest.mark.parametrize("text, line, key", [
+    (one_check("      sizes: [1KiB]\n      iters:\n"), 6, "checks[0].params.iters"),      # ran 20 iterations
+    (one_check("      sizes: [1KiB]\n      dtype:\n"), 6, "checks[0].params.dtype"),      # ran float32
+    (one_check(extra="    timeout:\n"), 4, "checks[0].timeout"),                           # 300 s
+    (one_check(extra="    scope: ~\n"), 4, "checks[0].scope"),
+    ("defaults:\n  timeout: null\n" + one_check(), 2, "defaults.timeout"),
+    (one_check("      sizes: [1KiB]\n      judge_at:\n"), 6, "checks[0].params.judge_at"),
+    (one_check("      sizes: [1KiB]\n      per_iteration:\n"), 6, "checks[0].params.per_iteration"),
+    ("checks:\n  - id: c\n    measure: host_memory\n    params:\n", 4, "checks[0].params"),
+    ("checks:\n  - id: p\n    measure: probe\n    params: {probe: throttle, expect: {gpu_temp_max_c: }}\n", 4,
+     "checks[0].params.expect.gpu_temp_max_c"),                                           # no ceiling at all
+])
+def test_a_key_without_a_value_is_refused_not_read_as_its_default(tmp_path, text, line, key):
+    exc = error_of(tmp_path, text)
+    assert_points_at(exc, tmp_path, line, key)
+    assert str(exc).endswith("no value (null); give one, or leave the key out for its default")
+
+
 def gdsio_check(params: str) -> str:
     return f"checks:\n  - id: g\n    measure: gdsio\n    params: {params}\n"
 

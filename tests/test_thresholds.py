@@ -400,6 +400,21 @@ def test_a_negative_limit_for_a_quantity_that_never_is_is_refused(tmp_path, limi
     assert words in str(exc), str(exc)
 
 
+@pytest.mark.parametrize("text, line, key", [
+    (HEAD + "  c:\n    busbw: {limit: '>= 1', unit: GB/s, source: }\n", 12, "checks.c.busbw.source"),
+    ("platform: lab\ndetect:\n  gpu_count:\n", 3, "detect.gpu_count"),
+    ("platform: lab\ndetect: {gpu_count: 0}\nexpect:\n", 3, "expect"),          # no expectations at all
+    ("platform: lab\ndetect: {gpu_count: 0}\nexpect: {acs_redirect: ~}\n", 3, "expect.acs_redirect"),
+    ("platform: lab\ndetect: {gpu_count: 0}\ndefaults:\n  all_reduce:\n    when: {min_size: }\n"
+     "    busbw: {limit: '>= 1', unit: GB/s}\n", 5, "defaults.all_reduce.when.min_size"),
+    ("platform: lab\ndetect: {gpu_count: 0}\nfabric: {fraction: 0.9, min_size: , source: s}\n", 3, "fabric.min_size"),
+])
+def test_a_profile_key_without_a_value_is_refused_not_read_as_its_default(tmp_path, text, line, key):
+    exc = error_of(tmp_path, text)
+    assert_points_at(exc, tmp_path, line, key)
+    assert str(exc).endswith("no value (null); give one, or leave the key out for its default")
+
+
 def test_a_fabric_min_size_no_check_can_reach_is_refused(tmp_path):
     exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nfabric:\n  min_size: 1TiB\n  source: s\n")
     assert_points_at(exc, tmp_path, 4, "fabric.min_size")
