@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from clustercheck.errors import UserError, show
 
@@ -36,6 +36,7 @@ class Mapping(dict):
 
     line: int = 0
     key_lines: dict[str, int]
+    texts: dict[str, str]  # key -> its value as written, where that is a scalar (`010`, not 8; `yes`, not True)
 
     def line_of(self, key: str) -> int:
         return self.key_lines.get(key, self.line)
@@ -136,9 +137,12 @@ def _construct_mapping(loader: _Loader, node: MappingNode) -> Mapping:
     out = Mapping()
     out.line = node.start_mark.line + 1
     out.key_lines = {}
+    out.texts = {}
     for key, (key_node, value_node) in _pairs(loader, node, frozenset({id(node)})).items():
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
+        if isinstance(value_node, ScalarNode):
+            out.texts[key] = value_node.value
     return out
 
 

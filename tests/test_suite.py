@@ -464,10 +464,35 @@ def test_bad_env_var_name_in_defaults(tmp_path):
     assert_points_at(exc, tmp_path, 3, "defaults.env.9LIVES")
 
 
-@pytest.mark.parametrize("value", ["[1, 2]", "{a: 1}", "true", "null"])
+@pytest.mark.parametrize("value", ["[1, 2]", "{a: 1}", "null", "", "[&a [1], *a]"])
 def test_env_value_must_be_text_or_number(tmp_path, value):
     exc = error_of(tmp_path, one_check(extra=f"    env:\n      NCCL_ALGO: {value}\n"))
     assert_points_at(exc, tmp_path, 5, "checks[0].env.NCCL_ALGO")
+
+
+@pytest.mark.parametrize("value, text", [
+    ("4", "4"), ("010", "010"), ("0x16", "0x16"), ("1:30", "1:30"), ("1.50", "1.50"), ("yes", "yes"),
+    ("true", "true"), ("Off", "Off"), ("2024-01-01", "2024-01-01"), (".nan", ".nan"), ("'4_194_304'", "4_194_304"),
+    ('"010"', "010"), ("~x", "~x"), ("''", ""),
+])
+def test_env_values_reach_the_ranks_as_written(tmp_path, value, text):
+    """YAML 1.1 read 010 as 8, 0x16 as 22, 1:30 as 90 (base 60) and yes as True: the ranks got '8', '22', '90'."""
+    assert dict(check_of(tmp_path, extra=f"    env: {{NCCL_X: {value}}}\n").env) == {"NCCL_X": text}
+    suite = load_suite(write(tmp_path, f"defaults:\n  env:\n    NCCL_X: {value}\n" + one_check()))
+    assert dict(suite.checks[0].env) == {"NCCL_X": text}
+
+
+def test_env_values_merged_from_an_anchor_are_kept_as_written(tmp_path):
+    suite = load_suite(write(tmp_path, "defaults:\n  env: &e {NCCL_IB_TIMEOUT: 0x16}\n" + one_check(
+        extra="    env: {<<: *e, NCCL_X: 010}\n")))
+    assert dict(suite.checks[0].env) == {"NCCL_IB_TIMEOUT": "0x16", "NCCL_X": "010"}
+
+
+def test_an_env_number_with_digit_separators_is_refused(tmp_path):
+    """4_194_304 is 4194304 to YAML and 4 to NCCL's strtoll: neither the text nor the number is safe to pass."""
+    exc = error_of(tmp_path, one_check(extra="    env:\n      NCCL_BUFFSIZE: 4_194_304\n"))
+    assert_points_at(exc, tmp_path, 5, "checks[0].env.NCCL_BUFFSIZE")
+    assert "quote it to pass the text" in str(exc)
 
 
 def test_env_not_a_mapping(tmp_path):

@@ -12,6 +12,7 @@ from clustercheck.suite import envpolicy
 from clustercheck.kinds.base import SCOPES, CheckSpec
 from clustercheck.errors import show
 from clustercheck.schema import Fields, between, one_of
+from clustercheck.yamlfile import Mapping
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
 DEFAULT_TIMEOUT = 300.0
@@ -81,18 +82,31 @@ def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, 
     if raw is None:
         return inherited
     entries = Fields(raw, f.file, f.key_path("env"), f.line_of("env"))
+    # The value as written, not as YAML 1.1 reads it: `010` is 8 to PyYAML, `0x16` 22, `1:30` 90 (base 60) and
+    # `yes` True, while the rank's variable must hold the text the suite shows.
+    texts = raw.texts if isinstance(raw, Mapping) else {}
     env = dict(inherited)
     for key, value in raw.items():
         problem = envpolicy.name_problem(key)
         if problem:
             raise entries.error(key, f"{show(key)} {problem}")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)) \
-                or isinstance(value, int) and value.bit_length() > 64:  # str() refuses > 4300 digits
+        if value is None:
+            raise entries.error(key, "no value (null); give one (\"\" for an empty variable) or leave the key out")
+        if isinstance(value, (dict, list)) or isinstance(value, int) and value.bit_length() > 64:  # no int64 either
             raise entries.error(key, f"expected text or a number, got {show(value)}")
-        problem = envpolicy.value_problem(str(value))
+        text = texts[key] if key in texts else value if isinstance(value, str) else None
+        if text and "_" in text and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # YAML's digit separators: 4_194_304 is 4194304 to YAML, 4 to NCCL's strtoll; neither reading is safe
+            raise entries.error(key, f"{show(text)} is a number with '_' in it, which a program reads only up to "
+                                     f"the '_'; write it without, or quote it to pass the text")
+        if text is None:  # not from the YAML loader: a plain scalar's str(), never a list or a mapping's
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise entries.error(key, f"expected text or a number, got {show(value)}")
+            text = str(value)
+        problem = envpolicy.value_problem(text)
         if problem:
-            raise entries.error(key, f"{problem}: {show(value)}")
-        env[key] = str(value)
+            raise entries.error(key, f"{problem}: {show(text)}")
+        env[key] = text
     return tuple(sorted(env.items()))
 
 
