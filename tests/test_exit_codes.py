@@ -105,3 +105,21 @@ def test_probe_rows_passed_failed_skipped_bad_input():
     numa_without_nic = TOOLS / "nvidia-smi-topo" / "3x-rtxa6000-nv4-pair-plus-node-ansi-escapes.txt"
     assert cli("probe", "numa", "--input", str(numa_without_nic)).returncode == Exit.NOTHING
     assert cli("probe", "topo", "--input", str(TOOLS / "gdscheck")).returncode == Exit.BAD_INPUT
+
+
+def test_a_bug_in_a_subcommand_is_a_harness_error_3_never_1_which_blames_the_hardware(monkeypatch, capsys):
+    import dataclasses
+
+    from clustercheck import cli
+    from clustercheck.probes import get, topo
+
+    def broken(*_: object) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    # a judge with a bug, as an unforeseen capture could hit one
+    monkeypatch.setattr(topo, "PROBE", dataclasses.replace(get("topo"), judge=broken))
+    capture = next(p for p in (TOOLS / "nvidia-smi-topo").iterdir() if p.suffix == ".txt")
+    assert cli.main(["probe", "topo", "--input", str(capture)]) == Exit.ERROR  # a traceback and exit 1 before
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.splitlines()[-1].startswith(
+        "clustercheck: internal error: ZeroDivisionError: division by zero (a bug in clustercheck ")
