@@ -119,6 +119,16 @@ def test_expression_unit_must_fit_the_threshold_unit(tmp_path):
     assert "cannot convert count to GB/s" in str(exc)
 
 
+def test_a_percentage_of_nothing_is_refused_and_a_share_of_a_spec_or_a_limit_in_percent_is_not(tmp_path):
+    exc = error_of(tmp_path, one_limit(">= 5%"))  # 0.05 GB/s before: a floor nothing fails
+    assert_points_at(exc, tmp_path, 13, "checks.c.busbw.limit")
+    assert "a percentage of nothing: it reads as 0.05 GB/s" in str(exc)
+    assert limit_of(tmp_path, ">= 80% * spec.nvlink.unidirectional", "GB/s").value == pytest.approx(360.0)
+    assert limit_of(tmp_path, "<= 5%", "ratio").value == pytest.approx(0.05)
+    exc = error_of(tmp_path, one_limit("<= 5%", "'%'"))  # 0.05 %, a 100x slip
+    assert "it reads as 0.05 %" in str(exc)
+
+
 def test_several_checks_and_metrics(tmp_path):
     text = HEAD + ("  a:\n    busbw:\n      limit: '>= 1'\n      unit: GB/s\n"
                    "    time_us:\n      limit: '<= 9'\n      unit: ms\n"

@@ -43,6 +43,7 @@ class Parsed:
     value: float
     unit: str | None
     sources: tuple[str, ...]
+    percent: bool = False  # a number was written with '%' (a share: of a spec value, or a limit in %)
 
 
 Resolver = Callable[[str, str], Quantity]  # (spec name or role, field) -> Quantity
@@ -67,6 +68,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.resolve = resolve
+        self.percent = False
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -93,7 +95,7 @@ class _Parser:
             raise ExprError(f"unexpected {show(self.peek())} after the expression")
         if not math.isfinite(q.value):
             raise ExprError("the limit is not a finite number")
-        return Parsed(op, q.value, q.unit, q.sources)
+        return Parsed(op, q.value, q.unit, q.sources, self.percent)
 
     def sum(self) -> Quantity:
         left = self.product()
@@ -147,6 +149,7 @@ class _Parser:
             if self.peek() == "%":
                 self.take()
                 value /= 100
+                self.percent = True
             return Quantity(value, None)
         if tok == "spec":
             self.expect(".")

@@ -187,6 +187,9 @@ def _limit(parent: Fields, check_id: str, metric: str, resolve: Callable[[str, s
     f.done()
     try:
         parsed = parse_limit(expression, resolve)
+        if parsed.percent and parsed.unit is None and unit != "ratio":  # in %, '5%' would read as 0.05 %
+            raise ExprError(f"a percentage of nothing: it reads as {parsed.value:g} {unit}; write a share of a spec "
+                            f"value ('>= 80% * spec.nvlink.unidirectional'), a number in {unit}, or unit: ratio")
         value = units.convert(parsed.value, parsed.unit, unit) if parsed.unit else parsed.value
         if not math.isfinite(value):
             raise ExprError(f"the limit is not a finite number in {unit}")
