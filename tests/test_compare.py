@@ -116,6 +116,28 @@ def test_bad_records_are_one_line_user_errors(tmp_path: Path) -> None:
         load_run(future)
 
 
+def test_a_record_no_run_writes_is_refused_naming_the_line_never_compared(tmp_path: Path) -> None:
+    """A baseline whose busbw passed on NaN was compared as 'not compared: the baseline measured nan' and
+    exited 0; a key given twice was read as whichever came last; a verdict without its unit ended compare
+    with a KeyError. Each is a bad record: one line naming file, line and key, exit 4."""
+    now = save(tmp_path / "now", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    nan = save(tmp_path / "nan", [result("allreduce", "n1", [{**verdict("busbw", 100.0, ">=", 50, "GB/s"),
+                                                              "measured": math.nan}])])
+    out = cc(str(nan), str(now), cwd=tmp_path)
+    assert out.returncode == 4 and out.stdout == ""
+    assert out.stderr.splitlines() == [f"clustercheck: error: {nan / 'run.jsonl'}: not a run record (line 2: "
+                                       "result.verdicts[0]: passed with measured NaN, which judging never passes (a "
+                                       "record edited by hand?))"]
+    unitless = {k: v for k, v in verdict("busbw", 100.0, ">=", 50, "GB/s").items() if k != "unit"}
+    save(tmp_path / "unit", [result("allreduce", "n1", [unitless])])
+    with pytest.raises(UserError, match=r"line 2: result.verdicts\[0\]: a limit's verdict without 'unit'"):
+        load_run(tmp_path / "unit")
+    record = now / "run.jsonl"
+    record.write_text(record.read_text().replace('"type": "end"', '"type": "end", "type": "run"'))
+    out = cc(str(now), str(now), cwd=tmp_path)
+    assert out.returncode == 4 and "line 3: key 'type' given twice in one object" in out.stderr, out.stderr
+
+
 def test_tolerance_takes_fractions_and_percentages() -> None:
     assert parse_tolerance("0.1") == 0.1 and parse_tolerance("5%") == 0.05
     import argparse

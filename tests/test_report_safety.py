@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -53,6 +54,63 @@ def test_report_on_a_record_it_cannot_read_leaves_the_reports_byte_identical(goo
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert {name: (run / name).read_bytes() for name in REPORTS} == before
     assert sorted(p.name for p in run.iterdir()) == sorted([*REPORTS, "run.jsonl"])  # no temporary left
+
+
+def _spoiled(good_run: Path, tmp_path: Path, spoil: Callable[[list[dict]], Any]) -> subprocess.CompletedProcess[str]:
+    """`clustercheck report` on a copy of the good run whose record `spoil` edited (a list of its entries)."""
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    entries = [json.loads(line) for line in (good_run / "run.jsonl").read_text().splitlines()]
+    spoil(entries)
+    (run / "run.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _result(entries: list[dict]) -> dict:
+    return next(e for e in entries if e.get("type") == "result")
+
+
+def _line_of_result(entries: list[dict]) -> int:
+    return next(i for i, e in enumerate(entries, 1) if e.get("type") == "result")
+
+
+@pytest.mark.parametrize("spoil, says", [
+    (lambda es: _result(es).pop("duration"), "line {result}: no 'duration' where the reports read one"),
+    (lambda es: _result(es)["verdicts"][0].pop("expression"), "line {result}: no 'expression' where the reports read one"),
+    (lambda es: es[0]["thresholds"].pop("file"), "line 1: run.thresholds.file: missing"),
+    (lambda es: _result(es).update(finished=5), "line {result}: result.finished: unexpected int"),
+    (lambda es: _result(es)["verdicts"][0].update(measured=float("nan")),
+     "line {result}: result.verdicts[0]: passed with measured NaN, which judging never passes"),
+])
+def test_a_record_the_reports_cannot_render_is_named_by_line_and_key(good_run: Path, tmp_path: Path,
+                                                                     spoil: Callable[[list[dict]], Any], says: str) -> None:
+    """Not `(KeyError: 'file')` or `(ValueError: cannot convert float NaN to integer)`: the line, and the
+    key the reports read there."""
+    import json
+
+    result = _line_of_result([json.loads(x) for x in (good_run / "run.jsonl").read_text().splitlines()])
+    proc = _spoiled(good_run, tmp_path, spoil)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"not a run record clustercheck can render ({says.format(result=result)}" in line, line
+    assert "Error" not in line, line
+
+
+def test_a_measurement_that_measured_nothing_renders_as_the_failure_it_is(good_run: Path, tmp_path: Path) -> None:
+    """NaN is how the record keeps a measurement that measured nothing; judged, it fails. Its record renders,
+    exit 1, never refused as a bad record."""
+    def failed(entries: list[dict]) -> None:
+        r = _result(entries)
+        r["outcome"], r["verdicts"][0]["passed"], r["verdicts"][0]["measured"] = "failed", False, float("nan")
+        r["verdicts"][0]["margin"] = float("nan")
+        r["metrics"][r["verdicts"][0]["metric"]]["value"] = float("nan")
+
+    proc = _spoiled(good_run, tmp_path, failed)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_report_re_renders_a_good_record_identically(good_run: Path, tmp_path: Path) -> None:

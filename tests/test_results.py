@@ -255,6 +255,70 @@ def test_a_bad_line_before_the_last_is_refused_naming_it(tmp_path):
         read_record(other)
 
 
+def _limit_verdict(measured: float, passed: bool) -> dict:
+    return {"metric": "busbw", "measured": measured, "unit": "GB/s", "op": ">=", "limit": 0.05, "passed": passed,
+            "margin": measured / 0.05 - 1, "expression": ">= 0.05", "origin": "cpu.yaml:13", "source": "test"}
+
+
+def test_a_measurement_that_measured_nothing_reads_as_recorded(tmp_path):
+    """The writer records NaN where a measurement measured nothing (a collective timed at 0 s: busbw NaN) and
+    judging fails it; such a record is a failed run, read as it is, never refused as a bad record."""
+    path = tmp_path / "run.jsonl"
+    failed = {**RESULTS[1], "duration": 1.5, "metrics": {"busbw": {"value": math.nan, "unit": "GB/s"}},
+              "rows": [{"size": 1024, "busbw": math.nan}], "verdicts": [_limit_verdict(math.nan, False)]}
+    write_record(path, [HEADER, failed, END])
+    assert "NaN" in path.read_text()
+    (read,) = read_record(path)[1]
+    assert math.isnan(read["metrics"]["busbw"]["value"]) and read["verdicts"][0]["passed"] is False
+
+
+@pytest.mark.parametrize("line, said", [
+    ('{"type": "result", "name": "a", "check": "a", "suite_file": "s.yaml", "outcome": "passed", "duration": NaN}',
+     "line 2: result.duration: NaN is not a number of seconds"),
+    ('{"type": "result", "name": "a", "check": "a", "suite_file": "s.yaml", "outcome": "passed", "duration": Infinity}',
+     "line 2: result.duration: Infinity is not a number of seconds"),
+    (json.dumps({**RESULTS[0], "verdicts": [_limit_verdict(math.nan, True)]}),
+     "line 2: result.verdicts[0]: passed with measured NaN, which judging never passes"),
+    (json.dumps({**RESULTS[0], "verdicts": [{**_limit_verdict(1.0, True), "limit": math.inf}]}),
+     "line 2: result.verdicts[0].limit: 'inf' is not a finite number"),
+    (json.dumps({**RESULTS[0], "verdicts": [{"measured": 1.0, "passed": True}]}), "line 2: result.verdicts[0]: no 'metric'"),
+    (json.dumps({**RESULTS[0], "verdicts": [{k: v for k, v in _limit_verdict(1.0, True).items() if k != "unit"}]}),
+     "line 2: result.verdicts[0]: a limit's verdict without 'unit'"),
+    (json.dumps({**RESULTS[0], "metrics": {"iter_cv": "x"}}), "line 2: result.metrics.iter_cv: unexpected str"),
+    (json.dumps({**END, "counts": {"passed": math.nan}}), "line 2: end.counts.passed: NaN is not a count"),
+    ('{"type": "end", "counts": {}, "type": "run"}', "line 2: key 'type' given twice in one object"),
+    ('{"type": "result", "rows": [{"size": 1, "size": 2}]}', "line 2: key 'size' given twice in one object"),
+])
+def test_a_line_no_run_writes_is_refused_naming_line_and_key(tmp_path, line, said):
+    """NaN or infinity where a reader needs a number (a duration, a limit, a count), a verdict that passed on
+    NaN, a key given twice (JSON readers differ on which counts): each refused naming its line and key."""
+    from clustercheck.record.io import RecordError
+
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    with pytest.raises(RecordError) as refused:
+        read_record(path)
+    assert str(refused.value).startswith(said), str(refused.value)
+
+
+def test_a_line_that_is_not_text_is_named_by_its_byte(tmp_path):
+    from clustercheck.record.io import NotText
+
+    path = tmp_path / "run.jsonl"
+    write_record(path, [HEADER])
+    with path.open("ab") as fh:
+        fh.write(b'{"type": "end"}\n\x89PNG\xff garbage\n')
+    with pytest.raises(NotText, match=r"^line 3 is not text: byte 0x89 at column 1 is not UTF-8$"):
+        read_record(path)
+    torn = tmp_path / "torn.jsonl"  # a kill cut the last line inside a character: torn, not binary
+    write_record(torn, [HEADER])
+    with torn.open("ab") as fh:
+        fh.write('{"type": "result", "message": "\u00e9'.encode()[:-1])
+    assert read_record(torn) == (HEADER, [], None)
+
+
 def test_run_without_end_line_reads_as_unfinished(tmp_path):
     path = tmp_path / "run.jsonl"
     write_record(path, [HEADER, *RESULTS])

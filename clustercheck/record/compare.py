@@ -132,8 +132,8 @@ def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
         raise UserError(f"no run record at {record}{available(history)}")
     try:
         rec = load(record)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{record}: not a run record ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise UserError(f"{record}: cannot read the run record: {exc.strerror or type(exc).__name__}") from None
     except RecordError as exc:
         raise UserError(f"{record}: not a run record ({exc})") from None
     if rec.header.get("type") != "run":

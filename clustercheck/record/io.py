@@ -13,8 +13,19 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from clustercheck.errors import ClusterCheckError
-from clustercheck.record.schema import (OUTCOMES, SCHEMA_VERSION, EndEntry, ExcludeEntry, PlanItem, ResultEntry,
-                                        RunHeader, item_id)
+from clustercheck.record.lines import NotText, RecordError, check, check_schema, parse  # noqa: F401 (re-exported)
+from clustercheck.record.schema import EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, item_id
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Where each part of a record stands in its file (line numbers; 0: absent), so that what a reader
+    cannot use is named by its line."""
+    run: int = 0
+    results: tuple[int, ...] = ()
+    plan: int = 0
+    exclude: int = 0
+    end: int = 0
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,7 @@ class Record:
     exclude: ExcludeEntry | None
     end: EndEntry | None
     plan: list[PlanItem] | None = None  # None in records written before plans
+    lines: Lines = Lines()
 
     def not_run(self) -> list[PlanItem]:
         """Planned items without a result: never started, or cut off by an interruption or a kill (in a
@@ -103,44 +115,38 @@ class RunWriter:
             pass
 
 
-class RecordError(ValueError):
-    """The file is not a run record this clustercheck can read; the message names the line."""
-
-
 def load(path: Path) -> Record:
-    """Every line of a run record, each checked for the shape its readers rely on (RecordError naming
-    the line otherwise). Only a torn *last* line (a writer killed mid-line) is ignored: a bad line
-    anywhere else would hide a result, and a gate must not read a record with holes as complete. Every
-    reader (report, compare, --compare, sign, verify) shares these refusals: a record of another schema
-    version, or none, is refused here, not read by guesswork."""
+    """Every line of a run record, each checked for the shape its readers rely on (record/lines.py:
+    RecordError naming the line otherwise). Only a torn *last* line (a writer killed mid-line) is ignored: a
+    bad line anywhere else would hide a result, and a gate must not read a record with holes as complete.
+    Every reader (report, compare, --compare, sign, verify) shares these refusals: a record of another
+    schema version, or none, is refused here, not read by guesswork."""
     header: RunHeader = {}
     results: list[ResultEntry] = []
     exclude: ExcludeEntry | None = None
     end: EndEntry | None = None
     plan: list[PlanItem] | None = None
+    at: dict[str, Any] = {"results": []}  # where each part stands: Record.lines
     for number, entry in _lines(path):
         kind = entry.get("type")
         if kind == "run":
-            _check_schema(entry, number)
-        _check(entry, number)
+            check_schema(entry, number)
+        check(entry, number)
         if kind == "run":
             header = entry  # type: ignore[assignment]  # checked above: the writer gave it this shape
         elif kind == "result":
             results.append(entry)  # type: ignore[arg-type]
+            at["results"].append(number)
         elif kind == "exclude":
             exclude = entry  # type: ignore[assignment]
         elif kind == "end":
             end = entry  # type: ignore[assignment]
         elif kind == "plan":
             plan = entry["items"]
-    return Record(path, header, results, exclude, end, plan)
-
-
-def _check_schema(entry: dict[str, Any], number: int) -> None:
-    schema = entry.get("schema")
-    if type(schema) is not int or schema != SCHEMA_VERSION:  # bool is an int to isinstance
-        found = "none" if "schema" not in entry else str(schema)[:40]
-        raise RecordError(f"line {number}: run record schema {found}; this clustercheck reads schema {SCHEMA_VERSION}")
+        if kind in ("run", "exclude", "end", "plan"):
+            at[kind] = number
+    at["results"] = tuple(at["results"])
+    return Record(path, header, results, exclude, end, plan, Lines(**at))
 
 
 def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | None]:
@@ -150,65 +156,10 @@ def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | No
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            if number == len(lines) and not line.endswith("\n"):
-                return  # torn by a kill: what came before stands, and the missing end line says INCOMPLETE
-            raise RecordError(f"line {number}: not JSON ({type(exc).__name__})") from None
-        if not isinstance(entry, dict):
-            raise RecordError(f"line {number}: expected a JSON object, got {type(entry).__name__}")
-        yield number, entry
-
-
-_STR, _OPT_STR, _NUM = (str,), (str, type(None)), (int, float)
-# line type -> key -> (required, allowed types): what the readers index without checking
-_SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
-    "run": {"platform": (False, _STR), "nodes": (False, (list,)), "ranks": (False, (int,)), "facts": (False, (dict,)),
-            "argv": (False, (list,)), "suites": (False, (list,)), "thresholds": (False, (dict,)),
-            "started": (False, _STR), "schema": (False, (int,)), "repeat": (False, (dict,)),
-            "absent": (False, (dict,))},
-    "result": {"name": (True, _STR), "check": (True, _STR), "suite_file": (True, _STR), "outcome": (True, _STR),
-               "measure": (False, _STR), "scope": (False, _STR), "node": (False, _OPT_STR), "nodes": (False, (list,)),
-               "line": (False, (int,)), "message": (False, _STR), "duration": (False, _NUM),
-               "verdicts": (False, (list,)), "metrics": (False, (dict,)), "rows": (False, (list,)),
-               "params": (False, (dict,)), "description": (False, _STR), "worst": (False, _OPT_STR),
-               "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,)), "repeat": (False, (int,)),
-               "unreachable": (False, (list,))},
-    "plan": {"items": (True, (list,))},
-    "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
-                "unmeasured": (False, (dict,)), "untested": (False, (list,)), "breaker": (False, _STR),
-                "taint": (False, (list,))},
-    "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR),
-            "stopped": (False, _STR),
-            "repetitions": (False, (int,))},
-}
-
-
-def _check(entry: dict[str, Any], number: int) -> None:
-    kind = entry.get("type")
-    shape = _SHAPES.get(kind) if isinstance(kind, str) else None
-    if shape is None:
-        return  # pool lines and lines of later versions: no reader indexes them
-    for key, (required, types) in shape.items():
-        if key not in entry:
-            if required:
-                raise RecordError(f"line {number}: {entry['type']} line without {key!r}")
-            continue
-        value = entry[key]
-        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-            raise RecordError(f"line {number}: {entry['type']}.{key}: unexpected {type(value).__name__}")
-    if entry["type"] == "result" and entry["outcome"] not in OUTCOMES:
-        raise RecordError(f"line {number}: result.outcome {str(entry['outcome'])[:40]!r} is not one of "
-                          f"{', '.join(OUTCOMES)}")
-    for key in ("verdicts", "items"):
-        if not all(isinstance(x, dict) for x in entry.get(key) or ()):
-            raise RecordError(f"line {number}: {entry['type']}.{key}: every element must be an object")
-    for item in entry.get("items") or ():
-        if not isinstance(item.get("name"), str) or not isinstance(item.get("suite_file"), str):
-            raise RecordError(f"line {number}: a plan item without a name or suite_file")
+    with path.open("rb") as fh:
+        lines = fh.read().split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        # the file ends in a newline: the last element is empty; one that is not was torn by a kill
+        entry = parse(raw, number, last=number == len(lines) and raw != b"")
+        if entry is not None:
+            yield number, entry

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from clustercheck.errors import UserError
-from clustercheck.record.io import Record, RecordError, load
+from clustercheck.record.io import NotText, Record, RecordError, load
 from clustercheck.record.schema import SCHEMA_VERSION, counts
 from clustercheck.report.status import run_status
 
@@ -23,14 +24,16 @@ def read(record: Path) -> Record:
     """The run record to render; UserError (one line) when it is unreadable or not a record."""
     try:
         rec = load(record)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{record}: cannot read the run record ({type(exc).__name__}); reports left as they were") \
-            from None
+    except OSError as exc:
+        raise UserError(f"{record}: cannot read the run record: {exc.strerror or type(exc).__name__}; reports left "
+                        "as they were") from None
+    except NotText as exc:
+        raise UserError(f"{record}: cannot read the run record: {exc}; reports left as they were") from None
     except RecordError as exc:
         raise UserError(f"{record}: not a run record clustercheck can render ({exc}); reports left as they were") \
             from None
     if rec.header.get("type") != "run":
-        raise UserError(f"{record}: not a run record clustercheck can render (ValueError: it has no 'run' line); "
+        raise UserError(f"{record}: not a run record clustercheck can render (it has no 'run' line); "
                         "reports left as they were")
     return rec
 
@@ -38,13 +41,68 @@ def read(record: Path) -> Record:
 def render_texts(rec: Record, signer: str | None = None) -> dict[str, tuple[str, bytes]]:
     """Every report of `rec` as (file name, bytes), in memory; `signer` the fingerprint of the key that
     signs (or signed) the run. UserError (one line) when the record cannot be rendered."""
-    from jinja2 import UndefinedError  # a field the template reads is missing from a hand-edited record
-
     try:
         return _render(rec, signer)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, UndefinedError) as exc:
-        raise UserError(f"{rec.path}: not a run record clustercheck can render ({type(exc).__name__}: "
-                        f"{str(exc)[:80]}); reports left as they were") from None
+    except _unrenderable() as exc:
+        raise UserError(f"{rec.path}: not a run record clustercheck can render ({culprit(rec, signer, exc)}); "
+                        "reports left as they were") from None
+
+
+def _unrenderable() -> tuple[type[Exception], ...]:
+    from jinja2 import UndefinedError  # a field the template reads is missing from a hand-edited record
+
+    return KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, UndefinedError
+
+
+def culprit(rec: Record, signer: str | None, exc: Exception) -> str:
+    """Which line of `rec` the reports cannot render, and what they missed there: the run line alone, then
+    with the plan, exclusion and end lines, then the shortest run of results that fails (halving: a few
+    renders more, only once a record has failed)."""
+    bare = replace(rec, results=[], plan=None, exclude=None, end=None)
+    found = _fails(bare, signer)
+    number = rec.lines.run
+    thresholds = rec.header.get("thresholds")
+    if found is None and isinstance(thresholds, dict) and not isinstance(thresholds.get("file"), str):
+        # read only beside a result (junit's properties): a bare run line renders, so it is named here
+        return f"line {number}: run.thresholds.file: " + ("missing" if "file" not in thresholds else "not text")
+    if found is None:
+        for part in ("plan", "exclude", "end"):
+            if getattr(rec, part) is not None:
+                bare = replace(bare, **{part: getattr(rec, part)})
+                if (found := _fails(bare, signer)) is not None:
+                    number = getattr(rec.lines, part)
+                    break
+    if found is None:
+        ok, bad = 0, len(rec.results)  # a record with `ok` results renders; with `bad` it does not
+        while bad - ok > 1:
+            mid = (ok + bad) // 2
+            if (failed := _fails(replace(bare, results=rec.results[:mid]), signer)) is None:
+                ok = mid
+            else:
+                bad, found = mid, failed
+        if bad and len(rec.lines.results) >= bad:
+            number, found = rec.lines.results[bad - 1], found or exc
+    if found is None or not number:
+        return _what(exc)
+    return f"line {number}: {_what(found)}"
+
+
+def _fails(rec: Record, signer: str | None) -> Exception | None:
+    try:
+        _render(rec, signer)
+    except _unrenderable() as exc:
+        return exc
+    return None
+
+
+def _what(exc: Exception) -> str:
+    """What the reports missed, in words: the key they looked for, else the value they could not use."""
+    missing = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
+    if missing is None and "has no attribute" in str(exc) and type(exc).__name__ == "UndefinedError":
+        missing = str(exc).rsplit("'", 2)[-2]  # jinja2: "'dict object' has no attribute 'duration'"
+    if missing is not None:
+        return f"no {str(missing)[:40]!r} where the reports read one"
+    return f"a value the reports cannot use: {str(exc)[:80]}"
 
 
 def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict[str, Path]:
