@@ -43,6 +43,9 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique)  # one for every line: json.loads with a hook builds one per call
+
+
 def parse(raw: bytes, number: int, last: bool) -> dict[str, Any] | None:
     """The object on line `number` (`raw` without its newline); None for a blank line, and for the last
     line torn by a kill (`last`: the file ends in it, without a newline): what came before stands, and the
@@ -57,7 +60,7 @@ def parse(raw: bytes, number: int, last: bool) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        entry = json.loads(line, object_pairs_hook=_unique)
+        entry = _DECODER.decode(line)
     except _Repeated as exc:
         raise RecordError(f"line {number}: key {str(exc.key)[:40]!r} given twice in one object (JSON readers "
                           "differ on which one counts)") from None
