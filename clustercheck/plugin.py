@@ -18,12 +18,11 @@ from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress, ReporterLines
 from clustercheck.record.io import RecordWriteError
 from clustercheck.run.rundir import latest_problem, space_problem
-from clustercheck.run.signals import not_started, stopped_by
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
-from clustercheck.run.signals import Stopper
+from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, load_suite
 from clustercheck.kinds.base import CheckSpec
@@ -339,11 +338,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(not_started(why), file=sys.stderr)
         session.exitstatus = int(Exit.INCOMPLETE)
     if cs.started and cs.run_dir is not None:
-        from clustercheck.report import read
         from clustercheck.report.status import run_status
         from clustercheck.report.terminal import incomplete_line
 
-        rec = read(cs.run_dir / "run.jsonl")  # once: the reports, the summary and the hooks all use it
+        rec = cs.read_back()  # once: the reports, the summary and the hooks all use it
+        if rec is None:
+            session.exitstatus = int(Exit.ERROR)
+            return
         from clustercheck.evidence.signing import render_and_sign
 
         unwritten = None

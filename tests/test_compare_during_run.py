@@ -46,6 +46,25 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     assert not [line for line in res.outlines if line.startswith("software differs")]
 
 
+def test_a_baseline_that_measured_0_is_not_compared_and_the_run_ends_whole(project: pytest.Pytester) -> None:
+    """A change from 0 was an infinite improvement, written as a verdict that passed on Infinity, which the
+    run's own reader then refused at its end: an INTERNALERROR and no reports."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    project.runpytest(*RUN).assert_outcomes(passed=1)
+    baseline = (project.path / "out" / "latest").resolve()
+    lines = [json.loads(x) for x in (baseline / "run.jsonl").read_text().splitlines()]
+    for x in lines:
+        for v in x.get("verdicts") or []:
+            if v["metric"] == "busbw":
+                v["measured"], v["passed"] = 0.0, False
+    (baseline / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = project.runpytest(*RUN, "--compare", str(baseline))
+    res.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str() and res.ret == 0
+    (result,) = latest(project)["results"]
+    assert not [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
+
+
 def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
     res = project.runpytest(*RUN, "--compare", "nowhere")

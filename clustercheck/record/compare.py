@@ -251,6 +251,9 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             skipped.append((item, f"{key}: {bad} measured {fmt(o.get('measured') if before is None else v.get('measured'))}, "
                                   "not a number"))
             continue
+        if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
+            skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
+            continue
         change = relative(before, now)
         noise = max(spread(baseline, o), spread(current, v))
         kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise)

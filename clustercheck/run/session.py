@@ -333,6 +333,19 @@ class CheckSession:
             self.pools.close()
         self.launcher.close()
 
+    def read_back(self) -> Any:
+        """The record this run wrote, read as `clustercheck report` reads it; None, said in one line with the
+        ranks released, when its own reader refuses it (a bug of clustercheck's: never a traceback at the end)."""
+        from clustercheck.report import read
+
+        assert self.run_dir is not None
+        try:
+            return read(self.run_dir / "run.jsonl")
+        except UserError as exc:
+            self.release()
+            print(f"clustercheck: internal error: the run's record cannot be read back ({exc})", file=sys.stderr)
+            return None
+
 
 def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
     """The least of a memory fact over the nodes that know it, and the node that has it: memory is read
