@@ -124,6 +124,20 @@ def test_an_nvlink_counter_nvml_will_not_read_is_not_judged_by_name(monkeypatch:
         f"NVML_ERROR_NOT_SUPPORTED (Not Supported))")
 
 
+def test_nvlink_counters_a_gpu_has_on_none_of_its_links_are_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counter NVML answers NOT_SUPPORTED on every link of a GPU is one the GPU does not have: a note, as a
+    GPU without ECC is; on one link only it stays not judged (above)."""
+    node = counted(h100_node())
+    for link in range(node["gpus"][1]["links"]):
+        node = link_failing(node, 1, link, "nvmlDeviceGetNvLinkErrorCounter", NOT_SUPPORTED)
+    before = snap(monkeypatch, node, 0.0)
+    gpu1, links = gpu_name(node, 1), node["gpus"][1]["links"]
+    assert f"{gpu1}: nvlink.crc_data not supported on any of its {links} link(s)" in before.notes
+    j = judge(delta(before, snap(monkeypatch, node, 60.0)))
+    assert j.harness_errors == ()  # every --counters item on such a GPU was an error before
+    assert item_verdicts("burn", {"gpu-node": j}, ["gpu-node"]) == []
+
+
 def test_a_gpu_without_ecc_is_a_note_and_one_ecc_count_missing_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
     node = counted(h100_node())
     del node["gpus"][2]["ecc"]  # both counts NOT_SUPPORTED: the GPU has no ECC (or it is off)

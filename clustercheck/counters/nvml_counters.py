@@ -95,12 +95,18 @@ def _read(nv: Any) -> Reading:
         pending = get("nvmlDeviceGetRetiredPagesPendingStatus", ("gpu.retired_pages.pending",))
         if pending is not None:
             counters.append(Counter("gpu.retired_pages.pending", gpu, int(pending)))
-        for link, _ in r.present_links(h, i, bus) or ():  # as nvml.py counts them: a link without a state
-            for counter, name in enumerate(NVLINK_COUNTERS):  # (disabled) does not hide the links after it
+        links = [link for link, _ in r.present_links(h, i, bus) or ()]  # as nvml.py counts them: a link
+        for link in links:  # without a state (disabled) does not hide the links after it
+            for counter, name in enumerate(NVLINK_COUNTERS):
                 value = get("nvmlDeviceGetNvLinkErrorCounter", (f"nvlink.{name}",), link, counter,
                             device=f"{gpu} link {link}")
                 if value is not None:
                     counters.append(Counter(f"nvlink.{name}", f"{gpu} link {link}", int(value)))
+        for name in NVLINK_COUNTERS:  # a counter NVML gives on none of a GPU's links (newer GPUs drop some
+            absent = [e for e in unsupported if e.counter == f"nvlink.{name}"]  # of them): what it is, a note
+            if links and len(absent) == len(links):
+                notes.append(f"{gpu}: nvlink.{name} not supported on any of its {len(links)} link(s)")
+                unsupported = [e for e in unsupported if e not in absent]
         for family, (meaning, size) in FEATURES.items():
             absent = [e for e in unsupported if e.counter.startswith(family + ".")]
             if len(absent) == size:  # the whole feature: what this GPU is, not a failed read
