@@ -145,6 +145,20 @@ def test_a_dmesg_window_whose_start_was_overwritten_is_lost_not_empty(tmp_path: 
     assert after == () and [e.kind for e in errors] == ["lost"]
 
 
+def test_a_buffer_a_prolog_cleared_before_the_run_is_a_quiet_window_and_its_first_line_is_seen(tmp_path: Path) -> None:
+    """`dmesg --clear` before the run (a job prolog): every later window was 'lost', and the first line logged
+    after it 'not judged: the cursor has no timestamp'; an empty buffer then, empty now, is a quiet window."""
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    _, cursor, errors = window(None, tmp_path / "no-kmsg", ("cat", str(empty)))
+    assert cursor == LogCursor("dmesg", None, None) and not errors
+    assert window(cursor, tmp_path / "no-kmsg", ("cat", str(empty))) == ((), cursor, ())
+    xid = tmp_path / "xid"
+    xid.write_text("<4>[ 1843.308145] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, GPU has fallen off the bus.\n")
+    after, later, errors = window(cursor, tmp_path / "no-kmsg", ("cat", str(xid)))
+    assert [l.usec for l in after] == [1843308145] and not errors and later == LogCursor("dmesg", None, 1843308145)
+
+
 def as_dmesg(records: list[str]) -> str:
     """/dev/kmsg records as `dmesg -r` prints the same ring buffer: `<prio>[seconds.micros] message`."""
     out = []

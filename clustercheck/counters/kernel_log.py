@@ -148,14 +148,16 @@ def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] =
     # dmesg the next, or the reverse) has no sequence number this read can use; both stamp records with the
     # same clock, microseconds since boot.
     where = str(kmsg) if source == "kmsg" else " ".join(dmesg)
-    if not lines:  # dmesg --clear empties what dmesg prints: the window's lines, if any, are gone
+    if not lines and cursor.usec is None:  # empty then and now (a job prolog's dmesg --clear): nothing logged
+        return (), new, ()
+    if not lines:  # dmesg --clear in the window empties what dmesg prints: the window's lines, if any, are gone
         return (), new, (ReadError("kernel.log", "", where, "no records at all: the ring buffer was cleared, so "
                                    "lines logged in this window may be gone", "lost"),)
-    if cursor.usec is None or not stamps:  # printk.time=0, or a cursor from a read that found no record
-        why = f"the last snapshot's cursor ({cursor.source}) has no timestamp" if cursor.usec is None else \
-            "its records carry no timestamps"
-        return (), new, (ReadError("kernel.log", "", where, f"not judged: {why}, so the lines logged in this window "
-                                   "cannot be told from earlier ones"),)
+    if not stamps:  # printk.time=0
+        return (), new, (ReadError("kernel.log", "", where, "not judged: its records carry no timestamps, so the "
+                                   "lines logged in this window cannot be told from earlier ones"),)
+    if cursor.usec is None:  # the last read found the buffer empty (records are stamped): all of these are new
+        return tuple(l for l in lines if l.usec is not None), new, ()
     after = tuple(l for l in lines if l.usec is not None and l.usec > cursor.usec)
     if min(stamps) > cursor.usec:  # the record at the cursor is gone, and maybe later ones with it
         return after, new, (ReadError("kernel.log", "", where, f"the ring buffer now starts at "
