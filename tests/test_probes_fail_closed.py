@@ -209,13 +209,17 @@ def test_a_gpu_whose_pcie_link_is_down_or_unreadable_in_sysfs_is_never_passed(tm
     device("0000:18:00.0", "0x030200", "16")
     device("0000:2a:00.0", "0x030200", "0", speed="Unknown")  # present, its link down
     device("0000:3a:00.0", "0x030200", None)  # current_link_width unreadable
-    device("0000:4a:00.0", "0x020000", "16", speed="Unknown")  # a NIC whose speed reads as no generation
+    device("0000:4a:00.0", "0x020000", "16", speed="Unknown")  # a NIC whose speed the kernel calls Unknown
+    device("0000:5a:00.0", "0x030200", "16", speed="Unknown")  # a GPU so: the platform's Gen5 cannot be judged
+    device("0000:6a:00.1", "0x020700", "0")  # an SR-IOV virtual function reports x0: its link is its PF's
+    (tmp_path / "0000:6a:00.1" / "physfn").symlink_to(tmp_path / "0000:4a:00.0")
     (tmp_path / "0000:00:01.0").mkdir()  # a virtual device: no link attributes at all, not a PCIe link
     (tmp_path / "0000:00:01.0" / "class").write_text("0x030000\n")
     monkeypatch.setattr(pcie_link, "SYSFS", tmp_path)
-    found = {v.subject: (v.passed, v.judged, v.detail) for v in run_live(pcie_link.PROBE, {}).verdicts}
+    found = {v.subject: (v.passed, v.judged, v.detail) for v in run_live(pcie_link.PROBE, {"pcie_gen": 5}).verdicts}
     assert found["0000:18:00.0"][:2] == (True, True)
     assert found["0000:2a:00.0"] == (False, True, "link down: x0 of x16 (class 0302 [10de:2330])")
     assert found["0000:3a:00.0"][:2] == (False, False) and "current_link_width could not be read" in found["0000:3a:00.0"][2]
-    assert found["0000:4a:00.0"][:2] == (False, False) and "no PCIe generation" in found["0000:4a:00.0"][2]
-    assert "0000:00:01.0" not in found
+    assert found["0000:4a:00.0"][:2] == (True, True) and "width judged alone" in found["0000:4a:00.0"][2]
+    assert found["0000:5a:00.0"][:2] == (False, False) and "Gen5 cannot be judged" in found["0000:5a:00.0"][2]
+    assert "0000:00:01.0" not in found and "0000:6a:00.1" not in found

@@ -116,9 +116,10 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
             out.append(ProbeVerdict(link.subject, "PCIe link", True, f"no link trained (x0 of x{link.width_max}): "
                                     f"empty slot or nothing attached ({link.description})", measured, maximum))
             continue
-        if device and (link.gen_current is None or link.gen_max is None):
-            out.append(not_judged(link.subject, "PCIe link", f"the link speed reads as no PCIe generation "
-                                  f"({link.description})", measured, maximum))
+        unread_gen = device and (link.gen_current is None or link.gen_max is None)
+        if unread_gen and link.gpu and want_gen:  # the platform's generation cannot be judged on it
+            out.append(not_judged(link.subject, "PCIe link", f"the link speed reads as no PCIe generation, so "
+                                  f"Gen{want_gen} cannot be judged ({link.description})", measured, maximum))
             continue
         problems = []
         if link.width_current is not None and link.width_max is not None and link.width_current < link.width_max:
@@ -131,6 +132,8 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
         if link.gpu and want_gen and (link.gen_max or 0) < want_gen:
             problems.append(f"max Gen{link.gen_max} below the platform's Gen{want_gen}")
         detail = "; ".join(problems) if problems else f"{measured} of {maximum}"
+        if unread_gen:  # a speed the kernel calls Unknown (a Socket Direct NIC, a newer link than it knows)
+            detail += "; the generation does not read (its speed is unknown to the kernel): width judged alone"
         out.append(ProbeVerdict(link.subject, "PCIe link", not problems, f"{detail} ({link.description})",
                                 measured, maximum))
     return out
@@ -145,6 +148,8 @@ def collect() -> tuple[PcieLink, ...]:
         cls = int(_read(dev / "class") or "0", 16)
         if not (cls >> 16 in (0x03, 0x12) or cls >> 8 in (0x0200, 0x0207)):
             continue
+        if (dev / "physfn").exists():
+            continue  # an SR-IOV virtual function: it reports x0, and its link is its physical function's
         attrs = {name: _read(dev / name) for name in _LINK_ATTRS}
         if not any(attrs.values()):
             continue  # virtual devices have no PCIe link
