@@ -227,3 +227,11 @@ def test_a_nodes_first_rank_takes_the_snapshot_live_and_the_others_answer_nothin
     assert before.host == "here" and before.cursor is not None and after.taken >= before.taken
     assert not [e for e in before.errors + after.errors if e.reader == "kernel.log"]  # /dev/kmsg is readable here
     assert rank_snapshot(SimpleNamespace(local_rank=1, host="here"), {"previous": None}) == {}
+
+
+def test_an_errored_checks_counter_line_names_a_few_unjudged_nodes_then_counts_the_rest() -> None:
+    from clustercheck.judging.windows import errored_check
+
+    windows = {f"n{i}": f"no counter snapshot from n{i} after the check" for i in range(1, 65)}
+    said = errored_check(windows)  # 64 nodes' reasons in the error's first line before
+    assert said.endswith("; and 61 more node(s) not judged") and said.count("no counter snapshot") == 3

@@ -53,16 +53,19 @@ def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: 
 def errored_check(windows: Mapping[str, Judgement | str]) -> str:
     """What the windows of a check that ended in a harness error found, per node: counters that rose beyond
     their allowance, devices that vanished, windows that could not be judged; "" when nothing did."""
-    parts = []
+    failed, unjudged = [], []
     for node, w in windows.items():
         if isinstance(w, str):
-            parts.append(f"{node}: {w}")
+            unjudged.append(f"{node}: {w}")
         elif w.harness_errors:
-            parts.append(f"{node}: could not be judged: {why_not(w)}")
+            unjudged.append(f"{node}: could not be judged: {why_not(w)}")
         elif w.failed or w.vanished:
-            parts.append(f"{node}: " + "; ".join([f"failed: {f.text(w.seconds)}" for f in w.failed] +
-                                                 [f"failed: {e.text()}" for e in w.vanished]))
-    return "; ".join(parts)
+            failed.append(f"{node}: " + "; ".join([f"failed: {f.text(w.seconds)}" for f in w.failed] +
+                                                  [f"failed: {e.text()}" for e in w.vanished]))
+    # every failure, and the first few windows not judged: 64 nodes of the same unread counter would make the
+    # error's first line kilobytes long
+    more = f"; and {len(unjudged) - 3} more node(s) not judged" if len(unjudged) > 3 else ""
+    return "; ".join(failed + unjudged[:3]) + more
 
 
 def why_not(j: Judgement, failures: bool = True) -> str:
