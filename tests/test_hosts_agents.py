@@ -39,15 +39,21 @@ def run(tmp: Path, *args: str, env: dict[str, str] | None = None, hosts: str = "
 
 
 def agent_pid(node: str) -> int:
-    """The pid of the agent this machine runs for `node` (its command line names it)."""
+    """The pid of the agent this machine runs for `node` (its command line names it). Its zygote and the
+    ranks forked from it carry the same command line, and once pids wrap (pid_max is 32768 here) one of
+    them can come first in /proc: the agent is the one whose parent is none of them."""
+    found: dict[int, int] = {}  # pid -> its parent's
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            if b"agent" in argv and b"--node" in argv and argv[argv.index(b"--node") + 1] == node.encode():
+                status = (proc / "status").read_text()
+                found[int(proc.name)] = int(status.split("\nPPid:", 1)[1].split()[0])
+        except (OSError, ValueError, IndexError):
             continue
-        if b"agent" in argv and b"--node" in argv and argv[argv.index(b"--node") + 1] == node.encode():
-            return int(proc.name)
-    raise AssertionError(f"no agent for {node}")
+    agents = [pid for pid, parent in found.items() if parent not in found]
+    assert len(agents) == 1, f"no single agent for {node}: {found}"
+    return agents[0]
 
 
 def test_a_host_whose_agent_cannot_start_is_absent_named_and_the_run_incomplete(tmp_path: Path) -> None:
