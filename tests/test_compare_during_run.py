@@ -65,6 +65,24 @@ def test_a_baseline_that_measured_0_is_not_compared_and_the_run_ends_whole(proje
     assert not [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
 
 
+def test_an_item_that_passed_in_the_baseline_and_is_skipped_now_is_not_judged(project: pytest.Pytester) -> None:
+    """As `clustercheck compare` exits 3 for it: a skip must not let a run pass on less than its baseline."""
+    write_suite(project, "checks:\n" + small_check("ok") + "  - id: h2d\n    measure: host_device\n")
+    project.runpytest(*RUN).assert_outcomes(passed=1, skipped=1)  # host_device does not apply without a GPU
+    baseline = (project.path / "out" / "latest").resolve()
+    lines = [json.loads(x) for x in (baseline / "run.jsonl").read_text().splitlines()]
+    for x in lines:
+        if x.get("type") == "result" and x["check"] == "h2d":
+            x["outcome"] = "passed"  # as on the GPU node the baseline ran on
+    (baseline / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = project.runpytest(*RUN, "--compare", str(baseline))
+    res.assert_outcomes(passed=1, errors=1)  # skipped, and a run exit 0, before
+    assert res.ret == 3
+    (h2d,) = [r for r in latest(project)["results"] if r["check"] == "h2d"]
+    assert h2d["outcome"] == "error" and h2d["message"].startswith("not judged: passed in the baseline (--compare ")
+    assert "skipped now: " in h2d["message"]
+
+
 def test_missing_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     write_suite(project, "checks:\n" + small_check("ok"))
     res = project.runpytest(*RUN, "--compare", "nowhere")

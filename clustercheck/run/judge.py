@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from clustercheck.errors import NoThreshold, UserError
+from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
 from clustercheck.judging.fabric import RunFabric, multi_node
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Outcome
@@ -141,6 +141,14 @@ class Baseline:
         self.items: dict[str, ResultEntry] = {item_id(r): r for r in run.results}
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
+
+    def skipped_now(self, item: str, exc: Exception) -> Exception:
+        """What an item that did not measure raises: a skip of one that passed in the baseline is not judged,
+        a harness error (what passed is not known to pass still: `clustercheck compare` exits 3 for it)."""
+        old = self.items.get(item)
+        if isinstance(exc, Skip) and old is not None and old.get("outcome") == "passed":
+            return HarnessError(f"not judged: passed in the baseline ({self.origin}), skipped now: {exc}")
+        return exc
 
     def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> list[Verdict]:
         """One verdict per directional metric that the baseline judged the same way: the relative change in

@@ -219,14 +219,14 @@ class CheckSession:
                 self._cache[check.id] = exc
         found = self._cache[check.id]
         if isinstance(found, Exception):  # each item raises its own copy, with every field the original had
-            raise copy.copy(found)
+            raise copy.copy(found) if self.baseline is None else self.baseline.skipped_now(item_id, copy.copy(found))
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
         if not found:
             del self._cache[check.id]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if isinstance(outcome, Exception):  # this node's or pair's ranks failed (or its own judging did)
-            raise outcome
+            raise outcome if self.baseline is None else self.baseline.skipped_now(item_id, outcome)
         if self.baseline is None:
             return outcome
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
