@@ -47,6 +47,16 @@ class NotFinite(ValueError):
     """A printed number that is not one: nan, inf, or beyond a double (1e400 reads as inf)."""
 
 
+def reading(token: str) -> float | None:
+    """A printed rate, time or count: a finite number >= 0, else None (N/A, "1.2.3", "-1", nan), for the
+    caller to refuse naming its line."""
+    try:
+        value = number(token)
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None
+
+
 def number(token: str) -> float | None:
     """A printed number, None for `N/A`; ValueError for anything else (never read as zero), NotFinite for
     nan, inf and 1e400, which no tool measured. nccl-tests' `%g` can print 1e+06; rccl-tests marks errors

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from clustercheck.toolout import NotToolOutput, clean_lines, number
+from clustercheck.toolout import NotToolOutput, clean_lines, reading
 
 _RESULT = re.compile(
     r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) DataSetSize: (?P<done>\d+)"
@@ -100,11 +100,8 @@ def parse(text: str) -> Gdsio:
 def _reading(token: str, at: int, line: str) -> float:
     """A throughput, latency or time of a result line: the pattern also takes "1.2.22.0" and "-1", which no
     gdsio run printed (a rate, a duration); refused naming the line, never a traceback or a result."""
-    try:
-        value = number(token)
-    except ValueError:
-        value = None
-    if value is None or value < 0:
+    value = reading(token)
+    if value is None:
         raise NotToolOutput(f"line {at}: a throughput, latency or time that is not a number >= 0 ({token!r}): "
                             f"{line.strip()[:120]!r}")
     return value

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clustercheck.toolout import NotToolOutput, clean_lines, number
+from clustercheck.toolout import NotToolOutput, clean_lines, reading
 
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
                      r"BW average\[[^\]]+\]\s+MsgRate\[Mpps\]")
@@ -100,10 +100,7 @@ def parse(text: str) -> IbWriteBw:
 def _reading(token: str, at: int, line: str) -> float:
     """One of a row's numbers: `[0-9.]+` also takes "92.3.9" and ".", which are no reading perftest printed
     (its %.2f and %.6f): refused naming the line, as any row that is not numbers is."""
-    try:
-        value = number(token)
-    except ValueError:
-        value = None
+    value = reading(token)  # the row's pattern takes no sign: nothing negative reaches here
     if value is None:
         raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
     return value
