@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck import __version__
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
+from clustercheck.report.status import untested_text
 
 SPEC_VERSION = "0.0.0"
 STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "failed"}
@@ -83,7 +84,7 @@ def _run_level(status: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append({"name": "INCOMPLETE", "status": "failed", "rawStatus": "incomplete", "duration": 0,
                     "suite": ["run"], "message": f"INCOMPLETE: {status['incomplete']['reason']}"})
     out += [{"name": f"untested[{node}]", "status": "failed", "rawStatus": "untested", "duration": 0, "suite": ["run"],
-             "message": f"untested: no item measured {node}; it is not cleared"} for node in status.get("untested") or []]
+             "message": untested_text(node)} for node in status.get("untested") or []]
     return out
 
 

@@ -20,6 +20,7 @@ from clustercheck.fabric.comm import line as comm_line
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.burnin import folded
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
+from clustercheck.report.status import untested_text
 from clustercheck.units import fmt
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
@@ -153,7 +154,7 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
         _error_case(root, _suite(f"untested[{node}]", started, node, "clustercheck", "",
                                  [("outcome", "error"), ("untested", "true")]),
                     TestCase(_clean(f"untested[{node}]"), "clustercheck", 0.0),
-                    f"untested: no item measured {node}; it is not cleared", "untested")
+                    untested_text(node), "untested")
     totals["tests"] += len(not_run) + bool(why) + len(untested)
     totals["errors"] += len(not_run) + bool(why) + len(untested)
     # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets

@@ -36,3 +36,8 @@ def run_status(rec: Record) -> dict[str, Any]:
                                                 "items": [item_id(p) for p in not_run]},
         "untested": unmeasured,
     }
+
+
+def untested_text(node: str) -> str:
+    """What junit.xml and ctrf.json say of a node no item measured, as the failure of its own each gives it."""
+    return f"untested: no item measured {node}; it is not cleared"
