@@ -112,3 +112,48 @@ def test_a_check_that_ends_in_a_harness_error_closes_its_window_so_the_next_is_n
         assert isinstance(window, Judgement) and not window.findings and not window.errors
     finally:
         pools.close(kill=True)
+
+
+def test_what_a_node_has_not_got_is_said_in_the_record_and_every_report(project: pytest.Pytester):
+    """A counter source this machine lacks (no GPU driver, no InfiniBand, no AER statistics: whatever a
+    snapshot taken here calls absent) is not judged and not an error, and every report says so, per item;
+    before, the notes stopped at the window and a counter that was never read was silence."""
+    import socket
+
+    from clustercheck.counters.snapshot import take
+
+    absent = take().notes
+    if not absent:
+        pytest.skip("this machine has every counter source the readers know")
+    write_suite(project, "checks:\n" + small_check("ok"))
+    out = project.path / "out"
+    res = project.runpytest("-p", "no:cacheprovider", "suites/s.yaml", "--thresholds", "thresholds",
+                            "--cc-out", str(out), "--cc-counters")
+    res.assert_outcomes(passed=1)
+    (result,) = _results(out / "latest")
+    host = socket.gethostname()
+    assert result["notes"] == [f"{host}: {note}" for note in absent]
+    said = f"not judged, not on this hardware: {host}: {absent[0]}"
+    res.stdout.fnmatch_lines([f"counters {said}"])
+    run = out / "latest"
+    assert said in (run / "junit.xml").read_text()
+    assert f"<li>{host}: {absent[0]}</li>" in (run / "report.html").read_text()
+    (ctrf,) = json.loads((run / "ctrf.json").read_text())["results"]["tests"]
+    assert ctrf["extra"]["clustercheck.item"]["notes"] == result["notes"]
+    (sla,) = json.loads((run / "sla.json").read_text())["checks"]
+    assert sla["notes"] == result["notes"]
+
+
+def test_one_note_of_many_nodes_is_said_once_with_their_hostlist():
+    from clustercheck.counters.allowances import Judgement
+    from clustercheck.judging.windows import window_notes
+    from clustercheck.report.terminal import absent
+
+    no_ib, no_ecc = "no InfiniBand devices (/sys/class/infiniband absent)", "GPU0: no ECC"
+    windows = {f"n{i}": Judgement(f"n{i}", 1.0, (), (), (no_ib,) + ((no_ecc,) if i < 3 else ())) for i in range(1, 5)}
+    windows["n5"] = "no counter snapshot from n5 after the check"  # an error (item_verdicts), never a note
+    assert window_notes(windows, ["n1", "n2", "n3", "n4", "n5"]) == (f"n[1-4]: {no_ib}", f"n[1-2]: {no_ecc}")
+    # the run's end says each note once, over every item that carried it
+    items = [{"notes": [f"n[1-2]: {no_ib}"]}, {"notes": [f"n[3-4]: {no_ib}", "n1: GPU0: no ECC"]}]
+    assert absent(items) == [f"n[1-4]: {no_ib}", f"n1: {no_ecc}"]  # type: ignore[arg-type]
+    assert absent([{"notes": [f"n{i}: note {i}"]} for i in range(8)], most=5)[-1] == "and 3 more (report.html, each item)"  # type: ignore[misc]

@@ -52,3 +52,6 @@ class Outcome:
     verdicts: list[Verdict]
     pool: dict[str, Any]
     answers: list[dict[str, Any]] | None = None  # what the ranks answered, as the judge read it (for verify)
+    # what was not judged because the node has not got it (`<node>: <what>`: a GPU without ECC, a node
+    # without InfiniBand): said in the record and every report, never an error and never silence
+    notes: tuple[str, ...] = ()

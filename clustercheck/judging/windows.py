@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import hostlist
+
 from clustercheck.counters.allowances import Judgement
 from clustercheck.errors import HarnessError
 from clustercheck.judging.limits import Limit
@@ -48,6 +50,19 @@ def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: 
             out.append(Verdict("counters", "not judged", "", rule, False, subject=node, detail=said))
         out += verdicts(window, check_id)
     return out
+
+
+def window_notes(windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> tuple[str, ...]:
+    """What the item's nodes have not got, so their windows did not judge it (no ECC, no InfiniBand, a
+    counter NVML does not offer on any link), as `<nodes>: <note>`, the nodes of one note as a hostlist (64
+    nodes of one model would otherwise say the same thing 64 times on every item); a window that is not
+    there is not a note but an error (item_verdicts)."""
+    by_note: dict[str, list[str]] = {}
+    for node in nodes:
+        window = windows.get(node)
+        for note in window.notes if isinstance(window, Judgement) else ():
+            by_note.setdefault(note, []).append(node)
+    return tuple(f"{hostlist.collect_hostlist(hosts)}: {note}" for note, hosts in by_note.items())
 
 
 def errored_check(windows: Mapping[str, Judgement | str]) -> str:

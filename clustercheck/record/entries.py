@@ -34,4 +34,6 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
             entry["answers"] = measured.answers  # what `clustercheck verify` judges again (record/rebuild.py)
         if m.comm:
             entry["comm"] = m.comm
+        if measured.notes:
+            entry["notes"] = list(measured.notes)
     return entry

@@ -91,6 +91,7 @@ class ResultEntry(PlanItem, total=False):
     repeat: int  # the repetition (1, 2, ...) of a repeated run; absent otherwise
     burn_in: dict[str, Any]  # reports only (burnin.folded): the item's summary over the repetitions
     unreachable: list[str]  # nodes that stopped answering (no heartbeat) while the item timed out
+    notes: list[str]  # what was not judged because a node has not got it (--counters: `<node>: no ECC ...`)
     answers: list[dict[str, Any]]  # what the ranks answered, as the kind's judge read it (record/rebuild.py)
 
 

@@ -55,7 +55,7 @@ def _test(r: ResultEntry) -> dict[str, Any]:
         "suite": [classname(r)], "filePath": r["suite_file"], "message": _message(r),
         "extra": {"clustercheck.item": {"check": r["check"], "measure": r.get("measure"), "scope": r.get("scope"),
                                         "node": r.get("node"), "worst": r.get("worst"),
-                                        "repeat": r.get("repeat")},
+                                        "repeat": r.get("repeat"), "notes": r.get("notes") or []},
                   "clustercheck.verdicts": [_verdict(v) for v in r.get("verdicts") or []]},
     }
     if r.get("line"):

@@ -41,6 +41,8 @@ def evidence(header: RunHeader, results: Sequence[ResultEntry], end: EndEntry | 
             "defined_at": f"{r.get('suite_file')}:{r.get('line')}", "metrics": []}
         if not r.get("verdicts"):
             entry["message"] = r.get("message") or ""
+        if r.get("notes"):
+            entry["notes"] = list(r["notes"])  # what was not judged because the node has not got it
         for v in r.get("verdicts") or []:
             entry["metrics"].append({
                 "metric": v["metric"], "unit": v["unit"], "passed": v["passed"],

@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import hostlist
+
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.exclude import as_hostlist
 from clustercheck.record.io import Record
@@ -141,6 +143,21 @@ def file_lines(run_dir: Path, url: bool = False) -> list[str]:
             for name in FILES + signed]
 
 
+def absent(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
+    """The items' notes (what their nodes have not got), each once over the whole run with every node
+    that said it, the first `most` of them and a count of the rest."""
+    by_note: dict[str, list[str]] = {}
+    for r in results:
+        for note in r.get("notes") or ():
+            hosts, _, text = note.partition(": ")
+            try:
+                by_note.setdefault(text, []).extend(hostlist.expand_hostlist(hosts))
+            except hostlist.BadHostlist:  # a record not written by a run: say the note as it stands
+                by_note.setdefault(note, [])
+    lines = [f"{as_hostlist(sorted(set(hosts)))}: {text}" if hosts else text for text, hosts in by_note.items()]
+    return lines[:most] + ([f"and {len(lines) - most} more (report.html, each item)"] if len(lines) > most else [])
+
+
 def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: int, incomplete: str | None,
                 counters: bool, run_dir: Path, url: bool) -> list[tuple[str, str]]:
     """The end of a run on the terminal, as (line, colour): the table (a repeated run: each item once, its
@@ -154,4 +171,5 @@ def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: 
     if counters:
         out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
                     "allowance fails the item, an unreadable counter is an error", ""))
+        out += [(f"counters not judged, not on this hardware: {line}", "yellow") for line in absent(results)]
     return out + [(line, "") for line in file_lines(run_dir, url=url)]

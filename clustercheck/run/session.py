@@ -285,11 +285,13 @@ class CheckSession:
         assert self.runner is not None
         if not self.options.counters:
             return outcome
-        from clustercheck.judging.windows import item_verdicts
+        from clustercheck.judging.windows import item_verdicts, window_notes
         from clustercheck.run import scopes
 
-        extra = item_verdicts(check.id, self.runner.windows, scopes.members(where, self.nodes))
-        return dataclasses.replace(outcome, verdicts=outcome.verdicts + extra)
+        members = scopes.members(where, self.nodes)
+        extra = item_verdicts(check.id, self.runner.windows, members)
+        return dataclasses.replace(outcome, verdicts=outcome.verdicts + extra,
+                                   notes=outcome.notes + window_notes(self.runner.windows, members))
 
     def add_result(self, entry: ResultEntry) -> None:
         # the record is the only copy: a week of burn-in must not grow the controller with every check
