@@ -112,3 +112,15 @@ def test_terminal_table_lines_up_and_shows_every_outcome(tmp_path: Path) -> None
     assert "FAIL" in lines[1] and "-90.0%" in lines[1]
     assert lines[2].rstrip().endswith("ERROR: rank 0 died") and lines[3].rstrip().endswith("SKIPPED: one rank")
     assert lines[1].index("busbw") == lines[0].index("metric")  # columns line up
+
+
+def test_a_record_killed_before_its_plan_says_nothing_was_measured(tmp_path: Path) -> None:
+    """A run killed while it collected or started its ranks leaves a header and nothing else: its reports
+    said `0 of 0 planned item(s) not run`, which reads as nothing lost."""
+    run = tmp_path / "run.jsonl"
+    run.write_text(write_record(tmp_path / "whole.jsonl").read_text().splitlines()[0] + "\n")
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    said = "it stopped before it planned its items: nothing was measured"
+    assert f"INCOMPLETE: the run was killed before it ended (the record has no end line); {said}" in proc.stdout + proc.stderr
+    assert said in (tmp_path / "report.html").read_text() and "0 of 0" not in (tmp_path / "report.html").read_text()

@@ -100,7 +100,9 @@ def incomplete_line(rec: Record) -> str | None:
     why = rec.incomplete()
     if why is None:
         return None
-    return f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan or [])} planned item(s) not run"
+    if not rec.plan:  # killed while collecting or starting its ranks: "0 of 0 not run" would read as nothing lost
+        return f"INCOMPLETE: {why}; it stopped before it planned its items: nothing was measured"
+    return f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan)} planned item(s) not run"
 
 
 def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None) -> list[tuple[str, str]]:
