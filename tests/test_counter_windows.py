@@ -59,6 +59,44 @@ def test_an_xid_logged_during_one_check_fails_that_item_and_no_other(project: py
     assert (out / "latest" / "exclude.txt").read_text().strip()  # the node whose GPU logged an Xid is excluded
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(KMSG, os.W_OK), reason="writing /dev/kmsg needs root")
+def test_an_xid_during_a_skipped_or_errored_item_fails_it_and_excludes_its_node(project: pytest.Pytester):
+    """An item that judged nothing of its own (a probe that does not apply here: skipped; a rank that hung:
+    an error) still had a window, and an Xid in it is the hardware failing while the item ran. Both items
+    threw their windows away, so the run read PASS (the skip) or a bare error, and excluded no node."""
+    write_suite(project, "checks:\n" + small_check("ok") + "  - id: nv\n    measure: probe\n    params: {probe: nvlink}\n"
+                + small_check("hung", timeout="5"))
+    with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
+        th.write("  hung:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
+    out = project.path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/s.yaml",
+                             "--thresholds", "thresholds", "--cc-out", str(out), "--cc-counters",
+                             "--cc-inject-fault", "nv:delay", "--cc-inject-fault", "hung:hang@1"],
+                            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    xids = {1: XID, 2: XID.replace("0000:3b:00", "0000:5e:00")}  # one in nv's window, one in hung's
+    try:
+        deadline = time.monotonic() + 120
+        while xids:
+            done = len(_results(out / "latest")) if (out / "latest").exists() else 0
+            if done in xids:
+                KMSG.write_text(xids.pop(done) + "\n")
+            assert time.monotonic() < deadline and proc.poll() is None, "the checks never got that far"
+            time.sleep(0.05)
+        stdout = proc.communicate(timeout=300)[0].decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    results = {r["check"]: r for r in _results(out / "latest")}
+    assert {c: r["outcome"] for c, r in results.items()} == {"ok": "passed", "nv": "failed", "hung": "failed"}, stdout
+    for check, pci, why in (("nv", "0000:3b:00", "skipped: "), ("hung", "0000:5e:00", "error: ")):
+        own, *windows = results[check]["verdicts"]
+        assert own["metric"] == "measurement" and own["measured"] == "not judged" and not own["passed"]
+        assert own["detail"].startswith(why), own
+        (xid,) = [v for v in windows if v["metric"] == "kernel.xid.79"]
+        assert xid["subject"].endswith(pci) and not xid["passed"]
+    assert (out / "latest" / "exclude.txt").read_text().strip()  # the node whose GPU fell off the bus
+
+
 def test_a_profiles_counters_block_sets_allowances_and_a_mistake_names_file_line_and_key(tmp_path: Path):
     from clustercheck.errors import UserError
     from clustercheck.judging.thresholds import load_profile

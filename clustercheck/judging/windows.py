@@ -9,7 +9,8 @@ from typing import Iterable, Mapping
 import hostlist
 
 from clustercheck.counters.allowances import Judgement
-from clustercheck.errors import HarnessError
+from clustercheck.errors import ClusterCheckError, HarnessError, Skip, Unreachable
+from clustercheck.judging.measurement import Measurement, Outcome
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.verdicts import Expectation, Verdict
 
@@ -50,6 +51,23 @@ def item_verdicts(check_id: str, windows: Mapping[str, Judgement | str], nodes: 
             out.append(Verdict("counters", "not judged", "", rule, False, subject=node, detail=said))
         out += verdicts(window, check_id)
     return out
+
+
+def despite(check_id: str, exc: ClusterCheckError, windows: Mapping[str, Judgement | str],
+            nodes: Iterable[str]) -> Outcome | ClusterCheckError:
+    """An item its ranks did not answer (an error) or that does not apply (a skip), when a window of its
+    nodes failed (an Xid, a device gone): the hardware failed while it ran, so the item fails, with the
+    windows' verdicts and one saying why its own measurement was not judged. Otherwise the error or skip
+    stands as it is: a window that could not be read adds nothing to an item that judged nothing. So does
+    Unreachable, whose nodes the exclusion list names as having stopped answering."""
+    judged = [w for node in nodes if isinstance(w := windows.get(node), Judgement)]
+    if isinstance(exc, Unreachable) or not any(w.failed or w.vanished for w in judged):
+        return exc
+    why = f"{'skipped' if isinstance(exc, Skip) else 'error'}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    rule = Expectation(check_id, "measurement", "measured and judged", "built in", why)
+    own = Verdict("measurement", "not judged", "", rule, False, detail=why)
+    return Outcome(Measurement({}, {}), [own] + [v for w in judged for v in verdicts(w, check_id)], {},
+                   notes=window_notes(windows, nodes))
 
 
 def window_notes(windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> tuple[str, ...]:

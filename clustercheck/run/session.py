@@ -248,16 +248,15 @@ class CheckSession:
             return self._localize(check, rules)
         found: Found = {}
         for where, answered in self.runner.run(check, self.expect).items():
-            if isinstance(answered, HarnessError):
-                found[where] = answered
-                continue
             try:
+                if isinstance(answered, HarnessError):
+                    raise answered
                 outcome = judge(answered[0], rules, answered[1])
                 if missing is not None and all(v.passed for v in outcome.verdicts):
                     raise copy.copy(missing)  # a built-in verdict that failed (#wrong, a crash) stands without one
                 found[where] = self._with_counters(check, where, outcome)
-            except ClusterCheckError as exc:  # a skip or an error of this item's own (a probe's, a missing metric)
-                found[where] = exc
+            except ClusterCheckError as exc:  # a skip or an error of this item's own (its ranks', a probe's)
+                found[where] = self._with_counters(check, where, exc)
         return found
 
     def _localize(self, check: CheckSpec, rules: Any) -> Found:
@@ -279,19 +278,21 @@ class CheckSession:
             found[where] = self._with_counters(check, where, outcome)
         return found
 
-    def _with_counters(self, check: CheckSpec, where: Where, outcome: Outcome) -> Outcome:
-        """--counters: the item's outcome with a verdict per counter that rose on its nodes during the
-        check (failed beyond its allowance); HarnessError when a counter of its nodes could not be read."""
+    def _with_counters(self, check: CheckSpec, where: Where,
+                       outcome: Outcome | ClusterCheckError) -> Outcome | ClusterCheckError:
+        """--counters: the outcome with a verdict per counter that rose on its nodes in the check (failed beyond
+        its allowance; HarnessError if unread); an error or skip fails if its window did (windows.despite)."""
         assert self.runner is not None
         if not self.options.counters:
             return outcome
-        from clustercheck.judging.windows import item_verdicts, window_notes
+        from clustercheck.judging.windows import despite, item_verdicts, window_notes
         from clustercheck.run import scopes
 
-        members = scopes.members(where, self.nodes)
-        extra = item_verdicts(check.id, self.runner.windows, members)
-        return dataclasses.replace(outcome, verdicts=outcome.verdicts + extra,
-                                   notes=outcome.notes + window_notes(self.runner.windows, members))
+        members, windows = scopes.members(where, self.nodes), self.runner.windows
+        if isinstance(outcome, ClusterCheckError):
+            return despite(check.id, outcome, windows, members)
+        return dataclasses.replace(outcome, verdicts=outcome.verdicts + item_verdicts(check.id, windows, members),
+                                   notes=outcome.notes + window_notes(windows, members))
 
     def add_result(self, entry: ResultEntry) -> None:
         # the record is the only copy: a week of burn-in must not grow the controller with every check
