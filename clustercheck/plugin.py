@@ -17,7 +17,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
 from clustercheck.progress import Progress, ReporterLines
 from clustercheck.record.io import RecordWriteError
-from clustercheck.run.rundir import latest_problem, space_problem
+from clustercheck.run.rundir import latest_problem
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
@@ -255,43 +255,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """Burn-in (--repeat N, --duration T): the collected items, run again and again in this one session
-    (the rank pools stay up), each result marked with its repetition. A repetition always runs whole:
-    the next starts only while time is left. Without those options pytest's own loop runs."""
+    """Burn-in (--repeat N, --duration T): run/repeat.py's loop. Without those options pytest's own runs."""
     cs = session.config.stash.get(session_key, None)
     if cs is None or not cs.started or not cs.options.repeating or session.config.option.collectonly:
         return None
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         return None  # pytest's loop reports the collection errors
-    deadline = time.monotonic() + cs.options.duration if cs.options.duration else None
-    progress = session.config.stash.get(progress_key, None)
-    if progress is not None and deadline is not None:
-        progress.deadline = deadline  # the line counts down to the deadline this loop keeps
-    repetition = 0
-    started = time.monotonic()
-    while True:
-        repetition += 1
-        if cs.options.repeat and repetition > cs.options.repeat or deadline and repetition > 1 and \
-                time.monotonic() >= deadline:
-            return True
-        assert cs.runner is not None
-        cs.runner.repetition = repetition
-        for i, item in enumerate(session.items):
-            nextitem = session.items[i + 1] if i + 1 < len(session.items) else None
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-            if session.shouldfail:
-                raise session.Failed(session.shouldfail)
-            if session.shouldstop:
-                raise session.Interrupted(session.shouldstop)
-        cs.repetitions = repetition
-        if repetition == 1 and cs.run_dir is not None:  # the first repetition shows how fast the evidence grows
-            left = (cs.options.repeat - 1 if cs.options.repeat else
-                    (deadline - time.monotonic()) / max(time.monotonic() - started, 1e-3) if deadline else 0)
-            short = space_problem(cs.run_dir, left)
-            if short:
-                print(f"clustercheck: stopping after repetition 1: {short}", file=sys.stderr)
-                cs.stopped = short
-                raise session.Interrupted(f"not enough disk space: {short}")
+    from clustercheck.run import repeat
+
+    repeat.loop(session, cs, session.config.stash.get(progress_key, None))
+    return True
 
 
 def _entry(item: CheckItem, report: pytest.TestReport) -> ResultEntry:

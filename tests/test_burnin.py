@@ -108,9 +108,27 @@ def test_stopping_before_the_last_repetition_is_incomplete(project: pytest.Pytes
     write_suite(project, "checks:\n" + small_check("ok"))
     res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "3", "-x", "--cc-inject-fault",
                                        "ok:corrupt#2")
-    assert res.ret == 2  # INCOMPLETE: 1 of 3 repetitions ran to its end
+    assert res.ret == 2  # INCOMPLETE: 2 of 3 repetitions ran to their end
     summary = json.loads((project.path / "out" / "latest" / "results.json").read_text())
-    assert summary["verdict"] == "INCOMPLETE" and summary["incomplete"]["reason"] == "1 of 3 repetitions ran"
+    assert summary["verdict"] == "INCOMPLETE"
+    assert summary["incomplete"]["reason"] == "stopped: -x or --maxfail after a failure: 2 of 3 repetitions ran"
+    assert _record(project)[-1]["repetitions"] == 2  # it said 1: the second ran whole before -x stopped it
+
+
+def test_stopping_a_duration_early_is_incomplete_and_stopping_after_the_last_repetition_is_not(
+        project: pytest.Pytester):
+    """--duration has no count the record could compare with: a -x stop after a whole repetition read as a
+    finished burn-in (results.json ERROR, sla.json complete) after 8 s of an hour."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest("suites/s.yaml", *RUN, "--duration", "1h", "-x", "--cc-inject-fault", "ok:corrupt#1")
+    assert res.ret == 2
+    summary = json.loads((project.path / "out" / "latest" / "results.json").read_text())
+    assert summary["incomplete"]["reason"] == ("stopped: -x or --maxfail after a failure: 1 repetition(s) ran before "
+                                               "the --duration was up")
+    assert json.loads((project.path / "out" / "latest" / "sla.json").read_text())["complete"] is False
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "2", "-x", "--cc-inject-fault", "ok:corrupt#2")
+    assert res.ret == 1  # the last repetition failed: every one asked for ran, and the failure is the verdict
+    assert _record(project)[-1]["repetitions"] == 2 and "stopped" not in _record(project)[-1]
 
 
 def test_repeat_and_duration_together_are_refused(project: pytest.Pytester):
