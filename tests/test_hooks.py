@@ -101,3 +101,30 @@ def test_prometheus_registry_counts_unmeasured_items_per_node() -> None:
     assert samples[("clustercheck_unmeasured", (("node", "h3"),))] == 2
     assert samples[("clustercheck_outcome", (("check", "a"), ("item", "a[h2,h3]"), ("nodes", "h2,h3"),
                                              ("outcome", "error")))] == 1
+
+
+def samples_of(prom: Path) -> dict[str, list]:
+    by_name: dict[str, list] = {}
+    for family in text_string_to_metric_families(prom.read_text()):
+        for s in family.samples:
+            by_name.setdefault(s.name, []).append(s)
+    return by_name
+
+
+def test_prometheus_textfile_of_a_repeated_run_has_each_item_once_as_its_worst_repetition(
+        project: pytest.Pytester) -> None:
+    """--repeat 2 with the first repetition corrupted: one outcome for the item, failed, with the failed
+    repetition's values (it had both `failed` and `passed` at 1, and the passing repetition's busbw)."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    prom = project.path / "cc.prom"
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "2", "--cc-inject-fault", "ok:corrupt#1",
+                            "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}")
+    assert res.ret == 1
+    reps = {r["repeat"]: r for r in record(project.path) if r["type"] == "result"}
+    assert [reps[k]["outcome"] for k in (1, 2)] == ["failed", "passed"]
+    by_name = samples_of(prom)
+    assert [(s.labels["check"], s.labels["outcome"], s.value) for s in by_name["clustercheck_outcome"]] == [
+        ("ok", "failed", 1.0)]
+    busbw = [s.value for s in by_name["clustercheck_measured"] if s.labels["metric"] == "busbw"]
+    assert busbw == [reps[1]["metrics"]["busbw"]["value"]]
+    assert by_name["clustercheck_incomplete"][0].value == 0

@@ -12,7 +12,12 @@ with items that could not be measured, and the run's time, so that dashboards an
     clustercheck_last_run_timestamp_seconds 1.7953337201430738e+09
 
 (the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM.) Needs prometheus-client (`pip install 'clustercheck[prometheus]'`). Uses clustercheck's
-`pytest_clustercheck_run_finished` hook (clustercheck/hookspecs.py)."""
+`pytest_clustercheck_run_finished` hook (clustercheck/hookspecs.py).
+
+Fail closed, as every report of clustercheck:
+- a repeated run (`--repeat`, `--duration`) has one outcome per item, its worst repetition, with that
+  repetition's values (clustercheck.record.burnin.folded, as junit.xml and the terminal), never one
+  sample per repetition's outcome with the last repetition's values."""
 
 from __future__ import annotations
 
@@ -80,7 +85,9 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
     unfinished = Gauge("clustercheck_incomplete", "1 when the last run did not finish (interrupted, killed, or "
                        "items never ran): its other samples are a partial picture", registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
-    for r in results:
+    from clustercheck.record.burnin import folded
+
+    for r in folded(results):  # a repeated run: each item once, its worst repetition with its values
         where = (r["check"], r["name"], ",".join(r.get("nodes") or []))
         outcome.labels(*where, r["outcome"]).set(1)
         for metric, m in (r.get("metrics") or {}).items():
