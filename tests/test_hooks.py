@@ -128,3 +128,19 @@ def test_prometheus_textfile_of_a_repeated_run_has_each_item_once_as_its_worst_r
     busbw = [s.value for s in by_name["clustercheck_measured"] if s.labels["metric"] == "busbw"]
     assert busbw == [reps[1]["metrics"]["busbw"]["value"]]
     assert by_name["clustercheck_incomplete"][0].value == 0
+
+
+def test_an_unwritable_prometheus_textfile_is_one_line_and_a_harness_error(project: pytest.Pytester) -> None:
+    """A passing run whose text file cannot be written (/proc takes no new file; a full disk or a read-only
+    file system alike): one line on stderr, no traceback, the summary and the reports still there, and exit 3,
+    not 0: a monitoring file left stale is no pass."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus",
+                            "--prometheus-textfile=/proc/cc.prom")
+    assert res.ret == 3
+    assert [x for x in res.stderr.lines if "prometheus" in x] == [
+        "clustercheck: prometheus: cannot write /proc/cc.prom: No such file or directory"]
+    assert "Traceback" not in res.stdout.str() + res.stderr.str() and "INTERNALERROR" not in res.stdout.str()
+    res.stdout.fnmatch_lines(["*= clustercheck =*"])
+    assert "prometheus " not in res.stdout.str()  # the terminal's list of files names no file that is not there
+    assert json.loads((project.path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"

@@ -17,10 +17,15 @@ with items that could not be measured, and the run's time, so that dashboards an
 Fail closed, as every report of clustercheck:
 - a repeated run (`--repeat`, `--duration`) has one outcome per item, its worst repetition, with that
   repetition's values (clustercheck.record.burnin.folded, as junit.xml and the terminal), never one
-  sample per repetition's outcome with the last repetition's values."""
+  sample per repetition's outcome with the last repetition's values;
+- a file that cannot be written (a full disk, a directory gone, a read-only file system) is one line on
+  stderr, `clustercheck: prometheus: cannot write PATH: REASON`, never a traceback; the run's reports and
+  verdict stand, and a run that would have exited 0 (or 5, nothing to judge) exits 3, a harness error:
+  a monitoring file silently left stale is a pass nobody measured."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,7 @@ import pytest
 
 LABELS = ("check", "item", "nodes")
 written_key = pytest.StashKey[Path]()  # where the text file went, for the terminal's list of files
+unwritten_key = pytest.StashKey[str]()  # why the text file could not be written
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,10 +59,34 @@ def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]
                                      incomplete: str | None, config: pytest.Config) -> None:
     path = config.getoption("prometheus_textfile")
     if path is not None:
-        from prometheus_client import write_to_textfile
+        write(config, path, registry(results, exclusion, incomplete))
 
-        write_to_textfile(str(path), registry(results, exclusion, incomplete))
-        config.stash[written_key] = path.resolve()
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """After clustercheck's own sessionfinish (which calls the end hook and sets the exit code from the
+    verdict): a run that passed, or judged nothing, but left no monitoring file is a harness error."""
+    result = yield
+    if session.config.stash.get(unwritten_key, None) is not None:
+        from clustercheck.exitcodes import Exit
+
+        if session.exitstatus in (Exit.PASSED, Exit.NOTHING):
+            session.exitstatus = int(Exit.ERROR)
+    return result
+
+
+def write(config: pytest.Config, path: Path, reg: Any) -> None:
+    """Replace the text file atomically; a file that cannot be written is one line on stderr, not a traceback."""
+    from prometheus_client import write_to_textfile
+
+    try:
+        write_to_textfile(str(path), reg)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        config.stash[unwritten_key] = why
+        print(f"clustercheck: prometheus: cannot write {path}: {why}", file=sys.stderr, flush=True)
+        return
+    config.stash[written_key] = path.resolve()
 
 
 @pytest.hookimpl(trylast=True)  # after clustercheck's own list of the files the run wrote
