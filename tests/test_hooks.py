@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,42 @@ def test_prometheus_textfile_of_a_repeated_run_has_each_item_once_as_its_worst_r
     busbw = [s.value for s in by_name["clustercheck_measured"] if s.labels["metric"] == "busbw"]
     assert busbw == [reps[1]["metrics"]["busbw"]["value"]]
     assert by_name["clustercheck_incomplete"][0].value == 0
+
+
+STALE_PASS = """\
+clustercheck_outcome{check="ok",item="ok[vm]",nodes="vm",outcome="passed"} 1.0
+clustercheck_incomplete 0.0
+clustercheck_last_run_timestamp_seconds 1.7e+09
+"""
+
+INTERRUPT_AT_COLLECTION = """
+def pytest_collection_modifyitems(items):
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupted", "invalid-suite"])
+def test_prometheus_textfile_of_a_run_that_never_reached_its_end_says_incomplete(project: pytest.Pytester,
+                                                                                 how: str) -> None:
+    """SIGTERM before any check ran (here raised from the collection hook, where the signal handler would
+    raise it), or a suite refused: clustercheck's end hook is never called, and the file is still replaced,
+    INCOMPLETE, with none of the previous run's passes left in it."""
+    if how == "interrupted":
+        project.makeconftest(INTERRUPT_AT_COLLECTION)
+        write_suite(project, "checks:\n" + small_check("ok"))
+    else:
+        write_suite(project, "checks:\n  - id: ok\n    measure: no-such-measure\n")
+    prom = project.path / "cc.prom"
+    prom.write_text(STALE_PASS)
+    before = time.time()
+    res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}",
+                            no_reraise_ctrlc=True)
+    assert res.ret == (2 if how == "interrupted" else 4)
+    by_name = samples_of(prom)
+    assert by_name["clustercheck_incomplete"][0].value == 1
+    assert by_name["clustercheck_last_run_timestamp_seconds"][0].value >= before
+    assert "clustercheck_outcome" not in by_name and "clustercheck_measured" not in by_name
+    assert not list(project.path.glob("cc.prom.*"))
 
 
 def test_an_unwritable_prometheus_textfile_is_one_line_and_a_harness_error(project: pytest.Pytester) -> None:

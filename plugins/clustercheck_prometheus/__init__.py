@@ -18,6 +18,9 @@ Fail closed, as every report of clustercheck:
 - a repeated run (`--repeat`, `--duration`) has one outcome per item, its worst repetition, with that
   repetition's values (clustercheck.record.burnin.folded, as junit.xml and the terminal), never one
   sample per repetition's outcome with the last repetition's values;
+- a run that never reached that hook (stopped before any check ran, a suite refused, the record unreadable)
+  still replaces the file: `clustercheck_incomplete 1`, its time, and no item, node or metric samples, so
+  that the previous run's verdict is not left standing as this run's;
 - a file that cannot be written (a full disk, a directory gone, a read-only file system) is one line on
   stderr, `clustercheck: prometheus: cannot write PATH: REASON`, never a traceback; the run's reports and
   verdict stand, and a run that would have exited 0 (or 5, nothing to judge) exits 3, a harness error:
@@ -34,6 +37,8 @@ import pytest
 
 LABELS = ("check", "item", "nodes")
 written_key = pytest.StashKey[Path]()  # where the text file went, for the terminal's list of files
+armed_key = pytest.StashKey[Path]()  # the text file to replace, once this plugin's own checks passed
+ended_key = pytest.StashKey[bool]()  # clustercheck's end hook ran: it wrote the file, or said why it could not
 unwritten_key = pytest.StashKey[str]()  # why the text file could not be written
 
 
@@ -53,12 +58,15 @@ def pytest_configure(config: pytest.Config) -> None:
     except ImportError:
         raise pytest.UsageError("-p clustercheck_prometheus needs prometheus-client: pip install "
                                 "'clustercheck[prometheus]'") from None
+    if path is not None and not (config.option.help or config.option.collectonly):
+        config.stash[armed_key] = path
 
 
 def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
                                      incomplete: str | None, config: pytest.Config) -> None:
-    path = config.getoption("prometheus_textfile")
+    path = config.stash.get(armed_key, None)
     if path is not None:
+        config.stash[ended_key] = True
         write(config, path, registry(results, exclusion, incomplete))
 
 
@@ -73,6 +81,15 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
         if session.exitstatus in (Exit.PASSED, Exit.NOTHING):
             session.exitstatus = int(Exit.ERROR)
     return result
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A run that never reached clustercheck's end hook (interrupted before any check ran, a suite refused,
+    its record unreadable) replaces the file too: INCOMPLETE, and nothing of the previous run left standing."""
+    path = config.stash.get(armed_key, None)
+    if path is not None and not config.stash.get(ended_key, False):
+        config.stash[ended_key] = True
+        write(config, path, registry([], {}, "the run did not reach its end"))
 
 
 def write(config: pytest.Config, path: Path, reg: Any) -> None:
