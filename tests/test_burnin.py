@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.record.burnin import by_node, folded, summarize
+from clustercheck.record.burnin import by_node, folded, lines, summarize
 from clustercheck.errors import UserError
 from clustercheck.run.options import _fault, parse_duration
 from helpers import small_check, write_suite
@@ -158,3 +158,23 @@ def test_every_check_of_the_gpu_burn_in_suite_has_its_limits(platform):
         check_metrics(check, profile)
         if check.measure != "probe":
             assert rules_for(check, profile).limits, check.id
+
+
+def test_the_series_follows_the_worst_subject_and_an_unfinished_run_passes_no_node():
+    """burn's `relative` is 1.0 on the fastest GPU by definition: the series took the first subject, so with
+    GPU0 fastest a GPU that slowed showed nowhere. And a run stopped after 5 of 100 repetitions printed
+    `node ... passes burn-in`."""
+    def rep(k: int, relative: list[float], op: str = ">=") -> dict:
+        return {"type": "result", "name": "b[n1]", "check": "b", "suite_file": "s.yaml", "node": "n1",
+                "outcome": "passed", "repeat": k,
+                "verdicts": [{"kind": "limit", "metric": "relative", "measured": x, "op": op, "unit": "ratio",
+                              "subject": f"GPU{i}"} for i, x in enumerate(relative)]}
+
+    (s,) = summarize([rep(1, [1.0, 0.97]), rep(2, [1.0, 0.91]), rep(3, [1.0, float("nan")])])
+    assert s.values[:2] == (0.97, 0.91) and s.values[2] != s.values[2]  # NaN: the worst of all
+    assert s.spread == (0.91, 0.94, 0.97)  # over the numbers; the NaN's repetition fails on its own
+    (s,) = summarize([rep(1, [70.0, 83.0], "<="), rep(2, [71.0, 85.0], "<=")])  # a ceiling: the hottest GPU
+    assert s.values == (83.0, 85.0)
+    assert lines([s])[-1] == "  node n1 passes burn-in: 2 of 2 item repetitions passed"
+    assert lines([s], incomplete=True)[-1] == ("  node n1 INCOMPLETE burn-in: 2 of 2 item repetitions passed "
+                                               "(the run did not finish)")

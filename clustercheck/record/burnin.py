@@ -7,6 +7,7 @@ away). No torch, no pytest: reports and plugins read it."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -44,20 +45,23 @@ class ItemSummary:
 
     @property
     def spread(self) -> tuple[float, float, float] | None:
-        """(min, median, max) of the metric over the repetitions; None when none measured it."""
-        if not self.values:
+        """(min, median, max) of the metric over the repetitions that measured a number (a NaN failed its
+        repetition, which the outcomes say; min() and median() would put it anywhere); None when none did."""
+        values = [v for v in self.values if math.isfinite(v)]
+        if not values:
             return None
-        return min(self.values), statistics.median(self.values), max(self.values)
+        return min(values), statistics.median(values), max(values)
 
     @property
     def trend(self) -> float | None:
         """Relative change of the last quarter's mean against the first quarter's (4 or more values):
         a card that slows as it heats shows here before it misses its limit."""
-        n = len(self.values)
+        values = [v for v in self.values if math.isfinite(v)]
+        n = len(values)
         if n < 4:
             return None
         q = max(1, n // 4)
-        first, last = statistics.fmean(self.values[:q]), statistics.fmean(self.values[-q:])
+        first, last = statistics.fmean(values[:q]), statistics.fmean(values[-q:])
         return (last - first) / abs(first) if first else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -103,15 +107,23 @@ def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tu
         return None, "", []
     values: list[tuple[int, float]] = []
     unit = ""
-    for k, r in enumerate(runs, 1):  # the check's own verdict, else its first subject's (per-GPU kinds judge each GPU)
+    for k, r in enumerate(runs, 1):  # the check's own verdict, else its worst subject's (per-GPU kinds judge each GPU)
         found = [v for v in r.get("verdicts") or ()
                  if v.get("metric") == metric and isinstance(v.get("measured"), (int, float))
                  and not isinstance(v.get("measured"), bool)]
         if found:
-            pick = next((v for v in found if not v.get("subject")), found[0])
+            pick = next((v for v in found if not v.get("subject")), None) or _worst(found)
             values.append((int(r.get("repeat") or k), float(pick["measured"])))
             unit = str(pick.get("unit") or unit)
     return metric, unit, values
+
+
+def _worst(verdicts: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The subject furthest on the wrong side of the limit: the lowest under a floor, the highest under a
+    ceiling, a NaN before any number. The first subject was taken: for burn's `relative`, the fastest GPU
+    is 1.0 by definition, so a GPU that slowed as it heated never showed in the spread or the trend."""
+    floor = verdicts[0].get("op") in (">=", ">")
+    return min(verdicts, key=lambda v: (not math.isnan(v["measured"]), v["measured"] if floor else -v["measured"]))
 
 
 def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
@@ -131,8 +143,9 @@ def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def lines(summaries: Sequence[ItemSummary]) -> list[str]:
-    """The terminal's burn-in section: one line per item, worst first, a node verdict per node."""
+def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[str]:
+    """The terminal's burn-in section: one line per item, worst first, a node verdict per node (never
+    `passes` for a run that did not finish: it passed what ran, not the burn-in asked for)."""
     from clustercheck.units import fmt
 
     order = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
@@ -145,8 +158,9 @@ def lines(summaries: Sequence[ItemSummary]) -> list[str]:
         out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.passed + s.failed + s.errors}"
                    f" ({s.pass_ratio:.0%}); {shown}{trend}")
     for node, entry in sorted(by_node(summaries).items()):
-        word = "passes" if entry["pass_ratio"] == 1 else "FAILS"
-        out.append(f"  node {node} {word} burn-in: {entry['passed']} of {entry['judged']} item repetitions passed")
+        word = "FAILS" if entry["pass_ratio"] != 1 else "INCOMPLETE" if incomplete else "passes"
+        out.append(f"  node {node} {word} burn-in: {entry['passed']} of {entry['judged']} item repetitions passed"
+                   + (" (the run did not finish)" if incomplete and word != "FAILS" else ""))
     return out
 
 

@@ -17,7 +17,8 @@ SCHEMA_VERSION = 1
 # tests/test_report_format.py holds each format's digests and fails when the rendering changes without it.
 # 3: an unfinished run and each untested node are a failed test of their own (junit, ctrf); sla.json has the verdict
 # 4: an item's notes (what its nodes have not got, --counters) in every report; ctrf.json's item has `notes`;
-#    a record killed before its plan says so, not "0 of 0 planned item(s) not run"
+#    a record killed before its plan says so, not "0 of 0 planned item(s) not run"; a burn-in series follows the
+#    worst subject, not the first
 REPORT_FORMAT = 4
 OUTCOMES = ("passed", "failed", "error", "skipped")
 

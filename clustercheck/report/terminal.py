@@ -168,7 +168,7 @@ def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: 
 
     out = [(line, "") for line in summary_lines(burnin.folded(results))] + [("", "")]
     if burnin.repeated(results):
-        out += [(line, "") for line in burnin.lines(burnin.summarize(results))] + [("", "")]
+        out += [(line, "") for line in burnin.lines(burnin.summarize(results), incomplete is not None)] + [("", "")]
     out += exclusion_lines(exclusion, nodes, incomplete)
     if counters:
         out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
