@@ -18,6 +18,20 @@ def given(option: str) -> Callable[[str], str]:
     return check
 
 
+def hostlist_of(option: str) -> Callable[[str], str]:
+    """A Slurm hostlist (`node[01-04,07]`), checked as it is given: a malformed one is one line at the
+    command line, not a BadHostlist traceback from wherever it is first expanded."""
+    def check(text: str) -> str:
+        import hostlist
+
+        try:
+            hostlist.expand_hostlist(given(option)(text))
+        except hostlist.BadHostlist as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        return text
+    return check
+
+
 def path(option: str) -> Callable[[str], Path]:
     """A file or directory option: an empty one is refused, never read as the working directory."""
     def check(text: str) -> Path:

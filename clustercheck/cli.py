@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from clustercheck import __version__
-from clustercheck.argtypes import given, refuse_empty_paths
+from clustercheck.argtypes import given, hostlist_of, refuse_empty_paths
 from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit, for_verdict, table
 from clustercheck.paths import display
@@ -87,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
                          description="Resume drained nodes whose reason starts with 'clustercheck:' (with --k8s: "
                                      "remove the clustercheck.io/failed taints, labels and annotations clustercheck "
                                      "set). Nodes drained or tainted by anything else are listed and left alone.")
-    res.add_argument("nodes", nargs="?", metavar="HOSTLIST", help="only these nodes (default: all)")
+    res.add_argument("nodes", nargs="?", metavar="HOSTLIST", type=hostlist_of("HOSTLIST"),
+                     help="only these nodes (default: all)")
     res.add_argument("--dry-run", action="store_true", help="print the scontrol (kubectl) commands, run none")
     res.add_argument("--k8s", action="store_true", help="Kubernetes nodes tainted by --taint, not Slurm nodes")
     plat = sub.add_parser("platforms", help="list threshold profiles; 'show NAME' prints one resolved")

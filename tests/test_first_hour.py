@@ -73,6 +73,15 @@ def test_resume_without_scontrol_is_one_line(tree: Path, args: tuple[str, ...]) 
     assert one_line(out).startswith("clustercheck: error: clustercheck resume runs scontrol, which is not on the PATH")
 
 
+@pytest.mark.parametrize("args", [("resume", "n[1-"), ("resume", "--k8s", "n[1-", "--dry-run"), ("resume", "")])
+def test_resume_of_a_malformed_or_empty_hostlist_is_one_line(tree: Path, args: tuple[str, ...]) -> None:
+    """A malformed hostlist was a BadHostlist traceback, exit 3; an empty one meant every node."""
+    out = cc(*args, cwd=tree)
+    assert out.returncode == 4 and "Traceback" not in out.stderr
+    assert one_line(out).startswith("clustercheck resume: error: argument HOSTLIST: ")
+    assert ("unbalanced brackets" if args[-1] != "" else "needs a value") in one_line(out)
+
+
 def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
              path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})
