@@ -121,3 +121,17 @@ def test_a_repeated_run_that_would_fill_the_disk_stops_after_its_first_repetitio
     (made,) = (small_disk / "out").glob("2*")
     end = [json.loads(ln) for ln in (made / "run.jsonl").read_text().splitlines() if '"type": "end"' in ln]
     assert end and end[0]["stopped"].startswith("repetition 1 wrote") and end[0]["repetitions"] == 1
+
+
+def test_a_disk_full_before_the_first_check_is_one_line_and_leaves_no_stub(small_disk: Path, tmp_path: Path) -> None:
+    """The run directory's first files (the inputs kept, the record's header) could not be written: an
+    INTERNALERROR traceback, exit 3, and `latest` pointing at a directory holding half a record."""
+    (small_disk / "out").mkdir()
+    _fill(small_disk)
+    proc = _start(tmp_path, small_disk / "out")
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 4, out + err
+    assert "Traceback" not in out + err and "INTERNALERROR" not in out + err
+    (said,) = [ln for ln in (out + err).splitlines() if "No space left on device" in ln]
+    assert f"--out {small_disk / 'out'}: cannot write " in said and said.endswith("; nothing was measured"), said
+    assert list((small_disk / "out").iterdir()) == []  # no run directory, no `latest`

@@ -4,9 +4,13 @@ and replaces, and never anything else of that name (it is neither unlinked nor f
 from __future__ import annotations
 
 import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from clustercheck.errors import UserError
+from clustercheck.record.io import RecordWriteError
 
 
 def make_dir(out: Path, path: Path) -> None:
@@ -25,6 +29,22 @@ def unique(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.name}-{n}")
     return candidate
+
+
+@contextmanager
+def opening(out: Path, run_dir: Path) -> Iterator[None]:
+    """Create `run_dir` for what is written into it first (the inputs kept, the record's header and plan),
+    and point `latest` at it once that is written. A full disk or a file system gone read-only then is one
+    line naming the file, and the directory goes: `latest` never points at a stub, and nothing ran."""
+    make_dir(out, run_dir)
+    try:
+        yield
+    except (OSError, RecordWriteError) as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        why = str(exc).split("; the record holds")[0] if isinstance(exc, RecordWriteError) else \
+            f"cannot write {exc.filename or run_dir}: {exc.strerror or type(exc).__name__}"
+        raise UserError(f"--out {out}: {why}; nothing was measured") from None
+    point_latest(out, run_dir)
 
 
 def point_latest(out: Path, run_dir: Path) -> None:

@@ -23,7 +23,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
 from clustercheck.run.options import Options
-from clustercheck.run.rundir import check_latest, make_dir, point_latest, unique
+from clustercheck.run.rundir import check_latest, make_dir, opening, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
@@ -128,29 +128,28 @@ class CheckSession:
         self.nranks = self.per_node * len(self.nodes)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.run_dir = unique(opts.out / f"{stamp}-{self.profile.name}")
-        make_dir(opts.out, self.run_dir)
-        point_latest(opts.out, self.run_dir)
-        self.record = RunWriter(self.run_dir / "run.jsonl")
-        kept = inputs.keep(self.run_dir, self.profile.file, self.profile.name, suite_files)  # exactly as run
-        self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
-        self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
-        self.runner.allowances = self.profile.counters or None
-        self.record.append({
-            "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
-            "platform": self.profile.name, "platform_detected": not opts.platform,
-            "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
-            "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
-            "ranks_per_node": self.per_node, "counters": opts.counters,
-            "nodes": self.nodes, "python": sys.executable, "report_format": REPORT_FORMAT,
-            **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
-            **({"expect": opts.expect} if opts.expect else {}),
-            "fabric": {"line_rate_from_nodes": self.fabric.node_rate[1] if self.fabric and self.fabric.node_rate else None,
-                       "rule": (self.profile.fabric.describe() if self.profile.fabric else "built in")},
-            **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
-               if opts.repeating else {}),
-            **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
-        })
-        self.record.append({"type": "plan", "items": [*(plan or []), *_absent_plan(checks, self.launcher.absent)]})
+        with opening(opts.out, self.run_dir):  # a full disk here: one line, and no stub run directory
+            self.record = RunWriter(self.run_dir / "run.jsonl")
+            kept = inputs.keep(self.run_dir, self.profile.file, self.profile.name, suite_files)  # exactly as run
+            self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
+            self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
+            self.runner.allowances = self.profile.counters or None
+            self.record.append({
+                "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
+                "platform": self.profile.name, "platform_detected": not opts.platform,
+                "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
+                "facts": self.facts.as_dict(), "launcher": self.launcher.kind, "backend": self.backend, "ranks": self.nranks,
+                "ranks_per_node": self.per_node, "counters": opts.counters,
+                "nodes": self.nodes, "python": sys.executable, "report_format": REPORT_FORMAT,
+                **({"absent": dict(self.launcher.absent)} if self.launcher.absent else {}),  # never joined: INCOMPLETE
+                **({"expect": opts.expect} if opts.expect else {}),
+                "fabric": {"line_rate_from_nodes": self.fabric.node_rate[1] if self.fabric and self.fabric.node_rate else None,
+                           "rule": (self.profile.fabric.describe() if self.profile.fabric else "built in")},
+                **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
+                   if opts.repeating else {}),
+                **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
+            })
+            self.record.append({"type": "plan", "items": [*(plan or []), *_absent_plan(checks, self.launcher.absent)]})
         if not opts.ranks and self.backend == "nccl":
             for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
