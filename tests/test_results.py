@@ -4,6 +4,7 @@ and the append-only JSONL run record that survives a killed writer."""
 from __future__ import annotations
 
 import json
+import re
 import math
 import statistics
 from pathlib import Path
@@ -253,6 +254,51 @@ def test_a_bad_line_before_the_last_is_refused_naming_it(tmp_path):
     write_record(other, [HEADER, {**RESULTS[1], "outcome": "fine"}])
     with pytest.raises(RecordError, match="line 2: result.outcome 'fine' is not one of passed, failed, error, skip"):
         read_record(other)
+
+
+def test_nothing_after_the_end_line_and_no_second_header_plan_or_exclude(tmp_path):
+    """The last of each line won: a second end line after a killed run's read it as finished, a torn line
+    after the end line (a writer writes nothing there, so no kill tore it) hid a failed result, and a
+    second exclude line emptied the untested nodes."""
+    from clustercheck.record.io import RecordError
+
+    end = {"type": "end", "counts": {"passed": 2}, "interrupted": False}
+    plan, exclude = {"type": "plan", "items": []}, {"type": "exclude", "untested": []}
+    cases = [([HEADER, *RESULTS, end, end], "line 5: a line after the end line (line 4)"),
+             ([HEADER, RESULTS[0], end, RESULTS[1]], "line 4: a line after the end line (line 3)"),
+             ([HEADER, *RESULTS, HEADER], "line 4: a second run line (the first is line 1)"),
+             ([HEADER, plan, RESULTS[0], plan], "line 4: a second plan line (the first is line 2)"),
+             ([HEADER, *RESULTS, exclude, exclude, end], "line 5: a second exclude line (the first is line 4)")]
+    for n, (lines, said) in enumerate(cases):
+        path = tmp_path / f"run{n}.jsonl"  # RunWriter appends
+        write_record(path, lines)
+        with pytest.raises(RecordError, match=f"^{re.escape(said)}"):
+            read_record(path)
+    path = tmp_path / "torn.jsonl"
+    write_record(path, [HEADER, *RESULTS, end])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"type": "result", "outcome": "failed", "message": "busbw 0.01')
+    with pytest.raises(RecordError, match=r"^line 5: a torn line after the end line \(line 4\)"):
+        read_record(path)
+    path = tmp_path / "blank.jsonl"
+    write_record(path, [HEADER, *RESULTS, end])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("\n\n")  # blank lines are nothing
+    assert read_record(path)[2] == end
+
+
+def test_an_exclude_line_that_says_less_clears_no_node_the_results_left_unmeasured(tmp_path):
+    from clustercheck.record.io import load
+    from clustercheck.report.status import run_status
+
+    header = {**HEADER, "nodes": ["n1", "n2"]}
+    measured = {**RESULTS[0], "outcome": "passed", "nodes": ["n1"]}
+    skipped = {**RESULTS[0], "name": "ok[n2]", "outcome": "skipped", "nodes": ["n2"]}
+    end = {"type": "end", "counts": {"passed": 1, "skipped": 1}, "interrupted": False}
+    path = tmp_path / "run.jsonl"
+    write_record(path, [header, measured, skipped, {"type": "exclude", "untested": []}, end])
+    status = run_status(load(path))
+    assert status["untested"] == ["n2"] and status["verdict"] == "ERROR"
 
 
 def _limit_verdict(measured: float, passed: bool) -> dict:

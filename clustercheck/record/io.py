@@ -128,7 +128,14 @@ def load(path: Path) -> Record:
     plan: list[PlanItem] | None = None
     at: dict[str, Any] = {"results": []}  # where each part stands: Record.lines
     for number, entry in _lines(path):
+        if "end" in at:  # a writer writes nothing after its end line: a later one is not a kill's doing
+            raise RecordError(f"line {number}: {'a torn line' if entry is None else 'a line'} after the end line "
+                              f"(line {at['end']}); a run writes nothing after its end")
+        if entry is None:
+            continue  # the last line, torn by a kill: what came before stands, and no end line says INCOMPLETE
         kind = entry.get("type")
+        if kind in ("run", "exclude", "plan") and kind in at:  # the last would win: a second header or plan
+            raise RecordError(f"line {number}: a second {kind} line (the first is line {at[kind]}); a run writes one")
         if kind == "run":
             check_schema(entry, number)
         check(entry, number)
@@ -155,11 +162,13 @@ def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | No
     return record.header, record.results, record.end
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Each line's object, and None for the last line torn by a kill (blank lines are skipped)."""
     with path.open("rb") as fh:
         lines = fh.read().split(b"\n")
     for number, raw in enumerate(lines, 1):
         # the file ends in a newline: the last element is empty; one that is not was torn by a kill
-        entry = parse(raw, number, last=number == len(lines) and raw != b"")
-        if entry is not None:
+        torn = number == len(lines) and raw != b""
+        entry = parse(raw, number, last=torn)
+        if entry is not None or torn:
             yield number, entry

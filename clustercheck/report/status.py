@@ -15,7 +15,10 @@ def run_status(rec: Record) -> dict[str, Any]:
     why = rec.incomplete()
     c = counts(rec.results)
     nodes = list(rec.header.get("nodes") or [])
-    unmeasured = (rec.exclude or {}).get("untested", untested(nodes, rec.results))
+    # what the results show, and what the exclude line adds (it may know more): an exclude line that says
+    # less must not clear a node the results left unmeasured (an edited one turned an ERROR run into PASS)
+    recorded = (rec.exclude or {}).get("untested") or []
+    unmeasured = list(dict.fromkeys([*untested(nodes, rec.results), *recorded]))
     if why:
         verdict = "INCOMPLETE"
     elif c["failed"]:
