@@ -5,10 +5,12 @@ failure one line naming the file (and the record line where there is one):
 2. every listed file's sha256;
 3. no file of the run directory left out of the attestation;
 4. every metric re-derived from the raw per-rank measurements in run.jsonl (evidence/rejudge.py);
-5. every verdict re-judged from its metric and the limit in the recorded threshold profile.
+5. every verdict re-judged from its metric and the limit in the recorded threshold profile;
+6. the signed statement's predicate (result, verdict, passed and failed tests) is what run.jsonl says.
 
 Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
-renders to when this is the clustercheck version that rendered them (rendering is deterministic)."""
+renders to when this is the clustercheck version that rendered them (rendering is deterministic); one
+not in the run directory is named as not compared."""
 
 from __future__ import annotations
 
@@ -125,6 +127,8 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
     other = "" if (made_by, made_as) == (__version__, REPORT_FORMAT) else (
         f"rendered by clustercheck {made_by} in report format {made_as}, this is {__version__} with format "
         f"{REPORT_FORMAT}")
+    if signed is not None:
+        _predicate(rec, signed.statement, out, other)
     signer = ", ".join(signed.keyids) if signed is not None else _claimed_signer(run_dir)
     try:
         texts = render_texts(rec, signer)
@@ -134,15 +138,45 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
         else:
             out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
-    differ = [name for name, data in texts.values() if (run_dir / name).is_file()
-              and (run_dir / name).read_bytes() != data]
-    if not differ:
-        out.passed.append(f"reports: {', '.join(name for name, _ in texts.values())} are what {RECORD} renders to")
+    absent = [name for name, _ in texts.values() if not (run_dir / name).is_file()]
+    differ = [name for name, data in texts.values() if name not in absent and (run_dir / name).read_bytes() != data]
+    if absent:  # the verdict stands on the record, re-judged above; a report not there proves nothing either way
+        out.notes.append(f"reports not compared, not in the run directory: {', '.join(absent)}")
+    if not differ and len(absent) < len(texts):
+        out.passed.append(f"reports: {', '.join(name for name, _ in texts.values() if name not in absent)} are "
+                          f"what {RECORD} renders to")
     elif other:
         out.notes.append(f"reports not compared with {RECORD}: {other} ({', '.join(differ)} render differently)")
     else:
         out.problems += [f"{name}: differs from what {RECORD} renders to: edited after it was rendered"
                          for name in differ]
+
+
+def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None:
+    """The signed statement's predicate (the result an in-toto policy reads: PASSED, the verdict, the tests
+    that passed and failed) must be what the record says: a signature over `PASSED` beside a record that
+    failed would verify every digest and still tell a policy engine the run passed."""
+    import json
+
+    from clustercheck.record.statement import predicate
+    from clustercheck.report.status import run_status
+
+    def canonical(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, default=str)
+
+    want, got = predicate(rec, run_status(rec)), stmt.get("predicate")
+    if isinstance(got, dict) and canonical(want) == canonical(got):
+        out.passed.append(f"statement: its predicate (result {want['result']}, verdict "
+                          f"{want['clustercheck']['run']['verdict']}) is what {RECORD} says")
+        return
+    keys = sorted(k for k in set(want) | set(got if isinstance(got, dict) else {})
+                  if not isinstance(got, dict) or canonical(want.get(k)) != canonical(got.get(k)))
+    said = (f"{ATTESTATION}: its predicate differs from what {RECORD} says in {', '.join(keys)} (it says result "
+            f"{got.get('result') if isinstance(got, dict) else 'nothing'}, {RECORD} {want['result']})")
+    if other:  # another version may have built the predicate differently: no proof of an edit
+        out.notes.append(f"statement not compared with {RECORD}: {other}")
+    else:
+        out.problems.append(said)
 
 
 def _claimed_signer(run_dir: Path) -> str | None:
