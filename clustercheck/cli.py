@@ -279,6 +279,7 @@ def _platforms(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
+    import re
     import shlex
 
     if args.k8s:
@@ -311,6 +312,11 @@ def _resume(args: argparse.Namespace) -> int:
     for node, reason in others:
         if wanted is None or node in wanted:
             print(f"left alone {node}: drained for {reason!r}, not by clustercheck")
+    # a node asked for by name and not resumed is said, never silence: exit 4 when Slurm does not know it
+    known = set(re.findall(r"\bNodeName=(\S+)", out))
+    unknown = sorted((wanted or set()) - known)
+    for node in sorted((wanted or set()) - set(ours) - {n for n, _ in others}):
+        print(f"left alone {node}: " + ("not drained" if node in known else "no such node in scontrol show node"))
     if not ours:
         print("no node is drained by clustercheck")
-    return Exit.ERROR if status else Exit.PASSED
+    return Exit.ERROR if status else Exit.BAD_INPUT if unknown else Exit.PASSED

@@ -82,6 +82,20 @@ def test_resume_of_a_malformed_or_empty_hostlist_is_one_line(tree: Path, args: t
     assert ("unbalanced brackets" if args[-1] != "" else "needs a value") in one_line(out)
 
 
+def test_resume_says_each_node_it_was_asked_for_and_did_not_resume(tree: Path) -> None:
+    """`resume n9` for a node Slurm does not know, or one that is not drained, printed nothing, exit 0."""
+    tool(tree, "scontrol", """[ "$1" = show ] || exit 0
+echo 'NodeName=n1 Arch=x86_64 State=IDLE+DRAIN Reason=clustercheck: ok busbw 0.01 < 0.05 [root@2026-11-28T00:00:00]'
+echo 'NodeName=n2 Arch=x86_64 State=IDLE Reason=(null)'
+""")
+    out = cc("resume", "n[1-2,9]", "--dry-run", cwd=tree, path=f"{tree / 'bin'}:/usr/bin:/bin")
+    assert out.returncode == 4, out.stdout + out.stderr  # n9: no such node
+    assert out.stdout.splitlines() == ["would run: scontrol update NodeName=n1 State=RESUME",
+                                       "left alone n2: not drained", "left alone n9: no such node in scontrol show node"]
+    known = cc("resume", "n2", "--dry-run", cwd=tree, path=f"{tree / 'bin'}:/usr/bin:/bin")
+    assert known.returncode == 0 and "left alone n2: not drained" in known.stdout
+
+
 def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
              path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})
