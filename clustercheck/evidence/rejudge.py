@@ -2,12 +2,15 @@
 result line (record/rebuild.py), reduced and judged by the item's own kind (the same `judge` the run ran:
 nccl-tests byte counts and bus factors, medians, worst subjects, built-in limits) against the limits of the
 recorded threshold profile, read from the copy kept with the run (record/inputs.py) whose sha256 the
-record's header names. Every metric, derived row value and verdict the record holds must come out the
-same; each one that does not is a problem, one line naming the record line.
+record's header names. How an item is judged (its measure and scope) is its check's in the kept suite,
+never what its own line says. Every metric, derived row value and verdict the record holds must come out
+the same; each one that does not is a problem, one line naming the record line. Each item's outcome must be
+the one its verdicts give, and the plan must hold the suites' checks (evidence/plan_check.py).
 
 Judged as recorded, and listed as such: verdicts that no kind's judge makes (`--counters` windows and
 `--compare` baselines, whose inputs are not part of the run's evidence), `scope: localize` items (the
-planner's rounds) and the node-layout items (`gpu-count`)."""
+planner's rounds), the node-layout items (`gpu-count`) and an item a failed `--counters` window failed
+while its own measurement errored or was skipped."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import ClusterCheckError, UserError
+from clustercheck.evidence.plan_check import LAYOUT, is_layout, outcome_problems, plan_problems
 from clustercheck.record import inputs
 from clustercheck.record.io import Record
 from clustercheck.record.rebuild import NotKept, answers, hosts
@@ -36,20 +40,6 @@ class Rejudged:
     metrics: int = 0
     verdicts: int = 0
     profile: str = ""  # the kept copy the verdicts were judged against
-
-
-def result_lines(path: Path) -> list[int]:
-    """The line number of each result line, in order (Record.results has the same order)."""
-    out = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("type") == "result":
-                out.append(number)
-    return out
 
 
 def same(a: Any, b: Any) -> bool:
@@ -73,10 +63,15 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
     header = rec.header
     kept = inputs.index(run_dir)
     profile, suites = _inputs(run_dir, header, kept, out)
-    lines = result_lines(rec.path)
-    for number, r in zip(lines, rec.results):
-        where = f"{name}:{number}: {item_id(r)}"
+    lines = rec.lines.results  # where load() found each result: the lines a reader splits at \n, as it does
+    if len(lines) != len(rec.results):
+        out.problems.append(f"{name}: {len(rec.results)} result(s) but {len(lines)} result line(s) placed: the "
+                            f"record cannot be re-judged line by line")
+        return out
+    wheres = [f"{name}:{number}: {item_id(r)}" for number, r in zip(lines, rec.results, strict=True)]
+    for where, r in zip(wheres, rec.results, strict=True):
         _one(where, r, header, profile, suites, out)
+    out.problems += plan_problems(rec, suites, wheres, out.notes)
     return out
 
 
@@ -115,13 +110,14 @@ def _inputs(run_dir: Path, header: Mapping[str, Any], kept: dict[str, Path], out
 
 def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str, Any], out: Rejudged) -> None:
     recorded: list[dict[str, Any]] = [dict(v) for v in r.get("verdicts") or []]
-    _outcome(where, r, recorded, out)
-    if not recorded and not r.get("metrics"):
-        return  # an error or a skip: nothing was judged, nothing to judge again
-    if r.get("scope") == "localize" or r.get("measure") == "layout":
-        by = "the localization planner" if r.get("scope") == "localize" else "the run's layout of ranks"
-        out.notes.append(f"{where}: judged as recorded (by {by}, not from per-rank measurements)")
-        _consistent(where, recorded, out)
+    out.problems += outcome_problems(where, r, recorded)
+    if r.get("outcome") in ("skipped", "error"):
+        return  # nothing was judged, nothing to judge again
+    if is_layout(r):  # the run's own item for a node short of GPUs: in no suite
+        if (r.get("measure"), r.get("scope")) != LAYOUT[2:] + ("node",):
+            out.problems.append(f"{where}: measure {r.get('measure')} scope {r.get('scope')}: the run writes its "
+                                f"gpu-count item as measure layout, scope node")
+        _as_recorded(where, "the run's layout of ranks", recorded, out)
         return
     suite = suites.get(r.get("suite_file") or "")
     check = next((c for c in suite.checks if c.id == r.get("check")), None) if suite else None
@@ -131,6 +127,17 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
             out.problems.append(f"{where}: check {r.get('check')!r} of {r.get('suite_file')} is not in the run's "
                                 f"suite files: it cannot be re-judged")
         return
+    # how an item is judged is its check's (the suite as run), never what its own line says
+    if (r.get("measure"), r.get("scope")) != (check.measure, check.scope):
+        out.problems.append(f"{where}: measure {r.get('measure')} scope {r.get('scope')}, but check {check.id!r} "
+                            f"({check.where}) is measure {check.measure} scope {check.scope}: not what was run")
+        return
+    if check.scope == "localize":
+        _as_recorded(where, "the localization planner", recorded, out)
+        return
+    if recorded and any(_unjudged(v) for v in recorded):  # --counters: a window failed while it errored or skipped
+        _as_recorded(where, "--counters windows, its own measurement not judged", recorded, out)
+        return
     if profile is None:
         return  # said once already
     if _norm(r.get("params")) != _norm(check.params):
@@ -138,6 +145,19 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
                             f"({check.where}): not what was measured")
         return
     _judge_again(where, r, check, header, profile, recorded, out)
+
+
+def _unjudged(v: Mapping[str, Any]) -> bool:
+    """The verdict windows.despite makes for an item that judged nothing when a counter window failed."""
+    return v.get("metric") == "measurement" and v.get("measured") == "not judged" and not v.get("passed")
+
+
+def _as_recorded(where: str, by: str, recorded: list[dict[str, Any]], out: Rejudged) -> None:
+    if not recorded:  # failed without a verdict: said by outcome_problems
+        out.problems.append(f"{where}: judged by {by}, but it holds no verdict: nothing was judged")
+        return
+    out.notes.append(f"{where}: judged as recorded (by {by}, not from per-rank measurements)")
+    _consistent(where, recorded, out)
 
 
 def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: Any,
@@ -259,15 +279,6 @@ def _consistent(where: str, verdicts: Sequence[Mapping[str, Any]], out: Rejudged
             agrees = False
         if not agrees:
             out.problems.append(f"{where}: verdict {v.get('metric')}: {_brief(v)} contradicts its own limit")
-
-
-def _outcome(where: str, r: ResultEntry, recorded: list[dict[str, Any]], out: Rejudged) -> None:
-    """The item's outcome follows from its verdicts: failed when one failed, passed when all passed."""
-    if not recorded or r.get("outcome") not in ("passed", "failed"):
-        return
-    expect = "failed" if any(not v.get("passed") for v in recorded) else "passed"
-    if r.get("outcome") != expect:
-        out.problems.append(f"{where}: outcome {r.get('outcome')}, but its verdicts say {expect}")
 
 
 def _norm(value: Any) -> Any:
