@@ -235,9 +235,9 @@ def _tolerance(text: str) -> float:
 
 def _compare(args: argparse.Namespace) -> int:
     """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
-    1 when a metric regressed, a verdict became failed or #wrong rose, 3 when an item that passed in the
-    baseline could not be measured now (an error or a skip: what passed is not known to pass still), 5 when
-    nothing could be compared."""
+    1 when a metric regressed, a verdict became failed or #wrong rose, 3 when an item errored now (whatever
+    the baseline said) or one that passed in the baseline was skipped now (what passed is not known to pass
+    still), 5 when nothing could be compared."""
     from clustercheck.record.compare import compare, load_run, report_lines
 
     baseline = load_run(args.baseline, args.out)

@@ -93,13 +93,28 @@ def test_an_item_that_passed_and_could_not_measure_now_is_named_and_never_exits_
     assert [ch.item for ch in c.changes] == ["gate::allreduce[n2]"] and c.not_compared == []
     assert report_lines(c)[0] == "NOT MEASURED NOW  gate::allreduce[n1]: passed in the baseline, error now: rank 1 crashed"
     assert report_lines(c)[-1] == ("1 metric(s) compared at tolerance 5%: 0 regression(s), 0 improvement(s), "
-                                   "1 item(s) that passed not measured now, 0 not compared")
+                                   "1 item(s) not measured now, 0 not compared")
     out = cc(str(base), str(now), cwd=tmp_path)
     assert out.returncode == 3, out.stdout  # a harness error, as the run's own verdict: 0 before
     skipped = save(tmp_path / "c", [{**result("allreduce", "n1", [], outcome="skipped"), "message": "no tool"},
                                     result("allreduce", "n2", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
     assert compare(load_run(base), load_run(skipped)).unmeasured_now == [
         ("gate::allreduce[n1]", "passed in the baseline, skipped now: no tool")]
+
+
+
+def test_an_error_now_exits_3_whatever_the_baseline_said(tmp_path: Path) -> None:
+    """A failure in the baseline that is an error now, and a new item that errored, exited 0: the error was
+    silence, though the run itself exits 3 for it."""
+    base = save(tmp_path / "a", [result("allreduce", "n1", [verdict("busbw", 10.0, ">=", 50, "GB/s")],
+                                        outcome="failed")])
+    now = save(tmp_path / "b", [{**result("allreduce", "n1", [], outcome="error"), "message": "rank 0 hung"},
+                                {**result("allreduce", "n2", [], outcome="error"), "message": "rank 3 hung"}])
+    c = compare(load_run(base), load_run(now))
+    assert c.unmeasured_now == [("gate::allreduce[n1]", "failed in the baseline, error now: rank 0 hung"),
+                                ("gate::allreduce[n2]", "not in the baseline, error now: rank 3 hung")]
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout
 
 
 def test_bad_records_are_one_line_user_errors(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ class Comparison:
     changes: list[Change] = field(default_factory=list)
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
-    unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): passed before, error or skip now
+    unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): an error now, or passed and skipped
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
 
@@ -280,14 +280,16 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         if item.split("::")[0] not in both:
             other += 1  # a suite the baseline did not run: said once, in one line, not item by item
             continue
+        worse += failed_now(item, old, r) if old is not None else []
+        # an error now is never silence, whatever the baseline said (a failure there proves nothing now)
+        if r.get("outcome") == "error" or old and old.get("outcome") == "passed" and r.get("outcome") == "skipped":
+            said = str(r.get("message") or "").strip().splitlines()
+            was = f"{old['outcome']} in the baseline" if old else "not in the baseline"
+            unmeasured.append((item, f"{was}, {r['outcome']} now" + (f": {said[0]}" if said else "")))
+            continue  # nothing of it to compare: said once, here
         if old is None:
             not_compared.append((item, "not in the baseline"))
             continue
-        worse += failed_now(item, old, r)
-        if old.get("outcome") == "passed" and r.get("outcome") in ("error", "skipped"):
-            said = str(r.get("message") or "").strip().splitlines()
-            unmeasured.append((item, f"passed in the baseline, {r['outcome']} now" + (f": {said[0]}" if said else "")))
-            continue  # nothing of it to compare: said once, here
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         if has_old and not has_new:
             not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
@@ -298,12 +300,11 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         found, skipped = match(item, old, r, tolerance)
         changes += found
         not_compared += skipped
-    for item in before:
-        if item not in seen:
-            if item.split("::")[0] in both:
-                not_compared.append((item, "not in this run"))
-            else:
-                other += 1
+    for item in [i for i in before if i not in seen]:
+        if item.split("::")[0] in both:
+            not_compared.append((item, "not in this run"))
+        else:
+            other += 1
     return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, other,
                       software_changes(baseline, current))
 
@@ -361,7 +362,7 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     extra = "".join(f", {n} {what}" for n, what in ((kinds.count("noise"), "within the runs' own spread"),
                                                    (kinds.count("latency"), "latency left to its limit"),
                                                    (len(c.failed_now), "verdict(s) failed now"),
-                                                   (len(c.unmeasured_now), "item(s) that passed not measured now")) if n)
+                                                   (len(c.unmeasured_now), "item(s) not measured now")) if n)
     lines.append(f"{len(c.changes)} metric(s) compared at tolerance {c.tolerance * 100:g}%: "
                  f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s){extra}, "
                  f"{len(c.not_compared)} not compared")
