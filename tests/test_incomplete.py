@@ -271,3 +271,6 @@ def test_a_signal_while_the_session_waits_for_its_first_pool_ends_the_zygote(tmp
     assert seen and seen[0] is not None
     assert seen[0].proc.poll() is not None  # ended by the run, not left to finish its import
     assert zygote._shared is None
+    # "leaves no record", as the line says: the run directory had its header and plan, and `latest` pointed
+    # at it, a run no report would ever be rendered for
+    assert not list((tmp_path / "out").glob("2*")) and not (tmp_path / "out" / "latest").is_symlink()

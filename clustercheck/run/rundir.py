@@ -33,9 +33,9 @@ def unique(path: Path) -> Path:
 
 @contextmanager
 def opening(out: Path, run_dir: Path) -> Iterator[None]:
-    """Create `run_dir` for what is written into it first (the inputs kept, the record's header and plan),
-    and point `latest` at it once that is written. A full disk or a file system gone read-only then is one
-    line naming the file, and the directory goes: `latest` never points at a stub, and nothing ran."""
+    """Create `run_dir` for what is written into it first (the inputs kept, the record's header and plan).
+    A full disk or a file system gone read-only then is one line naming the file, and the directory goes:
+    nothing ran. (`latest` points at it only once the run has started: CheckSession.start.)"""
     make_dir(out, run_dir)
     try:
         yield
@@ -44,7 +44,6 @@ def opening(out: Path, run_dir: Path) -> Iterator[None]:
         why = str(exc).split("; the record holds")[0] if isinstance(exc, RecordWriteError) else \
             f"cannot write {exc.filename or run_dir}: {exc.strerror or type(exc).__name__}"
         raise UserError(f"--out {out}: {why}; nothing was measured") from None
-    point_latest(out, run_dir)
 
 
 def point_latest(out: Path, run_dir: Path) -> None:

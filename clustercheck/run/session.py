@@ -23,7 +23,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
 from clustercheck.run.options import Options
-from clustercheck.run.rundir import check_latest, make_dir, opening, unique
+from clustercheck.run.rundir import check_latest, make_dir, opening, point_latest, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
@@ -115,9 +115,11 @@ class CheckSession:
                        gpu_free if self.backend == "nccl" else None, host_free, gpu_where, host_where)
             self._open(checks, suite_files, plan, nodes, first, early, topology)
         except BaseException as exc:
-            _drop(exc, first, early)
+            _drop(exc, first, early, run_dir=self.run_dir)
             raise
         self.started = True
+        assert self.run_dir is not None
+        point_latest(opts.out, self.run_dir)  # a run that started: never a stub a signal left behind
 
     def _open(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]], plan: list[PlanItem] | None,
               nodes: dict[str, platform_mod.Facts], first: WorkerPool | None, early: prestart.Prestarted | None,
@@ -299,14 +301,6 @@ class CheckSession:
             self.record.append(entry)
 
     # -- end -------------------------------------------------------------------------------
-    def _exclude(self) -> None:
-        from clustercheck.run import exclusion
-
-        assert self.record is not None and self.run_dir is not None
-        self.exclusion = exclusion.write(self.run_dir, self.record, self.results, self.nodes, self.launcher.absent,
-                                         self.options)
-        self.record.append({"type": "exclude", **self.exclusion})
-
     def kill_ranks(self) -> None:
         if self.pools is not None:
             self.pools.kill_all()
@@ -319,8 +313,12 @@ class CheckSession:
         assert self.pools is not None and self.record is not None and self.run_dir is not None
         self.pools.close(kill=interrupted, wait=False)  # after Ctrl-C ranks may be mid-collective: killed now
         self.results = [slim(r) for r in load(self.record.path).results]
+        from clustercheck.run import exclusion
+
         try:
-            self._exclude()
+            self.exclusion = exclusion.write(self.run_dir, self.record, self.results, self.nodes,
+                                             self.launcher.absent, self.options)
+            self.record.append({"type": "exclude", **self.exclusion})
             self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
                                 "pool_starts": self.pools.starts, "interrupted": interrupted,
                                 "signal": signal if interrupted else None, **({"stopped": stopped} if stopped else {}),
@@ -386,9 +384,10 @@ def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> lis
     return out
 
 
-def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None) -> None:
+def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None, run_dir: Path | None) -> None:
     """End the pools started before the run directory existed, when the run will not start (`exc`). After
-    a signal the zygote goes too, even mid-import: it would outlive the run by its torch import."""
+    a signal the zygote goes too, even mid-import (it would outlive the run by its torch import), and so
+    does a run directory just opened: a signal before any check ran leaves no record (README)."""
     for pool in pools:
         if isinstance(pool, prestart.Prestarted):
             pool.discard()
@@ -397,3 +396,5 @@ def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None) -
             shutil.rmtree(pool.log_dir.parent, ignore_errors=True)
     if isinstance(exc, KeyboardInterrupt):
         end_shared_zygote()
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
