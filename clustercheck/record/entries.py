@@ -1,12 +1,16 @@
 """The record's lines about items: what the run plans to measure and each item's `result` line, built from
-the check that was run and its outcome (docs/run-record.md)."""
+the check that was run and its outcome (docs/run-record.md), and the ones the run writes of its own: the
+planned items of a node that never joined, and a failed `gpu-count` item for a node short of GPUs."""
 
 from __future__ import annotations
+
+from typing import Mapping
 
 from clustercheck.judging.measurement import Outcome
 from clustercheck.record.io import now
 from clustercheck.record.rebuild import keeps_answers
 from clustercheck.record.schema import PlanItem, ResultEntry
+from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import CheckSpec
 
 
@@ -37,3 +41,29 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
         if measured.notes:
             entry["notes"] = list(measured.notes)
     return entry
+
+
+def absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
+    """The items a node that never joined would have had (each per-node check's), planned and never run:
+    JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
+    from clustercheck.record.schema import item_name
+
+    unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
+    return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
+            for c in unique for node in absent]
+
+
+def short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:
+    """A failed `gpu-count[node]` item for each node with fewer usable GPUs than the others: the run had
+    to use as many ranks per node as it has, so the others' extra GPUs went unmeasured because of it."""
+    out: list[ResultEntry] = []
+    for node, (count, most) in short.items():
+        rule = Expectation("gpu-count", "usable GPUs", str(most), "the most GPUs any node of this run has")
+        detail = (f"ranks see {count} GPU(s) here, {most} on other nodes: the run used {per_node} rank(s) per node, "
+                  f"so GPU(s) beyond {per_node} on the other nodes went unmeasured")
+        out.append({"type": "result", "name": f"gpu-count[{node}]", "nodeid": f"gpu-count[{node}]",
+                    "check": "gpu-count", "measure": "layout", "scope": "node", "node": node, "nodes": [node],
+                    "suite_file": "clustercheck", "line": 0, "outcome": "failed",
+                    "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
+                    "verdicts": [Verdict("usable GPUs", count, "", rule, False, subject=node, detail=detail).as_dict()]})
+    return out

@@ -34,7 +34,7 @@ from clustercheck.run.scopes import Where
 from clustercheck.run import prestart
 from clustercheck.run.zygote import end_shared as end_shared_zygote
 from clustercheck.run.timings import TIMINGS
-from clustercheck.judging.verdicts import Expectation, Verdict
+from clustercheck.record.entries import absent_plan, short_node_results
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import CheckSpec, Rules
 from clustercheck.judging.thresholds import Profile
@@ -151,9 +151,9 @@ class CheckSession:
                    if opts.repeating else {}),
                 **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
             })
-            self.record.append({"type": "plan", "items": [*(plan or []), *_absent_plan(checks, self.launcher.absent)]})
+            self.record.append({"type": "plan", "items": [*(plan or []), *absent_plan(checks, self.launcher.absent)]})
         if not opts.ranks and self.backend == "nccl":
-            for entry in _short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
+            for entry in short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
         if first is not None:
             self._adopt(first)
@@ -355,33 +355,6 @@ def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None
         return None, ""
     node = min(known, key=known.__getitem__)
     return known[node], f"node {node}"
-
-
-def _absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
-    """The items a node that never joined would have had (each per-node check's), planned and never run:
-    JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
-    from clustercheck.record.entries import plan_item
-    from clustercheck.record.schema import item_name
-
-    unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
-    return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
-            for c in unique for node in absent]
-
-
-def _short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:
-    """A failed `gpu-count[node]` item for each node with fewer usable GPUs than the others: the run had
-    to use as many ranks per node as it has, so the others' extra GPUs went unmeasured because of it."""
-    out: list[ResultEntry] = []
-    for node, (count, most) in short.items():
-        rule = Expectation("gpu-count", "usable GPUs", str(most), "the most GPUs any node of this run has")
-        detail = (f"ranks see {count} GPU(s) here, {most} on other nodes: the run used {per_node} rank(s) per node, "
-                  f"so GPU(s) beyond {per_node} on the other nodes went unmeasured")
-        out.append({"type": "result", "name": f"gpu-count[{node}]", "nodeid": f"gpu-count[{node}]",
-                    "check": "gpu-count", "measure": "layout", "scope": "node", "node": node, "nodes": [node],
-                    "suite_file": "clustercheck", "line": 0, "outcome": "failed",
-                    "message": f"{node}: {detail}", "duration": 0.0, "finished": now(),
-                    "verdicts": [Verdict("usable GPUs", count, "", rule, False, subject=node, detail=detail).as_dict()]})
-    return out
 
 
 def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None, run_dir: Path | None) -> None:
