@@ -219,7 +219,7 @@ def test_a_node_with_fewer_usable_gpus_fails_so_the_others_gpus_left_unmeasured_
     item (and is excluded), naming why the others' eighth GPU went unmeasured."""
     from clustercheck.record import exclude
     from clustercheck.judging.platform import short_nodes
-    from clustercheck.run.session import _short_node_results
+    from clustercheck.record.entries import short_node_results
     from clustercheck.judging.verdicts import line
 
     nodes = {"n1": _ranks_see(8, "n1"), "n2": _ranks_see(7, "n2"), "n3": _ranks_see(8, "n3")}
@@ -227,7 +227,7 @@ def test_a_node_with_fewer_usable_gpus_fails_so_the_others_gpus_left_unmeasured_
     assert (backend, per_node) == ("nccl", 7)
     assert short_nodes(nodes, per_node) == {"n2": (7, 8)}
     assert short_nodes(nodes, 8) == {} and short_nodes({"n1": nodes["n1"]}, 8) == {}
-    (entry,) = _short_node_results(short_nodes(nodes, per_node), per_node)
+    (entry,) = short_node_results(short_nodes(nodes, per_node), per_node)
     assert entry["outcome"] == "failed" and entry["name"] == "gpu-count[n2]"
     assert "ranks see 7 GPU(s) here, 8 on other nodes: the run used 7 rank(s) per node" in entry["message"]
     assert list(exclude.excluded([entry])) == ["n2"]
