@@ -195,3 +195,43 @@ def test_one_note_of_many_nodes_is_said_once_with_their_hostlist():
     items = [{"notes": [f"n[1-2]: {no_ib}"]}, {"notes": [f"n[3-4]: {no_ib}", "n1: GPU0: no ECC"]}]
     assert absent(items) == [f"n[1-4]: {no_ib}", f"n1: {no_ecc}"]  # type: ignore[arg-type]
     assert absent([{"notes": [f"n{i}: note {i}"]} for i in range(8)], most=5)[-1] == "and 3 more (report.html, each item)"  # type: ignore[misc]
+
+
+def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only_while_it_is_theirs(tmp_path):
+    """A harness error of the whole check (its answers failed verification, its pool could not start) was
+    every item's error, with the Xid only in the message: the node that logged it was never excluded. The
+    windows count only when they are the check's own (a Skip before any rank ran leaves the previous
+    check's windows in place)."""
+    from types import SimpleNamespace
+
+    from clustercheck.counters.allowances import DEFAULTS, Judgement, judge
+    from clustercheck.counters.delta import Delta, Increase
+    from clustercheck.errors import HarnessError
+    from clustercheck.judging.measurement import Outcome
+    from clustercheck.kinds.base import CheckSpec
+    from clustercheck.run.options import Options
+    from clustercheck.run.session import CheckSession
+
+    check = CheckSpec("b", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 3)
+    xid = judge(Delta("n1", 5.0, (Increase("kernel.xid.79", "0000:3b:00", 0, 1, lines=(XID,)),), ()), DEFAULTS)
+    quiet = Judgement("n2", 5.0, (), ())
+    for windows_of, n1 in (("b", "failed"), ("a", "error")):
+        session = CheckSession.__new__(CheckSession)
+        session.options = Options(None, [], 2, "gloo", tmp_path, counters=True)
+        session.nodes, session.baseline = ["n1", "n2"], None
+        session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of)  # type: ignore[assignment]
+        session._cache = {"b": HarnessError("b: answers failed verification; counters in the check's window: ...")}
+        got = {}
+        for node in ("n1", "n2"):
+            try:
+                got[node] = session.measure(check, f"s::b[{node}]", node)
+            except HarnessError:
+                got[node] = "error"
+        assert got["n2"] == "error"
+        if n1 == "error":
+            assert got["n1"] == "error"
+            continue
+        assert isinstance(got["n1"], Outcome)
+        own, xid_verdict = got["n1"].verdicts
+        assert own.detail == "error: b: answers failed verification; counters in the check's window: ..."
+        assert xid_verdict.metric == "kernel.xid.79" and not xid_verdict.passed

@@ -55,7 +55,7 @@ def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
     for original in (UserError("bad", file="s.yaml", line=3, key="params.sizes"),
                      RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1}))):
         session = CheckSession.__new__(CheckSession)
-        session._cache, session.baseline = {check.id: original}, None
+        session._cache, session.baseline, session.runner = {check.id: original}, None, None
         seen = []
         for _ in range(2):
             with pytest.raises(type(original)) as info:

@@ -46,6 +46,7 @@ class Runner:
         # --counters: each node's last snapshot (as_dict), and per node what rose in the last check's window
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.windows: dict[str, Any] = {}
+        self.windows_of: str | None = None  # the check whose windows `windows` holds (none of an earlier one)
 
     def groups(self, check: CheckSpec, pool: WorkerPool) -> list[Round]:
         """Rounds of (item, global ranks) groups that run at the same time, with the groups argument for
@@ -80,6 +81,7 @@ class Runner:
     def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:
         """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
         self.applies(check)
+        self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
         pool = self.pools.get(key)
@@ -140,6 +142,7 @@ class Runner:
         from clustercheck.localize.check import localize
 
         self.applies(check)
+        self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
         pool = self.pools.get(key)

@@ -219,6 +219,9 @@ class CheckSession:
             except Exception as exc:  # every item of the check gets the same error or skip
                 self._cache[check.id] = exc
         found = self._cache[check.id]
+        if isinstance(found, ClusterCheckError) and self.runner is not None and self.runner.windows_of == check.id:
+            if isinstance(failed := self._with_counters(check, where, copy.copy(found)), Outcome):
+                return failed  # the whole check errored, and a window of this item's nodes failed (an Xid)
         if isinstance(found, Exception):  # each item raises its own copy, with every field the original had
             raise copy.copy(found) if self.baseline is None else self.baseline.skipped_now(item_id, copy.copy(found))
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
