@@ -75,7 +75,9 @@ def test_an_item_that_passed_in_the_baseline_and_is_skipped_now_is_not_judged(pr
         if x.get("type") == "result" and x["check"] == "h2d":
             x["outcome"] = "passed"  # as on the GPU node the baseline ran on
     (baseline / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    res = project.runpytest(*RUN, "--compare", str(baseline))
+    # the all_reduce beside it is compared too: at 99% a loaded 2-vCPU machine's noise (a 63% drop seen
+    # while other tests ran) does not fail it, which is not what this test is about
+    res = project.runpytest(*RUN, "--compare", str(baseline), "--compare-tolerance", "99%")
     res.assert_outcomes(passed=1, errors=1)  # skipped, and a run exit 0, before
     assert res.ret == 3
     (h2d,) = [r for r in latest(project)["results"] if r["check"] == "h2d"]
