@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import fnmatch
 import os
 import re
 import shutil
@@ -94,6 +95,30 @@ echo 'NodeName=n2 Arch=x86_64 State=IDLE Reason=(null)'
                                        "left alone n2: not drained", "left alone n9: no such node in scontrol show node"]
     known = cc("resume", "n2", "--dry-run", cwd=tree, path=f"{tree / 'bin'}:/usr/bin:/bin")
     assert known.returncode == 0 and "left alone n2: not drained" in known.stdout
+
+
+@pytest.mark.parametrize("hosts, said", [
+    ("n1,n/1", "--hosts 'n1,n/1': 'n/1' is no host name"),  # it was an agent log's path: INTERNALERROR, exit 3
+    ("n[1-2],n2", "--hosts names n2 more than once: one agent per host"),  # the duplicate was dropped, silently
+    ("-n1", "--hosts '-n1': '-n1' is no host name"),  # pytest read it as an option: a four-line usage error
+])
+def test_hosts_that_name_no_host_once_are_one_line(tree: Path, hosts: str, said: str) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", f"--hosts={hosts}",
+             "--host-command", "{python}", "--store-addr", "127.0.0.1", cwd=tree)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert one_line(out).startswith(f"ERROR: {said}"), out.stderr
+
+
+@pytest.mark.parametrize("addr, said", [
+    ("-x", "--store-addr -x: '-x' names no address this controller can resolve"),
+    ("192.0.2.1", "--store-addr 192.0.2.1:*: this controller cannot reach its own store at the address the agents "
+                  "are told"),  # TEST-NET-1 (RFC 5737): no host here has it; a 30 s wait, then a torch traceback
+])
+def test_a_store_address_the_controller_cannot_reach_is_one_line_at_once(tree: Path, addr: str, said: str) -> None:
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "n1",
+             "--host-command", "{python}", f"--store-addr={addr}", cwd=tree, timeout=25)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert fnmatch.fnmatch(one_line(out), f"ERROR: {said}*"), out.stderr
 
 
 def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:

@@ -91,6 +91,11 @@ class JoinLauncher(Launcher):
         """The store's socket, listening: what connects from now on waits in its backlog until the store
         serves it (the hosts launcher starts its agents in between, while this process imports torch)."""
         bind = self.host if loopback(self.host) else "0.0.0.0"
+        try:  # the address the agents are told must at least name a host here: else a 30 s wait, then torch's error
+            socket.getaddrinfo(self.host, None)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise UserError(f"--store-addr {self.store_addr}: {self.host!r} names no address this controller can "
+                            f"resolve ({getattr(exc, 'strerror', None) or exc})") from None
         try:
             family = socket.AF_INET6 if ":" in bind else socket.AF_INET
             self._listener = socket.create_server((bind, self.port), family=family, backlog=1024)
@@ -99,14 +104,28 @@ class JoinLauncher(Launcher):
                             f"({exc.strerror or exc})") from None
         self.port = self._listener.getsockname()[1]  # port 0 (the hosts launcher's): the one the kernel gave
         self.store_addr = f"{self.host}:{self.port}"
+        try:  # the store's own client connects where the agents will: one that cannot waits 30 s, then fails
+            socket.create_connection((self.host, self.port), timeout=5).close()
+        except OSError as exc:
+            self._listener.close()
+            self._listener = None
+            raise UserError(f"--store-addr {self.store_addr}: this controller cannot reach its own store at the "
+                            f"address the agents are told ({exc.strerror or exc}); give an address of this host "
+                            "that they and it can reach") from None
 
     def serve_store(self) -> None:
         """The controller's store on the listening socket, and the hello in it."""
         import torch.distributed as dist
 
         assert self._listener is not None, "serve_store() follows listen()"
-        self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=30), master_listen_fd=self._listener.detach())
+        try:
+            self.store = dist.TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
+                                       timeout=timedelta(seconds=30), master_listen_fd=self._listener.detach())
+        except RuntimeError as exc:  # DistNetworkError: the store's own client could not reach the address
+            said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"--store-addr {self.store_addr}: this controller cannot reach its own store at the "
+                            f"address the agents are told ({said}); give an address of this host that they and it "
+                            "can reach") from None
         self._listener = None  # the store owns and closes it
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
 

@@ -340,8 +340,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
         value = getattr(args, o.name)
         if o.flag:
             out += [o.pytest_flag] if value else []
-        elif o.repeat:
-            out += [a for v in value or () for a in (o.pytest_flag, str(v))]
+        elif o.repeat:  # flag=value: a value that starts with '-' is a value, never pytest's next option
+            out += [f"{o.pytest_flag}={v}" for v in value or ()]
         elif value is not None and value != o.default:
-            out += [o.pytest_flag, str(value)]
+            out += [f"{o.pytest_flag}={value}"]
     return out
