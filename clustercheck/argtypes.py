@@ -32,6 +32,20 @@ def hostlist_of(option: str) -> Callable[[str], str]:
     return check
 
 
+def seconds(option: str, most: float) -> Callable[[str], float]:
+    """A number of seconds above 0 and at most `most`: NaN compares false with every deadline, so a wait
+    given `nan` (or `inf`) never ended."""
+    def check(text: str) -> float:
+        try:
+            value = float(given(option)(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not 0 < value <= most:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be above 0 and at most {most:g} seconds")
+        return value
+    return check
+
+
 def path(option: str) -> Callable[[str], Path]:
     """A file or directory option: an empty one is refused, never read as the working directory."""
     def check(text: str) -> Path:

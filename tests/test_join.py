@@ -194,6 +194,8 @@ def test_two_agents_on_one_node_are_refused_before_anything_runs(tmp_path: Path)
     ({"CLUSTERCHECK_TOKEN_FILE": "/nonexistent/t", "CLUSTERCHECK_TOKEN": None}, [], "CLUSTERCHECK_TOKEN_FILE=/nonexistent/t"),
     ({}, ["--local-ranks", "0"], "--local-ranks must be between 1 and 1024"),
     ({"NODE_NAME": "a b"}, [], "node name 'a b' (NODE_NAME)"),
+    ({}, ["--join-timeout", "nan"], "'nan': must be above 0 and at most 86400 seconds"),  # it waited for ever
+    ({}, ["--join-timeout", "-5"], "'-5': must be above 0 and at most 86400 seconds"),
 ])
 def test_an_agent_refuses_a_bad_identity_in_one_line(tmp_path: Path, env: dict[str, str | None], args: list[str],
                                                       said: str) -> None:
@@ -208,7 +210,7 @@ def test_an_agent_refuses_a_bad_identity_in_one_line(tmp_path: Path, env: dict[s
                          text=True, timeout=60)
     assert res.returncode == Exit.BAD_INPUT, res.stderr
     (line,) = res.stderr.strip().splitlines()
-    assert said in line and line.startswith("clustercheck: error:"), line
+    assert said in line and line.startswith(("clustercheck: error:", "clustercheck agent: error:")), line  # argparse's
 
 
 @pytest.mark.parametrize("args, said", [

@@ -27,6 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from clustercheck import argtypes
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launch import WORKER
@@ -55,7 +56,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--controller", metavar="HOST:PORT", help=f"default: ${gang.CONTROLLER_ENV}")
     p.add_argument("--index", metavar="N", help=f"default: ${gang.INDEX_ENV}")
     p.add_argument("--node", metavar="NAME", help=f"default: ${gang.NODE_ENV}, else the hostname")
-    p.add_argument("--join-timeout", type=float, default=gang.JOIN_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--join-timeout", type=argtypes.seconds("--join-timeout", 86400), default=gang.JOIN_TIMEOUT,
+                   metavar="SECONDS",
                    help=f"how long to try to reach the controller (default {gang.JOIN_TIMEOUT:g})")
     p.add_argument("--slurm", action="store_true",
                    help="take the index and the node's name from srun's task environment: where SLURMD_NODENAME "
