@@ -11,7 +11,7 @@ import pytest
 
 from clustercheck.run import options as run_options, scopes
 from clustercheck.kinds import KINDS
-from clustercheck.errors import ClusterCheckError, Skip, Unreachable, UserError
+from clustercheck.errors import ClusterCheckError, HarnessError, Skip, Unreachable, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
@@ -188,6 +188,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         cs.start([i.check for i in checks], files, plan)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    except HarnessError as exc:  # the nodes could not be asked (ranks that crashed): no bad input, exit 3
+        pytest.exit(f"ERROR: {exc}; nothing was measured", returncode=int(Exit.ERROR))
     TIMINGS.mark("platform, profile and run record")
     stopper = Stopper(cs.kill_ranks)
     stopper.install()

@@ -121,6 +121,26 @@ def test_a_store_address_the_controller_cannot_reach_is_one_line_at_once(tree: P
     assert fnmatch.fnmatch(one_line(out), f"ERROR: {said}*"), out.stderr
 
 
+def test_ranks_that_crash_while_the_nodes_are_asked_for_their_facts_are_a_harness_error(tree: Path) -> None:
+    """One host's ranks die as they start (a broken Python there: its sitecustomize exits 7), while the run
+    asks each node for its platform facts: exit 3, not 4 (usage or bad input), with the ranks' words."""
+    crash = tree / "crash"
+    crash.mkdir()
+    (crash / "sitecustomize.py").write_text(
+        "import os\nif b'clustercheck.run.worker' in open('/proc/self/cmdline', 'rb').read().split(b'\\0'):\n"
+        "    print('this rank crashes on start', flush=True)\n    os._exit(7)\n")
+    wrap = tree / "wrap.sh"
+    wrap.write_text(f'#!/bin/sh\nh=$1; shift\ncase $h in bad*) export CLUSTERCHECK_ZYGOTE=0 PYTHONPATH={crash};; esac\n'
+                    'exec "$@"\n')
+    wrap.chmod(0o755)
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "hosts", "--hosts", "n1,bad2",
+             "--host-command", f"{wrap} {{host}} {{python}}", "--store-addr", "127.0.0.1", cwd=tree)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert "ERROR: could not read the nodes' platform facts: rank 2 (bad2) exited with code 7" in out.stdout, out.stdout
+    assert "this rank crashes on start" in out.stdout and "nothing was measured" in out.stdout
+
+
 def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
              path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})

@@ -176,10 +176,10 @@ class CheckSession:
         try:
             pool.start()
             answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
-        except HarnessError as exc:  # the ranks' own words stay in their logs, named here
+        except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
             pool.close(kill=True)
-            raise UserError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
-                            f"(the ranks' output: {pool.log_dir})") from None
+            raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
+                               f"(the ranks' output: {pool.log_dir})") from None
         facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
         silent = [n for n in self.nodes if n not in facts]
         if silent:  # a launcher that gave a node no local rank 0: nothing was read there
