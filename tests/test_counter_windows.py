@@ -28,6 +28,29 @@ def _results(run: Path) -> list[dict]:
     return [x for x in lines if x.get("type") == "result"]
 
 
+def _run_logging(project: pytest.Pytester, faults: list[str], xids: dict[int, str]) -> tuple[dict[str, dict], str]:
+    """Run suites/s.yaml with --counters and the faults, writing xids[k] to /dev/kmsg once k results are
+    recorded (the k+1-th check's window is then open); each item's result by check, and the run's output."""
+    out = project.path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/s.yaml",
+                             "--thresholds", "thresholds", "--cc-out", str(out), "--cc-counters",
+                             *[a for f in faults for a in ("--cc-inject-fault", f)]],
+                            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while xids:
+            done = len(_results(out / "latest")) if (out / "latest").exists() else 0
+            if done in xids:
+                KMSG.write_text(xids.pop(done) + "\n")
+            assert time.monotonic() < deadline and proc.poll() is None, "the checks never got that far"
+            time.sleep(0.05)
+        stdout = proc.communicate(timeout=300)[0].decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return {r["check"]: r for r in _results(out / "latest")}, stdout
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access(KMSG, os.W_OK), reason="writing /dev/kmsg needs root")
 def test_an_xid_logged_during_one_check_fails_that_item_and_no_other(project: pytest.Pytester):
     write_suite(project, "checks:\n" + "".join(small_check(c) for c in ("ok", "too-fast", "ok2")))
@@ -36,21 +59,8 @@ def test_an_xid_logged_during_one_check_fails_that_item_and_no_other(project: py
                                          "  too-fast:\n    busbw: {limit: \">= 0.000001\"")
                   + "  ok2:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
     out = project.path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/s.yaml",
-                             "--thresholds", "thresholds", "--cc-out", str(out), "--cc-counters",
-                             "--cc-inject-fault", "too-fast:delay"],  # the middle check's ranks wait 2 s
-                            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "latest").exists() or not _results(out / "latest"):
-            assert time.monotonic() < deadline and proc.poll() is None, "the first check never finished"
-            time.sleep(0.05)
-        KMSG.write_text(XID + "\n")  # the first check's window is closed; the second's is open
-        stdout = proc.communicate(timeout=300)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    results = {r["check"]: r for r in _results(out / "latest")}
+    # the middle check's ranks wait 2 s; the Xid is written once the first check's window is closed
+    results, stdout = _run_logging(project, ["too-fast:delay"], {1: XID})
     assert {c: r["outcome"] for c, r in results.items()} == {"ok": "passed", "too-fast": "failed", "ok2": "passed"}, stdout
     (xid,) = [v for v in results["too-fast"]["verdicts"] if v["metric"].startswith("kernel.xid")]
     assert xid["metric"] == "kernel.xid.79" and xid["measured"] == 1 and not xid["passed"]
@@ -69,24 +79,8 @@ def test_an_xid_during_a_skipped_or_errored_item_fails_it_and_excludes_its_node(
     with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
         th.write("  hung:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
     out = project.path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/s.yaml",
-                             "--thresholds", "thresholds", "--cc-out", str(out), "--cc-counters",
-                             "--cc-inject-fault", "nv:delay", "--cc-inject-fault", "hung:hang@1"],
-                            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     xids = {1: XID, 2: XID.replace("0000:3b:00", "0000:5e:00")}  # one in nv's window, one in hung's
-    try:
-        deadline = time.monotonic() + 120
-        while xids:
-            done = len(_results(out / "latest")) if (out / "latest").exists() else 0
-            if done in xids:
-                KMSG.write_text(xids.pop(done) + "\n")
-            assert time.monotonic() < deadline and proc.poll() is None, "the checks never got that far"
-            time.sleep(0.05)
-        stdout = proc.communicate(timeout=300)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    results = {r["check"]: r for r in _results(out / "latest")}
+    results, stdout = _run_logging(project, ["nv:delay", "hung:hang@1"], xids)
     assert {c: r["outcome"] for c, r in results.items()} == {"ok": "passed", "nv": "failed", "hung": "failed"}, stdout
     for check, pci, why in (("nv", "0000:3b:00", "skipped: "), ("hung", "0000:5e:00", "error: ")):
         own, *windows = results[check]["verdicts"]
