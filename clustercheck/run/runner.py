@@ -67,16 +67,29 @@ class Runner:
         """Skip (with the reason) a check this run cannot do; HarnessError for a group that cannot work."""
         kind, layout = KINDS[check.measure], self.layout
         if len(layout.nodes) < check.min_nodes:
-            raise Skip(f"{check.id} needs {check.min_nodes} nodes or more (min_nodes: it judges the network between "
-                       f"nodes); this run has {len(layout.nodes)}")
+            self._too_few(check, check.min_nodes, f"{check.id} needs {check.min_nodes} nodes or more (min_nodes: it "
+                          f"judges the network between nodes); this run has {len(layout.nodes)}")
         if kind.gpu_only and layout.backend != "nccl":
             raise Skip(f"{check.measure} needs GPUs and this node has none")
         if check.scope in ("pair", "localize") and len(layout.nodes) < 2:
-            raise Skip(f"scope {check.scope} needs two nodes or more; this run has {len(layout.nodes)}")
+            self._too_few(check, 2, f"scope {check.scope} needs two nodes or more; this run has {len(layout.nodes)}")
         group = layout.per_node * {"pair": 2, "localize": 2, "cluster": len(layout.nodes)}.get(check.scope, 1)
         if group < kind.min_ranks:
+            if check.scope == "cluster":  # one rank per node: a second node would have given it a peer
+                self._too_few(check, -(-kind.min_ranks // layout.per_node),
+                              f"{check.measure} over a single rank moves no data between devices")
             raise Skip(f"{check.measure} over a single rank moves no data between devices")
         kind.check_group(check, group)
+
+    def _too_few(self, check: CheckSpec, need: int, why: str) -> None:
+        """Too few nodes for `check`: a Skip saying `why` where the run was planned that small; an error naming
+        the nodes that never joined where they would have made enough (a node never measured is no skip)."""
+        absent = list(getattr(getattr(self.pools, "launcher", None), "absent", None) or ())
+        if absent and len(self.layout.nodes) + len(absent) >= need and not (
+                KINDS[check.measure].gpu_only and self.layout.backend != "nccl"):
+            raise HarnessError(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
+                               f"{', '.join(absent)}")
+        raise Skip(why)
 
     def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:
         """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
@@ -84,9 +97,14 @@ class Runner:
         self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
-        pool = self.pools.get(key)
-        params = self._with_fault(check, kind.task(check, expect))
         out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
+        try:
+            pool = self.pools.get(key)
+        except RankFailure as exc:  # an agent found silent as the ranks start: its node is named unreachable
+            items = [where for items in scopes.rounds(check.scope, self.layout.nodes, self.options.pair_strategy,
+                                                      self.options.pair_seed) for where in items]
+            return self._lost(items, exc)
+        params = self._with_fault(check, kind.task(check, expect))
         infos = [self._pool_info(pool, check)]
         rounds = self.groups(check, pool)
         if self.options.counters and not self.snapshots:
@@ -98,8 +116,8 @@ class Runner:
                 try:
                     pool = self.pools.get(key)
                 except HarnessError as exc:
-                    out.update((where, HarnessError(f"not measured: {exc}")) for later in rounds[number:]
-                               for where, _ in later[0])
+                    out.update(self._lost([where for later in rounds[number:] for where, _ in later[0]], exc,
+                                          "not measured: "))
                     break
                 infos.append(self._pool_info(pool, check))
             try:
@@ -118,10 +136,8 @@ class Runner:
             tuning += time.monotonic() - t1
             for where, ranks in groups:
                 if failure is not None and not failure.failed.isdisjoint(ranks):
-                    # the whole story, the cause first: it may be on another node than this item's
-                    gone = tuple(n for n in failure.unreachable if n in scopes.members(where, self.layout.nodes))
-                    out[where] = Unreachable(str(failure), gone) if gone else HarnessError(str(failure))
-                    continue
+                    out.update(self._lost([where], failure))  # the whole story, the cause first: it may be
+                    continue  # on another node than this item's
                 out[where] = (Answers(check, [answers[r] for r in ranks], [pool.ranks[r] for r in ranks],
                                       self.layout.backend, tuned and [tuned[r] for r in ranks], tuning_error),
                               infos[-1])
@@ -135,6 +151,15 @@ class Runner:
             self._close_window(key)
         return out
 
+    def _lost(self, items: list[Where], exc: HarnessError, prefix: str = "") -> dict[Where, Any]:
+        """The error of each item `exc` cost its result: Unreachable naming the nodes of the item's that stopped
+        answering (they go on the exclusion list), else a plain HarnessError."""
+        out: dict[Where, Any] = {}
+        for where in items:
+            gone = tuple(n for n in getattr(exc, "unreachable", ()) if n in scopes.members(where, self.layout.nodes))
+            out[where] = Unreachable(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
+        return out
+
     def localize(self, check: CheckSpec, threshold: float) -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
         """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
         result, and the next round gets a fresh pool); per item (node, None) its verdicts and message,
@@ -145,7 +170,10 @@ class Runner:
         self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
-        pool = self.pools.get(key)
+        try:
+            pool = self.pools.get(key)
+        except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
+            raise Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc from None
         info = self._pool_info(pool, check)
         params = self._with_fault(check, kind.task(check, {}))
         ranks_of: dict[str, list[int]] = {}
