@@ -1,0 +1,116 @@
+"""A node never measured is never a pass or a plain skip (run/runner.py), tested for real through the hosts
+launcher (each host a node agent on this machine, reached through a stand-in for ssh, as in
+tests/test_hosts_agents.py): a check that needs two nodes where the second never joined is an error naming
+it, not "needs 2 nodes"; an agent found silent as a later check's ranks start puts its node on the
+exclusion list as unreachable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.exitcodes import Exit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joining import LIMITS, alive, results, wait_for  # noqa: E402
+from test_hosts_agents import agent_pid, run  # noqa: E402
+
+pytestmark = pytest.mark.pool  # whole runs with real rank pools
+
+SMALL = "params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}"
+ACROSS = f"""checks:
+  - id: node-ar
+    measure: all_reduce
+    scope: node
+    {SMALL}
+  - id: across
+    measure: all_reduce
+    scope: cluster
+    min_nodes: 2
+    {SMALL}
+"""
+
+
+def project(tmp: Path, suite: str) -> None:
+    (tmp / "th").mkdir()
+    (tmp / "th" / "cpu.yaml").write_text(LIMITS)
+    (tmp / "s.yaml").write_text(suite)
+
+
+def test_a_two_node_check_whose_second_node_never_joined_is_an_error_naming_it(tmp_path: Path) -> None:
+    """h2's agent cannot start (its ssh stand-in exits 255): `across` (min_nodes: 2) would have run on
+    the planned two nodes, so it is an error naming h2, never "needs 2 nodes" skipped.
+    Failed before the fix: it was skipped with "this run has 1"."""
+    project(tmp_path, ACROSS)
+    ctl = run(tmp_path, env={"CC_DOWN": "h2"})
+    out, _ = ctl.communicate(timeout=300)
+    data = results(tmp_path)
+    assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]
+    outcome = {r["check"]: r for r in data["results"] if r["check"] != "node-ar"}
+    assert outcome["across"]["outcome"] == "error", outcome["across"]
+    assert outcome["across"]["message"].endswith("not run: across needs 2 nodes; 1 node(s) never joined: h2")
+    assert {r["outcome"] for r in data["results"] if r["check"] == "node-ar"} == {"passed"}
+    assert "Traceback" not in out
+
+
+def test_a_run_planned_with_one_node_still_skips_a_two_node_check(tmp_path: Path) -> None:
+    """No node is absent: the run has the one node it was given, so `across` is skipped as before."""
+    project(tmp_path, ACROSS)
+    ctl = run(tmp_path, "-k", "across", hosts="h1")
+    out, _ = ctl.communicate(timeout=300)
+    data = results(tmp_path)
+    across = [r for r in data["results"] if r["check"] == "across"]
+    assert [r["outcome"] for r in across] == ["skipped"], out[-3000:]
+    assert across[0]["message"].endswith("needs 2 nodes or more (min_nodes: it judges the network between nodes); "
+                                          "this run has 1")
+
+
+LATER_POOL = f"""checks:
+  - id: cluster-ar
+    measure: all_reduce
+    scope: cluster
+    {SMALL}
+  - id: node-ar
+    measure: all_reduce
+    scope: node
+    {SMALL}
+  - id: own-env
+    measure: all_reduce
+    scope: node
+    env: {{NCCL_DEBUG_SUBSYS: "INIT"}}
+    {SMALL}
+"""
+
+
+def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp_path: Path) -> None:
+    """h2's agent is stopped (SIGSTOP: alive, silent) once `cluster-ar` has a result, while node-ar waits 2 s
+    in the same pool (a test-only delay; its ranks do not need the agent). `own-env` needs a pool of its
+    own, whose ranks h2's agent never starts: found silent for 10 s as they start. h2's item is an error
+    naming it unreachable, and h2 alone is excluded. Failed before the fix: the pool start's failure
+    reached every item as a plain error, and nothing was excluded."""
+    project(tmp_path, LATER_POOL)
+    ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay")
+    pid = None
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
+        pid = agent_pid("h2")
+        os.kill(pid, signal.SIGSTOP)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    assert outcome["cluster-ar"]["outcome"] == "passed", out[-3000:]
+    silent = outcome["own-env[h2]"]
+    assert silent["outcome"] == "error" and "silent for 10 s" in silent["message"], silent["message"]
+    assert silent["unreachable"] == ["h2"]
+    assert outcome["own-env[h1]"]["outcome"] == "error" and not outcome["own-env[h1]"].get("unreachable")
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
+    assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
+    assert "Traceback" not in out
