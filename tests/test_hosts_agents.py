@@ -38,22 +38,35 @@ def run(tmp: Path, *args: str, env: dict[str, str] | None = None, hosts: str = "
                             stderr=subprocess.STDOUT, text=True)
 
 
-def agent_pid(node: str) -> int:
-    """The pid of the agent this machine runs for `node` (its command line names it). Its zygote and the
-    ranks forked from it carry the same command line, and once pids wrap (pid_max is 32768 here) one of
-    them can come first in /proc: the agent is the one whose parent is none of them."""
+def agent_pid(node: str, under: int) -> int:
+    """The pid of the agent the controller `under` runs for `node` (its command line names it). Its zygote
+    and the ranks forked from it carry the same command line, and once pids wrap (pid_max is 32768 here) one
+    of them can come first in /proc: the agent is the one whose parent is none of them. Only the
+    controller's own descendants count: another test's run on another xdist worker may have an `h2` too."""
     found: dict[int, int] = {}  # pid -> its parent's
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if b"agent" in argv and b"--node" in argv and argv[argv.index(b"--node") + 1] == node.encode():
-                status = (proc / "status").read_text()
-                found[int(proc.name)] = int(status.split("\nPPid:", 1)[1].split()[0])
+            if b"agent" in argv and b"--node" in argv and argv[argv.index(b"--node") + 1] == node.encode() \
+                    and under in _ancestors(int(proc.name)):
+                found[int(proc.name)] = _parent(int(proc.name))
         except (OSError, ValueError, IndexError):
             continue
     agents = [pid for pid, parent in found.items() if parent not in found]
-    assert len(agents) == 1, f"no single agent for {node}: {found}"
+    assert len(agents) == 1, f"no single agent for {node} under {under}: {found}"
     return agents[0]
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/status").read_text().split("\nPPid:", 1)[1].split()[0])
+
+
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        pid = _parent(pid)
+        out.append(pid)
+    return out
 
 
 def test_a_host_whose_agent_cannot_start_is_absent_named_and_the_run_incomplete(tmp_path: Path) -> None:
@@ -75,7 +88,7 @@ def test_an_agent_killed_mid_run_errors_its_node_at_once_and_names_it_unreachabl
     message says so, not "silent for 10 s"), and only h2 is excluded."""
     project(tmp_path)
     ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay")
-    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h2"))
+    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h2", ctl.pid))
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
     # h1's item passes when the kill lands inside the check, and errors with h2 named as the cause when it
@@ -97,7 +110,7 @@ def test_with_the_first_host_absent_an_agent_killed_later_is_named_by_its_own_ho
     project(tmp_path)
     ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=node-ar:delay", env={"CC_DOWN": "h1"},
               hosts="h[1-3]")
-    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h3"))
+    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h3", ctl.pid))
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
     died = outcome["node-ar[h3]"]

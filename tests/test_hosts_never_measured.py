@@ -97,7 +97,7 @@ def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp
     pid = None
     try:
         wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
-        pid = agent_pid("h2")
+        pid = agent_pid("h2", ctl.pid)
         os.kill(pid, signal.SIGSTOP)
         out, _ = ctl.communicate(timeout=300)
     finally:
