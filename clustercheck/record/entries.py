@@ -9,7 +9,7 @@ from typing import Mapping
 from clustercheck.judging.measurement import Outcome
 from clustercheck.record.io import now
 from clustercheck.record.rebuild import keeps_answers
-from clustercheck.record.schema import PlanItem, ResultEntry
+from clustercheck.record.schema import PlanItem, ResultEntry, item_name
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import CheckSpec
 
@@ -46,8 +46,6 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
 def absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
     """The items a node that never joined would have had (each per-node check's), planned and never run:
     JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
-    from clustercheck.record.schema import item_name
-
     unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
     return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
             for c in unique for node in absent]

@@ -109,9 +109,11 @@ class JoinLauncher(Launcher):
         except OSError as exc:
             self._listener.close()
             self._listener = None
-            raise UserError(f"--store-addr {self.store_addr}: this controller cannot reach its own store at the "
-                            f"address the agents are told ({exc.strerror or exc}); give an address of this host "
-                            "that they and it can reach") from None
+            raise self._unreachable(str(exc.strerror or exc)) from None
+
+    def _unreachable(self, why: str) -> UserError:
+        return UserError(f"--store-addr {self.store_addr}: this controller cannot reach its own store at the address "
+                         f"the agents are told ({why}); give an address of this host that they and it can reach")
 
     def serve_store(self) -> None:
         """The controller's store on the listening socket, and the hello in it."""
@@ -123,9 +125,7 @@ class JoinLauncher(Launcher):
                                        timeout=timedelta(seconds=30), master_listen_fd=self._listener.detach())
         except RuntimeError as exc:  # DistNetworkError: the store's own client could not reach the address
             said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(f"--store-addr {self.store_addr}: this controller cannot reach its own store at the "
-                            f"address the agents are told ({said}); give an address of this host that they and it "
-                            "can reach") from None
+            raise self._unreachable(said) from None
         self._listener = None  # the store owns and closes it
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
 

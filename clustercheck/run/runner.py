@@ -84,7 +84,7 @@ class Runner:
     def _too_few(self, check: CheckSpec, need: int, why: str) -> None:
         """Too few nodes for `check`: a Skip saying `why` where the run was planned that small; an error naming
         the nodes that never joined where they would have made enough (a node never measured is no skip)."""
-        absent = list(getattr(getattr(self.pools, "launcher", None), "absent", None) or ())
+        absent = list(self.pools.launcher.absent)  # the launcher knows who never joined
         if absent and len(self.layout.nodes) + len(absent) >= need and not (
                 KINDS[check.measure].gpu_only and self.layout.backend != "nccl"):
             raise HarnessError(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "

@@ -223,18 +223,23 @@ class CheckSession:
             if isinstance(failed := self._with_counters(check, where, copy.copy(found)), Outcome):
                 return failed  # the whole check errored, and a window of this item's nodes failed (an Xid)
         if isinstance(found, Exception):  # each item raises its own copy, with every field the original had
-            raise copy.copy(found) if self.baseline is None else self.baseline.skipped_now(item_id, copy.copy(found))
+            raise self._unmeasured(item_id, copy.copy(found))
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
         if not found:
             del self._cache[check.id]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if isinstance(outcome, Exception):  # this node's or pair's ranks failed (or its own judging did)
-            raise outcome if self.baseline is None else self.baseline.skipped_now(item_id, outcome)
+            raise self._unmeasured(item_id, outcome)
         if self.baseline is None:
             return outcome
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
             check, item_id, outcome))
+
+    def _unmeasured(self, item_id: str, exc: Exception) -> Exception:
+        """What an item that measured nothing raises: its own error or skip, or under --compare a skip of
+        what passed in the baseline as not judged (Baseline.skipped_now)."""
+        return exc if self.baseline is None else self.baseline.skipped_now(item_id, exc)
 
     def _measure_all(self, check: CheckSpec) -> Found:
         assert self.runner is not None and self.profile is not None
