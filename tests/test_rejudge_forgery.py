@@ -121,6 +121,35 @@ def test_a_passed_item_called_failed_without_a_failed_verdict_fails(run: Path, t
     assert any("forge::small[" in p and "outcome failed, but its verdicts say passed" in p for p in problems), problems
 
 
+def test_a_measured_item_rewritten_as_a_plausible_skip_fails(run: Path, tmp_path: Path) -> None:
+    """The failed `sweep`, its verdicts and measurements removed, skipped with the reason a one-node run gives
+    a cluster check: on this run's layout all_reduce at node scope applies, and its kind skips nothing on
+    what the ranks find, so the skip is not one the run made."""
+    def hide(lines: list[dict[str, Any]]) -> None:
+        r = result(lines, "sweep")
+        r.update(outcome="skipped", message=result(lines, "across")["message"])
+        for key in ("verdicts", "metrics", "rows"):
+            r.pop(key)
+
+    problems = rejudged(forged(run, tmp_path, hide)).problems
+    assert len(problems) == 1 and "forge::sweep[" in problems[0], problems
+    assert "applies on this run's layout (1 node(s) of 2 rank(s) over gloo)" in problems[0], problems
+
+
+def test_a_layout_skip_must_give_the_layouts_reason(run: Path, tmp_path: Path) -> None:
+    problems = rejudged(forged(run, tmp_path, lambda lines: result(lines, "across").update(
+        message="all_reduce over a single rank moves no data between devices"))).problems
+    assert len(problems) == 1 and "is skipped saying 'across needs 2 nodes or more" in problems[0], problems
+
+
+def test_a_skip_where_an_absent_node_makes_it_an_error_fails(run: Path, tmp_path: Path) -> None:
+    """A node that never joined would have made `across` two nodes: the run errors it (run/applies.py), so a
+    skip saying the run was one node is not what it wrote."""
+    problems = rejudged(forged(run, tmp_path, lambda lines: lines[0].update(absent={"h2": "never joined"}))).problems
+    assert any("forge::across" in p and "the run makes it an error (not run: across needs 2 nodes; 1 node(s) "
+               "never joined: h2)" in p for p in problems), problems
+
+
 @pytest.mark.parametrize("field,value", [("measure", "layout"), ("scope", "localize")])
 def test_a_measure_or_scope_changed_on_the_line_is_not_judged_as_recorded(run: Path, tmp_path: Path, field: str,
                                                                           value: str) -> None:

@@ -111,7 +111,7 @@ def _inputs(run_dir: Path, header: Mapping[str, Any], kept: dict[str, Path], out
 def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str, Any], out: Rejudged) -> None:
     recorded: list[dict[str, Any]] = [dict(v) for v in r.get("verdicts") or []]
     out.problems += outcome_problems(where, r, recorded)
-    if r.get("outcome") in ("skipped", "error"):
+    if r.get("outcome") == "error":
         return  # nothing was judged, nothing to judge again
     if is_layout(r):  # the run's own item for a node short of GPUs: in no suite
         if (r.get("measure"), r.get("scope")) != LAYOUT[2:] + ("node",):
@@ -126,6 +126,9 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
         if suite is not None or not listed:  # a suite listed but not kept was named once already
             out.problems.append(f"{where}: check {r.get('check')!r} of {r.get('suite_file')} is not in the run's "
                                 f"suite files: it cannot be re-judged")
+        return
+    if r.get("outcome") == "skipped":
+        _skip(where, r, check, header, out)
         return
     # how an item is judged is its check's (the suite as run), never what its own line says
     if (r.get("measure"), r.get("scope")) != (check.measure, check.scope):
@@ -145,6 +148,41 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
                             f"({check.where}): not what was measured")
         return
     _judge_again(where, r, check, header, profile, recorded, out)
+
+
+def _skip(where: str, r: ResultEntry, check: Any, header: Any, out: Rejudged) -> None:
+    """A skip must be the one the run's layout gives (run/applies.py, from the header), or one its kind's
+    judge makes on what the ranks found, which the record does not keep: a measured item rewritten as
+    skipped would otherwise read as a check that does not apply."""
+    from clustercheck.errors import HarnessError, Skip
+    from clustercheck.kinds import KINDS
+    from clustercheck.run.applies import applies
+
+    nodes, absent = header.get("nodes") or [], list(header.get("absent") or ())
+    layout = (f"{len(nodes)} node(s) of {header.get('ranks_per_node')} rank(s) over {header.get('backend')}"
+              + (f", {len(absent)} never joined" if absent else ""))
+    try:
+        applies(check, str(header.get("backend") or ""), len(nodes), int(header.get("ranks_per_node") or 0), absent)
+    except Skip as exc:
+        if r.get("message") != str(exc):
+            out.problems.append(f"{where}: skipped saying {_show(r.get('message'))}, but on this run's layout "
+                                f"({layout}) check {check.id!r} is skipped saying {str(exc)!r}")
+        return
+    except HarnessError as exc:
+        out.problems.append(f"{where}: skipped, but on this run's layout ({layout}) the run makes it an error "
+                            f"({exc})")
+        return
+    except ClusterCheckError as exc:
+        out.problems.append(f"{where}: skipped, but check {check.id!r} cannot run on this run's layout ({layout}): "
+                            f"{str(exc).splitlines()[0][:160]}")
+        return
+    if KINDS[check.measure].skips_on_answers:
+        out.notes.append(f"{where}: skipped as recorded ({_show(r.get('message'))}): a {check.measure} item is "
+                         f"skipped on what its node's ranks found, which the record does not keep")
+    else:
+        out.problems.append(f"{where}: skipped, but check {check.id!r} ({check.measure}) applies on this run's "
+                            f"layout ({layout}) and its kind skips nothing on what the ranks find: a run of it "
+                            f"measures it")
 
 
 def _unjudged(v: Mapping[str, Any]) -> bool:

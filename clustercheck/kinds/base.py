@@ -100,6 +100,8 @@ class Kind:
     memory: Need | None = None  # the buffers it holds, so that a suite that cannot fit is refused early
     needs_tool: bool = False  # the ranks look a tool up on their PATH: one absent is a skip, which a missing
     # threshold must not hide (the session runs such a check before calling a missing threshold an error)
+    skips_on_answers: bool = False  # its judge may skip an item on what the ranks found (a tool, a device or a
+    # port the node lacks); a skip of any other kind is the run's layout's alone (run/applies.py)
 
     def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""

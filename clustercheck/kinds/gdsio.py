@@ -114,4 +114,4 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 PROVIDES = (Kind("gdsio", ("node",), METRICS, parse,
                  "NVIDIA gdsio per GPU on each node's first rank: GPUDirect Storage write and read throughput in "
                  "$CLUSTERCHECK_GDS_DIR, judged against gdsio_write_min / gdsio_read_min", "clustercheck.measure.native_io:gdsio",
-                 judge, gpu_only=True, limited=False, task_params=task_params),)
+                 judge, gpu_only=True, limited=False, task_params=task_params, skips_on_answers=True),)

@@ -116,4 +116,4 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
                  "perftest ib_write_bw, a loopback run per ACTIVE RDMA NIC on each node's first rank, judged per NIC "
                  "against 0.9 of its port rate or ib_write_bw_min", "clustercheck.measure.native_io:ib_write_bw", judge,
-                 limited=False, task_params=task_params),)
+                 limited=False, task_params=task_params, skips_on_answers=True),)

@@ -151,4 +151,5 @@ def check_group(check: CheckSpec, group: int) -> None:
 PROVIDES = (Kind("nccl_tests", ("node",), METRICS, parse,
                  "an nccl-tests binary (all_reduce_perf by default) run on each node's first rank over the node's GPUs; "
                  "its table judged like a collective", "clustercheck.measure.native:nccl_tests", judge, figure="sweep",
-                 task_params=task_params, memory=need, min_ranks=2, check_group=check_group, needs_tool=True),)
+                 task_params=task_params, memory=need, min_ranks=2, check_group=check_group, needs_tool=True,
+                 skips_on_answers=True),)

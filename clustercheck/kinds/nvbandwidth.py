@@ -149,4 +149,4 @@ def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
 PROVIDES = (Kind("nvbandwidth", ("node",), METRICS, parse,
                  "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
                  "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params, check_group=check_group,
-                 needs_tool=True),)
+                 needs_tool=True, skips_on_answers=True),)

@@ -55,4 +55,4 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 PROVIDES = (Kind("probe", ("node",), {}, parse,
                  "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
                  "run on each node's first rank", "clustercheck.measure:probe", judge, limited=False,
-                 figure="none", task_params=task),)
+                 figure="none", task_params=task, skips_on_answers=True),)
