@@ -131,6 +131,7 @@ def test_a_store_the_hosts_cannot_reach_is_said_with_what_to_give(bed: NetBed, t
     (line,) = [ln for ln in out.splitlines() if "a loopback address" in ln]
     assert "no host's agent joined" in line and "advertised at 127.0.0.1" in line and "give --store-addr" in line, \
         out[-3000:]
+    assert "(as --store-addr gave it)" in line, line  # not "the hostname resolves to it": the user named it
     # each host named with what its agent said
     assert f"{bed.hosts[0]}: its agent exited with 4 before joining" in line, line
     assert "could not reach the controller at 127.0.0.1" in line, line

@@ -75,6 +75,7 @@ class HostsLauncher(JoinLauncher):
         # the address the agents reach this controller at; port 0: open() takes a free one
         self.host, self.port = advertised(store_addr), 0
         self.store_addr = self.host  # as the user gave it, or as found (what a refusal to listen names)
+        self.addr_given = store_addr is not None
         # the hosts as given, by agent index; `nodes` becomes the hosts whose agents joined (join._settle)
         self.hosts = self.nodes = tuple(hosts)
         self.agents: list[subprocess.Popen[bytes]] = []
@@ -151,8 +152,9 @@ class HostsLauncher(JoinLauncher):
     def none_joined(self, absent: Mapping[str, str]) -> str:
         said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
         if loopback(self.host) and not all(here(h) for h in self.hosts):
-            hint = (f"the controller was advertised at {self.host}, a loopback address (this controller's hostname "
-                    "resolves to it), which other hosts cannot reach: give --store-addr with an address they can reach")
+            why = "as --store-addr gave it" if self.addr_given else "this controller's hostname resolves to it"
+            hint = (f"the controller was advertised at {self.host}, a loopback address ({why}), which other hosts "
+                    "cannot reach: give --store-addr with an address they can reach")
         else:
             hint = self.check
         return f"no host's agent joined ({said}); {hint}; the agents' output: {self.agent_dir}"
