@@ -87,6 +87,16 @@ class Unreachable(HarnessError):
         self.nodes = nodes
 
 
+class NeverJoined(HarnessError):
+    """A check not run for want of nodes whose agents never joined (they would have made enough): an error
+    whose `nodes` the result names (`absent`), so the reports count it among what the absent nodes cost.
+    `nodes` has a default so that copy.copy (each item raises its own copy) rebuilds it from its message."""
+
+    def __init__(self, message: str, nodes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
+
 class NoThreshold(HarnessError):
     """The platform profile has no limit for this check: an error, never a silent pass."""
 

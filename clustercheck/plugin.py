@@ -11,7 +11,7 @@ import pytest
 
 from clustercheck.run import options as run_options, scopes
 from clustercheck.kinds import KINDS
-from clustercheck.errors import ClusterCheckError, HarnessError, Skip, Unreachable, UserError
+from clustercheck.errors import ClusterCheckError, HarnessError, NeverJoined, Skip, Unreachable, UserError
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
@@ -239,6 +239,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         entry = _entry(item, report)
         if isinstance(exc, Unreachable):  # nodes that stopped answering: the exclusion list names them
             entry["unreachable"] = list(exc.nodes)
+        elif isinstance(exc, NeverJoined):  # not run for want of nodes that never joined: the reports count it
+            entry["absent"] = list(exc.nodes)
         from clustercheck.report.junit import properties
 
         cs = item.config.stash[session_key]

@@ -6,14 +6,17 @@ exclusion list as unreachable."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import xml.etree.ElementTree as ET
 import sys
 from pathlib import Path
 
 import pytest
 
 from clustercheck.exitcodes import Exit
+from clustercheck.run import scopes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from joining import LIMITS, alive, results, wait_for  # noqa: E402
@@ -54,6 +57,59 @@ def test_a_two_node_check_whose_second_node_never_joined_is_an_error_naming_it(t
     assert outcome["across"]["outcome"] == "error", outcome["across"]
     assert outcome["across"]["message"].endswith("not run: across needs 2 nodes; 1 node(s) never joined: h2")
     assert {r["outcome"] for r in data["results"] if r["check"] == "node-ar"} == {"passed"}
+    # what h2 cost, in results.json's account of what was not measured: its node item (planned, no result) and
+    # `across` (a result: an error naming h2 as `absent`). Failed before: `across` was in no list of `incomplete`
+    assert outcome["across"]["absent"] == ["h2"]
+    assert data["incomplete"]["items"] == ["s::node-ar[h2]"]
+    assert data["incomplete"]["never_joined"] == {"h2": ["s::node-ar[h2]", "s::across"]}
+    assert "  h2 never joined; not measured: node-ar[h2], across" in out
+    assert "Traceback" not in out
+
+
+PAIRS = f"""checks:
+  - id: node-ar
+    measure: all_reduce
+    scope: node
+    {SMALL}
+  - id: links
+    measure: all_reduce
+    scope: pair
+    {SMALL}
+"""
+
+
+def test_each_pair_with_a_node_that_never_joined_is_planned_and_named_not_run(tmp_path: Path) -> None:
+    """h2 of h1..h3 never joins: the pair check measures h1,h3, and its two links with h2 (named as a run of
+    all three names them: the hosts' order, so `links[h2,h3]`, never `links[h3,h2]`) are planned, not run,
+    and named in results.json (`incomplete.items`, `never_joined`), junit.xml, ctrf.json and the terminal.
+    Failed before the fix: only node-ar[h2] was planned; no report named a link with h2 as not measured."""
+    project(tmp_path, PAIRS)
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + "  links:\n    busbw: {limit: '>= 0.000001', unit: GB/s, "
+                                              "source: any working link}\n")
+    ctl = run(tmp_path, env={"CC_DOWN": "h2"}, hosts="h[1-3]")
+    out, _ = ctl.communicate(timeout=300)
+    data = results(tmp_path)
+    assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]
+    full = [w for items in scopes.rounds("pair", ["h1", "h2", "h3"]) for w in items]
+    lost = [f"links[{w}]" for w in full if "h2" in w.split(",")]
+    assert sorted(lost) == ["links[h1,h2]", "links[h2,h3]"]
+    assert {r["name"]: r["outcome"] for r in data["results"]} == {
+        "node-ar[h1]": "passed", "node-ar[h3]": "passed", "links[h1,h3]": "passed"}, out[-3000:]
+    run_dir = tmp_path / "out" / "latest"
+    plan = next(json.loads(line) for line in (run_dir / "run.jsonl").read_text().splitlines() if '"plan"' in line)
+    assert {p["name"] for p in plan["items"]} == {"node-ar[h1]", "node-ar[h3]", "links[h1,h3]", "node-ar[h2]", *lost}
+    assert {p["name"]: p["nodes"] for p in plan["items"] if p["name"] in lost} == {
+        n: n[6:-1].split(",") for n in lost}
+    ids = {f"s::{n}" for n in ["node-ar[h2]", *lost]}
+    assert set(data["incomplete"]["items"]) == ids and set(data["incomplete"]["never_joined"]["h2"]) == ids
+    why = "h2 never joined (h2: its agent exited with 255 before joining"
+    cases = {c.get("name"): c for c in ET.parse(run_dir / "junit.xml").getroot().iter("testcase")}
+    for name in lost:
+        assert cases[name].find("error").get("message").startswith(f"not run: {why}"), name
+    ctrf = {t["name"]: t for t in json.loads((run_dir / "ctrf.json").read_text())["results"]["tests"]}
+    assert all(ctrf[f"s::{n}"]["status"] == "failed" and why in ctrf[f"s::{n}"]["message"] for n in lost)
+    named = next(line for line in out.splitlines() if line.startswith("  h2 never joined; not measured: "))
+    assert all(n in named for n in ["node-ar[h2]", *lost]), named
     assert "Traceback" not in out
 
 

@@ -87,7 +87,9 @@ def test_an_agent_that_never_joins_leaves_its_node_untested_and_the_run_incomple
     # every report says so, JUnit too: the absent nodes' items are error testcases that never ran
     assert sorted(data["incomplete"]["items"]) == [f"s::{c}[index-{i}]" for c in ("node-ar", "node-late") for i in (1, 2)]
     junit = (tmp_path / "out" / "latest" / "junit.xml").read_text()
-    assert junit.count('type="incomplete"') == 5 and "not run: 2 node(s) never joined: index-1, index-2" in junit
+    assert junit.count('type="incomplete"') == 5 and "not run: index-1 never joined (index-1: " in junit
+    assert data["incomplete"]["never_joined"] == {f"index-{i}": [f"s::{c}[index-{i}]" for c in ("node-ar", "node-late")]
+                                                  for i in (1, 2)}
     assert "INCOMPLETE: 2 node(s) never joined" in junit and junit.count('type="untested"') == 2  # the run, each node
     bad = (tmp_path / "agent1.log").read_text()
     assert agents[1].returncode == Exit.BAD_INPUT and "hello failed verification" in bad and "Traceback" not in bad

@@ -4,7 +4,7 @@ planned items of a node that never joined, and a failed `gpu-count` item for a n
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 from clustercheck.judging.measurement import Outcome
 from clustercheck.record.io import now
@@ -43,12 +43,15 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
     return entry
 
 
-def absent_plan(checks: list[CheckSpec], absent: Mapping[str, str]) -> list[PlanItem]:
-    """The items a node that never joined would have had (each per-node check's), planned and never run:
-    JUnit, results.json and the terminal then list them as not run, beside the reason the run gives."""
-    unique = {c.id: c for c in checks if c.scope in ("node", "gpu", "gpu-pair")}.values()
-    return [plan_item(c, node, [node], nodeid=f"{c.file}::{item_name(c.id, node)}", name=item_name(c.id, node))
-            for c in unique for node in absent]
+def absent_plan(checks: list[CheckSpec], absent: Mapping[str, str],
+                items: Callable[[CheckSpec], list[str | None]]) -> list[PlanItem]:
+    """The items that nodes which never joined would have had, planned and never run: every item of a full
+    run (`items`: a check's items over the planned nodes, absent ones included, named as a full run names
+    them) that covers an absent node: its node, GPU and localize items, and each node pair (link) with it.
+    JUnit, results.json and the terminal then list each as not run, naming the node(s) that never joined."""
+    unique = {c.id: c for c in checks}.values()
+    return [plan_item(c, where, [], nodeid=f"{c.file}::{item_name(c.id, where)}", name=item_name(c.id, where))
+            for c in unique for where in items(c) if where is not None and not absent.keys().isdisjoint(where.split(","))]
 
 
 def short_node_results(short: dict[str, tuple[int, int]], per_node: int) -> list[ResultEntry]:

@@ -98,7 +98,8 @@ _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
                "verdicts": (False, (list,)), "metrics": (False, (dict,)), "rows": (False, (list,)),
                "params": (False, (dict,)), "description": (False, _STR), "worst": (False, _OPT_STR),
                "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,)), "repeat": (False, (int,)),
-               "unreachable": (False, (list,)), "notes": (False, (list,)), "finished": (False, _STR), "judged_at": (False, (*_NUM, type(None)))},
+               "unreachable": (False, (list,)), "absent": (False, (list,)), "notes": (False, (list,)),
+               "finished": (False, _STR), "judged_at": (False, (*_NUM, type(None)))},
     "plan": {"items": (True, (list,))},
     "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
                 "unmeasured": (False, (dict,)), "untested": (False, (list,)), "breaker": (False, _STR),
@@ -115,7 +116,7 @@ _NESTED: dict[tuple[str, str, str], tuple[type, ...]] = {
 # lists whose elements the readers use as one type: (line type, key) -> the element's types
 _ELEMENTS: dict[tuple[str, str], tuple[type, ...]] = {
     ("run", "nodes"): _STR, ("run", "suites"): (dict,), ("result", "nodes"): _STR, ("result", "notes"): _STR,
-    ("result", "unreachable"): _STR, ("exclude", "untested"): _STR,
+    ("result", "unreachable"): _STR, ("result", "absent"): _STR, ("exclude", "untested"): _STR,
 }
 _VERDICT: dict[str, tuple[bool, tuple[type, ...]]] = {
     "metric": (True, _STR), "passed": (True, (bool,)), "unit": (False, _STR), "op": (False, _STR),

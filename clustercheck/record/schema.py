@@ -19,7 +19,10 @@ SCHEMA_VERSION = 1
 # 4: an item's notes (what its nodes have not got, --counters) in every report; ctrf.json's item has `notes`;
 #    a record killed before its plan says so, not "0 of 0 planned item(s) not run"; a burn-in series follows the
 #    worst subject, not the first
-REPORT_FORMAT = 4
+# 5: results.json's (and sla.json's) `incomplete` has `never_joined` (each absent node -> the items not measured for
+#    want of it); a planned item of an absent node (its node items, each pair with it) is `not run: <node> never
+#    joined (<why>)` in junit.xml and ctrf.json; a result not run for want of absent nodes names them (`absent`)
+REPORT_FORMAT = 5
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
@@ -94,6 +97,7 @@ class ResultEntry(PlanItem, total=False):
     repeat: int  # the repetition (1, 2, ...) of a repeated run; absent otherwise
     burn_in: dict[str, Any]  # reports only (burnin.folded): the item's summary over the repetitions
     unreachable: list[str]  # nodes that stopped answering (no heartbeat) while the item timed out
+    absent: list[str]  # not run for want of these nodes, which never joined (an error: NeverJoined)
     notes: list[str]  # what was not judged because a node has not got it (--counters: `<node>: no ECC ...`)
     answers: list[dict[str, Any]]  # what the ranks answered, as the kind's judge read it (record/rebuild.py)
 

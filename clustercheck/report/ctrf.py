@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck import __version__
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
-from clustercheck.report.status import untested_text
+from clustercheck.report.status import not_run_text, untested_text
 
 SPEC_VERSION = "0.0.0"
 STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "failed"}
@@ -69,9 +69,9 @@ def _test(r: ResultEntry) -> dict[str, Any]:
     return test
 
 
-def _not_run(p: PlanItem, why: str) -> dict[str, Any]:
+def _not_run(p: PlanItem, why: str, absent: Mapping[str, str]) -> dict[str, Any]:
     return {"name": item_id(p), "status": "failed", "rawStatus": "not run", "duration": 0,
-            "suite": [classname(p)], "filePath": p["suite_file"], "message": f"not run: {why}",
+            "suite": [classname(p)], "filePath": p["suite_file"], "message": not_run_text(p, absent, why),
             "extra": {"clustercheck.item": {"check": p["check"], "measure": p.get("measure"), "scope": p.get("scope"),
                                             "node": p.get("node")}}}
 
@@ -92,7 +92,7 @@ def render_ctrf(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[
                 not_run: Sequence[PlanItem], status: Mapping[str, Any], signer: str | None) -> bytes:
     tests = [_test(r) for r in results]
     why = (status.get("incomplete") or {}).get("reason") or "the run did not reach it"
-    tests += [_not_run(p, why) for p in not_run]
+    tests += [_not_run(p, why, header.get("absent") or {}) for p in not_run]
     tests += _run_level(status)
     start = _ms(header.get("started")) or 0
     stop = _ms((end or {}).get("finished")) or max((t.get("stop", start) for t in tests), default=start)

@@ -20,7 +20,7 @@ from clustercheck.fabric.comm import line as comm_line
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.burnin import folded
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
-from clustercheck.report.status import untested_text
+from clustercheck.report.status import not_run_text, untested_text
 from clustercheck.units import fmt
 
 # characters XML 1.0 cannot carry at all (a rank's stderr tail may hold ESC or NUL)
@@ -146,7 +146,7 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
         suite = _suite(item_id(p), started, p.get("node") or host, classname(p), p["suite_file"],
                        [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")])
         _error_case(root, suite, TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
-                    f"not run: {why or 'the run did not finish'}", "incomplete")
+                    not_run_text(p, header.get("absent") or {}, why), "incomplete")
     if why:  # the run itself, as an error: killed after its last item, stopped, short of its repetitions or
         # of a node, a run whose every planned item has a result still never reads as a green page
         _error_case(root, _suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),

@@ -4,7 +4,7 @@ finish is INCOMPLETE whatever its finished items say, and one that left a node u
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from clustercheck.record.exclude import untested
 from clustercheck.record.io import Record
@@ -36,9 +36,36 @@ def run_status(rec: Record) -> dict[str, Any]:
         "verdict": verdict,
         "incomplete": None if why is None else {"reason": why, "not_run": len(not_run),
                                                 "planned": len(rec.plan or []),
-                                                "items": [item_id(p) for p in not_run]},
+                                                "items": [item_id(p) for p in not_run],
+                                                "never_joined": never_joined(rec)},
         "untested": unmeasured,
     }
+
+
+def never_joined(rec: Record) -> dict[str, list[str]]:
+    """Each node that never joined -> the ids of the items not measured for want of it: the planned items
+    that cover it and have no result (its node and GPU items, each pair (link) with it), and the items whose
+    error says they were not run because it was absent (a check that needs it to have enough nodes)."""
+    absent = rec.header.get("absent") or {}
+    out: dict[str, list[str]] = {node: [] for node in absent}
+    for p in rec.not_run():
+        for node in p.get("nodes") or ():
+            if node in out:
+                out[node].append(item_id(p))
+    for r in rec.results:
+        for node in r.get("absent") or ():
+            if node in out and item_id(r) not in out[node]:
+                out[node].append(item_id(r))
+    return out
+
+
+def not_run_text(p: Mapping[str, Any], absent: Mapping[str, str], why: str | None) -> str:
+    """What junit.xml and ctrf.json say of a planned item without a result: the node(s) of its own that never
+    joined, with why, where it has any; else why the run did not reach it."""
+    gone = [node for node in p.get("nodes") or () if node in absent]
+    if gone:
+        return f"not run: {', '.join(gone)} never joined ({'; '.join(f'{n}: {absent[n]}' for n in gone)})"
+    return f"not run: {why or 'the run did not finish'}"
 
 
 def untested_text(node: str) -> str:

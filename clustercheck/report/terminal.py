@@ -15,6 +15,7 @@ from clustercheck.record.exclude import as_hostlist
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
+from clustercheck.report.status import never_joined
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", *REPORTS.values(), "exclude.txt")
@@ -96,13 +97,23 @@ def summary_lines(results: Sequence[Mapping[str, Any]], width: int = WIDTH) -> l
 
 
 def incomplete_line(rec: Record) -> str | None:
-    """`INCOMPLETE: why; N of M items not run` for a run that did not finish; None when it did."""
+    """`INCOMPLETE: why; N of M items not run` for a run that did not finish, then a line per node that never
+    joined naming the items not measured for want of it; None when the run finished."""
     why = rec.incomplete()
     if why is None:
         return None
     if not rec.plan:  # killed while collecting or starting its ranks: "0 of 0 not run" would read as nothing lost
         return f"INCOMPLETE: {why}; it stopped before it planned its items: nothing was measured"
-    return f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan)} planned item(s) not run"
+    lines = [f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan)} planned item(s) not run"]
+    for node, items in never_joined(rec).items():  # by name: each item (a pair: its link) the node cost
+        names = [i.partition("::")[2] for i in items]
+        said = ", ".join(names[:MOST_NAMED]) + (f" and {len(names) - MOST_NAMED} more (results.json: "
+                                                 "incomplete.never_joined)" if len(names) > MOST_NAMED else "")
+        lines.append(f"  {node} never joined; not measured: {said or 'no item of this run covers it'}")
+    return "\n".join(lines)
+
+
+MOST_NAMED = 8  # items named per node that never joined: the rest are counted (a pair check has one per node)
 
 
 def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None) -> list[tuple[str, str]]:

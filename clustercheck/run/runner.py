@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from clustercheck.run import scopes
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
-from clustercheck.errors import HarnessError, Skip, Unreachable
+from clustercheck.errors import HarnessError, NeverJoined, Skip, Unreachable
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
@@ -87,8 +87,8 @@ class Runner:
         absent = list(self.pools.launcher.absent)  # the launcher knows who never joined
         if absent and len(self.layout.nodes) + len(absent) >= need and not (
                 KINDS[check.measure].gpu_only and self.layout.backend != "nccl"):
-            raise HarnessError(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
-                               f"{', '.join(absent)}")
+            raise NeverJoined(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
+                              f"{', '.join(absent)}", tuple(absent))
         raise Skip(why)
 
     def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:

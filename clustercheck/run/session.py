@@ -30,6 +30,7 @@ from clustercheck.record import inputs
 from clustercheck.record.io import RecordWriteError, RunWriter, load, now
 from clustercheck.record.schema import REPORT_FORMAT, SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
 from clustercheck.run.runner import Layout, Runner
+from clustercheck.run import scopes
 from clustercheck.run.scopes import Where
 from clustercheck.run import prestart
 from clustercheck.run.zygote import end_shared as end_shared_zygote
@@ -151,7 +152,8 @@ class CheckSession:
                    if opts.repeating else {}),
                 **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
             })
-            self.record.append({"type": "plan", "items": [*(plan or []), *absent_plan(checks, self.launcher.absent)]})
+            self.record.append({"type": "plan", "items": [*(plan or []), *absent_plan(checks, self.launcher.absent,
+                                                                                      self._full_items)]})
         if not opts.ranks and self.backend == "nccl":
             for entry in short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
@@ -159,6 +161,13 @@ class CheckSession:
             self._adopt(first)
         elif early is not None and (pool := early.ready()) is not None:
             self._adopt(pool)
+
+    def _full_items(self, check: CheckSpec) -> list[Where]:
+        """`check`'s items as a run with every planned node would have named them: the hosts in the order
+        given (a pair is named in that order), else the nodes that joined and then those that never did."""
+        planned = list(getattr(self.launcher, "hosts", None) or [*self.nodes, *self.launcher.absent])
+        return [where for items in scopes.rounds(check.scope, planned, self.options.pair_strategy,
+                                                 self.options.pair_seed) for where in items]
 
     def _node_facts(self, here_facts: platform_mod.Facts | None = None
                     ) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
@@ -295,7 +304,6 @@ class CheckSession:
         if not self.options.counters:
             return outcome
         from clustercheck.judging.windows import despite, item_verdicts, window_notes
-        from clustercheck.run import scopes
 
         members, windows = scopes.members(where, self.nodes), self.runner.windows
         if isinstance(outcome, ClusterCheckError):
