@@ -80,9 +80,10 @@ class HarnessError(ClusterCheckError):
 class Unreachable(HarnessError):
     """A check that could not finish because nodes stopped answering (no heartbeat: their link is down, or
     the host died): still an error, but `nodes` go on the exclusion list, and only they, since the
-    alive ranks that timed out waiting for them are not to blame."""
+    alive ranks that timed out waiting for them are not to blame. `nodes` has a default so that copy.copy
+    (each item of a check that errored whole raises its own copy) rebuilds it from its message."""
 
-    def __init__(self, message: str, nodes: tuple[str, ...]) -> None:
+    def __init__(self, message: str, nodes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.nodes = nodes
 

@@ -46,14 +46,17 @@ def test_user_error_escapes_every_line_breaking_or_terminal_character():
 
 def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
     """The session hands the same failure to each item of a check; each gets a copy that keeps what the
-    original carried: a UserError's file, line and key, a RankFailure's answers and failed ranks."""
+    original carried: a UserError's file, line and key, a RankFailure's answers and failed ranks, the nodes
+    an Unreachable (a pool start that lost a node, for a whole localize check) or a NeverJoined names."""
+    from clustercheck.errors import NeverJoined, Unreachable
     from clustercheck.run.failure import RankFailure
     from clustercheck.run.session import CheckSession
     from clustercheck.kinds.base import CheckSpec
 
     check = CheckSpec("c", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 3)
     for original in (UserError("bad", file="s.yaml", line=3, key="params.sizes"),
-                     RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1}))):
+                     RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1})),
+                     Unreachable("n2 stopped answering", ("n2",)), NeverJoined("not run: n3 never joined", ("n3",))):
         session = CheckSession.__new__(CheckSession)
         session._cache, session.baseline, session.runner = {check.id: original}, None, None
         seen = []
