@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from clustercheck.errors import HarnessError, Skip
+from clustercheck.errors import NeverJoined, Skip
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import CheckSpec
 
 
 def applies(check: CheckSpec, backend: str, nodes: int, per_node: int, absent: Sequence[str] = ()) -> None:
     """Skip (with the reason) where `check` cannot be done on `nodes` nodes of `per_node` ranks over `backend`;
-    HarnessError where nodes that never joined (`absent`) would have made enough, or a group cannot work."""
+    NeverJoined where nodes that never joined (`absent`) would have made enough, or a group cannot work."""
     kind = KINDS[check.measure]
     if nodes < check.min_nodes:
         _too_few(check, backend, nodes, absent, check.min_nodes,
@@ -37,6 +37,6 @@ def _too_few(check: CheckSpec, backend: str, nodes: int, absent: Sequence[str], 
     """Too few nodes for `check`: a Skip saying `why` where the run was planned that small; an error naming
     the nodes that never joined where they would have made enough (a node never measured is no skip)."""
     if absent and nodes + len(absent) >= need and not (KINDS[check.measure].gpu_only and backend != "nccl"):
-        raise HarnessError(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
-                           f"{', '.join(absent)}")
+        raise NeverJoined(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
+                          f"{', '.join(absent)}", tuple(absent))
     raise Skip(why)

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from clustercheck.run import scopes
+from clustercheck.run.applies import applies
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
-from clustercheck.errors import HarnessError, NeverJoined, Skip, Unreachable
+from clustercheck.errors import HarnessError, Unreachable
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
@@ -64,32 +65,10 @@ class Runner:
         return out
 
     def applies(self, check: CheckSpec) -> None:
-        """Skip (with the reason) a check this run cannot do; HarnessError for a group that cannot work."""
-        kind, layout = KINDS[check.measure], self.layout
-        if len(layout.nodes) < check.min_nodes:
-            self._too_few(check, check.min_nodes, f"{check.id} needs {check.min_nodes} nodes or more (min_nodes: it "
-                          f"judges the network between nodes); this run has {len(layout.nodes)}")
-        if kind.gpu_only and layout.backend != "nccl":
-            raise Skip(f"{check.measure} needs GPUs and this node has none")
-        if check.scope in ("pair", "localize") and len(layout.nodes) < 2:
-            self._too_few(check, 2, f"scope {check.scope} needs two nodes or more; this run has {len(layout.nodes)}")
-        group = layout.per_node * {"pair": 2, "localize": 2, "cluster": len(layout.nodes)}.get(check.scope, 1)
-        if group < kind.min_ranks:
-            if check.scope == "cluster":  # one rank per node: a second node would have given it a peer
-                self._too_few(check, -(-kind.min_ranks // layout.per_node),
-                              f"{check.measure} over a single rank moves no data between devices")
-            raise Skip(f"{check.measure} over a single rank moves no data between devices")
-        kind.check_group(check, group)
-
-    def _too_few(self, check: CheckSpec, need: int, why: str) -> None:
-        """Too few nodes for `check`: a Skip saying `why` where the run was planned that small; an error naming
-        the nodes that never joined where they would have made enough (a node never measured is no skip)."""
-        absent = list(self.pools.launcher.absent)  # the launcher knows who never joined
-        if absent and len(self.layout.nodes) + len(absent) >= need and not (
-                KINDS[check.measure].gpu_only and self.layout.backend != "nccl"):
-            raise NeverJoined(f"not run: {check.id} needs {need} nodes; {len(absent)} node(s) never joined: "
-                              f"{', '.join(absent)}", tuple(absent))
-        raise Skip(why)
+        """Skip (with the reason) a check this run cannot do; an error where nodes that never joined would
+        have made enough, or a group cannot work (run/applies.py, which `verify` asks again)."""
+        applies(check, self.layout.backend, len(self.layout.nodes), self.layout.per_node,
+                list(self.pools.launcher.absent))  # the launcher knows who never joined
 
     def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:
         """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
