@@ -6,9 +6,13 @@ unreachable."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import kill_mid_run, project, results  # noqa: E402
+from joining import kill_mid_run, project, results, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.pool  # starts real rank pools or whole runs: `pytest -m 'not pool'` leaves it out
 
@@ -119,4 +123,57 @@ def test_with_the_first_host_absent_an_agent_killed_later_is_named_by_its_own_ho
     assert outcome["node-ar[h2]"]["outcome"] == "passed" and died["unreachable"] == ["h3"]
     assert list(data["run"]["absent"]) == ["h1"] and data["untested"] == ["h1"]
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h3"]
+    assert "Traceback" not in out
+
+
+NODE_ONLY = """checks:
+  - id: node-ar
+    measure: all_reduce
+    scope: node
+    timeout: 120
+    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}
+"""
+
+
+def resume(pids: list[int]) -> None:
+    """SIGCONT each of these processes still there (a pool that gave up on them has killed them)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_an_agent_killed_while_another_nodes_group_still_measures_leaves_that_node_its_verdict(tmp_path: Path) -> None:
+    """node-ar runs h1's and h2's groups in one task. Once its pool is up (every rank then waits 2 s, a
+    test-only delay), h1's ranks are stopped (SIGSTOP), h2's agent is killed, and h1's ranks go on 5 s later,
+    past the 3 s the pool gives the other ranks to be heard from after a death (pool.GRACE): h1's group
+    shares no rank with h2's, so its answer is waited for and judged; h2's item is an error naming h2, h2
+    alone is excluded, and the run is ERROR. Failed before the fix: h1's item was an error too ("no answer
+    from rank 0 (h1), rank 1 (h1)")."""
+    project(tmp_path)
+    (tmp_path / "s.yaml").write_text(NODE_ONLY)
+    ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay")
+    record, h1 = tmp_path / "out" / "latest" / "run.jsonl", []
+    try:
+        wait_for(record, '"type": "pool"', 180)
+        (pool,) = [x for x in map(json.loads, record.read_text().splitlines()) if x["type"] == "pool"]
+        h1 = [r["pid"] for r in pool["ranks"] if r["host"] == "h1"]
+        for pid in h1:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(agent_pid("h2", ctl.pid), signal.SIGKILL)
+        time.sleep(5)
+        resume(h1)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        resume(h1)
+        ctl.kill()
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    assert outcome["node-ar[h1]"]["outcome"] == "passed", outcome["node-ar[h1]"].get("message") or out[-3000:]
+    measured = outcome["node-ar[h1]"]["metrics"]  # its own measurement, judged
+    assert measured["busbw"]["value"] > 0 and measured["wrong"]["value"] == 0
+    died = outcome["node-ar[h2]"]
+    assert died["outcome"] == "error" and "was lost with its node's agent (h2), which exited with -9" in \
+        died["message"], died["message"]
+    assert died["unreachable"] == ["h2"] and (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
+    assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR"
     assert "Traceback" not in out

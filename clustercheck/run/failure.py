@@ -54,9 +54,32 @@ class Heard:
     errors: dict[int, str] = field(default_factory=dict)
     dead: dict[int, str] = field(default_factory=dict)
     idle: frozenset[int] = frozenset()  # in no group of the task: they post nothing (their `ok` is IDLE)
+    groups: tuple[frozenset[int], ...] = ()  # the task's groups of ranks; none: the whole world at once
 
     def accounted(self) -> set[int]:
         return {*self.ok, *self.errors, *self.dead}
+
+    def awaited(self) -> set[int]:
+        """The ranks still to hear from in the groups that share no rank with one that died or raised: they
+        measure apart from the failure (another node of a node check, another pair of a round), so their
+        groups keep their own results once they answer."""
+        bad = {*self.errors, *self.dead}
+        return {r for g in self.groups if bad.isdisjoint(g) for r in g if r not in self.ok}
+
+
+def quote(ranks: list[int], logs: list[Path], log_dir: Path, pool: int, lines: int = 6) -> str:
+    """The last output lines of these ranks (those that wrote any, in `logs`), to say what they were doing,
+    and NCCL's last warnings: with NCCL_DEBUG_FILE set (the timed pools) NCCL writes them there, not to
+    the rank's output, and they are usually the reason ("Duplicate GPU detected", "unhandled system
+    error")."""
+    parts = [f"\n--- rank {r} last output ({logs[min(r, len(logs) - 1)]}):\n{text}" for r in ranks[:NAMED]
+             if r < len(logs) and (text := log_tail(logs[r], lines))]
+    parts += [f"\n--- rank {r} NCCL warnings ({where}):\n{text}" for r in ranks[:NAMED]
+              for where, text in [nccl_warnings(log_dir, pool, r)] if text]
+    more = f"\n--- (the other {len(ranks) - NAMED}: {log_dir})" if len(ranks) > NAMED else ""
+    if not parts:
+        return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
+    return "".join(parts) + more
 
 
 def rank_ranges(ranks: list[int]) -> str:
@@ -68,6 +91,16 @@ def rank_ranges(ranks: list[int]) -> str:
         else:
             spans.append([r, r])
     return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
+def rank_names(ranks: list[int], host: Callable[[int], str]) -> str:
+    """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""
+    if len(ranks) <= NAMED:
+        return ", ".join(f"rank {r} ({host(r)})" for r in ranks)
+    from clustercheck.record.exclude import as_hostlist
+
+    hosts = sorted({host(r) for r in ranks})
+    return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {as_hostlist(hosts)}"
 
 
 def exit_text(code: int | None) -> str:

@@ -20,8 +20,8 @@ from typing import Any
 
 from clustercheck.errors import HarnessError, escape
 from clustercheck.run import wire
-from clustercheck.run.failure import (NAMED, PEER_LOST, Heard, RankFailure, exit_text, log_tail, nccl_warnings,
-                                      rank_ranges, silent_story)
+from clustercheck.run.failure import (PEER_LOST, Heard, RankFailure, exit_text, log_tail, quote, rank_names,
+                                      silent_story)
 from clustercheck.run.launch import Launcher, LocalLauncher
 from clustercheck.run.launcher import RankProcess
 from clustercheck.run.store import StoreClient, StoreLost, served
@@ -218,7 +218,7 @@ class WorkerPool:
         task = {"op": op, "params": params, "groups": groups, "runner": runner, "answering": len(busy)}
         self.store.set(wire.task_key(seq), wire.seal(self.key_hex, task))
         keys = {r: wire.result_key(seq, r) for r in busy}
-        heard = self._wait(keys, timeout, op, seq, idle=frozenset(range(n)) - frozenset(busy))
+        heard = self._wait(keys, timeout, op, seq, idle=frozenset(range(n)) - frozenset(busy), groups=groups)
         if heard.errors:
             raise self._failure(heard, op)
         # The store lives in this process: kept, a task's keys would cost a few KiB per check for the
@@ -228,19 +228,20 @@ class WorkerPool:
         return [heard.ok[r] for r in range(self.key.nranks)]
 
     def _wait(self, keys: dict[int, str], timeout: float, what: str, seq: int | None = None,
-              idle: frozenset[int] = frozenset()) -> Heard:
+              idle: frozenset[int] = frozenset(), groups: list[list[int]] | None = None) -> Heard:
         """Wait for task `seq`'s answers (or, without `seq`, for every key), watching the ranks; backs
         off from 1 ms so short checks pay no latency. Each round costs two store lookups and a
         waitpid per local process, whatever the number of ranks. Returns the answers; a death, an
         error or the timeout raises RankFailure once the other ranks have had GRACE seconds to answer
-        or be reported."""
+        or be reported, and the `groups` that share no rank with the failed ones have answered (until
+        the timeout: silent then, they time out)."""
         deadline = time.monotonic() + timeout
         delay = 0.001
         done = [wire.complete_key(seq)] if seq is not None else list(keys.values())
         errors = [wire.errors_key(seq)] if seq is not None else []
         # where to look for answers on a failure: every rank's key (an idle rank posts only an error)
         results = {r: wire.result_key(seq, r) for r in range(self.key.nranks)} if seq is not None else {}
-        heard = Heard(ok=dict.fromkeys(idle, IDLE), idle=idle)
+        heard = Heard(ok=dict.fromkeys(idle, IDLE), idle=idle, groups=tuple(frozenset(g) for g in groups or ()))
         next_look = time.monotonic() + 1.0
         while not self.store.check(done):
             if seq is not None and time.monotonic() >= next_look:  # where the task stands, for the live line
@@ -249,7 +250,8 @@ class WorkerPool:
             if any(p.poll() is not None for p in self.procs) or errors and self.store.check(errors):
                 self._listen(results, heard)
                 self._settle(results, heard)
-                raise self._failure(heard, what)
+                raise self._failure(heard, what, timed_out=None if self._untouched(results, heard, deadline, seq)
+                                    else timeout)
             if time.monotonic() > deadline:
                 self._listen(results, heard)
                 raise self._failure(heard, what, timed_out=timeout)
@@ -294,6 +296,18 @@ class WorkerPool:
             time.sleep(0.05)
             self._listen(results, heard)
 
+    def _untouched(self, results: dict[int, str], heard: Heard, deadline: float, seq: int | None) -> bool:
+        """Wait, up to the task's deadline, for the groups that no failed rank touched (Heard.awaited): alive
+        and measuring, they keep their results. Their answers are read when the task's counts of answers and
+        errors move (a rank posts its result first), deaths at each look. False: some still silent at the end."""
+        seen: tuple[int, int] | None = None
+        while seq is not None and heard.awaited() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            counts = (self.store.add(wire.answers_key(seq), 0), self.store.add(wire.errors_key(seq), 0))
+            self._listen(results if counts != seen else {}, heard)
+            seen = counts
+        return not heard.awaited()
+
     def _failure(self, heard: Heard, what: str, timed_out: float | None = None) -> RankFailure:
         """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
         their own, then those that only lost a peer, then those that said nothing."""
@@ -315,12 +329,12 @@ class WorkerPool:
             before = self._beats(silent)
             time.sleep(BEAT_WAIT)  # a live rank beats at least twice meanwhile
             story, stopped = silent_story(silent, before, self._beats(silent), self._names, BEAT_WAIT)
-            parts.insert(0, f"timed out after {timed_out:g} s during {what}: {story}")
+            parts.insert(len(heard.dead), f"timed out after {timed_out:g} s during {what}: {story}")  # deaths first
         elif silent:
             parts.append(f"no answer from {self._names(silent)}")
         # what the cause was doing: a rank that died, else one that raised (its traceback is in its log)
         quoted = list(heard.dead)[:1] or own[:1] or sorted(stopped) or (silent if timed_out is not None else [])
-        message = "; ".join(parts) + (self._quote(quoted) if quoted else "")
+        message = "; ".join(parts) + (quote(quoted, self.logs, self.log_dir, self.number) if quoted else "")
         failed = frozenset(range(n)) - frozenset(heard.ok)
         hosts = {self._host(r) for r in stopped}  # a node is unreachable when none of its silent ranks beats
         unreachable = {h for h in hosts if not any(self._host(r) == h for r in silent if r not in stopped)}
@@ -339,13 +353,7 @@ class WorkerPool:
         return {r: str(beat) for r, v in values.items() if (beat := wire.beat_of(self.key_hex, v, rank=r)) is not None}
 
     def _names(self, ranks: list[int]) -> str:
-        """The ranks by name and host; many of them (a hung cluster-wide collective) in one short line."""
-        if len(ranks) <= NAMED:
-            return ", ".join(f"rank {r} ({self._host(r)})" for r in ranks)
-        from clustercheck.record.exclude import as_hostlist
-
-        hosts = sorted({self._host(r) for r in ranks})
-        return f"{len(ranks)} ranks ({rank_ranges(ranks)}) on {len(hosts)} node(s) {as_hostlist(hosts)}"
+        return rank_names(ranks, self._host)
 
     @staticmethod
     def _hear(heard: Heard, rank: int, payload: dict[str, Any]) -> None:
@@ -363,20 +371,6 @@ class WorkerPool:
             return wire.unseal(self.key_hex, value)
         except wire.Forged as exc:
             raise HarnessError(f"{key}: {exc}") from None
-
-    def _quote(self, ranks: list[int], lines: int = 6) -> str:
-        """The last output lines of these ranks (those that wrote any), to say what they were doing, and
-        NCCL's last warnings: with NCCL_DEBUG_FILE set (the timed pools) NCCL writes them there, not to
-        the rank's output, and they are usually the reason ("Duplicate GPU detected", "unhandled system
-        error")."""
-        parts = [f"\n--- rank {r} last output ({self.logs[min(r, len(self.logs) - 1)]}):\n{text}" for r in ranks[:NAMED]
-                 if (text := self.tail(r, lines))]
-        parts += [f"\n--- rank {r} NCCL warnings ({where}):\n{text}" for r in ranks[:NAMED]
-                  for where, text in [nccl_warnings(self.log_dir, self.number, r)] if text]
-        more = f"\n--- (the other {len(ranks) - NAMED}: {self.log_dir})" if len(ranks) > NAMED else ""
-        if not parts:
-            return f" (no output from the first {NAMED}){more}" if more else " (no output from them)"
-        return "".join(parts) + more
 
     def _last_line(self, rank: int) -> str:
         """The last line a rank (or the program that was to start it, such as ssh) wrote, cut to 200
