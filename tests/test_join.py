@@ -186,6 +186,17 @@ def test_two_agents_on_one_node_are_refused_before_anything_runs(tmp_path: Path)
     assert [a.returncode for a in agents] == [0, 0]  # sent away, not left waiting
 
 
+def test_a_binary_token_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    """`openssl rand 32 > token` writes bytes: one line naming the variable and the file, not a traceback."""
+    from clustercheck.errors import UserError
+    from clustercheck.run.gang import read_token
+
+    path = tmp_path / "token"
+    path.write_bytes(b"\xff\xfe\xfd" * 16)
+    with pytest.raises(UserError, match=f"CLUSTERCHECK_TOKEN_FILE={path}: not UTF-8 text; .* openssl rand -hex 32"):
+        read_token({"CLUSTERCHECK_TOKEN_FILE": str(path)})
+
+
 @pytest.mark.parametrize("env, args, said", [
     ({"JOB_COMPLETION_INDEX": None}, [], "JOB_COMPLETION_INDEX is not set"),
     ({"JOB_COMPLETION_INDEX": "one"}, [], "JOB_COMPLETION_INDEX is 'one', not a number"),

@@ -109,6 +109,9 @@ def read_token(env: Mapping[str, str] | None = None) -> str:
                 token = fh.read().strip()
         except OSError as exc:
             raise UserError(f"{TOKEN_FILE_ENV}={path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:  # `openssl rand 32 > token`: bytes, where the secret is text
+            raise UserError(f"{TOKEN_FILE_ENV}={path}: not UTF-8 text; write the secret as text, e.g. "
+                            f"openssl rand -hex 32 > {path}") from None
         how = f"{TOKEN_FILE_ENV}={path}"
     else:
         token = env.get(TOKEN_ENV, "").strip()
