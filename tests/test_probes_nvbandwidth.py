@@ -3,6 +3,7 @@ judged on real captures through the real CLI."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,63 @@ def test_a_slow_pair_and_a_missing_pair_fail(tmp_path, capsys):
     assert code == 1
     assert "2 of 56 below 243 GB/s: GPU3<-GPU1 138.31, GPU0<-GPU1 N/A (not measured)" in out
     assert "1 of 55 pair(s) more than 10% from the median 276.33 GB/s" in out and "GPU3<-GPU1 138.31 (-49.9%)" in out
+    assert "1 of 56 pair(s) not measured: GPU0<-GPU1 N/A (not measured)" in out   # uniformity never drops it
+
+
+P5 = "d2d-bidirectional-write-ce-total-8xh100-p5.txt"
+# (fixture, the cell edited to N/A, the edited copy's SUM line adjusted by that cell, the pair named)
+NA_PAIRS = [
+    (D2D.name, ("0      0.00    276.07", "0      0.00       N/A"), None, "GPU0<-GPU1"),
+    (P5, (" 0       N/A    785.81", " 0       N/A    N/A"),
+     ("_total 44013.06", "_total 43227.25"), "GPU0<->GPU1"),
+]
+
+
+@pytest.mark.parametrize("name, cell, total, pair", NA_PAIRS, ids=["readme-d2d-write", "p5-bidirectional"])
+def test_a_gpu_pair_printed_n_a_off_the_diagonal_fails_both_paths(tmp_path, capsys, name, cell, total, pair):
+    """A real capture edited the way a pair with no result reads: one off-diagonal cell N/A (the diagonal's
+    N/A, a GPU to itself, is by design and stays a pass: the unedited captures pass). Never a pass, on the
+    probe and in `measure: nvbandwidth`, with or without a p2p_uniformity gate."""
+    from test_honest_verdicts import captured, kind_verdicts
+
+    body = text("nvbandwidth", name)
+    assert body.count(cell[0]) == 1
+    body = body.replace(*cell)
+    if total:
+        body = body.replace(*total)  # so the SUM still adds up: only the N/A is wrong
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "p2p_uniformity=0.1")
+    assert code == 1, out
+    assert f"matrix: 1 GPU pair(s) N/A, not measured: {pair} (" in out, out
+    if name == D2D.name:
+        assert f"FAIL device_to_device_memcpy_write_ce: p2p_uniformity: 1 of 56 pair(s) not measured: {pair} N/A" in out
+    testcase = "device_to_device_memcpy_write_ce" if name == D2D.name else "device_to_device_bidirectional_memcpy_write_ce"
+    stdout = "\n".join(body.split("\n")[2:])
+    verdicts = kind_verdicts("nvbandwidth", {"testcases": [testcase]}, stdout, "nvbandwidth")
+    matrix = [v for v in verdicts if v.metric == "matrix"]
+    assert matrix and not matrix[0].passed and pair in str(matrix[0].detail), matrix
+    clean = kind_verdicts("nvbandwidth", {"testcases": [testcase]}, captured("nvbandwidth", name), "nvbandwidth")
+    assert all(v.passed for v in clean), clean
+
+
+def test_a_run_with_an_n_a_pair_has_no_lowest_or_spread_to_pass(tmp_path):
+    """`measure: nvbandwidth`: a matrix with an N/A pair gives no _min, _median or _min_ratio that a limit
+    could pass on the pairs that were measured."""
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Answers, CheckSpec, Rules
+    from clustercheck.schema import Fields
+
+    stdout = "\n".join(text("nvbandwidth", D2D.name).replace("0      0.00    276.07", "0      0.00       N/A")
+                       .split("\n")[2:])
+    kind = KINDS["nvbandwidth"]
+    check = CheckSpec("x", "nvbandwidth", "node", kind.parse(Fields({"testcases": ["device_to_device_memcpy_write_ce"]},
+                      "s.yaml", "checks[0].params")), (), 60.0, "", "s.yaml", 1)
+    ran = {"host": "node7", "binary": "nvbandwidth", "argv": ["nvbandwidth"], "outcome": "ran", "returncode": 0,
+           "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": stdout, "stdout_bytes": len(stdout),
+           "truncated": False, "stderr_tail": ""}
+    m, _ = kind.judge(Answers(check, [ran, {}], [{"host": "node7"}, {"host": "node7"}], "gloo"), Rules({}))
+    for suffix in ("_min", "_median", "_min_ratio"):
+        assert math.isnan(m.metrics[f"device_to_device_memcpy_write_ce{suffix}"]), suffix
+    assert math.isnan(m.subjects["GPU0<-GPU1"]["device_to_device_memcpy_write_ce"])
 
 
 @pytest.mark.parametrize("floor, code", [("25.9", 0), ("26", 1)])

@@ -97,14 +97,17 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         scale = 1e-3 if case.unit == "ns" else 1.0
         if case.sum is not None:
             metrics[f"{case.name}_sum"] = case.sum * scale
-        values = []
+        values, unmeasured = [], False
         for subject, raw in case.subjects():
             value = math.nan if raw is None else raw * scale  # a cell the tool could not measure never passes
             subjects.setdefault(subject, {})[case.name] = value
             if raw is not None:
                 values.append(value)
                 rows.append({"subject": subject, "metric": case.name, "median": value, "min": value, "max": value})
-        if values:
+            unmeasured = unmeasured or raw is None
+        if unmeasured:  # a GPU or pair the tool printed N/A for: its lowest, median and spread are not known
+            metrics.update({f"{case.name}{s}": math.nan for s in ("_min", "_median", "_min_ratio")})
+        elif values:
             mid = statistics.median(values)
             metrics.update({f"{case.name}_min": min(values), f"{case.name}_median": mid,
                             f"{case.name}_min_ratio": min(values) / mid if mid else math.nan})

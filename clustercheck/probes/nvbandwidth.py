@@ -5,11 +5,12 @@ Fails: a run that failed or stopped (the data-pattern check, `ASSERT`, CUDA erro
 SUM line of another test or printed twice, a matrix without the SUM line the output prints), a matrix that is
 not whole (a row or column label missing or listed twice, a GPU-pair matrix that is not square, fewer or
 more GPU columns than the `Device` lines or the platform's `gpu_count`, a SUM the cells do not add up to,
-a SUM or an off-diagonal cell of 0.00: nothing was measured), and cells below the platform's floors:
+a SUM or an off-diagonal cell of 0.00 or N/A: nothing was measured), and cells below the platform's floors:
 `h2d_min` per GPU in host_to_device_memcpy_{ce,sm}, `d2h_min` in device_to_host_memcpy_{ce,sm}, `p2p_min`
 per ordered GPU pair in device_to_device_memcpy_{read,write}_{ce,sm} (an N/A pair there fails: no peer
 access), and `p2p_uniformity`: every pair of those matrices within this fraction of the matrix median (0.10
-= +-10%, as Azure's check_gpu_bw gates every pair: Azure/azurehpc-health-checks customTests). Each
+= +-10%, as Azure's check_gpu_bw gates every pair: Azure/azurehpc-health-checks customTests; an N/A pair
+fails it). Each
 testcase's verdict prints what was read: its SUM and the min, median and max of its matrix. A floor whose
 tests are not in the capture, and every floor of output cut down to the SUM lines, is `not judged`, never
 passed; a capture with no testcase at all judged nothing (exit 5).
@@ -84,8 +85,8 @@ def matrix_verdicts(run: NvbandwidthRun, gpu_count: int | None = None) -> list[P
     """One verdict per testcase, shared by the probe and `measure: nvbandwidth`: what was read (its SUM and
     the min, median and max of its matrix), failing a matrix that is not whole or not a measurement: a row or
     column missing or listed twice, a GPU-pair matrix that is not square, GPU columns other than the `Device`
-    lines (or the platform's `gpu_count`) list, a SUM its cells do not add up to, or a SUM or an off-diagonal
-    cell of 0.00."""
+    lines (or the platform's `gpu_count`) list, a SUM its cells do not add up to, a SUM or an off-diagonal
+    cell of 0.00, or an off-diagonal GPU pair of N/A (never measured; the diagonal's N/A is by design)."""
     out = []
     devices = len({(d.host, d.index) for d in run.devices}) or None
     for case in run.testcases:
@@ -96,6 +97,11 @@ def matrix_verdicts(run: NvbandwidthRun, gpu_count: int | None = None) -> list[P
         zero = [what for what, v in cells if v == 0]
         if zero:
             problems.append(f"{len(zero)} cell(s) at 0.00, nothing measured: {_listed(zero)}")
+        # a GPU pair off the diagonal that printed N/A was never measured (no peer access, or a cut-off run);
+        # the diagonal (a GPU to itself) is N/A by design and is not among the subjects
+        unmeasured = [what for what, v in cells if v is None] if case.peer_to_peer else []
+        if unmeasured:
+            problems.append(f"{len(unmeasured)} GPU pair(s) N/A, not measured: {_listed(unmeasured)}")
         total = case.computed_sum
         if case.sum is not None and total is not None and abs(case.sum - total) > 0.005 * len(case.cells()) + 0.011:
             problems.append(f"SUM {case.sum:.2f} but the cells add up to {total:.2f}: a cell is missing or edited")
@@ -205,15 +211,20 @@ def _floor_verdict(case: Testcase, key: str, floor: float) -> ProbeVerdict:
 
 def _uniformity_verdict(case: Testcase, spread: float) -> ProbeVerdict:
     cells = [(what, v) for what, v in case.subjects() if v is not None and math.isfinite(v)]
-    if len(cells) < 2:
+    # a pair never measured is not within any spread of the median: named, never passed (nor left out)
+    missing = [f"{what} N/A (not measured)" for what, v in case.subjects() if v is None or not math.isfinite(v)]
+    if len(cells) < 2 and not missing:
         return not_judged(case.name, "p2p_uniformity", f"{len(cells)} measured pair(s): nothing to compare")
-    median = statistics.median(v for _, v in cells)
+    median = statistics.median(v for _, v in cells) if cells else math.nan
     signed = [((v - median) / median if median else float("inf"), what, v) for what, v in cells]
     off = sorted(((abs(d), what, v, d) for d, what, v in signed), reverse=True)
     bad = [f"{what} {v:.2f} ({d:+.1%})" for dev, what, v, d in off if dev > spread]
-    if bad:
-        return ProbeVerdict(case.name, "p2p_uniformity", False, f"{len(bad)} of {len(cells)} pair(s) more than "
-                            f"{spread:.0%} from the median {median:.2f} {case.unit}: {_listed(bad)}", off[0][0], spread)
+    if bad or missing:
+        parts = [f"{len(bad)} of {len(cells)} pair(s) more than {spread:.0%} from the median "
+                 f"{median:.2f} {case.unit}: {_listed(bad)}"] if bad else []
+        if missing:
+            parts.append(f"{len(missing)} of {len(cells) + len(missing)} pair(s) not measured: {_listed(missing)}")
+        return ProbeVerdict(case.name, "p2p_uniformity", False, "; ".join(parts), off[0][0] if off else None, spread)
     return ProbeVerdict(case.name, "p2p_uniformity", True, f"{len(cells)} pairs within {spread:.0%} of the median "
                         f"{median:.2f} {case.unit} (worst {off[0][1]} {off[0][0]:.1%})", off[0][0], spread)
 
