@@ -110,6 +110,9 @@ def test_each_pair_with_a_node_that_never_joined_is_planned_and_named_not_run(tm
     assert all(ctrf[f"s::{n}"]["status"] == "failed" and why in ctrf[f"s::{n}"]["message"] for n in lost)
     named = next(line for line in out.splitlines() if line.startswith("  h2 never joined; not measured: "))
     assert all(n in named for n in ["node-ar[h2]", *lost]), named
+    html = (run_dir / "report.html").read_text()
+    said = next(line for line in html.splitlines() if "<b>h2</b> never joined; not measured: " in line)
+    assert all(f"s::{n}" in said for n in ["node-ar[h2]", *lost]), said
     assert "Traceback" not in out
 
 

@@ -74,6 +74,8 @@ def _assert_incomplete(p: pytest.Pytester, rc: int, out: str, signame: str) -> N
         f"INCOMPLETE: interrupted ({signame})"]
     html = (run / "report.html").read_text()
     assert 'class="banner incomplete"' in html and "3 of 5 planned item(s) not run" in html
+    # which ones, by name: the banner's count alone leaves the reader to diff the plan against the results
+    assert "<b>Planned and not run</b> (3): " + ", ".join(f"s::{c}[{node}]" for c in "cde") in html
     assert json.loads((run / "sla.json").read_text())["complete"] is False
     assert_all_gone(rank_pids(lines))
 
