@@ -195,3 +195,21 @@ def test_a_node_whose_log_shows_no_network_is_not_judged_though_the_other_used_i
     with pytest.raises(HarnessError, match="not judged: no network line read from the NCCL log of node-08"):
         transport_verdicts("fabric", comm, rules, ["node-07", "node-08"])  # it passed before, on node-07's lines
     assert [v.passed for v in transport_verdicts("fabric", comm, rules, ["node-07"])] == [True]
+
+
+def test_a_live_collective_whose_nccl_log_shows_an_ib_completion_error_fails_by_node(tmp_path):
+    # nccl-707-a100-four-nics-gdrdma.txt edited: the failure its issue's title quotes appended, as NCCL prints it
+    # on the same rank, then the error-return trace (tests/test_probe_nccl_log.py reads the same edit offline)
+    (tmp_path / "edited.txt").write_text(
+        (LOGS / "nccl-707-a100-four-nics-gdrdma.txt").read_text()
+        + "10-90-43-152:120890:121560 [0] transport/net_ib.cc:818 NCCL WARN NET/IB : Got completion with error 4, "
+          "opcode 8983, len 0, vendor err 81\n"
+        + "10-90-43-152:120890:121560 [0] NCCL INFO transport/net.cc:1067 -> 6\n")
+    log = NcclLog(tmp_path / "edited.txt")
+    log.read("all_reduce")
+    rank = {"nccl": log.summary()}
+    comm = describe("nccl", [rank], [{"host": "node-07", "nccl": "2.10.3"}], None, {})
+    for rules in (Rules({}, expect={"net": "IB", "gdr": True}, multi_node=True), Rules({}, multi_node=True)):
+        verdicts = transport_verdicts("fabric", comm, rules, ["node-07"])
+        assert (verdicts[0].metric, verdicts[0].passed, verdicts[0].subject) == ("NCCL errors", False, "node-07")
+        assert "\"NET/IB : Got completion with error 4, opcode 8983, len 0, vendor err 81\"" in (verdicts[0].detail or "")

@@ -122,3 +122,47 @@ def test_text_without_nccl_lines_is_bad_input(capsys, tmp_path):
     assert code == 4 and "expected NCCL_DEBUG=INFO output" in err
     code = main(["probe", "nccl-log", "--input", str(FOUR_NICS), "--expect", "nics=0"])
     assert code == 4 and "nics: expected a NIC count above 0, got 0" in capsys.readouterr().err
+
+
+# NVIDIA/nccl #707's title: "A100 GDRDMA failed. transport/net_ib.cc:818 Got completion with error 4, opcode 8983,
+# len 0, vendor err 81". The fixture keeps the channel lines before it; these are that failure's lines as NCCL prints
+# them on the same rank (host 10-90-43-152, GPU [0]): the WARN, then the error-return trace passing it up.
+IB_ERROR = ("10-90-43-152:120890:121560 [0] transport/net_ib.cc:818 NCCL WARN NET/IB : Got completion with error 4, "
+            "opcode 8983, len 0, vendor err 81")
+ERROR_RETURN = "10-90-43-152:120890:121560 [0] NCCL INFO transport/net.cc:1067 -> 6"
+
+
+def _edited_707(tmp_path: Path, *lines: str) -> Path:
+    """nccl-707-a100-four-nics-gdrdma.txt with `lines` appended (what the audit's repro did)."""
+    path = tmp_path / "nccl-707-edited.txt"
+    path.write_text(FOUR_NICS.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def test_an_ib_completion_error_after_gdrdma_channels_fails_naming_the_host_gpu_and_line(capsys, tmp_path):
+    path = _edited_707(tmp_path, IB_ERROR, ERROR_RETURN)
+    at = len(FOUR_NICS.read_text().rstrip("\n").split("\n")) + 1
+    code, lines = probe(capsys, path, "net=IB", "gdr=true")
+    assert code == 1, lines  # it read "GPUDirect RDMA: on", exit 0, before
+    assert line(lines, "NCCL errors") == (
+        f"FAIL 10-90-43-152: NCCL errors: NCCL WARN on 10-90-43-152 GPU [0] (line {at}): \"NET/IB : Got completion "
+        "with error 4, opcode 8983, len 0, vendor err 81\", then \"transport/net.cc:1067 -> 6\"; NCCL reported an error "
+        "on its network path there: channel lines show what was set up, not that it worked")
+    assert line(lines, "GPUDirect RDMA").startswith("PASS")  # the channels did show GDRDMA
+    code, lines = probe(capsys, path)  # nothing expected: the error still fails
+    assert code == 1 and line(lines, "NCCL errors").startswith("FAIL 10-90-43-152: NCCL errors: NCCL WARN")
+
+
+def test_an_error_return_trace_alone_fails(capsys, tmp_path):
+    code, lines = probe(capsys, _edited_707(tmp_path, ERROR_RETURN), "nics=4")
+    assert code == 1 and line(lines, "NCCL errors").startswith(
+        f"FAIL 10-90-43-152: NCCL errors: error return on 10-90-43-152 GPU [0] (line "
+        f"{len(FOUR_NICS.read_text().rstrip(chr(10)).split(chr(10))) + 1}): \"transport/net.cc:1067 -> 6\"")
+
+
+@pytest.mark.parametrize("path", sorted(LOGS.glob("*.txt")) + [P3DN], ids=lambda p: p.name)
+def test_no_real_capture_reads_as_an_nccl_error(capsys, path):
+    # RCCL's NUMA-balancing WARN (init.cc) is a host setting, not the network: amd-host judges it
+    main(["probe", "nccl-log", "--input", str(path), "--expect", "nics=1"])
+    out = capsys.readouterr().out
+    assert "NCCL errors" not in out, out

@@ -37,6 +37,10 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
         "networks": sorted({n for log in read for n in log["networks"]}),
         "logs": [log["log"] for log in read],
     }
+    errors = [{**e, "host": info.get("host") or e.get("host") or ""} for r, info in zip(per_rank, named)
+              for e in (r.get("nccl") or {}).get("errors") or ()]
+    if errors:  # the network/transport warnings and error returns NCCL printed (fabric/transport.py)
+        out["nccl_errors"] = errors
     if not read:
         out["why_not"] = next((log["why_not"] for log in logs if log.get("why_not")), "no NCCL log was read")
     net = merged_net(read)

@@ -13,15 +13,21 @@ What is judged on what (NCCL prints these; see nccl_net.py):
   which NCCL_NET_GDR_READ decides, and do not fail it.
 - nics: per host, the distinct network devices on its channel lines, and the NICs NCCL listed when it
   found them (`NET/IB : Using [0]mlx5_0:1/IB ...`): fewer listed than expected fails without channels.
+- errors, judged whatever is expected: an `NCCL WARN` from the network or a transport (`NET/IB : Got
+  completion with error 4 ...`, a warning printed from `transport/...`, a net plugin or the socket code) and
+  NCCL's error-return trace (`NCCL INFO transport/net.cc:1067 -> 6`, any nonzero code) fail, per host, quoting
+  the first line: a log whose channels showed GDRDMA and whose traffic then failed passes nothing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import hostlist
 
+from clustercheck.fabric import nccl_debug
 from clustercheck.fabric.nccl_net import HostNet
 
 FAMILIES = {"ib": "IB", "ibext": "IB", "roce": "IB", "socket": "Socket", "ofi": "OFI", "efa": "OFI",
@@ -99,6 +105,73 @@ def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[
 
 
 NO_CHANNELS = "no channel lines"
+
+# NCCL's trace of a failed call, printed where the error passes up: "transport/net.cc:1067 -> 6" (ncclResult_t)
+_RETURN = re.compile(r"^(?P<where>[\w./+-]{1,200}\.(?:cc|cu|c|cpp|h)):\d{1,9} -> (?P<code>\d{1,4})\b")
+_WARN_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):\d{1,12}:\d{1,12} \[(?P<dev>\d{1,6})\]")
+# where NCCL's network code lives: transport/net*.cc, net_ib, a net plugin (ib_plugin.c, nccl_ofi_*), the sockets
+_NET_SOURCE = re.compile(r"transport/|(?:^|/)(?:net|ib|socket|ibvwrap|nccl_ofi|\w*plugin)[\w.]*:\d+$")
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    """One network/transport warning or error-return trace NCCL printed."""
+
+    host: str      # "" where the line carries no host name
+    dev: str       # NCCL's [cudaDev], "" where not printed
+    line: int      # 1-based, in its text
+    text: str      # the message as printed ("NET/IB : Got completion with error 4, ...", "transport/net.cc:1067 -> 6")
+    count: int = 1  # lines with the same host and text
+
+
+def errors(texts: str | Iterable[str]) -> tuple[ErrorLine, ...]:
+    """NCCL WARN lines from the network or a transport, and nonzero error-return traces, per (host, text)."""
+    found: dict[tuple[str, str], ErrorLine] = {}
+    for text in [texts] if isinstance(texts, str) else texts:
+        for number, line in enumerate(text.splitlines(), 1):
+            at = line.find("NCCL WARN ")
+            hits: list[tuple[str, str, str]] = []
+            if at >= 0:
+                msg, source = line[at + len("NCCL WARN "):].strip(), line[max(0, at - 300):at]
+                token = source.split()[-1] if source.split() else ""  # the source location, "transport/net_ib.cc:818"
+                if msg.startswith("NET/") or _NET_SOURCE.search(token):
+                    m = _WARN_PREFIX.search(source)
+                    hits.append((m.group("host") if m else "", m.group("dev") if m else "", msg))
+            elif " -> " in line and "NCCL INFO " in line:
+                for host, _pid, msg in nccl_debug.messages(line):
+                    r = _RETURN.match(msg)
+                    if r and int(r.group("code")) != 0:
+                        end = line.find(msg)
+                        m = _WARN_PREFIX.search(line, max(0, end - 300), end)
+                        hits.append((host or "", m.group("dev") if m else "", msg))
+            for host, dev, msg in hits:
+                key = (host, msg)
+                old = found.get(key)
+                found[key] = ErrorLine(host, dev, number, msg[:300]) if old is None else \
+                    ErrorLine(old.host, old.dev, old.line, old.text, old.count + 1)
+    return tuple(found.values())
+
+
+def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
+    """A failed finding per host whose NCCL printed a network/transport warning or an error return."""
+    by_host: dict[str, list[ErrorLine]] = {}
+    for e in found:
+        by_host.setdefault(e.host, []).append(e)
+    out = []
+    for host, lines in by_host.items():
+        warns = [e for e in lines if not _RETURN.match(e.text)]
+        returns = [e for e in lines if _RETURN.match(e.text)]
+        first = (warns or lines)[0]
+        where = f"{host or 'lines without a host name'}" + (f" GPU [{first.dev}]" if first.dev else "")
+        more = sum(e.count for e in lines) - 1 - (1 if warns and returns else 0)
+        what = "NCCL WARN" if warns else "error return"
+        out.append(Finding(host or "NCCL", "NCCL errors", False,
+                           f"{what} on {where}{f' (line {first.line})' if first.line else ''}: \"{first.text}\""
+                           + (f", then \"{returns[0].text}\"" if warns and returns else "")
+                           + (f"; {more} more error line(s)" if more else "")
+                           + "; NCCL reported an error on its network path there: channel lines show what was set up, not that it worked",
+                           sum(e.count for e in lines), 0))
+    return out
 
 
 def _net_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str], got: str) -> str:

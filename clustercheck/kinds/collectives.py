@@ -189,18 +189,22 @@ def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes:
     say is an error of the item, never a pass: a node of `nodes` whose logs show no network included."""
     from clustercheck.errors import HarnessError
     from clustercheck.fabric.comm import merged_net
-    from clustercheck.fabric.transport import judge as judge_transport
+    from clustercheck.fabric.transport import ErrorLine, error_findings, judge as judge_transport
 
+    failed = [Verdict(f.what, str(f.measured), "", Expectation(check_id, f.what, "0", "NCCL's own errors fail", f.detail),
+                      False, subject=f.subject, detail=f.detail)
+              for f in error_findings([ErrorLine(e.get("host") or "", e.get("dev") or "", 0, str(e.get("text")),
+                                                 int(e.get("count") or 1)) for e in comm.get("nccl_errors") or ()])]
     expect = {k: rules.expect[k] for k in TRANSPORT_KEYS if rules.expect.get(k) is not None}
     if not expect:
-        return []
+        return failed
     if not comm.get("logs"):
         raise HarnessError(f"{check_id}: NCCL's transport between nodes is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
                            f"; expected {', '.join(f'{k}={v}' for k, v in expect.items())} (run with --nccl-log init or full, "
                            f"and leave NCCL_DEBUG unset)")
     hosts = merged_net([{"net": comm.get("net") or {}}])
     env = dict(comm.get("nccl_env") or {})
-    out = []
+    out = failed
     for f in judge_transport(hosts, env, expect, nodes):
         if f.passed is None:
             raise HarnessError(f"{check_id}: NCCL's {f.what} between nodes is {f.detail}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, MutableMapping
 
-from clustercheck.fabric import nccl_debug, nccl_net
+from clustercheck.fabric import nccl_debug, nccl_net, transport
 
 # NET adds the lines that say why GPUDirect RDMA is off ("GPU Direct RDMA Disabled for HCA ..."); NCCL writes
 # them when it sets up a connection, in the warm-up, like INIT's channel lines
@@ -36,6 +36,7 @@ class NcclLog:
     env: dict[str, str] = field(default_factory=dict)
     networks: list[str] = field(default_factory=list)
     net: dict[str, nccl_net.HostNet] = field(default_factory=dict)  # what this rank's NCCL said of the network
+    errors: list[dict[str, Any]] = field(default_factory=list)  # network/transport WARNs, error returns (transport.py)
 
     @classmethod
     def configure(cls, env: MutableMapping[str, str], mode: str, log_dir: str, name: str) -> NcclLog:
@@ -82,6 +83,12 @@ class NcclLog:
         for k, v in parsed.env:
             self.env.setdefault(k, v)
         self.networks += [n for n in parsed.networks if n not in self.networks]
+        for e in transport.errors(text):
+            old = next((x for x in self.errors if x["text"] == e.text and x["host"] == e.host), None)
+            if old is not None:
+                old["count"] += e.count
+            elif len(self.errors) < 20:
+                self.errors.append({"host": e.host, "dev": e.dev, "text": e.text, "count": e.count})
         name = nccl_debug.function_name(collective)
         chosen = [(c.algo, c.proto) for c in parsed.choices if c.collective in (name, "unknown")]
         if not chosen:
@@ -96,7 +103,7 @@ class NcclLog:
         return {"log": str(self.path), "versions": self.versions, "transports": sorted(self.transports),
                 "shm_between_gpus": self.shm_between_gpus, "nvls_capable": self.nvls_capable,
                 "env": self.env, "networks": self.networks,
-                "net": {host: found.as_dict() for host, found in self.net.items()}}
+                "net": {host: found.as_dict() for host, found in self.net.items()}, "errors": self.errors}
 
 
 def log_name(pool: str, rank: int) -> str:

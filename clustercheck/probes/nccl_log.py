@@ -6,12 +6,14 @@ Reports the network NCCL used, the channel lines' transports, the NICs per host,
 SHARP/CollNet and PXN; judges the expectations `net` (IB, Socket, OFI), `gdr` (true/false) and `nics`
 (per node) with the rules of clustercheck/fabric/transport.py, which a run applies to each multi-node
 collective too. A failure names its cause and the usual culprit. Nothing expected, or a log without
-the lines a property needs, is not judged (exit 3), never a pass.
+the lines a property needs, is not judged (exit 3), never a pass. An `NCCL WARN` from the network or a
+transport, or an error-return trace (`transport/net.cc:1067 -> 6`), fails whatever is expected, per host,
+quoting the line (NVIDIA/nccl #707: GDRDMA channels, then `Got completion with error 4`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from clustercheck.fabric import nccl_debug, nccl_net, transport
@@ -24,15 +26,18 @@ from clustercheck.toolout import evidence_lines
 class NcclLog:
     parsed: nccl_debug.NcclDebug
     hosts: dict[str, HostNet]
+    errors: tuple[transport.ErrorLine, ...] = ()
 
 
-def parse(text: str) -> NcclLog:
-    lines = evidence_lines(text)
+def parse(raw: str) -> NcclLog:
+    lines = evidence_lines(raw)
     if not any("NCCL INFO " in line for line in lines):
         raise ProbeParseError("expected NCCL_DEBUG=INFO output (lines with 'NCCL INFO'); set NCCL_DEBUG=INFO and "
                               "NCCL_DEBUG_SUBSYS=INIT,NET (or ALL) for the run you capture")
-    parsed, hosts = nccl_net.read("\n".join(lines))
-    return NcclLog(parsed, hosts)
+    text = "\n".join(lines)
+    parsed, hosts = nccl_net.read(text)
+    skipped = len(raw.replace("\r\n", "\n").split("\n")) - len(lines)  # the source note
+    return NcclLog(parsed, hosts, tuple(replace(e, line=e.line + skipped) for e in transport.errors(text)))
 
 
 def collect() -> str:
@@ -48,10 +53,11 @@ def judge(log: NcclLog, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     facts = f"{version}{transport.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
     out = [ProbeVerdict("NCCL", "transport", True, facts, len(log.hosts))]
     findings = transport.judge(log.hosts, env, expect)
-    if not findings:
+    failed = transport.error_findings(log.errors)
+    if not findings and not failed:
         return [not_judged("NCCL", "transport", f"no expectation given (--expect net=IB gdr=true nics=8, or "
                            f"--platform P); {facts}")]
-    for f in findings:
+    for f in failed + findings:
         if f.passed is None:
             out.append(not_judged(f.subject, f.what, f.detail.removeprefix("not judged: "), f.measured))
         else:
