@@ -35,3 +35,82 @@ def test_the_probe_says_so_in_one_line_exit_4(tmp_path, capsys):
     code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=1"])
     err = capsys.readouterr().err
     assert code == 4 and "1.2.22.0" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# -- a GPU the capture never measured, or measured twice: failed by name, never a pass ---------------
+
+GPU1_GPUD = ("IoType: WRITE XferType: GPUD Threads: 1 DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) "
+             "Throughput: 25.034021 GiB/sec")
+
+
+def _probe(tmp_path, capsys, body: str) -> tuple[int, str]:
+    path = tmp_path / "gdsio.txt"
+    path.write_text(body, encoding="utf-8")
+    code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=10"])
+    return code, capsys.readouterr().out
+
+
+def test_a_capture_cut_off_after_a_command_fails_naming_its_gpu(tmp_path, capsys):
+    """The real capture's first 5 lines (`head -5`): GPU1's command line, then nothing."""
+    body = "\n".join(text("gdsio", WRX90).split("\n")[:5]) + "\n"
+    assert body.rstrip().endswith("-x 0 -d 1 -s 50G -I 1 -i 1G")
+    code, out = _probe(tmp_path, capsys, body)
+    assert code == 1, out
+    assert ("FAIL GPU1: run: cut off: the gdsio command on output line 3 (-d 1, /mnt/nvme-raid/test.bin) printed "
+            "no result line: never measured") in out
+    assert "PASS GPU0: write GPUDirect: WRITE GPUD 25.11 GiB/s" in out  # what was measured is still shown
+
+
+def test_a_command_whose_result_line_is_gone_fails_naming_its_gpu(tmp_path, capsys):
+    """The real capture with GPU0's GPUDirect result line deleted: its command runs straight into GPU1's."""
+    lines = text("gdsio", WRX90).split("\n")
+    assert lines[3].startswith("IoType: WRITE XferType: GPUD") and "25.112706" in lines[3]
+    code, out = _probe(tmp_path, capsys, "\n".join(lines[:3] + lines[4:]))
+    assert code == 1, out
+    assert "FAIL GPU0: run: cut off: the gdsio command on output line 1 (-d 0, /mnt/nvme-raid/test.bin)" in out
+    assert reader.parse("\n".join(lines[:3] + lines[4:])).cut_off[0].gpu == 0
+
+
+def test_a_gpu_measured_twice_fails(tmp_path, capsys):
+    """The real capture with the second and fourth commands' `-d 1` edited to `-d 0`: GPU0 twice, GPU1 gone."""
+    body = text("gdsio", WRX90).replace("-d 1 ", "-d 0 ")
+    assert text("gdsio", WRX90).count("-d 1 ") == 2
+    code, out = _probe(tmp_path, capsys, body)
+    assert code == 1, out
+    assert ("FAIL GPU0: measured twice: WRITE GPUD on /mnt/nvme-raid/test.bin of GPU0 on output lines 2 and 4" in out
+            and "FAIL GPU0: measured twice: WRITE CPUONLY on /mnt/nvme-raid/test.bin of GPU0 on output lines 6 and 8"
+            in out)
+    assert out.count("PASS GPU0: write GPUDirect") == 1
+
+
+@pytest.mark.parametrize("name", [WRX90, "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt"])
+def test_the_real_captures_have_no_command_cut_off_and_no_gpu_twice(tmp_path, capsys, name):
+    assert reader.parse(text("gdsio", name)).cut_off == ()
+    code, out = _probe(tmp_path, capsys, text("gdsio", name))
+    assert code == 0 and "FAIL" not in out, out
+
+
+def test_the_kind_fails_a_gpu_run_twice_or_never():
+    """`measure: gdsio`: the rank's runs, each the real capture's result line for its GPU; GPU1's run
+    relabelled GPU0 (GPU0 twice, GPU1 never) fails both by name."""
+    from clustercheck.kinds.base import Answers, CheckSpec, Rules
+    from clustercheck.kinds.gdsio import judge
+
+    lines = text("gdsio", WRX90).split("\n")
+    gpud = [line for line in lines if line.startswith("IoType: WRITE XferType: GPUD")]
+
+    def verdicts(gpus: list[int], count: int | None) -> list[tuple[str | None, bool, str]]:
+        runs = [{"gpu": g, "io": "write", "outcome": "ran", "stdout": out + "\n", "returncode": 0, "timed_out": False}
+                for g, out in zip(gpus, gpud)]
+        check = CheckSpec("c", "gdsio", "node", {"io": ["write"], "gpus": count}, (), 60, "", "s.yaml", 1)
+        answers = Answers(check, [{"host": "n1", "binary": "gdsio", "outcome": "ran", "runs": runs}, {}],
+                          [{"host": "n1"}, {"host": "n1"}], "nccl")
+        _, got = judge(answers, Rules({}, expect={"gdsio_write_min": 10}))
+        return [(v.subject, v.passed, str(v.detail)) for v in got]
+
+    assert [(s, p) for s, p, _ in verdicts([0, 1], 2)] == [("GPU0", True), ("GPU1", True)]
+    twice = verdicts([0, 0], 2)
+    assert ("GPU0", False, "write: 2 runs of GPU0 in the answer: one GPU measured twice") in twice
+    assert ("GPU1", False, "write: no gdsio run of GPU1 in the answer: never measured") in twice
+    assert [p for s, p, _ in twice if s == "GPU0"].count(True) == 1
+    assert ("GPU1", False, "write: no gdsio run of GPU1 in the answer: never measured") in verdicts([0], 2)

@@ -68,10 +68,14 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     if result["outcome"] != "ran":
         raise HarnessError(result["reason"])
     subjects: dict[str, dict[str, float]] = {}
-    verdicts: list[Verdict] = []
+    verdicts: list[Verdict] = _unmeasured(a, result["runs"])
     open_: list[str] = []
+    seen: set[tuple[int, str]] = set()
     for run in result["runs"]:
         subject, metric = f"GPU{run['gpu']}", f"{run['io']}_gibs"
+        if (run["gpu"], run["io"]) in seen:
+            continue  # failed by _unmeasured: a second result never replaces (or stands in for) the first
+        seen.add((run["gpu"], run["io"]))
         if run["outcome"] != "ran":
             raise HarnessError(f"gdsio on {result['host']} ({subject}): {run['reason']}")
         try:
@@ -109,6 +113,28 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         raise HarnessError(f"gdsio on {result['host']}: no GPUDirect result")
     rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
     return Measurement(metrics={}, units=dict(METRICS), rows=rows, subjects=subjects), verdicts
+
+
+def _unmeasured(a: Answers, runs: list[dict[str, Any]]) -> list[Verdict]:
+    """A GPU and direction the rank ran twice, or never (a GPU below the highest, or of the count `gpus`
+    names, without a run; a GPU run in one direction of `io` only): failed by name, never a pass."""
+    out = []
+    rule = Expectation(a.check.id, "run", "one run per GPU and direction", BUILT_IN,
+                       "one gdsio result per GPU and direction the check asks for")
+    count: dict[tuple[int, str], int] = {}
+    for run in runs:
+        count[(run["gpu"], run["io"])] = count.get((run["gpu"], run["io"]), 0) + 1
+    for (gpu, io), k in count.items():
+        if k > 1:
+            out.append(Verdict("run", f"{k} runs", "", rule, False, subject=f"GPU{gpu}",
+                               detail=f"{io}: {k} runs of GPU{gpu} in the answer: one GPU measured twice"))
+    gpus = a.check.params.get("gpus") or max((g + 1 for g, _ in count), default=0)
+    for gpu in range(gpus):
+        for io in a.check.params.get("io") or sorted({io for _, io in count}):
+            if (gpu, io) not in count:
+                out.append(Verdict("run", "no run", "", rule, False, subject=f"GPU{gpu}",
+                                   detail=f"{io}: no gdsio run of GPU{gpu} in the answer: never measured"))
+    return out
 
 
 PROVIDES = (Kind("gdsio", ("node",), METRICS, parse,

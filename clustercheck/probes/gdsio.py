@@ -3,8 +3,10 @@
 Every GPUDirect result (XferType GPUD) must reach `gdsio_read_min` / `gdsio_write_min` (GiB/s per GPU) for
 its direction; results through host memory (CPUONLY, CPU_GPU) are shown beside them, as the comparison
 that tells a slow GPUDirect path from slow drives (gdsio -x 0 against -x 1, as the Hugging Face playbook
-and NVIDIA's GDS benchmarking guide do). A failure line fails the capture; no GPUD result, or no floor for
-a direction measured, is not judged. Floors come from the drives or storage network behind the GPUs
+and NVIDIA's GDS benchmarking guide do). A failure line fails the capture; so does a command line (`-d N`)
+with no result line after it (cut off: that GPU was never measured) and a GPU measured twice the same way
+(the same -d, direction, XferType and file: one GPU's result standing in for another's). No GPUD result, or
+no floor for a direction measured, is not judged. Floors come from the drives or storage network behind the GPUs
 (docs/fabric.md, "Storage into the GPU"), so no shipped profile sets them.
 """
 
@@ -41,8 +43,24 @@ def judge(run: Gdsio, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     out = []
     if run.failure:
         out.append(ProbeVerdict("gdsio", "run", False, f"the run failed: {run.failure}", run.failure, "no error"))
+    for c in run.cut_off:  # a GPU whose command printed no result: never measured, never left out
+        who = f"GPU{c.gpu}" if c.gpu is not None else f"line {c.line}"
+        named = ", ".join(x for x in (f"-d {c.gpu}" if c.gpu is not None else "", c.target or "") if x)
+        out.append(ProbeVerdict(who, "run", False, f"cut off: the gdsio command on output line {c.line} ({named}) "
+                                "printed no result line: never measured", "no result", "a result line"))
     host = [r for r in run.results if not r.direct]
+    first: dict[tuple[int, str, str, str | None], Result] = {}
     for r in run.results:
+        same_run = (r.gpu, r.io.upper(), r.xfer, r.target) if r.gpu is not None else None
+        if same_run is not None and same_run in first:
+            was = first[same_run].line
+            out.append(ProbeVerdict(subject(r), "measured twice", False, f"{r.io} {r.xfer}"
+                                    + (f" on {r.target}" if r.target else "") + f" of GPU{r.gpu} on output lines "
+                                    f"{was} and {r.line}: one GPU's result standing in for another's, or a doubled "
+                                    "capture", f"lines {was}, {r.line}", "once"))
+            continue
+        if same_run is not None:
+            first[same_run] = r
         if not r.direct:
             continue
         shown = (f"{r.io} {r.xfer} {r.gibs:.2f} GiB/s, {r.threads} thread(s), {r.latency_us:.0f} us average"

@@ -8,7 +8,9 @@ has it (it names the GPU, `-d`, that the result line does not):
 XferType GPUD is GPUDirect Storage (storage to GPU memory, no bounce through the CPU); CPUONLY, CPU_GPU
 and the others go through host memory (NVIDIA GDS benchmarking guide, gdsio -x). A line that says an
 error is the run's failure; a text without a result line is not gdsio output, and so is a result line whose
-throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative).
+throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative). A command line
+naming a GPU or a file (`-d`, `-f`, `-D`) that no result line follows before the next command or the end is
+kept in `cut_off`: that run printed nothing, and its GPU was never measured.
 """
 
 from __future__ import annotations
@@ -48,9 +50,18 @@ class Result:
 
 
 @dataclass(frozen=True)
+class Command:
+    """A gdsio command line that printed no result line: the run was cut off (or its line lost)."""
+    gpu: int | None      # -d
+    target: str | None   # -f FILE or -D DIR
+    line: int
+
+
+@dataclass(frozen=True)
 class Gdsio:
     results: tuple[Result, ...]
     failure: str | None
+    cut_off: tuple[Command, ...] = ()
 
 
 def _command(line: str) -> tuple[int | None, str | None] | None:
@@ -75,10 +86,15 @@ def parse(text: str) -> Gdsio:
     failure = None
     gpu: int | None = None
     target: str | None = None
+    pending: Command | None = None  # the last command line naming a GPU or file, until a result follows it
+    cut_off: list[Command] = []
     for at, line in enumerate(clean_lines(text), 1):
         cmd = _command(line)
         if cmd is not None:
+            if pending is not None:
+                cut_off.append(pending)
             gpu, target = cmd
+            pending = Command(gpu, target, at) if gpu is not None or target is not None else None
             continue
         m = _RESULT.search(line)
         if m is None and "IoType:" in line:  # a result line whose numbers do not read: refused, never skipped
@@ -90,11 +106,13 @@ def parse(text: str) -> Gdsio:
         gibs, lat, secs = (_reading(m.group(k), at, line) for k in ("gibs", "lat", "secs"))
         results.append(Result(m.group("io"), m.group("xfer"), int(m.group("threads")), gibs, lat, int(m.group("ops")),
                               secs, gpu, target, at))
-        gpu = target = None  # a command line belongs to the result after it only
+        gpu = target = pending = None  # a command line belongs to the result after it only
+    if pending is not None:
+        cut_off.append(pending)
     if not results:
         raise NotToolOutput("expected gdsio output ('IoType: READ XferType: GPUD Threads: ... Throughput: N GiB/sec')"
                             + (f"; {failure}" if failure else ""))
-    return Gdsio(tuple(results), failure)
+    return Gdsio(tuple(results), failure, tuple(cut_off))
 
 
 def _reading(token: str, at: int, line: str) -> float:
