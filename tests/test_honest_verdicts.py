@@ -219,8 +219,11 @@ def test_a_one_rank_capture_moved_no_data_and_its_busbw_is_not_judged(capsys, tm
     assert "NOT JUDGED alltoall_perf: busbw: not judged: one rank moved no data between GPUs" in out
     assert "PASS alltoall_perf: busbw" not in out and "not judged)" in out
     assert code == 1 and "1 rank(s) on GPU-3882, the platform has 8 GPUs per node" in out  # and it is 1 of 8
-    code, out = probe(capsys, tmp_path, "nccl-tests", body)  # judged in part: an error, never a pass
-    assert code == 3 and "NOT JUDGED alltoall_perf: busbw" in out and "PASS alltoall_perf: busbw" not in out
+    code, out = probe(capsys, tmp_path, "nccl-tests", body)  # never a pass; the rows' busbw/algbw (0.75) still
+    # say the 4 ranks the capture ran, so its lone Rank line fails against them
+    assert code == 1 and "NOT JUDGED alltoall_perf: busbw" in out and "PASS alltoall_perf: busbw" not in out
+    assert "FAIL alltoall_perf: Rank lines: 1 Rank line(s) on 1 host(s): busbw/algbw 680.7/907.6 = 0.75 says 4 " \
+           "ranks (alltoall), the Rank lines list 1" in out
 
 
 @pytest.mark.parametrize("where, row", [("drop", "     1048576 "), ("duplicate", "     1048576 ")])

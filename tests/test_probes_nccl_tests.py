@@ -152,3 +152,29 @@ def test_not_the_tools_output_or_a_bad_floor_is_one_line_exit_4(capsys, args, me
 def test_live_collect_skips_with_what_to_give():
     outcome = probes.run_live(probes.get("nccl-tests"), {})
     assert outcome.outcome == "skipped" and "--input FILE" in outcome.reason
+
+
+def test_a_capture_missing_its_last_rank_line_fails_against_the_busbw_algbw_ratio(tmp_path, capsys):
+    # allreduce-h100-2node-16rank-mpirun.txt edited: its `Rank 15` line removed (the audit's repro). Ranks 0..14
+    # count without a gap, and no platform says 8 per host: only busbw/algbw (338.82/180.71 = 2*15/16) tells
+    lines = [line for line in text("nccl-tests", H100.name).splitlines() if "Rank 15 " not in line]
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines), "--expect", "fabric_gbps=400",
+                      "--expect", "busbw_min_multinode=100")
+    assert code == 1, out  # PASS "15 rank(s) 0..14 on 2 host(s)" before
+    assert "FAIL all_reduce_perf: Rank lines: 15 Rank line(s) on 2 host(s): busbw/algbw 338.82/180.71 = 1.875 says " \
+           "16 ranks (all_reduce), the Rank lines list 15: a Rank line is missing or added" in out
+
+
+def test_busbw_is_not_judged_at_a_smaller_size_when_the_largest_row_cannot_be_read_or_is_missing(tmp_path, capsys):
+    # the same capture edited: the largest size's out-of-place busbw written `nan` (row refused), or its row removed
+    lines = text("nccl-tests", H100.name).splitlines()
+    last = max(i for i, line in enumerate(lines) if line.strip().startswith("8589934592 "))
+    nan = lines[:last] + [lines[last].replace("338.82", "   nan")] + lines[last + 1:]
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, nan), "--expect", "busbw_min_multinode=100")
+    assert code == 1 and "PASS all_reduce_perf: busbw" not in out, out  # PASS at 4294967296 B before
+    assert f"NOT JUDGED all_reduce_perf: busbw: not judged: the table row at line {last + 1} could not be read: the " \
+           "busbw at the largest size is not known" in out
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, lines[:last] + lines[last + 1:]),
+                      "--expect", "busbw_min_multinode=100")
+    assert code == 1 and "NOT JUDGED all_reduce_perf: busbw: not judged: the header promises sizes up to 8589934592 B " \
+                         "and the table stops at 4294967296 B" in out, out

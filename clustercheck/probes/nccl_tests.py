@@ -5,15 +5,16 @@ Fails: a run that crashed or stops early (its failure line), a table row whose n
 and count per placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ...
 FAILED`, a busbw below the floor at the largest size, Rank lines naming another GPU than the platform's
 `gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
-number twice or missing, a GPU of a host listed twice, a process with fewer or more ranks than its header's
-`nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
+number twice or missing, another count than the rows' busbw/algbw gives, a GPU of a host listed twice, a
+process with fewer or more ranks than its header's `nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
 `#wrong` = N/A (validation off, `-c 0`) is `not judged` (the data was not checked), never passed, and so is
 one N/A among checked results of its column while the header says `validation: 1`. A capture of
 one rank moved no data between GPUs: its busbw is not judged (`not judged: ...`), never passed.
 
 Floors: `busbw_min` (GB/s; a number, or one per collective as the binary names it: {all_reduce: 430})
 is judged against the worse of the out-of-place and in-place busbw of the largest size; without one (or
-without one for the collective the capture ran) the busbw is not judged, never passed. A profile's
+without one for the collective the capture ran), or when that size's row was not read (unreadable, or the
+table stops below the header's last size), the busbw is not judged, never passed. A profile's
 `busbw_min` is one node's NVLink floor; a multi-node run is bounded by the network, so for a capture whose
 Rank lines name more than one host (or, without Rank lines, whose rank count from busbw/algbw exceeds the
 profile's `gpu_count`) the fabric floor applies instead, never the NVLink one: `busbw_min_multinode` when
@@ -25,6 +26,7 @@ ranks against what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from typing import Any, Mapping
@@ -119,6 +121,7 @@ def rank_verdicts(run: NcclTestsRun, subject: str, per_node: int | None = None) 
         if odd:
             problems.append(f"the header says nThread {run.n_threads} nGpus {run.n_gpus} ({want} rank(s) per "
                             f"process) and {_some(odd)}")
+    problems += _ratio_disagrees(run)
     hosts = f" on {len(per_host)} host(s)" if any(per_host) else ""
     if problems:
         return [ProbeVerdict(subject, "Rank lines", False, f"{len(run.ranks)} Rank line(s){hosts}: "
@@ -126,6 +129,17 @@ def rank_verdicts(run: NcclTestsRun, subject: str, per_node: int | None = None) 
     expected = f", {per_node} per host as the platform has" if per_node is not None else ""
     return [ProbeVerdict(subject, "Rank lines", True, f"{len(run.ranks)} rank(s) 0..{top}{hosts}, each GPU once"
                          + expected, len(run.ranks), per_node)]
+
+
+def _ratio_disagrees(run: NcclTestsRun) -> list[str]:
+    """The rank count busbw/algbw gives (busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather ...)
+    against the Rank lines: a capture missing its last Rank line counts 0..n-2 without a gap."""
+    told = reader.inferred_ranks(dataclasses.replace(run, ranks=()))
+    if told is None or told == len(run.ranks):
+        return []
+    best = max((p for r in run.rows for _, p in r.placements()), key=lambda p: p.algbw)
+    return [f"busbw/algbw {best.busbw:g}/{best.algbw:g} = {best.busbw / best.algbw:.4g} says {told} ranks "
+            f"({run.collective}), the Rank lines list {len(run.ranks)}: a Rank line is missing or added"]
 
 
 def tool_name(run: NcclTestsRun) -> str:
@@ -310,6 +324,15 @@ def layout_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     return ProbeVerdict(subject, "hosts x GPUs", not problems, "; ".join(problems) or f"{shown}", shown, expected)
 
 
+def _largest_promised(run: NcclTestsRun) -> int | None:
+    """The last size of the sweep the header's minBytes, maxBytes and step promise (run.sizes_promised's loop)."""
+    count = run.sizes_promised()
+    if count is None or run.step is None or run.min_bytes is None:
+        return None
+    by, how = run.step
+    return run.min_bytes * by ** (count - 1) if how == "factor" else run.min_bytes + by * (count - 1)
+
+
 _TWO_NODE = ("2 nodes: NCCL's default Tree/NVLSTree all_reduce can exceed the network on 2 nodes (NVIDIA/nccl-tests "
              "#290, #319), and this capture does not say the algorithm was Ring; rerun with NCCL_ALGO=Ring to judge "
              "the network itself")
@@ -326,6 +349,12 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     worst = min(p.busbw for _, p in places)
     shown = (f"{' / '.join(f'{p.busbw:.2f}' for _, p in places)} GB/s "
              f"({' / '.join(n.replace('_', '-') for n, _ in places)}) at {row.size} B")
+    asked = _largest_promised(run)
+    if run.unread_rows or (asked is not None and row.size < asked):  # the size the floor is for was not read
+        why = (f"the table row at line {run.unread_rows[0][0]} could not be read" if run.unread_rows else
+               f"the header promises sizes up to {asked} B and the table stops at {row.size} B")
+        return not_judged(subject, "busbw", f"{why}: the busbw at the largest size is not known, and the floor is "
+                          f"for the largest size; {shown} is the largest row read", worst)
     nodes, about = _nodes(run, expect)
     if nodes is None or nodes < 2:
         floor, label = _floor(expect, "busbw_min", run.collective)
