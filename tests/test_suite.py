@@ -576,6 +576,15 @@ def test_a_key_without_a_value_is_refused_not_read_as_its_default(tmp_path, text
     assert str(exc).endswith("no value (null); give one, or leave the key out for its default")
 
 
+@pytest.mark.parametrize("expect", ['{gpu_model: ""}', "{driver_min: ''}", '{gpu_model: " "}'])
+def test_an_empty_text_expectation_is_refused_not_read_as_no_check(tmp_path, expect):
+    # gpu_model "" is contained in every GPU name, driver_min "" is below every driver: the check was off
+    exc = error_of(tmp_path, f"checks:\n  - id: p\n    measure: probe\n    params: {{probe: nvlink, expect: {expect}}}\n")
+    key = expect.strip("{}").split(":")[0]
+    assert_points_at(exc, tmp_path, 4, f"checks[0].params.expect.{key}")
+    assert str(exc).endswith("no value (empty text); give one, or leave the key out for its default")
+
+
 def gdsio_check(params: str) -> str:
     return f"checks:\n  - id: g\n    measure: gdsio\n    params: {params}\n"
 

@@ -425,6 +425,25 @@ def test_a_profile_key_without_a_value_is_refused_not_read_as_its_default(tmp_pa
     assert str(exc).endswith("no value (null); give one, or leave the key out for its default")
 
 
+@pytest.mark.parametrize("expect", ['{gpu_model: ""}', "{driver_min: ''}", "{net: ' '}"])
+def test_a_profile_expectation_of_empty_text_is_refused_not_read_as_no_check(tmp_path, expect):
+    exc = error_of(tmp_path, f"platform: lab\ndetect: {{gpu_count: 0}}\nexpect: {expect}\n")
+    assert_points_at(exc, tmp_path, 3, f"expect.{expect.strip('{}').split(':')[0]}")
+    assert str(exc).endswith("no value (empty text); give one, or leave the key out for its default")
+
+
+def test_an_empty_expect_argument_is_refused_exit_4(capsys):
+    from clustercheck.cli import main
+
+    smi = Path(__file__).parent / "fixtures" / "tool-outputs" / "nvidia-smi-q" / \
+        "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim.txt"
+    code = main(["probe", "versions", "--input", str(smi), "--expect", "gpu_model=", "--expect", "driver_min="])
+    out = capsys.readouterr()
+    assert code == 4 and "passed" not in out.out  # "versions: passed", exit 0, before
+    assert out.err.strip().endswith("--expect: gpu_model: no value (empty text); give one, or leave the key out for "
+                                    "its default")
+
+
 def test_a_fabric_min_size_no_check_can_reach_is_refused(tmp_path):
     exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nfabric:\n  min_size: 1TiB\n  source: s\n")
     assert_points_at(exc, tmp_path, 4, "fabric.min_size")

@@ -73,6 +73,9 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
         value = f.get(key, kinds, None)
         if value is None:
             continue
+        if isinstance(value, str) and not value.strip():
+            # `gpu_model: ""` is contained in every name and `driver_min: ""` below every version: the check off
+            raise f.error(key, "no value (empty text); give one, or leave the key out for its default")
         if key == "topology":
             tf = Fields(value, file, f.key_path(key), f.line_of(key))
             topo: dict[str, Any] = {}
