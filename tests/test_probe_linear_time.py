@@ -76,3 +76,34 @@ def test_a_4_mib_line_is_read_in_linear_time(name: str) -> None:
 
 def test_the_lines_are_4_mib() -> None:
     assert all(len(line) >= SIZE - 16 for _, line in lines_for("nccl-tests"))
+
+
+# -- many GPU blocks: the judge compares each GPU with the others once, never each with all ------------
+
+def _nvlink_gpus(n: int) -> str:
+    """The real A100 capture's GPU block (12 links at 25 GB/s) listed for GPU 0..n-1, the last one's link 11
+    at 0 GB/s: one failing GPU among n, so the judge must compare every GPU with the rest."""
+    capture = TOOLS / "nvlink-status" / "a100-sxm4-gpu7-nvlink-s-azure.txt"
+    block = [line for line in capture.read_text(encoding="utf-8").split("\n")[2:] if line.strip()]
+    assert block[0].startswith("GPU 7: NVIDIA A100-SXM4-80GB") and len(block) == 13
+    out = [line.replace("GPU 7:", f"GPU {i}:", 1) if line.startswith("GPU 7:") else line
+           for i in range(n) for line in block]
+    out[-1] = out[-1].replace("Link 11: 25 GB/s", "Link 11: 0 GB/s")
+    return "\n".join(out) + "\n"
+
+
+def test_nvlink_judges_8x_the_gpus_in_about_8x_the_time() -> None:
+    """Each GPU's verdict once recomputed the best, most and fastest links over every GPU: 2000 GPU blocks
+    (1.1 MB) took 46 s, 8000 three minutes. Linear: 8x the GPUs within 3x of 8x the CPU time of the
+    smaller input (a quadratic judge takes 64x), plus a constant for the interpreter's noise."""
+    probe = probes.get("nvlink")
+    seconds = []
+    for n in (256, 2048):
+        text = _nvlink_gpus(n)
+        t0 = time.process_time()  # CPU time: the machine running the tests may be shared
+        verdicts = probe.judge(probe.parse(text), {})
+        seconds.append(time.process_time() - t0)
+        failed = [v.subject for v in verdicts if not v.passed]
+        assert len(verdicts) == n and failed == [f"GPU{n - 1}"], failed
+    small, large = seconds
+    assert large < 3 * 8 * small + 0.5, f"256 GPUs: {small:.2f} s of CPU, 2048 GPUs: {large:.2f} s"

@@ -114,7 +114,8 @@ def judge(report: NvlinkReport | tuple[NvlinkGpu, ...], expect: Mapping[str, Any
     if not gpus:  # a platform with NVLink whose nvidia-smi shows neither links nor GPUs: the node fails
         return [ProbeVerdict("node", "active NVLinks", False, f"{UNLISTED} and nvidia-smi lists no GPU; platform "
                              f"expects {want} per GPU", measured=0, expected=want)]
-    out = [_gpu_verdict(g, gpus, want) for g in gpus]
+    here = _Here.of(gpus)  # once for all GPUs: computed per GPU, judging N GPUs took N^2 steps
+    out = [_gpu_verdict(g, here, want) for g in gpus]
     if not elisions:
         listed = _listed_verdict(gpus, per_node)
         return out + ([listed] if listed is not None else [])
@@ -156,15 +157,31 @@ def _listed_verdict(gpus: tuple[NvlinkGpu, ...], per_node: object) -> ProbeVerdi
                         want)
 
 
-def _gpu_verdict(g: NvlinkGpu, gpus: tuple[NvlinkGpu, ...], want: Any) -> ProbeVerdict:
-    best = max(x.active for x in gpus)
-    # NVML lists every link a GPU has, so GPUs of one model list as many: fewer is a link left out
-    most = max((len(x.links) for x in gpus if x.name == g.name and not x.elided), default=0)
-    fastest: dict[str, float] = {}  # per GPU model: GPUs of one model run their links at one speed
-    for x in gpus:
-        for _, speed in x.links:
-            if speed:
-                fastest[x.name] = max(speed, fastest.get(x.name, speed))
+@dataclass(frozen=True)
+class _Here:
+    """What every GPU is compared with: the most active links of any GPU here, and per GPU model the most
+    links listed (NVML lists every link a GPU has, so GPUs of one model list as many: fewer is a link left
+    out; elided blocks do not count) and the fastest link (GPUs of one model run their links at one speed)."""
+
+    best: int
+    most: dict[str, int]
+    fastest: dict[str, float]
+
+    @classmethod
+    def of(cls, gpus: tuple[NvlinkGpu, ...]) -> _Here:
+        most: dict[str, int] = {}
+        fastest: dict[str, float] = {}
+        for x in gpus:
+            if not x.elided:
+                most[x.name] = max(len(x.links), most.get(x.name, 0))
+            for _, speed in x.links:
+                if speed:
+                    fastest[x.name] = max(speed, fastest.get(x.name, speed))
+        return cls(max((x.active for x in gpus), default=0), most, fastest)
+
+
+def _gpu_verdict(g: NvlinkGpu, here: _Here, want: Any) -> ProbeVerdict:
+    best, most, fastest = here.best, here.most.get(g.name, 0), here.fastest
     problems: list[str] = []
     down = [str(k) for k, s in sorted(g.links, key=lambda link: link[0]) if s is None]
     listed = Counter(k for k, _ in g.links)
