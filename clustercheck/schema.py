@@ -50,6 +50,9 @@ class Fields:
                                 key=self.key_path(key))
             return default
         value = self.data[key]
+        problem = self._number_form(key, value)
+        if problem:
+            raise self.error(key, problem)
         kinds = kind if isinstance(kind, tuple) else (kind,)
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
@@ -66,12 +69,32 @@ class Fields:
                 raise self.error(key, problem)
         return value
 
+    def _number_form(self, key: str, value: object) -> str | None:
+        text = self.data.texts.get(key) if isinstance(self.data, Mapping) else None
+        return None if text is None else number_form(text, value)
+
     def done(self) -> None:
         for key in self.data:
             if key not in self.seen:
                 hint = difflib.get_close_matches(key, sorted(self.seen), n=1)
                 also = f"; did you mean {hint[0]!r}?" if hint else f"; valid keys: {', '.join(sorted(self.seen))}"
                 raise self.error(key, f"unknown key{also}")
+
+
+def number_form(text: str, value: object) -> str | None:
+    """A number written in a form YAML 1.1 reads otherwise than it looks: `010` is 8 (octal), `1:30` 90
+    (base 60), `1_0` 10, `0x10` 16, `0b11` 3; each would change what is measured without a word. `text` is the
+    scalar as written, `value` what YAML made of it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    digits = text.strip().lstrip("+-")
+    why = ("base 60" if ":" in digits else "'_' a digit separator" if "_" in digits else
+           "hexadecimal" if digits[:2] in ("0x", "0X") else "binary" if digits[:2] in ("0b", "0B") else
+           "octal" if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit() else None)
+    if why is None:
+        return None
+    return (f"{show(text, 30)} is {show(value, 30)} to YAML ({why}): write the number in plain decimal, without a "
+            f"leading zero, ':' or '_'")
 
 
 _NAMES = {str: "text", int: "an integer", float: "a number", bool: "true/false", list: "a list", dict: "a mapping"}

@@ -514,7 +514,8 @@ def test_is_suite_file_needs_a_top_level_checks_key(tmp_path):
 
 # -- found by tests/test_fuzz_inputs.py ----------------------------------------------------------
 
-HUGE = "0x" + "f" * 1200  # YAML reads it as an int of 4,800 bits: too big for float(), str() and repr()
+HUGE = "9" * 1444  # YAML reads it as an int of 4,800 bits: too big for float(), str() and repr() (it was written
+# 0x + 1200 f's, which is now refused for its hexadecimal form before its size is looked at)
 
 
 def test_huge_integer_where_a_number_is_expected(tmp_path):
@@ -583,6 +584,27 @@ def test_an_empty_text_expectation_is_refused_not_read_as_no_check(tmp_path, exp
     key = expect.strip("{}").split(":")[0]
     assert_points_at(exc, tmp_path, 4, f"checks[0].params.expect.{key}")
     assert str(exc).endswith("no value (empty text); give one, or leave the key out for its default")
+
+
+@pytest.mark.parametrize("written, read, why", [
+    ("010", 8, "octal"), ("1:30", 90, "base 60"), ("1_0", 10, "'_' a digit separator"), ("0x10", 16, "hexadecimal"),
+    ("0b11", 3, "binary"), ("-010", -8, "octal"),
+])
+def test_a_yaml_1_1_number_form_is_refused_not_read_as_another_number(tmp_path, written, read, why):
+    # iters: 010 ran 8 iterations, 1:30 ran 90 (the audit's suites oct, sexa, us and hex.yaml)
+    exc = error_of(tmp_path, one_check(f"      sizes: [1KiB]\n      iters: {written}\n"))
+    assert_points_at(exc, tmp_path, 6, "checks[0].params.iters")
+    assert f"'{written}' is {read} to YAML ({why}): write the number in plain decimal" in str(exc)
+
+
+@pytest.mark.parametrize("written", ["0", "10", "0.5", "-0", "1.5e+3", "+7"])
+def test_plain_decimal_numbers_still_read(tmp_path, written):
+    exc = error_of(tmp_path, one_check(extra=f"    timeout: {written}\n", params="      sizes: [1KiB]\n")) \
+        if float(written) < 1 else None
+    if exc is None:  # a positive timeout loads; 0 or 0.5 s is refused by its range, not by its form
+        assert check_of(tmp_path, "      sizes: [1KiB]\n", f"    timeout: {written}\n").timeout == float(written)
+    else:
+        assert "to YAML" not in str(exc), str(exc)
 
 
 def gdsio_check(params: str) -> str:

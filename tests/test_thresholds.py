@@ -378,7 +378,7 @@ def test_load_named_unknown_platform_lists_the_known_ones():
 # -- range checks on detect (found by tests/test_fuzz_inputs.py: any integer was accepted) ---------
 
 @pytest.mark.parametrize("key, value", [("gpu_count", -1), ("gpu_count", 1025), ("nvlinks_per_gpu", -2),
-                                        ("nvlinks_per_gpu", 65), ("gpu_count", "0x" + "f" * 1200)])
+                                        ("nvlinks_per_gpu", 65), ("gpu_count", "9" * 1444)])
 def test_detect_counts_are_range_checked(tmp_path, key, value):
     exc = error_of(tmp_path, f"platform: lab\ndetect:\n  {key}: {value}\n")
     assert_points_at(exc, tmp_path, 3, f"detect.{key}")
@@ -430,6 +430,27 @@ def test_a_profile_expectation_of_empty_text_is_refused_not_read_as_no_check(tmp
     exc = error_of(tmp_path, f"platform: lab\ndetect: {{gpu_count: 0}}\nexpect: {expect}\n")
     assert_points_at(exc, tmp_path, 3, f"expect.{expect.strip('{}').split(':')[0]}")
     assert str(exc).endswith("no value (empty text); give one, or leave the key out for its default")
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("platform: lab\ndetect: {gpu_count: 0}\nexpect: {gpu_count: 010}\n", 3, "expect.gpu_count"),
+    ("platform: lab\ndetect: {gpu_count: 0}\nexpect: {nvlinks_per_gpu: 1_8}\n", 3, "expect.nvlinks_per_gpu"),
+    ("platform: lab\ndetect:\n  gpu_count: 0x8\n", 3, "detect.gpu_count"),
+])
+def test_a_profile_number_in_a_yaml_1_1_form_is_refused(tmp_path, text, line, key):
+    exc = error_of(tmp_path, text)
+    assert_points_at(exc, tmp_path, line, key)
+    assert "to YAML (" in str(exc) and "write the number in plain decimal" in str(exc)
+
+
+def test_an_expect_argument_in_a_yaml_1_1_number_form_is_refused(capsys):
+    from clustercheck.cli import main
+
+    smi = Path(__file__).parent / "fixtures" / "tool-outputs" / "nvidia-smi-q" / \
+        "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim.txt"
+    assert main(["probe", "versions", "--input", str(smi), "--expect", "gpu_count=010"]) == 4
+    assert capsys.readouterr().err.strip().endswith("--expect: gpu_count: '010' is 8 to YAML (octal): write the number "
+                                                    "in plain decimal, without a leading zero, ':' or '_'")
 
 
 def test_an_empty_expect_argument_is_refused_exit_4(capsys):

@@ -135,6 +135,7 @@ def _number_problem(key: str, number: object) -> str | None:
 def parse_expect_args(items: list[str]) -> dict[str, Any]:
     """--expect KEY=VALUE (VALUE read as YAML, dotted keys nest: topology.gpu_gpu=NV18) -> checked mapping."""
     from clustercheck import yamlfile
+    from clustercheck.schema import number_form
 
     raw: dict[str, Any] = {}
     for item in items:
@@ -147,6 +148,9 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
             parsed = value  # not YAML at all ([H100): the text as given
         except UserError as exc:
             raise UserError(exc.message, file="--expect", key=key) from None
+        problem = number_form(value, parsed)
+        if problem:
+            raise UserError(problem, file="--expect", key=key)
         if isinstance(parsed, yamlfile.Mapping):
             parsed = dict(parsed)  # "--expect: key: ...", not "--expect:1:" (one line of text; no file)
         node = raw
