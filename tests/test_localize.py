@@ -364,3 +364,11 @@ def test_every_group_failing_fails_the_cluster_item_though_no_part_is_named():
     items = _localize_on(leaf, lambda members: True)
     assert [v.measured for v in items[None][0] if not v.passed] == ["every group failed"]
     assert all(not items[n][0] for n in leaf)  # no node cleared or named: each an error
+
+
+@pytest.mark.parametrize("name, data", [("topo3.conf", b"\xff\xfe\x00"), ("topo.json", b'{"s0": "\xe9"}')])
+def test_a_topology_file_that_is_not_utf8_is_one_user_error(tmp_path, name, data):
+    (tmp_path / name).write_bytes(data)  # a UnicodeDecodeError escaped as an INTERNALERROR (exit 3) before
+    with pytest.raises(UserError) as info:
+        load_topology(tmp_path / name)
+    assert str(info.value) == f"{tmp_path / name}: not UTF-8 text"

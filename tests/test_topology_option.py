@@ -32,3 +32,12 @@ def test_a_missing_topology_file_is_one_line(tmp_path: Path) -> None:
     res = _run(tmp_path, "--topology", "nowhere.conf")
     out = res.stdout + res.stderr
     assert res.returncode == Exit.BAD_INPUT and "cannot read the topology" in out and "Traceback" not in out
+
+
+def test_a_topology_file_that_is_not_utf8_is_one_line_exit_4(tmp_path: Path) -> None:
+    (tmp_path / "topo3.conf").write_bytes(b"\xff\xfe\x00")  # the audit's file; INTERNALERROR, exit 3, before
+    res = _run(tmp_path, "--topology", "topo3.conf")
+    out = res.stdout + res.stderr
+    assert res.returncode == Exit.BAD_INPUT, out
+    assert "topo3.conf: not UTF-8 text" in out and "Traceback" not in out and "INTERNALERROR" not in out
+    assert len([line for line in out.splitlines() if line.strip()]) == 1, out

@@ -123,9 +123,11 @@ def load_topology(path: str | Path) -> Topology:
     """topology.conf, or a .json mapping; an unreadable file is one UserError line."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read the topology: {exc.strerror}", file=str(p)) from None
+    except UnicodeDecodeError:  # a UTF-16 export, a binary picked by mistake: one line, never a traceback
+        raise UserError("not UTF-8 text", file=str(p)) from None
     if p.suffix.lower() == ".json":
         try:
             data = json.loads(text)
