@@ -148,9 +148,10 @@ LATER_POOL = f"""checks:
 def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp_path: Path) -> None:
     """h2's agent is stopped (SIGSTOP: alive, silent) once `cluster-ar` has a result, while node-ar waits 2 s
     in the same pool (a test-only delay; its ranks do not need the agent). `own-env` needs a pool of its
-    own, whose ranks h2's agent never starts: found silent for 10 s as they start. h2's item is an error
-    naming it unreachable, and h2 alone is excluded. Failed before the fix: the pool start's failure
-    reached every item as a plain error, and nothing was excluded."""
+    own, whose ranks h2's agent never starts: found silent for 10 s as they start. h2 is then lost: the pool
+    starts again on h1 alone, whose item passes; h2's item is an error naming it unreachable, lost as
+    own-env's ranks started, and h2 alone is excluded. Failed before the fix: the pool start's failure
+    reached every item as a plain error, and nothing was excluded; then h1's item was an error too."""
     project(tmp_path, LATER_POOL)
     ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay")
     pid = None
@@ -168,8 +169,9 @@ def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp
     assert outcome["cluster-ar"]["outcome"] == "passed", out[-3000:]
     silent = outcome["own-env[h2]"]
     assert silent["outcome"] == "error" and "silent for 10 s" in silent["message"], silent["message"]
+    assert silent["message"].startswith("not measured: h2 was lost during own-env (its node's agent (h2), silent")
     assert silent["unreachable"] == ["h2"]
-    assert outcome["own-env[h1]"]["outcome"] == "error" and not outcome["own-env[h1]"].get("unreachable")
+    assert outcome["own-env[h1]"]["outcome"] == "passed", outcome["own-env[h1]"]["message"]
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
     assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
     assert "Traceback" not in out

@@ -34,6 +34,8 @@ def result_entry(check: CheckSpec, where: str | None, nodes: list[str], *, nodei
         entry["verdicts"] = [v.as_dict() for v in measured.verdicts]
         entry["rows"], entry["worst"], entry["judged_at"] = m.rows, m.worst, m.judged_at
         entry["pool"] = measured.pool
+        if where is None and measured.pool.get("nodes"):  # measured on the nodes left once some were lost mid-run
+            entry["nodes"] = list(measured.pool["nodes"])
         if measured.answers is not None and keeps_answers(check.measure):
             entry["answers"] = measured.answers  # what `clustercheck verify` judges again (record/rebuild.py)
         if m.comm:

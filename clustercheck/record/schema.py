@@ -22,7 +22,9 @@ SCHEMA_VERSION = 1
 # 5: results.json's (and sla.json's) `incomplete` has `never_joined` (each absent node -> the items not measured for
 #    want of it); a planned item of an absent node (its node items, each pair with it) is `not run: <node> never
 #    joined (<why>)` in junit.xml and ctrf.json; a result not run for want of absent nodes names them (`absent`)
-REPORT_FORMAT = 5
+# 6: results.json has `lost` (each node lost mid-run, named unreachable by an item -> the items it went unmeasured
+#    in) where a node was lost; a scope-cluster item measured after a loss has a note and `nodes` of the nodes left
+REPORT_FORMAT = 6
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

@@ -39,7 +39,21 @@ def run_status(rec: Record) -> dict[str, Any]:
                                                 "items": [item_id(p) for p in not_run],
                                                 "never_joined": never_joined(rec)},
         "untested": unmeasured,
+        **({"lost": gone} if (gone := lost(rec)) else {}),
     }
+
+
+def lost(rec: Record) -> dict[str, list[str]]:
+    """Each node lost mid-run (an item named it unreachable: it stopped answering, or its agent went) -> the
+    ids of the items it went unmeasured in: the one it was lost in, and each later item of its own or with it
+    (`not measured: <node> was lost during <check> (<why>)`), or that needed it to have enough nodes."""
+    out: dict[str, list[str]] = {}
+    for r in rec.results:
+        for node in r.get("unreachable") or ():
+            ids = out.setdefault(node, [])
+            if item_id(r) not in ids:
+                ids.append(item_id(r))
+    return out
 
 
 def never_joined(rec: Record) -> dict[str, list[str]]:

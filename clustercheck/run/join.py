@@ -49,6 +49,7 @@ class Pods(Protocol):
 class JoinLauncher(Launcher):
     kind = "join"
     remote = True
+    shrinks = True  # each agent starts its own node's ranks: a later pool goes without a lost node's
     announce = True  # say on stderr that the controller waits (someone else starts the agents)
     join_wait = gang.JOIN_TIMEOUT  # seconds to wait for every agent, where --join-timeout is not given
 
@@ -71,6 +72,7 @@ class JoinLauncher(Launcher):
         self._next_beat = 0.0
         self._pools: list[RemotePool] = []
         self._closed = False
+        self.left_out: set[str] = set()  # nodes lost mid-run: later pools place no rank there (leave_out)
         self.pods = pods  # the agents' pods, where an orchestrator can say why one never joined
         if gather:
             try:
@@ -250,15 +252,26 @@ class JoinLauncher(Launcher):
     def pool_key(self, number: int) -> str:
         return gang.pool_key(self.token, self.nonce, number)
 
+    def leave_out(self, nodes: Collection[str]) -> None:
+        self.left_out.update(nodes)
+
+    def why_lost(self, node: str) -> str:
+        return next((why for i, why in self.silent().items() if self.members[i].node == node), "")
+
+    def placed(self) -> list[gang.Member]:
+        """The agents a pool places ranks on, in index order: every one that joined, less the nodes left out."""
+        return [self.members[i] for i in sorted(self.members) if self.members[i].node not in self.left_out]
+
     def node_of(self, rank: int, nranks: int) -> str:
-        return self.nodes[rank // max(1, nranks // len(self.nodes))]
+        nodes = [m.node for m in self.placed()] or list(self.nodes)
+        return nodes[min(len(nodes) - 1, rank // max(1, nranks // len(nodes)))]
 
     def start(self, env: dict[str, str], nranks: int, key: str, logs: list[Path],
               check_env: Mapping[str, str] | None = None) -> Sequence[RankProcess]:
-        per_node = nranks // len(self.nodes)
+        ordered = self.placed()
+        per_node = nranks // len(ordered)
         number = int(env["CC_POOL_NUMBER"])
         travel = {**rank_env(env, check_env=check_env), "CC_STORE_PREFIX": gang.pool_prefix(number)}
-        ordered = [self.members[i] for i in sorted(self.members)]
         pool = RemotePool(self, number, [m for m in ordered for _ in range(per_node)], logs)
         self._pools.append(pool)
         for pos, m in enumerate(ordered):

@@ -9,7 +9,7 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from clustercheck.run import wire
 
@@ -72,6 +72,18 @@ class Launcher:
     # nodes the run was meant to have that never took part (an agent that never joined), with why: they
     # are untested and the run is INCOMPLETE
     absent: Mapping[str, str] = {}
+    # a node lost mid-run (unreachable or dead) can be left out of the pools that follow, and the run goes on on
+    # the nodes still answering (node agents: each starts its own node's ranks); else every later pool spans it
+    shrinks = False
+    left_out: Collection[str] = ()  # nodes lost mid-run that no later pool places ranks on
+
+    def leave_out(self, nodes: Collection[str]) -> None:
+        """Place no rank of a later pool on these nodes (lost mid-run); only where `shrinks`."""
+        raise NotImplementedError
+
+    def why_lost(self, node: str) -> str:
+        """What the launcher knows of how a node was lost (its agent exited, or went silent), or ""."""
+        return ""
 
     def begin(self) -> None:
         """Whatever must happen before the run's nodes are final (the hosts launcher starts its agents here,

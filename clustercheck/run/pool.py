@@ -94,7 +94,8 @@ class WorkerPool:
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         # Ranks share a node's cores; as torchrun does, keep each rank's intra-op threads from
         # oversubscribing them (which slows CPU-side work and distorts gloo timings).
-        per_node = max(1, self.key.nranks // max(1, len(self.launcher.nodes)))
+        placed = [n for n in self.launcher.nodes if n not in self.launcher.left_out]  # less the nodes lost mid-run
+        per_node = max(1, self.key.nranks // max(1, len(placed)))
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // per_node)))
         env.update(CC_WORLD_SIZE=str(self.key.nranks), CC_BACKEND=self.key.backend,
                    CC_STORE_HOST=self._advertised, CC_STORE_PORT=str(port), CC_NCCL_LOG=self.key.nccl_log,

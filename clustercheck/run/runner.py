@@ -4,6 +4,7 @@ measure kind beyond what `checks.Kind` says."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -12,7 +13,8 @@ from clustercheck.run import scopes
 from clustercheck.run.applies import applies
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
-from clustercheck.errors import HarnessError, Unreachable
+from clustercheck.judging.measurement import Outcome
+from clustercheck.errors import HarnessError, NeverJoined, Skip, Unreachable
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
@@ -48,66 +50,137 @@ class Runner:
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.windows: dict[str, Any] = {}
         self.windows_of: str | None = None  # the check whose windows `windows` holds (none of an earlier one)
+        # nodes lost mid-run (unreachable or dead) -> "h3 was lost during <check> (<why>)": no later pool has
+        # ranks there (where the launcher `shrinks`), and each later item of theirs is an error saying so
+        self.lost: dict[str, str] = {}
 
-    def groups(self, check: CheckSpec, pool: WorkerPool) -> list[Round]:
-        """Rounds of (item, global ranks) groups that run at the same time, with the groups argument for
-        the ranks (None: the whole world)."""
+    def live(self) -> list[str]:
+        """The run's nodes still answering: its nodes less those lost mid-run (`lost`)."""
+        return [n for n in self.layout.nodes if n not in self.lost]
+
+    def groups(self, items: list[Where], pool: WorkerPool) -> tuple[list[tuple[Where, list[int]]], Any]:
+        """One round's (item, global ranks) groups on `pool`, with the groups argument for the ranks (None:
+        the whole world)."""
         by_node: dict[str, list[int]] = {}
         for r in pool.ranks:
             by_node.setdefault(r["host"], []).append(r["rank"])
-        out: list[Round] = []
-        for items in scopes.rounds(check.scope, self.layout.nodes, self.options.pair_strategy,
-                                   self.options.pair_seed):
-            groups = [(where, [r for node in scopes.members(where, self.layout.nodes) for r in by_node[node]])
-                      for where in items]
-            whole = len(groups) == 1 and len(groups[0][1]) == len(pool.ranks)
-            out.append((groups, None if whole else [g for _, g in groups]))
-        return out
+        groups = [(where, [r for node in scopes.members(where, self.live()) for r in by_node[node]]) for where in items]
+        whole = len(groups) == 1 and len(groups[0][1]) == len(pool.ranks)
+        return groups, None if whole else [g for _, g in groups]
 
     def applies(self, check: CheckSpec) -> None:
         """Skip (with the reason) a check this run cannot do; an error where nodes that never joined would
-        have made enough, or a group cannot work (run/applies.py, which `verify` asks again)."""
-        applies(check, self.layout.backend, len(self.layout.nodes), self.layout.per_node,
-                list(self.pools.launcher.absent))  # the launcher knows who never joined
+        have made enough, or a group cannot work (run/applies.py, which `verify` asks again); an error naming
+        the nodes lost mid-run where the run's nodes would have done it and those left cannot."""
+        absent = list(self.pools.launcher.absent)  # the launcher knows who never joined
+        try:
+            applies(check, self.layout.backend, len(self.live()), self.layout.per_node, absent)
+        except Skip as skip:
+            if not self.lost:
+                raise
+            try:  # as the run was when it started: a skip then is the run's own, whatever was lost since
+                applies(check, self.layout.backend, len(self.layout.nodes), self.layout.per_node, absent)
+            except Skip:
+                raise skip from None
+            except NeverJoined:
+                pass
+            raise Unreachable(f"not run: {check.id} cannot run on the {len(self.live())} node(s) left ({skip}): "
+                              f"{'; '.join(self.lost.values())}", tuple(self.lost)) from None
+
+    def lose(self, check: CheckSpec, exc: HarnessError) -> bool:
+        """The nodes `exc` found unreachable or dead, left out of every later pool where the launcher can start
+        pools without them: the run goes on on the nodes still answering, and each later item of a lost node
+        is an error naming it (`lost`). True when a node was newly lost so."""
+        launcher = self.pools.launcher
+        new = [n for n in getattr(exc, "unreachable", ()) if n in self.layout.nodes and n not in self.lost]
+        if not new or not launcher.shrinks or len(new) >= len(self.live()):
+            return False
+        for node in new:
+            why = launcher.why_lost(node) or "its ranks stopped answering (no heartbeat: unreachable or dead)"
+            self.lost[node] = f"{node} was lost during {check.id} ({why})"
+        launcher.leave_out(new)
+        for key in list(self.pools.pools):  # every pool spans the lost nodes: none serves a later check
+            self.pools.discard(key)
+        return True
+
+    def _start(self, check: CheckSpec) -> WorkerPool:
+        """The check's pool on the nodes still answering; a node found lost as its ranks start is left out
+        and the pool starts again without it (RankFailure where it cannot)."""
+        while True:
+            try:
+                return self.pools.get(self._key(check, self.log_mode("init")))
+            except RankFailure as exc:
+                if not self.lose(check, exc):
+                    raise
+                self.applies(check)  # the nodes left may be too few for it: an error naming the lost
+
+    def _gone(self, items: list[Where]) -> tuple[list[Where], dict[Where, Any]]:
+        """(the items to measure, the errors of those that cover a node lost mid-run, named by their planned
+        names and naming the lost node `unreachable`, so that it stays on the exclusion list)."""
+        keep: list[Where] = []
+        out: dict[Where, Any] = {}
+        for where in items:
+            gone = [n for n in (where.split(",") if where else ()) if n in self.lost]
+            if gone:
+                out[where] = Unreachable("not measured: " + "; ".join(self.lost[n] for n in gone), tuple(gone))
+            else:
+                keep.append(where)
+        return keep, out
+
+    def left_out(self, where: Where, outcome: Outcome) -> Outcome:
+        """An item over every node (scope cluster) measured once nodes were lost mid-run: it measured the nodes
+        left (the ones a training run would be given), and says so in a note naming the lost ones; its pool's
+        `nodes` are those it measured (its result's `nodes`)."""
+        if where is not None or not self.lost:
+            return outcome
+        note = (f"{','.join(self.lost)}: lost mid-run, so this item measured {len(self.live())} of the run's "
+                f"{len(self.layout.nodes)} nodes ({', '.join(self.live())}): {'; '.join(self.lost.values())}")
+        return dataclasses.replace(outcome, notes=(*outcome.notes, note), pool={**outcome.pool, "nodes": self.live()})
 
     def run(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[Where, tuple[Answers, dict[str, Any]] | HarnessError]:
-        """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets."""
+        """Every item of `check`: its ranks' answers with the pool that measured them, or the error it gets.
+        Items are planned over the run's nodes; those of nodes lost mid-run are errors naming them."""
         self.applies(check)
         self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
-        key = self._key(check, self.log_mode("init"))
+        rounds = scopes.rounds(check.scope, list(self.layout.nodes), self.options.pair_strategy, self.options.pair_seed)
         out: dict[Where, tuple[Answers, dict[str, Any]] | HarnessError] = {}
         try:
-            pool = self.pools.get(key)
+            pool = self._start(check)
         except RankFailure as exc:  # an agent found silent as the ranks start: its node is named unreachable
-            items = [where for items in scopes.rounds(check.scope, self.layout.nodes, self.options.pair_strategy,
-                                                      self.options.pair_seed) for where in items]
-            return self._lost(items, exc)
+            return self._lost([where for items in rounds for where in items], exc)
         params = self._with_fault(check, kind.task(check, expect))
         infos = [self._pool_info(pool, check)]
-        rounds = self.groups(check, pool)
         if self.options.counters and not self.snapshots:
             self.snapshots = self._snapshot(pool)  # the first window opens here
         t0, tuning = time.monotonic(), 0.0
-        for number, (groups, arg) in enumerate(rounds):
+        for number, planned in enumerate(rounds):
+            items, gone = self._gone(planned)
+            out.update(gone)
             failure: RankFailure | None = None
-            if number and not pool.alive():  # an earlier round lost a rank: the rest run on a fresh pool
+            if items and not pool.alive():  # an earlier round lost a rank: the rest run on a fresh pool
                 try:
-                    pool = self.pools.get(key)
+                    pool = self._start(check)
                 except HarnessError as exc:
-                    out.update(self._lost([where for later in rounds[number:] for where, _ in later[0]], exc,
-                                          "not measured: "))
+                    out.update(self._lost([where for later in rounds[number:] for where in later if where not in out],
+                                          exc, "not measured: "))
                     break
                 infos.append(self._pool_info(pool, check))
+                items, gone = self._gone(items)  # the start may have lost another node
+                out.update(gone)
+            if not items:
+                continue
+            groups, arg = self.groups(items, pool)
             try:
                 answers = dict(enumerate(pool.run(check.measure, params, check.timeout, groups=arg,
                                                   runner=kind.runner)))
             except RankFailure as exc:
-                self.pools.discard(key)
+                self.pools.discard(pool.key)
                 failure, answers = exc, exc.answered
+                self.lose(check, exc)  # the later rounds, and checks, go on without its nodes
             except HarnessError as exc:
-                self.pools.discard(key)
-                self._close_after_error(key, exc)
+                self.pools.discard(pool.key)
+                self._close_after_error(pool.key, exc)
                 raise
             t1 = time.monotonic()
             tuned, tuning_error = self._tuning_pass(check, params, arg) if kind.tuning_pass and not failure \
@@ -127,7 +200,7 @@ class Runner:
                 info["tuning_seconds"] = round(tuning, 3)
             info["rounds"] = len(rounds)
         if self.options.counters:
-            self._close_window(key)
+            self._close_window(self._key(check, self.log_mode("init")))
         return out
 
     def _lost(self, items: list[Where], exc: HarnessError, prefix: str = "") -> dict[Where, Any]:
@@ -135,7 +208,8 @@ class Runner:
         answering (they go on the exclusion list), else a plain HarnessError."""
         out: dict[Where, Any] = {}
         for where in items:
-            gone = tuple(n for n in getattr(exc, "unreachable", ()) if n in scopes.members(where, self.layout.nodes))
+            named = exc.nodes if isinstance(exc, Unreachable) else getattr(exc, "unreachable", ())
+            gone = tuple(n for n in named if n in scopes.members(where, self.layout.nodes))
             out[where] = Unreachable(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
         return out
 
@@ -150,9 +224,10 @@ class Runner:
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
         try:
-            pool = self.pools.get(key)
+            pool = self._start(check)  # on the nodes still answering
         except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
             raise Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc from None
+        key = pool.key
         info = self._pool_info(pool, check)
         params = self._with_fault(check, kind.task(check, {}))
         ranks_of: dict[str, list[int]] = {}
@@ -174,11 +249,12 @@ class Runner:
         info["topology"] = "none" if topology is None else \
             f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
         try:
-            found, rows = localize(list(self.layout.nodes), ranks_of, threshold, run, check.id, topology=topology)
+            found, rows = localize(self.live(), ranks_of, threshold, run, check.id, topology=topology)
         except HarnessError as exc:
             self._close_after_error(key, exc)
             raise
         info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
+        found.update(self._gone(list(self.lost))[1])  # a node lost before the check: an error naming it
         if self.options.counters:
             self._close_window(key)
         return found, rows, info
@@ -232,8 +308,9 @@ class Runner:
             exc.args = (f"{first}; counters in the check's window: {said}{sep}{rest}", *exc.args[1:])
 
     def _key(self, check: CheckSpec, nccl_log: str) -> PoolKey:
-        """The pool a check's task runs in: one per backend, rank count, environment and NCCL log mode."""
-        return PoolKey(self.layout.backend, self.layout.nranks, check.env, nccl_log=nccl_log)
+        """The pool a check's task runs in: one per backend, rank count (over the nodes still answering),
+        environment and NCCL log mode."""
+        return PoolKey(self.layout.backend, self.layout.per_node * len(self.live()), check.env, nccl_log=nccl_log)
 
     def _pool_info(self, pool: WorkerPool, check: CheckSpec) -> dict[str, Any]:
         return {"number": pool.number, "pids": pool.pids, "backend": self.layout.backend, "ranks": pool.ranks,
@@ -268,4 +345,4 @@ class Runner:
         kind, rank, repetition = fault
         if repetition is not None and repetition != self.repetition:
             return params
-        return {**params, "fault": {"kind": kind, "rank": self.layout.nranks - 1 if rank is None else rank}}
+        return {**params, "fault": {"kind": kind, "rank": self.layout.per_node * len(self.live()) - 1 if rank is None else rank}}

@@ -269,7 +269,7 @@ class CheckSession:
             try:
                 if isinstance(answered, HarnessError):
                     raise answered
-                outcome = judge(answered[0], rules, answered[1])
+                outcome = self.runner.left_out(where, judge(answered[0], rules, answered[1]))
                 if missing is not None and all(v.passed for v in outcome.verdicts):
                     raise copy.copy(missing)  # a built-in verdict that failed (#wrong, a crash) stands without one
                 found[where] = self._with_counters(check, where, outcome)
@@ -288,11 +288,15 @@ class CheckSession:
             raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=) for the check in the profile")
         items, rows, info = self.runner.localize(check, float(limit.value))
         found: Found = {}
-        for where, (verdicts, message) in items.items():
+        for where, said in items.items():
+            if isinstance(said, HarnessError):  # a node lost before the check (Runner.lost)
+                found[where] = said
+                continue
+            verdicts, message = said
             if not verdicts:
                 found[where] = HarnessError(f"{check.id}: {where or 'the cluster'}: {message}")
                 continue
-            outcome = Outcome(Measurement({}, {}, rows=rows), verdicts, info)
+            outcome = self.runner.left_out(where, Outcome(Measurement({}, {}, rows=rows), verdicts, info))
             found[where] = self._with_counters(check, where, outcome)
         return found
 
