@@ -42,8 +42,7 @@ def test_sruns_reports_of_ended_tasks_are_read_by_node_in_order() -> None:
 
 
 @pytest.mark.parametrize(("addr", "said"), [
-    ("127.0.0.1", "a loopback address (this controller's hostname resolves to it), which other hosts cannot "
-                  "reach: give --store-addr"),
+    ("127.0.0.1", "a loopback address (as --store-addr gave it), which other hosts cannot reach: give --store-addr"),
     ("10.0.0.1", "check that srun can start a step in this allocation"),
 ])
 def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, monkeypatch: pytest.MonkeyPatch,
