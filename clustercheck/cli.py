@@ -235,13 +235,21 @@ def _tolerance(text: str) -> float:
 
 def _compare(args: argparse.Namespace) -> int:
     """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
-    1 when a metric regressed, a verdict became failed or #wrong rose, 3 when an item errored now (whatever
-    the baseline said) or one that passed in the baseline was skipped now (what passed is not known to pass
-    still), 5 when nothing could be compared."""
-    from clustercheck.record.compare import compare, load_run, report_lines
+    1 when a metric regressed, a verdict became failed or #wrong rose, or any item of this run fails (in
+    the baseline too, or not in it: compare never passes what `report` fails), 3 when an item errored now
+    (whatever the baseline said) or one that passed in the baseline was skipped now (what passed is not
+    known to pass still), 5 when nothing could be compared."""
+    import dataclasses
 
-    baseline = load_run(args.baseline, args.out)
-    current = load_run(args.current if args.current is not None else args.out / "latest", args.out)
+    from clustercheck.record.compare import Run, compare, load_run
+    from clustercheck.record.compare_report import report_lines
+    from clustercheck.report.status import run_status
+
+    def with_verdict(run: Run) -> Run:  # as `report` states it: a FAIL baseline is said, a FAIL run exits 1
+        return dataclasses.replace(run, verdict=str(run_status(run.record)["verdict"])) if run.record else run
+
+    baseline = with_verdict(load_run(args.baseline, args.out))
+    current = with_verdict(load_run(args.current if args.current is not None else args.out / "latest", args.out))
     result = compare(baseline, current, args.tolerance)
     print(f"baseline {display(baseline.path.parent)} ({baseline.describe()})")
     print(f"run      {display(current.path.parent)} ({current.describe()})")

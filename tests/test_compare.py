@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.record.compare import classify, compare, load_run, parse_tolerance, report_lines
+from clustercheck.record.compare import classify, compare, load_run, parse_tolerance
+from clustercheck.record.compare_report import report_lines
 from clustercheck.errors import UserError
 
 

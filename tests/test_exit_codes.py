@@ -90,6 +90,11 @@ def test_compare_regression_1_nothing_compared_5_bad_baseline_4(project: pytest.
     project.runpytest("suites/s.yaml", *RUN)
     second = (project.path / "out" / "latest").resolve()
     out = cli("compare", str(first), str(second), "--out", str(project.path / "out"))
+    assert out.returncode == Exit.FAILED, out.stdout + out.stderr  # too-fast fails: never a pass, nor nothing
+    write_suite(project, "checks:\n" + small_check("ok2", limits="ok"))  # another item that passes
+    project.runpytest("suites/s.yaml", *RUN)
+    third = (project.path / "out" / "latest").resolve()
+    out = cli("compare", str(first), str(third), "--out", str(project.path / "out"))
     assert out.returncode == Exit.NOTHING, out.stdout + out.stderr
     (project.path / "bad.jsonl").write_text("not json\n")
     assert cli("compare", str(project.path / "bad.jsonl"), str(first)).returncode == Exit.BAD_INPUT

@@ -13,18 +13,21 @@ their noise, and that is not a regression. The time of a collective at a latency
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from typing import Any, Mapping
 
 from clustercheck.errors import UserError
-from clustercheck.record.io import RecordError, load
+from clustercheck.record.io import Record, RecordError, load
 from clustercheck.judging.verdicts import VerdictEntry
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
 from clustercheck.record.statement import versions
-from clustercheck.units import UNITS, fmt
+from clustercheck.record.tolerance import parse_fraction, parse_tolerance  # noqa: F401  (their old home)
+from clustercheck.units import UNITS, fmt, format_size
 
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
@@ -39,12 +42,17 @@ class Run:
     header: RunHeader
     results: list[ResultEntry]
     incomplete: str | None = None  # why the run did not finish (record.io.Record.incomplete), None when it did
+    verdict: str = ""  # the run's verdict as its reports state it: the caller's, from report/status.run_status(record)
+    record: Record | None = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         return f"{self.header.get('platform', '?')}, started {self.header.get('started', '?')}"
 
     def suites(self) -> list[str]:
         return sorted({item_id(r).split("::")[0] for r in self.results})
+
+    def platform(self) -> str:
+        return str(self.header.get("platform") or "?")
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class Comparison:
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
     unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): an error now, or passed and skipped
+    failing: list[tuple[str, str]] = field(default_factory=list)  # (item, why): fails now, not in failed_now
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
 
@@ -93,8 +102,9 @@ class Comparison:
 
     @property
     def worse(self) -> bool:
-        """A regression, a verdict that became failed, or a #wrong that rose: compare exits 1."""
-        return bool(self.regressions or self.failed_now)
+        """A regression, a verdict that became failed, a #wrong that rose, or any item of this run that
+        failed (in the baseline too, or not in it): compare exits 1."""
+        return bool(self.regressions or self.failed_now or self.failing)
 
     @property
     def compared(self) -> bool:
@@ -138,7 +148,7 @@ def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
         raise UserError(f"{record}: not a run record ({exc})") from None
     if rec.header.get("type") != "run":
         raise UserError(f"{record}: not a run record (no 'run' header line)")
-    return Run(record, rec.header, rec.results, rec.incomplete())
+    return Run(record, rec.header, rec.results, rec.incomplete(), record=rec)
 
 
 def classify(direction: str, change: float, tolerance: float, noise: float = 0.0) -> str:
@@ -164,8 +174,34 @@ def relative(baseline: float, current: float) -> float:
 
 def _directional(verdicts: list[VerdictEntry] | None) -> dict[str, VerdictEntry]:
     """Directional verdicts by metric, and by subject where there is one (`h2d[GPU3]`)."""
-    return {v["metric"] + (f"[{v['subject']}]" if v.get("subject") else ""): v
-            for v in verdicts or [] if v.get("op") in _DIRECTION}
+    return {_key(v): v for v in _own(verdicts) if v.get("op") in _DIRECTION}
+
+
+def _own(verdicts: list[VerdictEntry] | None) -> list[VerdictEntry]:
+    """The verdicts of the item's own measurement: not those a --compare run judged against its baseline."""
+    return [v for v in verdicts or [] if isinstance(v, dict) and isinstance(v.get("metric"), str)
+            and not str(v.get("origin") or "").startswith("--compare ")]
+
+
+def _size(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return re.sub(r"^(\d+)(\D+)$", r"\1 \2", format_size(value))  # 1 MiB
+    return "no size" if value is None else fmt(value)
+
+
+def judged_otherwise(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """Why two results of one item were measured differently, so that their numbers are not comparable:
+    another judged size (`judged at 1 MiB in the baseline, 16 MiB now`) or other params; None if neither."""
+    before, now = baseline.get("judged_at"), current.get("judged_at")
+    if before != now and (before is not None or now is not None):
+        return f"judged at {_size(before)} in the baseline, {_size(now)} now"
+    old, new = baseline.get("params"), current.get("params")
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    text = {k: (json.dumps(old.get(k), sort_keys=True, default=str), json.dumps(new.get(k), sort_keys=True, default=str))
+            for k in sorted(map(str, old.keys() | new.keys()))}
+    differ = [f"{k} {was[:40]} -> {now[:40]}" for k, (was, now) in text.items() if was != now]
+    return "run with other params than the baseline: " + "; ".join(differ) if differ else None
 
 
 def _number(value: Any) -> float | None:
@@ -232,14 +268,21 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
     be compared. `compare` reports both; `--compare` judges the changes."""
     old_v, new_v = _directional(baseline.get("verdicts")), _directional(current.get("verdicts"))
     changes: list[Change] = []
-    skipped: list[tuple[str, str]] = []
+    # a verdict (a metric, a GPU's) the baseline had and this run has not: named, never silence
+    now_keys = {_key(v) for v in _own(current.get("verdicts"))}
+    skipped = [(item, f"{key}: not in this run") for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts"))))
+               if key not in now_keys]
+    otherwise = judged_otherwise(baseline, current)  # another size or other params: nothing is comparable
     for key, v in new_v.items():
         o = old_v.get(key)
         if o is None:
-            skipped.append((item, f"{key} not judged in the baseline"))
+            skipped.append((item, f"{key}: not judged in the baseline"))
+            continue
+        if otherwise:
+            skipped.append((item, f"{key}: {otherwise}"))
             continue
         if o["unit"] != v["unit"]:
-            skipped.append((item, f"{key} in {o['unit']} in the baseline, {v['unit']} now"))
+            skipped.append((item, f"{key}: in {o['unit']} in the baseline, {v['unit']} now"))
             continue
         direction = _DIRECTION[v["op"]]
         if _DIRECTION[o["op"]] != direction:
@@ -291,6 +334,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             not_compared.append((item, "not in the baseline"))
             continue
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
+        # neither has a directional metric: match still names what the baseline judged and this run did not
         if has_old and not has_new:
             not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
             continue
@@ -305,8 +349,18 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             not_compared.append((item, "not in this run"))
         else:
             other += 1
-    return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, other,
-                      software_changes(baseline, current))
+    # an item of this run that fails is never a pass of compare, whatever the baseline said of it
+    named = {item for item, _ in worse}
+    failing = [(item_id(r), _failing(r, before.get(item_id(r)), both)) for r in current.results
+               if r.get("outcome") == "failed" and item_id(r) not in named]
+    return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, failing=failing,
+                      other_suites=other, software=software_changes(baseline, current))
+
+
+def _failing(r: Mapping[str, Any], old: Mapping[str, Any] | None, both: set[str]) -> str:
+    if item_id(r).split("::")[0] not in both:
+        return "fails now, in a suite the baseline did not run"
+    return "fails now, not in the baseline" if old is None else f"fails now, {old.get('outcome')} in the baseline"
 
 
 def software_changes(baseline: Run, current: Run) -> list[tuple[str, str | None, str | None]]:
@@ -333,68 +387,3 @@ def software_since(baseline: Run, record: Path) -> str | None:
     return software_line(changed, " from the baseline") if changed else None
 
 
-_LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
-          "latency": "latency"}
-
-
-def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
-    """Different suites in one line; verdicts that became failed, regressions, improvements (and with
-    show_same the unchanged, those within the runs' spread and latency), what was not compared, a count."""
-    lines = []
-    old, new = c.baseline.suites(), c.current.suites()
-    if old != new:
-        lines.append(f"suites differ: the baseline ran {', '.join(old) or 'nothing'}, this run "
-                     f"{', '.join(new) or 'nothing'}" + (f" ({c.other_suites} item(s) of a suite only one run ran "
-                                                         "are not compared)" if c.other_suites else ""))
-    if c.software:
-        lines.append(software_line(c.software))
-    lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
-    lines += [f"NOT MEASURED NOW  {item}: {why}" for item, why in c.unmeasured_now]
-    shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
-    rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]
-    table = [(_LABEL[ch.kind], ch.item, ch.metric, f"{fmt(ch.baseline)} -> {fmt(ch.current)} {ch.unit}",
-              ch.percent(), f"{ch.direction} is better{ch.why()}") for ch in rows]
-    if table:
-        widths = [max(len(row[i]) for row in table) for i in range(5)]
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in table]
-    lines += [f"not compared  {item}: {why}" for item, why in c.not_compared]
-    kinds = [ch.kind for ch in c.changes]
-    extra = "".join(f", {n} {what}" for n, what in ((kinds.count("noise"), "within the runs' own spread"),
-                                                   (kinds.count("latency"), "latency left to its limit"),
-                                                   (len(c.failed_now), "verdict(s) failed now"),
-                                                   (len(c.unmeasured_now), "item(s) not measured now")) if n)
-    lines.append(f"{len(c.changes)} metric(s) compared at tolerance {c.tolerance * 100:g}%: "
-                 f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s){extra}, "
-                 f"{len(c.not_compared)} not compared")
-    return lines
-
-
-def parse_tolerance(text: str) -> float:
-    """`0.05` or `5%`, below 100%; for argparse (`type=`). A higher-is-better metric falls by 100% at most
-    (to zero), so a tolerance of 100% or more would let every drop short of zero pass as no regression."""
-    import argparse
-
-    value = parse_fraction(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"tolerance {text!r} is 100% or more: a higher-is-better metric falls by "
-                                         f"100% at most, so no drop short of zero would count; give less, e.g. 5%")
-    return value
-
-
-def parse_fraction(text: str) -> float:
-    """`0.05` or `5%` (--drain-max's share too, which may be 100%). A bare number of 1 or more is refused:
-    `5` would be 500%, which nobody means; write `5%` or `0.05`."""
-    import argparse
-
-    percent = text.strip().endswith("%")
-    try:
-        value = float(text.strip()[:-1]) / 100 if percent else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or a percentage such as 5%, "
-                                         f"got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"tolerance must be >= 0, got {text!r}")
-    if not percent and value >= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is ambiguous: write {text}% for a percentage, or a fraction "
-                                         f"below 1 such as 0.05")
-    return value

@@ -1,0 +1,133 @@
+"""clustercheck compare against a baseline that does not match the run: a failed run never exits 0, a
+FAIL/ERROR/INCOMPLETE baseline and another platform are said, a metric or GPU the baseline had and the run
+has not is named, and results judged at another size are not compared. Real records of one cpu run, edited
+as an auditor edited them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from helpers import small_check, write_suite
+
+RUN = ("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+
+
+def cc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def real_run(p: pytest.Pytester) -> Path:
+    write_suite(p, "checks:\n" + small_check("ok") + small_check("ok2", limits="ok"))
+    p.runpytest(*RUN).assert_outcomes(passed=2)
+    return (p.path / "out" / "latest").resolve()
+
+
+def edited(run: Path, to: Path, edit: Callable[[list[dict[str, Any]]], None]) -> Path:
+    """A copy of `run`'s record with `edit` applied to its lines (as /tmp/audit27/mod.py did)."""
+    to.mkdir()
+    lines = [json.loads(x) for x in (run / "run.jsonl").read_text().splitlines()]
+    edit(lines)
+    (to / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return to
+
+
+def item(lines: list[dict[str, Any]], check: str) -> dict[str, Any]:
+    return next(x for x in lines if x.get("type") == "result" and x["check"] == check)
+
+
+def failed(lines: list[dict[str, Any]]) -> None:
+    """busbw of `ok` misses a limit raised above it: the item and the run fail (a real FAIL run)."""
+    r = item(lines, "ok")
+    v = next(v for v in r["verdicts"] if v["metric"] == "busbw")
+    v["limit"], v["expression"], v["passed"] = v["measured"] * 10, f">= {v['measured'] * 10}", False
+    r["outcome"] = "failed"
+    end = lines[-1]
+    end["counts"]["failed"], end["counts"]["passed"] = 1, end["counts"]["passed"] - 1
+
+
+def test_a_failed_run_never_exits_0_and_a_failed_baseline_is_said(project: pytest.Pytester) -> None:
+    """`compare b_fail b_fail` said `0 regression(s)` and exited 0 while `report b_fail` exited 1; a baseline
+    without the failed item said only `not in the baseline`, exit 0."""
+    pytester = project
+    run = real_run(pytester)
+    b_fail = edited(run, pytester.path / "b_fail", failed)
+    assert cc("report", str(b_fail), cwd=pytester.path).returncode == 1
+    out = cc("compare", str(b_fail), str(b_fail), cwd=pytester.path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the baseline's verdict is FAIL: 1 item(s) failed: s::ok[" in out.stdout
+    assert any(line.startswith("FAILED  s::ok[") and line.endswith("fails now, failed in the baseline")
+               for line in out.stdout.splitlines())
+
+    def without_ok(lines: list[dict[str, Any]]) -> None:  # a baseline whose suite had no check `ok` yet
+        lines.remove(item(lines, "ok"))
+        plan = next(x for x in lines if x.get("type") == "plan")
+        plan["items"] = [i for i in plan["items"] if i["check"] != "ok"]
+
+    b_missing = edited(run, pytester.path / "b_missing", without_ok)
+    out = cc("compare", str(b_missing), str(b_fail), cwd=pytester.path)
+    assert out.returncode == 1, out.stdout
+    assert any(line.startswith("FAILED  s::ok[") and line.endswith("fails now, not in the baseline")
+               for line in out.stdout.splitlines())
+    assert "1 item(s) failing" in out.stdout.splitlines()[-1]
+    assert cc("compare", str(run), str(run), cwd=pytester.path).returncode == 0  # a PASS against itself
+
+
+def test_a_metric_or_gpu_the_baseline_had_and_this_run_has_not_is_named(project: pytest.Pytester) -> None:
+    """b_subj: the baseline had busbw[GPU3] and time_us for an item that has neither now: `0 not compared`."""
+    run = real_run(project)
+
+    def more(lines: list[dict[str, Any]]) -> None:
+        r = item(lines, "ok")
+        busbw = next(v for v in r["verdicts"] if v["metric"] == "busbw")
+        r["verdicts"] += [{**busbw, "subject": "GPU3"},
+                          {**busbw, "metric": "time_us", "unit": "us", "op": "<=", "limit": 1e6}]
+
+    b_subj = edited(run, project.path / "b_subj", more)
+    out = cc("compare", str(b_subj), str(run), "--all", cwd=project.path)
+    lines = out.stdout.splitlines()
+    assert any(l.startswith("not compared  s::ok[") and l.endswith("busbw[GPU3]: not in this run") for l in lines)
+    assert any(l.startswith("not compared  s::ok[") and l.endswith("time_us: not in this run") for l in lines)
+    assert lines[-1].endswith("2 not compared")
+
+
+def test_runs_judged_at_another_size_are_not_compared(project: pytest.Pytester) -> None:
+    """b_size: the baseline judged at 1 MiB read as `improved busbw 0.3 -> 0.92 GB/s +206.9%` against a run
+    judged at 64 KiB; so did other params."""
+    run = real_run(project)
+
+    def smaller(lines: list[dict[str, Any]]) -> None:
+        r = item(lines, "ok")
+        r["judged_at"] = 1 << 20
+        next(v for v in r["verdicts"] if v["metric"] == "busbw")["measured"] = 1e-9
+
+    b_size = edited(run, project.path / "b_size", smaller)
+    out = cc("compare", str(b_size), str(run), "--all", cwd=project.path)
+    assert "improved" not in out.stdout and "REGRESSION" not in out.stdout, out.stdout
+    assert any(l.startswith("not compared  s::ok[") and l.endswith("busbw: judged at 1 MiB in the baseline, 64 KiB now")
+               for l in out.stdout.splitlines()), out.stdout
+
+    def more_iters(lines: list[dict[str, Any]]) -> None:
+        item(lines, "ok")["params"]["iters"] = 20
+
+    b_params = edited(run, project.path / "b_params", more_iters)
+    out = cc("compare", str(b_params), str(run), cwd=project.path)
+    assert any(l.startswith("not compared  s::ok[") and
+               l.endswith("busbw: run with other params than the baseline: iters 20 -> 3") for l in out.stdout.splitlines())
+
+
+def test_another_platform_is_said_in_its_own_line(project: pytest.Pytester) -> None:
+    run = real_run(project)
+
+    def h100(lines: list[dict[str, Any]]) -> None:
+        lines[0]["platform"] = "h100-sxm-8x"
+
+    b_plat = edited(run, project.path / "b_plat", h100)
+    out = cc("compare", str(b_plat), str(run), cwd=project.path)
+    assert out.stdout.splitlines()[2] == "platforms differ: h100-sxm-8x -> cpu", out.stdout
