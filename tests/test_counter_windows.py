@@ -213,7 +213,8 @@ def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only
         session = CheckSession.__new__(CheckSession)
         session.options = Options(None, [], 2, "gloo", tmp_path, counters=True)
         session.nodes, session.baseline = ["n1", "n2"], None
-        session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of)  # type: ignore[assignment]
+        session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of,
+                                         live=lambda: ["n1", "n2"])  # type: ignore[assignment]
         session._cache = {"b": HarnessError("b: answers failed verification; counters in the check's window: ...")}
         got = {}
         for node in ("n1", "n2"):

@@ -152,7 +152,7 @@ class Runner:
         params = self._with_fault(check, kind.task(check, expect))
         infos = [self._pool_info(pool, check)]
         if self.options.counters and not self.snapshots:
-            self.snapshots = self._snapshot(pool)  # the first window opens here
+            self.snapshots = self._snapshot(pool, check)  # the first window opens here
         t0, tuning = time.monotonic(), 0.0
         for number, planned in enumerate(rounds):
             items, gone = self._gone(planned)
@@ -200,7 +200,7 @@ class Runner:
                 info["tuning_seconds"] = round(tuning, 3)
             info["rounds"] = len(rounds)
         if self.options.counters:
-            self._close_window(self._key(check, self.log_mode("init")))
+            self._close_window(self._key(check, self.log_mode("init")), check)
         return out
 
     def _lost(self, items: list[Where], exc: HarnessError, prefix: str = "") -> dict[Where, Any]:
@@ -261,16 +261,26 @@ class Runner:
 
     SNAPSHOT_TIMEOUT = 60.0
 
-    def _snapshot(self, pool: WorkerPool) -> dict[str, dict[str, Any]]:
+    def _snapshot(self, pool: WorkerPool, check: CheckSpec | None = None) -> dict[str, dict[str, Any]]:
         """host -> a snapshot of its counters and kernel log (its first rank's), the log read after that
-        node's last snapshot; HarnessError when a node's first rank could not take one."""
-        answers = pool.run("counters", {"previous": self.snapshots}, self.SNAPSHOT_TIMEOUT,
-                           runner="clustercheck.counters.snapshot:rank_snapshot")
+        node's last snapshot; HarnessError when a node's first rank could not take one. A node lost while
+        they take it (`check`'s) is left out and the nodes left take it again: it has no window, and its
+        items are errors naming it, where the snapshot's failure would have errored every node's."""
+        def take(on: WorkerPool) -> list[Any]:
+            return on.run("counters", {"previous": self.snapshots}, self.SNAPSHOT_TIMEOUT,
+                          runner="clustercheck.counters.snapshot:rank_snapshot")
+
+        try:
+            answers = take(pool)
+        except RankFailure as exc:
+            if check is None or not self.lose(check, exc):
+                raise
+            answers = take(self._start(check))
         return {a["snapshot"]["host"]: a["snapshot"] for a in answers if a.get("snapshot")}
 
     allowances: Mapping[str, Any] | None = None  # the profile's counters: block; None: the built-in allowances
 
-    def _close_window(self, key: PoolKey) -> None:
+    def _close_window(self, key: PoolKey, check: CheckSpec | None = None) -> None:
         """Snapshot every node after the check and judge what rose since its last snapshot: the window is
         the check, with whatever happened since the previous check's end (nothing falls between windows)."""
         from clustercheck.counters import allowances
@@ -278,7 +288,7 @@ class Runner:
         from clustercheck.counters.facts import Snapshot
 
         try:
-            after = self._snapshot(self.pools.get(key))  # a fresh pool if a rank died in the check
+            after = self._snapshot(self.pools.get(key), check)  # a fresh pool if a rank died in the check
         except HarnessError as exc:
             self.pools.discard(key)
             self.windows = {node: f"counters could not be read after the check: {str(exc).splitlines()[0]}"

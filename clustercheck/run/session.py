@@ -309,7 +309,8 @@ class CheckSession:
             return outcome
         from clustercheck.judging.windows import despite, item_verdicts, window_notes
 
-        members, windows = scopes.members(where, self.nodes), self.runner.windows
+        # a node lost mid-run has no window after it (no rank there): a cluster item measured the nodes left
+        members, windows = scopes.members(where, self.runner.live()), self.runner.windows
         if isinstance(outcome, ClusterCheckError):
             return despite(check.id, outcome, windows, members)
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + item_verdicts(check.id, windows, members),
