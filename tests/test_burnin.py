@@ -178,3 +178,17 @@ def test_the_series_follows_the_worst_subject_and_an_unfinished_run_passes_no_no
     assert lines([s])[-1] == "  node n1 passes burn-in: 2 of 2 item repetitions passed"
     assert lines([s], incomplete=True)[-1] == ("  node n1 INCOMPLETE burn-in: 2 of 2 item repetitions passed "
                                                "(the run did not finish)")
+
+
+def test_a_repetition_that_errored_is_not_judged_never_a_failure_of_the_node(project: pytest.Pytester):
+    """One of two repetitions raised in its ranks (a harness error): the node read `FAILS burn-in`, though
+    no repetition failed. It is not judged; a node whose every repetition skipped is not measured; neither
+    `passes`."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest("suites/s.yaml", *RUN, "--repeat", "2", "--cc-inject-fault", "ok:raise#2")
+    res.stdout.fnmatch_lines(["  node * burn-in not judged (1 repetition(s) errored): 1 of 2 item repetitions passed"])
+    assert "FAILS burn-in" not in res.stdout.str() and "passes burn-in" not in res.stdout.str()
+    skipped = summarize([{**_result(k, "skipped", 1.0), "verdicts": []} for k in (1, 2)])
+    assert lines(skipped)[-1] == "  node n1 burn-in not measured (every repetition skipped): 0 of 0 item repetitions passed"
+    failed_too = summarize([_result(1, "error", 1.0), _result(2, "failed", 1.0)])
+    assert lines(failed_too)[-1] == "  node n1 FAILS burn-in: 0 of 2 item repetitions passed"

@@ -158,9 +158,15 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
         out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.passed + s.failed + s.errors}"
                    f" ({s.pass_ratio:.0%}); {shown}{trend}")
     for node, entry in sorted(by_node(summaries).items()):
-        word = "FAILS" if entry["pass_ratio"] != 1 else "INCOMPLETE" if incomplete else "passes"
-        out.append(f"  node {node} {word} burn-in: {entry['passed']} of {entry['judged']} item repetitions passed"
-                   + (" (the run did not finish)" if incomplete and word != "FAILS" else ""))
+        failed, errors = (sum(getattr(s, k) for s in summaries if node in (s.node or "").split(","))
+                          for k in ("failed", "errors"))
+        # FAILS only for a repetition that failed; an error is the harness's, never the node's; never `passes`
+        # for a repetition not judged, nor for a node whose every repetition skipped (it was not measured)
+        word = ("FAILS burn-in" if failed else f"burn-in not judged ({errors} repetition(s) errored)" if errors
+                else "burn-in not measured (every repetition skipped)" if not entry["judged"]
+                else "INCOMPLETE burn-in" if incomplete else "passes burn-in")
+        out.append(f"  node {node} {word}: {entry['passed']} of {entry['judged']} item repetitions passed"
+                   + (" (the run did not finish)" if incomplete and not failed else ""))
     return out
 
 
