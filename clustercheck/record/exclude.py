@@ -1,9 +1,12 @@
 """From verdicts to the scheduler: the exclusion list, draining, and resuming what we drained.
 
 Only *failed* items put a node on the list (DESIGN: an error is the harness's problem, never the
-node's). A node-scope failure names its node. A pair failure implicates both nodes, so a node is
-listed only when it failed pairs with two or more partners, or every pair it was in; a
-cluster-scope failure names no node.
+node's). A failed verdict whose subject names one of the item's nodes (a counter window's `<host>
+<device>`, an expectation about a host) lists that node, whatever the item's scope. Otherwise a
+node-scope failure names its node; a pair failure implicates both nodes, so a node is listed only when
+it failed pairs with two or more partners, or every pair it was in; a cluster-scope failure names no
+node, unless the item measured one node (a one-node run: the node is the cluster, and nothing else
+could have failed it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import hostlist
 
@@ -26,26 +29,79 @@ def _why(r: ResultEntry) -> str:
     return f"{r['check']} {brief(failed[0])}" if failed else r["check"]
 
 
+def not_judged(v: Mapping[str, Any]) -> bool:
+    """windows.despite's verdict on an item that errored or skipped while a counter window failed: its own
+    measurement was not judged, so it is no measurement of any node."""
+    return v.get("metric") == "measurement" and v.get("measured") == "not judged"
+
+
+def _nodes_of(r: ResultEntry) -> set[str]:
+    return {*(r.get("nodes") or ()), *filter(None, (r.get("node") or "").split(",")), *(r.get("unreachable") or ())}
+
+
+def named(r: ResultEntry) -> dict[str, str]:
+    """node -> why, for each of the item's nodes that one of its failed verdicts names: the first word of the
+    verdict's subject (a counter window's `<host> <device>`, an expectation's host)."""
+    nodes = _nodes_of(r)
+    out: dict[str, str] = {}
+    for v in r.get("verdicts") or ():
+        word = (v.get("subject") or "").split(maxsplit=1)[:1]
+        if not v["passed"] and word and word[0] in nodes:
+            out.setdefault(word[0], f"{r['check']} {brief(v)}")
+    return out
+
+
+def unnamed(r: ResultEntry) -> bool:
+    """Whether the item failed by something that names none of its nodes (the busbw of a pair or of the
+    cluster): a failed verdict with no node in its subject, other than despite()'s `not judged`; a failed
+    item none of whose verdicts names a node counts too (fail closed: its failure is not lost)."""
+    if r["outcome"] != "failed":
+        return False
+    nodes = _nodes_of(r)
+    failed = [v for v in r.get("verdicts") or () if not v["passed"]]
+    return not named(r) or any(not not_judged(v) and (v.get("subject") or "").split(maxsplit=1)[:1] not in
+                               [[n] for n in nodes] for v in failed)
+
+
 def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
     """node -> the first reason it is excluded for."""
     out: dict[str, str] = {}
     partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
+    first_pair: dict[str, ResultEntry] = {}  # node -> its first pair that failed
     for r in results:
-        where = r.get("node")
-        if r.get("scope") == "pair" and where:
+        where, scope = r.get("node"), r.get("scope")
+        if r["outcome"] == "failed":
+            for node, why in named(r).items():  # the evidence names it: it is to blame, not its peers
+                out.setdefault(node, why)
+        if scope == "pair" and where:
             a, b = where.split(",")
+            failed = r["outcome"] == "failed"
             for x, y in ((a, b), (b, a)):
-                partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or r["outcome"] == "failed"
-        elif r["outcome"] == "failed" and r.get("scope") != "cluster" and where:
+                partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or failed
+                if failed:
+                    first_pair.setdefault(x, r)
+        elif r["outcome"] == "failed" and scope != "cluster" and where:
             out.setdefault(where, _why(r))
+        elif unnamed(r) and scope == "cluster" and len(nodes := r.get("nodes") or []) == 1:
+            out.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
         for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
             out.setdefault(node, f"{r['check']}: stopped answering (no heartbeat: unreachable or dead)")
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
         if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
-            pair = next(r for r in results if r.get("scope") == "pair" and r["outcome"] == "failed"
-                        and node in (r.get("node") or "").split(","))
-            out[node] = f"{_why(pair)} (failed pairs with {', '.join(bad)})"
+            out[node] = f"{_why(first_pair[node])} (failed pairs with {', '.join(bad)})"
+    return out
+
+
+def unblamed(results: Sequence[ResultEntry]) -> list[str]:
+    """The checks of cluster- and pair-scope items that failed by something naming no node and put no node
+    on the list for it (the busbw of the whole cluster): the terminal says so rather than "no node failed"."""
+    listed = excluded(results)
+    out: list[str] = []
+    for r in results:
+        if r.get("scope") in ("cluster", "pair") and unnamed(r) and not listed.keys() & _nodes_of(r):
+            if (said := f"{r['scope']} check {r['check']}") not in out:
+                out.append(said)
     return out
 
 
@@ -79,9 +135,10 @@ def breaker(results: Sequence[ResultEntry], nodes: Mapping[str, str], run_nodes:
     has such a breaker for cordoning."""
     allowed = max(1, math.floor(share * run_nodes + 1e-9))
     failing: dict[str, set[str]] = {}
-    for r in results:
-        if r["outcome"] == "failed" and r.get("scope") != "cluster":
-            failing.setdefault(r["check"], set()).update(n for n in r.get("nodes") or [] if n in nodes)
+    for r in results:  # a cluster item counts the nodes its verdicts name (an Xid on every node trips it)
+        if r["outcome"] == "failed":
+            blamed = set(named(r)) | (set(r.get("nodes") or []) if r.get("scope") != "cluster" else set())
+            failing.setdefault(r["check"], set()).update(n for n in blamed if n in nodes)
     check, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
     if len(failed) <= allowed:
         return None

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import hostlist
 
 from clustercheck.judging import verdicts as vt
-from clustercheck.record.exclude import as_hostlist
+from clustercheck.record.exclude import as_hostlist, unblamed
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
@@ -116,10 +116,14 @@ def incomplete_line(rec: Record) -> str | None:
 MOST_NAMED = 8  # items named per node that never joined: the rest are counted (a pair check has one per node)
 
 
-def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None) -> list[tuple[str, str]]:
+def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
+                    results: Sequence[ResultEntry] = ()) -> list[tuple[str, str]]:
     """(line, colour) pairs: INCOMPLETE when the run did not finish, the exclusion list with reasons and
-    drains, then the nodes with errors and the nodes nothing measured."""
+    drains (and the cluster and pair checks that failed naming no node: never "no node failed a check"),
+    then the nodes with errors and the nodes nothing measured."""
     out: list[tuple[str, str]] = [(incomplete, "red")] if incomplete else []
+    blank = unblamed(results)
+    said = f"{', '.join(f'{b} failed' for b in blank)}; {'it names' if len(blank) == 1 else 'they name'} no node"
     if ex.get("hostlist"):
         out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
         out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
@@ -131,8 +135,14 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None)
             out.append((f"  taint {state}: {shlex.join(d['command'])}", ""))
         if ex.get("breaker"):
             out.append((f"  {ex['breaker']}", "yellow"))
+        if blank:
+            out.append((f"  and {said}", "yellow"))
     elif incomplete:
         out.append(("exclude: none so far (the run did not finish: nothing it did not measure is cleared)", ""))
+        if blank:
+            out.append((f"  {said}", "yellow"))
+    elif blank:
+        out.append((f"exclude: none ({said})", "yellow"))
     elif nodes > 1 or ex:
         out.append(("exclude: none (no node failed a check)", ""))
     unmeasured = ex.get("unmeasured") or {}
@@ -180,7 +190,7 @@ def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: 
     out = [(line, "") for line in summary_lines(burnin.folded(results))] + [("", "")]
     if burnin.repeated(results):
         out += [(line, "") for line in burnin.lines(burnin.summarize(results), incomplete is not None)] + [("", "")]
-    out += exclusion_lines(exclusion, nodes, incomplete)
+    out += exclusion_lines(exclusion, nodes, incomplete, results)
     if counters:
         out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
                     "allowance fails the item, an unreadable counter is an error", ""))

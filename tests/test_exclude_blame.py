@@ -1,0 +1,74 @@
+"""Whom a failure puts on the exclusion list (record/exclude.py): a failed verdict that names a node (a
+counter window's `<host> <device>`, an expectation about a host) blames that node whatever the item's
+scope; a cluster or pair failure that names no node blames no node (the terminal says which check), and
+an item that failed only by a node's counter window did not measure the nodes whose windows passed.
+Real runs where one Xid suffices (/dev/kmsg, as tests/test_counter_windows.py), and records of real runs
+through the hosts launcher where the Xid was logged on one node only (tests/fixtures/records: an
+audit's run with each node's kernel log read from its own file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import small_check, write_suite  # noqa: E402
+from test_counter_windows import KMSG, XID, _run_logging  # noqa: E402
+
+from clustercheck.record.exclude import excluded, unmeasured, untested  # noqa: E402
+
+RECORDS = Path(__file__).resolve().parent / "fixtures" / "records"
+LOOPBACK = "    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n"
+
+
+def _results(name: str) -> list[dict]:
+    lines = [json.loads(x) for x in (RECORDS / name).read_text().splitlines() if x.strip()]
+    return [x for x in lines if x["type"] == "result"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(KMSG, os.W_OK), reason="writing /dev/kmsg needs root")
+def test_an_xid_in_a_cluster_items_window_excludes_the_node_it_names(project: pytest.Pytester):
+    """A cluster-scope item failed by an Xid whose verdict names the node (`<host> 0000:3b:00`) printed the
+    FAIL and then `exclude: none (no node failed a check)`: cluster scope excluded no node, whatever the
+    evidence said."""
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("c").replace("measure: all_reduce",
+                                                                                  "measure: all_reduce\n    scope: cluster"))
+    with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
+        th.write("  c:\n" + LOOPBACK)
+    results, stdout = _run_logging(project, ["c:delay"], {1: XID})
+    assert {k: r["outcome"] for k, r in results.items()} == {"ok": "passed", "c": "failed"}, stdout
+    (xid,) = [v for v in results["c"]["verdicts"] if v["metric"] == "kernel.xid.79"]
+    host = xid["subject"].split()[0]
+    assert (project.path / "out" / "latest" / "exclude.txt").read_text() == f"{host}\n"
+    assert f"exclude: {host}   (sbatch --exclude={host})" in stdout
+    assert f"  {host}: c {host} 0000:3b:00 kernel.xid.79 1 > 0 count" in stdout
+
+
+def test_a_cluster_failure_naming_no_node_excludes_none_and_says_which_check(project: pytest.Pytester):
+    """Two nodes (hosts launcher), a cluster busbw floor no loopback reaches: nobody is excluded, and the
+    terminal says the cluster check failed naming no node, not `no node failed a check`."""
+    write_suite(project, "checks:\n" + small_check("too-fast").replace("measure: all_reduce",
+                                                                      "measure: all_reduce\n    scope: cluster"))
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "--launcher", "hosts",
+                            "--hosts", "h[1-2]", "--host-command", "env CC_HOST={host} {python}")
+    assert res.ret == 1
+    assert (project.path / "out" / "latest" / "exclude.txt").read_text() == ""
+    res.stdout.fnmatch_lines(["exclude: none (cluster check too-fast failed; it names no node)"])
+    assert "no node failed a check" not in res.stdout.str()
+
+
+def test_on_one_node_a_failed_cluster_item_excludes_that_node(project: pytest.Pytester):
+    """On a one-node run the node is the cluster: what failed the cluster item can only be that node's."""
+    write_suite(project, "checks:\n" + small_check("too-fast").replace("measure: all_reduce",
+                                                                      "measure: all_reduce\n    scope: cluster"))
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
+    assert res.ret == 1
+    (ex,) = [json.loads(x) for x in (project.path / "out" / "latest" / "run.jsonl").read_text().splitlines()
+             if '"type": "exclude"' in x]
+    ((node, why),) = ex["reasons"].items()
+    assert why.startswith("too-fast busbw ") and why.endswith("(the only node the cluster item measured)")
+    assert (project.path / "out" / "latest" / "exclude.txt").read_text() == f"{node}\n"
