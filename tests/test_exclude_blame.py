@@ -72,3 +72,22 @@ def test_on_one_node_a_failed_cluster_item_excludes_that_node(project: pytest.Py
     ((node, why),) = ex["reasons"].items()
     assert why.startswith("too-fast busbw ") and why.endswith("(the only node the cluster item measured)")
     assert (project.path / "out" / "latest" / "exclude.txt").read_text() == f"{node}\n"
+
+
+def test_a_pair_window_naming_one_node_excludes_it_and_not_its_healthy_peer():
+    """Record of `sp.yaml` (one pair check) on h[1-2] with an Xid logged on h2 only while the pair ran: the
+    pair rule excluded h1 as well (`failed pairs with h2`), though the verdict names h2."""
+    from clustercheck.record.exclude import unblamed
+
+    results = _results("pair-xid-on-h2.jsonl")
+    (pair,) = results
+    assert pair["outcome"] == "failed" and [v["subject"] for v in pair["verdicts"] if not v["passed"]] == ["h2 0000:3b:00"]
+    assert excluded(results) == {"h2": "ok h2 0000:3b:00 kernel.xid.79 1 > 0 count"}
+    assert untested(["h1", "h2"], results) == [] and unblamed(results) == []  # the pair measured both: h1 passed
+
+
+def test_a_pair_failure_naming_no_node_still_falls_back_to_the_partner_rule():
+    """The same pair failing its own busbw (no subject) still implicates both of its only nodes."""
+    (pair,) = _results("pair-xid-on-h2.jsonl")
+    busbw = {**pair["verdicts"][0], "metric": "busbw", "subject": None, "passed": False}
+    assert sorted(excluded([{**pair, "verdicts": [busbw]}])) == ["h1", "h2"]

@@ -66,8 +66,8 @@ def unnamed(r: ResultEntry) -> bool:
 def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
     """node -> the first reason it is excluded for."""
     out: dict[str, str] = {}
-    partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed
-    first_pair: dict[str, ResultEntry] = {}  # node -> its first pair that failed
+    partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed (by what names neither)
+    first_pair: dict[str, ResultEntry] = {}  # node -> its first pair that failed so
     for r in results:
         where, scope = r.get("node"), r.get("scope")
         if r["outcome"] == "failed":
@@ -75,7 +75,7 @@ def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
                 out.setdefault(node, why)
         if scope == "pair" and where:
             a, b = where.split(",")
-            failed = r["outcome"] == "failed"
+            failed = unnamed(r)
             for x, y in ((a, b), (b, a)):
                 partners.setdefault(x, {})[y] = partners.get(x, {}).get(y, False) or failed
                 if failed:
