@@ -239,6 +239,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         entry = _entry(item, report)
         if isinstance(exc, Unreachable):  # nodes that stopped answering: the exclusion list names them
             entry["unreachable"] = list(exc.nodes)
+        elif item.outcome is not None and item.outcome.unreachable:  # and failed by another's window (an Xid)
+            entry["unreachable"] = list(item.outcome.unreachable)
         elif isinstance(exc, NeverJoined):  # not run for want of nodes that never joined: the reports count it
             entry["absent"] = list(exc.nodes)
         from clustercheck.report.junit import properties

@@ -91,3 +91,36 @@ def test_a_pair_failure_naming_no_node_still_falls_back_to_the_partner_rule():
     (pair,) = _results("pair-xid-on-h2.jsonl")
     busbw = {**pair["verdicts"][0], "metric": "busbw", "subject": None, "passed": False}
     assert sorted(excluded([{**pair, "verdicts": [busbw]}])) == ["h1", "h2"]
+
+
+def test_an_xid_on_one_node_while_another_is_lost_fails_the_item_and_excludes_both():
+    """Record of `sc.yaml` on h[1-3] (cluster all_reduce) with h3's agent SIGKILLed and an Xid on h2 in the
+    same check: the Xid was thrown away with the item's Unreachable error (an error, h3 alone excluded). The
+    item now fails by h2's window, h3 stays `unreachable`, and h1, whose window passed, was not measured."""
+    results = _results("lost-h3-xid-on-h2.jsonl")
+    ok = results[0]
+    assert ok["outcome"] == "failed" and ok["unreachable"] == ["h3"]
+    assert [(v["metric"], v["subject"]) for v in ok["verdicts"]] == [("measurement", None), ("kernel.xid.79", "h2 0000:3b:00")]
+    assert list(excluded(results)) == ["h2", "h3"]
+    assert excluded(results)["h3"] == "ok: stopped answering (no heartbeat: unreachable or dead)"
+
+
+def test_despite_keeps_an_answering_nodes_failed_window_beside_an_unreachable_one():
+    """windows.despite returned an Unreachable as it was, so h2's Xid in the same check never became a
+    verdict; now the item fails with it, naming h3 unreachable, and h3's own window is not judged."""
+    from clustercheck.counters.allowances import DEFAULTS, Judgement, judge
+    from clustercheck.counters.delta import Delta, Increase
+    from clustercheck.errors import Unreachable
+    from clustercheck.judging.measurement import Outcome
+    from clustercheck.judging.windows import despite
+
+    xid = judge(Delta("h2", 5.0, (Increase("kernel.xid.79", "0000:3b:00", 0, 1, lines=(XID,)),), ()), DEFAULTS)
+    lost = judge(Delta("h3", 5.0, (Increase("kernel.xid.79", "0000:5e:00", 0, 1, lines=(XID,)),), ()), DEFAULTS)
+    windows = {"h1": Judgement("h1", 5.0, (), ()), "h2": xid, "h3": lost}
+    got = despite("ok", Unreachable("rank 2 (h3) was lost", ("h3",)), windows, ["h1", "h2", "h3"])
+    assert isinstance(got, Outcome) and got.unreachable == ("h3",)
+    assert [(v.metric, v.subject, v.passed) for v in got.verdicts] == [
+        ("measurement", None, False), ("kernel.xid.79", "h2 0000:3b:00", False)]
+    quiet = {**windows, "h2": Judgement("h2", 5.0, (), ())}
+    assert isinstance(despite("ok", Unreachable("lost", ("h3",)), quiet, ["h1", "h2", "h3"]), Unreachable)
+

@@ -55,3 +55,6 @@ class Outcome:
     # what was not judged because the node has not got it (`<node>: <what>`: a GPU without ECC, a node
     # without InfiniBand): said in the record and every report, never an error and never silence
     notes: tuple[str, ...] = ()
+    # nodes that stopped answering in an item failed by another node's counter window (windows.despite): the
+    # result names them `unreachable`, as an Unreachable error's would
+    unreachable: tuple[str, ...] = ()

@@ -58,16 +58,18 @@ def despite(check_id: str, exc: ClusterCheckError, windows: Mapping[str, Judgeme
     """An item its ranks did not answer (an error) or that does not apply (a skip), when a window of its
     nodes failed (an Xid, a device gone): the hardware failed while it ran, so the item fails, with the
     windows' verdicts and one saying why its own measurement was not judged. Otherwise the error or skip
-    stands as it is: a window that could not be read adds nothing to an item that judged nothing. So does
-    Unreachable, whose nodes the exclusion list names as having stopped answering."""
-    judged = [w for node in nodes if isinstance(w := windows.get(node), Judgement)]
-    if isinstance(exc, Unreachable) or not any(w.failed or w.vanished for w in judged):
+    stands as it is: a window that could not be read adds nothing to an item that judged nothing. An
+    Unreachable's nodes stopped answering (the exclusion list names them, from the outcome's `unreachable`):
+    their windows are not judged, but a failed window of a node still answering fails the item as well."""
+    gone = tuple(exc.nodes) if isinstance(exc, Unreachable) else ()
+    judged = [w for node in nodes if node not in gone and isinstance(w := windows.get(node), Judgement)]
+    if not any(w.failed or w.vanished for w in judged):
         return exc
     why = f"{'skipped' if isinstance(exc, Skip) else 'error'}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     rule = Expectation(check_id, "measurement", "measured and judged", "built in", why)
     own = Verdict("measurement", "not judged", "", rule, False, detail=why)
     return Outcome(Measurement({}, {}), [own] + [v for w in judged for v in verdicts(w, check_id)], {},
-                   notes=window_notes(windows, nodes))
+                   notes=window_notes(windows, nodes), unreachable=gone)
 
 
 def window_notes(windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> tuple[str, ...]:
