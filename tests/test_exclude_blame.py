@@ -105,6 +105,15 @@ def test_an_xid_on_one_node_while_another_is_lost_fails_the_item_and_excludes_bo
     assert excluded(results)["h3"] == "ok: stopped answering (no heartbeat: unreachable or dead)"
 
 
+def test_an_item_failed_only_by_a_window_measured_only_the_node_whose_window_failed():
+    """An errored item failed by one node's window (windows.despite) read as measuring all its nodes: the
+    record said `untested: []` though its own measurement was never judged."""
+    results = _results("lost-h3-xid-on-h2.jsonl")
+    assert untested(["h1", "h2", "h3"], results) == ["h1", "h3"]
+    node_item = {**results[0], "scope": "pair", "node": "h1,h2", "nodes": ["h1", "h2"], "name": "ok[h1,h2]"}
+    assert untested(["h1", "h2"], [node_item]) == ["h1"] and unmeasured([node_item]) == {"h1": ["ok[h1,h2]"]}
+
+
 def test_despite_keeps_an_answering_nodes_failed_window_beside_an_unreachable_one():
     """windows.despite returned an Unreachable as it was, so h2's Xid in the same check never became a
     verdict; now the item fails with it, naming h3 unreachable, and h3's own window is not judged."""
@@ -123,4 +132,3 @@ def test_despite_keeps_an_answering_nodes_failed_window_beside_an_unreachable_on
         ("measurement", None, False), ("kernel.xid.79", "h2 0000:3b:00", False)]
     quiet = {**windows, "h2": Judgement("h2", 5.0, (), ())}
     assert isinstance(despite("ok", Unreachable("lost", ("h3",)), quiet, ["h1", "h2", "h3"]), Unreachable)
-

@@ -105,24 +105,38 @@ def unblamed(results: Sequence[ResultEntry]) -> list[str]:
     return out
 
 
+def _measured(r: ResultEntry) -> set[str]:
+    """The nodes an item measured: every node of one that passed or failed, but of one that failed only by
+    its counter windows (its own measurement `not judged`: windows.despite) only the nodes a window failed on."""
+    if r["outcome"] not in ("passed", "failed"):
+        return set()
+    if any(not_judged(v) for v in r.get("verdicts") or ()):
+        return set(named(r))
+    return set(r.get("nodes") or [])
+
+
 def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
-    """node -> its items that ended in error. Never a reason to exclude (the harness could not
-    measure), but a gate must say which nodes went unmeasured rather than pass them in silence."""
+    """node -> its items that ended in error (or failed only by another node's counter window, their own
+    measurement not judged). Never a reason to exclude (the harness could not measure), but a gate must say
+    which nodes went unmeasured rather than pass them in silence."""
     out: dict[str, list[str]] = {}
     for r in results:
-        if r["outcome"] == "error" and r.get("scope") != "cluster" and r.get("node"):
+        if r.get("scope") == "cluster" or not r.get("node"):
+            continue
+        if r["outcome"] == "error" or r["outcome"] == "failed" and any(not_judged(v) for v in r.get("verdicts") or ()):
             for node in (r.get("node") or "").split(","):
-                out.setdefault(node, []).append(r["name"])
+                if node not in _measured(r):
+                    out.setdefault(node, []).append(r["name"])
     return out
 
 
 def untested(nodes: Sequence[str], results: Sequence[ResultEntry]) -> list[str]:
     """Nodes that no item measured: none of the items covering them passed or failed (all errored, were
-    skipped or never ran). Never excluded, never silently absent: the gate knows nothing of them."""
+    skipped or never ran), or failed only by another node's counter window. Never excluded, never silently
+    absent: the gate knows nothing of them."""
     measured: set[str] = set()
     for r in results:
-        if r["outcome"] in ("passed", "failed"):
-            measured.update(r.get("nodes") or [])
+        measured |= _measured(r)
     return [n for n in nodes if n not in measured]
 
 
