@@ -131,3 +131,19 @@ def test_another_platform_is_said_in_its_own_line(project: pytest.Pytester) -> N
     b_plat = edited(run, project.path / "b_plat", h100)
     out = cc("compare", str(b_plat), str(run), cwd=project.path)
     assert out.stdout.splitlines()[2] == "platforms differ: h100-sxm-8x -> cpu", out.stdout
+
+
+def test_a_change_beyond_the_tolerance_within_the_runs_spread_says_so_in_its_row(project: pytest.Pytester) -> None:
+    """--compare b_nan printed `busbw vs baseline -9.742% (0.4506 -> 0.4067 GB/s) >= -5% -94.8% pass`: a pass
+    beyond the tolerance, because the change was within the runs' own spread, which the row did not say."""
+    run = real_run(project)
+
+    def noisy(lines: list[dict[str, Any]]) -> None:  # 3x faster, its iterations spread +-10000% (gloo moves 3x)
+        r = item(lines, "ok")
+        next(v for v in r["verdicts"] if v["metric"] == "busbw")["measured"] *= 3
+        r["metrics"]["iter_cv"] = {"value": 50.0, "unit": "ratio"}
+
+    base = edited(run, project.path / "b_noisy", noisy)
+    res = project.runpytest(*RUN, "-k", "ok and not ok2", "--compare", str(base))
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*busbw vs baseline  *% (* -> * GB/s, within the runs' spread +-10000.0%)*"])

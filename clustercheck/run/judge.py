@@ -169,8 +169,10 @@ class Baseline:
                       f"baseline measured {fmt(c.baseline)} {c.unit}", self.origin)
         verdict = of_limit(limit.metric, c.change * 100, limit, subject=c.subject)
         # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify); a change
-        # within the runs' own spread is noise, not a regression
+        # within the runs' own spread is noise, not a regression, and its row says so (the terminal shows the
+        # detail up to its first " (": the spread goes before it)
+        noise = f", within the runs' spread +-{c.noise * 100:.1f}%" if c.kind == "noise" else ""
         return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
                        verdict.margin, subject=c.subject,
-                       detail=f"{fmt(c.baseline)} -> {fmt(c.current)} {c.unit} ({c.percent()}; {c.direction} is "
-                              f"better, at most {self.tolerance * 100:g}% worse allowed{c.why()})")
+                       detail=f"{fmt(c.baseline)} -> {fmt(c.current)} {c.unit}{noise} ({c.percent()}; {c.direction} "
+                              f"is better, at most {self.tolerance * 100:g}% worse allowed{c.why()})")
