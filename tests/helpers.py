@@ -6,8 +6,10 @@ import it; conftest.py keeps only the fixtures and hooks pytest must find there.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -127,3 +129,13 @@ def clustercheck_here(*args: str, cwd: Path, env: Mapping[str, str] | None = Non
         except SystemExit as exc:  # argparse's own exits
             code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     return subprocess.CompletedProcess(["clustercheck", *args], code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def one_kernel_log() -> Iterator[None]:
+    """Held by every test whose run reads the counters (--counters): the machine has one kernel log
+    (/dev/kmsg), and an Xid a test writes there lands in the window of any --counters run on another
+    xdist worker at the time. The holders take turns; other tests never read the kernel log."""
+    with open(Path(tempfile.gettempdir()) / "clustercheck-tests-kernel-log.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

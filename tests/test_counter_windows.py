@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import small_check, write_suite
+from helpers import one_kernel_log, small_check, write_suite
 
 KMSG = Path("/dev/kmsg")
 XID = "clustercheck-test: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
@@ -32,6 +32,12 @@ def _run_logging(project: pytest.Pytester, faults: list[str], xids: dict[int, st
     """Run suites/s.yaml with --counters and the faults, writing xids[k] to /dev/kmsg once k results are
     recorded (the k+1-th check's window is then open); each item's result by check, and the run's output."""
     out = project.path / "out"
+    with one_kernel_log():
+        return _run_logged(project, out, faults, xids)
+
+
+def _run_logged(project: pytest.Pytester, out: Path, faults: list[str], xids: dict[int, str]
+                ) -> tuple[dict[str, dict], str]:
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/s.yaml",
                              "--thresholds", "thresholds", "--cc-out", str(out), "--cc-counters",
                              *[a for f in faults for a in ("--cc-inject-fault", f)]],
@@ -159,8 +165,9 @@ def test_what_a_node_has_not_got_is_said_in_the_record_and_every_report(project:
         pytest.skip("this machine has every counter source the readers know")
     write_suite(project, "checks:\n" + small_check("ok"))
     out = project.path / "out"
-    res = project.runpytest("-p", "no:cacheprovider", "suites/s.yaml", "--thresholds", "thresholds",
-                            "--cc-out", str(out), "--cc-counters")
+    with one_kernel_log():
+        res = project.runpytest("-p", "no:cacheprovider", "suites/s.yaml", "--thresholds", "thresholds",
+                                "--cc-out", str(out), "--cc-counters")
     res.assert_outcomes(passed=1)
     (result,) = _results(out / "latest")
     host = socket.gethostname()
