@@ -63,6 +63,35 @@ def test_a_baseline_that_measured_0_is_not_compared_and_the_run_ends_whole(proje
     assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str() and res.ret == 0
     (result,) = latest(project)["results"]
     assert not [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
+    # not compared, and said so on the item (every report shows its notes), not silence
+    node = latest(project)["run"]["nodes"][0]
+    assert f"{node}: not compared with the baseline: busbw: the baseline measured 0 GB/s, nothing to compare a " \
+           "change with" in result["notes"], result.get("notes")
+    res.stdout.fnmatch_lines([f"note: {node}: not compared with the baseline: busbw: the baseline measured 0 GB/s*"])
+
+
+def test_what_the_baseline_has_not_got_is_a_note_on_the_item(project: pytest.Pytester) -> None:
+    """An item the baseline has not got, and one it judged at another size, are judged by their own limits
+    and each says on its item why it was not compared; they were dropped in silence."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    project.runpytest(*RUN).assert_outcomes(passed=1)
+    baseline = (project.path / "out" / "latest").resolve()
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("new"))
+    with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
+        th.write("  new:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
+    lines = [json.loads(x) for x in (baseline / "run.jsonl").read_text().splitlines()]
+    for x in lines:
+        if x.get("type") == "result":
+            x["judged_at"] = 1024  # judged at 1 KiB in the baseline
+    (baseline / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = project.runpytest(*RUN, "--compare", str(baseline))
+    res.assert_outcomes(passed=2)
+    notes = {r["check"]: r.get("notes") for r in latest(project)["results"]}
+    node = latest(project)["run"]["nodes"][0]
+    assert len(notes["new"]) == 1 and notes["new"][0].startswith(f"{node}: not compared: not in the baseline "
+                                                                 "(--compare "), notes
+    assert any(n.startswith(f"{node}: not compared with the baseline: busbw: judged at 1 KiB in the baseline")
+               for n in notes["ok"]), notes
 
 
 def test_an_item_that_passed_in_the_baseline_and_is_skipped_now_is_not_judged(project: pytest.Pytester) -> None:

@@ -171,12 +171,12 @@ def test_what_a_node_has_not_got_is_said_in_the_record_and_every_report(project:
     res.assert_outcomes(passed=1)
     (result,) = _results(out / "latest")
     host = socket.gethostname()
-    assert result["notes"] == [f"{host}: {note}" for note in absent]
-    said = f"not judged, not on this hardware: {host}: {absent[0]}"
-    res.stdout.fnmatch_lines([f"counters {said}"])
+    said = f"{host}: counters not judged, not on this hardware: {absent[0]}"
+    assert result["notes"] == [f"{host}: counters not judged, not on this hardware: {note}" for note in absent]
+    res.stdout.fnmatch_lines([f"note: {said}"])
     run = out / "latest"
-    assert said in (run / "junit.xml").read_text()
-    assert f"<li>{host}: {absent[0]}</li>" in (run / "report.html").read_text()
+    assert f"note: {said}" in (run / "junit.xml").read_text()
+    assert f"<li>{said}</li>" in (run / "report.html").read_text()
     (ctrf,) = json.loads((run / "ctrf.json").read_text())["results"]["tests"]
     assert ctrf["extra"]["clustercheck.item"]["notes"] == result["notes"]
     (sla,) = json.loads((run / "sla.json").read_text())["checks"]
@@ -186,16 +186,18 @@ def test_what_a_node_has_not_got_is_said_in_the_record_and_every_report(project:
 def test_one_note_of_many_nodes_is_said_once_with_their_hostlist():
     from clustercheck.counters.allowances import Judgement
     from clustercheck.judging.windows import window_notes
-    from clustercheck.report.terminal import absent
+    from clustercheck.judging.windows import NOT_HERE
+    from clustercheck.report.terminal import notes
 
     no_ib, no_ecc = "no InfiniBand devices (/sys/class/infiniband absent)", "GPU0: no ECC"
     windows = {f"n{i}": Judgement(f"n{i}", 1.0, (), (), (no_ib,) + ((no_ecc,) if i < 3 else ())) for i in range(1, 5)}
     windows["n5"] = "no counter snapshot from n5 after the check"  # an error (item_verdicts), never a note
-    assert window_notes(windows, ["n1", "n2", "n3", "n4", "n5"]) == (f"n[1-4]: {no_ib}", f"n[1-2]: {no_ecc}")
+    assert window_notes(windows, ["n1", "n2", "n3", "n4", "n5"]) == (f"n[1-4]: {NOT_HERE}: {no_ib}",
+                                                                     f"n[1-2]: {NOT_HERE}: {no_ecc}")
     # the run's end says each note once, over every item that carried it
     items = [{"notes": [f"n[1-2]: {no_ib}"]}, {"notes": [f"n[3-4]: {no_ib}", "n1: GPU0: no ECC"]}]
-    assert absent(items) == [f"n[1-4]: {no_ib}", f"n1: {no_ecc}"]  # type: ignore[arg-type]
-    assert absent([{"notes": [f"n{i}: note {i}"]} for i in range(8)], most=5)[-1] == "and 3 more (report.html, each item)"  # type: ignore[misc]
+    assert notes(items) == [f"n[1-4]: {no_ib}", f"n1: {no_ecc}"]  # type: ignore[arg-type]
+    assert notes([{"notes": [f"n{i}: note {i}"]} for i in range(8)], most=5)[-1] == "and 3 more (report.html, each item)"  # type: ignore[misc]
 
 
 def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only_while_it_is_theirs(tmp_path):

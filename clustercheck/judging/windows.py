@@ -75,14 +75,18 @@ def despite(check_id: str, exc: ClusterCheckError, windows: Mapping[str, Judgeme
 def window_notes(windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> tuple[str, ...]:
     """What the item's nodes have not got, so their windows did not judge it (no ECC, no InfiniBand, a
     counter NVML does not offer on any link), as `<nodes>: <note>`, the nodes of one note as a hostlist (64
-    nodes of one model would otherwise say the same thing 64 times on every item); a window that is not
-    there is not a note but an error (item_verdicts)."""
+    nodes of one model would otherwise say the same thing 64 times on every item), each saying what it is
+    (an item's notes are of several kinds: record/schema.py); a window that is not there is not a note
+    but an error (item_verdicts)."""
     by_note: dict[str, list[str]] = {}
     for node in nodes:
         window = windows.get(node)
         for note in window.notes if isinstance(window, Judgement) else ():
             by_note.setdefault(note, []).append(node)
-    return tuple(f"{hostlist.collect_hostlist(hosts)}: {note}" for note, hosts in by_note.items())
+    return tuple(f"{hostlist.collect_hostlist(hosts)}: {NOT_HERE}: {note}" for note, hosts in by_note.items())
+
+
+NOT_HERE = "counters not judged, not on this hardware"  # a window's note: what the node has not got
 
 
 def errored_check(windows: Mapping[str, Judgement | str]) -> str:

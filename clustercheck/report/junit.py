@@ -75,7 +75,7 @@ def verdict_lines(r: ResultEntry) -> list[str]:
         lines.append(f"worst: {r['worst']}")
     if r.get("comm"):
         lines.append(f"comm: {comm_line(r['comm'])}")
-    lines += [f"not judged, not on this hardware: {note}" for note in r.get("notes") or ()]
+    lines += [f"note: {note}" for note in r.get("notes") or ()]
     return lines
 
 

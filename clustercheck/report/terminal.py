@@ -166,9 +166,10 @@ def file_lines(run_dir: Path, url: bool = False) -> list[str]:
             for name in FILES + signed]
 
 
-def absent(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
-    """The items' notes (what their nodes have not got), each once over the whole run with every node
-    that said it, the first `most` of them and a count of the rest."""
+def notes(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
+    """The items' notes (`<nodes>: <what>`: a counter their nodes have not got, a node lost mid-run, what
+    could not be compared with a baseline), each once over the whole run with every node that said it, the
+    first `most` of them and a count of the rest."""
     by_note: dict[str, list[str]] = {}
     for r in results:
         for note in r.get("notes") or ():
@@ -194,5 +195,5 @@ def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: 
     if counters:
         out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
                     "allowance fails the item, an unreadable counter is an error", ""))
-        out += [(f"counters not judged, not on this hardware: {line}", "yellow") for line in absent(results)]
+    out += [(f"note: {line}", "yellow") for line in notes(results)]  # said whatever the options
     return out + [(line, "") for line in file_lines(run_dir, url=url)]

@@ -150,18 +150,23 @@ class Baseline:
             return HarnessError(f"not judged: passed in the baseline ({self.origin}), skipped now: {exc}")
         return exc
 
-    def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> list[Verdict]:
+    def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> tuple[list[Verdict], tuple[str, ...]]:
         """One verdict per directional metric that the baseline judged the same way: the relative change in
         percent, failing when it got worse by the tolerance or more and beyond the two runs' own spread
-        (record.compare.match); a latency-bound time is left to its own limit."""
+        (record.compare.match); a latency-bound time is left to its own limit. And a note per thing that
+        could not be compared (an item or metric not in the baseline, another judged size or params, a
+        value that is not a number), which every report shows on the item: never silence. The item was
+        judged by its own limits all the same, so a note, not a failed verdict."""
         old = self.items.get(item)
         if old is None:
-            return []
+            return [], (f"not compared: not in the baseline ({self.origin})",)  # each said as `<nodes>: ...`
         m = outcome.measurement
         now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,
+               "params": dict(check.params),
                "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
-        changes, _ = match(item, old, now, self.tolerance)
-        return [self._verdict(check, c) for c in changes if c.kind != "latency"]
+        changes, skipped = match(item, old, now, self.tolerance)
+        notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for _, why in skipped))
+        return [self._verdict(check, c) for c in changes if c.kind != "latency"], notes
 
     def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
         op, bound = (">=", -self.tolerance * 100) if c.direction == HIGHER else ("<=", self.tolerance * 100)

@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+import hostlist
+
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, NoThreshold, UserError
 from clustercheck.judging.fabric import RunFabric, run_fabric
@@ -242,8 +244,10 @@ class CheckSession:
             raise self._unmeasured(item_id, outcome)
         if self.baseline is None:
             return outcome
-        return dataclasses.replace(outcome, verdicts=outcome.verdicts + self.baseline.regressions(
-            check, item_id, outcome))
+        verdicts, whys = self.baseline.regressions(check, item_id, outcome)
+        hosts = hostlist.collect_hostlist(scopes.members(where, self.runner.live() if self.runner else self.nodes))
+        return dataclasses.replace(outcome, verdicts=outcome.verdicts + verdicts,
+                                   notes=(*outcome.notes, *(f"{hosts}: {why}" for why in whys)))
 
     def _unmeasured(self, item_id: str, exc: Exception) -> Exception:
         """What an item that measured nothing raises: its own error or skip, or under --compare a skip of
