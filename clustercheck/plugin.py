@@ -371,8 +371,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(line, **({colour: True} if colour else {}))
-    if cs.baseline is not None and (software := software_since(cs.baseline.run, cs.run_dir / "run.jsonl")):
-        terminalreporter.write_line(software)  # --compare: a regression that comes with a new NCCL is that first
+    if cs.baseline is not None:  # --compare: what the baseline is, where it is no like-for-like reference
+        for line in cs.baseline.said(cs.profile.name if cs.profile else "", cs.results):
+            terminalreporter.write_line(line, yellow=True)
+        if software := software_since(cs.baseline.run, cs.run_dir / "run.jsonl"):
+            terminalreporter.write_line(software)  # a regression that comes with a new NCCL is that first
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")
         for line in TIMINGS.lines():

@@ -143,3 +143,23 @@ def test_progress_lines_name_check_node_count_and_time_left(project: pytest.Pyte
     res = project.runpytest(*RUN)  # on by default; off a terminal, whole lines among pytest's own
     res.stdout.fnmatch_lines(["clustercheck [[]1/2] ok on *, elapsed 0:0?",
                               "clustercheck [[]2/2] too-fast, elapsed *, about *:?? left"])
+
+
+def test_a_baseline_that_is_no_like_for_like_reference_is_said(project: pytest.Pytester) -> None:
+    """A baseline that did not finish, of another platform, sharing no item with the run: each said in one
+    line at the run's end. It was used without a word, and a run of another suite passed, comparing nothing."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    project.runpytest(*RUN).assert_outcomes(passed=1)
+    baseline = (project.path / "out" / "latest").resolve()
+    lines = [json.loads(x) for x in (baseline / "run.jsonl").read_text().splitlines()]
+    lines[0]["platform"] = "h100-sxm-8x"
+    (baseline / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines if x.get("type") != "end"))
+    write_suite(project, "checks:\n" + small_check("other"))
+    with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
+        th.write("  other:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
+    res = project.runpytest(*RUN, "--compare", str(baseline))
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["the baseline's verdict is INCOMPLETE: *",
+                              "platforms differ from the baseline: h100-sxm-8x -> cpu",
+                              "no item of this run is in the baseline (*): nothing was compared"])
+

@@ -142,6 +142,23 @@ class Baseline:
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
 
+    def said(self, platform: str, results: list[ResultEntry]) -> list[str]:
+        """What the run's end says of the baseline where it is no like-for-like reference, one line each: a
+        verdict that is no PASS (INCOMPLETE, FAIL, ERROR), another platform, no item in common with this
+        run (`results`): its numbers are then no reference for a pass."""
+        from clustercheck.record.compare_report import verdict_line
+        from clustercheck.report.status import run_status
+
+        run = self.run
+        if run.record is not None and not run.verdict:
+            run = replace(run, verdict=run_status(run.record)["verdict"])
+        out = [line] if (line := verdict_line(run)) else []
+        if platform and run.platform() != platform:
+            out.append(f"platforms differ from the baseline: {run.platform()} -> {platform}")
+        if results and not any(item_id(r) in self.items for r in results):
+            out.append(f"no item of this run is in the baseline ({display(run.path.parent)}): nothing was compared")
+        return out
+
     def skipped_now(self, item: str, exc: Exception) -> Exception:
         """What an item that did not measure raises: a skip of one that passed in the baseline is not judged,
         a harness error (what passed is not known to pass still: `clustercheck compare` exits 3 for it)."""
