@@ -147,3 +147,6 @@ def test_a_change_beyond_the_tolerance_within_the_runs_spread_says_so_in_its_row
     res = project.runpytest(*RUN, "-k", "ok and not ok2", "--compare", str(base))
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*busbw vs baseline  *% (* -> * GB/s, within the runs' spread +-10000.0%)*"])
+    (verdict,) = [v for v in json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"][0]
+                  ["verdicts"] if v["metric"] == "busbw vs baseline"]
+    assert verdict["passed"] and (verdict["margin"] is None or verdict["margin"] >= 0), verdict  # no "-94.8% pass"

@@ -195,6 +195,7 @@ class Baseline:
         # detail up to its first " (": the spread goes before it)
         noise = f", within the runs' spread +-{c.noise * 100:.1f}%" if c.kind == "noise" else ""
         return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
-                       verdict.margin, subject=c.subject,
+                       None if noise and (verdict.margin or 0) < 0 else verdict.margin,  # none beyond the bound
+                       subject=c.subject,
                        detail=f"{fmt(c.baseline)} -> {fmt(c.current)} {c.unit}{noise} ({c.percent()}; {c.direction} "
                               f"is better, at most {self.tolerance * 100:g}% worse allowed{c.why()})")
