@@ -43,6 +43,21 @@ checks:
 """
 
 
+def all_reduce_suite(*checks: str) -> str:
+    """A suite of small all_reduce checks (64 KiB, 2 iterations), each `ID:SCOPE`, `ID:SCOPE:min_nodes=N` or
+    `ID:SCOPE:env=NAME=VALUE`: the multi-node tests' suites differ only in which checks and scopes."""
+    out = ["checks:"]
+    for spec in checks:
+        name, scope, *extra = spec.split(":")
+        out += [f"  - id: {name}", "    measure: all_reduce", f"    scope: {scope}"]
+        for e in extra:
+            key, _, value = e.partition("=")
+            out.append(f"    min_nodes: {value}" if key == "min_nodes" else
+                       f"    env: {{{value.split('=')[0]}: \"{value.split('=', 1)[1]}\"}}")
+        out.append("    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}")
+    return "\n".join(out) + "\n"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,31 +16,13 @@ from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import one_kernel_log  # noqa: E402
-from joining import LIMITS, kill_mid_run, results  # noqa: E402
+from joining import LIMITS, all_reduce_suite, kill_mid_run, results  # noqa: E402
 from test_attestation import openssl_key  # noqa: E402
 from test_hosts_agents import agent_pid, run  # noqa: E402
 
 pytestmark = pytest.mark.pool  # whole runs with real rank pools
 
-SMALL = "params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}"
-LATER = f"""checks:
-  - id: node-ar
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: node-later
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: links
-    measure: all_reduce
-    scope: pair
-    {SMALL}
-  - id: across
-    measure: all_reduce
-    scope: cluster
-    {SMALL}
-"""
+LATER = all_reduce_suite("node-ar:node", "node-later:node", "links:pair", "across:cluster")
 LINKS = "  links:\n    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n" \
         "  across:\n    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n"
 
@@ -96,21 +78,7 @@ def test_a_node_lost_in_one_check_costs_the_later_checks_only_its_own_items(tmp_
     assert "Traceback" not in out
 
 
-TOO_FEW = f"""checks:
-  - id: node-ar
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: links
-    measure: all_reduce
-    scope: pair
-    {SMALL}
-  - id: across
-    measure: all_reduce
-    scope: cluster
-    min_nodes: 2
-    {SMALL}
-"""
+TOO_FEW = all_reduce_suite("node-ar:node", "links:pair", "across:cluster:min_nodes=2")
 
 
 def test_a_check_the_nodes_left_are_too_few_for_is_an_error_naming_the_lost_node(tmp_path: Path) -> None:
@@ -135,12 +103,7 @@ def test_a_check_the_nodes_left_are_too_few_for_is_an_error_naming_the_lost_node
     assert "Traceback" not in out
 
 
-PAIRS = f"""checks:
-  - id: links
-    measure: all_reduce
-    scope: pair
-    {SMALL}
-"""
+PAIRS = all_reduce_suite("links:pair")
 
 
 def test_a_node_lost_in_a_pair_checks_first_round_leaves_its_later_pairs_errors_and_the_others_measured(

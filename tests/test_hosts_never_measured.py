@@ -19,23 +19,12 @@ from clustercheck.exitcodes import Exit
 from clustercheck.run import scopes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import LIMITS, alive, results, wait_for  # noqa: E402
+from joining import LIMITS, all_reduce_suite, alive, results, wait_for  # noqa: E402
 from test_hosts_agents import agent_pid, run  # noqa: E402
 
 pytestmark = pytest.mark.pool  # whole runs with real rank pools
 
-SMALL = "params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}"
-ACROSS = f"""checks:
-  - id: node-ar
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: across
-    measure: all_reduce
-    scope: cluster
-    min_nodes: 2
-    {SMALL}
-"""
+ACROSS = all_reduce_suite("node-ar:node", "across:cluster:min_nodes=2")
 
 
 def project(tmp: Path, suite: str) -> None:
@@ -66,16 +55,7 @@ def test_a_two_node_check_whose_second_node_never_joined_is_an_error_naming_it(t
     assert "Traceback" not in out
 
 
-PAIRS = f"""checks:
-  - id: node-ar
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: links
-    measure: all_reduce
-    scope: pair
-    {SMALL}
-"""
+PAIRS = all_reduce_suite("node-ar:node", "links:pair")
 
 
 def test_each_pair_with_a_node_that_never_joined_is_planned_and_named_not_run(tmp_path: Path) -> None:
@@ -128,21 +108,7 @@ def test_a_run_planned_with_one_node_still_skips_a_two_node_check(tmp_path: Path
                                           "this run has 1")
 
 
-LATER_POOL = f"""checks:
-  - id: cluster-ar
-    measure: all_reduce
-    scope: cluster
-    {SMALL}
-  - id: node-ar
-    measure: all_reduce
-    scope: node
-    {SMALL}
-  - id: own-env
-    measure: all_reduce
-    scope: node
-    env: {{NCCL_DEBUG_SUBSYS: "INIT"}}
-    {SMALL}
-"""
+LATER_POOL = all_reduce_suite("cluster-ar:cluster", "node-ar:node", "own-env:node:env=NCCL_DEBUG_SUBSYS=INIT")
 
 
 def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp_path: Path) -> None:
