@@ -36,7 +36,7 @@ class Fields:
         return UserError(message, file=self.file, line=self.line_of(key) or None, key=self.key_path(key))
 
     def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ..., *,
-            check: Callable[[Any], str | None] | None = None) -> Any:
+            check: Callable[[Any], str | None] | None = None, any_number_form: bool = False) -> Any:
         self.seen.add(key)
         if key in self.data and self.data[key] is None and default is not ...:
             # `iters:` with no value is a mistake (a value lost in an edit), never the default: read as one, it
@@ -50,7 +50,7 @@ class Fields:
                                 key=self.key_path(key))
             return default
         value = self.data[key]
-        problem = self._number_form(key, value)
+        problem = self._number_form(key, value, any_number_form)
         if problem:
             raise self.error(key, problem)
         kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -69,9 +69,19 @@ class Fields:
                 raise self.error(key, problem)
         return value
 
-    def _number_form(self, key: str, value: object) -> str | None:
-        text = self.data.texts.get(key) if isinstance(self.data, Mapping) else None
-        return None if text is None else number_form(text, value)
+    def _number_form(self, key: str, value: object, any_form: bool = False) -> str | None:
+        """Why `value` (or an item of a list) is a number written in a YAML 1.1 form; None when it is not, or
+        where the key takes any form (`any_form`: PCI device ids are written in hex)."""
+        if any_form or not isinstance(self.data, Mapping):
+            return None
+        text = self.data.texts.get(key)
+        if text is not None:
+            return number_form(text, value)
+        items = getattr(self.data, "item_texts", {}).get(key)  # `sizes: [010]` is [8] too
+        if isinstance(value, list) and items is not None and len(items) == len(value):
+            return next((f"item {i + 1}: {p}" for i, (t, v) in enumerate(zip(items, value))
+                         if t is not None and (p := number_form(t, v))), None)
+        return None
 
     def done(self) -> None:
         for key in self.data:

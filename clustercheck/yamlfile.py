@@ -37,6 +37,7 @@ class Mapping(dict):
     line: int = 0
     key_lines: dict[str, int]
     texts: dict[str, str]  # key -> its value as written, where that is a scalar (`010`, not 8; `yes`, not True)
+    item_texts: dict[str, list[str | None]]  # key -> a list's items as written (None: an item that is no scalar)
 
     def line_of(self, key: str) -> int:
         return self.key_lines.get(key, self.line)
@@ -138,11 +139,14 @@ def _construct_mapping(loader: _Loader, node: MappingNode) -> Mapping:
     out.line = node.start_mark.line + 1
     out.key_lines = {}
     out.texts = {}
+    out.item_texts = {}
     for key, (key_node, value_node) in _pairs(loader, node, frozenset({id(node)})).items():
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
         if isinstance(value_node, ScalarNode):
             out.texts[key] = value_node.value
+        elif isinstance(value_node, SequenceNode):
+            out.item_texts[key] = [n.value if isinstance(n, ScalarNode) else None for n in value_node.value]
     return out
 
 

@@ -597,6 +597,14 @@ def test_a_yaml_1_1_number_form_is_refused_not_read_as_another_number(tmp_path, 
     assert f"'{written}' is {read} to YAML ({why}): write the number in plain decimal" in str(exc)
 
 
+@pytest.mark.parametrize("written, read, why", [("010", 8, "octal"), ("0x400", 1024, "hexadecimal")])
+def test_a_yaml_1_1_number_form_in_a_list_is_refused_naming_the_item(tmp_path, written, read, why):
+    # `sizes: [1KiB, 010]` measured 8 bytes: lists were not checked (a profile's pci_device_ids stay hex)
+    exc = error_of(tmp_path, one_check(f"      sizes: [1KiB, {written}]\n"))
+    assert_points_at(exc, tmp_path, 5, "checks[0].params.sizes")
+    assert f"item 2: '{written}' is {read} to YAML ({why}): write the number in plain decimal" in str(exc)
+
+
 @pytest.mark.parametrize("written", ["0", "10", "0.5", "-0", "1.5e+3", "+7"])
 def test_plain_decimal_numbers_still_read(tmp_path, written):
     exc = error_of(tmp_path, one_check(extra=f"    timeout: {written}\n", params="      sizes: [1KiB]\n")) \

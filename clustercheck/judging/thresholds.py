@@ -95,7 +95,7 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
     detect: dict[str, object] = {}
     for key in _DETECT_KEYS:
         if key == "pci_device_ids":
-            ids = detect_f.get(key, list, None)
+            ids = detect_f.get(key, list, None, any_number_form=True)  # [0x2330]: hex is the way ids are written
             if ids is not None:
                 if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 0xFFFF
                                       for i in ids):
