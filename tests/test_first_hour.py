@@ -67,6 +67,17 @@ def test_drain_without_scontrol_is_refused_before_measuring(tree: Path) -> None:
     assert not (tree / "o").exists()  # nothing measured, nothing written
 
 
+@pytest.mark.parametrize("act", ["drain", "taint"])
+def test_acting_and_its_dry_run_together_are_refused_before_measuring(tree: Path, act: str) -> None:
+    """--drain --drain-dry-run drained for real (and --taint --taint-dry-run tainted) while the options read
+    it as a dry run: which was meant is not known, and acting on a dry run's word is the worse guess."""
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", f"--{act}", f"--{act}-dry-run", cwd=tree)
+    assert out.returncode == 4
+    assert one_line(out) == (f"ERROR: --{act} and --{act}-dry-run together: give --{act} to act on the excluded "
+                             f"nodes, or --{act}-dry-run to print what it would do")
+    assert not (tree / "o").exists()
+
+
 @pytest.mark.parametrize("args", [("resume",), ("resume", "--dry-run"), ("resume", "node[1-2]", "--dry-run")])
 def test_resume_without_scontrol_is_one_line(tree: Path, args: tuple[str, ...]) -> None:
     out = cc(*args, cwd=tree, path=str(tree / "bin"))

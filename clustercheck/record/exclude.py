@@ -146,19 +146,22 @@ def breaker(results: Sequence[ResultEntry], nodes: Mapping[str, str], run_nodes:
     `run_nodes` nodes than `share` of them, and more than one, failed the same check: the cause is then
     more likely the threshold, the fabric or software every node shares than every one of those nodes
     (on a 3-node Slurm, a floor set too high drained all three in one run). NVSentinel's fault quarantine
-    has such a breaker for cordoning."""
+    has such a breaker for cordoning. Nodes that stopped answering count together, over the whole run:
+    every agent lost at once is the controller's network, or the Job deleted, far likelier than every node."""
     allowed = max(1, math.floor(share * run_nodes + 1e-9))
     failing: dict[str, set[str]] = {}
     for r in results:  # a cluster item counts the nodes its verdicts name (an Xid on every node trips it)
         if r["outcome"] == "failed":
             blamed = set(named(r)) | (set(r.get("nodes") or []) if r.get("scope") != "cluster" else set())
-            failing.setdefault(r["check"], set()).update(n for n in blamed if n in nodes)
-    check, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
+            failing.setdefault(f"failed {r['check']}", set()).update(n for n in blamed if n in nodes)
+        failing.setdefault("stopped answering", set()).update(n for n in r.get("unreachable") or () if n in nodes)
+    why, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
     if len(failed) <= allowed:
         return None
-    return (f"circuit breaker: {len(failed)} of {run_nodes} nodes ({len(failed) / run_nodes:.0%}) failed {check}, "
+    return (f"circuit breaker: {len(failed)} of {run_nodes} nodes ({len(failed) / run_nodes:.0%}) {why}, "
             f"more than --drain-max {share:.0%} lets act on ({allowed}): drained and tainted nothing, since the "
-            "threshold, the fabric or shared software is the likelier cause; the verdicts and exclude.txt stand")
+            "threshold, the fabric, the controller's network or shared software is the likelier cause; the "
+            "verdicts and exclude.txt stand")
 
 
 def as_hostlist(nodes: list[str]) -> str:

@@ -246,7 +246,11 @@ def resolve(get: Callable[[str], Any]) -> Options:
         raise UserError(f"--drain-max: {exc}".replace("tolerance", "share")) from None
     if values["drain_max"] > 1:
         raise UserError(f"--drain-max is a share of the run's nodes, at most 100%, got {values['drain_max']:g}")
-    if values["drain"] and not values["drain_dry_run"]:  # found before measuring, not after a 4-hour burn-in
+    for act in ("drain", "taint"):  # which was meant? acting for real on a dry run's word is the worse guess
+        if values[act] and values[f"{act}_dry_run"]:
+            raise UserError(f"--{act} and --{act}-dry-run together: give --{act} to act on the excluded nodes, or "
+                            f"--{act}-dry-run to print what it would do")
+    if values["drain"]:  # found before measuring, not after a 4-hour burn-in
         require_tool("scontrol", "--drain", "--drain-dry-run prints the commands it would run")
     values["thresholds"] = search_path(values["thresholds"] or ())
     from clustercheck.judging.expect import parse_expect_args
