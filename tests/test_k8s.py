@@ -395,6 +395,27 @@ def test_resume_k8s_untaints_only_what_clustercheck_tainted(cluster: FakeCluster
     assert again.returncode == 0 and "no node is tainted by clustercheck" in again.stdout
 
 
+def test_taint_leaves_alone_a_node_someone_else_tainted_with_our_key(cluster: FakeCluster, kube: Any) -> None:
+    """A clustercheck.io/failed taint without clustercheck's run annotation is someone else's: --taint neither
+    takes it over (which would let resume --k8s lift it) nor changes anything of the node."""
+    from clustercheck.run.k8s.taint import taint
+
+    theirs = {"key": "clustercheck.io/failed", "value": "hw-ticket-123", "effect": "NoSchedule"}
+    cluster.nodes["kw-node-1"]["spec"]["taints"] = [theirs]
+    before = json.loads(json.dumps(cluster.nodes["kw-node-1"]))
+    out = taint({"kw-node-1": "node-ar busbw 0 < 1 GB/s"}, "run-x", dry_run=False, kube=kube)
+    assert len(out) == 1 and out[0]["rc"] is None, out
+    assert out[0]["output"].startswith("left alone: already tainted clustercheck.io/failed=hw-ticket-123:NoSchedule "
+                                       "by someone else"), out
+    assert cluster.nodes["kw-node-1"] == before
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "resume", "--k8s"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0 and "left alone kw-node-1" in res.stdout, res.stdout + res.stderr
+    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [theirs]
+
+
 @pytest.mark.pool
 def test_a_run_with_taint_taints_the_node_that_failed_and_only_it(cluster: FakeCluster, tmp_path: Path) -> None:
     """--launcher join, nodes named as Kubernetes names them: rank 3 (pod1) corrupts its result (a

@@ -38,7 +38,8 @@ def commands(node: str, check: str, why: str, run: str) -> list[list[str]]:
 
 def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -> list[DrainEntry]:
     """Taint each excluded node (node -> its reason, `<check> <verdict>`); with `dry_run` only say how.
-    Each node's outcome is one entry (rc None: not run; 0: done; 1: refused, with why)."""
+    Each node's outcome is one entry (rc None: not run, or left alone; 0: done; 1: refused, with why).
+    A node that already carries our taint key without our run annotation is someone else's: left alone."""
     out: list[DrainEntry] = []
     if not dry_run and kube is None:
         from clustercheck.run.k8s.api import connect
@@ -55,21 +56,31 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
             out += [{"command": cmd, "rc": None, "output": "dry run"} for cmd in cmds]
             continue
         try:
-            _apply(kube, node, label_value(check), why, run)
+            theirs = _apply(kube, node, label_value(check), why, run)
+            if theirs is not None:  # someone else's quarantine: resume --k8s must never be able to lift it
+                out.append({"command": cmds[0], "rc": None, "output": f"left alone: already tainted {theirs} by "
+                            f"someone else (no {RUN} annotation)"})
+                continue
             out += [{"command": cmd, "rc": 0, "output": "done through the Kubernetes API"} for cmd in cmds]
         except UserError as exc:
             out.append({"command": cmds[0], "rc": 1, "output": str(exc)})
     return out
 
 
-def _apply(kube: Any, node: str, value: str, why: str, run: str) -> None:
+def _apply(kube: Any, node: str, value: str, why: str, run: str) -> str | None:
+    """Taint, label and annotate `node`; None when done. A node already tainted with our key but without our
+    run annotation was tainted by someone else: it is left as it is, and its taint is returned."""
     current = kube.node(node)
+    held = [t for t in current.spec.taints or [] if t.key == KEY]
+    if held and RUN not in (current.metadata.annotations or {}):
+        return ", ".join(f"{KEY}={t.value or ''}:{t.effect}" for t in held)
     taints = [_as_dict(t) for t in (current.spec.taints or []) if not (t.key == KEY and t.effect == EFFECT)]
     taints.append({"key": KEY, "value": value, "effect": EFFECT})
     # the node's resourceVersion makes the write conditional: a taint added meanwhile is never lost
     kube.patch_node(node, {"metadata": {"resourceVersion": current.metadata.resource_version,
                                         "labels": {KEY: value}, "annotations": {REASON: why[:1000], RUN: run}},
                            "spec": {"taints": taints}})
+    return None
 
 
 def _as_dict(t: Any) -> dict[str, Any]:
