@@ -181,6 +181,34 @@ def test_a_scheduler_command_that_cannot_run_is_a_status_not_an_exception() -> N
     assert run(["sleep", "5"], timeout=0.2) == (124, "sleep: no answer in 0.2 s")
 
 
+def test_drain_leaves_alone_a_node_an_admin_drained_or_took_down(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--drain ran `scontrol update ... State=DRAIN Reason=clustercheck: ...` without reading the node: an
+    admin's reason was overwritten, and `clustercheck resume` would then bring back the node they drained."""
+    from clustercheck.record.exclude import drain
+
+    tool(tree, "scontrol", f"""echo "$@" >> {tree / 'scontrol.log'}
+[ "$1" = show ] || exit 0
+case "$4" in
+  n1) echo 'NodeName=n1 Arch=x86_64 State=IDLE+DRAIN Reason=bad DIMM, ticket 42 [admin@2026-11-28T00:00:00]';;
+  n2) echo 'NodeName=n2 Arch=x86_64 State=IDLE Reason=(null)';;
+  n3) echo 'NodeName=n3 Arch=x86_64 State=IDLE+DRAIN Reason=clustercheck: old [root@2026-11-28T00:00:00]';;
+  n4) echo 'NodeName=n4 Arch=x86_64 State=DOWN+NOT_RESPONDING Reason=Not responding [slurm@2026-11-28T00:00:00]';;
+esac
+""")
+    monkeypatch.setenv("PATH", f"{tree / 'bin'}:/usr/bin:/bin")
+    why = "node-ar busbw 0 < 1 GB/s"
+    out = drain({n: why for n in ("n1", "n2", "n3", "n4")}, dry_run=False)
+    assert [(e["command"][2], e["rc"], e["output"]) for e in out] == [
+        ("NodeName=n1", None, "left alone: already drained by someone else (bad DIMM, ticket 42)"),
+        ("NodeName=n2", 0, ""), ("NodeName=n3", 0, ""),
+        ("NodeName=n4", None, "left alone: already down by someone else (Not responding)")]
+    updates = [line for line in (tree / "scontrol.log").read_text().splitlines() if line.startswith("update")]
+    assert updates == [f"update NodeName={n} State=DRAIN Reason=clustercheck: {why}" for n in ("n2", "n3")]
+    (tree / "scontrol.log").unlink()
+    dry = drain({"n1": why}, dry_run=True)  # a dry run reads nothing and says the command
+    assert [(e["rc"], e["output"]) for e in dry] == [(None, "dry run")] and not (tree / "scontrol.log").exists()
+
+
 @pytest.mark.pool
 def test_a_drain_that_fails_never_costs_the_run_its_reports(tree: Path) -> None:
     tool(tree, "scontrol", 'echo "slurm_update error: Invalid user id" >&2\nexit 1\n')

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import hostlist
 
-from clustercheck.record.schema import ResultEntry
+from clustercheck.record.schema import DrainEntry, ResultEntry
 from clustercheck.judging.verdicts import brief
 
 PREFIX = "clustercheck:"
@@ -173,17 +173,55 @@ def drain_commands(nodes: dict[str, str]) -> list[list[str]]:
             for node, why in nodes.items()]
 
 
-def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """From `scontrol show node -o`: (nodes drained with our prefix, [(node, reason)] drained otherwise)."""
-    ours, others = [], []
+def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
+    """--drain (or, with `dry_run`, what it would run): one entry per node. A node already drained,
+    draining or down for a reason not ours is the admin's: left alone (rc None), since draining it would
+    overwrite their reason and let `clustercheck resume` bring back a node they took out."""
+    out: list[DrainEntry] = []
+    for cmd, node in zip(drain_commands(nodes), nodes):
+        if dry_run:
+            out.append({"command": cmd, "rc": None, "output": "dry run"})
+            continue
+        rc, shown = run(["scontrol", "show", "node", "-o", node])
+        theirs = _held_by_others(shown) if rc == 0 else None  # unreadable: the drain's own answer says why
+        if theirs is not None:
+            out.append({"command": cmd, "rc": None,
+                        "output": f"left alone: already {theirs[0]} by someone else ({theirs[1]})"})
+            continue
+        rc, said = run(cmd)
+        out.append({"command": cmd, "rc": rc, "output": said})
+    return out
+
+
+def _node_lines(show_node_output: str) -> list[tuple[str, str, str]]:
+    """(node, state, reason without its [user@time]) for each line of `scontrol show node -o`."""
+    rows = []
     for line in show_node_output.splitlines():
         name = re.search(r"\bNodeName=(\S+)", line)
         state = re.search(r"\bState=(\S+)", line)
-        if not name or not state or "DRAIN" not in state.group(1):
+        if not name or not state:
             continue
         reason = re.search(r"\bReason=(.*?)(?: \[[^\]]+\])?\s*$", line)
-        text = reason.group(1) if reason else ""
-        (ours.append(name.group(1)) if text.startswith(PREFIX) else others.append((name.group(1), text)))
+        rows.append((name.group(1), state.group(1), reason.group(1) if reason else ""))
+    return rows
+
+
+def _held_by_others(show_node_output: str) -> tuple[str, str] | None:
+    """(how, reason) when the node is drained, draining or down for a reason that is not clustercheck's."""
+    for _, state, reason in _node_lines(show_node_output):
+        if ("DRAIN" in state or "DOWN" in state or "FAIL" in state) and not reason.startswith(PREFIX):
+            return ("down" if "DRAIN" not in state else "drained"), reason or "no reason given"
+    return None
+
+
+def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """From `scontrol show node -o`: (nodes drained with our prefix, [(node, reason)] drained otherwise)."""
+    ours: list[str] = []
+    others: list[tuple[str, str]] = []
+    for name, state, text in _node_lines(show_node_output):
+        if "DRAIN" not in state:
+            continue
+        (ours.append(name) if text.startswith(PREFIX) else others.append((name, text)))
     return ours, others
 
 

@@ -30,9 +30,8 @@ def write(run_dir: Path, record: RunWriter, results: list[ResultEntry], nodes: l
     if acting and (tripped := exclude.breaker(results, reasons, len(nodes), opts.drain_max)):
         out["breaker"] = tripped  # the verdicts and exclude.txt stand; nothing is drained
     elif acting:
-        for cmd in exclude.drain_commands(reasons) if opts.drain or opts.drain_dry_run else []:
-            rc, said = (None, "dry run") if not opts.drain else exclude.run(cmd)
-            out["drain"].append({"command": cmd, "rc": rc, "output": said})
+        if opts.drain or opts.drain_dry_run:  # a node an admin drained is left alone, and said so
+            out["drain"] = exclude.drain(reasons, dry_run=not opts.drain)
         if opts.taint or opts.taint_dry_run:
             from clustercheck.run.k8s.taint import taint
 
