@@ -416,6 +416,29 @@ def test_taint_leaves_alone_a_node_someone_else_tainted_with_our_key(cluster: Fa
     assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [theirs]
 
 
+def test_taint_without_credentials_or_rbac_is_refused_before_measuring(tmp_path: Path) -> None:
+    """--taint measured everything and only then said `taint failed (no Kubernetes credentials ...)`."""
+    project(tmp_path)
+    c = FakeCluster(tmp_path, nodes=("kw-node-0",), lacks={("patch", "nodes")})
+    try:
+        env = {**os.environ, "KUBECONFIG": str(tmp_path / "nonexistent")}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        args = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out", "--taint"]
+        none = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert none.returncode == Exit.BAD_INPUT and "Traceback" not in none.stderr, none.stdout + none.stderr
+        assert none.stderr.strip().splitlines() == [f"ERROR: --taint: no Kubernetes credentials: no kubeconfig at "
+                                                    f"$KUBECONFIG={tmp_path / 'nonexistent'}, and not inside a pod"]
+        env["KUBECONFIG"] = str(c.kubeconfig)
+        denied = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert denied.returncode == Exit.BAD_INPUT, denied.stdout + denied.stderr
+        lines = denied.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ERROR: --taint: forbidden (kubeconfig ") \
+            and "may not patch nodes" in lines[0], denied.stderr
+        assert not (tmp_path / "out").exists()  # nothing was measured
+    finally:
+        c.close()
+
+
 @pytest.mark.pool
 def test_a_run_with_taint_taints_the_node_that_failed_and_only_it(cluster: FakeCluster, tmp_path: Path) -> None:
     """--launcher join, nodes named as Kubernetes names them: rank 3 (pod1) corrupts its result (a

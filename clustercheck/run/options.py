@@ -252,6 +252,10 @@ def resolve(get: Callable[[str], Any]) -> Options:
                             f"--{act}-dry-run to print what it would do")
     if values["drain"]:  # found before measuring, not after a 4-hour burn-in
         require_tool("scontrol", "--drain", "--drain-dry-run prints the commands it would run")
+    if values["taint"]:  # credentials and RBAC, likewise before measuring
+        from clustercheck.run.k8s.taint import precheck
+
+        precheck()
     values["thresholds"] = search_path(values["thresholds"] or ())
     from clustercheck.judging.expect import parse_expect_args
 

@@ -28,6 +28,21 @@ RUN = "clustercheck.io/run"
 EFFECT = "NoSchedule"
 
 
+def precheck() -> None:
+    """--taint, before anything is measured: credentials, and get and patch on nodes (UserError in one line),
+    not after a 4-hour burn-in."""
+    from clustercheck.run.k8s.api import Need, connect
+
+    try:
+        kube = connect()
+    except UserError as exc:
+        raise UserError(f"--taint: {exc}") from None
+    missing = kube.missing([Need("get", "nodes", namespaced=False), Need("patch", "nodes", namespaced=False)])
+    if missing:
+        raise UserError(f"--taint: forbidden ({kube.source}): this identity may not "
+                        f"{', '.join(map(str, missing))} (docs/kubernetes.md: RBAC)")
+
+
 def commands(node: str, check: str, why: str, run: str) -> list[list[str]]:
     """What --taint does to one node, as kubectl would say it (what --taint-dry-run prints)."""
     value = label_value(check)
