@@ -207,6 +207,14 @@ esac
     (tree / "scontrol.log").unlink()
     dry = drain({"n1": why}, dry_run=True)  # a dry run reads nothing and says the command
     assert [(e["rc"], e["output"]) for e in dry] == [(None, "dry run")] and not (tree / "scontrol.log").exists()
+    # the run's end says which were left alone, and why (it said "would run" of every rc None)
+    from clustercheck.report.terminal import exclusion_lines
+
+    said = [line for line, _ in exclusion_lines({"hostlist": "n[1-4]", "reasons": {n: why for n in ("n1", "n2")},
+                                                 "drain": [*out, *dry]}, 4)]  # type: ignore[typeddict-item]
+    assert "  drain left alone: already drained by someone else (bad DIMM, ticket 42): scontrol update NodeName=n1 " \
+           f"State=DRAIN 'Reason=clustercheck: {why}'" in said, said
+    assert any(line.startswith("  drain would run: scontrol update NodeName=n1") for line in said), said
 
 
 @pytest.mark.pool

@@ -127,12 +127,11 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
     if ex.get("hostlist"):
         out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
         out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
-        for d in ex.get("drain") or []:
-            state = "would run" if d["rc"] is None else f"ran (exit {d['rc']})"
-            out.append((f"  drain {state}: {shlex.join(d['command'])}", ""))
-        for d in ex.get("taint") or []:
-            state = "would run" if d["rc"] is None else "done" if d["rc"] == 0 else f"failed ({d['output']})"
-            out.append((f"  taint {state}: {shlex.join(d['command'])}", ""))
+        for act, done in (("drain", ex.get("drain")), ("taint", ex.get("taint"))):  # rc None: a dry run, or a
+            for d in done or []:  # node someone else drained or tainted (left alone)
+                state = ("would run" if d["output"] == "dry run" else d["output"]) if d["rc"] is None else \
+                    f"ran (exit {d['rc']})" if act == "drain" else "done" if d["rc"] == 0 else f"failed ({d['output']})"
+                out.append((f"  {act} {state}: {shlex.join(d['command'])}", ""))
         if ex.get("breaker"):
             out.append((f"  {ex['breaker']}", "yellow"))
         if blank:
