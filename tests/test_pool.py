@@ -234,3 +234,23 @@ def test_seal_round_trip_and_tamper() -> None:
                    sealed[:64], "", "not json", b"\xff" * 80):
         with pytest.raises(wire.Forged):
             wire.unseal(key, forged)
+
+
+def test_a_rank_that_posted_its_result_then_died_before_it_was_counted_is_named(pools: PoolManager) -> None:
+    """A rank (or its node's agent) killed between posting its result and counting it: every rank reads as
+    answered, yet the task never completes. Seen once in CI (an agent killed during the opening counter
+    snapshot): the failure's message was empty and named no node. It names the rank that died."""
+    import os
+    import signal
+
+    pool = pools.get(PoolKey("gloo", 2))
+    os.kill(pool.pids[1], signal.SIGKILL)
+    pool.procs[1].wait()
+    # what rank 1 would have posted before it was killed: its result, sealed, but not yet counted
+    pool.store.set(wire.result_key(pool.seq + 1, 1),
+                   wire.seal(pool.key_hex, {"ok": True, "result": {"rows": []}}))
+    with pytest.raises(RankFailure) as failure:
+        pool.run("all_reduce", PARAMS, 30, groups=[[0], [1]])
+    message = str(failure.value)
+    assert message.startswith("rank 1 (") and "was killed by SIGKILL during all_reduce" in message, message
+    assert failure.value.failed == {1} and set(failure.value.answered) == {0}

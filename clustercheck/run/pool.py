@@ -313,6 +313,12 @@ class WorkerPool:
         """The story of a failed task, cause first: ranks that died, then ranks that raised an error of
         their own, then those that only lost a peer, then those that said nothing."""
         n = self.key.nranks
+        if not heard.dead and not heard.errors and len(heard.ok) == n:
+            # all posted, none completed: a rank died between posting its result and counting it (worker._answer)
+            for r, p in enumerate(self.procs):
+                if p.poll() is not None:
+                    heard.ok.pop(r, None)
+                    heard.dead[r] = getattr(p, "ended", "") or exit_text(p.returncode)
         lost = {r for r, e in heard.errors.items() if PEER_LOST.search(e)}
         own = sorted(set(heard.errors) - lost)
         silent = [r for r in range(n) if r not in heard.accounted()]
