@@ -40,7 +40,9 @@ def test_each_item_gets_a_regression_verdict_against_the_baseline(project: pytes
     (result,) = latest(project)["results"]
     reg = [v for v in result["verdicts"] if v["metric"] == "busbw vs baseline"]
     assert len(reg) == 1 and not reg[0]["passed"] and str(baseline.name) in reg[0]["origin"]
-    res = project.runpytest(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.99%")
+    # 99.999% allows the 1000x of the baseline and 100x more: under CI's load the third run once measured 10x
+    # less than the first (0.1952 -> 0.01838 GB/s), which 99.99% (10x) failed
+    res = project.runpytest(*RUN, "--compare", str(baseline), "--compare-tolerance", "99.999%")
     res.assert_outcomes(passed=1)
     res = project.runpytest(*RUN, "--compare", str(project.path / "out" / "latest"))  # the same software
     assert not [line for line in res.outlines if line.startswith("software differs")]
