@@ -15,6 +15,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import one_kernel_log  # noqa: E402
 from joining import LIMITS, all_reduce_suite, kill_mid_run, results  # noqa: E402
 from test_attestation import openssl_key  # noqa: E402
 from test_hosts_agents import agent_pid, run  # noqa: E402
@@ -36,14 +37,16 @@ def test_a_node_lost_in_one_check_costs_the_later_checks_only_its_own_items(tmp_
     """h3's agent is killed (SIGKILL) once node-ar's pool is up (every rank then waits 2 s, a test-only
     delay). node-ar[h3] errors naming h3 unreachable (as before); node-later then runs on h1 and h2 and
     passes there, the pair check measures h1,h2 and errors each pair with h3, and the cluster check measures
-    h1 and h2 and says it measured 2 of the 3 nodes. Every item of h3 names it lost during node-ar; h3 alone
+    h1 and h2 and says it measured 2 of the 3 nodes (with --counters: its counter windows are h1's and h2's,
+    h3 having none after it was lost). Every item of h3 names it lost during node-ar; h3 alone
     is excluded and the run is ERROR. Failed before the fix: every item after node-ar was an error, h1's and
     h2's included."""
     project(tmp_path, LATER)
     key, pub = openssl_key(tmp_path, "seller")
-    ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay", "--sign", str(key), hosts="h[1-3]")
-    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h3", ctl.pid),
-                       after='"type": "pool"')
+    with one_kernel_log():  # --counters: no other test's Xid in its windows
+        ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay", "--sign", str(key), "--counters", hosts="h[1-3]")
+        out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h3", ctl.pid),
+                           after='"type": "pool"')
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
     assert outcome["node-ar[h3]"]["outcome"] == "error" and outcome["node-ar[h3]"]["unreachable"] == ["h3"], out[-3000:]
