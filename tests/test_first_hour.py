@@ -224,7 +224,8 @@ def test_a_drain_that_fails_never_costs_the_run_its_reports(tree: Path) -> None:
              path=f"{tree / 'bin'}:{os.environ['PATH']}")
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]  # the check failed; the drain is a note
     assert "Traceback" not in out.stdout + out.stderr
-    assert "drain ran (exit 1): scontrol update" in out.stdout
+    # "failed", with scontrol's words: it said "drain ran (exit 1)", which read as done
+    assert "drain failed (exit 1: slurm_update error: Invalid user id): scontrol update" in out.stdout
     latest = tree / "o" / "latest"
     assert {"results.json", "junit.xml", "report.html", "sla.json"} <= {p.name for p in latest.iterdir()}
     assert cc("report", str(latest), cwd=tree).returncode == 1  # finished, not INCOMPLETE

@@ -129,8 +129,10 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
         out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
         for act, done in (("drain", ex.get("drain")), ("taint", ex.get("taint"))):  # rc None: a dry run, or a
             for d in done or []:  # node someone else drained or tainted (left alone)
+                said = (d["output"].splitlines() or [""])[0][:200]  # scontrol's first line (the record keeps all)
                 state = ("would run" if d["output"] == "dry run" else d["output"]) if d["rc"] is None else \
-                    f"ran (exit {d['rc']})" if act == "drain" else "done" if d["rc"] == 0 else f"failed ({d['output']})"
+                    "done" if d["rc"] == 0 else f"failed (exit {d['rc']}: {said})" if act == "drain" else \
+                    f"failed ({d['output']})"
                 out.append((f"  {act} {state}: {shlex.join(d['command'])}", ""))
         if ex.get("breaker"):
             out.append((f"  {ex['breaker']}", "yellow"))
