@@ -132,3 +132,51 @@ def test_despite_keeps_an_answering_nodes_failed_window_beside_an_unreachable_on
         ("measurement", None, False), ("kernel.xid.79", "h2 0000:3b:00", False)]
     quiet = {**windows, "h2": Judgement("h2", 5.0, (), ())}
     assert isinstance(despite("ok", Unreachable("lost", ("h3",)), quiet, ["h1", "h2", "h3"]), Unreachable)
+
+
+def _pair(a: str, b: str, passed: bool) -> dict:
+    """A pair item as the record has it, failed (or passed) by its own busbw, which names neither node."""
+    busbw = {"metric": "busbw", "subject": None, "passed": passed, "measured": 1.0 if passed else 0.01,
+             "op": ">=", "limit": 0.5, "unit": "GB/s"}
+    return {"type": "result", "name": f"p[{a},{b}]", "check": "p", "scope": "pair", "node": f"{a},{b}",
+            "nodes": [a, b], "outcome": "passed" if passed else "failed", "verdicts": [busbw]}
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_random_pairs_list_a_lone_failed_pair_but_drain_neither_node(tmp_path: Path, dry_run: bool) -> None:
+    """--pair-strategy random measures each node in one pair. h1,h2 failed: either may be the cause. Both were
+    listed and --drain drained both, taking a healthy node out with every bad one. Both stay listed (a gate
+    trusts neither), each said to be unproven, and --drain (or its dry run) leaves them alone, saying why;
+    h5, proven by two partners in a later rounds check, is drained."""
+    from clustercheck.record import exclude
+    from clustercheck.record.io import RunWriter
+    from clustercheck.run import exclusion
+    from clustercheck.run.options import Options
+
+    results = [_pair("h1", "h2", False), _pair("h3", "h4", True),
+               _pair("h5", "h6", False), _pair("h5", "h7", False), _pair("h6", "h7", True)]
+    reasons = excluded(results)
+    assert sorted(reasons) == ["h1", "h2", "h5"]
+    assert reasons["h1"].endswith("(failed its only pair, with h2: either node may be the cause)"), reasons
+    assert reasons["h5"].endswith("(failed pairs with h6, h7)"), reasons
+    assert exclude.unproven(results) == {"h1": "h2", "h2": "h1"}
+    tree = tmp_path / "bin"
+    tree.mkdir()
+    log = tmp_path / "scontrol.log"
+    (tree / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    (tree / "scontrol").chmod(0o755)
+    opts = Options(platform=None, thresholds=None, ranks=None, backend="gloo", out=tmp_path,  # type: ignore[arg-type]
+                   drain=not dry_run, drain_dry_run=dry_run, drain_max=1.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{tree}:{os.environ['PATH']}")
+        out = exclusion.write(tmp_path, RunWriter(tmp_path / "run.jsonl"), results, [f"h{i}" for i in range(1, 8)],
+                              [], opts)
+    entries = {e["command"][2]: e for e in out["drain"]}
+    assert set(entries) == {"NodeName=h1", "NodeName=h2", "NodeName=h5"}
+    for node, partner in (("h1", "h2"), ("h2", "h1")):
+        assert entries[f"NodeName={node}"]["rc"] is None
+        assert entries[f"NodeName={node}"]["output"] == \
+            f"left alone: its only pair failed, with {partner}, and either node may be the cause"
+    assert entries["NodeName=h5"]["rc"] == (None if dry_run else 0)
+    updates = [x for x in log.read_text().splitlines() if x.startswith("update")] if log.exists() else []
+    assert updates == ([] if dry_run else [updates[0]]) and all("NodeName=h5" in x for x in updates)

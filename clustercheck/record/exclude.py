@@ -4,7 +4,8 @@ Only *failed* items put a node on the list (DESIGN: an error is the harness's pr
 node's). A failed verdict whose subject names one of the item's nodes (a counter window's `<host>
 <device>`, an expectation about a host) lists that node, whatever the item's scope. Otherwise a
 node-scope failure names its node; a pair failure implicates both nodes, so a node is listed only when
-it failed pairs with two or more partners, or every pair it was in; a cluster-scope failure names no
+it failed pairs with two or more partners, or every pair it was in (the only one, it is listed but not
+drained or tainted: either node of that pair may be the cause); a cluster-scope failure names no
 node, unless the item measured one node (a one-node run: the node is the cluster, and nothing else
 could have failed it).
 """
@@ -65,6 +66,18 @@ def unnamed(r: ResultEntry) -> bool:
 
 def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
     """node -> the first reason it is excluded for."""
+    return _listed(results)[0]
+
+
+def unproven(results: Sequence[ResultEntry]) -> dict[str, str]:
+    """node -> its partner, for each node on the list only because the one pair that measured it failed
+    (--pair-strategy random pairs each node once; a two-node run has one pair). Either node may be the
+    cause: the list keeps both, since a gate must trust neither, but --drain and --taint leave them alone,
+    as they would otherwise take a healthy node out with every bad one."""
+    return _listed(results)[1]
+
+
+def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, str]]:
     out: dict[str, str] = {}
     partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed (by what names neither)
     first_pair: dict[str, ResultEntry] = {}  # node -> its first pair that failed so
@@ -86,11 +99,15 @@ def excluded(results: Sequence[ResultEntry]) -> dict[str, str]:
             out.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
         for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
             out.setdefault(node, f"{r['check']}: stopped answering (no heartbeat: unreachable or dead)")
+    lone: dict[str, str] = {}
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
-        if node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
+        if node not in out and len(seen) == 1 and bad:
+            out[node] = f"{_why(first_pair[node])} (failed its only pair, with {bad[0]}: either node may be the cause)"
+            lone[node] = bad[0]
+        elif node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
             out[node] = f"{_why(first_pair[node])} (failed pairs with {', '.join(bad)})"
-    return out
+    return out, lone
 
 
 def unblamed(results: Sequence[ResultEntry]) -> list[str]:
@@ -171,6 +188,13 @@ def as_hostlist(nodes: list[str]) -> str:
 def drain_commands(nodes: dict[str, str]) -> list[list[str]]:
     return [["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={PREFIX} {why}"[:255]]
             for node, why in nodes.items()]
+
+
+def spared(nodes: Mapping[str, str], commands: Sequence[list[str]]) -> list[DrainEntry]:
+    """--drain's or --taint's entry for each node it leaves alone as unproven (node -> partner: `unproven`),
+    with the command it would have run."""
+    return [{"command": cmd, "rc": None, "output": f"left alone: its only pair failed, with {partner}, and either "
+             "node may be the cause"} for cmd, partner in zip(commands, nodes.values())]
 
 
 def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:

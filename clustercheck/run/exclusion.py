@@ -29,11 +29,15 @@ def write(run_dir: Path, record: RunWriter, results: list[ResultEntry], nodes: l
     acting = reasons and (opts.drain or opts.drain_dry_run or opts.taint or opts.taint_dry_run)
     if acting and (tripped := exclude.breaker(results, reasons, len(nodes), opts.drain_max)):
         out["breaker"] = tripped  # the verdicts and exclude.txt stand; nothing is drained
-    elif acting:
+    elif acting:  # a node only its one failed pair listed is left alone (exclude.unproven), and said so
+        lone = exclude.unproven(results)
+        proven = {node: why for node, why in reasons.items() if node not in lone}
         if opts.drain or opts.drain_dry_run:  # a node an admin drained is left alone, and said so
-            out["drain"] = exclude.drain(reasons, dry_run=not opts.drain)
+            out["drain"] = exclude.drain(proven, dry_run=not opts.drain) + \
+                exclude.spared(lone, exclude.drain_commands({n: reasons[n] for n in lone}))
         if opts.taint or opts.taint_dry_run:
-            from clustercheck.run.k8s.taint import taint
+            from clustercheck.run.k8s.taint import commands, taint
 
-            out["taint"] = taint(reasons, run_dir.name, dry_run=not opts.taint)
+            out["taint"] = taint(proven, run_dir.name, dry_run=not opts.taint) + exclude.spared(
+                lone, [commands(n, reasons[n].split()[0], reasons[n], run_dir.name)[0] for n in lone])
     return out
