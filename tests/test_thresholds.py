@@ -410,6 +410,23 @@ def test_a_negative_limit_for_a_quantity_that_never_is_is_refused(tmp_path, limi
     assert words in str(exc), str(exc)
 
 
+@pytest.mark.parametrize("limit, unit, words", [
+    (">= 0", "GB/s", "a bandwidth is never negative, so '>= 0' passes every measurement; write a floor above 0"),
+    (">= 1e-400", "GB/s", "'>= 0' passes every measurement"),  # underflows to 0: a broken link's 0 GB/s passed it
+    (">= 0 * spec.nvlink.unidirectional", "GB/s", "'>= 0' passes every measurement"),
+    ("< 0", "count", "a count is never negative, so '< 0' fails every measurement; write '<= 0' or '== 0'"),
+])
+def test_a_limit_at_0_that_judges_nothing_is_refused(tmp_path, limit, unit, words):
+    exc = error_of(tmp_path, one_limit(limit, unit))
+    assert_points_at(exc, tmp_path, 13, "checks.c.busbw.limit")
+    assert words in str(exc), str(exc)
+
+
+@pytest.mark.parametrize("limit, unit", [("<= 0", "count"), ("== 0", "count"), ("> 0", "GB/s"), (">= 0.0001", "GB/s")])
+def test_a_limit_at_0_that_judges_is_kept(tmp_path, limit, unit):
+    assert limit_of(tmp_path, limit, unit).value in (0, 0.0001)
+
+
 @pytest.mark.parametrize("text, line, key", [
     (HEAD + "  c:\n    busbw: {limit: '>= 1', unit: GB/s, source: }\n", 12, "checks.c.busbw.source"),
     ("platform: lab\ndetect:\n  gpu_count:\n", 3, "detect.gpu_count"),

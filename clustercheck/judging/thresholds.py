@@ -177,6 +177,16 @@ def _default(parent: Fields, kind: str, resolve: Callable[[str, str], Quantity])
     return Default(kind, limits, dtypes, min_size, parent.line_of(kind))
 
 
+def _vacuous(op: str, value: float, unit: str) -> str | None:
+    """Why a limit at 0 on a quantity that is never negative judges nothing (`>= 0` passes a broken link's 0
+    GB/s; `< 0` fails everything), or None. A limit that underflows to 0 (`>= 1e-400`) reads the same."""
+    family = units.UNITS[unit][0]
+    if value != 0 or family not in units.NON_NEGATIVE or op not in (">=", "<"):
+        return None
+    return (f"a {family} is never negative, so '{op} 0' {'passes' if op == '>=' else 'fails'} every measurement; "
+            + ("write a floor above 0" if op == ">=" else "write '<= 0' or '== 0'"))
+
+
 def _limit(parent: Fields, check_id: str, metric: str, resolve: Callable[[str, str], Quantity]) -> Limit:
     file = parent.file
     key = parent.key_path(metric)
@@ -194,7 +204,7 @@ def _limit(parent: Fields, check_id: str, metric: str, resolve: Callable[[str, s
         if not math.isfinite(value):
             raise ExprError(f"the limit is not a finite number in {unit}")
         problem = units.out_of_domain(value, unit)  # `>= -0.05 GB/s` passes any bandwidth, even a broken one
-        if problem:
+        if problem or (problem := _vacuous(parsed.op, value, unit)):
             raise ExprError(problem)
     except (ExprError, ValueError) as exc:
         raise f.error("limit", f"bad threshold expression {show(expression, 200)}: {exc}") from None
