@@ -27,6 +27,16 @@ def test_a_row_whose_bandwidth_does_not_read_is_refused_naming_its_line(cell):
         reader.parse(capture.replace(LAST, LAST.replace("92.39              0.0", f"{cell}              0.0")))
 
 
+@pytest.mark.parametrize("avg", ["MB/sec", "Mb/sec", "Gb/sec "])
+def test_an_average_in_another_unit_than_the_peak_is_refused(avg):
+    """The average is what is judged, but it was converted with the peak column's unit: `BW peak[Gb/sec]`
+    beside `BW average[MB/sec]` read 92.39 MB/s as 92.39 Gb/s."""
+    capture = text("ib_write_bw", ROCE)
+    assert "BW average[Gb/sec]" in capture
+    with pytest.raises(NotToolOutput, match=r"^line \d+: the average's unit .* is not the peak's 'Gb/sec'"):
+        reader.parse(capture.replace("BW average[Gb/sec]", f"BW average[{avg}]"))
+
+
 def test_the_probe_and_a_run_say_so_in_one_line(tmp_path, capsys):
     bad = text("ib_write_bw", ROCE).replace(LAST, LAST.replace("92.39              0.0", "92.3.9              0.0"))
     path = tmp_path / "ibw.txt"

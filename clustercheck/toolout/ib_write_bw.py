@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from clustercheck.toolout import NotToolOutput, clean_lines, reading
 
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
-                     r"BW average\[[^\]]+\]\s+MsgRate\[Mpps\]")
+                     r"BW average\[(?P<avg_unit>[^\]]+)\]\s+MsgRate\[Mpps\]")
 _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
 _ROW_LIKE = re.compile(r"^\s*\d+\s+\d+\s+\S")  # a row's start, whatever its numbers read
 _FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z .*/]+?)\s*:\s*(?P<value>\S+)")
@@ -69,6 +69,9 @@ def parse(text: str) -> IbWriteBw:
             failure = f"line {at}: {line.strip()}"
         m = _HEADER.match(line)
         if m:
+            if m.group("avg_unit") != m.group("unit"):  # perftest prints one unit for both: the average is judged
+                raise NotToolOutput(f"line {at}: the average's unit {m.group('avg_unit')!r} is not the peak's "
+                                    f"{m.group('unit')!r}, which perftest always prints alike")
             unit, in_table = m.group("unit"), True
             continue
         if not in_table:
