@@ -83,6 +83,32 @@ def test_a_gpu_measured_twice_fails(tmp_path, capsys):
     assert out.count("PASS GPU0: write GPUDirect") == 1
 
 
+def _without_gpud_of(body: str, gpu: int) -> str:
+    """The capture less one GPU's GPUDirect command and result lines (`-x 0 -d GPU`, the line after it)."""
+    lines = body.split("\n")
+    at = next(i for i, x in enumerate(lines) if f"-x 0 -d {gpu} " in x)
+    assert lines[at + 1].startswith("IoType: WRITE XferType: GPUD")
+    return "\n".join(lines[:at] + lines[at + 2:])
+
+
+def test_a_gpu_whose_gpudirect_command_and_result_are_both_gone_fails_by_name(tmp_path, capsys):
+    """The 4-GPU capture less GPU2's GPUDirect write on both RAID sets, and the 2-GPU capture less GPU1's:
+    each read as a capture of the GPUs left, and passed. GPU2 is missed by the numbering (0, 1, 3 have one);
+    GPU1 of 2 only by the platform's gpu_count (its CPU-only result is still there)."""
+    asus = text("gdsio", "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt")
+    code, out = _probe(tmp_path, capsys, _without_gpud_of(_without_gpud_of(asus, 2), 2))
+    assert code == 1, out
+    assert ("FAIL GPU2: write GPUDirect: no GPUDirect WRITE result for GPU2 in the capture, while GPU 0, 1, 3 have "
+            "one: never measured") in out
+    wrx90 = _without_gpud_of(text("gdsio", WRX90), 1)
+    assert _probe(tmp_path, capsys, wrx90)[0] == 0  # one GPU measured: nothing says there were two ...
+    path = tmp_path / "gdsio.txt"
+    code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=10", "--expect", "gpu_count=2"])
+    out = capsys.readouterr().out
+    assert code == 1 and ("FAIL GPU1: write GPUDirect: no GPUDirect WRITE result for GPU1 in the capture, while "
+                          "GPU 0 has one (the platform has 2): never measured") in out, out  # ... but the platform
+
+
 @pytest.mark.parametrize("name", [WRX90, "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt"])
 def test_the_real_captures_have_no_command_cut_off_and_no_gpu_twice(tmp_path, capsys, name):
     assert reader.parse(text("gdsio", name)).cut_off == ()

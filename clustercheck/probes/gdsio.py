@@ -5,7 +5,9 @@ its direction; results through host memory (CPUONLY, CPU_GPU) are shown beside t
 that tells a slow GPUDirect path from slow drives (gdsio -x 0 against -x 1, as the Hugging Face playbook
 and NVIDIA's GDS benchmarking guide do). A failure line fails the capture; so does a command line (`-d N`)
 with no result line after it (cut off: that GPU was never measured) and a GPU measured twice the same way
-(the same -d, direction, XferType and file: one GPU's result standing in for another's). No GPUD result, or
+(the same -d, direction, XferType and file: one GPU's result standing in for another's), and a GPU with no
+GPUD result in a direction others have one in (of the platform's `gpu_count` GPUs, else of GPU 0 up to the
+highest measured: its command and result both gone). No GPUD result, or
 no floor for a direction measured, is not judged. Floors come from the drives or storage network behind the GPUs
 (docs/fabric.md, "Storage into the GPU"), so no shipped profile sets them.
 """
@@ -77,9 +79,29 @@ def judge(run: Gdsio, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         else:
             out.append(ProbeVerdict(subject(r), f"{r.io.lower()} GPUDirect", r.gibs >= float(floor),
                                     f"{shown}; floor {floor:g} GiB/s ({key})", r.gibs, f">= {floor:g}"))
+    out += _unmeasured(run, expect.get("gpu_count"))
     if not any(r.direct for r in run.results):
         out.append(not_judged("gdsio", "GPUDirect", "no GPUDirect (XferType GPUD) result in the capture: only "
                               f"{', '.join(sorted({r.xfer for r in run.results}))}"))
+    return out
+
+
+def _unmeasured(run: Gdsio, per_node: object) -> list[ProbeVerdict]:
+    """A GPU with no GPUDirect result in a direction others have one in: its command and result lines both
+    gone read as a GPU never there. Which GPUs should have one: the platform's `gpu_count` (0..N-1), else
+    those numbered 0.. up to the highest measured, when more than one was. A GPU cut off is failed already."""
+    want = per_node if isinstance(per_node, int) and not isinstance(per_node, bool) else None
+    cut = {c.gpu for c in run.cut_off}
+    out = []
+    for io in sorted({r.io.upper() for r in run.results if r.direct and r.gpu is not None}):
+        have = {r.gpu for r in run.results if r.direct and r.gpu is not None and r.io.upper() == io}
+        top = want if want is not None else max(have) + 1 if len(have) > 1 else 0
+        for gpu in (g for g in range(min(top, 4 * len(have) + 64)) if g not in have and g not in cut):
+            out.append(ProbeVerdict(f"GPU{gpu}", f"{io.lower()} GPUDirect", False, f"no GPUDirect {io} result for "
+                                    f"GPU{gpu} in the capture, while GPU {', '.join(map(str, sorted(have)))} "
+                                    f"{'has' if len(have) == 1 else 'have'} one"
+                                    + (f" (the platform has {want})" if want is not None else "")
+                                    + ": never measured", "no result", "a result"))
     return out
 
 
@@ -91,5 +113,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("gdsio_read_min", "gdsio_write_min"),
+    expect_keys=("gdsio_read_min", "gdsio_write_min", "gpu_count"),
 )
