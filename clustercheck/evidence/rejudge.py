@@ -24,7 +24,7 @@ from clustercheck.errors import ClusterCheckError, UserError
 from clustercheck.evidence.plan_check import LAYOUT, is_layout, outcome_problems, plan_problems
 from clustercheck.record import inputs
 from clustercheck.record.io import Record
-from clustercheck.record.rebuild import NotKept, answers, hosts
+from clustercheck.record.rebuild import NotKept, answers, hosts, keeps_answers
 from clustercheck.record.schema import ResultEntry, item_id
 
 ROW_LINES = 3  # row values named one by one per item; the rest counted
@@ -204,6 +204,10 @@ def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: A
     from clustercheck.kinds import KINDS
     from clustercheck.kinds.base import Answers
 
+    if "answers" in r and not keeps_answers(check.measure):  # rebuilt from the rows, never from what it says
+        out.problems.append(f"{where}: carries answers, but {check.measure} items are re-judged from their rows (the "
+                            f"byte counts from the suite's sizes and dtype): a run never writes them")
+        return
     try:
         per_rank = answers(r, check, header)
         rules = rules_for(check, profile, fabric_of_header(header, profile))

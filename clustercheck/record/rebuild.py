@@ -28,17 +28,19 @@ def keeps_answers(measure: str) -> bool:
 
 
 def answers(r: ResultEntry, check: CheckSpec, header: RunHeader) -> list[dict[str, Any]]:
-    """The per-rank answers of `r` as its kind's judge received them; NotKept when the record lacks them."""
-    if "answers" in r:
-        return list(r["answers"])
+    """The per-rank answers of `r` as its kind's judge received them; NotKept when the record lacks them. A
+    kind rebuilt from its rows is always rebuilt: an `answers` key on its line is never read (the byte counts
+    it could carry would make any busbw; evidence/rejudge.py names such a line as a problem)."""
+    if keeps_answers(check.measure):
+        if "answers" in r:
+            return list(r["answers"])
+        raise NotKept(f"the record keeps no answers for measure {check.measure!r} (written before clustercheck "
+                      f"kept them)")
     if check.measure in PLACEMENTS:
         return _collective(r, check)
     if check.measure in SUBJECT_KINDS:
         return _subjects(r)
-    if check.measure == "burn":
-        return _burn(r)
-    raise NotKept(f"the record keeps no answers for measure {check.measure!r} (written before clustercheck kept "
-                  f"them)")
+    return _burn(r)
 
 
 def hosts(r: ResultEntry, header: RunHeader, n: int) -> list[dict[str, Any]]:

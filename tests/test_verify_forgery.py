@@ -1,0 +1,115 @@
+"""`clustercheck verify` against a seller who holds the signing key and forges with clustercheck's own code:
+each forgery here edits a real signed run, rewrites what the judge derives from the edit as the judge derives
+it, renders the reports again and signs again with the right key (what `clustercheck sign` does), so every
+digest and the signature hold. Each must still come out NOT VERIFIED, naming what was forged. One real
+signed run of test_attestation's suite (gloo ranks: an all_reduce, a host copy, a GEMM, a burn, a probe)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from helpers import clustercheck_here
+from test_attestation import PROFILE, SUITE, openssl_key
+
+pytestmark = pytest.mark.pool
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("forgery")
+    (root / "evidence.yaml").write_text(SUITE)
+    (root / "profiles").mkdir()
+    (root / "profiles" / "cpu.yaml").write_text(PROFILE)
+    key, pub = openssl_key(root, "seller")
+    proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", "o", "--sign", str(key),
+                             cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"run": (root / "o" / "latest").resolve(), "key": key, "pub": pub, "root": root}
+
+
+def copy(signed: dict[str, Path], tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(signed["run"], run)
+    return run
+
+
+def verify(run: Path, pub: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return clustercheck_here("verify", str(run), "--key", str(pub), *extra, cwd=run.parent)
+
+
+def problems(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.removeprefix("FAIL  ") for line in proc.stdout.splitlines() if line.startswith("FAIL  ")]
+
+
+def resign(run: Path, key: Path) -> None:
+    """What `clustercheck sign RUN --key KEY` does: the reports rendered again from run.jsonl, then signed."""
+    from clustercheck.evidence.signing import sign_run
+    from clustercheck.record.keys import load_private
+    from clustercheck.report import read
+
+    sign_run(run, read(run / "run.jsonl"), load_private(key))
+
+
+def lines_of(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]
+
+
+def write_lines(run: Path, entries: list[dict[str, Any]]) -> None:
+    (run / "run.jsonl").write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+
+
+def rejudged(run: Path, check_id: str, forge: Callable[[list[dict[str, Any]]], None]) -> None:
+    """The key holder's script: the item's answers as the judge received them, changed by `forge`, kept on
+    its line as `answers`, and its metrics, rows, verdicts and outcome rewritten as the kind's judge makes
+    them from the changed answers."""
+    from clustercheck.evidence.rejudge import Rejudged, _inputs
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Answers
+    from clustercheck.record import inputs
+    from clustercheck.record.rebuild import answers, hosts
+    from clustercheck.report import read
+    from clustercheck.run.judge import fabric_of_header, rules_for
+
+    rec = read(run / "run.jsonl")
+    profile, suites = _inputs(run, rec.header, inputs.index(run), Rejudged())
+    entries = lines_of(run)
+    for e in entries:
+        if e.get("type") != "result" or e.get("check") != check_id:
+            continue
+        check = next(c for c in suites[e["suite_file"]].checks if c.id == check_id)
+        per_rank = answers(e, check, rec.header)
+        forge(per_rank)
+        rules = rules_for(check, profile, fabric_of_header(rec.header, profile))
+        m, verdicts = KINDS[check.measure].judge(Answers(check, per_rank, hosts(e, rec.header, len(per_rank)),
+                                                         "gloo"), rules)
+        e["answers"] = per_rank
+        e["metrics"] = {k: {"value": v, "unit": m.units.get(k)} for k, v in m.metrics.items()}
+        e["rows"] = [{**old, **{k: v for k, v in new.items() if k in old}} for old, new in zip(e["rows"], m.rows)]
+        e["verdicts"] = [dict(v.as_dict()) for v in verdicts]
+        e["outcome"] = "passed" if all(v["passed"] for v in e["verdicts"]) else "failed"
+    write_lines(run, entries)
+
+
+def test_a_collective_s_byte_counts_supplied_by_the_record_are_not_read(signed: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """`answers` with every byte count x1e9 on an all_reduce line over its genuine rank times, its busbw
+    re-judged from them and re-signed: verified PASS before, since the rebuild read the record's answers."""
+    run = copy(signed, tmp_path)
+
+    def billion_times(per_rank: list[dict[str, Any]]) -> None:
+        for rank in per_rank:
+            for row in rank["rows"]:
+                row["bytes"] *= 10 ** 9
+
+    rejudged(run, "allreduce", billion_times)
+    resign(run, signed["key"])
+    proc = verify(run, signed["pub"])
+    assert proc.returncode != 0 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert any("evidence::allreduce[" in p and "carries answers, but all_reduce items are re-judged from their rows"
+               in p for p in problems(proc)), proc.stdout
