@@ -31,17 +31,26 @@ class ItemSummary:
     measured_in: tuple[int, ...] = ()  # the repetition of each value (an errored one has none)
 
     @property
+    def counted(self) -> int:
+        """The pass ratio's denominator: every repetition, a skipped one too, once any repetition was
+        measured (a repetition skipped beside measured ones is one not judged, never left out); none when
+        every repetition skipped (the item was never measured)."""
+        return 0 if self.skipped == self.repetitions else self.repetitions
+
+    @property
     def pass_ratio(self) -> float:
-        judged = self.passed + self.failed + self.errors
-        return self.passed / judged if judged else 0.0
+        return self.passed / self.counted if self.counted else 0.0
 
     @property
     def outcome(self) -> str:
-        """The item's burn-in outcome: its worst repetition (a failure, else an error, else a pass)."""
-        for worst in ("failed", "error", "passed"):
-            if worst in self.outcomes:
-                return worst
-        return "skipped"
+        """The item's burn-in outcome: its worst repetition (a failure, else an error), an error when some
+        repetitions skipped and others were measured (not judged: a repetition skipped is no pass), a pass
+        only when every repetition passed, a skip only when every repetition skipped."""
+        if self.failed:
+            return "failed"
+        if self.errors or (self.skipped and self.skipped < self.repetitions):
+            return "error"
+        return "passed" if self.passed else "skipped"
 
     @property
     def spread(self) -> tuple[float, float, float] | None:
@@ -137,7 +146,8 @@ def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
             entry["items"] += 1
             entry["repetitions"] += s.repetitions
             entry["passed"] += s.passed
-            entry["judged"] += s.passed + s.failed + s.errors
+            entry["judged"] += s.counted
+            entry["skipped"] = entry.get("skipped", 0) + (s.skipped if s.counted else 0)
     for entry in out.values():
         entry["pass_ratio"] = round(entry["passed"] / entry["judged"], 6) if entry["judged"] else 0.0
     return out
@@ -155,14 +165,17 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
         shown = (f"{s.metric} min {fmt(spread[0])} median {fmt(spread[1])} max {fmt(spread[2])} {s.unit}"
                  if spread else "no metric")
         trend = f", trend {s.trend:+.1%}" if s.trend is not None else ""
-        out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.passed + s.failed + s.errors}"
+        out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.counted}"
                    f" ({s.pass_ratio:.0%}); {shown}{trend}")
     for node, entry in sorted(by_node(summaries).items()):
         failed, errors = (sum(getattr(s, k) for s in summaries if node in (s.node or "").split(","))
                           for k in ("failed", "errors"))
         # FAILS only for a repetition that failed; an error is the harness's, never the node's; never `passes`
         # for a repetition not judged, nor for a node whose every repetition skipped (it was not measured)
+        # an item skipped in some repetitions and measured in others was not judged in those: never `passes`
+        skipped = entry.get("skipped", 0)
         word = ("FAILS burn-in" if failed else f"burn-in not judged ({errors} repetition(s) errored)" if errors
+                else f"burn-in not judged ({skipped} repetition(s) skipped)" if skipped
                 else "burn-in not measured (every repetition skipped)" if not entry["judged"]
                 else "INCOMPLETE burn-in" if incomplete else "passes burn-in")
         out.append(f"  node {node} {word}: {entry['passed']} of {entry['judged']} item repetitions passed"
@@ -176,15 +189,30 @@ def folded(results: Sequence[Any]) -> list[Any]:
     repetitions' total time. Results of a run that did not repeat are returned as they are."""
     if not repeated(results):
         return list(results)
-    worst = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
+    worst = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
     out = []
     for item, runs in grouped(results).items():
         s = _summary(item, runs)
         pick = min(runs, key=lambda r: worst.get(r["outcome"], 4))
-        bad = [str(r.get("repeat")) for r in runs if r["outcome"] in ("failed", "error")]
-        note = (f"{s.outcome} in repetition(s) {', '.join(bad)} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"
-                if bad else f"passed all {s.repetitions} repetitions")
-        message = f"{note}: {pick.get('message') or ''}".rstrip(": ") if bad else note
-        out.append({**pick, "outcome": s.outcome, "message": message,
+        out.append({**pick, "outcome": s.outcome, "message": _note(s, runs, pick),
                     "duration": round(sum(float(r.get("duration") or 0.0) for r in runs), 3), "burn_in": s.as_dict()})
     return out
+
+
+def _note(s: ItemSummary, runs: Sequence[Any], pick: Mapping[str, Any]) -> str:
+    """The folded item's message, built from its burn-in outcome: `passed all N repetitions` only when
+    every repetition passed; a skip in every repetition, or in some beside measured ones, says so with the
+    reason (the skipped repetition's message)."""
+    def which(*outcomes: str) -> str:
+        return ", ".join(str(r.get("repeat")) for r in runs if r["outcome"] in outcomes)
+
+    reason = pick.get("message") or ""
+    if s.outcome == "passed":
+        return f"passed all {s.repetitions} repetitions"
+    if s.outcome == "skipped":
+        return f"skipped in all {s.repetitions} repetitions: {reason}".rstrip(": ")
+    skipped = f"skipped in repetition(s) {which('skipped')} of {s.repetitions}" if s.skipped else ""
+    if not (s.failed or s.errors):
+        return f"not judged: {skipped} (pass ratio {s.pass_ratio:.3g}): {reason}".rstrip(": ")
+    note = f"{s.outcome} in repetition(s) {which('failed', 'error')} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"
+    return f"{note}{'; ' + skipped if skipped else ''}: {reason}".rstrip(": ")

@@ -1,0 +1,58 @@
+"""Burn-in summaries judged by their worst case: a skipped repetition is never a pass, a cluster check that
+failed naming no node clears no node, the series metric is a measured number, and a repeated baseline is
+its worst repetition (unit level: no run, no pytester)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from clustercheck.record.burnin import by_node, folded, lines, summarize
+from clustercheck.report.junit import render_junit
+
+
+def _result(rep: int, outcome: str, busbw: float | None, node: str | None = "n1", **extra) -> dict:
+    verdicts = [] if busbw is None else [{"kind": "limit", "metric": "busbw", "measured": busbw, "unit": "GB/s",
+                                          "subject": None, "op": ">=", "limit": 1.0}]
+    message = {"passed": "", "skipped": "no NVIDIA driver"}.get(outcome, "busbw misses the limit")
+    return {"type": "result", "name": f"ok[{node}]", "check": "ok", "suite_file": "suites/s.yaml", "line": 1, "node": node,
+            "outcome": outcome, "repeat": rep, "message": message, "verdicts": verdicts, **extra}
+
+
+def _junit(results: list[dict]) -> ET.Element:
+    return ET.fromstring(render_junit({"started": "2026-01-01T00:00:00Z", "facts": {"host": "n1"}}, results))
+
+
+def test_a_skip_in_some_repetitions_is_not_judged_never_a_pass():
+    results = [_result(1, "passed", 5.0), _result(2, "skipped", None), _result(3, "skipped", None)]
+    (s,) = summarize(results)
+    assert s.outcome == "error" and s.pass_ratio == 1 / 3  # the skipped repetitions count in the denominator
+    text = "\n".join(lines([s]))
+    assert "pass ratio 1/3" in text and "passes" not in text and "PASSED" not in text
+    assert "node n1 burn-in not judged (2 repetition(s) skipped)" in text
+    (one,) = folded(results)
+    assert one["outcome"] == "error"
+    assert one["message"].startswith("not judged: skipped in repetition(s) 2, 3 of 3")
+    assert one["message"].endswith("no NVIDIA driver") and "passed all" not in one["message"]
+    (case,) = _junit(results).iter("testcase")
+    assert [ch.tag for ch in case if ch.tag in ("failure", "error", "skipped")] == ["error"]
+
+
+def test_an_item_skipped_in_every_repetition_is_skipped_with_its_reason():
+    results = [_result(1, "skipped", None), _result(2, "skipped", None)]
+    (s,) = summarize(results)
+    assert s.outcome == "skipped" and s.pass_ratio == 0.0
+    (one,) = folded(results)
+    assert one["outcome"] == "skipped"
+    assert one["message"] == "skipped in all 2 repetitions: no NVIDIA driver"
+    (case,) = _junit(results).iter("testcase")
+    (skip,) = [ch for ch in case if ch.tag == "skipped"]
+    assert "passed" not in (skip.get("message") or "") and "no NVIDIA driver" in skip.get("message")
+    assert "passes burn-in" not in "\n".join(lines([s]))
+
+
+def test_every_repetition_passed_still_passes():
+    results = [_result(k, "passed", 5.0) for k in (1, 2)]
+    (one,) = folded(results)
+    assert (one["outcome"], one["message"]) == ("passed", "passed all 2 repetitions")
+    assert lines(summarize(results))[-1].startswith("  node n1 passes burn-in: 2 of 2")
+    assert by_node(summarize(results))["n1"]["pass_ratio"] == 1.0
