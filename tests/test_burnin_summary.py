@@ -56,3 +56,21 @@ def test_every_repetition_passed_still_passes():
     assert (one["outcome"], one["message"]) == ("passed", "passed all 2 repetitions")
     assert lines(summarize(results))[-1].startswith("  node n1 passes burn-in: 2 of 2")
     assert by_node(summarize(results))["n1"]["pass_ratio"] == 1.0
+
+
+def _cluster(rep: int, outcome: str, nodes: list[str]) -> dict:
+    return {**_result(rep, outcome, 0.0 if outcome == "failed" else 5.0, node=None), "name": "across",
+            "check": "across", "nodes": nodes, "scope": "cluster"}
+
+
+def test_a_cluster_check_that_failed_naming_no_node_clears_no_node():
+    results = ([_result(k, "passed", 5.0, node=n) for k in (1, 2) for n in ("h1", "h2")]
+               + [_cluster(k, "failed" if k == 2 else "passed", ["h1", "h2"]) for k in (1, 2)])
+    text = lines(summarize(results))
+    for node in ("h1", "h2"):
+        (line,) = [x for x in text if x.startswith(f"  node {node} ")]
+        assert "passes" not in line
+        assert "not cleared: cluster check s::across failed in repetition(s) 2, naming no node" in line
+        assert by_node(summarize(results))[node]["not_cleared"] == ["s::across"]
+    passing = [r for r in results if r["outcome"] == "passed"] + [_cluster(2, "passed", ["h1", "h2"])]
+    assert all("passes burn-in" in x for x in lines(summarize(passing)) if x.startswith("  node "))

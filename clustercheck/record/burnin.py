@@ -29,6 +29,8 @@ class ItemSummary:
     values: tuple[float, ...]       # that metric per repetition that measured it, in order
     outcomes: tuple[str, ...]       # per repetition, in order
     measured_in: tuple[int, ...] = ()  # the repetition of each value (an errored one has none)
+    repeats: tuple[int, ...] = ()   # the repetition of each outcome
+    covers: tuple[str, ...] = ()    # a cluster item's nodes (`nodes` of its result; it names no node of its own)
 
     @property
     def counted(self) -> int:
@@ -107,7 +109,9 @@ def _summary(item: str, runs: Sequence[Mapping[str, Any]]) -> ItemSummary:
     outcomes = tuple(str(r.get("outcome")) for r in runs)
     return ItemSummary(item, runs[0].get("node"), len(runs), outcomes.count("passed"), outcomes.count("failed"),
                        outcomes.count("error"), outcomes.count("skipped"), metric, unit,
-                       tuple(v for _, v in points), outcomes, tuple(k for k, _ in points))
+                       tuple(v for _, v in points), outcomes, tuple(k for k, _ in points),
+                       tuple(int(r.get("repeat") or k) for k, r in enumerate(runs, 1)),
+                       tuple(str(n) for n in runs[0].get("nodes") or ()))
 
 
 def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tuple[int, float]]]:
@@ -136,13 +140,22 @@ def _worst(verdicts: list[Mapping[str, Any]]) -> Mapping[str, Any]:
 
 
 def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
-    """node -> its items' repetitions and the pass ratio over all of them (a node passes burn-in only at 1)."""
+    """node -> its items' repetitions and the pass ratio over all of them (a node passes burn-in only at 1),
+    and `not_cleared`: the cluster items that covered it and failed or were not judged in some repetition,
+    naming no node (a cluster item without `nodes` covers every node): such a node is never cleared."""
     out: dict[str, dict[str, Any]] = {}
     for s in summaries:
+        if not s.node and s.outcome in ("failed", "error"):
+            for node in s.covers or [n for t in summaries for n in (t.node or "").split(",") if n]:
+                bad = out.setdefault(node, {"items": 0, "repetitions": 0, "passed": 0, "judged": 0})
+                bad.setdefault("not_cleared", [])
+                if s.item not in bad["not_cleared"]:
+                    bad["not_cleared"].append(s.item)
         for node in (s.node or "").split(","):
             if not node:
                 continue
             entry = out.setdefault(node, {"items": 0, "repetitions": 0, "passed": 0, "judged": 0})
+            entry.setdefault("not_cleared", [])
             entry["items"] += 1
             entry["repetitions"] += s.repetitions
             entry["passed"] += s.passed
@@ -167,7 +180,11 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
         trend = f", trend {s.trend:+.1%}" if s.trend is not None else ""
         out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.counted}"
                    f" ({s.pass_ratio:.0%}); {shown}{trend}")
+    of = {s.item: s for s in summaries}
     for node, entry in sorted(by_node(summaries).items()):
+        cluster = [f"cluster check {c} {of[c].outcome if of[c].failed else 'not judged'} in repetition(s) "
+                   f"{', '.join(str(k) for k, o in zip(of[c].repeats, of[c].outcomes) if o != 'passed')}"
+                   for c in entry.get("not_cleared") or ()]
         failed, errors = (sum(getattr(s, k) for s in summaries if node in (s.node or "").split(","))
                           for k in ("failed", "errors"))
         # FAILS only for a repetition that failed; an error is the harness's, never the node's; never `passes`
@@ -176,6 +193,7 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
         skipped = entry.get("skipped", 0)
         word = ("FAILS burn-in" if failed else f"burn-in not judged ({errors} repetition(s) errored)" if errors
                 else f"burn-in not judged ({skipped} repetition(s) skipped)" if skipped
+                else f"not cleared: {'; '.join(cluster)}, naming no node" if cluster
                 else "burn-in not measured (every repetition skipped)" if not entry["judged"]
                 else "INCOMPLETE burn-in" if incomplete else "passes burn-in")
         out.append(f"  node {node} {word}: {entry['passed']} of {entry['judged']} item repetitions passed"
