@@ -8,7 +8,6 @@ import copy
 import dataclasses
 import os
 import shutil
-import socket
 import sys
 import uuid
 from datetime import datetime, timezone
@@ -24,8 +23,9 @@ from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.fit import check_fits
+from clustercheck.run.nodefacts import node_facts
 from clustercheck.run.options import Options
-from clustercheck.run.rundir import check_latest, make_dir, opening, point_latest, unique
+from clustercheck.run.rundir import check_latest, opening, point_latest, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
@@ -43,10 +43,11 @@ from clustercheck.kinds.base import CheckSpec, Rules
 from clustercheck.judging.thresholds import Profile
 
 Found = dict[Where, Outcome | ClusterCheckError]
-FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sysfs
 
 
 class CheckSession:
+    _cached_in = 1  # the repetition whose outcomes `_cache` holds
+
     def __init__(self, options: Options, argv: list[str]) -> None:
         self.options = options
         self.launcher = make_launcher(options)
@@ -70,7 +71,7 @@ class CheckSession:
         self.nranks = 2
         self.per_node = 2
         self.nodes: list[str] = list(self.launcher.nodes)
-        self._cache: dict[str, Found | Exception] = {}
+        self._cache: dict[str, Found | Exception] = {}  # this repetition's (`_cached_in`)
         self.exclusion: ExcludeEntry = {}
         self.baseline: Baseline | None = None
         self.expect: dict[str, Any] = {}  # the profile's expect: block with --expect over it
@@ -96,7 +97,7 @@ class CheckSession:
                 from clustercheck.localize.topology import for_nodes
 
                 topology = for_nodes(opts.topology, self.nodes)
-            nodes, first = self._node_facts(early.facts if early else None)
+            nodes, first = node_facts(self.launcher, self.nodes, self.options, early.facts if early else None)
             self.facts = nodes[self.nodes[0]]
             if opts.platform:
                 self.profile = opts.thresholds.load(opts.platform)
@@ -171,33 +172,6 @@ class CheckSession:
         return [where for items in scopes.rounds(check.scope, planned, self.options.pair_strategy,
                                                  self.options.pair_seed) for where in items]
 
-    def _node_facts(self, here_facts: platform_mod.Facts | None = None
-                    ) -> tuple[dict[str, platform_mod.Facts], WorkerPool | None]:
-        """Each node's platform facts, read by its first rank: the controller may be a login or head
-        node without GPUs. Where the controller is the only node (the local launcher, or a one-node
-        allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
-        CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
-        here = socket.gethostname()
-        if not self.launcher.remote or self.nodes in ([here], [here.split(".")[0]]):
-            return {self.nodes[0]: here_facts or platform_mod.read_facts()}, None
-        key = PoolKey("gloo", (self.options.ranks or 2) * len(self.nodes))
-        logs = self.options.out / f".starting-{os.getpid()}" / "logs"
-        make_dir(self.options.out, logs)
-        pool = WorkerPool(key, logs, 1, self.launcher)
-        try:
-            pool.start()
-            answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
-        except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
-            pool.close(kill=True)
-            raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
-                               f"(the ranks' output: {pool.log_dir})") from None
-        facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
-        silent = [n for n in self.nodes if n not in facts]
-        if silent:  # a launcher that gave a node no local rank 0: nothing was read there
-            pool.close(kill=True)
-            raise UserError(f"no platform facts from node(s) {', '.join(silent)}: no rank with local rank 0 there")
-        return facts, pool
-
     def _adopt(self, pool: WorkerPool) -> None:
         """A pool started before the run directory existed (the facts pool, or a local run's first pool)
         joins the run: its logs move into the run directory (its ranks keep writing to the same files)
@@ -224,7 +198,11 @@ class CheckSession:
     def measure(self, check: CheckSpec, item_id: str = "", where: Where = None) -> Outcome:
         """The outcome of one item: `where` is its node, node pair ("a,b") or None for scope cluster.
         The first item of a check measures every node (or pair) at once; the others read the cache."""
+        if (repetition := getattr(self.runner, "repetition", 1)) != self._cached_in:  # a burn-in's next one:
+            self._cache, self._cached_in = {}, repetition  # each check is measured again, an error included
         if check.id not in self._cache:
+            if self.runner is not None:
+                self.runner.windows_of = None  # no window is this check's until its ranks ran (run, localize)
             try:
                 self._cache[check.id] = self._measure_all(check)
             except Exception as exc:  # every item of the check gets the same error or skip
