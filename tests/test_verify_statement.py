@@ -75,3 +75,71 @@ def test_reports_not_in_the_run_directory_are_named_not_listed_as_compared(faile
     (ok,) = [line for line in proc.stdout.splitlines() if line.startswith("ok    reports: ")]
     assert "junit.xml" not in ok and "results.json" not in ok and "sla.json" in ok
     assert "reports not compared, not in the run directory: results.json, junit.xml" in proc.stdout, proc.stdout
+
+
+def _claim_another_version(run: Path, drop_format: bool = False) -> None:
+    import json
+
+    lines = (run / "run.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    if drop_format:
+        header.pop("report_format", None)
+    else:
+        header["facts"]["versions"]["clustercheck"] = "0.0.1"
+    (run / "run.jsonl").write_text("\n".join([json.dumps(header, sort_keys=True), *lines[1:]]) + "\n")
+
+
+def test_a_pass_statement_over_a_failed_record_is_not_verified_whatever_version_it_claims(
+        failed: dict[str, Path], tmp_path: Path) -> None:
+    """Claiming another clustercheck version (or no report format) turned the predicate comparison into a
+    note: `verified ...; run verdict FAIL` while the signed payload said PASSED."""
+    from clustercheck.record import attestation
+    from clustercheck.record.keys import load_private
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    for drop_format in (False, True):
+        run = tmp_path / f"run{int(drop_format)}"
+        shutil.copytree(failed["run"], run)
+        _claim_another_version(run, drop_format)
+        rec = read(run / "run.jsonl")
+        attestation.sign(run, rec, {**run_status(rec), "verdict": "PASS"}, load_private(failed["key"]))
+        proc = verify(run, failed["pub"])
+        assert proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
+        assert any(line.startswith("FAIL  attestation.json: its predicate differs from what run.jsonl says")
+                   and "clustercheck.run.verdict" in line and "whatever version signed it" in line
+                   for line in proc.stdout.splitlines()), proc.stdout
+
+
+def test_reports_saying_pass_over_a_failed_record_are_not_verified_whatever_version_rendered_them(
+        failed: dict[str, Path], tmp_path: Path) -> None:
+    """results.json and sla.json edited to PASS, the record claiming another version: the byte comparison
+    was a note and verify said `verified`."""
+    import json
+
+    from clustercheck.record import attestation
+    from clustercheck.record.keys import load_private
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    run = tmp_path / "run"
+    shutil.copytree(failed["run"], run)
+    _claim_another_version(run)
+    results = json.loads((run / "results.json").read_text())
+    results["verdict"] = "PASS"
+    results["counts"] = {**results["counts"], "failed": 0, "passed": results["counts"]["failed"]}
+    (run / "results.json").write_text(json.dumps(results))
+    sla = json.loads((run / "sla.json").read_text())
+    sla["verdict"] = "PASS"
+    for check in sla["checks"]:
+        check["outcome"] = "passed"
+    (run / "sla.json").write_text(json.dumps(sla))
+    rec = read(run / "run.jsonl")
+    attestation.sign(run, rec, run_status(rec), load_private(failed["key"]))
+    proc = verify(run, failed["pub"])
+    assert proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
+    fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL  ")]
+    assert "FAIL  results.json: says verdict PASS, the record proves FAIL; counts 0 error, 0 failed, 1 passed, " \
+           "0 skipped, the record's results 0 error, 1 failed, 0 passed, 0 skipped: not what run.jsonl proves" in fails
+    assert any(line.startswith("FAIL  sla.json: says verdict PASS, the record proves FAIL") for line in fails), fails
+    assert "note  reports not compared with run.jsonl: rendered by clustercheck 0.0.1" in proc.stdout

@@ -10,7 +10,9 @@ failure one line naming the file (and the record line where there is one):
 
 Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
 renders to when this is the clustercheck version that rendered them (rendering is deterministic); one
-not in the run directory is named as not compared."""
+not in the run directory is named as not compared. Whatever version made them, the predicate's outcome
+(result, tests, verdict, counts) and results.json's and sla.json's verdict and counts must be the record's
+(evidence/outcomes.py); only the byte-for-byte comparison of another version's is left to a note."""
 
 from __future__ import annotations
 
@@ -129,6 +131,14 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
         f"{REPORT_FORMAT}")
     if signed is not None:
         _predicate(rec, signed.statement, out, other)
+    if other:  # the byte-for-byte comparison below proves nothing then; the verdict and counts still must agree
+        from clustercheck.evidence.outcomes import report_problems
+        from clustercheck.report.status import run_status
+
+        wrong, agree = report_problems(run_dir, rec, run_status(rec))
+        out.problems += wrong
+        if agree:
+            out.passed.append(f"report outcomes: {', '.join(agree)} state the verdict and counts {RECORD} proves")
     signer = ", ".join(signed.keyids) if signed is not None else _claimed_signer(run_dir)
     try:
         texts = render_texts(rec, signer)
@@ -155,9 +165,11 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
 def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None:
     """The signed statement's predicate (the result an in-toto policy reads: PASSED, the verdict, the tests
     that passed and failed) must be what the record says: a signature over `PASSED` beside a record that
-    failed would verify every digest and still tell a policy engine the run passed."""
+    failed would verify every digest and still tell a policy engine the run passed. Its outcome fields are
+    compared whatever version signed it; only the rest of another version's predicate is noted."""
     import json
 
+    from clustercheck.evidence.outcomes import predicate_outcome_differs
     from clustercheck.record.statement import predicate
     from clustercheck.report.status import run_status
 
@@ -173,8 +185,13 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
                   if not isinstance(got, dict) or canonical(want.get(k)) != canonical(got.get(k)))
     said = (f"{ATTESTATION}: its predicate differs from what {RECORD} says in {', '.join(keys)} (it says result "
             f"{got.get('result') if isinstance(got, dict) else 'nothing'}, {RECORD} {want['result']})")
-    if other:  # another version may have built the predicate differently: no proof of an edit
-        out.notes.append(f"statement not compared with {RECORD}: {other}")
+    outcome = predicate_outcome_differs(want, got)
+    if other and not outcome:  # another version may lay the rest of the predicate out differently: no proof
+        out.notes.append(f"statement not compared with {RECORD} beyond its result, verdict, counts and tests: "
+                         f"{other}")
+    elif other:
+        out.problems.append(f"{said}; its {', '.join(outcome)} are not what {RECORD} proves, whatever version "
+                            f"signed it")
     else:
         out.problems.append(said)
 
