@@ -74,3 +74,14 @@ def test_a_cluster_check_that_failed_naming_no_node_clears_no_node():
         assert by_node(summarize(results))[node]["not_cleared"] == ["s::across"]
     passing = [r for r in results if r["outcome"] == "passed"] + [_cluster(2, "passed", ["h1", "h2"])]
     assert all("passes burn-in" in x for x in lines(summarize(passing)) if x.startswith("  node "))
+
+
+def test_the_series_is_the_measured_metric_not_a_not_judged_or_counter_verdict_first():
+    despite = {**_result(1, "failed", None), "verdicts": [
+        {"kind": "limit", "metric": "measurement", "measured": "not judged", "unit": "", "subject": None},
+        {"kind": "limit", "metric": "kernel.xid.79", "measured": 1, "unit": "count", "subject": "n1 0000:3b:00"}]}
+    results = [despite] + [_result(k, "passed", v) for k, v in ((2, 10.0), (3, 9.0), (4, 6.0), (5, 3.0))]
+    (s,) = summarize(results)
+    assert (s.metric, s.unit, s.values, s.measured_in) == ("busbw", "GB/s", (10.0, 9.0, 6.0, 3.0), (2, 3, 4, 5))
+    assert s.spread == (3.0, 7.5, 10.0) and s.trend == -0.7
+    assert "busbw min 3 median 7.5 max 10 GB/s, trend -70.0%" in lines([s])[1]

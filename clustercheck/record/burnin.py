@@ -115,7 +115,7 @@ def _summary(item: str, runs: Sequence[Mapping[str, Any]]) -> ItemSummary:
 
 
 def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tuple[int, float]]]:
-    metric = next((v.get("metric") for r in runs for v in r.get("verdicts") or () if v.get("kind") != "expect"), None)
+    metric = next((v.get("metric") for r in runs for v in r.get("verdicts") or () if _measure(v)), None)
     if metric is None:
         return None, "", []
     values: list[tuple[int, float]] = []
@@ -129,6 +129,20 @@ def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tu
             values.append((int(r.get("repeat") or k), float(pick["measured"])))
             unit = str(pick.get("unit") or unit)
     return metric, unit, values
+
+
+def _measure(v: Mapping[str, Any]) -> bool:
+    """Whether a verdict can name the item's series: a limit on a measured number, not windows.despite's
+    `measurement: not judged` (an item that skipped or errored in a failed counter window puts it first) and
+    not a counter window's verdict (`kernel.xid.79` on `<host> <device>`: what rose, not what the check
+    measures), which would leave the repetitions that measured without a spread or a trend."""
+    from clustercheck.counters.allowances import FAMILIES
+    from clustercheck.record.exclude import not_judged
+
+    measured, metric = v.get("measured"), str(v.get("metric") or "")
+    counter = "." in metric and metric.split(".")[0] in FAMILIES and v.get("unit") == "count" and bool(v.get("subject"))
+    return (v.get("kind") != "expect" and isinstance(measured, (int, float)) and not isinstance(measured, bool)
+            and not not_judged(v) and not counter)
 
 
 def _worst(verdicts: list[Mapping[str, Any]]) -> Mapping[str, Any]:
