@@ -12,7 +12,8 @@ from clustercheck.report.junit import render_junit
 
 def _result(rep: int, outcome: str, busbw: float | None, node: str | None = "n1", **extra) -> dict:
     verdicts = [] if busbw is None else [{"kind": "limit", "metric": "busbw", "measured": busbw, "unit": "GB/s",
-                                          "subject": None, "op": ">=", "limit": 1.0}]
+                                          "subject": None, "op": ">=", "limit": 1.0,
+                                          "origin": "test", "margin": 1.0, "source": "test", "passed": True}]
     message = {"passed": "", "skipped": "no NVIDIA driver"}.get(outcome, "busbw misses the limit")
     return {"type": "result", "name": f"ok[{node}]", "check": "ok", "suite_file": "suites/s.yaml", "line": 1, "node": node,
             "outcome": outcome, "repeat": rep, "message": message, "verdicts": verdicts, **extra}
@@ -85,3 +86,29 @@ def test_the_series_is_the_measured_metric_not_a_not_judged_or_counter_verdict_f
     assert (s.metric, s.unit, s.values, s.measured_in) == ("busbw", "GB/s", (10.0, 9.0, 6.0, 3.0), (2, 3, 4, 5))
     assert s.spread == (3.0, 7.5, 10.0) and s.trend == -0.7
     assert "busbw min 3 median 7.5 max 10 GB/s, trend -70.0%" in lines([s])[1]
+
+
+def test_an_interrupted_burn_in_names_the_repetition_each_item_was_not_run_in(tmp_path):
+    from clustercheck.record.io import Record
+    from clustercheck.record.schema import item_id
+
+    plan = [{"name": f"{c}[h1]", "nodeid": "", "check": c, "measure": "probe", "scope": "node", "node": "h1",
+             "nodes": ["h1"], "suite_file": "suites/s.yaml", "line": 1} for c in ("first", "second")]
+    results = [{**p, **_result(k, "passed", 5.0, node="h1"), "name": p["name"], "check": p["check"]}
+               for k in (1, 2) for p in plan][:3]  # SIGTERM in repetition 2 of 3, before second[h1]
+    rec = Record(tmp_path / "run.jsonl", {"repeat": {"count": 3}}, results, None,
+                 {"interrupted": True, "signal": "SIGTERM", "repetitions": 1}, plan)
+    assert [item_id(p) for p in rec.not_run()] == ["s::second[h1]#2"]
+    assert rec.not_run()[0]["repeat"] == 2
+    cases = ET.fromstring(render_junit({"started": ""}, results, rec.not_run(), "interrupted")).iter("testcase")
+    assert [c.get("name") for c in cases if c.get("name").startswith("second")] == ["second[h1]", "second[h1]#2"]
+    text = lines(summarize(results), incomplete=True)
+    assert text[0] == "burn-in: INCOMPLETE: 1 whole repetition(s) ran (2 started), fewer than asked"
+    (second,) = [x for x in text if "s::second[h1]" in x]
+    assert "not run in repetition(s) 2 (the run did not finish)" in second
+    assert "passes" not in "\n".join(text)
+    node = by_node(summarize(results))["h1"]
+    assert node["incomplete"] is True and node["not_run"] == 1
+    (cut,) = [r for r in folded(results) if r["check"] == "second"]
+    assert cut["message"].startswith("passed all 1 repetitions it ran; not run in repetition(s) 2")
+    assert by_node(summarize(results[:2]))["h1"]["incomplete"] is False

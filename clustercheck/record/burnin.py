@@ -86,6 +86,16 @@ class ItemSummary:
                 "max": spread[2] if spread else None, "trend": self.trend}
 
 
+def _missing(s: ItemSummary, started: int) -> list[int]:
+    """The repetitions, of those the run started, that the item has no result in (the run was cut off:
+    every repetition runs the same items)."""
+    return sorted(set(range(1, started + 1)) - set(s.repeats or range(1, s.repetitions + 1)))
+
+
+def _started(summaries: Sequence[ItemSummary]) -> int:
+    return max((max(s.repeats or (s.repetitions,)) for s in summaries), default=0)
+
+
 def repeated(results: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the results come from a repeated run (any result carries its repetition number)."""
     return any(r.get("repeat") for r in results)
@@ -158,6 +168,7 @@ def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
     and `not_cleared`: the cluster items that covered it and failed or were not judged in some repetition,
     naming no node (a cluster item without `nodes` covers every node): such a node is never cleared."""
     out: dict[str, dict[str, Any]] = {}
+    started = _started(summaries)
     for s in summaries:
         if not s.node and s.outcome in ("failed", "error"):
             for node in s.covers or [n for t in summaries for n in (t.node or "").split(",") if n]:
@@ -170,12 +181,14 @@ def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
                 continue
             entry = out.setdefault(node, {"items": 0, "repetitions": 0, "passed": 0, "judged": 0})
             entry.setdefault("not_cleared", [])
+            entry["not_run"] = entry.get("not_run", 0) + len(_missing(s, started))
             entry["items"] += 1
             entry["repetitions"] += s.repetitions
             entry["passed"] += s.passed
             entry["judged"] += s.counted
             entry["skipped"] = entry.get("skipped", 0) + (s.skipped if s.counted else 0)
     for entry in out.values():
+        entry["incomplete"] = bool(entry.setdefault("not_run", 0))  # an item of it was cut off in a repetition
         entry["pass_ratio"] = round(entry["passed"] / entry["judged"], 6) if entry["judged"] else 0.0
     return out
 
@@ -186,14 +199,17 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
     from clustercheck.units import fmt
 
     order = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
-    out = [f"burn-in: {max((s.repetitions for s in summaries), default=0)} repetition(s)"]
+    started = _started(summaries)
+    whole = min((s.repetitions for s in summaries), default=0)
+    out = [f"burn-in: INCOMPLETE: {whole} whole repetition(s) ran ({started} started), fewer than asked"
+           if incomplete else f"burn-in: {started} repetition(s)"]
     for s in sorted(summaries, key=lambda s: (order.get(s.outcome, 4), s.item)):
         spread = s.spread
         shown = (f"{s.metric} min {fmt(spread[0])} median {fmt(spread[1])} max {fmt(spread[2])} {s.unit}"
                  if spread else "no metric")
         trend = f", trend {s.trend:+.1%}" if s.trend is not None else ""
         out.append(f"  {s.outcome.upper():<7} {s.item}  pass ratio {s.passed}/{s.counted}"
-                   f" ({s.pass_ratio:.0%}); {shown}{trend}")
+                   f" ({s.pass_ratio:.0%}); {shown}{trend}{_cut(s, started)}")
     of = {s.item: s for s in summaries}
     for node, entry in sorted(by_node(summaries).items()):
         cluster = [f"cluster check {c} {of[c].outcome if of[c].failed else 'not judged'} in repetition(s) "
@@ -222,29 +238,36 @@ def folded(results: Sequence[Any]) -> list[Any]:
     if not repeated(results):
         return list(results)
     worst = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
+    started = max(int(r.get("repeat") or 0) for r in results)
     out = []
     for item, runs in grouped(results).items():
         s = _summary(item, runs)
         pick = min(runs, key=lambda r: worst.get(r["outcome"], 4))
-        out.append({**pick, "outcome": s.outcome, "message": _note(s, runs, pick),
+        out.append({**pick, "outcome": s.outcome, "message": _note(s, runs, pick, started),
                     "duration": round(sum(float(r.get("duration") or 0.0) for r in runs), 3), "burn_in": s.as_dict()})
     return out
 
 
-def _note(s: ItemSummary, runs: Sequence[Any], pick: Mapping[str, Any]) -> str:
+def _note(s: ItemSummary, runs: Sequence[Any], pick: Mapping[str, Any], started: int) -> str:
     """The folded item's message, built from its burn-in outcome: `passed all N repetitions` only when
     every repetition passed; a skip in every repetition, or in some beside measured ones, says so with the
-    reason (the skipped repetition's message)."""
+    reason (the skipped repetition's message); an item the run was cut off before in a repetition says so."""
     def which(*outcomes: str) -> str:
         return ", ".join(str(r.get("repeat")) for r in runs if r["outcome"] in outcomes)
 
-    reason = pick.get("message") or ""
+    reason, cut = pick.get("message") or "", _cut(s, started)
     if s.outcome == "passed":
-        return f"passed all {s.repetitions} repetitions"
+        return f"passed all {s.repetitions} repetitions{' it ran' if cut else ''}{cut}"
     if s.outcome == "skipped":
-        return f"skipped in all {s.repetitions} repetitions: {reason}".rstrip(": ")
+        return f"skipped in all {s.repetitions} repetitions{cut}: {reason}".rstrip(": ")
     skipped = f"skipped in repetition(s) {which('skipped')} of {s.repetitions}" if s.skipped else ""
     if not (s.failed or s.errors):
-        return f"not judged: {skipped} (pass ratio {s.pass_ratio:.3g}): {reason}".rstrip(": ")
+        return f"not judged: {skipped} (pass ratio {s.pass_ratio:.3g}){cut}: {reason}".rstrip(": ")
     note = f"{s.outcome} in repetition(s) {which('failed', 'error')} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"
-    return f"{note}{'; ' + skipped if skipped else ''}: {reason}".rstrip(": ")
+    return f"{note}{'; ' + skipped if skipped else ''}{cut}: {reason}".rstrip(": ")
+
+
+def _cut(s: ItemSummary, started: int) -> str:
+    """`; not run in repetition(s) K` for an item the run was cut off before in a repetition it started."""
+    missing = _missing(s, started)
+    return f"; not run in repetition(s) {', '.join(map(str, missing))} (the run did not finish)" if missing else ""

@@ -42,10 +42,14 @@ class Record:
 
     def not_run(self) -> list[PlanItem]:
         """Planned items without a result: never started, or cut off by an interruption or a kill (in a
-        repeated run: in the last repetition that started)."""
+        repeated run: in the last repetition that started, each named with it, `<check>[<where>]#<k>`, and
+        carrying it as `repeat`: the item ran in the repetitions before)."""
         last = max((r.get("repeat") or 0 for r in self.results), default=0)
         done = {item_id(r) for r in self.results if (r.get("repeat") or 0) == last}
-        return [p for p in self.plan or [] if item_id(p) not in done]
+        missing = [p for p in self.plan or [] if item_id(p) not in done]
+        if not last:
+            return missing
+        return [{**p, "name": f"{p['name']}#{last}", "repeat": last} for p in missing]  # type: ignore[typeddict-unknown-key]
 
     def incomplete(self) -> str | None:
         """Why the run did not finish, or None when it did: a gate must never read a partial run as whole."""
