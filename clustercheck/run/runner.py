@@ -23,6 +23,10 @@ from clustercheck.run.pools import PoolManager
 from clustercheck.run.scopes import Where
 from clustercheck.kinds.base import CheckSpec
 
+class _Shrunk(Exception):
+    """A node was lost during a localize pass: the pass ends, and runs again on the nodes left."""
+
+
 Round = tuple[list[tuple[Where, list[int]]], Any]  # (item, its global ranks) groups; the groups argument
 
 
@@ -215,49 +219,63 @@ class Runner:
 
     def localize(self, check: CheckSpec, threshold: float) -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
         """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
-        result, and the next round gets a fresh pool); per item (node, None) its verdicts and message,
-        the rounds as rows, and the pool's info."""
+        result, and the next round gets a fresh pool; a node lost mid-check is left out and the rounds run
+        again on the nodes left, its item an error naming it); per item (node, None) its verdicts and
+        message, the rounds as rows, and the pool's info."""
         from clustercheck.localize.check import localize
 
         self.applies(check)
         self.windows, self.windows_of = {}, check.id
         kind = KINDS[check.measure]
         key = self._key(check, self.log_mode("init"))
-        try:
-            pool = self._start(check)  # on the nodes still answering
-        except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
-            raise Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc from None
-        key = pool.key
-        info = self._pool_info(pool, check)
         params = self._with_fault(check, kind.task(check, {}))
-        ranks_of: dict[str, list[int]] = {}
-        for r in pool.ranks:
-            ranks_of.setdefault(r["host"], []).append(r["rank"])
-        current = [pool]
+        topology = self.topology
+        while True:  # again on the nodes left when one is lost mid-check: its ranks, and their numbers, change
+            try:
+                pool = self._start(check)  # on the nodes still answering
+            except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
+                raise Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc from None
+            key, info = pool.key, self._pool_info(pool, check)
+            ranks_of: dict[str, list[int]] = {}
+            for r in pool.ranks:
+                ranks_of.setdefault(r["host"], []).append(r["rank"])
+            t0 = time.monotonic()
+            info["topology"] = "none" if topology is None else \
+                f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
+            try:
+                found, rows = localize(self.live(), ranks_of, threshold, self._localize_run(check, params, pool),
+                                       check.id, topology=topology)
+            except _Shrunk:
+                continue
+            except HarnessError as exc:
+                self._close_after_error(key, exc)
+                raise
+            break
+        info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
+        found.update(self._gone(list(self.lost))[1])  # a node lost before or in the check: an error naming it
+        if self.options.counters:
+            self._close_window(key, check)
+        return found, rows, info
+
+    def _localize_run(self, check: CheckSpec, params: dict[str, Any], pool: WorkerPool) -> Any:
+        """The planner's `run` on `pool`: a rank that fails costs its group a result and the next round gets
+        a fresh pool; a node lost (the launcher shrinks) ends the pass (_Shrunk), to run again without it."""
+        kind, current = KINDS[check.measure], [pool]
 
         def run(groups: list[list[int]]) -> dict[int, Any]:
             try:
                 return dict(enumerate(current[0].run(check.measure, params, check.timeout, groups=groups,
                                                      runner=kind.runner)))
             except RankFailure as exc:
-                self.pools.discard(key)
-                current[0] = self.pools.get(key)
+                self.pools.discard(current[0].key)
+                live = len(self.live())
+                if self.lose(check, exc):
+                    raise _Shrunk() from exc
+                current[0] = self._start(check)  # may lose a node too: then its ranks are others'
+                if len(self.live()) < live:
+                    raise _Shrunk() from exc
                 return dict(exc.answered)
-
-        t0 = time.monotonic()
-        topology = self.topology
-        info["topology"] = "none" if topology is None else \
-            f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
-        try:
-            found, rows = localize(self.live(), ranks_of, threshold, run, check.id, topology=topology)
-        except HarnessError as exc:
-            self._close_after_error(key, exc)
-            raise
-        info["measure_seconds"], info["rounds"] = round(time.monotonic() - t0, 3), max((r["round"] for r in rows), default=0)
-        found.update(self._gone(list(self.lost))[1])  # a node lost before the check: an error naming it
-        if self.options.counters:
-            self._close_window(key)
-        return found, rows, info
+        return run
 
     SNAPSHOT_TIMEOUT = 60.0
 
