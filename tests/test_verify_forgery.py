@@ -113,3 +113,39 @@ def test_a_collective_s_byte_counts_supplied_by_the_record_are_not_read(signed: 
     assert proc.returncode != 0 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert any("evidence::allreduce[" in p and "carries answers, but all_reduce items are re-judged from their rows"
                in p for p in problems(proc)), proc.stdout
+
+
+def test_end_counts_edited_and_re_signed_are_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """The end line's counts went into the signed predicate unchecked: edited, re-signed, verified."""
+    import base64
+
+    run = copy(signed, tmp_path)
+    entries = lines_of(run)
+    end = entries[-1]
+    assert end["type"] == "end"
+    end["counts"] = {**end["counts"], "passed": end["counts"]["passed"] + 4}
+    write_lines(run, entries)
+    resign(run, signed["key"])
+    envelope = json.loads((run / "attestation.json").read_text())
+    said = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["clustercheck"]["run"]["counts"]
+    assert said == {"error": 0, "failed": 0, "passed": 5, "skipped": 0}  # from the results, not the end line
+    proc = verify(run, signed["pub"])
+    assert "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert f"run.jsonl:{len(entries)}: end counts 0 error, 0 failed, 9 passed, 0 skipped, but its results count " \
+           f"0 error, 0 failed, 5 passed, 0 skipped: the run writes them from its results" in problems(proc), proc.stdout
+
+
+def test_a_passed_result_line_copied_and_re_signed_is_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """A duplicated passed line re-signed verified as PASS with 4 passed of 3 planned items."""
+    run = copy(signed, tmp_path)
+    entries = lines_of(run)
+    at = next(i for i, e in enumerate(entries) if e.get("type") == "result" and e["check"] == "env")
+    entries.insert(at + 1, dict(entries[at]))
+    end = entries[-1]
+    end["counts"] = {**end["counts"], "passed": end["counts"]["passed"] + 1}  # as the copy counts
+    write_lines(run, entries)
+    resign(run, signed["key"])
+    proc = verify(run, signed["pub"])
+    assert "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert any(p.startswith(f"run.jsonl:{at + 2}: evidence::env[") and "a second result for this item (the first "
+               f"at run.jsonl:{at + 1})" in p for p in problems(proc)), proc.stdout

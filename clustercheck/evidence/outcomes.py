@@ -38,6 +38,14 @@ def predicate_outcome_differs(want: Mapping[str, Any], got: Any) -> list[str]:
     return differ
 
 
+def end_problems(rec: Record) -> list[str]:
+    """The end line's counts against the results: the run writes them from its results (run/session.py)."""
+    if rec.end is None or _canonical(rec.end.get("counts")) == _canonical(counts(rec.results)):
+        return []
+    return [f"{rec.path.name}:{rec.lines.end or '?'}: end counts {brief_counts(rec.end.get('counts'))}, but its "
+            f"results count {brief_counts(counts(rec.results))}: the run writes them from its results"]
+
+
 def report_problems(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """results.json's and sla.json's verdict and counts, parsed, against the record's: (problems, the files
     that agree). A report not in the run directory is left to the caller, which names it."""
@@ -68,7 +76,7 @@ def report_problems(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> tu
         if said != verdict:
             wrong.append(f"verdict {said}, the record proves {verdict}")
         if _canonical(said_counts) != _canonical(want):
-            wrong.append(f"counts {_brief(said_counts)}, the record's results {_brief(want)}")
+            wrong.append(f"counts {brief_counts(said_counts)}, the record's results {brief_counts(want)}")
         if wrong:
             problems.append(f"{name}: says {'; '.join(wrong)}: not what run.jsonl proves")
         else:
@@ -76,7 +84,7 @@ def report_problems(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> tu
     return problems, agree
 
 
-def _brief(c: Any) -> str:
+def brief_counts(c: Any) -> str:
     if not isinstance(c, Mapping):
         return "none" if c is None else repr(c)[:60]
     return ", ".join(f"{v} {k}" for k, v in sorted(c.items()))

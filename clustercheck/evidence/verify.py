@@ -26,6 +26,7 @@ from clustercheck.record import attestation
 from clustercheck.record.statement import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
 from clustercheck.record.keys import PublicKey
 from clustercheck.record.schema import REPORT_FORMAT
+from clustercheck.evidence.outcomes import end_problems
 from clustercheck.evidence.rejudge import Rejudged, rejudge
 
 RECORD = "run.jsonl"
@@ -116,7 +117,7 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
         out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
     got: Rejudged = rejudge(run_dir, rec)
-    out.problems += got.problems
+    out.problems += got.problems + end_problems(rec)
     out.notes += got.notes
     if not got.problems:
         out.passed.append(f"metrics: {got.metrics} metric(s) of {got.results} result(s) re-derived from the ranks' raw "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.record.io import Record
-from clustercheck.record.schema import item_id
+from clustercheck.record.schema import counts, item_id
 
 ATTESTATION = "attestation.json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -104,7 +104,9 @@ def predicate(rec: Record, status: Mapping[str, Any]) -> dict[str, Any]:
         "clustercheck": {
             "run": {"id": header.get("run_id") or header.get("started"), "started": header.get("started"),
                     "finished": (rec.end or {}).get("finished"), "verdict": status["verdict"],
-                    "incomplete": status.get("incomplete"), "counts": (rec.end or {}).get("counts"),
+                    "incomplete": status.get("incomplete"),
+                    # as the run writes them at its end (run/session.py), from its results: never the end line's
+                    "counts": counts(rec.results) if rec.end is not None else None,
                     "argv": header.get("argv")},
             "platform": header.get("platform"), "platform_detected": header.get("platform_detected"),
             "launcher": header.get("launcher"), "backend": header.get("backend"), "ranks": header.get("ranks"),
