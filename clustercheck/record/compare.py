@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.errors import UserError
+from clustercheck.record.burnin import folded
 from clustercheck.record.io import Record, RecordError, load
 from clustercheck.judging.verdicts import VerdictEntry
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
@@ -308,7 +309,10 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
 def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
     if not tolerance >= 0 or not math.isfinite(tolerance):
         raise UserError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
-    before = {item_id(r): r for r in baseline.results}
+    # a repeated run (a burn-in) is each item's worst repetition (burnin.folded), the baseline's and this
+    # run's alike: the last repetition of a baseline would read an item that failed in repetition 2 as passed
+    before = {item_id(r): r for r in folded(baseline.results)}
+    now_results = folded(current.results)
     both = set(baseline.suites()) & set(current.suites())
     changes: list[Change] = []
     not_compared: list[tuple[str, str]] = []
@@ -316,7 +320,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     unmeasured: list[tuple[str, str]] = []
     other = 0
     seen = set()
-    for r in current.results:
+    for r in now_results:
         item = item_id(r)
         seen.add(item)
         old = before.get(item)
@@ -351,7 +355,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             other += 1
     # an item of this run that fails is never a pass of compare, whatever the baseline said of it
     named = {item for item, _ in worse}
-    failing = [(item_id(r), _failing(r, before.get(item_id(r)), both)) for r in current.results
+    failing = [(item_id(r), _failing(r, before.get(item_id(r)), both)) for r in now_results
                if r.get("outcome") == "failed" and item_id(r) not in named]
     return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, failing=failing,
                       other_suites=other, software=software_changes(baseline, current))

@@ -1,0 +1,37 @@
+"""A repeated run (a burn-in) as a --compare baseline, or compared by `clustercheck compare`: each item is
+its worst repetition, never its last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clustercheck.errors import Skip
+from clustercheck.record.compare import compare, load_run
+from clustercheck.run.judge import Baseline
+from test_compare import result, save, verdict
+
+
+def _burn_in(tmp_path: Path) -> Path:
+    """allreduce[n1] failed in repetition 2 (busbw 10 under its floor 50) and passed in 1 and 3."""
+    reps = [(1, 100.0, "passed"), (2, 10.0, "failed"), (3, 100.0, "passed")]
+    return save(tmp_path / "base", [{**result("allreduce", "n1", [verdict("busbw", v, ">=", 50, "GB/s")], outcome=o),
+                                     "repeat": k} for k, v, o in reps])
+
+
+def test_a_repeated_baseline_is_its_worst_repetition(tmp_path: Path) -> None:
+    base = _burn_in(tmp_path)
+    now = save(tmp_path / "now", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    (change,) = compare(load_run(base), load_run(now)).changes
+    assert (change.baseline, change.current) == (10.0, 100.0)  # the failed repetition, not the last one's 100
+    b = Baseline(str(base / "run.jsonl"), tmp_path, 0.05)
+    old = b.items["gate::allreduce[n1]"]
+    assert old["outcome"] == "failed" and old["message"].startswith("failed in repetition(s) 2 of 3")
+    # a skip now of an item that failed in the baseline's repetition 2 is no 'passed in the baseline'
+    assert isinstance(b.skipped_now("gate::allreduce[n1]", Skip("no tool")), Skip)
+    assert any("compared with its worst repetition" in line for line in b.said("cpu", []))
+
+
+def test_a_repeated_run_compared_is_its_worst_repetition(tmp_path: Path) -> None:
+    base = save(tmp_path / "b", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    c = compare(load_run(base), load_run(_burn_in(tmp_path)))
+    assert [(ch.baseline, ch.current, ch.kind) for ch in c.changes] == [(100.0, 10.0, "regression")]
