@@ -149,3 +149,56 @@ def test_a_passed_result_line_copied_and_re_signed_is_not_verified(signed: dict[
     assert "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert any(p.startswith(f"run.jsonl:{at + 2}: evidence::env[") and "a second result for this item (the first "
                f"at run.jsonl:{at + 1})" in p for p in problems(proc)), proc.stdout
+
+
+def sign_statement(run: Path, key: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """attestation.json over the run's own statement changed by `change`, signed with the right key."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import CryptoSigner
+
+    from clustercheck.record import attestation
+    from clustercheck.record.keys import load_private
+    from clustercheck.record.statement import PAYLOAD_TYPE
+
+    stmt = attestation.read(run).statement
+    change(stmt)
+    private = load_private(key)
+    envelope = Envelope(json.dumps(stmt, sort_keys=True).encode(), PAYLOAD_TYPE, {})
+    envelope.sign(CryptoSigner(private.private, attestation._sslib_key(private.private.public_key(),
+                                                                        private.fingerprint)))
+    (run / "attestation.json").write_text(json.dumps(envelope.to_dict()))
+
+
+def _digest_text(stmt: dict[str, Any]) -> None:
+    stmt["subject"][0]["digest"] = stmt["subject"][0]["digest"]["sha256"]
+
+
+def _another_type(stmt: dict[str, Any]) -> None:
+    stmt["_type"] = "https://example.com/Statement/v0"
+
+
+def _another_predicate_type(stmt: dict[str, Any]) -> None:
+    stmt["predicateType"] = "https://slsa.dev/provenance/v1"
+
+
+def _upper_hex(stmt: dict[str, Any]) -> None:
+    stmt["subject"][0]["digest"]["sha256"] = stmt["subject"][0]["digest"]["sha256"].upper()
+
+
+@pytest.mark.parametrize("change, said", [
+    (_digest_text, "subject[0] (ctrf.json).digest: not {sha256: HEX}"),
+    (_another_type, "_type 'https://example.com/Statement/v0', expected 'https://in-toto.io/Statement/v1'"),
+    (_another_predicate_type, "predicateType 'https://slsa.dev/provenance/v1', expected "
+                              "'https://in-toto.io/attestation/test-result/v0.1'"),
+    (_upper_hex, "subject[0] (ctrf.json).digest.sha256: not 64 lowercase hex digits"),
+], ids=["digest-text", "type", "predicate-type", "upper-hex"])
+def test_a_statement_of_another_shape_signed_by_the_right_key_is_one_line_not_verified(
+        signed: dict[str, Path], tmp_path: Path, change: Callable[[dict[str, Any]], None], said: str) -> None:
+    """A subject whose digest was text crashed verify (a traceback, exit 3); a statement of another _type or
+    predicateType verified PASS."""
+    run = copy(signed, tmp_path)
+    sign_statement(run, signed["key"], change)
+    proc = verify(run, signed["pub"])
+    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+        proc.stdout + proc.stderr
+    assert f"attestation.json: the payload is not the in-toto Statement clustercheck signs: {said}" in problems(proc)

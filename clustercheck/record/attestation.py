@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from clustercheck.record.statement import ATTESTATION, PAYLOAD_TYPE, statement
+from clustercheck.record.statement import ATTESTATION, PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, statement
 from clustercheck.record.io import Record
 from clustercheck.record.keys import ALGORITHM, PublicKey, SigningKey
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _sslib_key(public: Any, keyid: str) -> Any:
@@ -70,9 +74,37 @@ def read(run_dir: Path) -> Signed:
         stmt = json.loads(envelope.payload)
     except ValueError:
         raise AttestationError(f"{ATTESTATION}: the payload is not JSON") from None
-    if not isinstance(stmt, dict) or not isinstance(stmt.get("subject"), list):
-        raise AttestationError(f"{ATTESTATION}: the payload is not an in-toto Statement (no subject list)")
+    why = _not_a_statement(stmt)
+    if why:
+        raise AttestationError(f"{ATTESTATION}: the payload is not the in-toto Statement clustercheck signs: {why}")
     return Signed(envelope, stmt, keyids)
+
+
+def _not_a_statement(stmt: Any) -> str | None:
+    """Why `stmt` is not a Statement v1 of clustercheck's predicate, every subject `{name: text, digest:
+    {sha256: 64 lowercase hex digits}}`, in words naming the key; None when it is. (jsonschema is no
+    dependency of clustercheck: a schema of six rules is written out here.)"""
+    if not isinstance(stmt, dict):
+        return f"a JSON {type(stmt).__name__}, not an object"
+    if stmt.get("_type") != STATEMENT_TYPE:
+        return f"_type {stmt.get('_type')!r}, expected {STATEMENT_TYPE!r}"
+    if stmt.get("predicateType") != PREDICATE_TYPE:
+        return f"predicateType {stmt.get('predicateType')!r}, expected {PREDICATE_TYPE!r}"
+    subjects = stmt.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        return "subject: not a list of files"
+    for i, s in enumerate(subjects):
+        name = s.get("name") if isinstance(s, dict) else None
+        digest = s.get("digest") if isinstance(s, dict) else None
+        if not isinstance(name, str) or not name:
+            return f"subject[{i}].name: not a file name"
+        if not isinstance(digest, dict) or set(digest) != {"sha256"}:
+            return f"subject[{i}] ({name}).digest: not {{sha256: HEX}}"
+        if not isinstance(digest["sha256"], str) or not _SHA256.fullmatch(digest["sha256"]):
+            return f"subject[{i}] ({name}).digest.sha256: not 64 lowercase hex digits"
+    if not isinstance(stmt.get("predicate"), dict):
+        return "predicate: not an object"
+    return None
 
 
 def signer(run_dir: Path) -> str | None:
