@@ -98,7 +98,8 @@ def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, s
         elif unnamed(r) and scope == "cluster" and len(nodes := r.get("nodes") or []) == 1:
             out.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
         for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
-            out.setdefault(node, f"{r['check']}: stopped answering (no heartbeat: unreachable or dead)")
+            during = f"{r['check']} in repetition {r['repeat']}" if r.get("repeat") else r["check"]
+            out.setdefault(node, f"{during}: stopped answering (no heartbeat: unreachable or dead)")
     lone: dict[str, str] = {}
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
@@ -134,16 +135,17 @@ def _measured(r: ResultEntry) -> set[str]:
 
 def unmeasured(results: Sequence[ResultEntry]) -> dict[str, list[str]]:
     """node -> its items that ended in error (or failed only by another node's counter window, their own
-    measurement not judged). Never a reason to exclude (the harness could not measure), but a gate must say
-    which nodes went unmeasured rather than pass them in silence."""
+    measurement not judged), each of a repeated run by its repetition (`node-ar[h3]#2`). Never a reason to
+    exclude (the harness could not measure), but a gate must say which nodes went unmeasured rather than
+    pass them in silence."""
     out: dict[str, list[str]] = {}
     for r in results:
         if r.get("scope") == "cluster" or not r.get("node"):
             continue
         if r["outcome"] == "error" or r["outcome"] == "failed" and any(not_judged(v) for v in r.get("verdicts") or ()):
             for node in (r.get("node") or "").split(","):
-                if node not in _measured(r):
-                    out.setdefault(node, []).append(r["name"])
+                if node not in _measured(r):  # a burn-in's item by its repetition: node-ar[h3]#2
+                    out.setdefault(node, []).append(f"{r['name']}#{r['repeat']}" if r.get("repeat") else r["name"])
     return out
 
 

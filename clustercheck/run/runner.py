@@ -54,8 +54,9 @@ class Runner:
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.windows: dict[str, Any] = {}
         self.windows_of: str | None = None  # the check whose windows `windows` holds (none of an earlier one)
-        # nodes lost mid-run (unreachable or dead) -> "h3 was lost during <check> (<why>)": no later pool has
-        # ranks there (where the launcher `shrinks`), and each later item of theirs is an error saying so
+        # nodes lost mid-run (unreachable or dead) -> "h3 was lost during <check> (<why>)" ("... during <check> in
+        # repetition <n> (...)" in a repeated run): no later pool has ranks there (where the launcher `shrinks`),
+        # and each later item of theirs is an error saying so
         self.lost: dict[str, str] = {}
 
     def live(self) -> list[str]:
@@ -99,9 +100,10 @@ class Runner:
         new = [n for n in getattr(exc, "unreachable", ()) if n in self.layout.nodes and n not in self.lost]
         if not new or not launcher.shrinks or len(new) >= len(self.live()):
             return False
+        during = f"{check.id} in repetition {self.repetition}" if self.options.repeating else check.id
         for node in new:
             why = launcher.why_lost(node) or "its ranks stopped answering (no heartbeat: unreachable or dead)"
-            self.lost[node] = f"{node} was lost during {check.id} ({why})"
+            self.lost[node] = f"{node} was lost during {during} ({why})"
         launcher.leave_out(new)
         for key in list(self.pools.pools):  # every pool spans the lost nodes: none serves a later check
             self.pools.discard(key)
