@@ -25,8 +25,11 @@ After the warm-up (max(2 min, 10% of the time), at most half of it) the verdict 
 - fd counts of controller and ranks not above the baseline (+2 on the controller for the sampler's
   own transient fds); the same rank pids throughout (one pool start), no extra child processes or
   controller threads; after the session, no rank or worker of ours left.
-Samples go to soak.csv and pytest's own output to pytest.log in the work dir; `--rejudge CSV` judges
-saved samples again; `--tracemalloc` (diagnosis only) prints where the controller's Python heap grew
+A sample the sampler could not read (/proc/PID/status or /proc/PID/fd) is not judged and fails the soak:
+never RSS 0 or an fd count of -1, which read as healthy. Samples go to soak.csv (an unreadable value `NA`;
+on every row the session's end: processes left over, pool starts, pytest's exit code, checks in error) and
+pytest's own output to pytest.log in the work dir; `--rejudge CSV` judges saved samples and that end
+again (a CSV without them is not judged: FAIL); `--tracemalloc` (diagnosis only) prints where the controller's Python heap grew
 between the end of the warm-up and the last check. Exit 0 when all hold, 1 otherwise.
 """
 
@@ -44,6 +47,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -66,16 +70,28 @@ def _status(pid: int | str) -> dict[str, str]:
     return out
 
 
-def rss_mib(pid: int | str) -> float:
-    value = _status(pid).get("VmRSS", "0 kB").split()[0]
-    return int(value) / 1024
+def rss_mib(pid: int | str) -> float | None:
+    """VmRSS in MiB; None when /proc/PID/status could not be read or has no VmRSS (never 0: a sample that
+    cannot be read is not judged healthy, it fails the soak)."""
+    try:
+        return int(_status(pid)["VmRSS"].split()[0]) / 1024
+    except (KeyError, IndexError, ValueError):
+        return None
 
 
-def fd_count(pid: int | str) -> int:
+def fd_count(pid: int | str) -> int | None:
+    """Open descriptors; None when /proc/PID/fd could not be listed (never -1, which is never growth)."""
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
-        return -1
+        return None
+
+
+def threads(pid: int | str) -> int | None:
+    try:
+        return int(_status(pid)["Threads"])
+    except (KeyError, ValueError):
+        return None
 
 
 def _ppids() -> dict[int, int]:
@@ -148,6 +164,13 @@ def write_inputs(work: Path, cycles: int) -> tuple[Path, Path]:
 # -- sampling -----------------------------------------------------------------------------------
 FIELDS = ["t_s", "controller_rss_mib", "controller_fds", "controller_threads", "rank_pids", "rank_rss_mib",
           "rank_fds", "children", "descendants", "workers_ours", "workers_machine", "checks_done"]
+# what the session's end tells, on every row (known once it ended), so that --rejudge judges it too
+SESSION = ["leftover", "pool_starts", "exit_code", "errors"]
+UNREAD = "NA"  # a value the sampler could not read, in the CSV
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
 
 
 class Sampler(threading.Thread):
@@ -166,9 +189,9 @@ class Sampler(threading.Thread):
         children, ndesc, ours, machine = processes(me)
         ranks = ours or children
         self.rank_pids_seen.update(ours)
-        s = {"t_s": round(time.monotonic() - self.t0, 1), "controller_rss_mib": round(rss_mib(me), 1),
-             "controller_fds": fd_count(me), "controller_threads": int(_status(me).get("Threads", 0)),
-             "rank_pids": ranks, "rank_rss_mib": [round(rss_mib(p), 1) for p in ranks],
+        s = {"t_s": round(time.monotonic() - self.t0, 1), "controller_rss_mib": _round(rss_mib(me)),
+             "controller_fds": fd_count(me), "controller_threads": threads(me),
+             "rank_pids": ranks, "rank_rss_mib": [_round(rss_mib(p)) for p in ranks],
              "rank_fds": [fd_count(p) for p in ranks], "children": len(children), "descendants": ndesc,
              "workers_ours": len(ours), "workers_machine": machine, "checks_done": self.checks_done}
         self.samples.append(s)
@@ -250,13 +273,19 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     problems: list[str] = []
     if len(window) < 6:
         return lines, [f"only {len(window)} samples after the warm-up: run longer"]
+    problems += unreadable(window)
     base = window[:3]
     k = max(3, len(window) // 10)
     run_h = (window[-1]["t_s"] - window[0]["t_s"]) / 3600
     lines.append(f"RSS in MiB; windows of {k} samples ({k * (window[1]['t_s'] - window[0]['t_s']):.0f} s), "
                  f"first window = baseline; trend = least-squares slope over all {len(window)} samples")
 
-    def band(name: str, picked: list[dict], values: list[float]) -> None:
+    def band(name: str, picked: list[dict], values: list[float | None]) -> None:
+        picked = [s for s, v in zip(picked, values) if v is not None]  # an unreadable one failed already
+        values = [v for v in values if v is not None]
+        if len(values) < k:
+            problems.append(f"{name}: only {len(values)} readable sample(s) after the warm-up: not judged")
+            return
         medians = [statistics.median(values[i:i + k]) for i in range(0, len(values) - k + 1, k)]
         baseline = medians[0]
         dev = max(abs(m - baseline) for m in medians) / baseline
@@ -287,27 +316,28 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     for r, pid in enumerate(pids):
         band(f"rank {r} RSS (pid {pid})", same, [s["rank_rss_mib"][r] for s in same])
     # descriptors
-    cfd = [s["controller_fds"] for s in window]
-    cbase = max(s["controller_fds"] for s in base)
+    cfd = _known(s["controller_fds"] for s in window) or [0]
+    cbase = max(_known(s["controller_fds"] for s in base) or [0])
     lines.append(f"{'controller fds':<22} baseline {cbase:6d}  min {min(cfd)}  max {max(cfd)}  last {cfd[-1]}")
     if max(cfd) > cbase + CONTROLLER_FD_SLACK:
         problems.append(f"controller fds grew from {cbase} to {max(cfd)} (last {cfd[-1]})")
     for r, pid in enumerate(pids):
-        fds = [s["rank_fds"][r] for s in window if s["rank_pids"] == pids]
-        rbase = max(s["rank_fds"][r] for s in base)
+        fds = _known(s["rank_fds"][r] for s in window if s["rank_pids"] == pids) or [0]
+        rbase = max(_known(s["rank_fds"][r] for s in base if s["rank_pids"] == pids) or [0])
         lines.append(f"{f'rank {r} fds':<22} baseline {rbase:6d}  min {min(fds)}  max {max(fds)}  last {fds[-1]}")
         if max(fds) > rbase:
             problems.append(f"rank {r} fds grew from {rbase} to {max(fds)} (last {fds[-1]})")
     # processes
     kids = [s["children"] for s in window]
     desc = [s["descendants"] for s in window]
-    threads = [s["controller_threads"] for s in window]
+    nthreads = _known(s["controller_threads"] for s in window) or [0]
+    base_threads = max(_known(s["controller_threads"] for s in base) or [0])
     lines.append(f"{'child processes':<22} min {min(kids)} max {max(kids)}; descendants min {min(desc)} max {max(desc)}; "
-                 f"controller threads min {min(threads)} max {max(threads)}")
+                 f"controller threads min {min(nthreads)} max {max(nthreads)}")
     if max(kids) > nranks or max(desc) > nranks:
         problems.append(f"extra processes: up to {max(kids)} children / {max(desc)} descendants for {nranks} ranks")
-    if max(threads) > max(s["controller_threads"] for s in base):
-        problems.append(f"controller threads grew from {max(s['controller_threads'] for s in base)} to {max(threads)}")
+    if max(nthreads) > base_threads:
+        problems.append(f"controller threads grew from {base_threads} to {max(nthreads)}")
     lines.append(f"{'pool starts':<22} {pool_starts}")
     if pool_starts != 1:
         problems.append(f"{pool_starts} pool starts; the soak expects the one pool to live throughout")
@@ -317,20 +347,66 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     return lines, problems
 
 
+def _known(values: Any) -> list[Any]:
+    return [v for v in values if v is not None]
+
+
+def unreadable(window: list[dict]) -> list[str]:
+    """A problem per quantity the sampler could not read in some sample after the warm-up: an unreadable
+    /proc file is not judged, and never reads as a healthy sample (RSS 0, or fds -1, never growth)."""
+    out = []
+    for field, what in (("controller_rss_mib", "controller RSS (/proc/self/status VmRSS)"),
+                        ("controller_fds", "controller fds (/proc/self/fd)"),
+                        ("controller_threads", "controller threads (/proc/self/status Threads)"),
+                        ("rank_rss_mib", "rank RSS (/proc/PID/status VmRSS)"), ("rank_fds", "rank fds (/proc/PID/fd)")):
+        bad = [s["t_s"] for s in window
+               if (None in s[field] if isinstance(s[field], list) else s[field] is None)]
+        if bad:
+            out.append(f"{what} could not be read in {len(bad)} sample(s) after the warm-up (first at t={bad[0]} s): "
+                       "not judged")
+    return out
+
+
+def session_problems(code: int | None, errors: int | None, where: str) -> list[str]:
+    """The session's own end: an exit code other than 0 or 1 (pytest's: passed, some check failed), a
+    check that ended in error; either unknown (a CSV without them) is not judged, never a pass."""
+    problems = []
+    if code is None:
+        problems.append("pytest exit code unknown (not in the samples): not judged")
+    elif code not in (0, 1):
+        problems.append(f"pytest exit code {code} (see {where})")
+    if errors is None:
+        problems.append("check errors unknown (not in the samples): not judged")
+    elif errors:
+        problems.append(f"{errors} check(s) ended in error (see {where})")
+    return problems
+
+
+def _cell(v: str | None, kind: Any) -> Any:
+    return None if v is None or v in ("", UNREAD) else kind(v)
+
+
 def rejudge(path: Path, warmup: float, nranks: int) -> int:
     samples = []
     with path.open() as fh:
         for row in csv.DictReader(fh):
-            s: dict = {k: float(v) if k in ("t_s", "controller_rss_mib") else v for k, v in row.items()}
+            s: dict = {k: _cell(row.get(k), float) for k in ("t_s", "controller_rss_mib")}
             for k in ("controller_fds", "controller_threads", "children", "descendants", "workers_ours",
-                      "workers_machine", "checks_done"):
-                s[k] = int(row[k])
+                      "workers_machine", "checks_done", "pool_starts", "exit_code", "errors"):
+                s[k] = _cell(row.get(k), int)
             s["rank_pids"] = [int(v) for v in row["rank_pids"].split(";") if v]
-            s["rank_rss_mib"] = [float(v) for v in row["rank_rss_mib"].split(";") if v]
-            s["rank_fds"] = [int(v) for v in row["rank_fds"].split(";") if v]
+            s["rank_rss_mib"] = [_cell(v, float) for v in row["rank_rss_mib"].split(";") if v]
+            s["rank_fds"] = [_cell(v, int) for v in row["rank_fds"].split(";") if v]
+            s["leftover"] = None if row.get("leftover") is None else [int(v) for v in row["leftover"].split(";") if v]
             samples.append(s)
     end_t = max(s["t_s"] for s in samples if s["rank_pids"])
-    lines, problems = judge(samples, warmup, end_t, [], 1, nranks)
+    last = samples[-1]
+    problems = []
+    if last.get("leftover") is None or last.get("pool_starts") is None:
+        problems.append("leftover processes and pool starts unknown (a soak.csv without them): not judged")
+    lines, judged = judge(samples, warmup, end_t, last.get("leftover") or [],
+                          1 if last.get("pool_starts") is None else last["pool_starts"], nranks)
+    problems = judged + problems + session_problems(last.get("exit_code"), last.get("errors"), str(path))
     print(f"{path}: after warm-up ({warmup:.0f} s) until the last check (t={end_t:.0f} s), "
           f"{sum(warmup <= s['t_s'] <= end_t for s in samples)} samples:")
     for line in lines:
@@ -339,6 +415,20 @@ def rejudge(path: Path, warmup: float, nranks: int) -> int:
     for p in problems:
         print("  - " + p)
     return 1 if problems else 0
+
+
+def write_csv(path: Path, samples: list[dict], session: dict[str, Any]) -> None:
+    """The samples, one row each, with the session's end (SESSION) on every row; an unreadable value `NA`."""
+    def cell(v: Any) -> Any:
+        if isinstance(v, list):
+            return ";".join(UNREAD if x is None else str(x) for x in v)
+        return UNREAD if v is None else v
+
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS + SESSION)
+        w.writeheader()
+        for s in samples:
+            w.writerow({k: cell(v) for k, v in {**s, **session}.items()})
 
 
 def main() -> int:
@@ -352,7 +442,8 @@ def main() -> int:
                     help="diagnosis only (it costs memory itself): print the controller's top allocation growth "
                          "between the end of the warm-up and the last check, by file and line")
     ap.add_argument("--rejudge", type=Path, metavar="CSV", help="judge the samples of an earlier run's soak.csv "
-                    "again (with that run's --minutes) instead of running; pool starts and leftovers not re-checked")
+                    "again (with that run's --minutes) instead of running: the samples, and the leftover processes, pool "
+                    "starts, exit code and errored checks the CSV keeps")
     args = ap.parse_args()
     seconds = args.minutes * 60
     warmup = min(max(120.0, 0.1 * seconds), 0.5 * seconds)
@@ -379,11 +470,12 @@ def main() -> int:
     say(header)
     last_print = [-1e9]
 
-    def row(s: dict) -> str:
-        ranks = "/".join(f"{v:.0f}" for v in s["rank_rss_mib"]) or "-"
-        fds = "/".join(str(v) for v in s["rank_fds"]) or "-"
-        return (f"{s['t_s']:>7.0f} {s['controller_rss_mib']:>12.1f} {ranks:>16} {s['controller_fds']:>8} {fds:>10} "
-                f"{s['controller_threads']:>4} {s['descendants']:>5} {s['workers_ours']:>3}/{s['workers_machine']:<4} "
+    def row(s: dict) -> str:  # `?`: a value the sampler could not read
+        ranks = "/".join("?" if v is None else f"{v:.0f}" for v in s["rank_rss_mib"]) or "-"
+        fds = "/".join("?" if v is None else str(v) for v in s["rank_fds"]) or "-"
+        rss = "?" if s["controller_rss_mib"] is None else f"{s['controller_rss_mib']:.1f}"
+        return (f"{s['t_s']:>7.0f} {rss:>12} {ranks:>16} {s['controller_fds'] or '?':>8} {fds:>10} "
+                f"{s['controller_threads'] or '?':>4} {s['descendants']:>5} {s['workers_ours']:>3}/{s['workers_machine']:<4} "
                 f"{s['checks_done']:>7}")
 
     def printer(s: dict) -> None:
@@ -423,12 +515,10 @@ def main() -> int:
                 continue
             pool_starts += entry.get("type") == "pool"
             results += entry.get("type") == "result"
+    errors = plugin.outcomes.get("error", 0)
     csv_path = work / "soak.csv"
-    with csv_path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        w.writeheader()
-        for s in sampler.samples:
-            w.writerow({k: (";".join(map(str, v)) if isinstance(v, list) else v) for k, v in s.items()})
+    write_csv(csv_path, sampler.samples, {"leftover": leftover, "pool_starts": pool_starts, "exit_code": int(code),
+                                          "errors": errors})
 
     say()
     say(f"pytest exit code {int(code)}; {sampler.checks_done} checks in {end_t / 60:.1f} min "
@@ -442,10 +532,7 @@ def main() -> int:
         f"{sum(warmup <= s['t_s'] <= end_t for s in sampler.samples)} samples every {args.interval:g} s:")
     for line in lines:
         say("  " + line)
-    if int(code) not in (0, 1):
-        problems.append(f"pytest exit code {int(code)} (see {pytest_log})")
-    if plugin.outcomes.get("error"):
-        problems.append(f"{plugin.outcomes['error']} check(s) ended in error (see {pytest_log})")
+    problems += session_problems(int(code), errors, str(pytest_log))
     if len(plugin.snapshots) == 2:
         say(f"controller allocation growth after the warm-up (tracemalloc, {sampler.checks_done} checks in all):")
         stats = plugin.snapshots[1].compare_to(plugin.snapshots[0], "traceback")
