@@ -202,3 +202,67 @@ def test_a_statement_of_another_shape_signed_by_the_right_key_is_one_line_not_ve
     assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
         proc.stdout + proc.stderr
     assert f"attestation.json: the payload is not the in-toto Statement clustercheck signs: {said}" in problems(proc)
+
+
+def _as_nobody(run: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    """verify run by uid 65534 (root reads every file whatever its mode, so only another uid can meet one
+    it cannot read); clustercheck imported from where this process imports it."""
+    import os
+    import sys
+
+    import clustercheck
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run verify as another uid (root is never refused a read)")
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                           "clustercheck", "verify", str(run), "--key", str(pub)], capture_output=True, text=True,
+                          timeout=120, cwd="/", env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                                     "PYTHONPATH": str(Path(clustercheck.__file__).parent.parent)})
+
+
+@pytest.fixture
+def open_copy(signed: dict[str, Path]) -> Any:
+    """A copy of the signed run, and its public key, where uid 65534 can reach them (pytest's own tmp
+    directories are root's only)."""
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="cc-unreadable-"))
+    where.chmod(0o755)
+    shutil.copytree(signed["run"], where / "run")
+    shutil.copy(signed["pub"], where / "seller.pub")
+    for path in [where, *where.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield where / "run", where / "seller.pub"
+    for path in [where, *where.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)
+    shutil.rmtree(where)
+
+
+def test_a_file_verify_cannot_read_is_a_problem_not_a_traceback(open_copy: tuple[Path, Path]) -> None:
+    run, pub = open_copy
+    assert _as_nobody(run, pub).returncode == 0  # the copy as it is verifies for that uid
+    log = next(p for p in sorted((run / "logs").iterdir()) if p.is_file())
+    log.chmod(0)
+    proc = _as_nobody(run, pub)
+    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+        proc.stdout + proc.stderr
+    assert f"FAIL  logs/{log.name}: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_a_directory_verify_cannot_read_is_a_problem_never_skipped(open_copy: tuple[Path, Path]) -> None:
+    """A file added after signing inside a directory made unreadable went unseen: Path.rglob skips what it
+    cannot list, and verify said PASS."""
+    run, pub = open_copy
+    (run / "extra").mkdir()
+    (run / "extra" / "added-after-signing.log").write_text("unsigned\n")
+    (run / "extra").chmod(0)
+    proc = _as_nobody(run, pub)
+    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+        proc.stdout + proc.stderr
+    assert "FAIL  extra: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
+    (run / "extra").chmod(0o755)
+    (run / "logs").chmod(0)  # a signed directory: its files named as unread, never called missing
+    proc = _as_nobody(run, pub)
+    assert "FAIL  logs: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if "missing from the run directory" in line], proc.stdout

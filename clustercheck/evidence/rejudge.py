@@ -61,7 +61,13 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
     out = Rejudged()
     name = rec.path.name
     header = rec.header
-    kept = inputs.index(run_dir)
+    try:
+        kept = inputs.index(run_dir)
+    except OSError as exc:  # a kept input that cannot be read: named, and nothing is judged against it
+        culprit = Path(str(exc.filename))
+        culprit_name = culprit.relative_to(run_dir).as_posix() if culprit.is_relative_to(run_dir) else str(culprit)
+        out.problems.append(f"{culprit_name}: cannot be read ({exc.strerror or type(exc).__name__})")
+        kept = {}
     profile, suites = _inputs(run_dir, header, kept, out)
     lines = rec.lines.results  # where load() found each result: the lines a reader splits at \n, as it does
     if len(lines) != len(rec.results):

@@ -16,6 +16,8 @@ not in the run directory is named as not compared. Whatever version made them, t
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
@@ -23,7 +25,7 @@ from typing import Any, Sequence
 from clustercheck import __version__
 from clustercheck.errors import UserError
 from clustercheck.record import attestation
-from clustercheck.record.statement import ATTESTATION, EvidenceProblem, evidence_files, sha256_file
+from clustercheck.record.statement import ATTESTATION, EvidenceProblem, evidence_files, sha256_file, unreadable
 from clustercheck.record.keys import PublicKey
 from clustercheck.record.schema import REPORT_FORMAT
 from clustercheck.evidence.outcomes import end_problems
@@ -89,9 +91,17 @@ def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict) -> None:
     before = len(out.problems)
     for name, digest in listed.items():
         file = run_dir / name
-        if not file.is_file() or file.is_symlink():
+        try:
+            regular = stat.S_ISREG(os.lstat(file).st_mode)
+            same = regular and sha256_file(file) == digest
+        except FileNotFoundError:
+            regular = same = False
+        except OSError as exc:  # never skipped: what cannot be read is not shown to be as signed
+            out.problems.append(unreadable(name, exc))
+            continue
+        if not regular:
             out.problems.append(f"{name}: listed in {ATTESTATION} but missing from the run directory")
-        elif sha256_file(file) != digest:
+        elif not same:
             out.problems.append(f"{name}: sha256 differs from {ATTESTATION}'s: changed after signing")
     if len(out.problems) == before:
         out.passed.append(f"digests: the {len(listed)} file(s) {ATTESTATION} lists are as signed")
@@ -150,7 +160,7 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
             out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
     absent = [name for name, _ in texts.values() if not (run_dir / name).is_file()]
-    differ = [name for name, data in texts.values() if name not in absent and (run_dir / name).read_bytes() != data]
+    differ = [name for name, data in texts.values() if name not in absent and _bytes(run_dir / name, out) != data]
     if absent:  # the verdict stands on the record, re-judged above; a report not there proves nothing either way
         out.notes.append(f"reports not compared, not in the run directory: {', '.join(absent)}")
     if not differ and len(absent) < len(texts):
@@ -195,6 +205,14 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
                             f"signed it")
     else:
         out.problems.append(said)
+
+
+def _bytes(path: Path, out: Verdict) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        out.problems.append(unreadable(path.name, exc))
+        return None
 
 
 def _claimed_signer(run_dir: Path) -> str | None:

@@ -8,6 +8,8 @@ hardware identity, and the versions that measured."""
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -42,22 +44,46 @@ class EvidenceProblem(ValueError):
     """A run directory holds something that cannot be evidence (a link, a device): the message names it."""
 
 
+def unreadable(name: str, exc: OSError) -> str:
+    return f"{name}: cannot be read ({exc.strerror or type(exc).__name__})"
+
+
 def evidence_files(run_dir: Path) -> list[str]:
     """Every file under the run directory, as POSIX paths relative to it, sorted, without the attestation.
     A symbolic link or anything else that is not a regular file is refused: what it points at is not part
-    of the run directory a buyer receives."""
+    of the run directory a buyer receives. So is a file or directory that cannot be read: a directory
+    walked past unread could hide a file added after signing."""
+
+    def rel(path: str) -> str:
+        return Path(path).relative_to(run_dir).as_posix()
+
+    def refuse(exc: OSError) -> None:
+        raise EvidenceProblem(unreadable(rel(str(exc.filename)), exc))
+
     out = []
-    for path in sorted(run_dir.rglob("*")):
-        rel = path.relative_to(run_dir).as_posix()
-        if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            raise EvidenceProblem(f"{rel}: not a regular file (a link or a device); a run directory holds files only")
-        if path.is_file() and rel != ATTESTATION:
-            out.append(rel)
-    return out
+    for top, dirs, files in os.walk(run_dir, onerror=refuse):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as exc:
+                raise EvidenceProblem(unreadable(rel(path), exc)) from None
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise EvidenceProblem(f"{rel(path)}: not a regular file (a link or a device); a run directory holds "
+                                      f"files only")
+            if stat.S_ISREG(mode) and rel(path) != ATTESTATION:
+                out.append(rel(path))
+    return sorted(out)
 
 
 def subjects(run_dir: Path) -> list[dict[str, Any]]:
-    return [{"name": name, "digest": {"sha256": sha256_file(run_dir / name)}} for name in evidence_files(run_dir)]
+    out = []
+    for name in evidence_files(run_dir):
+        try:
+            out.append({"name": name, "digest": {"sha256": sha256_file(run_dir / name)}})
+        except OSError as exc:
+            raise EvidenceProblem(unreadable(name, exc)) from None
+    return out
 
 
 def _node_identity(name: str, facts: Mapping[str, Any], pool_ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
