@@ -154,6 +154,8 @@ class Runner:
         try:
             pool = self._start(check)
         except RankFailure as exc:  # an agent found silent as the ranks start: its node is named unreachable
+            if self.options.counters and self.snapshots:  # its window closes all the same (a rank's Xid is its)
+                self._close_window(self._key(check, self.log_mode("init")), check)
             return self._lost([where for items in rounds for where in items], exc)
         params = self._with_fault(check, kind.task(check, expect))
         infos = [self._pool_info(pool, check)]
@@ -236,7 +238,9 @@ class Runner:
             try:
                 pool = self._start(check)  # on the nodes still answering
             except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
-                raise Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc from None
+                lost = Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc
+                self._close_after_error(self._key(check, self.log_mode("init")), lost)  # its window closes too
+                raise lost from None
             key, info = pool.key, self._pool_info(pool, check)
             ranks_of: dict[str, list[int]] = {}
             for r in pool.ranks:
@@ -307,10 +311,12 @@ class Runner:
         from clustercheck.counters.delta import delta
         from clustercheck.counters.facts import Snapshot
 
-        try:
-            after = self._snapshot(self.pools.get(key), check)  # a fresh pool if a rank died in the check
-        except HarnessError as exc:
-            self.pools.discard(key)
+        pool: WorkerPool | None = None
+        try:  # any pool whose ranks still answer will do; a fresh one if a rank died in the check
+            pool = self._answering(key) or self.pools.get(key)
+            after = self._snapshot(pool, check)
+        except HarnessError as exc:  # every node's window reads "could not be read": never silently dropped
+            self.pools.discard(pool.key if pool is not None else key)
             self.windows = {node: f"counters could not be read after the check: {str(exc).splitlines()[0]}"
                             for node in self.layout.nodes}
             self.snapshots = {}
@@ -323,6 +329,13 @@ class Runner:
             self.windows[node] = allowances.judge(delta(Snapshot.from_dict(self.snapshots[node]),
                                                         Snapshot.from_dict(after[node])), self.allowances)
         self.snapshots = after
+
+    def _answering(self, key: PoolKey) -> WorkerPool | None:
+        """The live pool of `key`, else any live pool over the nodes still answering (a snapshot needs no
+        check's environment), else None."""
+        nranks = self.layout.per_node * len(self.live())
+        pools = [p for k, p in list(self.pools.pools.items()) if k == key] + list(self.pools.pools.values())
+        return next((p for p in pools if p.key.nranks == nranks and p.alive()), None)
 
     def _close_after_error(self, key: PoolKey, exc: HarnessError) -> None:
         """--counters, a check that ended in a harness error: its window closes all the same (else the next
