@@ -90,6 +90,7 @@ def test_the_series_is_the_measured_metric_not_a_not_judged_or_counter_verdict_f
 
 def test_an_interrupted_burn_in_names_the_repetition_each_item_was_not_run_in(tmp_path):
     from clustercheck.record.io import Record
+    from clustercheck.report import _burn_in
     from clustercheck.record.schema import item_id
 
     plan = [{"name": f"{c}[h1]", "nodeid": "", "check": c, "measure": "probe", "scope": "node", "node": "h1",
@@ -112,3 +113,6 @@ def test_an_interrupted_burn_in_names_the_repetition_each_item_was_not_run_in(tm
     (cut,) = [r for r in folded(results) if r["check"] == "second"]
     assert cut["message"].startswith("passed all 1 repetitions it ran; not run in repetition(s) 2")
     assert by_node(summarize(results[:2]))["h1"]["incomplete"] is False
+    # stopped between repetitions, no item was cut off: the run did not finish all the same, and results.json
+    # said `incomplete: false` of every node
+    assert _burn_in(results[:2], incomplete=True)["burn_in"]["nodes"]["h1"]["incomplete"] is True

@@ -163,7 +163,7 @@ def _worst(verdicts: list[Mapping[str, Any]]) -> Mapping[str, Any]:
     return min(verdicts, key=lambda v: (not math.isnan(v["measured"]), v["measured"] if floor else -v["measured"]))
 
 
-def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
+def by_node(summaries: Sequence[ItemSummary], incomplete: bool = False) -> dict[str, dict[str, Any]]:
     """node -> its items' repetitions and the pass ratio over all of them (a node passes burn-in only at 1),
     and `not_cleared`: the cluster items that covered it and failed or were not judged in some repetition,
     naming no node (a cluster item without `nodes` covers every node): such a node is never cleared."""
@@ -188,7 +188,8 @@ def by_node(summaries: Sequence[ItemSummary]) -> dict[str, dict[str, Any]]:
             entry["judged"] += s.counted
             entry["skipped"] = entry.get("skipped", 0) + (s.skipped if s.counted else 0)
     for entry in out.values():
-        entry["incomplete"] = bool(entry.setdefault("not_run", 0))  # an item of it was cut off in a repetition
+        # an item of it was cut off in a repetition, or the run stopped (between repetitions, it cut off none)
+        entry["incomplete"] = incomplete or bool(entry.setdefault("not_run", 0))
         entry["pass_ratio"] = round(entry["passed"] / entry["judged"], 6) if entry["judged"] else 0.0
     return out
 

@@ -139,7 +139,7 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), **status,
-               "results": results, **_burn_in(results)}
+               "results": results, **_burn_in(results, status["incomplete"] is not None)}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
@@ -152,14 +152,15 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
     return {kind: (REPORTS[kind], data) for kind, data in made.items()}
 
 
-def _burn_in(results: Any) -> dict[str, Any]:
-    """results.json's `burn_in` block for a repeated run: each item's summary and each node's pass ratio."""
+def _burn_in(results: Any, incomplete: bool) -> dict[str, Any]:
+    """results.json's `burn_in` block for a repeated run: each item's summary and each node's pass ratio
+    (each node `incomplete` when the run did not finish)."""
     from clustercheck.record.burnin import by_node, repeated, summarize
 
     if not repeated(results):
         return {}
     items = summarize(results)
-    return {"burn_in": {"items": [s.as_dict() for s in items], "nodes": by_node(items)}}
+    return {"burn_in": {"items": [s.as_dict() for s in items], "nodes": by_node(items, incomplete)}}
 
 
 def _json(doc: Any) -> bytes:
