@@ -15,15 +15,18 @@ class Exit(IntEnum):
     ERROR = 3       # the harness could not measure something (a rank or tool failed); no failure found
     BAD_INPUT = 4   # usage or input error: arguments, suite, profile, baseline or record file, --out
     NOTHING = 5     # nothing to judge: nothing collected, every item skipped, nothing compared
+    NOT_VERIFIED = 6  # verify: the evidence does not prove what it says (never a verdict on the hardware)
 
 
 MEANING = {
     Exit.PASSED: "passed: every item that applied passed",
-    Exit.FAILED: "failed: the hardware missed a limit or an expectation (compare: a regression; verify: not verified)",
+    Exit.FAILED: "failed: the hardware missed a limit or an expectation (compare: a regression)",
     Exit.INCOMPLETE: "INCOMPLETE: the run did not finish (interrupted, killed, stopped early)",
     Exit.ERROR: "harness error: something could not be measured, and nothing failed",
     Exit.BAD_INPUT: "usage or bad input: arguments, suite, profile, baseline, record file or key",
     Exit.NOTHING: "nothing to judge: nothing collected, every item skipped, or nothing compared",
+    Exit.NOT_VERIFIED: "verify: not verified: the evidence does not prove what it says (a bad signature, a changed, "
+                       "missing or added file, a verdict that does not follow from the record, an unsigned run)",
 }
 
 _BY_VERDICT = {"PASS": Exit.PASSED, "FAIL": Exit.FAILED, "INCOMPLETE": Exit.INCOMPLETE, "ERROR": Exit.ERROR,

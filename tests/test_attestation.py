@@ -188,7 +188,7 @@ def test_a_rank_time_halved_in_the_record_fails(work: dict[str, Path], tmp_path:
     lines[number] = json.dumps(entry, sort_keys=True)
     (run / "run.jsonl").write_text("\n".join(lines) + "\n")
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1, proc.stdout
+    assert proc.returncode == 6, proc.stdout
     reasons = fail_lines(proc)
     assert "run.jsonl: sha256 differs from attestation.json's: changed after signing" in reasons
     assert any(r.startswith(f"run.jsonl:{number + 1}: evidence::allreduce[") and "busbw" in r for r in reasons), reasons
@@ -202,7 +202,7 @@ def test_a_verdict_changed_in_results_json_fails(work: dict[str, Path], tmp_path
     doc["results"][0]["verdicts"][0]["passed"] = False
     (run / "results.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     reasons = fail_lines(proc)
     assert "results.json: sha256 differs from attestation.json's: changed after signing" in reasons
     assert "results.json: differs from what run.jsonl renders to: edited after it was rendered" in reasons
@@ -213,7 +213,7 @@ def test_the_attestation_deleted_fails(work: dict[str, Path], tmp_path: Path) ->
     run = copy_of(work, "signed", tmp_path)
     (run / "attestation.json").unlink()
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     assert fail_lines(proc) == ["attestation.json: missing: the run is not signed (clustercheck sign RUN --key KEY)"]
 
 
@@ -222,14 +222,14 @@ def test_an_extra_file_fails(work: dict[str, Path], tmp_path: Path) -> None:
     run = copy_of(work, "signed", tmp_path)
     (run / "logs" / "extra-rank.log").write_text("a log nobody signed\n")
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     assert fail_lines(proc) == ["logs/extra-rank.log: in the run directory but not in attestation.json: added after signing"]
 
 
 @pytest.mark.pool
 def test_the_wrong_public_key_fails(work: dict[str, Path]) -> None:
     proc = verify(work["signed"], work["other"])
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     (reason,) = fail_lines(proc)
     assert reason.startswith("attestation.json: signed by SHA256:") and "not by the key(s) given" in reason
     both = verify(work["signed"], work["other"], work["pub"])  # --key repeats: any one of them may have signed
@@ -240,7 +240,7 @@ def test_the_wrong_public_key_fails(work: dict[str, Path]) -> None:
 def test_an_unsigned_run_fails_and_says_so_in_its_reports(work: dict[str, Path]) -> None:
     run = work["unsigned"]
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     assert fail_lines(proc) == ["attestation.json: missing: the run is not signed (clustercheck sign RUN --key KEY)"]
     assert "ok    metrics: " in proc.stdout  # what can be judged again still is
     assert json.loads((run / "sla.json").read_text())["signature"]["signed_by"] is None
@@ -353,7 +353,7 @@ def test_a_forged_record_re_rendered_and_re_signed_fails_re_judging(work: dict[s
     signed = cc("sign", str(run), "--key", str(work["key"]), cwd=tmp_path)
     assert signed.returncode == 0, signed.stderr
     proc = verify(run, work["pub"])
-    assert proc.returncode == 1, proc.stdout
+    assert proc.returncode == 6, proc.stdout
     assert "ok    signature: " in proc.stdout and "ok    digests: " in proc.stdout  # signed by the right key...
     reasons = fail_lines(proc)
     line = results_line(run, next(e for e in reasons if "allreduce" in e).split("::")[1].split(":")[0])

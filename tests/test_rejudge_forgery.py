@@ -255,4 +255,4 @@ def test_a_forged_pass_signed_again_does_not_verify(run: Path, tmp_path: Path) -
     signed = cc("sign", str(target), "--key", str(key))
     assert signed.returncode == 0 and "run verdict PASS" in signed.stdout, signed.stdout + signed.stderr
     proc = cc("verify", str(target), "--key", str(pub))
-    assert proc.returncode == 1 and "NOT VERIFIED" in proc.stdout, proc.stdout
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout, proc.stdout

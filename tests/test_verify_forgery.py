@@ -110,7 +110,7 @@ def test_a_collective_s_byte_counts_supplied_by_the_record_are_not_read(signed: 
     rejudged(run, "allreduce", billion_times)
     resign(run, signed["key"])
     proc = verify(run, signed["pub"])
-    assert proc.returncode != 0 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert any("evidence::allreduce[" in p and "carries answers, but all_reduce items are re-judged from their rows"
                in p for p in problems(proc)), proc.stdout
 
@@ -130,7 +130,7 @@ def test_end_counts_edited_and_re_signed_are_not_verified(signed: dict[str, Path
     said = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["clustercheck"]["run"]["counts"]
     assert said == {"error": 0, "failed": 0, "passed": 5, "skipped": 0}  # from the results, not the end line
     proc = verify(run, signed["pub"])
-    assert "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert f"run.jsonl:{len(entries)}: end counts 0 error, 0 failed, 9 passed, 0 skipped, but its results count " \
            f"0 error, 0 failed, 5 passed, 0 skipped: the run writes them from its results" in problems(proc), proc.stdout
 
@@ -146,7 +146,7 @@ def test_a_passed_result_line_copied_and_re_signed_is_not_verified(signed: dict[
     write_lines(run, entries)
     resign(run, signed["key"])
     proc = verify(run, signed["pub"])
-    assert "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert any(p.startswith(f"run.jsonl:{at + 2}: evidence::env[") and "a second result for this item (the first "
                f"at run.jsonl:{at + 1})" in p for p in problems(proc)), proc.stdout
 
@@ -199,7 +199,7 @@ def test_a_statement_of_another_shape_signed_by_the_right_key_is_one_line_not_ve
     run = copy(signed, tmp_path)
     sign_statement(run, signed["key"], change)
     proc = verify(run, signed["pub"])
-    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.returncode == 6, \
         proc.stdout + proc.stderr
     assert f"attestation.json: the payload is not the in-toto Statement clustercheck signs: {said}" in problems(proc)
 
@@ -245,7 +245,7 @@ def test_a_file_verify_cannot_read_is_a_problem_not_a_traceback(open_copy: tuple
     log = next(p for p in sorted((run / "logs").iterdir()) if p.is_file())
     log.chmod(0)
     proc = _as_nobody(run, pub)
-    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.returncode == 6, \
         proc.stdout + proc.stderr
     assert f"FAIL  logs/{log.name}: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
 
@@ -258,7 +258,7 @@ def test_a_directory_verify_cannot_read_is_a_problem_never_skipped(open_copy: tu
     (run / "extra" / "added-after-signing.log").write_text("unsigned\n")
     (run / "extra").chmod(0)
     proc = _as_nobody(run, pub)
-    assert "Traceback" not in proc.stdout + proc.stderr and "NOT VERIFIED" in proc.stdout.splitlines()[-1], \
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.returncode == 6, \
         proc.stdout + proc.stderr
     assert "FAIL  extra: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
     (run / "extra").chmod(0o755)

@@ -52,7 +52,7 @@ def test_a_statement_re_signed_to_say_passed_over_a_failed_record_is_not_verifie
     rec = read(run / "run.jsonl")
     attestation.sign(run, rec, {**run_status(rec), "verdict": "PASS"}, load_private(failed["key"]))
     forged = verify(run, failed["pub"])
-    assert forged.returncode == 1 and not forged.stdout.splitlines()[-1].startswith("verified")
+    assert forged.returncode == 6 and not forged.stdout.splitlines()[-1].startswith("verified")
     assert ("FAIL  attestation.json: its predicate differs from what run.jsonl says in clustercheck, result (it says "
             "result PASSED, run.jsonl FAILED)") in forged.stdout, forged.stdout
 
@@ -105,7 +105,7 @@ def test_a_pass_statement_over_a_failed_record_is_not_verified_whatever_version_
         rec = read(run / "run.jsonl")
         attestation.sign(run, rec, {**run_status(rec), "verdict": "PASS"}, load_private(failed["key"]))
         proc = verify(run, failed["pub"])
-        assert proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
+        assert proc.returncode == 6 and proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
         assert any(line.startswith("FAIL  attestation.json: its predicate differs from what run.jsonl says")
                    and "clustercheck.run.verdict" in line and "whatever version signed it" in line
                    for line in proc.stdout.splitlines()), proc.stdout
@@ -137,9 +137,26 @@ def test_reports_saying_pass_over_a_failed_record_are_not_verified_whatever_vers
     rec = read(run / "run.jsonl")
     attestation.sign(run, rec, run_status(rec), load_private(failed["key"]))
     proc = verify(run, failed["pub"])
-    assert proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
+    assert proc.returncode == 6 and proc.stdout.splitlines()[-1].startswith("NOT VERIFIED"), proc.stdout
     fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL  ")]
     assert "FAIL  results.json: says verdict PASS, the record proves FAIL; counts 0 error, 0 failed, 1 passed, " \
            "0 skipped, the record's results 0 error, 1 failed, 0 passed, 0 skipped: not what run.jsonl proves" in fails
     assert any(line.startswith("FAIL  sla.json: says verdict PASS, the record proves FAIL") for line in fails), fails
     assert "note  reports not compared with run.jsonl: rendered by clustercheck 0.0.1" in proc.stdout
+
+
+def test_not_verified_exits_6_and_a_verified_fail_1(failed: dict[str, Path], tmp_path: Path) -> None:
+    """verify exited 1 both for NOT VERIFIED and for a verified FAIL: a buyer's script could not tell
+    forged evidence from a genuine hardware FAIL."""
+    from clustercheck.exitcodes import MEANING, Exit
+
+    assert verify(failed["run"], failed["pub"]).returncode == Exit.FAILED == 1  # genuine evidence of a FAIL
+    run = tmp_path / "run"
+    shutil.copytree(failed["run"], run)
+    (run / "added.txt").write_text("after signing\n")
+    proc = verify(run, failed["pub"])
+    assert proc.returncode == Exit.NOT_VERIFIED == 6 and proc.stdout.splitlines()[-1].startswith("NOT VERIFIED")
+    assert MEANING[Exit.NOT_VERIFIED].startswith("verify: not verified: the evidence does not prove what it says")
+    helped = subprocess.run([sys.executable, "-m", "clustercheck", "verify", "--help"], capture_output=True,
+                            text=True, timeout=60).stdout
+    assert "Exit 6: not verified" in " ".join(helped.split()), helped

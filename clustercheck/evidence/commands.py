@@ -1,7 +1,8 @@
 """`clustercheck sign RUN --key KEY` and `clustercheck verify RUN --key PUB`: their arguments and what they
-print. Exit codes (README's table): sign 0 once the run is signed, whatever its verdict; verify 0 verified,
-1 not verified (each reason one line naming the file, and the record line where there is one); both 4 for
-bad arguments, an unreadable key or a run directory that cannot be signed."""
+print. Exit codes (README's table): sign 0 once the run is signed, whatever its verdict; verify 6 not
+verified (each reason one line naming the file, and the record line where there is one), and when verified
+the code of the verdict it proves (0 PASS, 1 FAIL, 2 INCOMPLETE, 3 ERROR, 5 SKIPPED); both 4 for bad
+arguments, an unreadable key or a run directory that cannot be signed."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def add_parsers(sub: Any) -> None:
     sign.add_argument("--key", type=Path, required=True, metavar="KEY",
                       help="Ed25519 private key: PEM (openssl genpkey -algorithm ed25519) or OpenSSH; readable by "
                            "its owner only; an encrypted key's passphrase in $CLUSTERCHECK_KEY_PASSPHRASE")
-    verify = sub.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP + ". Exit 0: verified; 1: not "
-                            "verified (one line per reason); 4: bad arguments or an unreadable key. docs/evidence.md")
+    verify = sub.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP + ". Exit 6: not verified, the "
+                            "evidence does not prove what it says (one line per reason); verified, the code of the "
+                            "run's verdict: 0 PASS, 1 FAIL, 2 INCOMPLETE, 3 ERROR, 5 SKIPPED; 4: bad arguments or "
+                            "an unreadable key. docs/evidence.md")
     verify.add_argument("run", type=Path, metavar="RUN", help="a run directory or its run.jsonl")
     verify.add_argument("--key", type=Path, action="append", required=True, metavar="PUB",
                         help="a public key the run may be signed by: PEM (openssl pkey -pubout) or an OpenSSH "
@@ -50,8 +53,9 @@ def sign_main(args: argparse.Namespace) -> int:
 
 
 def verify_main(args: argparse.Namespace) -> int:
-    """Exit 1 when the evidence does not verify; when it does, the code of the verdict it proves (0 only for a
-    PASS), so that `verify && accept` never accepts a run that failed, errored or did not finish."""
+    """Exit 6 when the evidence does not verify; when it does, the code of the verdict it proves (0 only for a
+    PASS), so that `verify && accept` never accepts a run that failed, errored or did not finish, and a
+    forgery (6) is never read as a genuine hardware FAIL (1)."""
     from clustercheck.exitcodes import for_verdict
     from clustercheck.record.keys import load_public
     from clustercheck.evidence.verify import run_dir_of, verify
@@ -73,4 +77,4 @@ def verify_main(args: argparse.Namespace) -> int:
         print(f"verified: {display(run_dir)}; run verdict {status['verdict']}{why}")
         return for_verdict(status["verdict"])
     print(f"NOT VERIFIED: {display(run_dir)}: {len(result.problems)} problem(s)")
-    return Exit.FAILED
+    return Exit.NOT_VERIFIED
