@@ -35,3 +35,13 @@ def test_a_repeated_run_compared_is_its_worst_repetition(tmp_path: Path) -> None
     base = save(tmp_path / "b", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
     c = compare(load_run(base), load_run(_burn_in(tmp_path)))
     assert [(ch.baseline, ch.current, ch.kind) for ch in c.changes] == [(100.0, 10.0, "regression")]
+
+
+def test_clustercheck_compare_says_a_run_was_folded_to_its_worst_repetitions(tmp_path: Path) -> None:
+    """`clustercheck compare` folded a repeated run too, but only `run --compare` said so."""
+    from clustercheck.record.compare_report import report_lines
+
+    base = save(tmp_path / "b", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    lines = report_lines(compare(load_run(base), load_run(_burn_in(tmp_path))))
+    assert "the current run repeated (3 repetition(s)): each item is compared with its worst repetition" in lines
+    assert not any(line.startswith("the baseline repeated") for line in lines)

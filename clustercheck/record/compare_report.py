@@ -45,6 +45,9 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
         lines.append(software_line(c.software))
     said = verdict_line(c.baseline)
     lines += [said] if said else []
+    lines += [f"the {name} repeated ({reps} repetition(s)): each item is compared with its worst repetition"
+              for name, run in (("baseline", c.baseline), ("current run", c.current))
+              if (reps := max((r.get("repeat") or 0 for r in run.results), default=0)) > 1]
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
     lines += [f"FAILED  {item}: {why}" for item, why in c.failing]
     lines += [f"NOT MEASURED NOW  {item}: {why}" for item, why in c.unmeasured_now]
