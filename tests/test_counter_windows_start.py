@@ -70,3 +70,26 @@ def test_a_check_whose_pool_cannot_start_closes_its_window_and_the_next_starts_c
             assert isinstance(c, Judgement) and all(f.passed for f in c.findings), c
         finally:
             pools.close(kill=True)
+
+
+
+def test_a_localize_check_that_runs_first_opens_the_first_window(tmp_path: Path) -> None:
+    """`run` takes the first counter snapshot as its pool comes up; `localize` did not, so a localize check
+    that ran first had no snapshot before it: every node's window read `no counter snapshot from <host>
+    before the check`, an error on healthy hardware. Two hosts (hosts launcher), a localize check first."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from joining import LIMITS, all_reduce_suite, results
+    from test_hosts_agents import run
+
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(
+        LIMITS + "  fabric:\n    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n")
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    with one_kernel_log():
+        out = run(tmp_path, "--counters").communicate(timeout=240)[0]
+    data = results(tmp_path)
+    assert "no counter snapshot" not in out, out[-3000:]
+    assert {r["name"]: r["outcome"] for r in data["results"]} == \
+        {"fabric[h1]": "passed", "fabric[h2]": "passed", "fabric": "passed"}, out[-3000:]

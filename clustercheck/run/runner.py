@@ -242,6 +242,8 @@ class Runner:
                 self._close_after_error(self._key(check, self.log_mode("init")), lost)  # its window closes too
                 raise lost from None
             key, info = pool.key, self._pool_info(pool, check)
+            if self.options.counters and not self.snapshots:
+                self.snapshots = self._snapshot(pool, check)  # the first window opens here, as in `run`
             ranks_of: dict[str, list[int]] = {}
             for r in pool.ranks:
                 ranks_of.setdefault(r["host"], []).append(r["rank"])
