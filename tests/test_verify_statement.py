@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import clustercheck_here, cpu_profile, small_check
-from test_attestation import openssl_key
+from test_attestation import openssl_key, run_here
 
 pytestmark = pytest.mark.pool
 
@@ -26,7 +26,7 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "th" / "cpu.yaml").write_text(cpu_profile(
         '  too-fast:\n    busbw: {limit: ">= 1000000", unit: GB/s, source: "impossible on purpose"}\n'))
     key, pub = openssl_key(root, "seller")
-    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), cwd=root)
+    proc = run_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), cwd=root)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {"run": (root / "o" / "latest").resolve(), "key": key, "pub": pub}
 
@@ -160,3 +160,25 @@ def test_not_verified_exits_6_and_a_verified_fail_1(failed: dict[str, Path], tmp
     helped = subprocess.run([sys.executable, "-m", "clustercheck", "verify", "--help"], capture_output=True,
                             text=True, timeout=60).stdout
     assert "Exit 6: not verified" in " ".join(helped.split()), helped
+
+
+def test_a_run_that_selected_its_items_is_not_verified_as_the_whole_suite(tmp_path: Path) -> None:
+    """`-k` dropped the failing check: verify said `verified ...; run verdict PASS` and exited 0, with only a
+    note naming the selection."""
+    from helpers import CPU_THRESHOLDS
+
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("ok") + small_check("too-fast"))
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    key, pub = openssl_key(tmp_path, "seller")
+    proc = run_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), "-k", "ok",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = (tmp_path / "o" / "latest").resolve()
+    whole = clustercheck_here("verify", str(run), "--key", str(pub), cwd=tmp_path)
+    assert whole.returncode == 6, whole.stdout
+    assert whole.stdout.splitlines()[-1].startswith("NOT VERIFIED as the whole suite: -k ok ran 1 of 2 checks"), \
+        whole.stdout
+    allowed = clustercheck_here("verify", str(run), "--key", str(pub), "--allow-selection", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stdout
+    assert allowed.stdout.splitlines()[-1].endswith("; run verdict PASS; items selected by -k ok: 1 of 2 checks")

@@ -33,6 +33,9 @@ def add_parsers(sub: Any) -> None:
     verify.add_argument("--key", type=Path, action="append", required=True, metavar="PUB",
                         help="a public key the run may be signed by: PEM (openssl pkey -pubout) or an OpenSSH "
                              "'ssh-ed25519 ...' line; repeatable; only these keys are trusted")
+    verify.add_argument("--allow-selection", action="store_true",
+                        help="accept a run whose items were selected (-k, -m, --deselect, a node id): without it "
+                             "such a run is NOT VERIFIED as the whole suite (exit 6), whatever its verdict")
 
 
 def sign_main(args: argparse.Namespace) -> int:
@@ -71,10 +74,17 @@ def verify_main(args: argparse.Namespace) -> int:
         print(f"note  {line}")
     for line in result.problems:
         print(f"FAIL  {line}")
+    if result.verified and result.selection and not args.allow_selection:
+        chosen, ran, total = result.selection
+        print(f"NOT VERIFIED as the whole suite: {chosen} ran {ran} of {total} checks ({display(run_dir)}; "
+              f"--allow-selection verifies the selection)")
+        return Exit.NOT_VERIFIED
     if result.verified:
         status = run_status(read(run_dir / "run.jsonl"))
         why = f" ({status['incomplete']['reason']})" if status["incomplete"] else ""
-        print(f"verified: {display(run_dir)}; run verdict {status['verdict']}{why}")
+        picked = f"; items selected by {result.selection[0]}: {result.selection[1]} of {result.selection[2]} " \
+                 f"checks" if result.selection else ""
+        print(f"verified: {display(run_dir)}; run verdict {status['verdict']}{why}{picked}")
         return for_verdict(status["verdict"])
     print(f"NOT VERIFIED: {display(run_dir)}: {len(result.problems)} problem(s)")
     return Exit.NOT_VERIFIED

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import ClusterCheckError, UserError
-from clustercheck.evidence.plan_check import LAYOUT, is_layout, outcome_problems, plan_problems
+from clustercheck.evidence.plan_check import LAYOUT, is_layout, outcome_problems, plan_problems, selection
 from clustercheck.record import inputs
 from clustercheck.record.io import Record
 from clustercheck.record.rebuild import NotKept, answers, hosts, keeps_answers
@@ -40,6 +40,9 @@ class Rejudged:
     metrics: int = 0
     verdicts: int = 0
     profile: str = ""  # the kept copy the verdicts were judged against
+    # how the run's command line selected its items (`-k fine`), the checks of the suites it planned items of,
+    # and the checks the suites hold; None for a run of the whole suites
+    selection: tuple[str, int, int] | None = None
 
 
 def same(a: Any, b: Any) -> bool:
@@ -84,6 +87,11 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
         seen.setdefault(key, where)
         _one(where, r, header, profile, suites, out)
     out.problems += plan_problems(rec, suites, wheres, out.notes)
+    chosen = selection(header.get("argv") or ())
+    if chosen:
+        checks = {(file, c.id) for file, suite in suites.items() for c in suite.checks}
+        ran = {(str(i.get("suite_file")), str(i.get("check"))) for i in (rec.plan or rec.results)} & checks
+        out.selection = (chosen, len(ran), len(checks))
     return out
 
 

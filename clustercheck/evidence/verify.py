@@ -39,6 +39,7 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     passed: list[str] = field(default_factory=list)  # what was checked and held, one line each
     notes: list[str] = field(default_factory=list)
+    selection: tuple[str, int, int] | None = None  # the run's item selection (Rejudged.selection)
 
     @property
     def verified(self) -> bool:
@@ -127,6 +128,7 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> 
         out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
     got: Rejudged = rejudge(run_dir, rec)
+    out.selection = got.selection
     out.problems += got.problems + end_problems(rec)
     out.notes += got.notes
     if not got.problems:
