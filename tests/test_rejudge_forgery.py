@@ -233,7 +233,7 @@ def test_selection_reads_the_ways_pytest_selects() -> None:
 
 
 def test_a_forged_pass_signed_again_does_not_verify(run: Path, tmp_path: Path) -> None:
-    """End to end, as the auditor did it: re-signed with the right key, `verify` exits 1, NOT VERIFIED."""
+    """End to end, as the auditor did it: re-signed with the right key, `verify` exits 6, NOT VERIFIED."""
     key = tmp_path / "k.pem"
     subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True, capture_output=True)
     key.chmod(0o600)
