@@ -279,8 +279,10 @@ def test_a_verified_run_that_did_not_finish_says_so_and_exits_as_its_verdict(wor
     assert cc("sign", str(run), "--key", str(work["key"]), cwd=tmp_path).returncode == 0
     proc = verify(run, work["pub"])
     assert proc.returncode == 2, proc.stdout  # 0 before, with INCOMPLETE nowhere in its output
-    assert proc.stdout.splitlines()[-1] == (f"verified: {run.name}; run verdict INCOMPLETE (the run was killed "
-                                            "before it ended (the record has no end line))")
+    header = json.loads(lines[0])
+    which = f"run {header['run_id']}, started {header['started']}, on {', '.join(header['nodes'])}"
+    assert proc.stdout.splitlines()[-1] == (f"verified: {run.name} ({which}); run verdict INCOMPLETE (the run was "
+                                            "killed before it ended (the record has no end line))")
     assert verify(work["signed"], work["pub"]).stdout.splitlines()[-1].endswith("; run verdict PASS")
 
 

@@ -265,3 +265,12 @@ def test_a_directory_verify_cannot_read_is_a_problem_never_skipped(open_copy: tu
     proc = _as_nobody(run, pub)
     assert "FAIL  logs: cannot be read (Permission denied)" in proc.stdout.splitlines(), proc.stdout
     assert not [line for line in proc.stdout.splitlines() if "missing from the run directory" in line], proc.stdout
+
+
+def test_the_verified_line_names_the_run_it_proves(signed: dict[str, Path]) -> None:
+    """`verified: DIR; run verdict PASS` said a run was proven, not which: its id, start and nodes now."""
+    header = lines_of(signed["run"])[0]
+    proc = verify(signed["run"], signed["pub"])
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.splitlines()[-1].endswith(
+        f" (run {header['run_id']}, started {header['started']}, on {', '.join(header['nodes'])}); run verdict PASS")

@@ -80,11 +80,18 @@ def verify_main(args: argparse.Namespace) -> int:
               f"--allow-selection verifies the selection)")
         return Exit.NOT_VERIFIED
     if result.verified:
-        status = run_status(read(run_dir / "run.jsonl"))
+        rec = read(run_dir / "run.jsonl")
+        status = run_status(rec)
         why = f" ({status['incomplete']['reason']})" if status["incomplete"] else ""
         picked = f"; items selected by {result.selection[0]}: {result.selection[1]} of {result.selection[2]} " \
                  f"checks" if result.selection else ""
-        print(f"verified: {display(run_dir)}; run verdict {status['verdict']}{why}{picked}")
+        print(f"verified: {display(run_dir)} ({_which_run(rec.header)}); run verdict {status['verdict']}{why}{picked}")
         return for_verdict(status["verdict"])
     print(f"NOT VERIFIED: {display(run_dir)}: {len(result.problems)} problem(s)")
     return Exit.NOT_VERIFIED
+
+
+def _which_run(header: Any) -> str:
+    """The run the evidence proves, as a buyer tells it from another: its id, start and nodes."""
+    nodes = ", ".join(str(n) for n in header.get("nodes") or ()) or "no node"
+    return f"run {header.get('run_id') or '(no id)'}, started {header.get('started')}, on {nodes}"
