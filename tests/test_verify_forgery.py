@@ -274,3 +274,22 @@ def test_the_verified_line_names_the_run_it_proves(signed: dict[str, Path]) -> N
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.splitlines()[-1].endswith(
         f" (run {header['run_id']}, started {header['started']}, on {', '.join(header['nodes'])}); run verdict PASS")
+
+
+def test_run_jsonl_is_read_once_and_the_bytes_hashed_are_the_bytes_judged(signed: dict[str, Path],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.jsonl was hashed, then read again to be judged and a third time for the verdict: a record swapped
+    between the reads (a file system the seller controls) was judged unhashed."""
+    record = signed["run"] / "run.jsonl"
+    opened: list[str] = []
+    real = Path.open
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == record:
+            opened.append(str(args[0] if args else kwargs.get("mode", "r")))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting)
+    proc = verify(signed["run"], signed["pub"])
+    assert proc.returncode == 0, proc.stdout
+    assert opened == ["rb"], opened

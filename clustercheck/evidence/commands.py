@@ -62,7 +62,6 @@ def verify_main(args: argparse.Namespace) -> int:
     from clustercheck.exitcodes import for_verdict
     from clustercheck.record.keys import load_public
     from clustercheck.evidence.verify import run_dir_of, verify
-    from clustercheck.report import read
     from clustercheck.report.status import run_status
 
     keys = [load_public(path, "--key") for path in args.key]
@@ -80,7 +79,7 @@ def verify_main(args: argparse.Namespace) -> int:
               f"--allow-selection verifies the selection)")
         return Exit.NOT_VERIFIED
     if result.verified:
-        rec = read(run_dir / "run.jsonl")
+        rec = result.record  # as judged: not read a third time
         status = run_status(rec)
         why = f" ({status['incomplete']['reason']})" if status["incomplete"] else ""
         picked = f"; items selected by {result.selection[0]}: {result.selection[1]} of {result.selection[2]} " \

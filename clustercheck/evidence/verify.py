@@ -16,6 +16,7 @@ not in the run directory is named as not compared. Whatever version made them, t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     passed: list[str] = field(default_factory=list)  # what was checked and held, one line each
     notes: list[str] = field(default_factory=list)
+    record: Any = None  # the run record as judged (from the bytes hashed), None where it could not be read
     selection: tuple[str, int, int] | None = None  # the run's item selection (Rejudged.selection)
 
     @property
@@ -57,10 +59,11 @@ def run_dir_of(run: Path) -> Path:
 
 def verify(run_dir: Path, keys: Sequence[PublicKey]) -> Verdict:
     out = Verdict()
+    data = _record_bytes(run_dir)  # read once: the bytes hashed are the bytes judged
     signed = _signature(run_dir, keys, out)
     if signed is not None:
-        _digests(run_dir, signed.statement, out)
-    _rejudge(run_dir, out, signed)
+        _digests(run_dir, signed.statement, out, data)
+    _rejudge(run_dir, out, signed, data)
     return out
 
 
@@ -79,7 +82,15 @@ def _signature(run_dir: Path, keys: Sequence[PublicKey], out: Verdict) -> attest
     return signed
 
 
-def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict) -> None:
+def _record_bytes(run_dir: Path) -> bytes | None:
+    """run.jsonl's bytes, or None where it cannot be read (then it is read by path, and the reader says why)."""
+    try:
+        return (run_dir / RECORD).read_bytes() if stat.S_ISREG(os.lstat(run_dir / RECORD).st_mode) else None
+    except OSError:
+        return None
+
+
+def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict, data: bytes | None) -> None:
     listed: dict[str, str] = {}
     for s in stmt.get("subject") or ():
         name = str(s.get("name") if isinstance(s, dict) else "")
@@ -94,7 +105,10 @@ def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict) -> None:
         file = run_dir / name
         try:
             regular = stat.S_ISREG(os.lstat(file).st_mode)
-            same = regular and sha256_file(file) == digest
+            if name == RECORD and data is not None:
+                same = regular and hashlib.sha256(data).hexdigest() == digest
+            else:
+                same = regular and sha256_file(file) == digest
         except FileNotFoundError:
             regular = same = False
         except OSError as exc:  # never skipped: what cannot be read is not shown to be as signed
@@ -119,14 +133,15 @@ def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict) -> None:
         out.passed.append("complete: every file of the run directory is listed")
 
 
-def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None) -> None:
+def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, data: bytes | None) -> None:
     from clustercheck.report import read, render_texts
 
     try:
-        rec = read(run_dir / RECORD)
+        rec = _parse(run_dir, data) if data is not None else read(run_dir / RECORD)
     except UserError as exc:
         out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
+    out.record = rec
     got: Rejudged = rejudge(run_dir, rec)
     out.selection = got.selection
     out.problems += got.problems + end_problems(rec)
@@ -207,6 +222,19 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
                             f"signed it")
     else:
         out.problems.append(said)
+
+
+def _parse(run_dir: Path, data: bytes) -> Any:
+    """The record in `data`, read as the run directory's (the record reader reads a file: a private copy)."""
+    import dataclasses
+    import tempfile
+
+    from clustercheck.report import read
+
+    with tempfile.TemporaryDirectory(prefix="clustercheck-verify-") as tmp:
+        copy = Path(tmp) / RECORD
+        copy.write_bytes(data)
+        return dataclasses.replace(read(copy), path=run_dir / RECORD)
 
 
 def _bytes(path: Path, out: Verdict) -> bytes | None:
