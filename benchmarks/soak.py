@@ -3,16 +3,19 @@
     .venv/bin/python benchmarks/soak.py --minutes 30 [--ranks 2] [--interval 10] [--out DIR]
 
 What it runs is what a long burn-in runs: one pytest session (the clustercheck plugin, the same
-arguments `clustercheck run` passes), one suite file holding the three cpu-smoke checks repeated
-with numbered ids (thresholds copied from thresholds/cpu.yaml for each id), one rank pool reused by
-every check, the run record growing by one line per check. A small plugin replaces pytest's run
-loop so that the session stops cleanly (not as an interruption) once the time is up; the items not
-reached are simply not run, and the session ends as usual (pool closed, `end` line, reports).
+arguments `clustercheck run` passes) with clustercheck's own burn-in loop, `--duration` (run/repeat.py):
+the suite (the three node checks of cpu-smoke) is run again and again until the time is up, each
+repetition whole, with one rank pool reused by every check and the run record growing by one line per
+check. The run ends as a burn-in ends, by itself: nothing is left unrun, so a healthy soak exits 0 (an
+exit 2, INCOMPLETE, means the run was stopped: it fails the soak). A small plugin only watches: it starts
+the sampler when the run loop starts and counts the checks.
 
 Every --interval seconds a sampler thread records: controller RSS (/proc/self/status VmRSS) and
-threads, each rank's RSS (the controller's child processes, i.e. the pool's pids), open file
-descriptors (/proc/PID/fd) of controller and ranks, the controller's child and descendant process
-counts, `clustercheck.run.worker` processes that are ours and on the whole machine, checks done.
+threads, each rank's RSS, open file descriptors (/proc/PID/fd) of controller and ranks, the
+controller's child and descendant processes, sorted by what they are: the ranks (the pids the run
+record's `pool` line names; ranks are forked from the zygote, so they are the zygote's children, not the
+controller's), the zygote (`cc-zygote`), the pool's store (`cc-store`) and anything else (extra); the
+clustercheck rank, zygote and store processes on the whole machine (any run's, not judged); checks done.
 
 After the warm-up (max(2 min, 10% of the time), at most half of it) the verdict requires:
 - RSS of the controller and of each rank within +-10% of the post-warm-up baseline, judged on medians
@@ -23,8 +26,14 @@ After the warm-up (max(2 min, 10% of the time), at most half of it) the verdict 
   adds up to 5% of the baseline or more, with the last window 5% or more above the first, fails even
   inside the band;
 - fd counts of controller and ranks not above the baseline (+2 on the controller for the sampler's
-  own transient fds); the same rank pids throughout (one pool start), no extra child processes or
-  controller threads; after the session, no rank or worker of ours left.
+  own transient fds); the same rank pids throughout (one pool start), each of them a process of this
+  controller; no controller threads added; no process of the controller's but the ranks, at most one
+  zygote and at most one store.
+- after the session: the controller's exit is what ends its zygote (the kernel closes the controller's end
+  of the zygote's socket; cli.entry does not wait, and the pool's close() already waited for the ranks),
+  so the soak, whose controller lives on, hangs up the zygote's socket as that exit would and waits up to
+  LEFTOVER_WAIT s for every process of the session (ranks, zygote, store, anything else seen) to end. One
+  still there after that is left over: FAIL.
 A sample the sampler could not read (/proc/PID/status or /proc/PID/fd) is not judged and fails the soak:
 never RSS 0 or an fd count of -1, which read as healthy. Samples go to soak.csv (an unreadable value `NA`;
 on every row the session's end: processes left over, pool starts, pytest's exit code, checks in error) and
@@ -49,12 +58,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TOLERANCE = 0.10
 TREND_LIMIT = 0.05  # fitted growth over the run after warm-up, as a fraction of the baseline
 CONTROLLER_FD_SLACK = 2  # the sampler lists /proc/self/fd and reads /proc files while pytest runs
-SECONDS_PER_CYCLE_FLOOR = 0.4  # the 3 checks took 0.93 s together on the 2-vCPU reference VM; sizes the suite
+LEFTOVER_WAIT = 10.0  # seconds after the hang-up for the session's processes to end (the pool's own bound on its ranks)
+ZYGOTE, STORE = "cc-zygote", "cc-store"  # the names (/proc/PID/comm) run/zygote_serve.py gives them
 
 
 # -- /proc --------------------------------------------------------------------------------------
@@ -94,17 +106,26 @@ def threads(pid: int | str) -> int | None:
         return None
 
 
-def _ppids() -> dict[int, int]:
-    """pid -> parent pid of every process on the machine."""
+def _stat(pid: int | str) -> tuple[str, int, int] | None:
+    """(comm, parent pid, start time in clock ticks) from /proc/PID/stat; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+    rest = stat.rpartition(")")[2].split()
+    return comm, int(rest[1]), int(rest[19])
+
+
+def _table() -> dict[int, tuple[str, int, int]]:
+    """pid -> (comm, parent pid, start time) of every process on the machine."""
     out = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            out[int(name)] = int(stat.rpartition(")")[2].split()[1])
+            st = _stat(name)
+            if st is not None:
+                out[int(name)] = st
     return out
 
 
@@ -116,56 +137,100 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def processes(me: int) -> tuple[list[int], int, list[int], int]:
-    """(children, descendants, our clustercheck.run.worker pids, clustercheck.run.worker processes on the machine)."""
-    ppids = _ppids()
-    children = sorted(p for p, pp in ppids.items() if pp == me)
-    descendants, frontier = set(), list(children)
+def processes(me: int, rank_pids: list[int], table: dict[int, tuple[str, int, int]] | None = None) -> dict[str, Any]:
+    """The controller's processes, sorted: children, descendants (pids), how many of `rank_pids` (the ranks
+    the run record names) are among the descendants, zygotes (`cc-zygote`), stores (`cc-store`) and extra
+    (any other descendant); and cc_machine, the clustercheck rank, zygote and store processes on the whole
+    machine, any run's (a forked rank's command line is its zygote's)."""
+    table = _table() if table is None else table
+    kids: dict[int, list[int]] = {}
+    for p, (_, pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    descendants: set[int] = set()
+    frontier = list(kids.get(me, []))
     while frontier:
         p = frontier.pop()
         if p not in descendants:
             descendants.add(p)
-            frontier += [c for c, pp in ppids.items() if pp == p]
-    workers = [p for p in ppids if "clustercheck.run.worker" in _cmdline(p)]
-    ours = sorted(p for p in workers if p in descendants)
-    return children, len(descendants), ours, len(workers)
+            frontier += kids.get(p, [])
+    ranks = set(rank_pids) & descendants
+    zygotes = {p for p in descendants - ranks if table[p][0] == ZYGOTE}
+    stores = {p for p in descendants - ranks if table[p][0] == STORE}
+    machine = sum(1 for p, (comm, _, _) in table.items() if comm in (ZYGOTE, STORE) or any(
+        m in _cmdline(p) for m in ("clustercheck.run.worker", "clustercheck.run.zygote_serve")))
+    return {"children": len(kids.get(me, [])), "descendants": sorted(descendants), "ranks_ours": len(ranks),
+            "zygotes": len(zygotes), "stores": len(stores), "extra": len(descendants - ranks - zygotes - stores),
+            "cc_machine": machine}
 
 
-def alive(pid: int) -> bool:
+def alive(pid: int, started: int | None = None) -> bool:
+    """The process is there and not a zombie (and, given `started`, the same process: not a reused pid)."""
     st = _status(pid).get("State", "")
-    return bool(st) and not st.startswith("Z")
+    if not st or st.startswith("Z"):
+        return False
+    return started is None or (_stat(pid) or ("", 0, -1))[2] == started
+
+
+def wait_gone(pids: dict[int, int], bound: float) -> tuple[list[int], float]:
+    """Wait up to `bound` s for the processes `pids` (pid -> start time) to end: (those still there, seconds waited)."""
+    t0 = time.monotonic()
+    while True:
+        left = sorted(p for p, started in pids.items() if alive(p, started))
+        waited = time.monotonic() - t0
+        if not left or waited >= bound:
+            return left, waited
+        time.sleep(0.05)
+
+
+class RecordTail:
+    """The run record (run.jsonl) read as it grows, whole lines only: the rank pids of the last `pool` line,
+    the pool starts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.rank_pids: list[int] = []
+        self.pool_starts = 0
+
+    def read(self) -> list[int]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:  # not there yet: `latest` points at the run once it started
+            return self.rank_pids
+        whole = data[:data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        for line in whole.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("type") == "pool":
+                self.pool_starts += 1
+                self.rank_pids = [int(p) for p in entry.get("pids", [])]
+        return self.rank_pids
 
 
 # -- the suite ----------------------------------------------------------------------------------
-def write_inputs(work: Path, cycles: int) -> tuple[Path, Path]:
-    """A suite with the cpu-smoke checks repeated `cycles` times (ids -00000, -00001, ...), and a
-    thresholds dir whose cpu.yaml holds the shipped cpu limits for every id."""
-    import yaml
-
+def write_inputs(work: Path) -> Path:
+    """The cpu-smoke suite less its across-nodes check (it needs two nodes and would be skipped in every
+    repetition here); the shipped thresholds (thresholds/cpu.yaml) judge it."""
     smoke = (ROOT / "suites" / "cpu-smoke.yaml").read_text()
     head, _, body = smoke.partition("\nchecks:\n")
-    # the node checks only: the across-nodes check needs two nodes and would be skipped every cycle here
     blocks = [b for b in re.split(r"(?m)^(?=  - id: )", body) if b.strip() and "min_nodes:" not in b]
-    parts = [head.replace("suite: cpu-smoke", "suite: soak"), "\nchecks:\n"]
-    for i in range(cycles):
-        for block in blocks:
-            parts.append(re.sub(r"^(  - id: \S+)", lambda m: f"{m.group(1)}-{i:05d}", block, count=1))
     suite = work / "soak.yaml"
-    suite.write_text("".join(parts))
-
-    cpu = yaml.safe_load((ROOT / "thresholds" / "cpu.yaml").read_text())
-    checks = {f"{cid}-{i:05d}": limits for i in range(cycles) for cid, limits in cpu["checks"].items()}
-    tdir = work / "thresholds"
-    tdir.mkdir(exist_ok=True)
-    (tdir / "cpu.yaml").write_text(yaml.safe_dump({**cpu, "checks": checks}, sort_keys=False))
-    return suite, tdir
+    suite.write_text("".join([head.replace("suite: cpu-smoke", "suite: soak"), "\nchecks:\n", *blocks]))
+    return suite
 
 
 # -- sampling -----------------------------------------------------------------------------------
-FIELDS = ["t_s", "controller_rss_mib", "controller_fds", "controller_threads", "rank_pids", "rank_rss_mib",
-          "rank_fds", "children", "descendants", "workers_ours", "workers_machine", "checks_done"]
+FIELDS = ["t_s", "controller_rss_mib", "controller_fds", "controller_threads", "rank_pids", "ranks_ours",
+          "rank_rss_mib", "rank_fds", "children", "descendants", "zygotes", "stores", "extra", "cc_machine",
+          "checks_done"]
+PROCESS_KINDS = ("ranks_ours", "zygotes", "stores", "extra")  # judged; a CSV without them is not
 # what the session's end tells, on every row (known once it ended), so that --rejudge judges it too
-SESSION = ["leftover", "pool_starts", "exit_code", "errors"]
+SESSION = ["leftover", "pool_starts", "exit_code", "errors", "end_t"]  # end_t: the run loop's end (s)
 UNREAD = "NA"  # a value the sampler could not read, in the CSV
 
 
@@ -174,28 +239,36 @@ def _round(v: float | None) -> float | None:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, interval: float, printer) -> None:
+    def __init__(self, interval: float, printer, record: RecordTail) -> None:
         super().__init__(daemon=True, name="soak-sampler")
         self.interval = interval
         self.printer = printer
+        self.record = record
         self.samples: list[dict] = []
         self.checks_done = 0
         self.t0 = time.monotonic()
         self.stop_event = threading.Event()
-        self.rank_pids_seen: set[int] = set()
+        self.lock = threading.Lock()
+        self.seen: dict[int, int] = {}  # every process of the controller's sampled: pid -> start time
 
     def sample(self) -> dict:
-        me = os.getpid()
-        children, ndesc, ours, machine = processes(me)
-        ranks = ours or children
-        self.rank_pids_seen.update(ours)
-        s = {"t_s": round(time.monotonic() - self.t0, 1), "controller_rss_mib": _round(rss_mib(me)),
-             "controller_fds": fd_count(me), "controller_threads": threads(me),
-             "rank_pids": ranks, "rank_rss_mib": [_round(rss_mib(p)) for p in ranks],
-             "rank_fds": [fd_count(p) for p in ranks], "children": len(children), "descendants": ndesc,
-             "workers_ours": len(ours), "workers_machine": machine, "checks_done": self.checks_done}
-        self.samples.append(s)
-        return s
+        with self.lock:
+            me = os.getpid()
+            table = _table()
+            ranks = self.record.read()
+            procs = processes(me, ranks, table)
+            for p in procs["descendants"]:
+                if p in table:
+                    self.seen.setdefault(p, table[p][2])
+            s = {"t_s": round(time.monotonic() - self.t0, 1), "controller_rss_mib": _round(rss_mib(me)),
+                 "controller_fds": fd_count(me), "controller_threads": threads(me),
+                 "rank_pids": list(ranks), "ranks_ours": procs["ranks_ours"],
+                 "rank_rss_mib": [_round(rss_mib(p)) for p in ranks], "rank_fds": [fd_count(p) for p in ranks],
+                 "children": procs["children"], "descendants": len(procs["descendants"]),
+                 **{k: procs[k] for k in ("zygotes", "stores", "extra", "cc_machine")},
+                 "checks_done": self.checks_done}
+            self.samples.append(s)
+            return s
 
     def run(self) -> None:
         self.printer(self.sample())
@@ -204,52 +277,44 @@ class Sampler(threading.Thread):
 
 
 class SoakPlugin:
-    """Runs the collected items in order until the deadline, then ends the session normally."""
+    """Watches the run loop (clustercheck's burn-in, --duration): starts the sampler with it, counts the
+    checks, takes the --tracemalloc snapshots. It runs nothing and stops nothing."""
 
-    def __init__(self, seconds: float, sampler: Sampler, warmup: float, trace: bool) -> None:
-        self.seconds = seconds
+    def __init__(self, sampler: Sampler, warmup: float, trace: bool) -> None:
         self.sampler = sampler
         self.warmup = warmup
         self.trace = trace
         self.snapshots: list = []
         self.outcomes: dict[str, int] = {}
-        self.ran_out = False
         self.loop_started = 0.0
         self.loop_ended = 0.0
 
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session):  # noqa: ANN001 - pytest hook
-        if session.testsfailed:
-            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
         self.sampler.t0 = self.loop_started = time.monotonic()
         self.sampler.start()
-        deadline = self.loop_started + self.seconds
-        items = session.items
         if self.trace:
             import tracemalloc
 
             tracemalloc.start(6)
-        for i, item in enumerate(items):
-            if self.trace and not self.snapshots and time.monotonic() - self.loop_started >= self.warmup:
+        try:
+            return (yield)
+        finally:
+            self.loop_ended = time.monotonic()
+            if self.trace:
                 self.snapshots.append(tracemalloc.take_snapshot())
-            last = i + 1 == len(items) or time.monotonic() >= deadline
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=None if last else items[i + 1])
-            if session.shouldfail or session.shouldstop:
-                break
-            if time.monotonic() >= deadline:
-                break
-        else:
-            self.ran_out = True
-        self.loop_ended = time.monotonic()
-        if self.trace:
-            self.snapshots.append(tracemalloc.take_snapshot())
-            tracemalloc.stop()
-        return True
+                tracemalloc.stop()
 
     def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 - pytest hook
         if report.when == "call" or report.when == "setup" and not report.passed:
             key = "error" if report.when == "setup" and report.failed else report.outcome
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
             self.sampler.checks_done += 1
+        if self.trace and not self.snapshots and report.when == "teardown" and \
+                time.monotonic() - self.loop_started >= self.warmup:
+            import tracemalloc
+
+            self.snapshots.append(tracemalloc.take_snapshot())
 
 
 # -- verdict ------------------------------------------------------------------------------------
@@ -308,6 +373,10 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     pids = window[0]["rank_pids"]
     if len(pids) != nranks:
         problems.append(f"{len(pids)} rank processes after warm-up, expected {nranks}")
+    strangers = [s["t_s"] for s in window if s.get("ranks_ours") is not None and s["ranks_ours"] != len(s["rank_pids"])]
+    if strangers:
+        problems.append(f"a rank pid the record names is not a process of this controller in {len(strangers)} "
+                        f"sample(s) (first at t={strangers[0]} s)")
     for s in window:
         if s["rank_pids"] != pids:
             problems.append(f"rank pids changed at t={s['t_s']} s: {pids} -> {s['rank_pids']} (pool restarted?)")
@@ -334,8 +403,16 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     base_threads = max(_known(s["controller_threads"] for s in base) or [0])
     lines.append(f"{'child processes':<22} min {min(kids)} max {max(kids)}; descendants min {min(desc)} max {max(desc)}; "
                  f"controller threads min {min(nthreads)} max {max(nthreads)}")
-    if max(kids) > nranks or max(desc) > nranks:
-        problems.append(f"extra processes: up to {max(kids)} children / {max(desc)} descendants for {nranks} ranks")
+    if any(s.get(k) is None for s in window for k in PROCESS_KINDS):
+        problems.append("the controller's processes by kind (ranks, zygote, store, extra) unknown (a soak.csv "
+                        "without them): not judged")
+    else:
+        most = {k: max(s[k] for s in window) for k in ("zygotes", "stores", "extra")}
+        lines.append(f"{'descendants by kind':<22} ranks {min(s['ranks_ours'] for s in window)}..{max(s['ranks_ours'] for s in window)}"
+                     f", zygotes max {most['zygotes']}, stores max {most['stores']}, extra max {most['extra']}")
+        if most["extra"] or most["zygotes"] > 1 or most["stores"] > 1:
+            problems.append(f"extra processes: up to {most['extra']} besides the ranks, {most['zygotes']} zygote(s) and "
+                            f"{most['stores']} store(s) (at most one of each)")
     if max(nthreads) > base_threads:
         problems.append(f"controller threads grew from {base_threads} to {max(nthreads)}")
     lines.append(f"{'pool starts':<22} {pool_starts}")
@@ -390,17 +467,19 @@ def rejudge(path: Path, warmup: float, nranks: int) -> int:
     samples = []
     with path.open() as fh:
         for row in csv.DictReader(fh):
-            s: dict = {k: _cell(row.get(k), float) for k in ("t_s", "controller_rss_mib")}
-            for k in ("controller_fds", "controller_threads", "children", "descendants", "workers_ours",
-                      "workers_machine", "checks_done", "pool_starts", "exit_code", "errors"):
+            s: dict = {k: _cell(row.get(k), float) for k in ("t_s", "controller_rss_mib", "end_t")}
+            for k in ("controller_fds", "controller_threads", "children", "descendants", *PROCESS_KINDS,
+                      "cc_machine", "checks_done", "pool_starts", "exit_code", "errors"):
                 s[k] = _cell(row.get(k), int)
             s["rank_pids"] = [int(v) for v in row["rank_pids"].split(";") if v]
             s["rank_rss_mib"] = [_cell(v, float) for v in row["rank_rss_mib"].split(";") if v]
             s["rank_fds"] = [_cell(v, int) for v in row["rank_fds"].split(";") if v]
             s["leftover"] = None if row.get("leftover") is None else [int(v) for v in row["leftover"].split(";") if v]
             samples.append(s)
-    end_t = max(s["t_s"] for s in samples if s["rank_pids"])
     last = samples[-1]
+    end_t = last.get("end_t")
+    if end_t is None:  # a CSV from before end_t was kept: the last sample that named ranks
+        end_t = max(s["t_s"] for s in samples if s["rank_pids"])
     problems = []
     if last.get("leftover") is None or last.get("pool_starts") is None:
         problems.append("leftover processes and pool starts unknown (a soak.csv without them): not judged")
@@ -452,8 +531,7 @@ def main() -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     work = (args.out or Path(f"/tmp/clustercheck-soak-{stamp}")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    cycles = max(10, int(seconds / SECONDS_PER_CYCLE_FLOOR) + 1)
-    suite, tdir = write_inputs(work, cycles)
+    suite = write_inputs(work)
     # pytest captures fd 1 while each check runs; the table goes to a duplicate of the original stdout
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
 
@@ -462,11 +540,11 @@ def main() -> int:
 
     import torch
 
-    say(f"soak: {args.minutes:g} min of cpu-smoke x {cycles} cycles ({cycles * 3} checks available), "
+    say(f"soak: {args.minutes:g} min of cpu-smoke's node checks (clustercheck's burn-in, --duration {seconds:g}s), "
         f"{args.ranks} gloo ranks, one controller (pid {os.getpid()}); warm-up {warmup:.0f} s; "
         f"torch {torch.__version__}, {os.cpu_count()} CPUs; work dir {work}")
     header = f"{'t (s)':>7} {'ctrl RSS MiB':>12} {'ranks RSS MiB':>16} {'ctrl fds':>8} {'rank fds':>10} " \
-             f"{'thr':>4} {'procs':>5} {'workers':>8} {'checks':>7}"
+             f"{'thr':>4} {'procs':>5} {'r/z/s/x':>8} {'cc':>4} {'checks':>7}"
     say(header)
     last_print = [-1e9]
 
@@ -474,8 +552,9 @@ def main() -> int:
         ranks = "/".join("?" if v is None else f"{v:.0f}" for v in s["rank_rss_mib"]) or "-"
         fds = "/".join("?" if v is None else str(v) for v in s["rank_fds"]) or "-"
         rss = "?" if s["controller_rss_mib"] is None else f"{s['controller_rss_mib']:.1f}"
+        kinds = f"{s['ranks_ours']}/{s['zygotes']}/{s['stores']}/{s['extra']}"
         return (f"{s['t_s']:>7.0f} {rss:>12} {ranks:>16} {s['controller_fds'] or '?':>8} {fds:>10} "
-                f"{s['controller_threads'] or '?':>4} {s['descendants']:>5} {s['workers_ours']:>3}/{s['workers_machine']:<4} "
+                f"{s['controller_threads'] or '?':>4} {s['descendants']:>5} {kinds:>8} {s['cc_machine']:>4} "
                 f"{s['checks_done']:>7}")
 
     def printer(s: dict) -> None:
@@ -483,29 +562,39 @@ def main() -> int:
             last_print[0] = s["t_s"]
             say(row(s))
 
-    sampler = Sampler(args.interval, printer)
-    plugin = SoakPlugin(seconds, sampler, warmup, args.tracemalloc)
-    import pytest
+    record = work / "out" / "latest" / "run.jsonl"
+    tail = RecordTail(record)
+    sampler = Sampler(args.interval, printer, tail)
+    plugin = SoakPlugin(sampler, warmup, args.tracemalloc)
 
     pytest_log = work / "pytest.log"
     t_start = time.monotonic()
     with pytest_log.open("w") as log, contextlib.redirect_stdout(log):
-        code = pytest.main([str(suite), "--thresholds", str(tdir), "--platform", "cpu", "--backend", "auto",
-                            "--ranks", str(args.ranks), "--cc-out", str(work / "out"), "-p", "no:cacheprovider",
-                            "-q"], plugins=[plugin])
+        code = pytest.main([str(suite), "--thresholds", str(ROOT / "thresholds"), "--platform", "cpu",
+                            "--backend", "auto", "--ranks", str(args.ranks), "--cc-out", str(work / "out"),
+                            "--duration", f"{seconds:g}s", "-p", "no:cacheprovider", "-q"], plugins=[plugin])
     finished = time.monotonic()
     end_t = plugin.loop_ended - sampler.t0 if plugin.loop_ended else 0.0
     sampler.stop_event.set()
     if sampler.is_alive():
         sampler.join()
-    after = sampler.sample()  # after the session: pool closed, reports written
+    after = sampler.sample()  # after the session: pool closed (ranks waited for), reports written
     say(row(after) + "   <- after the session ended (pool closed, reports written)")
-    time.sleep(1.0)
-    leftover = sorted(p for p in sampler.rank_pids_seen if alive(p))
-    children, _, ours, _ = processes(os.getpid())
-    leftover = sorted(set(leftover) | set(children) | set(ours))
+    # What `clustercheck run` does next is exit (cli.entry, at once): the kernel closes the controller's end of
+    # the zygote's socket and the zygote leaves. This controller lives on, so it hangs up as that exit would
+    # (retire: no more ranks; the zygote ends once the ranks it started have, which the pool already waited
+    # for), then waits a bounded time for every process of the session to end.
+    from clustercheck.run import zygote as zygote_mod
 
-    record = work / "out" / "latest" / "run.jsonl"
+    hung_up = zygote_mod._shared  # noqa: SLF001 - this controller's zygote; no public handle to it
+    if hung_up is not None:
+        hung_up.retire()
+    leftover, waited = wait_gone(sampler.seen, LEFTOVER_WAIT)
+    gone = sampler.sample()
+    say(row(gone) + f"   <- {waited:.2f} s after the zygote's hang-up ({len(sampler.seen)} process(es) of the "
+        f"session, {len(leftover)} still there)")
+    leftover = sorted(set(leftover) | set(processes(os.getpid(), [])["descendants"]))
+
     pool_starts, results = 0, 0
     if record.is_file():
         for line in record.read_text().splitlines():
@@ -518,15 +607,13 @@ def main() -> int:
     errors = plugin.outcomes.get("error", 0)
     csv_path = work / "soak.csv"
     write_csv(csv_path, sampler.samples, {"leftover": leftover, "pool_starts": pool_starts, "exit_code": int(code),
-                                          "errors": errors})
+                                          "errors": errors, "end_t": round(end_t, 1)})
 
     say()
     say(f"pytest exit code {int(code)}; {sampler.checks_done} checks in {end_t / 60:.1f} min "
         f"({', '.join(f'{k} {v}' for k, v in sorted(plugin.outcomes.items()))}); {results} result lines in "
         f"{record}; start-up (collection, platform) took {plugin.loop_started - t_start:.1f} s, "
         f"session end (pool close, reports) {finished - plugin.loop_ended:.1f} s")
-    if plugin.ran_out:
-        say("note: the suite ran out of checks before the time was up (raise SECONDS_PER_CYCLE_FLOOR's cycles)")
     lines, problems = judge(sampler.samples, warmup, end_t, leftover, pool_starts, args.ranks)
     say(f"after warm-up ({warmup:.0f} s) until the last check (t={end_t:.0f} s), "
         f"{sum(warmup <= s['t_s'] <= end_t for s in sampler.samples)} samples every {args.interval:g} s:")
@@ -545,7 +632,8 @@ def main() -> int:
         for p in problems:
             say("  - " + p)
         return 1
-    say(f"VERDICT: PASS (RSS within +-{TOLERANCE * 100:.0f}%, no fd growth, no extra or leftover processes)")
+    say(f"VERDICT: PASS (RSS within +-{TOLERANCE * 100:.0f}%, no fd growth, no extra or leftover processes, "
+        f"pytest exit {int(code)})")
     return 0
 
 
