@@ -131,7 +131,8 @@ def test_end_counts_edited_and_re_signed_are_not_verified(signed: dict[str, Path
     proc = verify(run, signed["pub"])
     assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout
     assert f"run.jsonl:{len(entries)}: end counts 0 error, 0 failed, 9 passed, 0 skipped, but its results count " \
-           f"0 error, 0 failed, 5 passed, 0 skipped: the run writes them from its results" in problems(proc), proc.stdout
+           f"0 error, 0 failed, 5 passed, 0 skipped: the run writes them from its results" in problems(proc), \
+        proc.stdout
 
 
 def test_a_passed_result_line_copied_and_re_signed_is_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:

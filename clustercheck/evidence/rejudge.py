@@ -82,8 +82,9 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
     for where, r in zip(wheres, rec.results, strict=True):
         key = (item_id(r), int(r.get("repeat") or 0))
         if key in seen:  # a passed line copied: one more pass than the run planned
-            out.problems.append(f"{where}: a second result for this item" + (f" in repetition {key[1]}" if key[1] else "")
-                                + f" (the first at {seen[key].split(': ', 1)[0]}): a run judges each item once")
+            again = f" in repetition {key[1]}" if key[1] else ""
+            out.problems.append(f"{where}: a second result for this item{again} (the first at "
+                                f"{seen[key].split(': ', 1)[0]}): a run judges each item once")
         seen.setdefault(key, where)
         _one(where, r, header, profile, suites, out)
     out.problems += plan_problems(rec, suites, wheres, out.notes)
