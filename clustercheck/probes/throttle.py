@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, not_judged
 
 BAD_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
 TEMP_MAX_C = 84.0
@@ -20,6 +20,7 @@ TEMP_MAX_C = 84.0
 # or a hot GPU.
 TEMP_DOMAIN = (-273.15, 200.0)
 _STATES = ("Active", "Not Active", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
+_JUDGED_STATES = ("Active", "Not Active")  # a judged reason reading anything else was not read
 
 
 def parse(text: str) -> nvsmi.NvsmiReport:
@@ -47,10 +48,19 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
             unread = [f"{r} = {v!r}" for r, v in reasons.items() if v not in _STATES]
             parts = ([f"active: {', '.join(active)}"] if active else []) + \
                     ([f"unreadable: {', '.join(unread[:3])}"] if unread else [])
-            out.append(ProbeVerdict(subject, "clock throttling", not parts,
-                                    "; ".join(parts) or "no hardware, thermal or power-brake slowdown",
-                                    measured=", ".join(active + unread) or "none",
-                                    expected="none of " + ", ".join(BAD_REASONS)))
+            # a judged reason absent from the section, or N/A / Not Supported there, was not read: its
+            # slowdown is unknown, never "not active"
+            unjudged = [f"{r} = {reasons[r]!r}" if r in reasons else f"{r} missing" for r in BAD_REASONS
+                        if reasons.get(r) not in _JUDGED_STATES]
+            if unjudged and not parts:
+                out.append(not_judged(subject, "clock throttling", f"{', '.join(unjudged)} in the clock event "
+                                      f"reasons: a slowdown reason not read is never inactive",
+                                      measured=", ".join(unjudged), expected="none of " + ", ".join(BAD_REASONS)))
+            else:
+                out.append(ProbeVerdict(subject, "clock throttling", not parts,
+                                        "; ".join(parts) or "no hardware, thermal or power-brake slowdown",
+                                        measured=", ".join(active + unread) or "none",
+                                        expected="none of " + ", ".join(BAD_REASONS)))
         raw = g.get("Temperature/GPU Current Temp")
         temp = nvsmi.number(raw)
         if temp is not None and not TEMP_DOMAIN[0] < temp < TEMP_DOMAIN[1]:

@@ -1,0 +1,55 @@
+"""The throttle probe never passes a slowdown reason it could not read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from clustercheck.probes import throttle
+from clustercheck.probes.base import ProbeVerdict
+
+FIXTURE = Path(__file__).parent / "fixtures/tool-outputs/nvidia-smi-q/h100-80gb-hbm3-nvidia-smi-a-della.txt"
+
+
+def _clock_verdict(text: str) -> ProbeVerdict:
+    verdicts = [v for v in throttle.judge(throttle.parse(text), {}) if v.what == "clock throttling"]
+    assert len(verdicts) == 1
+    return verdicts[0]
+
+
+def test_clean_fixture_passes() -> None:
+    v = _clock_verdict(FIXTURE.read_text())
+    assert v.passed and v.judged
+
+
+@pytest.mark.parametrize("value", ["N/A", "Not Supported", "[N/A]"])
+def test_judged_reasons_not_read_are_not_judged(value: str) -> None:
+    text = FIXTURE.read_text()
+    for r in throttle.BAD_REASONS:
+        text = re.sub(rf"({re.escape(r)}\s*:\s*)Not Active", rf"\g<1>{value}", text)
+    v = _clock_verdict(text)
+    assert not v.passed and not v.judged
+    assert v.detail.startswith("not judged: ") and "HW Slowdown" in v.detail
+    assert v.subject == "GPU0 (0000:19:00.0)"
+
+
+def test_one_judged_reason_not_read_is_not_judged() -> None:
+    text = re.sub(r"(SW Thermal Slowdown\s*:\s*)Not Active", r"\1N/A", FIXTURE.read_text())
+    v = _clock_verdict(text)
+    assert not v.passed and not v.judged and "SW Thermal Slowdown = 'N/A'" in v.detail
+
+
+def test_judged_reasons_missing_from_section_are_not_judged() -> None:
+    text = re.sub(r"\n\s*(HW Slowdown|HW Thermal Slowdown|HW Power Brake Slowdown|SW Thermal Slowdown)\s*:[^\n]*",
+                  "", FIXTURE.read_text())
+    v = _clock_verdict(text)
+    assert not v.passed and not v.judged and "HW Power Brake Slowdown missing" in v.detail
+
+
+def test_active_reason_still_fails_when_another_is_not_read() -> None:
+    text = re.sub(r"(HW Slowdown\s*:\s*)Not Active", r"\1Active", FIXTURE.read_text(), count=1)
+    text = re.sub(r"(SW Thermal Slowdown\s*:\s*)Not Active", r"\1N/A", text)
+    v = _clock_verdict(text)
+    assert not v.passed and v.judged and "active: HW Slowdown" in v.detail
