@@ -8,7 +8,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from clustercheck.counters import delta, judge, take
+import pytest
+
+from clustercheck.counters import delta, judge, kernel_log, take
 from clustercheck.counters.facts import LogCursor
 from clustercheck.counters.kernel_log import KMSG, classify, parse_dmesg, parse_kmsg, window
 from clustercheck.counters.snapshot import Sources
@@ -192,3 +194,34 @@ def test_a_window_opened_through_one_source_and_read_through_the_other_keeps_its
         assert not s1.errors and len(s1.kernel) == 21 and s1.cursor is not None and s1.cursor.source == second
         assert [f.text(0).split(" in ")[0] for f in judge(delta(s0, s1)).failed] == [
             "kernel.xid.94 on 0000:9b:00 rose by 1 (0 -> 1)"], (first, second)
+
+
+def test_records_lost_after_the_first_new_one_are_an_error(tmp_path: Path) -> None:
+    """A gap between records read after the cursor (10, 11, then 20): records 12..19 were overwritten."""
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("6,10,1000,-;before\n6,11,1001,-;first in window\n6,20,2000,-;after the overwrite\n")
+    after, cursor, errors = window(LogCursor("kmsg", 10, 1000), kmsg)
+    assert [l.seq for l in after] == [11, 20] and cursor is not None and cursor.seq == 20
+    assert [(e.kind, e.error) for e in errors] == [
+        ("lost", "records 12..19 were overwritten in the ring buffer before they were read")]
+
+
+def test_an_epipe_mid_read_is_a_lost_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/dev/kmsg answers EPIPE when the record at the reader's position was overwritten, then goes on
+    with the oldest record left: the records skipped are lost, never a quiet window."""
+    chunks: list[bytes | Exception] = [b"6,10,1000,-;before\n", b"6,11,1001,-;first in window\n",
+                                       BrokenPipeError(), b"6,20,2000,-;after the overwrite\n"]
+
+    def fake_read(fd: int, n: int) -> bytes:
+        if not chunks:
+            raise BlockingIOError
+        chunk = chunks.pop(0)
+        if isinstance(chunk, Exception):
+            raise chunk
+        return chunk
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    monkeypatch.setattr(kernel_log.os, "read", fake_read)
+    _, _, errors = window(LogCursor("kmsg", 10, 1000), kmsg)
+    assert [e.kind for e in errors] == ["lost"] and "12..19" in errors[0].error

@@ -7,8 +7,9 @@ what came after it, so an event is blamed on the one check during which it was l
 scan blamed one event on every later test: ROCm/cvs PR #169). /dev/kmsg is read non-blocking (root, or
 kernel.dmesg_restrict=0); where it cannot be opened, `dmesg -r` (util-linux); where neither works the
 window is an error, never empty. Lines overwritten in the ring buffer before they were read are an
-error too (the first sequence number after the cursor is missing; through dmesg, the oldest line is later
-than the cursor). A cursor taken through the other source (kmsg, then dmesg, or the reverse) bounds the
+error too (any sequence number after the cursor missing, before or between the records read: kmsg
+numbers records contiguously, and a read that meets an overwritten record fails with EPIPE and goes on
+with the oldest one left; through dmesg, the oldest line is later than the cursor). A cursor taken through the other source (kmsg, then dmesg, or the reverse) bounds the
 window by its timestamp, the clock both share; a window that cannot be bounded at all is an error."""
 
 from __future__ import annotations
@@ -119,6 +120,20 @@ def read_dmesg(command: tuple[str, ...] = ("dmesg", "-r")) -> list[KernelLine]:
     return parse_dmesg(done.stdout)
 
 
+def _gaps(cursor: int, seqs: list[int]) -> list[tuple[int, int]]:
+    """The runs of sequence numbers after `cursor` missing from `seqs`. /dev/kmsg numbers its records
+    contiguously, so a gap is records overwritten before they were read: read() returned EPIPE at them
+    and the reader went on with the oldest record left (a gap after the first new record as well as
+    before it)."""
+    gaps: list[tuple[int, int]] = []
+    expected = cursor + 1
+    for seq in sorted(set(s for s in seqs if s > cursor)):
+        if seq > expected:
+            gaps.append((expected, seq - 1))
+        expected = seq + 1
+    return gaps
+
+
 def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] = ("dmesg", "-r")
            ) -> tuple[tuple[KernelLine, ...], LogCursor | None, tuple[ReadError, ...]]:
     """The lines logged after `cursor` (none for a first snapshot: history before the window is not the
@@ -137,9 +152,10 @@ def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] =
         new = LogCursor("kmsg", max(seqs, default=cursor.seq), max(stamps, default=cursor.usec))
         after = tuple(l for l in lines if l.seq is not None and l.seq > cursor.seq)
         errors: tuple[ReadError, ...] = ()
-        if seqs and min(seqs) > cursor.seq + 1:
-            errors = (ReadError("kernel.log", "", str(kmsg), f"records {cursor.seq + 1}..{min(seqs) - 1} were "
-                                "overwritten in the ring buffer before they were read", "lost"),)
+        if gaps := _gaps(cursor.seq, seqs):
+            shown = ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in gaps[:5])
+            errors = (ReadError("kernel.log", "", str(kmsg), f"records {shown}{' and more' if len(gaps) > 5 else ''}"
+                                f" were overwritten in the ring buffer before they were read", "lost"),)
         return after, new, errors
     new = LogCursor(source, max(seqs) if seqs else None, max(stamps, default=cursor.usec if cursor else None))
     if cursor is None:
