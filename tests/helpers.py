@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import io
 import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -120,6 +121,9 @@ def clustercheck_here(*args: str, cwd: Path, env: Mapping[str, str] | None = Non
     with contextlib.ExitStack() as stack:
         mp = stack.enter_context(pytest.MonkeyPatch.context())
         mp.chdir(cwd)
+        # a run records its argv from sys.argv (plugin.py): here that is pytest's own, whose `-k` or node id
+        # would read as the run's item selection (and verify would refuse the run as the whole suite)
+        mp.setattr(sys, "argv", ["clustercheck", *args])
         for name, value in (env or {}).items():
             mp.setenv(name, value)
         stack.enter_context(contextlib.redirect_stdout(out))

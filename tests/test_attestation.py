@@ -65,15 +65,6 @@ def cc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.C
                           timeout=300, env={**os.environ, **(env or {})})
 
 
-def run_here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """clustercheck_here with sys.argv as the command line gives it: a run records its argv from sys.argv
-    (plugin.py), which in this process is pytest's own, whose `-k` or node id would read as the run's item
-    selection (and make verify refuse the run as the whole suite)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["clustercheck", *args])
-        return clustercheck_here(*args, cwd=cwd)
-
-
 def openssl_key(directory: Path, name: str) -> tuple[Path, Path]:
     """An Ed25519 key pair as openssl makes it: private PEM (mode 600) and its public PEM."""
     key, pub = directory / f"{name}.pem", directory / f"{name}.pub"
@@ -95,7 +86,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _, other = openssl_key(root / "keys", "someone-else")
     found = {"root": root, "key": key, "pub": pub, "other": other}
     for name, extra in (("signed", ["--sign", str(key)]), ("unsigned", [])):
-        proc = run_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", name, *extra, cwd=root)
+        proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", name, *extra, cwd=root)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         found[name] = (root / name / "latest").resolve()
     return found
@@ -176,7 +167,7 @@ def test_a_genuine_signed_run_verifies(work: dict[str, Path]) -> None:
 def test_a_shipped_suite_named_by_name_is_signed_and_verifies(work: dict[str, Path], tmp_path: Path) -> None:
     """`clustercheck run cpu-smoke --sign KEY` in an empty directory: the record names the suite as the run
     shows it (suites/cpu-smoke.yaml), and the bytes kept are the shipped file's, read where it is installed."""
-    proc = run_here("run", "cpu-smoke", "--sign", str(work["key"]), "--out", "o", cwd=tmp_path)
+    proc = clustercheck_here("run", "cpu-smoke", "--sign", str(work["key"]), "--out", "o", cwd=tmp_path)
     assert proc.returncode == 0 and "not signed" not in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = (tmp_path / "o" / "latest").resolve()
     header = json.loads((run / "run.jsonl").read_text().splitlines()[0])

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from helpers import clustercheck_here
-from test_attestation import PROFILE, SUITE, openssl_key, run_here
+from test_attestation import PROFILE, SUITE, openssl_key
 
 pytestmark = pytest.mark.pool
 
@@ -27,7 +27,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "profiles").mkdir()
     (root / "profiles" / "cpu.yaml").write_text(PROFILE)
     key, pub = openssl_key(root, "seller")
-    proc = run_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", "o", "--sign", str(key), cwd=root)
+    proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", "o", "--sign", str(key), cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {"run": (root / "o" / "latest").resolve(), "key": key, "pub": pub, "root": root}
 

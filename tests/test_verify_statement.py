@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import clustercheck_here, cpu_profile, small_check
-from test_attestation import openssl_key, run_here
+from test_attestation import openssl_key
 
 pytestmark = pytest.mark.pool
 
@@ -26,7 +26,7 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "th" / "cpu.yaml").write_text(cpu_profile(
         '  too-fast:\n    busbw: {limit: ">= 1000000", unit: GB/s, source: "impossible on purpose"}\n'))
     key, pub = openssl_key(root, "seller")
-    proc = run_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), cwd=root)
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), cwd=root)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {"run": (root / "o" / "latest").resolve(), "key": key, "pub": pub}
 
@@ -171,7 +171,7 @@ def test_a_run_that_selected_its_items_is_not_verified_as_the_whole_suite(tmp_pa
     (tmp_path / "th").mkdir()
     (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
     key, pub = openssl_key(tmp_path, "seller")
-    proc = run_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), "-k", "ok",
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), "-k", "ok",
                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run = (tmp_path / "o" / "latest").resolve()
