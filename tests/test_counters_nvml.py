@@ -15,7 +15,7 @@ from clustercheck.errors import HarnessError
 from clustercheck.judging.windows import item_verdicts, verdicts
 from clustercheck.counters.nvml_counters import read
 from clustercheck import nvml
-from nvml_capture import failing, h100_node, in_process, link_failing
+from nvml_capture import failing, h100_node, in_process, link_failing, without
 
 GPU_IS_LOST, UNKNOWN, LIBRARY_NOT_FOUND, NOT_SUPPORTED = 15, 999, 12, 3  # nvml.h return codes
 INVALID_ARGUMENT, FUNCTION_NOT_FOUND = 2, 13
@@ -177,3 +177,32 @@ def test_a_window_that_failed_and_could_not_judge_a_counter_fails_naming_both(mo
     assert got[0].detail is not None and got[0].detail.startswith(
         f"not judged: nvlink.replay, nvlink.recovery, nvlink.crc_flit, nvlink.crc_data, nvlink.ecc_data on "
         f"{gpu_name(node, 1)} link 4 (")
+
+
+def test_a_gpu_with_no_counters_gone_after_the_window_is_a_failed_verdict_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PCIe GPUs without ECC or NVLink: NVML answers NOT_SUPPORTED for every counter, so a GPU had none to
+    miss. GPU3 no longer enumerated after the window (NVML renumbers the rest) used to pass unnoticed; its
+    presence is now a counter, and only it is named, by bus id, not the GPUs renumbered after it."""
+    node = h100_node()
+    for g in node["gpus"]:
+        g["links"] = 0
+    before = snap(monkeypatch, node, 0.0)
+    assert not before.errors and sum(c.name == "gpu.present" for c in before.counters) == 8
+    j = judge(delta(before, snap(monkeypatch, without(node, node["gpus"][3]["bus_id"]), 60.0)))
+    gpu3 = gpu_name(node, 3)
+    assert [(e.device, e.what, e.kind) for e in j.vanished] == [(gpu3, "gpu.present", "vanished")]
+    assert not j.harness_errors
+    assert [(v.subject, v.passed) for v in item_verdicts("burn", {"gpu-node": j}, ["gpu-node"])] == [
+        (f"gpu-node {gpu3}", False)]
+
+
+def test_gpus_renumbered_after_a_lost_one_keep_their_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU5's ECC count rises while GPU3 goes: GPU5 is GPU4 after the window, the same GPU by bus id."""
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    gone = without(node, node["gpus"][3]["bus_id"])
+    gone["gpus"][4]["ecc"]["uncorrected"] = 1
+    j = judge(delta(before, snap(monkeypatch, gone, 60.0)))
+    assert {e.device for e in j.vanished} == {gpu_name(node, 3)} and not j.harness_errors
+    assert [(f.increase.name, f.increase.device) for f in j.failed] == [("gpu.ecc.uncorrected", gpu_name(node, 5))]

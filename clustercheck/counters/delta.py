@@ -5,9 +5,10 @@ that vanished, went down or sits saturated)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from clustercheck.counters.facts import KernelLine, ReadError, Snapshot
+from clustercheck.counters.facts import Counter, KernelLine, ReadError, Snapshot
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,15 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
         raise ValueError(f"snapshots of different nodes: {before.host} and {after.host}")
     increases: list[Increase] = []
     errors = list(before.errors) + [e for e in after.errors if e not in before.errors]
-    now = {c.key: c for c in after.counters}
+    now = {_key(c): c for c in after.counters}
+    # a GPU no longer enumerated is one `vanished` for the GPU, not one per counter and link it had
+    gone = [ReadError("gpu", c.device, c.name, _GONE[c.name], "vanished") for c in before.counters
+            if c.name == "gpu.present" and _key(c) not in now]
     for old in before.counters:
-        new = now.get(old.key)
+        new = now.get(_key(old))
         if new is None:
-            if not any(e.explains(old.name, old.device) for e in after.errors):  # a reader error says why
-                errors.append(ReadError(old.name.split(".")[0], old.device, old.name,
+            if not any(e.explains(old.name, old.device) for e in after.errors + tuple(gone)):  # a reader error
+                errors.append(ReadError(old.name.split(".")[0], old.device, old.name,  # says why, or:
                                         f"read {old.value} before the window and missing after it", "vanished"))
             continue
         if new.value < old.value:
@@ -62,14 +66,28 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             was = dict(old.parts)
             parts = tuple((p, v - was.get(p, 0)) for p, v in new.parts if v > was.get(p, 0))
             increases.append(Increase(old.name, old.device, old.value, new.value, parts))
-    known = {c.key for c in before.counters}
+    known = {_key(c) for c in before.counters}
     for new in after.counters:
-        if new.key not in known and not any(e.explains(new.name, new.device) for e in before.errors):
-            errors.append(ReadError(new.name.split(".")[0], new.device, new.name,
-                                    f"appeared during the window at {new.value} (not read before it)", "vanished"))
+        if _key(new) not in known and not any(e.explains(new.name, new.device) for e in before.errors):
+            errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
+                new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
+    errors += [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)]
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
                  tuple(dict.fromkeys(before.notes + after.notes)))
+
+
+# A GPU's counters are named `GPU<index> (<bus id>)...`; NVML renumbers the GPUs after one that is gone, so a
+# counter is the same counter before and after by its bus id, not its index
+_GPU = re.compile(r"^GPU\d+ \(([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)")
+_GONE = {"gpu.present": "enumerated by NVML before the window and not after it: the GPU fell off the bus or "
+                        "was detached"}
+_CAME = {"gpu.present": "enumerated by NVML after the window and not before it"}
+
+
+def _key(c: Counter) -> tuple[str, str]:
+    m = _GPU.match(c.device)
+    return (c.name, f"{m.group(1)}{c.device[m.end():]}") if m else c.key
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:

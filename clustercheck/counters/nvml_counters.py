@@ -7,7 +7,9 @@ GPU without ECC, or with ECC off; the row remapper before Ampere; page retiremen
 remaps rows instead). Any other counter NVML would not read is a ReadError naming that counter and its
 GPU or link, so the window is `not judged` for it, never clean: NOT_SUPPORTED for part of a feature or for
 an NVLink error counter of a link the GPU has, INVALID_ARGUMENT, FUNCTION_NOT_FOUND (an older library), or
-any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`."""
+any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`. Each GPU NVML enumerates
+is a counter `gpu.present` (1), so a GPU with no counters at all (ECC off, no NVLink: a PCIe card) that is
+no longer enumerated after the window is `vanished` too, never unnoticed."""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ def read(nv: Any = None) -> Reading:
 FEATURES = {"gpu.ecc": ("no ECC, or ECC off", 2), "gpu.remap": ("no row remapper: before Ampere", 4),
             "gpu.retired_pages": ("no page retirement: Ampere and later remap rows", 3)}
 _UNSUPPORTED, _LOST = "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_GPU_IS_LOST"
+PRESENT = "gpu.present"  # 1 for each GPU NVML enumerates
 
 
 def _read(nv: Any) -> Reading:
@@ -61,6 +64,9 @@ def _read(nv: Any) -> Reading:
         status, pci = r.call("nvmlDeviceGetPciInfo", h, gpu=i)
         bus = bus_id(_text(pci.busId)) if status == "ok" else ""
         gpu = f"GPU{i} ({bus})" if bus else f"GPU{i}"
+        # the GPU itself, whatever counters it has: one with none (no ECC, no NVLink) that is gone after the
+        # window must still be missed there (delta: vanished)
+        counters.append(Counter(PRESENT, gpu, 1))
         unsupported: list[ReadError] = []  # NOT_SUPPORTED: a feature absent, or counters not judged
 
         def get(fn: str, names: tuple[str, ...], *args: Any, device: str = gpu) -> Any:
