@@ -139,11 +139,14 @@ def test_nvlink_counters_a_gpu_has_on_none_of_its_links_are_a_note_not_an_error(
 
 
 def test_a_gpu_without_ecc_is_a_note_and_one_ecc_count_missing_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = counted(h100_node())
+    for g in off["gpus"]:  # both counts NOT_SUPPORTED on every GPU of the model: no ECC (or it is off)
+        del g["ecc"]
+    assert f"{gpu_name(off, 2)}: nvmlDeviceGetTotalEccErrors not supported (no ECC, or ECC off)" in \
+        snap(monkeypatch, off, 0.0).notes
     node = counted(h100_node())
-    del node["gpus"][2]["ecc"]  # both counts NOT_SUPPORTED: the GPU has no ECC (or it is off)
     node["gpus"][5]["ecc"]["uncorrected"] = None  # one count NOT_SUPPORTED beside the other: a failed read
     before = snap(monkeypatch, node, 0.0)
-    assert f"{gpu_name(node, 2)}: nvmlDeviceGetTotalEccErrors not supported (no ECC, or ECC off)" in before.notes
     j = judge(delta(before, snap(monkeypatch, node, 60.0)))
     assert [(e.counter, e.device) for e in j.harness_errors] == [("gpu.ecc.uncorrected", gpu_name(node, 5))]
     assert j.notes == before.notes  # carried through Delta and Judgement
@@ -206,3 +209,32 @@ def test_gpus_renumbered_after_a_lost_one_keep_their_counters(monkeypatch: pytes
     j = judge(delta(before, snap(monkeypatch, gone, 60.0)))
     assert {e.device for e in j.vanished} == {gpu_name(node, 3)} and not j.harness_errors
     assert [(f.increase.name, f.increase.device) for f in j.failed] == [("gpu.ecc.uncorrected", gpu_name(node, 5))]
+
+
+def test_one_gpu_lacking_a_feature_its_identical_siblings_have_is_not_judged_not_a_note(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight H100s; GPU3 alone answers NOT_SUPPORTED for ECC and the row remapper. An H100 has both, so it
+    read neither: that used to be the note 'no row remapper: before Ampere' and the item passed."""
+    node = counted(h100_node())
+    del node["gpus"][3]["ecc"], node["gpus"][3]["remap"]
+    before = snap(monkeypatch, node, 0.0)
+    gpu3 = gpu_name(node, 3)
+    assert not any(n.startswith(gpu3) and "RetiredPages" not in n for n in before.notes)
+    assert sum("nvmlDeviceGetRetiredPages not supported" in n for n in before.notes) == 8  # none of them has it
+    j = judge(delta(before, snap(monkeypatch, node, 60.0)))
+    with pytest.raises(HarnessError) as raised:
+        item_verdicts("burn", {"gpu-node": j}, ["gpu-node"])
+    assert (f"not judged: gpu.ecc.corrected, gpu.ecc.uncorrected on {gpu3} (nvmlDeviceGetTotalEccErrors: "
+            f"NVML_ERROR_NOT_SUPPORTED") in str(raised.value)
+    assert (f"not judged: gpu.remap.correctable, gpu.remap.uncorrectable, gpu.remap.pending, gpu.remap.failure "
+            f"on {gpu3} (nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED") in str(raised.value)
+
+
+def test_a_feature_every_gpu_of_a_model_lacks_stays_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ECC off on all eight: a note per GPU, not an error; one of them lost in the window proves nothing."""
+    node = h100_node()
+    before = snap(monkeypatch, node, 0.0)
+    assert sum("nvmlDeviceGetTotalEccErrors not supported" in n for n in before.notes) == 8
+    assert not before.errors
+    r = read(in_process(monkeypatch, failing(node, 2, "nvmlDeviceGetTotalEccErrors", GPU_IS_LOST)))
+    assert {e.kind for e in r.errors} == {"vanished"}

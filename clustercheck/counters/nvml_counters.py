@@ -4,7 +4,8 @@ nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPages, nvmlDeviceGetNvLinkErrorCo
 
 What the GPU does not have is a note: NOT_SUPPORTED for every counter of a feature (both ECC counts: a
 GPU without ECC, or with ECC off; the row remapper before Ampere; page retirement from Ampere on, which
-remaps rows instead). Any other counter NVML would not read is a ReadError naming that counter and its
+remaps rows instead) on every GPU of the node with the same PCI device id. One GPU lacking a feature its
+identical siblings have did not read it: its counters of that feature are errors (not judged). Any other counter NVML would not read is a ReadError naming that counter and its
 GPU or link, so the window is `not judged` for it, never clean: NOT_SUPPORTED for part of a feature or for
 an NVLink error counter of a link the GPU has, INVALID_ARGUMENT, FUNCTION_NOT_FOUND (an older library), or
 any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`. Each GPU NVML enumerates
@@ -56,6 +57,11 @@ def _read(nv: Any) -> Reading:
     counters: list[Counter] = []
     notes: list[str] = []
     errors: list[ReadError] = []
+    # (PCI device id, feature) -> the GPUs NVML answers NOT_SUPPORTED for the whole feature, and those it
+    # does not: a feature absent on every GPU of one model is what the model is (a note); on one GPU of
+    # eight identical ones it is a read that failed, so that GPU's counters are not judged
+    lacking: dict[tuple[int | None, str], list[tuple[str, list[ReadError]]]] = {}
+    having: set[tuple[int | None, str]] = set()
     status, count = r.call("nvmlDeviceGetCount")
     for i in range(count if status == "ok" else 0):
         status, h = r.call("nvmlDeviceGetHandleByIndex", i, gpu=i)
@@ -113,12 +119,21 @@ def _read(nv: Any) -> Reading:
             if links and len(absent) == len(links):
                 notes.append(f"{gpu}: nvlink.{name} not supported on any of its {len(links)} link(s)")
                 unsupported = [e for e in unsupported if e not in absent]
-        for family, (meaning, size) in FEATURES.items():
+        model = pci.pciDeviceId if status == "ok" else None
+        for family, (_, size) in FEATURES.items():
             absent = [e for e in unsupported if e.counter.startswith(family + ".")]
-            if len(absent) == size:  # the whole feature: what this GPU is, not a failed read
-                notes += [f"{gpu}: {fn} not supported ({meaning})" for fn in dict.fromkeys(e.what for e in absent)]
+            if len(absent) == size:  # the whole feature: what this GPU is, if its siblings lack it too
+                lacking.setdefault((model, family), []).append((gpu, absent))
                 unsupported = [e for e in unsupported if e not in absent]
+            elif any(c.device == gpu and c.name.startswith(family + ".") for c in counters):
+                having.add((model, family))  # read on this GPU (a lost GPU or another error proves nothing)
         errors += unsupported
+    for (model, family), gpus in lacking.items():
+        if (model, family) in having:  # a GPU of the same PCI device id has it: this one did not read it
+            errors += [e for _, absent in gpus for e in absent]
+        else:
+            notes += [f"{gpu}: {fn} not supported ({FEATURES[family][0]})" for gpu, absent in gpus
+                      for fn in dict.fromkeys(e.what for e in absent)]
     errors += [ReadError("nvml", f"GPU{f.gpu}" + (f" ({f.bus_id})" if f.bus_id else "") if f.gpu is not None
                          else "", f.call, f"{f.error} ({f.message})" if f.message else f.error,
                          "vanished" if f.error == _LOST else "unreadable")
