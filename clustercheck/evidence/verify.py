@@ -137,7 +137,7 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, dat
     from clustercheck.report import read, render_texts
 
     try:
-        rec = _parse(run_dir, data) if data is not None else read(run_dir / RECORD)
+        rec = read(run_dir / RECORD, data)
     except UserError as exc:
         out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
         return
@@ -222,19 +222,6 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
                             f"signed it")
     else:
         out.problems.append(said)
-
-
-def _parse(run_dir: Path, data: bytes) -> Any:
-    """The record in `data`, read as the run directory's (the record reader reads a file: a private copy)."""
-    import dataclasses
-    import tempfile
-
-    from clustercheck.report import read
-
-    with tempfile.TemporaryDirectory(prefix="clustercheck-verify-") as tmp:
-        copy = Path(tmp) / RECORD
-        copy.write_bytes(data)
-        return dataclasses.replace(read(copy), path=run_dir / RECORD)
 
 
 def _bytes(path: Path, out: Verdict) -> bytes | None:

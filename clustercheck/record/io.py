@@ -119,19 +119,20 @@ class RunWriter:
             pass
 
 
-def load(path: Path) -> Record:
+def load(path: Path, data: bytes | None = None) -> Record:
     """Every line of a run record, each checked for the shape its readers rely on (record/lines.py:
     RecordError naming the line otherwise). Only a torn *last* line (a writer killed mid-line) is ignored: a
     bad line anywhere else would hide a result, and a gate must not read a record with holes as complete.
     Every reader (report, compare, --compare, sign, verify) shares these refusals: a record of another
-    schema version, or none, is refused here, not read by guesswork."""
+    schema version, or none, is refused here, not read by guesswork. `data`: the file's bytes, already read
+    (verify judges the very bytes it hashed), else they are read from `path`."""
     header: RunHeader = {}
     results: list[ResultEntry] = []
     exclude: ExcludeEntry | None = None
     end: EndEntry | None = None
     plan: list[PlanItem] | None = None
     at: dict[str, Any] = {"results": []}  # where each part stands: Record.lines
-    for number, entry in _lines(path):
+    for number, entry in _lines(path, data):
         if "end" in at:  # a writer writes nothing after its end line: a later one is not a kill's doing
             raise RecordError(f"line {number}: {'a torn line' if entry is None else 'a line'} after the end line "
                               f"(line {at['end']}); a run writes nothing after its end")
@@ -166,10 +167,12 @@ def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | No
     return record.header, record.results, record.end
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+def _lines(path: Path, data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any] | None]]:
     """Each line's object, and None for the last line torn by a kill (blank lines are skipped)."""
-    with path.open("rb") as fh:
-        lines = fh.read().split(b"\n")
+    if data is None:
+        with path.open("rb") as fh:
+            data = fh.read()
+    lines = data.split(b"\n")
     for number, raw in enumerate(lines, 1):
         # the file ends in a newline: the last element is empty; one that is not was torn by a kill
         torn = number == len(lines) and raw != b""

@@ -20,10 +20,11 @@ REPORTS = {"json": "results.json", "sla": "sla.json", "junit": "junit.xml", "ctr
            "html": "report.html"}
 
 
-def read(record: Path) -> Record:
-    """The run record to render; UserError (one line) when it is unreadable or not a record."""
+def read(record: Path, data: bytes | None = None) -> Record:
+    """The run record to render (from `data`, its bytes already read, where given); UserError (one line)
+    when it is unreadable or not a record."""
     try:
-        rec = load(record)
+        rec = load(record, data)
     except OSError as exc:
         raise UserError(f"{record}: cannot read the run record: {exc.strerror or type(exc).__name__}; reports left "
                         "as they were") from None
