@@ -58,18 +58,34 @@ def despite(check_id: str, exc: ClusterCheckError, windows: Mapping[str, Judgeme
     """An item its ranks did not answer (an error) or that does not apply (a skip), when a window of its
     nodes failed (an Xid, a device gone): the hardware failed while it ran, so the item fails, with the
     windows' verdicts and one saying why its own measurement was not judged. Otherwise the error or skip
-    stands as it is: a window that could not be read adds nothing to an item that judged nothing. An
+    stands as it is, except that a skip whose node's window was never closed or could not be judged (a str
+    window, or harness errors such as kernel-log records lost) is a HarnessError saying both: a skip reads
+    as nothing to see, and a window not judged must never read so. An
     Unreachable's nodes stopped answering (the exclusion list names them, from the outcome's `unreachable`):
     their windows are not judged, but a failed window of a node still answering fails the item as well."""
     gone = tuple(exc.nodes) if isinstance(exc, Unreachable) else ()
-    judged = [w for node in nodes if node not in gone and isinstance(w := windows.get(node), Judgement)]
+    nodes = [node for node in nodes if node not in gone]
+    judged = [w for node in nodes if isinstance(w := windows.get(node), Judgement)]
+    said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if not any(w.failed or w.vanished for w in judged):
+        if isinstance(exc, Skip) and (unjudged := _unjudged(windows, nodes)):  # a skip never hides them
+            return HarnessError(f"{check_id}: skipped ({said}), but the counters of its window were not judged: "
+                                f"{unjudged}")
         return exc
-    why = f"{'skipped' if isinstance(exc, Skip) else 'error'}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    why = f"{'skipped' if isinstance(exc, Skip) else 'error'}: {said}"
     rule = Expectation(check_id, "measurement", "measured and judged", "built in", why)
     own = Verdict("measurement", "not judged", "", rule, False, detail=why)
     return Outcome(Measurement({}, {}), [own] + [v for w in judged for v in verdicts(w, check_id)], {},
                    notes=window_notes(windows, nodes), unreachable=gone)
+
+
+def _unjudged(windows: Mapping[str, Judgement | str], nodes: list[str]) -> str:
+    """Why the windows of `nodes` that were never closed (a str) or could not be judged (harness errors:
+    kernel-log records lost, a counter unread) were not judged, per node; "" when every one was."""
+    out = [f"{node}: {w}" if isinstance(w, str) else f"{node}: {why_not(w, failures=False)}"
+           for node in nodes if isinstance(w := windows.get(node), str) or (w is not None and w.harness_errors)]
+    more = f"; and {len(out) - 3} more node(s) not judged" if len(out) > 3 else ""
+    return "; ".join(out[:3]) + more
 
 
 def window_notes(windows: Mapping[str, Judgement | str], nodes: Iterable[str]) -> tuple[str, ...]:

@@ -321,8 +321,7 @@ class Runner:
             self.pools.discard(pool.key if pool is not None else key)
             self.windows = {node: f"counters could not be read after the check: {str(exc).splitlines()[0]}"
                             for node in self.layout.nodes}
-            self.snapshots = {}
-            return
+            return  # self.snapshots kept: the next window starts where the last good one ended, its log cursor
         self.windows = {}
         for node in self.layout.nodes:
             if node not in after or node not in self.snapshots:
