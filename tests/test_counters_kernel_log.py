@@ -225,3 +225,18 @@ def test_an_epipe_mid_read_is_a_lost_window(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(kernel_log.os, "read", fake_read)
     _, _, errors = window(LogCursor("kmsg", 10, 1000), kmsg)
     assert [e.kind for e in errors] == ["lost"] and "12..19" in errors[0].error
+
+
+def test_a_dmesg_raw_record_of_several_lines_is_one_record_naming_the_lost_gpu() -> None:
+    """`dmesg -r` prints each line of NVRM's multi-line record with the record's own prefix: the bus id is
+    on the first line, "fallen off the bus" on the third. Read as three records, the GPU lost named no
+    device; joined, it names 0000:b3:00.0. Two Xids in one microsecond stay two."""
+    raw = ("<4>[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+           "<4>[ 1843.308145] NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+           "<4>[ 1843.308145] NVRM: fallen off the bus and is not responding to commands.\n"
+           "<6>[ 1843.400000] nvidia-modeset: unrelated\n")
+    got = parse_dmesg(raw)
+    assert [(l.kind, l.device, l.usec) for l in got] == [("gpu_lost", "0000:b3:00.0", 1843308145), ("", "", 1843400000)]
+    xids = parse_dmesg("<4>[ 10.000001] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.\n"
+                       "<4>[ 10.000001] NVRM: Xid (PCI:0000:9c:00): 79, GPU has fallen off the bus.\n")
+    assert [(l.kind, l.device, l.code) for l in xids] == [("xid", "0000:9b:00", 79), ("xid", "0000:9c:00", 79)]

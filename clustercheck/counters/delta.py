@@ -5,6 +5,7 @@ that vanished, went down or sits saturated)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
                 new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
     errors += [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)]
+    errors = [_named(e, before) for e in errors]
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
                  tuple(dict.fromkeys(before.notes + after.notes)))
@@ -88,6 +90,15 @@ _CAME = {"gpu.present": "enumerated by NVML after the window and not before it"}
 def _key(c: Counter) -> tuple[str, str]:
     m = _GPU.match(c.device)
     return (c.name, f"{m.group(1)}{c.device[m.end():]}") if m else c.key
+
+
+def _named(e: ReadError, before: Snapshot) -> ReadError:
+    """A GPU lost before NVML gave its PCI info is `GPU2` alone; the snapshot before the window read its
+    counters as `GPU2 (0000:...)`: the error names it so, by bus id."""
+    if e.kind != "vanished" or not re.fullmatch(r"GPU\d+", e.device):
+        return e
+    named = {m.group(0) for c in before.counters if (m := _GPU.match(c.device)) and e.explains(c.name, c.device)}
+    return dataclasses.replace(e, device=named.pop()) if len(named) == 1 else e
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:

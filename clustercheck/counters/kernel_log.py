@@ -78,18 +78,29 @@ def parse_kmsg(text: str) -> list[KernelLine]:
 
 def parse_dmesg(text: str) -> list[KernelLine]:
     """`dmesg` or `dmesg -r` output: `[  84.300451] message`, continuation lines (indented, no stamp)
-    joined to their record. Lines stamped otherwise (--ctime, journal) keep no timestamp."""
+    joined to their record. `dmesg -r` prints each line of a multi-line record with the record's own
+    `<4>[ 2555.182205]` prefix (NVRM's "The NVIDIA GPU 0000:b3:00.0 / ... / fallen off the bus"): a line
+    with the same priority and timestamp as the one before is joined to it, unless it is an Xid, SXid or
+    AER line of its own (those name their device; two logged in one microsecond stay two). Lines stamped
+    otherwise (--ctime, journal) keep no timestamp."""
     out: list[KernelLine] = []
+    last: tuple[str | None, int] | None = None  # the priority and timestamp of the record before
     for raw in text.splitlines():
         m = _DMESG_RAW.match(raw)
         if m:
             usec = int(m.group(2)) * 1_000_000 + int(m.group(3).ljust(6, "0"))
-            out.append(_line(m.group(4), None, usec))
+            own = _XID.search(m.group(4)) or _SXID.search(m.group(4)) or _AER.search(m.group(4))
+            if out and last == (m.group(1), usec) and not own:
+                out[-1] = _line(f"{out[-1].text}\n{m.group(4)}", None, usec)
+            else:
+                out.append(_line(m.group(4), None, usec))
+            last = (m.group(1), usec)
         elif raw[:1].isspace() and out and raw.strip():
-            last = out[-1]
-            out[-1] = _line(f"{last.text}\n{raw.strip()}", last.seq, last.usec)
+            prev = out[-1]
+            out[-1] = _line(f"{prev.text}\n{raw.strip()}", prev.seq, prev.usec)
         elif raw.strip():
             out.append(_line(raw))
+            last = None
     return out
 
 
