@@ -51,3 +51,34 @@ def test_active_port_count_expectation():
 def test_not_ib_output_is_a_parse_error():
     with pytest.raises(ProbeParseError):
         ib.parse("mlx5_0 port 1 ACTIVE\n")
+
+
+def test_active_port_without_a_rate_is_not_judged_when_the_platform_expects_one():
+    # the head of a real ibstat capture, cut after the port's State line: no Rate was read
+    lines = text("ibstat", "2x-connectx3-mlx4-dualport-fdr56-active.txt").splitlines()
+    port = next(i for i, l in enumerate(lines) if l.strip() == "Port 1:")
+    state = next(i for i, l in enumerate(lines) if i > port and l.strip().startswith("State:"))
+    cut = "\n".join(l for l in lines[:state + 1] if not l.strip().startswith("Number of ports")) + "\n"
+    (p,) = ib.parse(cut)
+    assert p.state == "ACTIVE" and p.rate_gbps is None
+    verdicts = ib.judge((p,), {"ib_rate_gbps": 400, "ib_ports": 1})
+    rate = [v for v in verdicts if v.subject == p.subject]
+    assert [(v.what, v.judged, v.passed) for v in rate] == [("port rate", False, False)]
+    assert "no Rate in the capture" in rate[0].detail
+    node = [v for v in verdicts if v.subject == "node"][0]
+    assert not node.passed and node.measured == 0
+    # without an expected rate, an ACTIVE port still passes on its state
+    assert all(v.passed for v in ib.judge((p,), {}))
+
+
+def test_plain_ibv_devinfo_has_no_rate_to_judge():
+    ports = ib.parse(text("ibv_devinfo", "cx7-mlx5_1-ethernet-stelline.txt"))
+    (v,) = [v for v in ib.judge(ports, {"ib_rate_gbps": 56}) if v.what != "ports listed"]
+    assert (v.subject, v.judged, v.passed) == ("mlx5_1/1", False, False) and "-v" in v.detail
+
+
+def test_gdr_expected_with_an_ibstat_capture_is_not_judged():
+    ports = ib.parse(text("ibstat", "2x-connectx3-mlx4-dualport-fdr56-active.txt"))
+    gdr = [v for v in ib.judge(ports, {"gdr": True}) if v.what == "GPUDirect RDMA"]
+    assert [(v.subject, v.judged) for v in gdr] == [("node", False)]
+    assert gdr[0].detail == "not judged: GDR is not in an ibstat capture"

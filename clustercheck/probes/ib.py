@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 
@@ -149,9 +149,14 @@ def judge(reading: tuple[IbPort, ...] | SysfsReading, expect: Mapping[str, Any])
         missing = [n for n in named if not any(n in (p.device, p.subject) for p in ports)]
         out += [ProbeVerdict(n, "port", False, "named in fabric_ports and not on this node", "absent", "ACTIVE")
                 for n in missing]
-    if isinstance(reading, SysfsReading) and expect.get("gdr") is True and reading.gdr is not None:
-        out.append(ProbeVerdict("node", "GPUDirect RDMA", bool(reading.gdr_available), reading.gdr,
-                                "available" if reading.gdr_available else "not available", "available"))
+    if expect.get("gdr") is True:
+        if not isinstance(reading, SysfsReading):
+            out.append(not_judged("node", "GPUDirect RDMA", "GDR is not in an ibstat capture"))
+        elif reading.gdr is None:
+            out.append(not_judged("node", "GPUDirect RDMA", "GDR support could not be read on this node"))
+        else:
+            out.append(ProbeVerdict("node", "GPUDirect RDMA", bool(reading.gdr_available), reading.gdr,
+                                    "available" if reading.gdr_available else "not available", "available"))
     return out + _judge_ports(ports, expect, named)
 
 
@@ -194,6 +199,9 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             phys = f" (physical {p.phys_state})" if p.phys_state else ""
             out.append(ProbeVerdict(p.subject, "port state", False, f"{p.state}{phys}{layer}: no RDMA traffic "
                                     "through this port", p.state, "ACTIVE"))
+        elif want_rate and p.rate_gbps is None:
+            out.append(not_judged(p.subject, "port rate", f"ACTIVE{layer}, no Rate in the capture (ibv_devinfo "
+                                  f"needs -v); the platform expects {want_rate:g} Gb/s", None, want_rate))
         elif want_rate and p.rate_gbps is not None and p.rate_gbps < float(want_rate):
             out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE{rate}, platform expects {want_rate:g} Gb/s",
                                     p.rate_gbps, want_rate))
@@ -201,8 +209,9 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             out.append(ProbeVerdict(p.subject, "port state", True, f"ACTIVE{rate}{layer}", p.state, "ACTIVE"))
     want_ports = expect.get("ib_ports")
     if want_ports is not None:
+        # a port whose rate was not read is not counted as a port at the rate the platform expects
         active = sum(p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state)) and p.rate_gbps != 0
-                     for p in ports)
+                     and not (want_rate and p.rate_gbps is None) for p in ports)
         out.append(ProbeVerdict("node", "active ports", active >= want_ports,
                                 f"{active} of {len(ports)} ports active, platform expects {want_ports}", active, want_ports))
     return out
