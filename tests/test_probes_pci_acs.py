@@ -109,3 +109,39 @@ def test_live_scan_on_this_machine_gives_a_verdict_or_a_reason():
     outcome = run_live(get("pci-acs"), {})
     assert outcome.outcome in ("passed", "failed", "skipped")
     assert outcome.verdicts or outcome.reason
+
+
+def _without_root(raw: str) -> str:
+    """A real `sudo lspci -vvv` capture as lspci prints it without root: each device's capability list
+    replaced by one `Capabilities: <access denied>` line."""
+    out, skipping = [], False
+    for line in raw.split("\n"):
+        if pci_acs._HEADER.match(line):
+            skipping = False
+        elif line.strip().startswith("Capabilities:"):
+            if not skipping:
+                out.append("\tCapabilities: <access denied>")
+            skipping = True
+            continue
+        elif skipping and (line.startswith("\t\t") or line.startswith("                ")):
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_lspci_without_root_is_not_judged_never_a_clean_pass():
+    raw = _without_root(text(ACS, "cx7-endpoint-21-00.0-acs-all-minus.txt"))
+    assert "<access denied>" in raw and "ACSCtl" not in raw
+    scan = pci_acs.parse(raw)
+    assert scan.denied == ("0000:21:00.0",)
+    verdicts = pci_acs.judge(scan, {})
+    assert [(v.subject, v.judged, v.passed) for v in verdicts] == [("node", False, False)]
+    assert "lspci ran without root" in verdicts[0].detail and "0000:21:00.0" in verdicts[0].detail
+
+
+def test_a_device_denied_beside_one_read_is_not_judged_too():
+    read = text(ACS, "cx7-endpoint-21-00.0-acs-all-minus.txt")
+    denied = _without_root(read.replace("21:00.0", "22:00.0"))
+    verdicts = pci_acs.judge(pci_acs.parse(read + "\n" + denied.split("\n", 2)[2]), {})
+    assert [(v.subject, v.judged) for v in verdicts] == [("node", False), ("0000:21:00.0", True)]
+

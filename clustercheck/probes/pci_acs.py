@@ -53,6 +53,7 @@ class AcsScan:
     scanned: int                      # devices looked at
     origin: str                       # "lspci" or "sysfs"
     note: str = ""                    # scope and IOMMU state, for the report
+    denied: tuple[str, ...] = ()      # devices whose capabilities lspci could not read (`<access denied>`)
 
 
 def parse(text: str) -> AcsScan:
@@ -62,6 +63,7 @@ def parse(text: str) -> AcsScan:
     current: tuple[str, str] | None = None
     # an ACS capability seen and its ACSCtl line not yet: (its line, whether its ACSCap line was seen too)
     pending: tuple[int, bool] | None = None
+    denied: dict[str, None] = {}
 
     def no_ctl() -> None:
         """The capability before has no ACSCtl line: an excerpt or a capture cut short, never left out."""
@@ -80,6 +82,9 @@ def parse(text: str) -> AcsScan:
             current = (m.group(1), m.group(2))
             continue
         stripped = line.strip()
+        if stripped.startswith("Capabilities:") and "<access denied>" in stripped:  # lspci without root
+            denied[_full_bdf(current[0]) if current is not None else f"line {number}"] = None
+            continue
         capability = stripped.startswith("Capabilities:") and "Access Control Services" in stripped
         if capability or stripped.startswith("ACSCap:"):
             if capability or pending is None or pending[1]:  # a new capability, not the ACSCap of the one above
@@ -104,7 +109,7 @@ def parse(text: str) -> AcsScan:
     if not headers and not devices:
         raise ProbeParseError("expected `lspci -vvv` output: device lines such as "
                               "'0000:02:08.0 PCI bridge: ...' with 'ACSCtl:' lines under them")
-    return AcsScan(tuple(devices), headers or len(devices), "lspci")
+    return AcsScan(tuple(devices), headers or len(devices), "lspci", denied=tuple(denied))
 
 
 _REDIRECT = ("ReqRedir", "CmpltRedir")
@@ -146,11 +151,17 @@ def _is_bridge(description: str) -> bool:
 
 def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     allowed = bool(expect.get("acs_redirect", False))
+    unread = [not_judged("node", "ACS redirect", f"lspci ran without root: the capabilities of {len(scan.denied)} "
+                         f"device(s) ({', '.join(scan.denied[:8])}{' ...' if len(scan.denied) > 8 else ''}) read "
+                         f"'<access denied>'; capture with sudo lspci -vvv", len(scan.denied),
+                         "ReqRedir- CmpltRedir-")] if scan.denied else []
+    if not scan.devices and unread:
+        return unread
     if not scan.devices:
         return [ProbeVerdict("node", "ACS redirect", True,
                              f"{scan.scanned} PCI device(s) read ({scan.origin}), none has an ACS capability"
                              + (f"; {scan.note}" if scan.note else ""), measured=0, expected="no redirect")]
-    out = []
+    out = unread
     seen: dict[str, int] = {}
     for dev in scan.devices:
         seen[dev.subject] = seen.get(dev.subject, 0) + 1
