@@ -25,7 +25,8 @@ from clustercheck.toolout import evidence_lines
 
 FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out
-_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+: .+)$")
+# the description starts at its first non-blank: `\s+` and `[^:]+` both taking blanks backtracked quadratically
+_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:\s][^:]*: .+)$")
 _ACS_CAP_ID = 0x000D
 SYSFS = Path("/sys/bus/pci/devices")
 
