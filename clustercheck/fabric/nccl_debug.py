@@ -74,7 +74,9 @@ _CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d{1,6}) coll channels, (?:(?P<collnet>
                              r"(?P<nvls>\d{1,6}) nvls channels"
                              # RCCL: "comm:0x2bc1f840, nRanks:2, nNodes:1, coll channels:2 collnet channels:2, nvls channels:0"
                              r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d{1,6}).*? nvls channels:(?P<rnvls>\d{1,6})")
-_VIA_TAIL = re.compile(r"\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")  # RCCL and NCCL >= 2.2x append the communicator
+# RCCL and NCCL >= 2.2x append the communicator; the lookbehind starts `\s+` only at the first blank of a run,
+# where `re.sub` tried it at every blank of it (quadratic on a long run of blanks)
+_VIA_TAIL = re.compile(r"(?<!\s)\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")
 # nccl-tests names its binary in the banner ("# Collective test starting: all_reduce_perf") and users paste
 # their command line: both say which collective a nameless (2.20-2.22) tuning line belongs to.
 _TEST_BINARY = re.compile(r"\b(?P<name>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|"

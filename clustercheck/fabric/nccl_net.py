@@ -30,14 +30,16 @@ from typing import Any, Iterable, Mapping
 
 from clustercheck.fabric import nccl_debug
 
-_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>.+?)\s*$")
+# each name runs from its first to its last non-blank: `.+?\s*$` retried `\s*$` over a run of blanks at every
+# step, quadratic (23 s on an 80k-blank line)
+_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\S(?:.*\S)?)\s*$")
 _OFI = re.compile(r"^NET/OFI Selected Provider is (?P<name>\S+)")
 _IB_LIST = re.compile(r"^NET/IB ?: Using (?P<list>(?:\[\d+\]\S+\s*)+)")
 _IB_ONE = re.compile(r"^NET/IB: \[(?P<i>\d+)\] (?P<nic>\S+)")          # NCCL 2.3
 _NIC = re.compile(r"\[(?P<i>\d+)\](?P<nic>[^\s\[]+)")
-_SOCKET = re.compile(r"^NET/Socket ?: Using (?P<list>.+?)\s*$")
-_GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?P<what>.+?)\s*$")
-_GDR_ON = re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled for (?P<what>.+?)\s*$")
+_SOCKET = re.compile(r"^NET/Socket ?: Using (?P<list>\S(?:.*\S)?)\s*$")
+_GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?P<what>\S(?:.*\S)?)\s*$")
+_GDR_ON = re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled for (?P<what>\S(?:.*\S)?)\s*$")
 _RING_FLAGS = re.compile(r"^Connected all rings(?:, use ring PXN (?P<pxn>\d) GDR (?P<gdr>\d))?")
 _COLLNET = re.compile(r"(?:^|\s)(?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels")
 _VIA_NET = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<rest>(?:/\S*)?)")
