@@ -76,6 +76,9 @@ _CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d{1,6}) coll channels, (?:(?P<collnet>
                              r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d{1,6}).*? nvls channels:(?P<rnvls>\d{1,6})")
 # RCCL and NCCL >= 2.2x append the communicator; the lookbehind starts `\s+` only at the first blank of a run,
 # where `re.sub` tried it at every blank of it (quadratic on a long run of blanks)
+# a via part holding another record ("NET/IB/0/GDRDMA Channel 01/0 : 1[0] -> 0[0] [receive] via NET/Socket/0"):
+# the via is one word or a known name with a blank ("NET/AWS Libfabric/0", "P2P/direct pointer"), never these
+_GLUED = re.compile(r" via |(?:^|\s)(?:Channel|Ring) \d")
 _VIA_TAIL = re.compile(r"(?<!\s)\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")
 # nccl-tests names its binary in the banner ("# Collective test starting: all_reduce_perf") and users paste
 # their command line: both say which collective a nameless (2.20-2.22) tuning line belongs to.
@@ -143,6 +146,7 @@ class NcclDebug:
     rccl_versions: tuple[str, ...] = ()   # RCCL's banner, e.g. ("2.27.7-HEAD:0d2c4fd",): the log is RCCL's
     hip_versions: tuple[str, ...] = ()    # the HIP runtime RCCL names under its banner
     warnings: tuple[str, ...] = ()        # distinct `NCCL WARN` messages, source location dropped
+    garbled: tuple[tuple[str | None, int], ...] = ()  # (host, line) of channel lines with two records glued
 
     @property
     def is_rccl(self) -> bool:
@@ -267,6 +271,7 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
     rccl: list[str] = []
     hip: list[str] = []
     warnings: list[str] = []
+    garbled: list[tuple[str | None, int]] = []
     info_lines = 0
     for text in texts:
         last_call: dict[tuple[str | None, str | None], str] = {}  # (host, pid) -> last COLL-line collective
@@ -327,10 +332,14 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
                     continue
                 m = _CHANNEL.match(msg)
                 if m:
+                    via = _VIA_TAIL.sub("", m.group("via"))
+                    if _GLUED.search(via):  # two records on one line: neither's transport can be told
+                        garbled.append((host, number))
+                        continue
                     transports.append(Transport(
                         channel=int(m.group("channel")), src_rank=int(m.group("src")), dst_rank=int(m.group("dst")),
                         src_dev=m.group("srcdev") or "", dst_dev=m.group("dstdev") or "", direction=m.group("dir"),
-                        via=_VIA_TAIL.sub("", m.group("via")), host=host, line=number))
+                        via=via, host=host, line=number))
                     continue
                 m = _NVLS_CAP.match(msg)
                 if m:
@@ -355,7 +364,7 @@ def parse(texts: str | Iterable[str], default_collective: str | None = None) -> 
     return NcclDebug(versions=tuple(versions), choices=tuple(choices), transports=tuple(transports),
                      nvls=tuple(nvls.values()), env=tuple(env.items()), networks=tuple(networks),
                      nvls_channels=tuple(nvls_channels), info_lines=info_lines, rccl_versions=tuple(rccl),
-                     hip_versions=tuple(hip), warnings=tuple(warnings))
+                     hip_versions=tuple(hip), warnings=tuple(warnings), garbled=tuple(garbled))
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ class HostNet:
     collnet_channels: int = 0
     nics_per_rank: dict[str, list[str]] = field(default_factory=dict)  # rank -> nics_used of its channels
     libibverbs_missing: bool = False
+    garbled: tuple[int, ...] = ()            # lines with two channel records glued: network and GDR not judged
 
     @property
     def sharp(self) -> bool:
@@ -119,7 +120,8 @@ class HostNet:
             gdr_disabled=union(self.gdr_disabled, other.gdr_disabled), gdr_enabled=union(self.gdr_enabled, other.gdr_enabled),
             dmabuf=self.dmabuf or other.dmabuf, collnet_plugin=self.collnet_plugin or other.collnet_plugin,
             collnet_channels=max(self.collnet_channels, other.collnet_channels), nics_per_rank=ranks,
-            libibverbs_missing=self.libibverbs_missing or other.libibverbs_missing)
+            libibverbs_missing=self.libibverbs_missing or other.libibverbs_missing,
+            garbled=tuple(dict.fromkeys((*self.garbled, *other.garbled))))
 
 
 def scan(texts: str | Iterable[str]) -> dict[str, HostNet]:
@@ -194,6 +196,8 @@ def _one(host: str, msg: str) -> HostNet | None:
 def channels(parsed: nccl_debug.NcclDebug, hosts: dict[str, HostNet]) -> dict[str, HostNet]:
     """Add the network channel lines NCCL printed (nccl_debug's transports) to the per-host facts."""
     out = dict(hosts)
+    for where, number in parsed.garbled:
+        out[where or ""] = _get(out, where or "").merge(HostNet(where or "", garbled=(number,)))
     for t in parsed.transports:
         m = _VIA_NET.match(t.via)
         if m is None:

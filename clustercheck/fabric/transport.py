@@ -95,10 +95,17 @@ def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[
     """`nodes`: the nodes whose ranks' own whole logs were read (a live run): one whose log says nothing of
     the network is not judged, by name. A captured excerpt passes none: it may have elided a host's lines."""
     out: list[Finding] = []
-    if expect.get("net") is not None:
-        out.append(_net(hosts, env, str(expect["net"]), nodes))
-    if expect.get("gdr") is not None:
-        out.append(_gdr(hosts, env, bool(expect["gdr"])))
+    glued = "; ".join(f"line {', '.join(map(str, h.garbled[:3]))}{' ...' if len(h.garbled) > 3 else ''} on "
+                      f"{h.host or 'lines without a host name'}" for h in hosts.values() if h.garbled)
+    for key, finding in (("net", lambda: _net(hosts, env, str(expect["net"]), nodes)),
+                         ("gdr", lambda: _gdr(hosts, env, bool(expect["gdr"])))):
+        if expect.get(key) is None:
+            continue
+        f = finding()
+        if glued and f.passed is not False:  # a glued record may hide a fall-back: never passed
+            f = Finding(f.subject, f.what, None, f"not judged: garbled channel line(s), two channel records glued "
+                        f"on one line ({glued}): the transport of each cannot be told", None, f.expected)
+        out.append(f)
     if expect.get("nics") is not None:
         out.append(_nics(hosts, env, int(expect["nics"])))
     return out

@@ -37,6 +37,7 @@ def parse(raw: str) -> NcclLog:
     text = "\n".join(lines)
     parsed, hosts = nccl_net.read(text)
     skipped = len(raw.replace("\r\n", "\n").split("\n")) - len(lines)  # the source note
+    hosts = {k: replace(h, garbled=tuple(n + skipped for n in h.garbled)) for k, h in hosts.items()}
     return NcclLog(parsed, hosts, tuple(replace(e, line=e.line + skipped) for e in transport.errors(text)))
 
 
