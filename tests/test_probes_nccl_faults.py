@@ -45,3 +45,45 @@ def test_two_channel_records_glued_on_one_line_are_not_judged_as_ib(capsys, tmp_
         assert f"line {AT} on 10-90-43-152" in line(lines, what)
     code, lines = probe(capsys, FOUR_NICS, "net=IB", "gdr=true")  # the capture as printed still passes
     assert code == 0, lines
+
+
+TWO_NODE = LOGS / "nccl-1453-h100-2node-tuning-unnamed.txt"
+CUDA_WARN = ("[0] h100clust-worker-1:497888:498087 [0] enqueue.cc:1234 NCCL WARN Cuda failure 'an illegal memory "
+             "access was encountered'")
+PROXY_WARN = ("[0] h100clust-worker-1:497888:498090 [3] proxy.cc:1456 NCCL WARN [Service thread] Error encountered "
+              "progressing operation=Connect, res=3, closing connection")
+
+
+def edited(tmp_path: Path, base: Path, *lines: str) -> Path:
+    path = tmp_path / f"{base.stem}-edited.txt"
+    path.write_text(base.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def test_a_healthy_two_node_ib_log_passes_as_captured(capsys):
+    code, lines = probe(capsys, TWO_NODE, "net=IB", "gdr=true")
+    assert code == 0 and not [x for x in lines if "NCCL errors" in x], lines
+
+
+@pytest.mark.parametrize("warn", [CUDA_WARN, PROXY_WARN], ids=["enqueue-cuda-failure", "proxy-service-thread"])
+def test_an_nccl_warn_outside_the_network_code_fails_naming_host_and_gpu(capsys, tmp_path, warn):
+    code, lines = probe(capsys, edited(tmp_path, TWO_NODE, warn), "net=IB", "gdr=true")
+    assert code == 1, lines
+    got = line(lines, "NCCL errors")
+    dev = warn.split("[")[2].split("]")[0]
+    assert got.startswith(f"FAIL h100clust-worker-1: NCCL errors: NCCL WARN on h100clust-worker-1 GPU [{dev}]"), got
+    assert warn.split("NCCL WARN ")[1] in got
+
+
+def test_every_warn_of_a_line_and_its_error_return_are_read(capsys, tmp_path):
+    # two WARNs glued on one line, then an error-return trace glued after them
+    glued = (CUDA_WARN + " " + PROXY_WARN.removeprefix("[0] ")
+             + " h100clust-worker-1:497888:498087 [0] NCCL INFO enqueue.cc:1300 -> 1")
+    code, lines = probe(capsys, edited(tmp_path, TWO_NODE, glued), "nics=1")
+    assert code == 1, lines
+    got = line(lines, "NCCL errors")
+    assert "Cuda failure 'an illegal memory access was encountered'" in got
+    assert "then \"enqueue.cc:1300 -> 1\"" in got and "1 more error line(s)" in got, got
+    from clustercheck.fabric import transport
+    assert sorted(e.text for e in transport.errors(glued)) == sorted([
+        CUDA_WARN.split("NCCL WARN ")[1], PROXY_WARN.split("NCCL WARN ")[1], "enqueue.cc:1300 -> 1"])

@@ -13,10 +13,11 @@ What is judged on what (NCCL prints these; see nccl_net.py):
   which NCCL_NET_GDR_READ decides, and do not fail it.
 - nics: per host, the distinct network devices on its channel lines, and the NICs NCCL listed when it
   found them (`NET/IB : Using [0]mlx5_0:1/IB ...`): fewer listed than expected fails without channels.
-- errors, judged whatever is expected: an `NCCL WARN` from the network or a transport (`NET/IB : Got
-  completion with error 4 ...`, a warning printed from `transport/...`, a net plugin or the socket code) and
+- errors, judged whatever is expected: every `NCCL WARN` (`NET/IB : Got completion with error 4 ...`,
+  `Cuda failure ...` from enqueue.cc, the proxy's service thread; each one of a line with several) and
   NCCL's error-return trace (`NCCL INFO transport/net.cc:1067 -> 6`, any nonzero code) fail, per host, quoting
-  the first line: a log whose channels showed GDRDMA and whose traffic then failed passes nothing.
+  the first line: a log whose channels showed GDRDMA and whose traffic then failed passes nothing. The one
+  WARN tolerated is RCCL's `NUMA auto balancing enabled` notice at init, a host setting amd-host judges.
 """
 
 from __future__ import annotations
@@ -116,13 +117,15 @@ NO_CHANNELS = "no channel lines"
 # NCCL's trace of a failed call, printed where the error passes up: "transport/net.cc:1067 -> 6" (ncclResult_t)
 _RETURN = re.compile(r"^(?P<where>[\w./+-]{1,200}\.(?:cc|cu|c|cpp|h)):\d{1,9} -> (?P<code>\d{1,4})\b")
 _WARN_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):\d{1,12}:\d{1,12} \[(?P<dev>\d{1,6})\]")
+_WARN_AT = "NCCL WARN "
+_TOLERATED = re.compile(r"NUMA auto balancing enabled\b")  # RCCL's init notice: a host setting, amd-host's
 # where NCCL's network code lives: transport/net*.cc, net_ib, a net plugin (ib_plugin.c, nccl_ofi_*), the sockets
 _NET_SOURCE = re.compile(r"transport/|(?:^|/)(?:net|ib|socket|ibvwrap|nccl_ofi|\w*plugin)[\w.]*:\d+$")
 
 
 @dataclass(frozen=True)
 class ErrorLine:
-    """One network/transport warning or error-return trace NCCL printed."""
+    """One warning or error-return trace NCCL printed."""
 
     host: str      # "" where the line carries no host name
     dev: str       # NCCL's [cudaDev], "" where not printed
@@ -132,19 +135,27 @@ class ErrorLine:
 
 
 def errors(texts: str | Iterable[str]) -> tuple[ErrorLine, ...]:
-    """NCCL WARN lines from the network or a transport, and nonzero error-return traces, per (host, text)."""
+    """Every NCCL WARN (each one of a line with several) and every nonzero error-return trace, per (host, text).
+    The one WARN tolerated is RCCL's NUMA-balancing notice at init, a host setting that amd-host judges
+    (docs/fabric.md)."""
     found: dict[tuple[str, str], ErrorLine] = {}
     for text in [texts] if isinstance(texts, str) else texts:
         for number, line in enumerate(text.splitlines(), 1):
-            at = line.find("NCCL WARN ")
             hits: list[tuple[str, str, str]] = []
-            if at >= 0:
-                msg, source = line[at + len("NCCL WARN "):].strip(), line[max(0, at - 300):at]
-                token = source.split()[-1] if source.split() else ""  # the source location, "transport/net_ib.cc:818"
-                if msg.startswith("NET/") or _NET_SOURCE.search(token):
-                    m = _WARN_PREFIX.search(source)
-                    hits.append((m.group("host") if m else "", m.group("dev") if m else "", msg))
-            elif " -> " in line and "NCCL INFO " in line:
+            at, seen = line.find(_WARN_AT), 0
+            while at >= 0 and seen < 256:  # bounded work on a line of megabytes of glued warnings
+                after, seen = line.find(_WARN_AT, at + len(_WARN_AT)), seen + 1
+                msg = line[at + len(_WARN_AT):after if after >= 0 else len(line)]
+                nxt = min((i for i in (msg.find("NCCL INFO "), len(msg) if after >= 0 else -1) if i >= 0), default=-1)
+                if nxt >= 0:  # the next message's own "host:pid:tid [dev]" is not this one's
+                    glued = _WARN_PREFIX.search(msg, max(0, nxt - 300), nxt)
+                    msg = msg[:glued.start()] if glued else msg[:nxt]
+                msg = msg.strip()
+                m = _WARN_PREFIX.search(line, max(0, at - 300), at)
+                if not _TOLERATED.match(msg):
+                    hits.append((m.group("host") if m else "", m.group("dev") if m else "", msg or "(empty warning)"))
+                at = after
+            if " -> " in line and "NCCL INFO " in line:
                 for host, _pid, msg in nccl_debug.messages(line):
                     r = _RETURN.match(msg)
                     if r and int(r.group("code")) != 0:
@@ -159,8 +170,13 @@ def errors(texts: str | Iterable[str]) -> tuple[ErrorLine, ...]:
     return tuple(found.values())
 
 
+def _on_network(text: str) -> bool:
+    r = _RETURN.match(text)
+    return text.startswith("NET/") or bool(r and _NET_SOURCE.search(f"{r.group('where')}:0"))
+
+
 def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
-    """A failed finding per host whose NCCL printed a network/transport warning or an error return."""
+    """A failed finding per host whose NCCL printed a warning or an error return."""
     by_host: dict[str, list[ErrorLine]] = {}
     for e in found:
         by_host.setdefault(e.host, []).append(e)
@@ -176,7 +192,9 @@ def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
                            f"{what} on {where}{f' (line {first.line})' if first.line else ''}: \"{first.text}\""
                            + (f", then \"{returns[0].text}\"" if warns and returns else "")
                            + (f"; {more} more error line(s)" if more else "")
-                           + "; NCCL reported an error on its network path there: channel lines show what was set up, not that it worked",
+                           + ("; NCCL reported an error on its network path there: channel lines show what was set "
+                              "up, not that it worked" if _on_network(first.text) else "; NCCL reported an error "
+                              "there: the collective's results cannot be trusted"),
                            sum(e.count for e in lines), 0))
     return out
 

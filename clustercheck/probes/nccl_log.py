@@ -6,8 +6,8 @@ Reports the network NCCL used, the channel lines' transports, the NICs per host,
 SHARP/CollNet and PXN; judges the expectations `net` (IB, Socket, OFI), `gdr` (true/false) and `nics`
 (per node) with the rules of clustercheck/fabric/transport.py, which a run applies to each multi-node
 collective too. A failure names its cause and the usual culprit. Nothing expected, or a log without
-the lines a property needs, is not judged (exit 3), never a pass. An `NCCL WARN` from the network or a
-transport, or an error-return trace (`transport/net.cc:1067 -> 6`), fails whatever is expected, per host,
+the lines a property needs, is not judged (exit 3), never a pass. Every `NCCL WARN` (but RCCL's NUMA-balancing
+notice, amd-host's), or an error-return trace (`transport/net.cc:1067 -> 6`), fails whatever is expected, per host,
 quoting the line (NVIDIA/nccl #707: GDRDMA channels, then `Got completion with error 4`).
 """
 
