@@ -175,15 +175,23 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     m = dataclasses.replace(m, comm=comm)
     limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
     verdicts = evaluate(m, limits)
-    if rules.multi_node and len(set(a.hosts)) > 1 and a.backend == "nccl":
-        verdicts += transport_verdicts(check.id, comm, rules, a.hosts)
+    if a.backend == "nccl":
+        verdicts += nccl_verdicts(check.id, comm, rules, a.hosts)
     return m, verdicts
+
+
+def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequence[str]) -> list[Verdict]:
+    """NCCL's own errors fail every run, one node's too (a `transport/p2p.cc` WARN between its GPUs); the
+    network between nodes (net, gdr, nics) is judged on multi-node runs only."""
+    between_nodes = rules.multi_node and len(set(hosts)) > 1
+    return transport_verdicts(check_id, comm, rules, hosts, network=between_nodes)
 
 
 TRANSPORT_KEYS = ("net", "gdr", "nics")
 
 
-def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes: Sequence[str] = ()) -> list[Verdict]:
+def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes: Sequence[str] = (),
+                       network: bool = True) -> list[Verdict]:
     """NCCL's transport between the item's nodes against the expectations net, gdr and nics, from its ranks'
     own logs (fabric/transport.py, as `clustercheck probe nccl-log` judges a capture). What the logs cannot
     say is an error of the item, never a pass: a node of `nodes` whose logs show no network included."""
@@ -196,7 +204,7 @@ def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes:
               for f in error_findings([ErrorLine(e.get("host") or "", e.get("dev") or "", 0, str(e.get("text")),
                                                  int(e.get("count") or 1)) for e in comm.get("nccl_errors") or ()])]
     expect = {k: rules.expect[k] for k in TRANSPORT_KEYS if rules.expect.get(k) is not None}
-    if not expect:
+    if not expect or not network:
         return failed
     if not comm.get("logs"):
         raise HarnessError(f"{check_id}: NCCL's transport between nodes is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
