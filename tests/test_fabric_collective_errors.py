@@ -12,6 +12,7 @@ from clustercheck.kinds import collectives
 from clustercheck.measure.nccl_log import NcclLog
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl-debug"
+ROOT = Path(__file__).resolve().parent.parent
 ONE_NODE = "deepseek-coder-v2-29-8xa100pcie-shm.txt"   # 8 GPUs of one host, fd8c67c1741e
 P2P_WARN = ("fd8c67c1741e:9506:9506 [7] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported "
             "between these two devices'")
@@ -38,3 +39,20 @@ def test_a_single_node_collective_whose_rank_logged_an_nccl_warn_fails(tmp_path)
 def test_a_clean_single_node_log_gives_no_transport_verdict(tmp_path):
     comm = describe("nccl", [rank_log(tmp_path, ONE_NODE)], [{"host": "node-07"}], None, {})
     assert collectives.nccl_verdicts("all_reduce", comm, Rules({}, expect={"net": "IB"}), ["node-07"] * 8) == []
+
+
+def test_shm_between_gpus_fails_p2p_in_the_collectives_judge_naming_rank_and_host(tmp_path):
+    comm = describe("nccl", [rank_log(tmp_path, ONE_NODE)], [{"host": "node-07"}], None, {})
+    verdicts = collectives.nccl_verdicts("all_reduce", comm, Rules({}, expect={"p2p": True}), ["node-07"] * 8)
+    assert [(v.metric, v.passed, v.subject) for v in verdicts] == [("P2P between GPUs", False, "node-07")]
+    assert "SHM between GPUs on node-07 (rank 0)" in (verdicts[0].detail or "")
+    assert collectives.nccl_verdicts("all_reduce", comm, Rules({}), ["node-07"] * 8) == []  # not expected
+
+
+def test_the_nvlink_profiles_expect_p2p():
+    from clustercheck.judging import thresholds
+
+    for name in ("a100-sxm-8x", "b200-8x", "h100-sxm-8x", "h200-sxm-8x"):
+        assert thresholds.load_profile(ROOT / "thresholds" / f"{name}.yaml").expect.get("p2p") is True, name
+    for name in ("a40-nvbridge-8x", "mi300x-8x", "h100-sxm-1x"):  # PCIe pairs, xGMI, one GPU: not promised
+        assert thresholds.load_profile(ROOT / "thresholds" / f"{name}.yaml").expect.get("p2p") is None, name

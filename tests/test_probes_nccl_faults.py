@@ -87,3 +87,20 @@ def test_every_warn_of_a_line_and_its_error_return_are_read(capsys, tmp_path):
     from clustercheck.fabric import transport
     assert sorted(e.text for e in transport.errors(glued)) == sorted([
         CUDA_WARN.split("NCCL WARN ")[1], PROXY_WARN.split("NCCL WARN ")[1], "enqueue.cc:1300 -> 1"])
+
+
+SHM_8X = LOGS / "deepseek-coder-v2-29-8xa100pcie-shm.txt"   # every GPU pair of fd8c67c1741e via SHM
+P2P_2X = LOGS / "rccl-6074-2x7900xtx-channels-p2p-ipc.txt"  # two GPUs of one host via P2P/IPC
+
+
+def test_shm_between_gpus_of_one_host_fails_p2p_naming_host_and_ranks(capsys):
+    code, lines = probe(capsys, SHM_8X, "p2p=true")
+    assert code == 1, lines
+    got = line(lines, "P2P between GPUs")
+    assert got.startswith("FAIL fd8c67c1741e: P2P between GPUs: SHM between ranks "), got
+    assert "7 -> 6" in got and "on fd8c67c1741e (line 4," in got, got
+
+
+def test_p2p_between_gpus_passes_p2p(capsys):
+    code, lines = probe(capsys, P2P_2X, "p2p=true")
+    assert line(lines, "P2P between GPUs").startswith("PASS"), lines

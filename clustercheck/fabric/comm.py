@@ -39,8 +39,12 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
     }
     errors = [{**e, "host": info.get("host") or e.get("host") or ""} for r, info in zip(per_rank, named)
               for e in (r.get("nccl") or {}).get("errors") or ()]
-    if errors:  # the network/transport warnings and error returns NCCL printed (fabric/transport.py)
+    if errors:  # the warnings and error returns NCCL printed (fabric/transport.py)
         out["nccl_errors"] = errors
+    shm = [{"rank": i, "host": info.get("host") or ""} for i, (r, info) in enumerate(zip(per_rank, named))
+           if (r.get("nccl") or {}).get("shm_between_gpus")]
+    if shm:  # ranks whose NCCL connected GPUs of their host through shared memory, not P2P (expectation p2p)
+        out["shm_ranks"] = shm
     if not read:
         out["why_not"] = next((log["why_not"] for log in logs if log.get("why_not")), "no NCCL log was read")
     net = merged_net(read)

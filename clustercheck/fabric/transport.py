@@ -114,6 +114,34 @@ def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[
 
 NO_CHANNELS = "no channel lines"
 
+
+def p2p_findings(transports: Iterable[nccl_debug.Transport], offset: int = 0) -> list[Finding]:
+    """Expectation `p2p: true`: a host whose GPUs connect through SHM (host shared memory) instead of P2P
+    fails, naming the ranks; NVLink/NVSwitch GPUs that fall back to SHM have P2P broken (ACS redirect, a VM
+    without P2P, NCCL_P2P_DISABLE, the driver). `offset`: lines before the text (a capture's source note)."""
+    shm: dict[str, list[nccl_debug.Transport]] = {}
+    p2p: set[str] = set()
+    for t in transports:
+        if t.kind == "SHM":
+            shm.setdefault(t.host or "", []).append(t)
+        elif t.kind == "P2P":
+            p2p.add(t.host or "")
+    out = []
+    for host, lines in shm.items():
+        pairs = sorted({(t.src_rank, t.dst_rank) for t in lines})
+        shown = ", ".join(f"{a} -> {b}" for a, b in pairs[:6]) + (f" and {len(pairs) - 6} more" if len(pairs) > 6 else "")
+        out.append(Finding(host or "NCCL", "P2P between GPUs", False, f"SHM between ranks {shown} on "
+                           f"{host or 'lines without a host name'} (line {lines[0].line + offset}, {len(lines)} channel "
+                           f"line(s)), P2P expected: peer-to-peer is broken there (ACS redirect, a VM without P2P, "
+                           f"NCCL_P2P_DISABLE, the driver)", len(pairs), 0))
+    if out:
+        return out
+    if not p2p:
+        return [Finding("NCCL", "P2P between GPUs", None, "not judged: no channel line between two GPUs of one host "
+                        "(P2P or SHM)", None, "P2P")]
+    return [Finding("NCCL", "P2P between GPUs", True, f"P2P between the GPUs of {_hosts(sorted(p2p))}, no SHM",
+                    "P2P", "P2P")]
+
 # NCCL's trace of a failed call, printed where the error passes up: "transport/net.cc:1067 -> 6" (ncclResult_t)
 _RETURN = re.compile(r"^(?P<where>[\w./+-]{1,200}\.(?:cc|cu|c|cpp|h)):\d{1,9} -> (?P<code>\d{1,4})\b")
 _WARN_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):\d{1,12}:\d{1,12} \[(?P<dev>\d{1,6})\]")

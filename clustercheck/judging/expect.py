@@ -44,6 +44,8 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
             "Socket, OFI (AWS Libfabric, EFA)"),
     "gdr": ((bool,), "whether GPUDirect RDMA must carry NCCL's network traffic (channel lines /GDRDMA)"),
     "nics": ((int,), "NICs NCCL must use on each node (distinct NET devices in its channel lines)"),
+    "p2p": ((bool,), "whether NCCL must connect the GPUs of one host peer-to-peer (P2P over NVLink/NVSwitch): "
+            "true fails SHM (host shared memory) between two GPUs of a host, naming host and ranks"),
     "ib_write_bw_min": ((int, float), "lowest ib_write_bw BW average per NIC at the largest size, Gb/s"),
     "gdsio_read_min": ((int, float), "lowest gdsio GPUDirect (GPUD) read throughput per GPU, GiB/s"),
     "gdsio_write_min": ((int, float), "lowest gdsio GPUDirect (GPUD) write throughput per GPU, GiB/s"),

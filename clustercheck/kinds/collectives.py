@@ -184,7 +184,33 @@ def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequ
     """NCCL's own errors fail every run, one node's too (a `transport/p2p.cc` WARN between its GPUs); the
     network between nodes (net, gdr, nics) is judged on multi-node runs only."""
     between_nodes = rules.multi_node and len(set(hosts)) > 1
-    return transport_verdicts(check_id, comm, rules, hosts, network=between_nodes)
+    return transport_verdicts(check_id, comm, rules, hosts, network=between_nodes) + p2p_verdicts(check_id, comm, rules)
+
+
+def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> list[Verdict]:
+    """Expectation `p2p: true` (NVLink/NVSwitch profiles): ranks whose NCCL connected GPUs of one host
+    through SHM fail, named by rank and host; without a log it is not judged, an error of the item."""
+    from clustercheck.errors import HarnessError
+
+    if rules.expect.get("p2p") is not True:
+        return []
+    if not comm.get("logs"):
+        raise HarnessError(f"{check_id}: P2P between GPUs is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
+                           f"; expected p2p=true (run with --nccl-log init or full, and leave NCCL_DEBUG unset)")
+    rule = Expectation(check_id, "P2P between GPUs", "P2P", rules.expect_origin, "no SHM between GPUs of one host")
+    shm = comm.get("shm_ranks") or []
+    if not shm:
+        if "P2P" not in (comm.get("transports") or ()):
+            return []  # no two GPUs of one host connected: nothing to judge
+        return [Verdict("P2P between GPUs", "P2P", "", rule, True, subject="NCCL", detail="P2P between GPUs, no SHM")]
+    by_host: dict[str, list[int]] = {}
+    for s in shm:
+        by_host.setdefault(str(s.get("host") or ""), []).append(int(s.get("rank") or 0))
+    return [Verdict("P2P between GPUs", "SHM", "", rule, False, subject=host or "NCCL",
+                    detail=f"SHM between GPUs on {host or 'a host'} (rank {', '.join(map(str, ranks[:8]))}"
+                           f"{' ...' if len(ranks) > 8 else ''}), P2P expected: peer-to-peer is broken there (ACS "
+                           f"redirect, a VM without P2P, NCCL_P2P_DISABLE, the driver)")
+            for host, ranks in by_host.items()]
 
 
 TRANSPORT_KEYS = ("net", "gdr", "nics")

@@ -3,9 +3,10 @@
 concatenated).
 
 Reports the network NCCL used, the channel lines' transports, the NICs per host, GPUDirect RDMA, NVLS,
-SHARP/CollNet and PXN; judges the expectations `net` (IB, Socket, OFI), `gdr` (true/false) and `nics`
-(per node) with the rules of clustercheck/fabric/transport.py, which a run applies to each multi-node
-collective too. A failure names its cause and the usual culprit. Nothing expected, or a log without
+SHARP/CollNet and PXN; judges the expectations `net` (IB, Socket, OFI), `gdr` (true/false), `nics`
+(per node) and `p2p` (true: SHM between two GPUs of one host fails, naming host and ranks) with the
+rules of clustercheck/fabric/transport.py, which a run applies to each collective too (net, gdr and nics
+to multi-node ones). A failure names its cause and the usual culprit. Nothing expected, or a log without
 the lines a property needs, is not judged (exit 3), never a pass. Every `NCCL WARN` (but RCCL's NUMA-balancing
 notice, amd-host's), or an error-return trace (`transport/net.cc:1067 -> 6`), fails whatever is expected, per host,
 quoting the line (NVIDIA/nccl #707: GDRDMA channels, then `Got completion with error 4`).
@@ -27,6 +28,7 @@ class NcclLog:
     parsed: nccl_debug.NcclDebug
     hosts: dict[str, HostNet]
     errors: tuple[transport.ErrorLine, ...] = ()
+    offset: int = 0   # lines of the capture before the text parsed (its source note)
 
 
 def parse(raw: str) -> NcclLog:
@@ -38,7 +40,7 @@ def parse(raw: str) -> NcclLog:
     parsed, hosts = nccl_net.read(text)
     skipped = len(raw.replace("\r\n", "\n").split("\n")) - len(lines)  # the source note
     hosts = {k: replace(h, garbled=tuple(n + skipped for n in h.garbled)) for k, h in hosts.items()}
-    return NcclLog(parsed, hosts, tuple(replace(e, line=e.line + skipped) for e in transport.errors(text)))
+    return NcclLog(parsed, hosts, tuple(replace(e, line=e.line + skipped) for e in transport.errors(text)), skipped)
 
 
 def collect() -> str:
@@ -54,6 +56,8 @@ def judge(log: NcclLog, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     facts = f"{version}{transport.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
     out = [ProbeVerdict("NCCL", "transport", True, facts, len(log.hosts))]
     findings = transport.judge(log.hosts, env, expect)
+    if expect.get("p2p") is True:
+        findings += transport.p2p_findings(log.parsed.transports, log.offset)
     failed = transport.error_findings(log.errors)
     if not findings and not failed:
         return [not_judged("NCCL", "transport", f"no expectation given (--expect net=IB gdr=true nics=8, or "
@@ -74,5 +78,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("net", "gdr", "nics"),
+    expect_keys=("net", "gdr", "nics", "p2p"),
 )
