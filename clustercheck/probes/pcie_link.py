@@ -33,6 +33,8 @@ class PcieLink:
     gpu: bool
     endpoint: bool = False  # a GPU or NIC read from sysfs: its link must be up (only a bridge's may be empty)
     unread: str = ""  # the link attributes that could not be read (sysfs): nothing can be judged
+    incomplete: str = ""  # lspci: a LnkCap without its LnkSta or the reverse ("... at line N"): not judged
+    downgraded: bool = False  # lspci marked the LnkSta "(downgraded)": fails on its own
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,17 @@ def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
 def _from_lspci(text: str) -> tuple[PcieLink, ...]:
     out = []
     cur: tuple[str, str] | None = None
-    cap: tuple[int, int] | None = None
+    cap: tuple[int, int, int] | None = None   # (gen, width, line) of a LnkCap whose LnkSta is not yet read
+
+    def no_sta() -> None:
+        if cur is not None and cap is not None:
+            out.append(PcieLink(cur[0], cur[1], None, cap[0] or None, None, cap[1], _is_gpu(cur[1]),
+                                incomplete=f"LnkCap/LnkSta pair incomplete at line {cap[2]}: a LnkCap and no LnkSta"))
+
     for number, line in enumerate(evidence_lines(text), 1):
         m = _HEADER.match(line)
         if m:
+            no_sta()
             cur, cap = (m.group(1) if m.group(1).count(":") == 2 else f"0000:{m.group(1)}", m.group(2)), None
             continue
         s = line.strip()
@@ -86,15 +95,25 @@ def _from_lspci(text: str) -> tuple[PcieLink, ...]:
         gen = _GEN_OF_GTS.get(float(sm.group(1)))
         width = int(sm.group(2))
         if s.startswith("LnkCap:"):
-            cap = (gen or 0, width)
-        elif cap is not None:
-            gpu = "NVIDIA" in cur[1] and ("3D" in cur[1] or "VGA" in cur[1])
-            out.append(PcieLink(cur[0], cur[1], gen, cap[0], width, cap[1], gpu))
+            no_sta()
+            cap = (gen or 0, width, number)
+            continue
+        downgraded = "(downgraded)" in s
+        if cap is None:
+            out.append(PcieLink(cur[0], cur[1], gen, None, width, None, _is_gpu(cur[1]), downgraded=downgraded,
+                                incomplete=f"LnkCap/LnkSta pair incomplete at line {number}: a LnkSta and no LnkCap"))
+        else:
+            out.append(PcieLink(cur[0], cur[1], gen, cap[0], width, cap[1], _is_gpu(cur[1]), downgraded=downgraded))
             cap = None
+    no_sta()
     if not out:
         raise ProbeParseError("expected `nvidia-smi -q` output or `lspci -vvv` with LnkCap:/LnkSta: lines "
                               "under device lines such as '0000:21:00.0 Ethernet controller: ...'")
     return tuple(out)
+
+
+def _is_gpu(description: str) -> bool:
+    return "NVIDIA" in description and ("3D" in description or "VGA" in description)
 
 
 def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
@@ -107,6 +126,13 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
         device = link.gpu or link.endpoint
         if link.unread:
             out.append(not_judged(link.subject, "PCIe link", f"{link.unread} could not be read ({link.description})"))
+            continue
+        if link.downgraded and (link.incomplete or link.gen_max is None):  # lspci itself says the link trained low
+            out.append(ProbeVerdict(link.subject, "PCIe link", False, f"LnkSta {measured} (downgraded); "
+                                    f"{link.incomplete} ({link.description})", measured, "the LnkCap"))
+            continue
+        if link.incomplete:
+            out.append(not_judged(link.subject, "PCIe link", f"{link.incomplete} ({link.description})", measured))
             continue
         if link.width_current == 0 and device:  # the GPU or NIC is there, its link is not
             out.append(ProbeVerdict(link.subject, "PCIe link", False, f"link down: x0 of x{link.width_max} "
@@ -131,6 +157,8 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
             problems.append(f"max width x{link.width_max} below the platform's x{want_width}")
         if link.gpu and want_gen and (link.gen_max or 0) < want_gen:
             problems.append(f"max Gen{link.gen_max} below the platform's Gen{want_gen}")
+        if link.downgraded and not problems:
+            problems.append("lspci marks the link (downgraded)")
         detail = "; ".join(problems) if problems else f"{measured} of {maximum}"
         if unread_gen:  # a speed the kernel calls Unknown (a Socket Direct NIC, a newer link than it knows)
             detail += "; the generation does not read (its speed is unknown to the kernel): width judged alone"
