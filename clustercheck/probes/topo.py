@@ -61,6 +61,10 @@ class TopoMatrix:
         return f"{nic} ({name})" if name else nic
 
 
+# the first cell of a device's row: GPU3, NIC0, mlx5_2 (older drivers name the NICs by their RDMA device)
+_DEVICE = re.compile(r"(?:GPU|NIC)\d{1,4}|mlx\d_\d{1,4}")
+
+
 def _split(line: str) -> list[str]:
     return [c.strip() for c in line.split("\t")] if "\t" in line else re.split(r"\s{2,}", line.strip())
 
@@ -145,6 +149,8 @@ def parse(text: str) -> TopoMatrix:
         if not cells or cells[0] not in columns:
             if seen and not line.strip():
                 break  # the matrix ends at the first blank line after it
+            if cells and _DEVICE.fullmatch(cells[0]):  # a device's row whose column was cut: never dropped silently
+                problems.append(f"{cells[0]} has a row and no column: its links are not in the capture (line {number})")
             continue
         name, values = cells[0], cells[1:]
         if len(values) < len(devices):
