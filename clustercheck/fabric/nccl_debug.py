@@ -74,11 +74,10 @@ _CHANNEL_COUNTS = re.compile(r"^(?P<coll>\d{1,6}) coll channels, (?:(?P<collnet>
                              r"(?P<nvls>\d{1,6}) nvls channels"
                              # RCCL: "comm:0x2bc1f840, nRanks:2, nNodes:1, coll channels:2 collnet channels:2, nvls channels:0"
                              r"|^comm:\S+ .*?coll channels:(?P<rcoll>\d{1,6}).*? nvls channels:(?P<rnvls>\d{1,6})")
-# RCCL and NCCL >= 2.2x append the communicator; the lookbehind starts `\s+` only at the first blank of a run,
-# where `re.sub` tried it at every blank of it (quadratic on a long run of blanks)
-# a via part holding another record ("NET/IB/0/GDRDMA Channel 01/0 : 1[0] -> 0[0] [receive] via NET/Socket/0"):
-# the via is one word or a known name with a blank ("NET/AWS Libfabric/0", "P2P/direct pointer"), never these
+# a via part holding another record ("NET/IB/0/GDRDMA Channel 01/0 : 1[0] -> 0[0] [receive] via NET/Socket/0");
+# a via may hold a blank ("NET/AWS Libfabric/0", "P2P/direct pointer"), never these
 _GLUED = re.compile(r" via |(?:^|\s)(?:Channel|Ring) \d")
+# RCCL and NCCL >= 2.2x append the communicator; `(?<!\s)` starts `\s+` only at a run's first blank (linear)
 _VIA_TAIL = re.compile(r"(?<!\s)\s+comm 0x[0-9a-fA-F]+ nRanks \d+$")
 # nccl-tests names its binary in the banner ("# Collective test starting: all_reduce_perf") and users paste
 # their command line: both say which collective a nameless (2.20-2.22) tuning line belongs to.
