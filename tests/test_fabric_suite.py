@@ -62,7 +62,7 @@ def test_platforms_show_prints_the_fabric_rule_with_its_source(capsys):
     (i,) = [n for n, line in enumerate(out) if line.startswith("  fabric (multi-node) ")]
     assert out[i] == ("  fabric (multi-node) busbw >= 0.9 x line rate / 8 for multi-node all_reduce, all_gather, "
                       "reduce_scatter (Ring), judged at >= 8GiB; line rate read from the nodes' RDMA ports "
-                      "(thresholds/h100-sxm-8x.yaml:142 fabric)")
+                      "(thresholds/h100-sxm-8x.yaml:145 fabric)")
     assert out[i + 1].startswith("      source: NVIDIA's NCCL maintainers expect 46-48 GB/s per ConnectX-7 NDR 400 Gb/s "
                                  "NIC with Ring") and "https://github.com/NVIDIA/nccl-tests/issues/290" in out[i + 1]
 
