@@ -74,13 +74,18 @@ def openssl_key(directory: Path, name: str) -> tuple[Path, Path]:
     return key, pub
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real runs of the suite (gloo ranks): one signed with --sign, one not; and the keys."""
-    root = tmp_path_factory.mktemp("evidence")
+def evidence_project(root: Path) -> Path:
+    """`root` with the evidence suite and its profile (evidence.yaml, profiles/cpu.yaml)."""
     (root / "evidence.yaml").write_text(SUITE)
     (root / "profiles").mkdir()
     (root / "profiles" / "cpu.yaml").write_text(PROFILE)
+    return root
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two real runs of the suite (gloo ranks): one signed with --sign, one not; and the keys."""
+    root = evidence_project(tmp_path_factory.mktemp("evidence"))
     (root / "keys").mkdir()
     key, pub = openssl_key(root / "keys", "seller")
     _, other = openssl_key(root / "keys", "someone-else")

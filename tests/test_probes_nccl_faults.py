@@ -7,24 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.cli import main
+from test_probe_nccl_log import line, probe
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl-debug"
 FOUR_NICS = LOGS / "nccl-707-a100-four-nics-gdrdma.txt"
 AT = len(FOUR_NICS.read_text().rstrip("\n").split("\n")) + 1  # the first line appended to it
-
-
-def probe(capsys: pytest.CaptureFixture[str], path: Path, *expect: str) -> tuple[int, list[str]]:
-    args = ["probe", "nccl-log", "--input", str(path)]
-    for e in expect:
-        args += ["--expect", e]
-    code = main(args)
-    return code, capsys.readouterr().out.splitlines()
-
-
-def line(lines: list[str], what: str) -> str:
-    (found,) = [x for x in lines if f": {what}: " in x]
-    return found
 
 
 def edited_707(tmp_path: Path, *lines: str) -> Path:

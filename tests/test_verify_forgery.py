@@ -15,17 +15,14 @@ from typing import Any, Callable
 import pytest
 
 from helpers import clustercheck_here
-from test_attestation import PROFILE, SUITE, openssl_key
+from test_attestation import evidence_project, openssl_key
 
 pytestmark = pytest.mark.pool
 
 
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("forgery")
-    (root / "evidence.yaml").write_text(SUITE)
-    (root / "profiles").mkdir()
-    (root / "profiles" / "cpu.yaml").write_text(PROFILE)
+    root = evidence_project(tmp_path_factory.mktemp("forgery"))
     key, pub = openssl_key(root, "seller")
     proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", "o", "--sign", str(key), cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
