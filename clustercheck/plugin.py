@@ -246,9 +246,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         from clustercheck.report.junit import properties
 
         cs = item.config.stash[session_key]
-        # `--junitxml` writes the properties junit.xml has (pytest reads them from the teardown report)
-        item.user_properties[:] = properties(entry, {"platform": cs.profile.name, "thresholds": {
-            "file": cs.profile.file, "sha256": ""}} if cs.profile else {})
+        # `--junitxml` writes the properties junit.xml has (pytest reads them from the teardown report); only
+        # then: each report pytest keeps copies them, about 1 KiB a check over a burn-in's hours (docs/soak.md)
+        if item.config.option.xmlpath:
+            item.user_properties[:] = properties(entry, {"platform": cs.profile.name, "thresholds": {
+                "file": cs.profile.file, "sha256": ""}} if cs.profile else {})
         try:
             cs.add_result(entry)
         except RecordWriteError as exc:  # a full disk: stop at once, INCOMPLETE; what was recorded stands

@@ -59,6 +59,14 @@ class Heard:
     def accounted(self) -> set[int]:
         return {*self.ok, *self.errors, *self.dead}
 
+    def hear(self, rank: int, payload: dict[str, Any]) -> None:
+        """A rank's answer, unsealed: its result, or the error it raised."""
+        if payload["ok"]:
+            self.ok[rank] = payload["result"]
+        else:
+            self.ok.pop(rank, None)  # an idle rank's error replaces its IDLE
+            self.errors[rank] = payload["error"]
+
     def awaited(self) -> set[int]:
         """The ranks still to hear from in the groups that share no rank with one that died or raised: they
         measure apart from the failure (another node of a node check, another pair of a round), so their

@@ -263,7 +263,7 @@ class WorkerPool:
             names = list(keys.values())
             values = multi_get(names) if multi_get else [self.store.get(k) for k in names]
             for (rank, k), value in zip(keys.items(), values):
-                self._hear(heard, rank, self._unseal(k, value))
+                heard.hear(rank, self._unseal(k, value))
             if self.store.check(errors):  # an idle rank's error does not hold up the count: read it too
                 self._listen(results, heard)
         return heard
@@ -280,7 +280,7 @@ class WorkerPool:
         """Add new answers (from the `results` keys) and deaths to `heard`."""
         for rank, k in results.items():
             if (rank in heard.idle or rank not in heard.ok) and rank not in heard.errors and self.store.check([k]):
-                self._hear(heard, rank, self._read(k))
+                heard.hear(rank, self._read(k))
         # a stand-in for a remote rank may know more than an exit status (its node's agent went silent)
         deaths = {r: getattr(p, "ended", "") or exit_text(p.returncode) for r, p in enumerate(self.procs)
                   if p.poll() is not None}
@@ -361,14 +361,6 @@ class WorkerPool:
 
     def _names(self, ranks: list[int]) -> str:
         return rank_names(ranks, self._host)
-
-    @staticmethod
-    def _hear(heard: Heard, rank: int, payload: dict[str, Any]) -> None:
-        if payload["ok"]:
-            heard.ok[rank] = payload["result"]
-        else:
-            heard.ok.pop(rank, None)  # an idle rank's error replaces its IDLE
-            heard.errors[rank] = payload["error"]
 
     def _read(self, key: str) -> Any:
         return self._unseal(key, self.store.get(key))

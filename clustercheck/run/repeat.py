@@ -21,6 +21,9 @@ def loop(session: pytest.Session, cs: CheckSession, progress: Any) -> None:
         progress.deadline = deadline  # the line counts down to the deadline this loop keeps
     repetition = 0
     started = time.monotonic()
+    # pytest's terminal keeps every report it logs; the passed setups' and teardowns' (category "") are read
+    # by nothing, and over a burn-in's hours they were most of the controller's growth (docs/soak.md)
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
     while True:
         repetition += 1
         if cs.options.repeat and repetition > cs.options.repeat or deadline and repetition > 1 and \
@@ -31,6 +34,8 @@ def loop(session: pytest.Session, cs: CheckSession, progress: Any) -> None:
         for i, item in enumerate(session.items):
             nextitem = session.items[i + 1] if i + 1 < len(session.items) else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if terminal is not None:
+                terminal.stats.pop("", None)
             if session.shouldfail or session.shouldstop:
                 _stopping(cs, repetition, whole=nextitem is None, deadline=deadline)
             if session.shouldfail:
