@@ -5,7 +5,7 @@ parser shares."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 
 class ProbeParseError(ValueError):
@@ -43,6 +43,19 @@ def not_judged(subject: str, what: str, why: str, measured: object = None, expec
     """A verdict that judged nothing: its line says `not judged: <why>`. `passed` is False, so a reader that
     does not know `judged` can never take it for a pass; the outcome counts it apart from failures."""
     return ProbeVerdict(subject, what, False, f"not judged: {why}", measured, expected, judged=False)
+
+
+def count_of(value: object) -> int | None:
+    """A profile's count (`gpu_count`) as a promise: an int, never a bool (`true` is not one GPU)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def gaps(numbers: Collection[int], top: int) -> list[int]:
+    """The numbers of 0..top-1 missing from `numbers`: what a listing numbered from 0 (GPUs, links, matrix
+    labels) left out. The walk stops at 4 * len + 64, so one stray huge number (GPU 99999999) costs no more
+    steps than the listing has lines."""
+    have = numbers if isinstance(numbers, (set, frozenset, dict)) else set(numbers)
+    return [n for n in range(min(top, 4 * len(have) + 64)) if n not in have]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import gdsio as reader
 from clustercheck.toolout.gdsio import Gdsio, Result
@@ -90,13 +90,13 @@ def _unmeasured(run: Gdsio, per_node: object) -> list[ProbeVerdict]:
     """A GPU with no GPUDirect result in a direction others have one in: its command and result lines both
     gone read as a GPU never there. Which GPUs should have one: the platform's `gpu_count` (0..N-1), else
     those numbered 0.. up to the highest measured, when more than one was. A GPU cut off is failed already."""
-    want = per_node if isinstance(per_node, int) and not isinstance(per_node, bool) else None
+    want = count_of(per_node)
     cut = {c.gpu for c in run.cut_off}
     out = []
     for io in sorted({r.io.upper() for r in run.results if r.direct and r.gpu is not None}):
         have = {r.gpu for r in run.results if r.direct and r.gpu is not None and r.io.upper() == io}
         top = want if want is not None else max(have) + 1 if len(have) > 1 else 0
-        for gpu in (g for g in range(min(top, 4 * len(have) + 64)) if g not in have and g not in cut):
+        for gpu in (g for g in gaps(have, top) if g not in cut):
             out.append(ProbeVerdict(f"GPU{gpu}", f"{io.lower()} GPUDirect", False, f"no GPUDirect {io} result for "
                                     f"GPU{gpu} in the capture, while GPU {', '.join(map(str, sorted(have)))} "
                                     f"{'has' if len(have) == 1 else 'have'} one"

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from clustercheck import units
 from clustercheck.errors import UserError
 from clustercheck.judging import fabric
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
@@ -59,9 +59,7 @@ def judge(run: NcclTestsRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     subject = tool_name(run)
     out = [run_verdict(run, subject)]
     out += data_verdicts(run, subject)
-    per_node = expect.get("gpu_count")
-    out += rank_verdicts(run, subject, per_node if isinstance(per_node, int) and not isinstance(per_node, bool)
-                         else None)
+    out += rank_verdicts(run, subject, count_of(expect.get("gpu_count")))
     model = expect.get("gpu_model")
     if model and run.gpu_models:
         wrong = [m for m in run.gpu_models if str(model) not in m]

@@ -22,7 +22,7 @@ import math
 import statistics
 from typing import Any, Mapping
 
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nvbandwidth as reader
 from clustercheck.toolout.nvbandwidth_run import NvbandwidthRun, Testcase
@@ -57,8 +57,7 @@ def judge(run: NvbandwidthRun, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         names = sorted({d.name for d in run.devices})
         out.append(ProbeVerdict("node", "GPU model", all(str(model) in n for n in names),
                                 f"{', '.join(names)}; platform expects {model}", ", ".join(names), model))
-    count = expect.get("gpu_count")
-    out += matrix_verdicts(run, count if isinstance(count, int) and not isinstance(count, bool) else None)
+    out += matrix_verdicts(run, count_of(expect.get("gpu_count")))
     for key, tests in FLOORS.items():
         floor = expect.get(key)
         if floor is None:
@@ -141,7 +140,7 @@ def _labels(labels: tuple[str, ...], what: str) -> list[str]:
         problems.append(f"{what} {_listed(twice)} listed twice")
     numbers = {int(label) for label in seen if label.isascii() and label.isdigit() and len(label) <= 6}
     if len(numbers) == len(seen):
-        gone = [str(n) for n in range(min(max(numbers, default=-1) + 1, 4 * len(numbers) + 64)) if n not in numbers]
+        gone = [str(n) for n in gaps(numbers, max(numbers, default=-1) + 1)]
         if gone:
             problems.append(f"{what} {_listed(gone)} missing")
     return problems

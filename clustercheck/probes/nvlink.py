@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 _GPU = re.compile(r"^GPU (\d{1,6}): (.+?)(?: \(UUID: [^)]*\))?$")
@@ -142,9 +142,8 @@ def _listed_verdict(gpus: tuple[NvlinkGpu, ...], per_node: object) -> ProbeVerdi
     twice = sorted(i for i, k in seen.items() if k > 1)
     if twice:
         problems.append(f"GPU {', '.join(map(str, twice))} listed twice")
-    want = per_node if isinstance(per_node, int) and not isinstance(per_node, bool) else None
-    top = max(max(seen) + 1, want or 0)
-    gone = [str(i) for i in range(min(top, 4 * len(seen) + 64)) if i not in seen]
+    want = count_of(per_node)
+    gone = [str(i) for i in gaps(seen, max(max(seen) + 1, want or 0))]
     if gone and (want is not None or len(seen) > 1):
         problems.append(f"GPU {', '.join(gone[:8])}{' and more' if len(gone) > 8 else ''} not listed")
     if want is not None and len(seen) != want:
@@ -189,7 +188,7 @@ def _gpu_verdict(g: NvlinkGpu, here: _Here, want: Any) -> ProbeVerdict:
     if twice:
         problems.append(f"link {', '.join(map(str, twice))} listed twice")
     # nvidia-smi lists a GPU's links 0..N-1; a number left out is a link nobody judged
-    gone = [str(k) for k in range(min(max(listed, default=-1) + 1, 4 * len(listed) + 64)) if k not in listed]
+    gone = [str(k) for k in gaps(listed, max(listed, default=-1) + 1)]
     if gone and not g.elided:
         problems.append(f"link {', '.join(gone[:8])} not listed")
     elif g.links and len(g.links) < most and not g.elided:
