@@ -39,5 +39,5 @@ def write(run_dir: Path, record: RunWriter, results: list[ResultEntry], nodes: l
             from clustercheck.run.k8s.taint import commands, taint
 
             out["taint"] = taint(proven, run_dir.name, dry_run=not opts.taint) + exclude.spared(
-                lone, [commands(n, reasons[n].split()[0], reasons[n], run_dir.name)[0] for n in lone])
+                lone, [commands(n, reasons[n], run_dir.name)[0] for n in lone])
     return out

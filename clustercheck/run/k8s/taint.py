@@ -43,9 +43,10 @@ def precheck() -> None:
                         f"{', '.join(map(str, missing))} (docs/kubernetes.md: RBAC)")
 
 
-def commands(node: str, check: str, why: str, run: str) -> list[list[str]]:
-    """What --taint does to one node, as kubectl would say it (what --taint-dry-run prints)."""
-    value = label_value(check)
+def commands(node: str, why: str, run: str) -> list[list[str]]:
+    """What --taint does to one node excluded for `why` (`<check> <verdict>`), as kubectl would say it (what
+    --taint-dry-run prints)."""
+    value = label_value(why.split()[0])
     return [["kubectl", "taint", "nodes", node, f"{KEY}={value}:{EFFECT}", "--overwrite"],
             ["kubectl", "label", "nodes", node, f"{KEY}={value}", "--overwrite"],
             ["kubectl", "annotate", "nodes", node, f"{REASON}={why}", f"{RUN}={run}", "--overwrite"]]
@@ -63,15 +64,14 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
             kube = connect()
         except UserError as exc:
             return [{"command": cmd, "rc": 1, "output": str(exc)} for node, why in nodes.items()
-                    for cmd in commands(node, why.split()[0], why, run)[:1]]
+                    for cmd in commands(node, why, run)[:1]]
     for node, why in nodes.items():
-        check = why.split()[0]
-        cmds = commands(node, check, why, run)
+        cmds = commands(node, why, run)
         if dry_run:
             out += [{"command": cmd, "rc": None, "output": "dry run"} for cmd in cmds]
             continue
         try:
-            theirs = _apply(kube, node, label_value(check), why, run)
+            theirs = _apply(kube, node, label_value(why.split()[0]), why, run)
             if theirs is not None:  # someone else's quarantine: resume --k8s must never be able to lift it
                 out.append({"command": cmds[0], "rc": None, "output": f"left alone: already tainted {theirs} by "
                             f"someone else (no {RUN} annotation)"})
