@@ -56,7 +56,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Generator
 
 import pytest
 
@@ -239,7 +239,7 @@ def _round(v: float | None) -> float | None:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, interval: float, printer, record: RecordTail) -> None:
+    def __init__(self, interval: float, printer: Callable[[dict], None], record: RecordTail) -> None:
         super().__init__(daemon=True, name="soak-sampler")
         self.interval = interval
         self.printer = printer
@@ -290,7 +290,7 @@ class SoakPlugin:
         self.loop_ended = 0.0
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session):  # noqa: ANN001 - pytest hook
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         self.sampler.t0 = self.loop_started = time.monotonic()
         self.sampler.start()
         if self.trace:
@@ -305,7 +305,7 @@ class SoakPlugin:
                 self.snapshots.append(tracemalloc.take_snapshot())
                 tracemalloc.stop()
 
-    def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 - pytest hook
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or report.when == "setup" and not report.passed:
             key = "error" if report.when == "setup" and report.failed else report.outcome
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
@@ -345,9 +345,9 @@ def judge(samples: list[dict], warmup: float, end_t: float, leftover: list[int],
     lines.append(f"RSS in MiB; windows of {k} samples ({k * (window[1]['t_s'] - window[0]['t_s']):.0f} s), "
                  f"first window = baseline; trend = least-squares slope over all {len(window)} samples")
 
-    def band(name: str, picked: list[dict], values: list[float | None]) -> None:
-        picked = [s for s, v in zip(picked, values) if v is not None]  # an unreadable one failed already
-        values = [v for v in values if v is not None]
+    def band(name: str, samples: list[dict], read: list[float | None]) -> None:
+        picked = [s for s, v in zip(samples, read) if v is not None]  # an unreadable one failed already
+        values = [v for v in read if v is not None]
         if len(values) < k:
             problems.append(f"{name}: only {len(values)} readable sample(s) after the warm-up: not judged")
             return
@@ -586,9 +586,7 @@ def main() -> int:
     # for), then waits a bounded time for every process of the session to end.
     from clustercheck.run import zygote as zygote_mod
 
-    hung_up = zygote_mod._shared  # noqa: SLF001 - this controller's zygote; no public handle to it
-    if hung_up is not None:
-        hung_up.retire()
+    zygote_mod.retire_shared()
     leftover, waited = wait_gone(sampler.seen, LEFTOVER_WAIT)
     gone = sampler.sample()
     say(row(gone) + f"   <- {waited:.2f} s after the zygote's hang-up ({len(sampler.seen)} process(es) of the "

@@ -292,6 +292,16 @@ def end_shared() -> None:
         found.close()
 
 
+def retire_shared() -> None:
+    """Hang up this controller's zygote as the controller's exit would: it starts no more ranks and ends once
+    the ranks it started have. For a process that runs sessions and lives on (benchmarks/soak.py)."""
+    global _shared
+    with _lock:
+        found, _shared = _shared, None
+    if found is not None:
+        found.retire()
+
+
 def moved(old: Path, new: Path) -> None:
     """The directory of this process's zygote's log was renamed from `old` to `new` (the file went with
     it, still open): name it where it is now."""
