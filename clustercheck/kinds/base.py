@@ -62,6 +62,7 @@ class Rules:
     expect_origin: str = "the probe's built-in expectation"
     expect: Mapping[str, Any] = field(default_factory=dict)  # the profile's expect: block with --expect over it
     multi_node: bool = False  # the check's items span several nodes: the fabric, not NVLink, bounds them
+    defaults_at: str = ""  # where the profile's defaults.<kind> block is (file:line) when `limits` come from it
 
 
 Judge = Callable[[Answers, Rules], "tuple[Measurement, list[Verdict]]"]

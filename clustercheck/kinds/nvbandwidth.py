@@ -16,7 +16,7 @@ from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
 from clustercheck.kinds.native import (BUILT_IN, judge_limits, program_name, parse_output, result_of, run_verdict,
                                       task_params)
-from clustercheck.errors import Skip, show
+from clustercheck.errors import NoThreshold, Skip, show
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import nvbandwidth as reader
 from clustercheck.probes import nvbandwidth as probe
@@ -125,7 +125,19 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     whole = [Verdict(v.what, "" if v.measured is None else str(v.measured), "",
                      Expectation(a.check.id, v.what, "a whole matrix", BUILT_IN, v.detail), v.passed,
                      subject=v.subject, detail=v.detail) for v in probe.matrix_verdicts(run)]
+    if rules.limits and not limits and all(v.passed for v in [verdict, *whole]):
+        raise _not_judged(a.check, rules)  # the built-in verdicts alone are no pass; a failed one stands alone
     return m, [verdict] + whole + judge_limits(m, limits, verdict.passed)
+
+
+def _not_judged(check: CheckSpec, rules: Rules) -> NoThreshold:
+    """Every limit was a defaults.nvbandwidth floor on a testcase this check does not run: nothing judged it."""
+    covered = sorted({_result(k) for k in rules.limits})
+    first = min(rules.limits.values(), key=lambda lim: lim.line)
+    at = rules.defaults_at or (f"{first.file}:{first.line}" if first.file else first.origin)
+    return NoThreshold(f"{check.id}: not judged: the profile's defaults.nvbandwidth ({at}) has floors for "
+                       f"{', '.join(covered)} only; this check runs {', '.join(check.params['testcases'])}; add "
+                       f"a floor for it under checks.{check.id} or defaults.nvbandwidth")
 
 
 def _result(metric: str) -> str:

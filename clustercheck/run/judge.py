@@ -94,7 +94,11 @@ def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) 
         raise NoThreshold(f"no threshold for check {check.id!r} on platform {profile.name!r} ({profile.file}){why}; "
                           f"add one under checks.{check.id} or defaults.{check.measure}")
     origin = f"{profile.file} expect" if profile.expect else "the probe's built-in expectation"
-    return Rules(limits, origin, expect, multi)
+    default = profile.defaults.get(check.measure)
+    from_defaults = default is not None and bool(limits) and all(lim.key.startswith("defaults.")
+                                                                  for lim in limits.values())
+    at = f"{profile.file}:{default.line}" if default is not None and from_defaults else ""
+    return Rules(limits, origin, expect, multi, at)
 
 
 def fabric_of_header(header: Mapping[str, Any], profile: Profile) -> RunFabric:

@@ -1,0 +1,67 @@
+"""Fail closed: a check that judged nothing, a limit that can never fail and a number out of its domain never
+read as a pass (a limit of that sort is refused at load in one line; a check of that sort is not judged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
+from clustercheck.suite.load import load_suite
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tool-outputs"
+
+
+def captured(path: Path) -> str:
+    lines = path.read_text().split("\n")
+    assert lines[0].startswith("# source:") and not lines[1].strip()
+    return "\n".join(lines[2:])
+
+
+def _check(tmp_path: Path, measure: str, params: str, name: str = "x"):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"checks:\n  - id: {name}\n    measure: {measure}\n    params: {params}\n")
+    return load_suite(path).checks[0]
+
+
+def _ran(check, stdout: str, binary: str = "nvbandwidth"):
+    from clustercheck.kinds.base import Answers
+
+    result = {"host": "node7", "binary": binary, "argv": [], "outcome": "ran", "returncode": 0,
+              "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": stdout, "stdout_bytes": len(stdout),
+              "truncated": False, "stderr_tail": ""}
+    return Answers(check, [result, {}], [{"host": "node7"}, {"host": "node7"}], "gloo")
+
+
+# -- 1. nvbandwidth defaults for other testcases only -------------------------------------------------------
+
+def test_nvbandwidth_defaults_that_all_miss_the_testcase_leave_the_check_not_judged(tmp_path: Path) -> None:
+    from clustercheck.judging.derive import derived_by_name
+    from clustercheck.run.judge import judge, rules_for
+
+    profile = derived_by_name("h100-sxm-4x")
+    assert profile is not None and "nvbandwidth" in profile.defaults
+    check = _check(tmp_path, "nvbandwidth", "{testcases: [device_to_device_bidirectional_memcpy_write_ce]}")
+    rules = rules_for(check, profile)
+    assert rules.limits  # the defaults apply to the kind, before the testcases are known
+    text = captured(FIXTURES / "nvbandwidth" / "d2d-bidirectional-write-ce-total-8xh100-p5.txt")
+    with pytest.raises(NoThreshold) as exc:
+        judge(_ran(check, text), rules, {})
+    message = str(exc.value)
+    line = profile.defaults["nvbandwidth"].line
+    assert "not judged" in message and f"{profile.file}:{line}" in message
+    assert "host_to_device_memcpy_ce" in message and "device_to_device_memcpy_read_ce" in message
+    assert "this check runs device_to_device_bidirectional_memcpy_write_ce" in message
+
+
+def test_nvbandwidth_defaults_that_cover_the_testcase_still_judge_it(tmp_path: Path) -> None:
+    from clustercheck.judging.derive import derived_by_name
+    from clustercheck.run.judge import judge, rules_for
+
+    profile = derived_by_name("h100-sxm-4x")
+    check = _check(tmp_path, "nvbandwidth", "{testcases: [device_to_device_memcpy_write_ce]}")
+    text = captured(FIXTURES / "nvbandwidth" / "d2d-memcpy-write-ce-8gpu-readme.txt")
+    outcome = judge(_ran(check, text), rules_for(check, profile), {})
+    assert any(v.metric == "device_to_device_memcpy_write_ce" and "defaults.nvbandwidth" in v.rule.origin
+               for v in outcome.verdicts)
