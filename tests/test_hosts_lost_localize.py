@@ -45,3 +45,29 @@ def test_a_node_lost_in_a_localize_check_leaves_it_and_the_others_get_their_verd
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h3"]
     assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
     assert "Traceback" not in out
+
+
+def test_a_two_node_localize_that_loses_a_node_names_it_and_judges_no_one(tmp_path: Path) -> None:
+    """Two hosts; h2's agent is killed once fabric's pool is up. One node is left, too few to localize: the
+    check judges nobody, fabric[h2] is an error naming h2 unreachable and lost during fabric, and fabric[h1]
+    and the cluster item are errors saying why (one node left), never a pass. Failed before the fix: the
+    rounds ran again on h1 alone and the planner's `localizing needs at least 2 nodes` was every item's
+    error, fabric[h2]'s with no node unreachable."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + FLOORS)
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    ctl = run(tmp_path, "--cc-inject-fault=fabric:delay", hosts="h[1-2]")
+    out = kill_mid_run(ctl, tmp_path / "out" / "latest" / "run.jsonl", lambda: agent_pid("h2", ctl.pid),
+                       after='"type": "pool"')
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    lost = outcome["fabric[h2]"]
+    assert lost["outcome"] == "error" and lost["unreachable"] == ["h2"], lost
+    assert lost["message"].startswith("not measured: h2 was lost during fabric ("), lost["message"]
+    for name in ("fabric[h1]", "fabric"):
+        said = outcome[name]
+        assert said["outcome"] == "error" and not said.get("unreachable"), (name, said)
+        assert "1 node is left (h1) after h2 was lost: localizing needs at least 2" in said["message"], said
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == ["h2"]
+    assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
+    assert "Traceback" not in out

@@ -250,11 +250,17 @@ class Runner:
             t0 = time.monotonic()
             info["topology"] = "none" if topology is None else \
                 f"{source_of(str(self.options.topology))} ({len(set(topology.leaf_of.values()))} leaf switch(es))"
+            found: dict[Where, Any]
             try:
                 found, rows = localize(self.live(), ranks_of, threshold, self._localize_run(check, params, pool),
                                        check.id, topology=topology)
             except _Shrunk:
-                continue
+                if len(live := self.live()) >= 2:
+                    continue
+                # too few left to localize (the planner needs 2): nobody is judged, each item says why
+                why = (f"not judged: {len(live)} node is left ({', '.join(live)}) after {', '.join(self.lost)} "
+                       f"{'was' if len(self.lost) == 1 else 'were'} lost: localizing needs at least 2")
+                found, rows = {where: HarnessError(why) for where in [*live, None]}, []
             except HarnessError as exc:
                 self._close_after_error(key, exc)
                 raise
