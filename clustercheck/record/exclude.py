@@ -112,12 +112,16 @@ def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, s
 
 
 def unblamed(results: Sequence[ResultEntry]) -> list[str]:
-    """The checks of cluster- and pair-scope items that failed by something naming no node and put no node
-    on the list for it (the busbw of the whole cluster): the terminal says so rather than "no node failed"."""
+    """The checks of cluster- and pair-scope items, and of localize's cluster item (a link or uplink it names),
+    that failed by something naming no node and put no node on the list for it (the busbw of the whole
+    cluster): the terminal says so rather than "no node failed"."""
     listed = excluded(results)
     out: list[str] = []
     for r in results:
-        if r.get("scope") in ("cluster", "pair") and unnamed(r) and not listed.keys() & _nodes_of(r):
+        # localize's cluster item names links and uplinks, never a node: a node listed does not explain it
+        links = r.get("scope") == "localize" and not r.get("node")
+        blank = links or r.get("scope") in ("cluster", "pair") and not listed.keys() & _nodes_of(r)
+        if blank and unnamed(r):
             if (said := f"{r['scope']} check {r['check']}") not in out:
                 out.append(said)
     return out

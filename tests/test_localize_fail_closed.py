@@ -1,0 +1,71 @@
+"""`scope: localize` fails closed: the busbw floor is judged in its own unit, a number that is no bandwidth
+(NaN, an infinity, a negative) is no result, a group whose rank crashed clears nothing and blames nothing
+(its nodes are errors, never drained), and a cluster item failed on a link is said at the run's end.
+Real components: the planner, clustercheck.localize.check, the record's entries and exclusion rules; the
+all_reduce answers are the shape the runner's ranks give."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from clustercheck.judging.measurement import Measurement, Outcome
+from clustercheck.kinds.base import CheckSpec
+from clustercheck.localize import Topology
+from clustercheck.localize.check import localize
+from clustercheck.record.entries import result_entry
+from clustercheck.record.exclude import excluded, unblamed
+
+SIZE = 1 << 20
+CHECK = CheckSpec("fabric", "all_reduce", "localize", {}, (), 60, "", "s.yaml", 1)
+
+
+def answers(groups: list[list[int]], gbps: Callable[[list[int]], float]) -> dict[int, dict[str, Any]]:
+    """Each rank's all_reduce answer for a group that reads `gbps(group)` GB/s busbw (2 ranks: busbw = algbw)."""
+    return {r: {"rows": [{"size": SIZE, "bytes": SIZE, "seconds": SIZE / 1e9 / gbps(g), "wrong": 0}]}
+            for g in groups for r in g}
+
+
+def records(items: dict, nodes: list[str]) -> list[dict[str, Any]]:
+    """The record's result lines for the items, as the session writes them (an item without verdicts: an
+    error)."""
+    out = []
+    for where, (verdicts, message) in items.items():
+        measured = Outcome(Measurement({}, {}), verdicts, {}) if verdicts else None
+        outcome = "error" if not verdicts else "passed" if all(v.passed for v in verdicts) else "failed"
+        out.append(result_entry(CHECK, where, nodes, nodeid=f"s.yaml::fabric[{where}]", name=f"fabric[{where}]",
+                                outcome=outcome, message=message, duration=1.0, measured=measured, figure=""))
+    return out
+
+
+def test_a_cluster_item_failed_on_a_link_is_said_at_the_end() -> None:
+    """A slow link between a and b (same leaf): every node passes, the cluster item fails naming the link,
+    nobody is excluded. `unblamed` listed cluster and pair scopes only, so the run's end line said nothing
+    of the localize check's failure."""
+    nodes = ["a", "b", "c", "d"]
+    topology = Topology.build({n: "L1" for n in nodes}, {"L1": "spine"})
+    slow = {0, 1}  # a's and b's ranks: only a group holding both (their link) reads slow
+
+    def run(groups: list[list[int]]) -> dict[int, dict[str, Any]]:
+        return answers(groups, lambda g: 0.01 if slow <= set(g) and len(g) == 2 or g == [0, 1, 2, 3] else 10.0)
+
+    items, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0, run, "fabric", topology=topology)
+    results = records(items, nodes)
+    cluster = next(r for r in results if r["node"] is None)
+    assert cluster["outcome"] == "failed" and [v["subject"] for v in cluster["verdicts"]] == ["link a <-> b"]
+    assert excluded(results) == {}
+    assert unblamed(results) == ["localize check fabric"]
+
+
+def test_a_link_failure_is_said_at_the_end_though_a_node_was_excluded() -> None:
+    """A slow node c and a slow link a-b: c is excluded for its own item, and the link is still said (a node
+    on the list does not explain a link localize named)."""
+    nodes = ["a", "b", "c", "d", "e", "f"]
+    topology = Topology.build({n: "L1" for n in nodes}, {"L1": "spine"})
+
+    def run(groups: list[list[int]]) -> dict[int, dict[str, Any]]:
+        return answers(groups, lambda g: 0.01 if {0, 1} <= set(g) or 2 in g else 10.0)
+
+    items, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0, run, "fabric", topology=topology)
+    results = records(items, nodes)
+    assert list(excluded(results)) == ["c"]
+    assert unblamed(results) == ["localize check fabric"]
