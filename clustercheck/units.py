@@ -74,6 +74,12 @@ UNITS: dict[str, tuple[str, float]] = {
 NON_NEGATIVE = frozenset({"bandwidth", "time", "count", "flops", "transfer rate", "size"})
 
 
+def unit_domain(unit: str) -> tuple[float, float]:
+    """The values a number in `unit` can take, when nothing more is known of what it measures: [0, inf) for the
+    families never negative, any number otherwise (a ratio may be a signed change; a kind declares its own)."""
+    return (0.0, math.inf) if UNITS.get(unit, ("", 1.0))[0] in NON_NEGATIVE else (-math.inf, math.inf)
+
+
 def out_of_domain(value: float, unit: str) -> str | None:
     """Why `value` cannot be a measurement in `unit` (not a finite number; negative in a family that never
     is), or None when it can."""

@@ -65,3 +65,65 @@ def test_nvbandwidth_defaults_that_cover_the_testcase_still_judge_it(tmp_path: P
     outcome = judge(_ran(check, text), rules_for(check, profile), {})
     assert any(v.metric == "device_to_device_memcpy_write_ce" and "defaults.nvbandwidth" in v.rule.origin
                for v in outcome.verdicts)
+
+
+# -- 2. a limit that passes every value of its metric ------------------------------------------------------
+
+def _profile(tmp_path: Path, checks: str):
+    from clustercheck.judging.thresholds import load_profile
+
+    path = tmp_path / "cpu.yaml"
+    path.write_text(f"platform: cpu\ndetect:\n  gpu_count: 0\nchecks:\n{checks}")
+    return load_profile(path)
+
+
+@pytest.mark.parametrize(("measure", "params", "metric", "limit", "unit"), [
+    ("p2p", "{}", "p2p_min_ratio", ">= 0", "ratio"),
+    ("p2p", "{}", "p2p_min_ratio", ">= -1", "ratio"),
+    ("p2p", "{}", "asymmetry_max", "<= 1", "ratio"),
+    ("p2p", "{}", "p2p_min_ratio", ">= 0", "%"),
+    ("all_reduce", "{sizes: [1MiB]}", "iter_cv", "<= 1e300", "ratio"),
+    ("all_reduce", "{sizes: [1MiB]}", "iter_cv", ">= -0.5", "ratio"),
+    ("burn", "{duration: 1}", "relative", ">= 0", "ratio"),
+    ("burn", "{duration: 1}", "clock_drop", "<= 1", "ratio"),
+    ("burn", "{duration: 1}", "relative", ">= 1.5", "ratio"),  # can never pass: 90 meant as 90%?
+    ("nvbandwidth", "{}", "host_to_device_memcpy_ce_min_ratio", ">= 0", "ratio"),
+    ("nvbandwidth", "{}", "host_to_device_memcpy_ce_min_ratio", "<= 1", "ratio"),
+])
+def test_a_ratio_limit_that_judges_nothing_is_refused_naming_file_line_and_key(
+        tmp_path: Path, measure: str, params: str, metric: str, limit: str, unit: str) -> None:
+    from clustercheck.run.judge import check_metrics
+
+    profile = _profile(tmp_path, f"  x:\n    {metric}:\n      limit: \"{limit}\"\n      unit: \"{unit}\"\n")
+    check = _check(tmp_path, measure, params)
+    with pytest.raises(UserError) as exc:
+        check_metrics(check, profile)
+    assert str(exc.value).startswith(f"{profile.file}:7: checks.x.{metric}.limit: ")
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("measure", "params", "metric", "limit"), [
+    ("p2p", "{}", "p2p_min_ratio", ">= 0.9"),
+    ("p2p", "{}", "p2p_min_ratio", "> 0"),
+    ("p2p", "{}", "asymmetry_max", "< 1"),
+    ("p2p", "{}", "ratio_to_median", "<= 1.5"),
+    ("all_reduce", "{sizes: [1MiB]}", "iter_cv", "<= 0.2"),
+    ("burn", "{duration: 1}", "relative", ">= 1"),
+    ("ib_write_bw", "{}", "line_fraction", ">= 1.05"),  # a share of a spec may exceed 1
+])
+def test_a_ratio_limit_that_can_fail_still_loads(tmp_path: Path, measure: str, params: str, metric: str,
+                                                  limit: str) -> None:
+    from clustercheck.run.judge import check_metrics
+
+    profile = _profile(tmp_path, f"  x:\n    {metric}:\n      limit: \"{limit}\"\n      unit: ratio\n")
+    check_metrics(_check(tmp_path, measure, params), profile)
+
+
+def test_every_ratio_metric_of_the_built_in_kinds_has_a_domain() -> None:
+    from clustercheck.kinds import KINDS
+
+    for kind in KINDS.values():
+        for metric, unit in kind.metrics.items():
+            if unit == "ratio":
+                assert metric in kind.domains, f"{kind.name}.{metric}"
+                assert kind.domain(metric)[0] == 0.0

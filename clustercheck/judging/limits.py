@@ -3,9 +3,25 @@ leaf: the profile parser (thresholds.py), the kinds' built-in limits and the ver
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from clustercheck.units import fmt, out_of_domain
+
+
+def domain_problem(op: str, value: float, low: float, high: float) -> str | None:
+    """Why a limit `op value` on a metric whose values lie in [low, high] can never fail (a floor at or below
+    the lowest value, a ceiling at or above the highest) or never pass (a bound outside the domain), or None."""
+    span = f"[{fmt(low)}, {'inf' if high == math.inf else fmt(high)}]"
+    never_fails = (op == ">=" and value <= low or op == ">" and value < low
+                   or op == "<=" and value >= high or op == "<" and value > high)
+    if never_fails:
+        return f"'{op} {fmt(value)}' passes every value of a metric in {span}: it judges nothing"
+    never_passes = (op in (">=", ">", "==") and value > high or op in ("<=", "<", "==") and value < low
+                    or op == ">" and value == high or op == "<" and value == low)
+    if never_passes:
+        return f"'{op} {fmt(value)}' fails every value of a metric in {span}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,9 @@ def _problem(kind: Kind) -> str | None:
     bad = [f"{m}: {u!r}" for m, u in dict(kind.metrics).items() if u not in UNITS]
     if bad:
         return f"metric unit {bad[0]} is not a unit (known: {', '.join(UNITS)})"
+    for metric, span in dict(kind.domains).items():
+        if metric not in kind.metrics or not (isinstance(span, tuple) and len(span) == 2 and span[0] < span[1]):
+            return f"domain {metric}: {span!r}: expected (lowest, highest) of a metric the kind reports"
     for name in ("parse", "judge", "check_group", "task_params"):
         if not callable(getattr(kind, name)):
             return f"{name} must be callable"

@@ -12,6 +12,7 @@ from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.schema import Fields
+from clustercheck.units import unit_domain
 
 # Where a check runs and what gets a verdict (docs/design.md): each node on its own, one collective over
 # every rank, node pairs, each GPU, each GPU pair, or the localization planner's rounds.
@@ -65,6 +66,12 @@ class Rules:
     defaults_at: str = ""  # where the profile's defaults.<kind> block is (file:line) when `limits` come from it
 
 
+# The domains of the ratios the kinds report: a share of the best or of the median (at most 1), a ratio to
+# something it may exceed (no top), and a share of a spec such as a port's rate (may exceed 1: no top).
+FRACTION = (0.0, 1.0)
+NON_NEGATIVE = (0.0, float("inf"))
+
+
 Judge = Callable[[Answers, Rules], "tuple[Measurement, list[Verdict]]"]
 # A kind's memory need: (bytes per rank in the memory it measures, host bytes per node, the size that sets
 # it), from its parameters, the ranks per node and whether the ranks are on GPUs (run/fit.py judges it).
@@ -103,6 +110,12 @@ class Kind:
     # threshold must not hide (the session runs such a check before calling a missing threshold an error)
     skips_on_answers: bool = False  # its judge may skip an item on what the ranks found (a tool, a device or a
     # port the node lacks); a skip of any other kind is the run's layout's alone (run/applies.py)
+    domains: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (lowest, highest) it can
+    # take, in its unit; a metric not named: its unit's (units.unit_domain: [0, inf) for a bandwidth, a time...)
+
+    def domain(self, metric: str) -> tuple[float, float]:
+        """The values `metric` can take: a limit that passes all of them judges nothing (refused at load)."""
+        return self.domains.get(metric) or unit_domain(self.metrics[metric])
 
     def task(self, check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters the ranks receive for `check` (`expect`: the profile's expectations)."""

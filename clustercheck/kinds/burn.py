@@ -13,7 +13,7 @@ from clustercheck.errors import HarnessError, NotMeasured
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
-from clustercheck.kinds.base import Answers, Kind, Rules, device_need, wrong_limit
+from clustercheck.kinds.base import FRACTION, Answers, Kind, Rules, device_need, wrong_limit
 from clustercheck.schema import Fields, between, one_of
 
 METRICS = {"tflops": "TFLOP/s", "relative": "ratio", "wrong": "count", "temp_max": "C", "throttled_s": "s",
@@ -99,4 +99,5 @@ def judge_burn(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 PROVIDES = (Kind("burn", ("node",), METRICS, burn_params,
               "GEMM on every GPU of the node at once for `duration` seconds, watched (temperature, clocks, power, "
               "throttle reasons) and checked against a known answer; each GPU judged against the best of its node",
-              "clustercheck.measure.burn:burn", judge_burn, memory=memory),)
+              "clustercheck.measure.burn:burn", judge_burn, memory=memory,
+                 domains={"relative": FRACTION, "clock_drop": FRACTION}),)

@@ -21,6 +21,9 @@ from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wro
 from clustercheck.schema import Fields, between, one_of
 from clustercheck.kinds.base import CheckSpec
 
+# pstdev/mean of n times, none negative, is at most sqrt(n - 1): a ceiling at or above it for the most iterations
+# a suite may ask (100,000) can never fail
+ITER_CV = (0.0, math.sqrt(100_000 - 1))
 UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_us": "us", "avg_busbw": "GB/s", "wrong": "count",
          "iter_cv": "ratio"}
 _TEXT = {
@@ -259,5 +262,6 @@ PROVIDES = tuple(
     Kind(name, ("node", "cluster", "pair", *(("localize",) if name == "all_reduce" else ())), UNITS, parser(name),
          f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does",
          "clustercheck.measure.collectives:collective", judge, min_ranks=2, tuning_pass=True, figure="sweep",
-         check_group=check_layouts, extra={"collective": name}, memory=need(name, in_place_send=name == "reduce_scatter"))
+         check_group=check_layouts, extra={"collective": name}, memory=need(name, in_place_send=name == "reduce_scatter"),
+         domains={"iter_cv": ITER_CV})
     for name, text in _TEXT.items())

@@ -18,7 +18,7 @@ from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import params as shared
-from clustercheck.kinds.base import Answers, Kind, Rules
+from clustercheck.kinds.base import NON_NEGATIVE, Answers, Kind, Rules
 from clustercheck.kinds.native import BUILT_IN, tool_timeout
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.schema import Fields, between
@@ -116,4 +116,5 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
                  "perftest ib_write_bw, a loopback run per ACTIVE RDMA NIC on each node's first rank, judged per NIC "
                  "against 0.9 of its port rate or ib_write_bw_min", "clustercheck.measure.native_io:ib_write_bw", judge,
-                 limited=False, task_params=task_params, skips_on_answers=True),)
+                 limited=False, task_params=task_params, skips_on_answers=True,
+                 domains={"line_fraction": NON_NEGATIVE}),)

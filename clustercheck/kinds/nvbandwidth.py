@@ -13,7 +13,7 @@ from clustercheck import units
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
-from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
+from clustercheck.kinds.base import FRACTION, Answers, CheckSpec, Kind, Rules
 from clustercheck.kinds.native import (BUILT_IN, judge_limits, program_name, parse_output, result_of, run_verdict,
                                       task_params)
 from clustercheck.errors import NoThreshold, Skip, show
@@ -164,4 +164,5 @@ def _summary(run: NvbandwidthRun, asked: list[str]) -> str:
 PROVIDES = (Kind("nvbandwidth", ("node",), METRICS, parse,
                  "NVIDIA nvbandwidth run on each node's first rank: per-GPU and per-pair copy bandwidth per testcase",
                  "clustercheck.measure.native:nvbandwidth", judge, task_params=task_params, check_group=check_group,
-                 needs_tool=True, skips_on_answers=True),)
+                 needs_tool=True, skips_on_answers=True,
+                 domains={m: FRACTION for m in METRICS if m.endswith("_min_ratio")}),)

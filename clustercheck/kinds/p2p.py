@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
-from clustercheck.kinds.base import Answers, Kind, Rules, device_need
+from clustercheck.kinds.base import FRACTION, NON_NEGATIVE, Answers, Kind, Rules, device_need
 from clustercheck.kinds.params import copy_parser
 from clustercheck.kinds.subjects import merged, natural
 from clustercheck.schema import Fields
@@ -60,4 +60,5 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 
 PROVIDES = (Kind("p2p", ("gpu-pair",), METRICS, copy_parser("256MiB", 16, _bidirectional),
                  "every ordered GPU pair: copy bandwidth one pair at a time, both directions at once, ratios",
-                 "clustercheck.measure.copies:p2p", judge, gpu_only=True, min_ranks=2, figure="matrix", memory=need),)
+                 "clustercheck.measure.copies:p2p", judge, gpu_only=True, min_ranks=2, figure="matrix", memory=need,
+                 domains={"p2p_min_ratio": FRACTION, "asymmetry_max": FRACTION, "ratio_to_median": NON_NEGATIVE}),)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
 from clustercheck.judging.fabric import RunFabric, multi_node
-from clustercheck.judging.limits import Limit
+from clustercheck.judging.limits import Limit, domain_problem
 from clustercheck.judging.measurement import Outcome
 from clustercheck.judging.thresholds import Profile
 from clustercheck.judging.verdicts import Verdict, of_limit
@@ -19,7 +19,7 @@ from clustercheck.record.burnin import folded
 from clustercheck.record.compare import HIGHER, Change, load_run, match
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
-from clustercheck.units import UNITS, fmt
+from clustercheck.units import UNITS, convert, fmt
 
 
 def applicable_limits(check: CheckSpec, profile: Profile) -> tuple[dict[str, Limit], str]:
@@ -74,6 +74,11 @@ def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
         if UNITS[limit.unit][0] != UNITS[known[metric]][0]:
             raise UserError(f"unit {limit.unit} does not fit {metric}, which is measured in {known[metric]}{note}",
                             file=limit.file or None, line=limit.line or None, key=f"{key}.unit")
+        low, high = KINDS[kind].domain(metric)  # `p2p_min_ratio >= 0` passes a dead link; `iter_cv <= 1e300` too
+        problem = domain_problem(limit.op, convert(limit.value, limit.unit, known[metric]), low, high)
+        if problem:
+            raise UserError(f"{metric} ({known[metric]}): {problem}{note}", file=limit.file or None,
+                            line=limit.line or None, key=f"{key}.limit")
 
 
 def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) -> Rules:
