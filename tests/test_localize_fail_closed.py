@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from clustercheck.judging.measurement import Measurement, Outcome
 from clustercheck.kinds.base import CheckSpec
-from clustercheck.localize import Topology
+from clustercheck.errors import UserError
+from clustercheck.localize import Planner, Topology
+from clustercheck.localize.drive import all_reduce_busbw
 from clustercheck.localize.check import localize
 from clustercheck.record.entries import result_entry
 from clustercheck.record.exclude import excluded, unblamed
@@ -69,3 +73,34 @@ def test_a_link_failure_is_said_at_the_end_though_a_node_was_excluded() -> None:
     results = records(items, nodes)
     assert list(excluded(results)) == ["c"]
     assert unblamed(results) == ["localize check fabric"]
+
+
+@pytest.mark.parametrize("reading", [float("inf"), float("nan"), -5.0])
+def test_a_bandwidth_that_is_no_number_clears_nobody(reading: float) -> None:
+    """A group that reports an infinite busbw passed (`not isnan(x) and x >= threshold`) and cleared its
+    nodes; a negative one was judged as a reading. None passes and none clears a node."""
+    planner = Planner(["a", "b"], threshold=1.0)
+    (group,) = planner.next_round()
+    planner.record({group.id: reading})
+    v = planner.verdicts()
+    assert v.cleared == frozenset()
+    assert not planner.passes(reading)
+    with pytest.raises(UserError, match="threshold must be a finite bandwidth >= 0, got inf"):
+        Planner(["a", "b"], threshold=float("inf"))
+
+
+def test_all_reduce_busbw_of_a_time_too_small_to_be_one_is_no_result() -> None:
+    """5e-324 s for 1 MiB: busbw is infinite, and all_reduce_busbw returned it (it filtered NaN only)."""
+    row = {"size": SIZE, "bytes": SIZE, "seconds": 5e-324, "wrong": 0}
+    assert all_reduce_busbw([{"rows": [row]}, {"rows": [row]}]) is None
+
+
+def test_an_infinite_busbw_through_the_check_passes_no_item() -> None:
+    """Every group of a localize check reads an infinite busbw: no node item and no cluster item passes,
+    and no round's row reads passed."""
+    nodes = ["a", "b", "c", "d"]
+    row = {"size": SIZE, "bytes": SIZE, "seconds": 5e-324, "wrong": 0}
+    items, rows = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0,
+                           lambda groups: {r: {"rows": [row]} for g in groups for r in g}, "fabric")
+    assert not any(v.passed for verdicts, _ in items.values() for v in verdicts)
+    assert rows and {r["outcome"] for r in rows} == {"failed"} and {r["busbw"] for r in rows} == {None}

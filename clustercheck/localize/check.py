@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
-from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts
+from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts, usable
 from clustercheck.localize.planner import Planner
 from clustercheck.localize.topology import Topology
 from clustercheck.judging.verdicts import Expectation, Verdict
@@ -37,8 +37,8 @@ def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: flo
 
     def log(groups: list[Group], outcomes: list[GroupOutcome]) -> None:
         rows.extend({"round": g.round, "group": g.id, "members": list(g.members),
-                     "busbw": v if isinstance(v, float) else None,
-                     "outcome": "passed" if v is True or isinstance(v, float) and v >= threshold else "failed"}
+                     "busbw": usable(v) if isinstance(v, float) else None,
+                     "outcome": "passed" if planner.passes(v) else "failed"}
                     for g, v in zip(groups, outcomes))
 
     found = drive(planner, measure, on_round=log)

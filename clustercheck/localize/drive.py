@@ -68,4 +68,5 @@ def all_reduce_busbw(answers: list[dict[str, Any]]) -> Outcome:
     if any(row["wrong"] for row in rows):
         return False
     busbw = bandwidths("all_reduce", rows[0]["bytes"], [row["seconds"] for row in rows])[2]
-    return None if math.isnan(busbw) else busbw  # NaN: a rank's time was not a positive number
+    # NaN: a rank's time was not a positive number; an infinity: a time too small to be one
+    return busbw if math.isfinite(busbw) and busbw >= 0 else None

@@ -11,6 +11,7 @@ between the leaves, so such traffic is charged to the uplinks it crosses, never 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Union
 
@@ -21,6 +22,14 @@ Purpose = Literal["screen", "pair", "helper", "probe", "wrap", "retest"]
 # What the caller reports for a group: a bandwidth (judged against the planner's threshold), a verdict,
 # or None when the group produced no measurement (a rank died or hung): counted as a failure.
 Outcome = Union[float, bool, None]
+
+
+def usable(outcome: Outcome) -> Outcome:
+    """The outcome as the planner judges it: a bandwidth no link can read (NaN, an infinity, a negative) is
+    no measurement (None), never a pass."""
+    if outcome is None or isinstance(outcome, bool):
+        return outcome
+    return outcome if math.isfinite(outcome) and outcome >= 0 else None
 
 
 class Part(NamedTuple):

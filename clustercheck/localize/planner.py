@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 from clustercheck.errors import UserError
 from clustercheck.localize.infer import Explanation, Test, confidence, explain
 from clustercheck.localize.model import (
-    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, uplink,
+    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, uplink, usable,
 )
 from clustercheck.localize.topology import Topology, check_nodes
 
@@ -77,6 +77,8 @@ class Planner:
             raise UserError("localizing needs at least 2 nodes", key="nodes")
         if ring_size < 2 or max_rounds < 1:
             raise UserError("ring_size must be >= 2 and max_rounds >= 1", key="ring_size")
+        if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
+            raise UserError(f"threshold must be a finite bandwidth >= 0, got {threshold}", key="threshold")
         if not 0 <= marginal < 1:
             raise UserError(f"marginal must be a fraction of the threshold in [0, 1), got {marginal}", key="marginal")
         if topology is not None:
@@ -130,7 +132,7 @@ class Planner:
         if unknown:
             raise UserError(f"result for a group not in this round: {unknown[0]!r}")
         for g in self._pending:
-            outcome = results.get(g.id)
+            outcome = usable(results.get(g.id))  # NaN, an infinity, a negative: no measurement
             self._tests.append(Test(g, exercised(g.members, self.topology), outcome, self._passed(g, outcome)))
         self._rounds += 1
         self._pending = []
@@ -181,14 +183,22 @@ class Planner:
         if self.threshold is None:
             raise UserError(f"group {g.id}: a bandwidth needs a threshold (Planner(threshold=...)), "
                             "or report True/False")
-        return not math.isnan(outcome) and outcome >= self.threshold
+        return self.passes(outcome)
+
+    def passes(self, outcome: Outcome) -> bool:
+        """True, or a bandwidth (finite, >= 0) at or above the threshold."""
+        value = usable(outcome)
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        return self.threshold is not None and value >= self.threshold
 
     def _marginal(self, outcome: Outcome) -> bool:
         """A bandwidth under the threshold by less than `marginal` of it (a dead group, or a plain
         failed, says more than that)."""
-        if self.threshold is None or outcome is None or isinstance(outcome, bool) or math.isnan(outcome):
+        value = usable(outcome)
+        if self.threshold is None or value is None or isinstance(value, bool):
             return False
-        return outcome >= self.threshold * (1 - self.marginal)
+        return value >= self.threshold * (1 - self.marginal)
 
     def _nodes_of(self, p: Part) -> tuple[str, ...]:
         if p.kind != "switch":
