@@ -36,6 +36,15 @@ def test_a_single_node_collective_whose_rank_logged_an_nccl_warn_fails(tmp_path)
     assert "GPU [7]" in (verdicts[0].detail or "")
 
 
+def test_an_nccl_warn_is_named_by_the_rank_whose_log_said_it(tmp_path):
+    (tmp_path / "rank0").mkdir()
+    clean, warned = rank_log(tmp_path / "rank0", ONE_NODE), rank_log(tmp_path, ONE_NODE, P2P_WARN)
+    comm = describe("nccl", [clean, warned], [{"host": "node-07"}, {"host": "node-07"}], None, {})
+    verdicts = collectives.nccl_verdicts("all_reduce", comm, Rules({}), ["node-07"] * 2)
+    assert [(v.metric, v.passed, v.subject) for v in verdicts] == [("NCCL errors", False, "node-07")]
+    assert "on node-07 GPU [7] (rank 1)" in (verdicts[0].detail or "")
+
+
 def test_a_clean_single_node_log_gives_no_transport_verdict(tmp_path):
     comm = describe("nccl", [rank_log(tmp_path, ONE_NODE)], [{"host": "node-07"}], None, {})
     assert collectives.nccl_verdicts("all_reduce", comm, Rules({}, expect={"net": "IB"}), ["node-07"] * 8) == []

@@ -37,8 +37,8 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
         "networks": sorted({n for log in read for n in log["networks"]}),
         "logs": [log["log"] for log in read],
     }
-    errors = [{**e, "host": info.get("host") or e.get("host") or ""} for r, info in zip(per_rank, named)
-              for e in (r.get("nccl") or {}).get("errors") or ()]
+    errors = [{**e, "host": info.get("host") or e.get("host") or "", "rank": i}
+              for i, (r, info) in enumerate(zip(per_rank, named)) for e in (r.get("nccl") or {}).get("errors") or ()]
     if errors:  # the warnings and error returns NCCL printed (fabric/transport.py)
         out["nccl_errors"] = errors
     shm = [{"rank": i, "host": info.get("host") or ""} for i, (r, info) in enumerate(zip(per_rank, named))

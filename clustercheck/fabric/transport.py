@@ -160,6 +160,7 @@ class ErrorLine:
     line: int      # 1-based, in its text
     text: str      # the message as printed ("NET/IB : Got completion with error 4, ...", "transport/net.cc:1067 -> 6")
     count: int = 1  # lines with the same host and text
+    rank: int | None = None  # the rank whose own log said it (a run's ranks); None in a capture
 
 
 def errors(texts: str | Iterable[str]) -> tuple[ErrorLine, ...]:
@@ -213,7 +214,9 @@ def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
         warns = [e for e in lines if not _RETURN.match(e.text)]
         returns = [e for e in lines if _RETURN.match(e.text)]
         first = (warns or lines)[0]
-        where = f"{host or 'lines without a host name'}" + (f" GPU [{first.dev}]" if first.dev else "")
+        ranks = sorted({e.rank for e in lines if e.rank is not None})
+        where = f"{host or 'lines without a host name'}" + (f" GPU [{first.dev}]" if first.dev else "") + \
+            (f" (rank {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''})" if ranks else "")
         more = sum(e.count for e in lines) - 1 - (1 if warns and returns else 0)
         what = "NCCL WARN" if warns else "error return"
         out.append(Finding(host or "NCCL", "NCCL errors", False,

@@ -231,7 +231,8 @@ def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes:
     failed = [Verdict(f.what, str(f.measured), "", Expectation(check_id, f.what, "0", "NCCL's own errors fail", f.detail),
                       False, subject=f.subject, detail=f.detail)
               for f in error_findings([ErrorLine(e.get("host") or "", e.get("dev") or "", 0, str(e.get("text")),
-                                                 int(e.get("count") or 1)) for e in comm.get("nccl_errors") or ()])]
+                                                 int(e.get("count") or 1), e.get("rank"))
+                                       for e in comm.get("nccl_errors") or ()])]
     expect = {k: rules.expect[k] for k in TRANSPORT_KEYS if rules.expect.get(k) is not None}
     if not expect or not network:
         return failed
