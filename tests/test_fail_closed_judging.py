@@ -127,3 +127,52 @@ def test_every_ratio_metric_of_the_built_in_kinds_has_a_domain() -> None:
             if unit == "ratio":
                 assert metric in kind.domains, f"{kind.name}.{metric}"
                 assert kind.domain(metric)[0] == 0.0
+
+
+# -- 3. a zero floor in expect ---------------------------------------------------------------------------
+
+FLOORS = ["h2d_min", "d2h_min", "p2p_min", "busbw_min", "busbw_min_multinode"]
+
+
+@pytest.mark.parametrize("key", FLOORS)
+def test_a_zero_floor_in_expect_is_refused_on_the_command_line(key: str) -> None:
+    from clustercheck.judging.expect import parse_expect_args
+
+    with pytest.raises(UserError, match=f"^--expect: {key}: expected a floor in GB/s above 0, got 0$"):
+        parse_expect_args([f"{key}=0"])
+    assert parse_expect_args([f"{key}=0.5"]) == {key: 0.5}
+
+
+@pytest.mark.parametrize("key", FLOORS)
+def test_a_zero_floor_in_a_profile_or_a_suites_probe_expect_is_refused_with_its_line(key: str) -> None:
+    from clustercheck.judging.expect import check_expect
+    from clustercheck import yamlfile
+
+    doc = yamlfile.loads(f"gpu_count: 8\n{key}: 0\n", "p.yaml")
+    with pytest.raises(UserError, match=f"^p.yaml:2: expect.{key}: expected a floor in GB/s above 0, got 0$"):
+        check_expect(doc, "p.yaml", "expect", 1)
+
+
+def test_a_zero_floor_per_collective_is_refused() -> None:
+    from clustercheck.judging.expect import parse_expect_args
+
+    with pytest.raises(UserError, match="all_gather: expected a floor in GB/s above 0, got 0"):
+        parse_expect_args(["busbw_min={all_reduce: 430, all_gather: 0}"])
+
+
+def test_probe_nvbandwidth_with_a_zero_h2d_floor_is_bad_input_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    text = captured(FIXTURES / "nvbandwidth" / "h2d-memcpy-ce-8gpu-readme.txt")
+    cells = text.split("\n")
+    row = next(i for i, line in enumerate(cells) if line.startswith("0 "))
+    cells[row] = cells[row].replace("26.03", " 0.01", 1)  # one near-dead GPU
+    assert " 0.01 " in cells[row]
+    capture = tmp_path / "h2d.txt"
+    capture.write_text("\n".join(cells))
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "probe", "nvbandwidth", "--input", str(capture),
+                           "--expect", "h2d_min=0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(said) == 1 and "h2d_min" in said[0] and "above 0" in said[0], said

@@ -57,7 +57,10 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 # keys whose value must be a finite number above 0 (a line rate of 0 would pass anything), and what it is
 _POSITIVE = {"fabric_gbps": "a line rate in Gb/s", "nodes": "a node count", "nics": "a NIC count",
              "ib_write_bw_min": "a rate in Gb/s", "gdsio_read_min": "a rate in GiB/s",
-             "gdsio_write_min": "a rate in GiB/s"}
+             "gdsio_write_min": "a rate in GiB/s",
+             # a floor of 0 passes a dead link's 0.01 GB/s: no floor at all
+             "h2d_min": "a floor in GB/s", "d2h_min": "a floor in GB/s", "p2p_min": "a floor in GB/s",
+             "busbw_min": "a floor in GB/s", "busbw_min_multinode": "a floor in GB/s"}
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),
     "nvlink_pairs": ((str,), "GPUs come in bridged pairs with this level (NV4); other pairs use gpu_gpu"),
