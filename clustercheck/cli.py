@@ -147,9 +147,6 @@ def main(argv: list[str] | None = None) -> int:
             return agent_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
-    except BrokenPipeError:  # `clustercheck platforms | head`: the reader left, nothing is wrong
-        sys.stderr.close()
-        return Exit.PASSED
     except UserError as exc:
         print(f"clustercheck: error: {exc}", file=sys.stderr)
         return Exit.BAD_INPUT
@@ -169,7 +166,11 @@ def entry() -> NoReturn:
     """The `clustercheck` command (and `python -m clustercheck`): main(), then the process ends at once where
     main() imported torch. Tearing the interpreter down with torch and a c10d store loaded took 1.3 s on a
     2-vCPU VM and is slower still with CUDA, after the last report was written; it measures nothing. By
-    then every file is closed and every rank has exited, so only the standard streams need flushing."""
+    then every file is closed and every rank has exited, so only the standard streams need flushing.
+    A reader that leaves (`clustercheck run | head -1`) changes no exit code (clustercheck/streams.py)."""
+    from clustercheck.streams import guard
+
+    guard()
     code = main()
     if "torch" not in sys.modules:
         sys.exit(code)
