@@ -6,6 +6,9 @@ all_reduce answers are the shape the runner's ranks give."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -19,14 +22,18 @@ from clustercheck.localize.check import localize
 from clustercheck.record.entries import result_entry
 from clustercheck.record.exclude import excluded, unblamed
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joining import LIMITS, all_reduce_suite, results as run_results  # noqa: E402
+from test_hosts_agents import run as run_hosts  # noqa: E402
+
 SIZE = 1 << 20
 CHECK = CheckSpec("fabric", "all_reduce", "localize", {}, (), 60, "", "s.yaml", 1)
 
 
 def answers(groups: list[list[int]], gbps: Callable[[list[int]], float]) -> dict[int, dict[str, Any]]:
-    """Each rank's all_reduce answer for a group that reads `gbps(group)` GB/s busbw (2 ranks: busbw = algbw)."""
-    return {r: {"rows": [{"size": SIZE, "bytes": SIZE, "seconds": SIZE / 1e9 / gbps(g), "wrong": 0}]}
-            for g in groups for r in g}
+    """Each rank's all_reduce answer for a group that reads `gbps(group)` GB/s busbw (algbw x 2(n-1)/n)."""
+    return {r: {"rows": [{"size": SIZE, "bytes": SIZE, "seconds": SIZE / 1e9 / gbps(g) * 2 * (len(g) - 1) / len(g),
+                          "wrong": 0}]} for g in groups for r in g}
 
 
 def records(items: dict, nodes: list[str]) -> list[dict[str, Any]]:
@@ -104,3 +111,37 @@ def test_an_infinite_busbw_through_the_check_passes_no_item() -> None:
                            lambda groups: {r: {"rows": [row]} for g in groups for r in g}, "fabric")
     assert not any(v.passed for verdicts, _ in items.values() for v in verdicts)
     assert rows and {r["outcome"] for r in rows} == {"failed"} and {r["busbw"] for r in rows} == {None}
+
+
+def test_a_floor_in_gib_s_is_judged_in_gib_s_and_said_in_it() -> None:
+    """Every group reads 105 GB/s (97.8 GiB/s) but c's, which read 98 GB/s, against a floor of 100 GiB/s
+    (107.4 GB/s): every group is under it. The session handed the planner the limit's raw value, which it
+    compared with GB/s, and said "GB/s": a 100 GiB/s floor acted as 100 GB/s and passed every node."""
+    nodes = ["a", "b", "c", "d"]
+    items, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 100.0,
+                        lambda groups: answers(groups, lambda g: 98.0 if 2 in g else 105.0), "fabric", unit="GiB/s")
+    assert not any(v.passed for verdicts, _ in items.values() for v in verdicts)
+    (verdict,) = items[None][0]
+    assert verdict.measured == "every group failed" and verdict.rule.origin == "every group >= 100 GiB/s"
+    passing, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 100.0,
+                          lambda groups: answers(groups, lambda g: 98.0 if 2 in g else 110.0), "fabric", unit="GiB/s")
+    (bad,) = passing["c"][0]
+    assert not bad.passed and "91.3 GiB/s" in bad.detail and "GB/s" not in bad.detail  # 98 GB/s in GiB/s
+    assert all(passing[n][0][0].passed for n in ("a", "b", "d"))
+
+
+@pytest.mark.pool
+def test_a_floor_in_mb_s_through_the_run_is_judged_in_mb_s(tmp_path: Path) -> None:
+    """`clustercheck run` on two hosts, fabric localized against `>= 1 MB/s`: loopback all_reduce reads far
+    above 1 MB/s, so every item passes and says MB/s. The session handed the planner the raw 1, which it
+    compared with GB/s (1000 times the floor): loopback is far below 1 GB/s, and every item failed."""
+    (tmp_path / "th").mkdir()
+    floor = "  fabric:\n    busbw: {limit: '>= 1', unit: MB/s, source: any working loopback}\n"
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    ctl = run_hosts(tmp_path, hosts="h[1-2]")
+    out, _ = ctl.communicate(timeout=300)
+    outcome = {r["name"]: r for r in run_results(tmp_path)["results"]}
+    for name in ("fabric[h1]", "fabric[h2]", "fabric"):
+        assert outcome[name]["outcome"] == "passed", (name, outcome[name], out[-3000:])
+    assert "every group >= 1 MB/s" in json.dumps(outcome["fabric[h1]"]["verdicts"])

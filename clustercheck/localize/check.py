@@ -14,6 +14,7 @@ from clustercheck.localize.model import Group, Outcome as GroupOutcome, Verdicts
 from clustercheck.localize.planner import Planner
 from clustercheck.localize.topology import Topology
 from clustercheck.judging.verdicts import Expectation, Verdict
+from clustercheck.units import convert
 
 SOURCE = "clustercheck's localization (docs/localize.md): screening rings, pair splits, confirmation with known-good partners"
 
@@ -21,14 +22,16 @@ RunGroups = Callable[[list[list[int]]], Mapping[int, Any]]
 
 
 def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: float, run: RunGroups,
-             check_id: str, max_rounds: int = 4, topology: Topology | None = None) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
+             check_id: str, max_rounds: int = 4, topology: Topology | None = None, unit: str = "GB/s"
+             ) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
     """Drive the planner with `run` (global rank groups -> each rank's answer; ranks that gave none are
-    missing). Returns, per item (a node, None for the cluster), its verdicts and a message, and the
-    rounds as rows for the record."""
+    missing) against the floor `threshold` in `unit` (a bandwidth unit: the rounds measure GB/s). Returns,
+    per item (a node, None for the cluster), its verdicts and a message, and the rounds as rows for the
+    record (busbw in GB/s)."""
     order = sorted(nodes, key=lambda n: min(ranks_of.get(n) or [1 << 30]))  # rings follow rank order
     # confirm: on real nodes a healthy pair can read low once (a transient, a starved core); a part is
     # named only after a second failed reading with new partners, which costs a link or uplink one round
-    planner = Planner(order, topology, threshold=threshold, max_rounds=max_rounds, confirm=True)
+    planner = Planner(order, topology, threshold=convert(threshold, unit, "GB/s"), max_rounds=max_rounds, confirm=True)
     rows: list[dict[str, Any]] = []
 
     def measure(groups: list[tuple[str, ...]]) -> list[GroupOutcome]:
@@ -42,20 +45,21 @@ def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: flo
                     for g, v in zip(groups, outcomes))
 
     found = drive(planner, measure, on_round=log)
-    return items(found, nodes, threshold, check_id), rows
+    return items(found, nodes, threshold, check_id, unit), rows
 
 
-def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str
+def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: str = "GB/s"
           ) -> dict[str | None, tuple[list[Verdict], str]]:
+    """Each item's verdicts and message; `threshold` and the evidence's bandwidths said in `unit`."""
     named = {f.name: f for f in v.named("node")}
     suspects = {p.name for group in v.suspects for p in group if p.kind == "node"}
-    rule = Expectation(check_id, "localized", "cleared", f"every group >= {threshold:g} GB/s", SOURCE)
+    rule = Expectation(check_id, "localized", "cleared", f"every group >= {threshold:g} {unit}", SOURCE)
     out: dict[str | None, tuple[list[Verdict], str]] = {}
     for node in nodes:
         if node in named:
             f = named[node]
             detail = (f"named bad in {v.rounds} round(s), confidence {f.confidence:.3f}: "
-                      + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome)}" for e in f.evidence[:4]))
+                      + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome, unit)}" for e in f.evidence[:4]))
             out[node] = ([Verdict("localized", "bad", "", rule, False, subject=node, detail=detail)], detail)
         elif node in v.cleared:
             out[node] = ([Verdict("localized", "cleared", "", rule, True, subject=node,
@@ -67,7 +71,7 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str
     parts = [f for f in v.findings if f.kind != "node"]
     cluster = [Verdict("localized", "bad", "", rule, False, subject=f"{f.kind} {' <-> '.join(f.nodes)}",
                        detail=f"{f.kind} {f.name} ({', '.join(f.nodes)}) named bad, confidence {f.confidence:.3f}: "
-                              + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome)}"
+                              + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome, unit)}"
                                           for e in f.evidence[:4]))
                for f in parts]
     # a failure the rounds could pin on no one part is still a failure of the cluster: suspects that are not
@@ -93,7 +97,7 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str
     return out
 
 
-def _value(outcome: GroupOutcome) -> str:
-    if isinstance(outcome, float):
-        return f"{outcome:.3g} GB/s"
+def _value(outcome: GroupOutcome, unit: str) -> str:
+    if isinstance(outcome, float):  # GB/s, as the rounds measure it
+        return f"{convert(outcome, 'GB/s', unit):.3g} {unit}"
     return {True: "passed", False: "wrong results", None: "no result"}.get(outcome, str(outcome))

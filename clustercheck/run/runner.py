@@ -221,7 +221,7 @@ class Runner:
             out[where] = Unreachable(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
         return out
 
-    def localize(self, check: CheckSpec, threshold: float) -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
+    def localize(self, check: CheckSpec, threshold: float, unit: str = "GB/s") -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
         """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
         result, and the next round gets a fresh pool; a node lost mid-check is left out and the rounds run
         again on the nodes left, its item an error naming it); per item (node, None) its verdicts and
@@ -253,7 +253,7 @@ class Runner:
             found: dict[Where, Any]
             try:
                 found, rows = localize(self.live(), ranks_of, threshold, self._localize_run(check, params, pool),
-                                       check.id, topology=topology)
+                                       check.id, topology=topology, unit=unit)
             except _Shrunk:
                 if len(live := self.live()) >= 2:
                     continue

@@ -263,12 +263,13 @@ class CheckSession:
         """`scope: localize`: each node's outcome from the planner's verdict (an error when it could not
         tell), the cluster item's from the links and uplinks it named; the group floor is busbw's limit."""
         from clustercheck.judging.measurement import Measurement
+        from clustercheck.units import UNITS
 
         assert self.runner is not None
         limit = rules.limits.get("busbw")
-        if limit is None or limit.op not in (">=", ">"):
+        if limit is None or limit.op not in (">=", ">") or UNITS.get(limit.unit, ("",))[0] != "bandwidth":
             raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=) for the check in the profile")
-        items, rows, info = self.runner.localize(check, float(limit.value))
+        items, rows, info = self.runner.localize(check, float(limit.value), limit.unit)  # the planner's GB/s: check.py
         found: Found = {}
         for where, said in items.items():
             if isinstance(said, HarnessError):  # a node lost before the check (Runner.lost)
