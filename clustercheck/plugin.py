@@ -24,7 +24,7 @@ from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
-from clustercheck.suite.load import is_suite_file, load_suite
+from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.verdicts import failure_text
 
@@ -92,7 +92,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _suite_files(config: pytest.Config) -> list[Path]:
     """The suite files named on the command line."""
     files = (Path(a.split("::")[0]) for a in config.args)
-    return [f for f in files if f.suffix in (".yaml", ".yml") and is_suite_file(f)]
+    return [f for f in files if is_yaml_name(f) and is_suite_file(f)]
 
 
 def _refuse_parallel_workers(config: pytest.Config) -> None:
@@ -110,10 +110,10 @@ def _refuse_parallel_workers(config: pytest.Config) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix not in (".yaml", ".yml"):
+    if not is_yaml_name(file_path):  # .YAML and .YML too
         return None
-    explicit = parent.session.isinitpath(file_path)
-    if (explicit or file_path.parent.name == "suites") and is_suite_file(file_path):
+    explicit = parent.session.isinitpath(file_path)  # a file named on the command line is loaded, and judged
+    if explicit or file_path.parent.name == "suites" and is_suite_file(file_path):  # by load_suite
         shipped = shipped_name(file_path)  # by name: node ids and results never carry a venv's path
         if shipped:
             return SuiteFile.from_parent(parent, path=file_path, nodeid=shipped)

@@ -176,3 +176,58 @@ def test_probe_nvbandwidth_with_a_zero_h2d_floor_is_bad_input_in_one_line(tmp_pa
     assert proc.returncode == 4, proc.stdout + proc.stderr
     said = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert len(said) == 1 and "h2d_min" in said[0] and "above 0" in said[0], said
+
+
+# -- 4. a suite as it is written: a BOM, flow style, an upper-case extension --------------------------------
+
+SUITE = "checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB]}\n"
+FLOW = "{checks: [{id: a, measure: all_reduce, params: {sizes: [1KiB]}}]}\n"
+
+
+def _collect(tmp_path: Path, name: str, data: bytes):
+    import subprocess
+    import sys
+
+    (tmp_path / name).write_bytes(data)
+    return subprocess.run([sys.executable, "-m", "clustercheck", "run", name, "--co", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("bom.yaml", b"\xef\xbb\xbf" + SUITE.encode()),
+    ("flow.yaml", FLOW.encode()),
+    ("upper.YAML", SUITE.encode()),
+    ("upper.YML", b"\xef\xbb\xbf" + FLOW.encode()),
+])
+def test_a_valid_suite_named_on_the_command_line_is_collected(tmp_path: Path, name: str, data: bytes) -> None:
+    proc = _collect(tmp_path, name, data)
+    assert proc.returncode == 0 and "not found" not in proc.stdout, proc.stdout + proc.stderr
+    assert "a" in proc.stdout and "1 " in proc.stdout
+
+
+def test_a_yaml_file_named_on_the_command_line_that_is_no_suite_is_judged_by_the_loader(tmp_path: Path) -> None:
+    proc = _collect(tmp_path, "other.yaml", b"suites: []\n")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "other.yaml:1" in proc.stdout + proc.stderr and "not found" not in proc.stdout
+
+
+@pytest.mark.parametrize("data", [b"\xef\xbb\xbf" + SUITE.encode(), FLOW.encode(), b"checks : []\n"])
+def test_is_suite_file_reads_a_bom_and_flow_style(tmp_path: Path, data: bytes) -> None:
+    from clustercheck.suite.load import is_suite_file
+
+    (tmp_path / "s.yaml").write_bytes(data)
+    assert is_suite_file(tmp_path / "s.yaml")
+    (tmp_path / "p.yaml").write_text("platform: cpu\ndetect: {gpu_count: 0}\n")
+    assert not is_suite_file(tmp_path / "p.yaml")
+
+
+def test_a_profile_with_an_upper_case_extension_is_found_and_one_name_twice_is_refused(tmp_path: Path) -> None:
+    from clustercheck.judging.profiles import SearchPath
+
+    (tmp_path / "mine.YAML").write_text("platform: mine\ndetect:\n  gpu_count: 3\n")
+    path = SearchPath((tmp_path,), tmp_path)
+    assert path.files() == {"mine": tmp_path / "mine.YAML"}
+    assert path.load("mine").detect == {"gpu_count": 3}
+    (tmp_path / "mine.yml").write_text("platform: mine\ndetect:\n  gpu_count: 3\n")
+    with pytest.raises(UserError, match="a second threshold profile 'mine'"):
+        path.files()

@@ -29,8 +29,8 @@ class SearchPath:
         found: dict[str, Path] = {}
         for directory in self.dirs:
             here: dict[str, Path] = {}
-            for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
-                if path.stem in here:
+            for path in sorted(p for p in directory.iterdir() if p.suffix.lower() in (".yaml", ".yml")):
+                if path.stem in here:  # mine.yaml beside mine.YML as much as beside mine.yml
                     raise UserError(f"a second threshold profile {path.stem!r} beside {here[path.stem].name}; "
                                     f"keep one of the two", file=display(path))
                 here[path.stem] = path

@@ -110,12 +110,31 @@ def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, 
     return tuple(sorted(env.items()))
 
 
+YAML_SUFFIXES = (".yaml", ".yml")
+_CHECKS_LINE = re.compile(r"^checks\s*:", re.MULTILINE)
+
+
+def is_yaml_name(path: Path) -> bool:
+    """A file named like YAML: `.yaml` or `.yml`, in any case (`SUITE.YAML` is as much a suite as `suite.yaml`)."""
+    return path.suffix.lower() in YAML_SUFFIXES
+
+
 def is_suite_file(path: Path) -> bool:
-    """A YAML file is a suite when it has a top-level `checks:` list (cheap pre-check for collection)."""
+    """A YAML file is a suite when it has a top-level `checks:` key (cheap pre-check for collection): a block
+    line `checks:` after an optional UTF-8 BOM, or else, in a file that names `checks` at all (flow style,
+    `{checks: [...]}`), a parsed top-level mapping with that key."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            return any(line.startswith("checks:") for line in fh)
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return False
+    if _CHECKS_LINE.search(text):
+        return True
+    if "checks" not in text:
+        return False
+    try:
+        doc = yamlfile.loads(text, str(path))
+    except Exception:  # noqa: BLE001 - not YAML at all: not a suite; named explicitly, load_suite says why
+        return False
+    return isinstance(doc, dict) and "checks" in doc
 
 
