@@ -262,10 +262,17 @@ def _compare(args: argparse.Namespace) -> int:
     if partial:
         return Exit.INCOMPLETE
     if result.worse:
-        return Exit.FAILED
-    if result.unmeasured_now:
-        return Exit.ERROR
-    return Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
+        code = Exit.FAILED
+    elif result.unmeasured_now:
+        code = Exit.ERROR
+    else:
+        code = Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
+    # never milder than `report` on the run itself: whatever the baseline lacks, the run's own verdict stands
+    own = for_verdict(current.verdict) if current.verdict else code
+    return min(code, own, key=_SEVERITY.index)
+
+
+_SEVERITY = [Exit.INCOMPLETE, Exit.FAILED, Exit.ERROR, Exit.NOTHING, Exit.PASSED]  # exitcodes.py: the worst first
 
 
 def _platforms(args: argparse.Namespace) -> int:

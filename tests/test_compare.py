@@ -218,3 +218,17 @@ def test_a_different_nccl_or_driver_is_said_first(tmp_path: Path) -> None:
     assert report_lines(c)[0] == "software differs: driver 580.65.06 -> 580.159.04, nccl 2.28.9 -> 2.30.7"
     same = compare(load_run(base), load_run(base))
     assert same.software == [] and not any(line.startswith("software") for line in report_lines(same))
+
+
+def test_an_error_now_in_a_suite_the_baseline_did_not_run_never_exits_0(tmp_path: Path) -> None:
+    """The other-suite line counted the errored item among 'not compared' before the error was looked at:
+    compare exited 0 against a run that itself exits 3."""
+    base = save(tmp_path / "a", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    other = {**result("probe", "n1", [], outcome="error"), "message": "rank 1 died", "suite_file": "/x/suites/extra.yaml"}
+    now = save(tmp_path / "b", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")]), other])
+    c = compare(load_run(base), load_run(now))
+    assert c.unmeasured_now == [("extra::probe[n1]", "in a suite the baseline did not run, error now: rank 1 died")]
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout
+    assert "NOT MEASURED NOW  extra::probe[n1]" in out.stdout
+

@@ -150,3 +150,17 @@ def test_a_change_beyond_the_tolerance_within_the_runs_spread_says_so_in_its_row
     (verdict,) = [v for v in json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"][0]
                   ["verdicts"] if v["metric"] == "busbw vs baseline"]
     assert verdict["passed"] and (verdict["margin"] is None or verdict["margin"] >= 0), verdict  # no "-94.8% pass"
+
+
+def test_compare_is_never_milder_than_the_runs_own_verdict(project: pytest.Pytester) -> None:
+    """Every item matched and passed, but the run's record names a node no item measured: `report` exits 3
+    (ERROR: the node is not cleared), and compare, which judged the matched items alike, exited 0."""
+    base = real_run(project)
+
+    def untested(lines: list[dict[str, Any]]) -> None:
+        next(x for x in lines if x.get("type") == "exclude")["untested"] = ["n2"]
+
+    now = edited(base, project.path / "now", untested)
+    assert cc("report", str(now), cwd=project.path).returncode == 3
+    out = cc("compare", str(base), str(now), cwd=project.path)
+    assert out.returncode == 3, out.stdout + out.stderr

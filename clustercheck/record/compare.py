@@ -324,16 +324,19 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         item = item_id(r)
         seen.add(item)
         old = before.get(item)
-        if item.split("::")[0] not in both:
-            other += 1  # a suite the baseline did not run: said once, in one line, not item by item
-            continue
-        worse += failed_now(item, old, r) if old is not None else []
-        # an error now is never silence, whatever the baseline said (a failure there proves nothing now)
+        in_both = item.split("::")[0] in both
+        worse += failed_now(item, old, r) if old is not None and in_both else []
+        # an error now is never silence, whatever the baseline said (a failure there proves nothing now), in a
+        # suite the baseline did not run too
         if r.get("outcome") == "error" or old and old.get("outcome") == "passed" and r.get("outcome") == "skipped":
             said = str(r.get("message") or "").strip().splitlines()
-            was = f"{old['outcome']} in the baseline" if old else "not in the baseline"
+            was = f"{old['outcome']} in the baseline" if old else \
+                "not in the baseline" if in_both else "in a suite the baseline did not run"
             unmeasured.append((item, f"{was}, {r['outcome']} now" + (f": {said[0]}" if said else "")))
             continue  # nothing of it to compare: said once, here
+        if not in_both:
+            other += 1  # a suite the baseline did not run: said once, in one line, not item by item
+            continue
         if old is None:
             not_compared.append((item, "not in the baseline"))
             continue
