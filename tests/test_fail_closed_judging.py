@@ -231,3 +231,30 @@ def test_a_profile_with_an_upper_case_extension_is_found_and_one_name_twice_is_r
     (tmp_path / "mine.yml").write_text("platform: mine\ndetect:\n  gpu_count: 3\n")
     with pytest.raises(UserError, match="a second threshold profile 'mine'"):
         path.files()
+
+
+# -- 5. check_iters: 0 ------------------------------------------------------------------------------------
+
+def _collective_answers(check):
+    from clustercheck.kinds.base import Answers
+
+    def rank(wrong: int) -> dict:
+        return {"dtype": "float32", "rows": [{"size": 1 << 20, "count": 1 << 18, "bytes": 1 << 20, "placement": "in",
+                                             "seconds": 1e-3, "wrong": wrong, "iter_seconds": [1e-3, 1e-3]}]}
+    return Answers(check, [rank(0), rank(0)], [{"host": "node1"}, {"host": "node2"}], "gloo")
+
+
+@pytest.mark.parametrize(("check_iters", "wrong"), [(0, False), (1, True)])
+def test_a_collective_that_checked_no_element_has_no_wrong_verdict_and_says_so(
+        tmp_path: Path, check_iters: int, wrong: bool) -> None:
+    from clustercheck.judging.limits import Limit
+    from clustercheck.kinds.base import Rules
+    from clustercheck.run.judge import judge
+
+    check = _check(tmp_path, "all_reduce", f"{{sizes: [1MiB], check_iters: {check_iters}}}")
+    floor = Limit(check.id, "busbw", ">=", 0.1, "GB/s", ">= 0.1", "test", "test")
+    outcome = judge(_collective_answers(check), Rules({"busbw": floor}), {})
+    assert [v.metric for v in outcome.verdicts] == ["busbw", "wrong"][:1 + wrong]
+    said = [n for n in outcome.notes if "correctness not checked" in n]
+    assert said == ([] if wrong else ["node[1-2]: correctness not checked (check_iters: 0)"])
+    assert ("wrong" in outcome.measurement.metrics) == wrong

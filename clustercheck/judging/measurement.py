@@ -25,6 +25,7 @@ class Measurement:
     judged_at: int | None = None
     subjects: dict[str, dict[str, float]] = field(default_factory=dict)  # e.g. GPU3 -> {h2d: 52.1}
     comm: dict[str, Any] = field(default_factory=dict)  # collectives: the library and what it said (fabric/comm.py)
+    notes: tuple[str, ...] = ()  # what the check did not judge, by its own parameters: the item's notes (Outcome)
 
 
 def evaluate(m: Measurement, limits: dict[str, Limit]) -> list[Verdict]:

@@ -176,7 +176,12 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
     tag_rows(m.rows, comm.get("algorithms", {}))
     m = dataclasses.replace(m, comm=comm)
-    limits = {**{k: v for k, v in rules.limits.items() if k != "wrong"}, "wrong": wrong_limit(check.id)}
+    limits = {k: v for k, v in rules.limits.items() if k != "wrong"}
+    if check.params["check_iters"]:
+        limits["wrong"] = wrong_limit(check.id)
+    else:  # no element was compared: a `wrong == 0` verdict would be a pass on nothing
+        m = dataclasses.replace(m, metrics={k: v for k, v in m.metrics.items() if k != "wrong"},
+                                notes=(*m.notes, "correctness not checked (check_iters: 0)"))
     verdicts = evaluate(m, limits)
     if a.backend == "nccl":
         verdicts += nccl_verdicts(check.id, comm, rules, a.hosts)

@@ -4,6 +4,8 @@ and, with `--compare`, one verdict per metric against the same item of a saved r
 from __future__ import annotations
 
 from dataclasses import replace
+
+import hostlist
 from typing import Any, Mapping
 
 from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
@@ -140,7 +142,8 @@ def _fabric_floor(check: CheckSpec, profile: Profile, run: RunFabric) -> Limit:
 
 def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:
     measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
-    return Outcome(measurement, verdicts, pool, answers.per_rank)
+    hosts = hostlist.collect_hostlist(sorted(set(answers.hosts))) if measurement.notes else ""
+    return Outcome(measurement, verdicts, pool, answers.per_rank, tuple(f"{hosts}: {n}" for n in measurement.notes))
 
 
 class Baseline:
