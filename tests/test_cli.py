@@ -181,3 +181,21 @@ def test_no_subcommand_declares_a_bare_path_type() -> None:
         return out
 
     assert not [a.dest for a in actions(_parser()) if a.type is Path]
+
+
+def test_no_conftest_above_the_rootdir_is_imported(tmp_path: Path) -> None:
+    """isolation's `-c /dev/null` made pytest's confcutdir /dev: every conftest.py from the working directory
+    up to / (a world-writable /tmp/conftest.py) was imported into the run; plain pytest stops at its rootdir."""
+    here = tmp_path / "above" / "here"
+    (here / "th").mkdir(parents=True)
+    (here / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    (here / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    for where in (tmp_path / "above", here):
+        (where / "conftest.py").write_text(f"open({str(tmp_path / ('imported-' + where.name))!r}, 'w').close()\n")
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--co", cwd=here)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "imported-here").exists()  # the rootdir's own conftest.py still is (hooks, docs/design.md)
+    assert not (tmp_path / "imported-above").exists()
+    (tmp_path / "imported-here").unlink()
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--co", f"--rootdir={tmp_path / 'above'}", cwd=here)
+    assert out.returncode == 0 and (tmp_path / "imported-above").exists() and (tmp_path / "imported-here").exists()

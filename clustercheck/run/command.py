@@ -196,15 +196,33 @@ def isolation(rest: list[str]) -> list[str]:
     suite's items assert nothing, and a wheel install would warn that clustercheck was imported first); no
     hunt for unraisable exceptions (pytest's plugin runs gc.collect() at the end, 0.26 s with torch loaded on
     a 2-vCPU VM, after the reports: a suite runs no test code that could leave one).
-    An option the user gives (-c, --rootdir, --assert) wins; --rootdir alone still reads no ini file (pytest
-    would look for one beside the suite whatever the rootdir). A plain `pytest suites/x.yaml` is untouched."""
+    No conftest.py from a directory above the rootdir either: -c /dev/null would make pytest's confcutdir
+    /dev, and every conftest.py from the working directory up to / (a world-writable /tmp/conftest.py) would
+    be imported into the process that writes the evidence; plain pytest stops at its rootdir, and so does
+    this (--confcutdir=the rootdir).
+    An option the user gives (-c, --rootdir, --confcutdir, --assert) wins; --rootdir alone still reads no ini
+    file (pytest would look for one beside the suite whatever the rootdir). A plain `pytest suites/x.yaml` is
+    untouched."""
     given = {a.split("=", 1)[0] for a in rest}
     out = ["-p", "clustercheck.plugin", "-p", "no:cacheprovider", "-p", "no:unraisableexception"]
     if not given & {"-c", "--config-file", "--inifile"}:
         out += ["-c", os.devnull, *([] if "--rootdir" in given else [f"--rootdir={os.getcwd()}"])]
+        if "--confcutdir" not in given:  # an ini file the user names sets it as in plain pytest (its folder)
+            out.append(f"--confcutdir={os.path.abspath(_value_of('--rootdir', rest) or os.getcwd())}")
     if "--assert" not in given:
         out.append("--assert=plain")
     return out
+
+
+def _value_of(option: str, rest: list[str]) -> str | None:
+    """The last value given to a pytest option in `rest` (`--opt=V` or `--opt V`), None when none is."""
+    found = None
+    for arg, after in zip(rest, [*rest[1:], None]):
+        if arg.startswith(option + "="):
+            found = arg.split("=", 1)[1]
+        elif arg == option and after is not None:
+            found = after
+    return found
 
 
 class NoIniHeader:
