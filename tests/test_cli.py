@@ -199,3 +199,13 @@ def test_no_conftest_above_the_rootdir_is_imported(tmp_path: Path) -> None:
     (tmp_path / "imported-here").unlink()
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--co", f"--rootdir={tmp_path / 'above'}", cwd=here)
     assert out.returncode == 0 and (tmp_path / "imported-above").exists() and (tmp_path / "imported-here").exists()
+
+
+def test_a_plugin_named_by_its_entry_point_has_its_options_known(tree: Path) -> None:
+    """`-p xdist` names pytest-xdist by its entry point (its module is xdist.plugin): the pre-check imported
+    the name as a module and refused --dist as an option of a plugin not loaded, 'add -p xdist'."""
+    pytest.importorskip("xdist")
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "-p", "xdist", "--dist=loadfile", "--co", cwd=tree)
+    assert out.returncode == 0, out.stderr
+    assert "1 test collected" in out.stdout

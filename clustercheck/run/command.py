@@ -59,7 +59,7 @@ def _pytest_flags(plugins: list[str]) -> set[str] | None:
         manager = config.pluginmanager
         for name in ["clustercheck.plugin", *plugins]:
             try:
-                manager.import_plugin(name)
+                manager.import_plugin(name, consider_entry_points=True)
             except Exception:  # pytest itself will say what is wrong with it
                 continue
         parser = config._parser
