@@ -57,10 +57,9 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 # keys whose value must be a finite number above 0 (a line rate of 0 would pass anything), and what it is
 _POSITIVE = {"fabric_gbps": "a line rate in Gb/s", "nodes": "a node count", "nics": "a NIC count",
              "ib_write_bw_min": "a rate in Gb/s", "gdsio_read_min": "a rate in GiB/s",
-             "gdsio_write_min": "a rate in GiB/s",
-             # a floor of 0 passes a dead link's 0.01 GB/s: no floor at all
-             "h2d_min": "a floor in GB/s", "d2h_min": "a floor in GB/s", "p2p_min": "a floor in GB/s",
-             "busbw_min": "a floor in GB/s", "busbw_min_multinode": "a floor in GB/s"}
+             "gdsio_write_min": "a rate in GiB/s"}
+# bandwidth floors: a floor of 0 passes a dead link's 0.01 GB/s, no floor at all (a finite number first)
+_FLOORS = ("h2d_min", "d2h_min", "p2p_min", "busbw_min", "busbw_min_multinode")
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),
     "nvlink_pairs": ((str,), "GPUs come in bridged pairs with this level (NV4); other pairs use gpu_gpu"),
@@ -134,6 +133,8 @@ def _number_problem(key: str, number: object) -> str | None:
         return None if math.isfinite(value) and value > 0 else f"expected {_POSITIVE[key]} above 0, got {fmt(value)}"
     if not math.isfinite(value):
         return f"expected a finite number, got {fmt(value)}"
+    if key in _FLOORS and value == 0:  # below 0: the ">= 0" line below
+        return f"expected a floor in GB/s above 0, got {fmt(number)}"
     return None if value >= 0 else f"expected a number >= 0, got {fmt(number)}"
 
 
