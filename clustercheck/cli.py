@@ -116,9 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parser().parse_known_args(argv)
     try:
         if args.command == "run":
-            command.misspelled(rest, args.plugins)
-            command.swallowed_values(argv, args.suites, rest)
-            return _run(args, rest)
+            return _run(args, rest, argv)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "report":
@@ -182,13 +180,16 @@ def entry() -> NoReturn:
     os._exit(code)
 
 
-def _run(args: argparse.Namespace, rest: list[str]) -> int:
+def _run(args: argparse.Namespace, rest: list[str], argv: list[str]) -> int:
     """`clustercheck run`: until pytest's session installs its own handler, SIGTERM stops it as Ctrl-C does,
-    and either says in one line that nothing was measured (there is no record yet to say it in)."""
+    and either says in one line that nothing was measured (there is no record yet to say it in); from the
+    option pre-check on, which may import a -p plugin and read pytest's parser."""
     from clustercheck.run.signals import not_started, stopped_by, term_stops_like_ctrl_c
 
     try:
         with term_stops_like_ctrl_c("while the run was starting"):
+            command.misspelled(rest, args.plugins)
+            command.swallowed_values(argv, args.suites, rest)
             return command.run(args, rest)
     except KeyboardInterrupt as exc:
         print(not_started(stopped_by(exc)), file=sys.stderr)

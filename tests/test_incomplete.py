@@ -276,3 +276,28 @@ def test_a_signal_while_the_session_waits_for_its_first_pool_ends_the_zygote(tmp
     # "leaves no record", as the line says: the run directory had its header and plan, and `latest` pointed
     # at it, a run no report would ever be rendered for
     assert not list((tmp_path / "out").glob("2*")) and not (tmp_path / "out" / "latest").is_symlink()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_option_pre_check_is_one_line(tmp_path: Path, sig: signal.Signals) -> None:
+    """The pre-check of pytest's options (a `--` option given; it imports the -p plugins) ran before the
+    handling was installed: SIGINT was a KeyboardInterrupt traceback, SIGTERM death by the signal (-15)."""
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_plugin.py").write_text(f"import time\nopen({str(marker)!r}, 'w').close()\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--out", "out", "-p",
+                             "slow_plugin", "--durations=1"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), proc.communicate()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    why = "interrupted" if sig == signal.SIGINT else "SIGTERM while the run was starting"
+    assert err.strip().splitlines() == [f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing "
+                                        "was measured and no node is cleared"]
+    assert not (tmp_path / "out").exists()
