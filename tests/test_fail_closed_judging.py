@@ -258,3 +258,20 @@ def test_a_collective_that_checked_no_element_has_no_wrong_verdict_and_says_so(
     said = [n for n in outcome.notes if "correctness not checked" in n]
     assert said == ([] if wrong else ["node[1-2]: correctness not checked (check_iters: 0)"])
     assert ("wrong" in outcome.measurement.metrics) == wrong
+
+
+# -- 6. a profile entry that names nothing ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("body", "where"), [
+    ("checks:\n  a: {}\n", "p.yaml:5: checks.a: names no metric"),
+    ("defaults:\n  gemm:\n    when: {dtype: []}\n    tflops: {limit: '>= 1', unit: TFLOP/s}\n",
+     "p.yaml:6: defaults.gemm.when.dtype: an empty list names no dtype"),
+])
+def test_a_profile_entry_that_names_nothing_is_refused_at_load(tmp_path: Path, body: str, where: str) -> None:
+    from clustercheck.judging.thresholds import parse_profile
+    from clustercheck import yamlfile
+
+    doc = yamlfile.loads(f"platform: p\ndetect:\n  gpu_count: 0\n{body}", "p.yaml")
+    with pytest.raises(UserError) as exc:
+        parse_profile(doc, "p.yaml", "p")
+    assert str(exc.value).startswith(where) and "\n" not in str(exc.value)

@@ -126,6 +126,9 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
     limits: dict[str, dict[str, Limit]] = {}
     for check_id in list(checks_raw):
         metrics_f = Fields(checks_f.get(check_id, dict), name, checks_f.key_path(check_id), checks_f.line_of(check_id))
+        if not metrics_f.data:  # an entry of no limit would leave its check judged by nothing but an error
+            raise checks_f.error(check_id, "names no metric; e.g. busbw: {limit: \">= 0.6 * spec.nvlink.unidirectional\", "
+                                           "unit: GB/s, source: ...}")
         limits[check_id] = {metric: _limit(metrics_f, check_id, metric, resolve) for metric in list(metrics_f.data)}
         metrics_f.done()
     checks_f.done()
@@ -157,7 +160,10 @@ def _default(parent: Fields, kind: str, resolve: Callable[[str, str], Quantity])
     min_size = 0
     if "when" in f.data:
         w = Fields(f.get("when", dict), f.file, f.key_path("when"), f.line_of("when"))
-        raw = w.get("dtype", list, [])
+        raw = w.get("dtype", list, None)
+        if raw == []:  # `dtype: []` would read as any dtype: leave the key out for that
+            raise w.error("dtype", "an empty list names no dtype; list the dtypes, or leave dtype out for any")
+        raw = raw or []
         if not all(isinstance(d, str) and units.CANONICAL_DTYPE.get(d, d) in _DEFAULT_DTYPES for d in raw):
             raise w.error("dtype", f"expected a list of dtypes from {', '.join(_DEFAULT_DTYPES)}, got {show(raw)}")
         dtypes = tuple(dict.fromkeys(units.CANONICAL_DTYPE.get(d, d) for d in raw))
