@@ -275,3 +275,34 @@ def test_a_profile_entry_that_names_nothing_is_refused_at_load(tmp_path: Path, b
     with pytest.raises(UserError) as exc:
         parse_profile(doc, "p.yaml", "p")
     assert str(exc.value).startswith(where) and "\n" not in str(exc.value)
+
+
+# -- 7. a probe that judged nothing ----------------------------------------------------------------------
+
+def _probe_answers(tmp_path: Path, sent: dict):
+    from clustercheck.kinds.base import Answers
+
+    check = _check(tmp_path, "probe", "{probe: ib-write-bw}")
+    return Answers(check, [{"host": "node7", "reason": "", **sent}], [{"host": "node7"}], "gloo")
+
+
+def test_a_probe_that_judged_nothing_is_not_judged_an_error_not_a_skip(tmp_path: Path) -> None:
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Rules
+
+    verdict = {"subject": "mlx5_0", "what": "bandwidth", "passed": False, "judged": False, "measured": None,
+               "expected": None, "detail": "not judged: no floor given (--expect ib_write_bw_min=N Gb/s per NIC)"}
+    sent = {"outcome": "not judged", "verdicts": [verdict]}
+    with pytest.raises(HarnessError) as exc:
+        KINDS["probe"].judge(_probe_answers(tmp_path, sent), Rules({}))
+    assert not isinstance(exc.value, Skip)
+    assert str(exc.value).startswith("not judged: probe ib-write-bw on node7 judged nothing: mlx5_0: bandwidth: ")
+
+
+def test_a_probe_whose_tool_is_absent_stays_a_skip_with_its_reason(tmp_path: Path) -> None:
+    from clustercheck.kinds import KINDS
+    from clustercheck.kinds.base import Rules
+
+    sent = {"outcome": "skipped", "reason": "ib_write_bw not found on PATH", "verdicts": []}
+    with pytest.raises(Skip, match="^ib_write_bw not found on PATH$"):
+        KINDS["probe"].judge(_probe_answers(tmp_path, sent), Rules({}))

@@ -381,9 +381,10 @@ def test_the_json_output_holds_numbers_to_the_same_rule(value):
 
 def test_a_probe_in_a_run_never_records_what_it_could_not_judge_as_a_pass(capsys, tmp_path):
     """`measure: probe` gets a probe's verdicts from the node's first rank as measure.probe sends them: one
-    that judged nothing is a skip, one that judged only a part is an error naming what it could not judge.
+    that judged nothing is an error (`not judged: ...`), one that judged only a part is an error naming what it
+    could not judge; only a probe absent here (ProbeSkip, outcome skipped) is a skip.
     The verdicts are those of the elided V100 capture and the nvbandwidth header-only capture."""
-    from clustercheck.errors import HarnessError, Skip
+    from clustercheck.errors import HarnessError
     from clustercheck.probes import nvbandwidth, nvlink
 
     def answers(verdicts: list[Any], name: str) -> Answers:
@@ -397,7 +398,8 @@ def test_a_probe_in_a_run_never_records_what_it_could_not_judge_as_a_pass(capsys
 
     head = text(NVB, GH200).split("Running host_to_device_memcpy_ce.")[0]
     nothing = nvbandwidth.judge(nvbandwidth.parse(head), {})
-    with pytest.raises(Skip, match="judged nothing: nvbandwidth: run: not judged: no testcase result"):
+    with pytest.raises(HarnessError, match="^not judged: probe nvbandwidth on node7 judged nothing: nvbandwidth: "
+                                           "run: not judged: no testcase result"):
         KINDS["probe"].judge(answers(nothing, "nvbandwidth"), Rules({}))
     elided = nvlink.judge(nvlink.parse(text("nvlink-status", "v100-sxm2-gpu3-links-3-5-inactive-leading-elision.txt")),
                           {})

@@ -29,8 +29,10 @@ def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     """A probe's verdicts, from the node's first rank: expectations, not limits. What the probe could not
-    judge is never recorded as a pass: when nothing failed, an item with such a verdict is skipped (it
-    judged nothing at all) or an error naming what went unjudged (it judged only a part)."""
+    judge is never recorded as a pass: when nothing failed, an item with such a verdict is an error,
+    `not judged: ...` when it judged nothing at all (no expectation given, nothing in the output to judge),
+    or naming what went unjudged when it judged only a part. Only a probe that raised ProbeSkip on the rank
+    (the tool or hardware it needs is absent there: outcome `skipped`) is a skip, with its reason."""
     result = next(r for r in a.per_rank if "outcome" in r)
     name = a.check.params["probe"]
     if result["outcome"] == "skipped":
@@ -41,8 +43,8 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     unjudged = [f"{v['subject']}: {v['what']}: {v['detail']}" for v in result["verdicts"] if not v.get("judged", True)]
     if unjudged and not any(not v["passed"] for v in judged):
         said = "; ".join(unjudged[:3]) + (f"; and {len(unjudged) - 3} more" if len(unjudged) > 3 else "")
-        if not judged:
-            raise Skip(f"probe {name} on {result['host']} judged nothing: {said}")
+        if not judged:  # a gap in what it was given or read, not hardware that is absent: never a skip
+            raise HarnessError(f"not judged: probe {name} on {result['host']} judged nothing: {said}")
         raise HarnessError(f"probe {name} on {result['host']} could not judge all it read: {said}")
     verdicts = [Verdict(v["what"], v["measured"], "",
                         Expectation(a.check.id, v["what"], v["expected"] or "-", rules.expect_origin, v["detail"]),
