@@ -209,3 +209,15 @@ def test_a_plugin_named_by_its_entry_point_has_its_options_known(tree: Path) -> 
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "-p", "xdist", "--dist=loadfile", "--co", cwd=tree)
     assert out.returncode == 0, out.stderr
     assert "1 test collected" in out.stdout
+
+
+@pytest.mark.parametrize("junit", ["s.yaml/x.xml", "/proc/nope/x.xml", "th"])
+def test_a_junitxml_path_that_cannot_be_written_is_one_line_before_anything_runs(tree: Path, junit: str) -> None:
+    """pytest found out after measuring, in a 70-line traceback (exit 3), and the record had no end line."""
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", f"--junitxml={junit}", cwd=tree)
+    assert out.returncode == 4, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"clustercheck: error: --junitxml={junit}: the JUnit report "
+                                                   "cannot be written there ("), lines
+    assert not (tree / "o").exists()

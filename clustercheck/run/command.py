@@ -127,6 +127,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     names = args.suites or [default_suite()]
     paths = [resolve_suite(n) for n in names]
+    unwritable_junitxml(rest)
     saved = os.environ.get(AUTOLOAD)
     try:  # from the first rank on: a signal while it starts still ends it (prestart.end)
         if prestarts(args, rest) and not refused(args):  # its ranks import torch while pytest starts
@@ -212,6 +213,43 @@ def isolation(rest: list[str]) -> list[str]:
     if "--assert" not in given:
         out.append("--assert=plain")
     return out
+
+
+def unwritable_junitxml(rest: list[str]) -> None:
+    """A `--junitxml` path pytest could not write (its folder a file, under /proc, read-only) is refused in one
+    line before anything is measured: pytest would find out after the run, in a traceback, and the record
+    would never get its end line. Folders it needs are made and removed again (pytest makes them at the end)."""
+    import shlex
+
+    given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *rest]
+    for option in ("--junitxml", "--junit-xml"):
+        path = _value_of(option, given)
+        if path is None:
+            continue
+        target = Path(os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(path)))))
+        made: list[Path] = []
+        try:
+            if target.is_dir():
+                raise IsADirectoryError(21, "Is a directory", str(target))
+            missing = [d for d in [target.parent, *target.parent.parents] if not d.exists() and not d.is_symlink()]
+            for folder in reversed(missing):
+                folder.mkdir()
+                made.append(folder)
+            if target.exists():
+                open(target, "a").close()
+            else:
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                target.unlink()
+        except OSError as exc:
+            where = f": {shown(Path(exc.filename))}" if exc.filename else ""
+            raise UserError(f"{option}={path}: the JUnit report cannot be written there ({exc.strerror or exc}"
+                            f"{where}); nothing was measured") from None
+        finally:
+            for folder in reversed(made):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
 
 
 def _value_of(option: str, rest: list[str]) -> str | None:
