@@ -221,3 +221,15 @@ def test_a_junitxml_path_that_cannot_be_written_is_one_line_before_anything_runs
     assert len(lines) == 1 and lines[0].startswith(f"clustercheck: error: --junitxml={junit}: the JUnit report "
                                                    "cannot be written there ("), lines
     assert not (tree / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--lf", "--sw", "--stepwise-skip", "--cache-clear", "--ff"])
+def test_pytests_cache_options_are_refused_in_one_line_naming_why(tree: Path, option: str) -> None:
+    """They passed the pre-check (pytest knows them) and then met pytest's usage screen: isolation turns the
+    cacheprovider off."""
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", option, cwd=tree)
+    assert out.returncode == 4
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"clustercheck: error: {option}: clustercheck run keeps no pytest "
+                                                   "cache"), lines

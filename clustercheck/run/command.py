@@ -30,6 +30,10 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
     flags = [tok.split("=", 1)[0] for tok in rest if tok.startswith("--") and len(tok) > 2]
     if not flags:
         return
+    if cached := [flag for flag in flags if flag in CACHE_OPTIONS]:
+        raise UserError(f"{cached[0]}: clustercheck run keeps no pytest cache (its cacheprovider is off: a run "
+                        "measures every check it selects, never only those that failed before); select checks "
+                        "with -k EXPR or -m EXPR, and compare with an earlier run with --compare BASELINE")
     ours = sorted({o.run_flag for o in RUN_OPTIONS if o.cli})
     theirs = _pytest_flags(plugins)
     if theirs is None:  # pytest's parser could not be read: leave the judgment to pytest
@@ -45,6 +49,12 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
         raise UserError(f"unknown option {flag}" + (f"; did you mean {close[0]}?" if close else
                                                     " (clustercheck run --help lists the options; an installed "
                                                     "pytest plugin's need -p NAME)"))
+
+
+# pytest's options that read or write its cache (cacheprovider, stepwise), off under `clustercheck run`
+CACHE_OPTIONS = frozenset({"--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--cache-show",
+                           "--cache-clear", "--lfnf", "--last-failed-no-failures", "--sw", "--stepwise",
+                           "--sw-skip", "--stepwise-skip", "--sw-reset", "--stepwise-reset"})
 
 
 def _pytest_flags(plugins: list[str]) -> set[str] | None:
