@@ -110,10 +110,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--duration -5s` as `--duration=-5s`: argparse reads a value that starts with '-' (and is not a bare
+    negative number) as an option, and said 'expected one argument' where the value itself is what is wrong."""
+    takes_value: set[str] = set()
+    parsers = [parser]
+    while parsers:
+        for action in parsers.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += list(action.choices.values())
+            elif action.nargs is None and action.option_strings:
+                takes_value.update(o for o in action.option_strings if o.startswith("--"))
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in takes_value and len(arg) > 1 and arg[0] == "-" and (arg[1].isdigit() or arg[1] == "."):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     TIMINGS.mark("interpreter and clustercheck's imports")
     argv = sys.argv[1:] if argv is None else argv
-    args, rest = _parser().parse_known_args(argv)
+    parser = _parser()
+    args, rest = parser.parse_known_args(_negative_values(parser, argv))
     try:
         if args.command == "run":
             return _run(args, rest, argv)

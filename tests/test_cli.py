@@ -233,3 +233,15 @@ def test_pytests_cache_options_are_refused_in_one_line_naming_why(tree: Path, op
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"clustercheck: error: {option}: clustercheck run keeps no pytest "
                                                    "cache"), lines
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("run", "s.yaml", "--thresholds", "th", "--out", "o", "--duration", "-5s"), "--duration '-5s': expected a time"),
+    (("compare", "o/latest", "--tolerance", "-5%"), "tolerance must be >= 0, got '-5%'"),
+])
+def test_a_negative_value_is_named_not_read_as_an_option(tree: Path, args: tuple[str, ...], said: str) -> None:
+    """argparse read '-5s' as an option and said 'expected one argument' for --duration."""
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc(*args, cwd=tree)
+    assert out.returncode == 4
+    assert said in out.stderr and "expected one argument" not in out.stderr, out.stderr
