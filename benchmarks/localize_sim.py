@@ -4,7 +4,7 @@
     python benchmarks/localize_sim.py --sweep            # the table of docs/localize.md (20 seeds a row)
 
 Cluster: N nodes n00000.. in leaf switches of --leaf-size under one spine. Faults: slow nodes (a
-factor 0.3-0.6 of nominal bandwidth; --dead-nodes of them dead: no measurement), slow links (a node
+factor 0.3-0.6 of nominal bandwidth; --dead-nodes of them dead: they read 0), slow links (a node
 pair, factor 0.3-0.6), slow switch uplinks (factor 0.3-0.6), transients (a healthy node at 0.5 during
 one round, drawn from 1-3), multiplicative Gaussian noise of relative sigma --noise on every test, and
 --outliers (chance that a test reads 0.3-0.8 of its value). A group measures nominal x min over the
@@ -85,8 +85,8 @@ def measure(f: Faults, topo: Topology, members: tuple[str, ...], rnd: int) -> fl
         h = min(h, f.links.get((u, v) if u < v else (v, u), 1.0))
         for s in topo.crossed(u, v):
             h = min(h, f.switches.get(s, 1.0))
-    if h == 0.0:
-        return None
+    if h == 0.0:  # a dead part reads 0, a failure; no measurement (None) would clear and blame nobody
+        return 0.0
     value = NOMINAL * h * (1 + f.noise * f.rng.gauss(0, 1))
     if f.rng.random() < f.outliers:
         value *= f.rng.uniform(0.3, 0.8)

@@ -174,10 +174,16 @@ def test_two_nodes() -> None:
     assert healthy.next_round() == [] and healthy.verdicts().findings == ()
     sick = Planner(["a", "b"])
     sick.next_round()
-    sick.record({"r1-g0": None})  # no measurement: a or b or their link, and no third node to tell
+    sick.record({"r1-g0": False})  # a or b or their link, and no third node to tell
     v = sick.verdicts()
     assert sick.next_round() == [] and v.findings == ()
     assert set(v.suspects[0]) == {node("a"), node("b"), link("a", "b")}
+    silent = Planner(["a", "b"])
+    silent.next_round()
+    silent.record({"r1-g0": None})  # no measurement: no evidence about a, b or their link
+    v = silent.verdicts()
+    assert silent.next_round() == [] and v.findings == () and v.suspects == () and v.cleared == frozenset()
+    assert v.untested == ("a", "b") and [e.group for e in v.no_result] == ["r1-g0"]
 
 
 def test_three_nodes_one_bad() -> None:

@@ -110,7 +110,7 @@ def test_an_infinite_busbw_through_the_check_passes_no_item() -> None:
     items, rows = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0,
                            lambda groups: {r: {"rows": [row]} for g in groups for r in g}, "fabric")
     assert not any(v.passed for verdicts, _ in items.values() for v in verdicts)
-    assert rows and {r["outcome"] for r in rows} == {"failed"} and {r["busbw"] for r in rows} == {None}
+    assert rows and "passed" not in {r["outcome"] for r in rows} and {r["busbw"] for r in rows} == {None}
 
 
 def test_a_floor_in_gib_s_is_judged_in_gib_s_and_said_in_it() -> None:
@@ -145,3 +145,50 @@ def test_a_floor_in_mb_s_through_the_run_is_judged_in_mb_s(tmp_path: Path) -> No
     for name in ("fabric[h1]", "fabric[h2]", "fabric"):
         assert outcome[name]["outcome"] == "passed", (name, outcome[name], out[-3000:])
     assert "every group >= 1 MB/s" in json.dumps(outcome["fabric[h1]"]["verdicts"])
+
+
+@pytest.mark.pool
+def test_a_rank_that_raises_in_every_group_blames_nobody_and_clears_nobody(tmp_path: Path) -> None:
+    """`clustercheck run` on four hosts, fabric localized; the last rank (h4's) raises in every group it is
+    in (a test-only fault). Its groups give no result: h4 is an error saying so, never failed hardware and
+    never on the exclusion list; the others, cleared by groups that passed, pass; the cluster item is an
+    error, not a pass. Before the fix a group with no result counted as failed: h4 was named bad and
+    excluded (and drained with --drain)."""
+    (tmp_path / "th").mkdir()
+    floor = "  fabric:\n    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working loopback}\n"
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    ctl = run_hosts(tmp_path, "--cc-inject-fault=fabric:raise", hosts="h[1-4]")
+    out, _ = ctl.communicate(timeout=300)
+    outcome = {r["name"]: r for r in run_results(tmp_path)["results"]}
+    for name in ("fabric[h1]", "fabric[h2]", "fabric[h3]"):
+        assert outcome[name]["outcome"] == "passed", (name, outcome[name], out[-3000:])
+    h4, cluster = outcome["fabric[h4]"], outcome["fabric"]
+    assert h4["outcome"] == "error" and "not judged: its groups gave no result (" in h4["message"], h4
+    assert "injected fault" in h4["message"] and not h4.get("unreachable"), h4
+    assert cluster["outcome"] == "error" and "gave no result" in cluster["message"], cluster
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text().split() == []
+    assert "Traceback" not in out
+
+
+def test_a_group_whose_rank_said_nothing_blames_and_clears_nobody() -> None:
+    """d's rank (3) never answers: each group with d gives no result. d is an error naming why, never named
+    bad (before the fix a group with no result counted as failed, and d was named and excluded); a, b, c
+    pass by the groups they passed; the cluster item is an error, not a pass; the rows say "no result"."""
+    nodes = ["a", "b", "c", "d"]
+
+    def run(groups: list[list[int]]) -> dict[int, Any]:
+        got: dict[int, Any] = answers([g for g in groups if 3 not in g], lambda g: 10.0)
+        got.update({r: RuntimeError("rank 3 (d) raised RuntimeError: boom\ntraceback") for g in groups if 3 in g
+                    for r in g})
+        return got
+
+    items, rows = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0, run, "fabric")
+    assert items["d"][0] == [] and items["d"][1].startswith(
+        "not judged: its groups gave no result (rank 3 (d) raised RuntimeError: boom): r1-g0, r2-g1"), items["d"]
+    assert all(items[n][0][0].passed for n in "abc")
+    assert items[None][0] == [] and items[None][1].startswith("not judged: "), items[None]
+    assert "gave no result" in items[None][1]
+    assert {r["group"]: r["outcome"] for r in rows}["r1-g0"] == "no result"
+    results = records(items, nodes)
+    assert excluded(results) == {}

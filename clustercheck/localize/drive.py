@@ -4,7 +4,8 @@
 them all at once and returns one outcome per group, in order), records the outcomes and repeats until
 the planner is done. On the rank pool, `run` is three steps: `rank_groups()` turns node groups into
 the pool's groups of global ranks, `pool.run(...)` measures them, and `group_outcomes()` gives each
-group one outcome from its ranks' answers (None where a rank gave none: a failure, never a pass).
+group one outcome from its ranks' answers (None where a rank gave none: no result, neither a pass nor a
+failure).
 tests/test_netns.py drives it over network namespaces with one throttled link.
 """
 

@@ -1,6 +1,6 @@
 """From tests to the fewest faulty parts that explain every failure.
 
-A passing test clears every part it exercised (model.py: its bandwidth is the minimum over them). What
+A test that gave no result (outcome None) is no evidence either way. A passing test clears every part it exercised (model.py: its bandwidth is the minimum over them). What
 is left of a failed test are its candidates; the explanation picks parts until each failed test holds
 one (a hitting set), taking first any part that is the only candidate of some test, then the part in
 the most open failed tests. Two parts that sit in exactly the same failed tests cannot be told apart
@@ -43,7 +43,7 @@ class Explanation:
 
 def explain(tests: list[Test]) -> Explanation:
     cleared = frozenset().union(*(t.parts for t in tests if t.passed))
-    failed = [t for t in tests if not t.passed]
+    failed = [t for t in tests if not t.passed and t.outcome is not None]  # no result: no evidence
     cands = {i: t.parts - cleared for i, t in enumerate(failed)}
     unexplained = tuple(failed[i] for i, c in cands.items() if not c)
     of_part: dict[Part, set[int]] = defaultdict(set)  # part -> failed tests (all of them) that hold it

@@ -20,7 +20,8 @@ from clustercheck.localize.topology import Topology
 Kind = Literal["node", "link", "switch"]
 Purpose = Literal["screen", "pair", "helper", "probe", "wrap", "retest"]
 # What the caller reports for a group: a bandwidth (judged against the planner's threshold), a verdict,
-# or None when the group produced no measurement (a rank died or hung): counted as a failure.
+# or None when the group produced no measurement (a rank died or hung): no result, which clears nothing and
+# blames nothing (the harness could not measure; it is no evidence about any part).
 Outcome = Union[float, bool, None]
 
 
@@ -116,7 +117,8 @@ class Verdicts:
     """The planner's conclusions. `suspects` are parts that some failure points at but that the tests
     could not tell apart from another part (never blamed); `unexplained` are failed groups every part
     of which passed elsewhere (a transient or a noisy reading); `cleared` are nodes a passing test
-    exercised; `untested` are nodes neither cleared nor named."""
+    exercised; `untested` are nodes neither cleared nor named; `no_result` are the groups that gave no
+    measurement (neither passed nor failed: they clear and blame nobody)."""
 
     rounds: int
     tests: int
@@ -126,6 +128,7 @@ class Verdicts:
     cleared: frozenset[str]
     untested: tuple[str, ...]
     every_test_failed: bool
+    no_result: tuple[Evidence, ...] = ()
 
     def named(self, kind: Kind) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -123,8 +123,8 @@ class Planner:
         return list(groups)
 
     def record(self, results: Mapping[str, Outcome]) -> None:
-        """Outcomes of the pending round by group id. A group left out counts as failed (no measurement
-        is not a pass)."""
+        """Outcomes of the pending round by group id. A group left out gave no result: neither a pass nor a
+        failure (it clears and blames nobody), and its nodes are tested again in the next round."""
         if not self._pending:
             raise UserError("no round is waiting for results: call next_round() first")
         ids = {g.id for g in self._pending}
@@ -164,7 +164,9 @@ class Planner:
             suspects=() if every_failed else tuple(tuple(group) for group in suspects),
             unexplained=tuple(t.group.id for t in ex.unexplained), cleared=cleared,
             untested=tuple(n for n in self.nodes if n not in cleared and n not in named),
-            every_test_failed=every_failed)
+            every_test_failed=every_failed,
+            no_result=tuple(Evidence(t.group.id, t.group.round, t.group.members, None)
+                            for t in self._tests if t.outcome is None))
 
     # -- internals ---------------------------------------------------------------------------
     def _every_test_failed(self) -> bool:
@@ -174,7 +176,7 @@ class Planner:
         had a single group (a few tests)."""
         if not self._tests or any(t.passed for t in self._tests):
             return False
-        groups = [frozenset(t.group.members) for t in self._tests]
+        groups = [frozenset(t.group.members) for t in self._tests if t.outcome is not None]  # measured ones
         return any(not a & b for i, a in enumerate(groups) for b in groups[i + 1:])
 
     def _passed(self, g: Group, outcome: Outcome) -> bool:

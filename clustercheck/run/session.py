@@ -279,7 +279,10 @@ class CheckSession:
             if not verdicts:
                 found[where] = HarnessError(f"{check.id}: {where or 'the cluster'}: {message}")
                 continue
-            outcome = self.runner.left_out(where, Outcome(Measurement({}, {}, rows=rows), verdicts, info))
+            # groups with no result beside a verdict (a node cleared elsewhere, a link named): said, never lost
+            notes = (f"{where}: {message}" if where else message,) if message and (
+                where is None or all(v.passed for v in verdicts)) else ()
+            outcome = self.runner.left_out(where, Outcome(Measurement({}, {}, rows=rows), verdicts, info, notes=notes))
             found[where] = self._with_counters(check, where, outcome)
         return found
 
