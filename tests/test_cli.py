@@ -245,3 +245,12 @@ def test_a_negative_value_is_named_not_read_as_an_option(tree: Path, args: tuple
     out = cc(*args, cwd=tree)
     assert out.returncode == 4
     assert said in out.stderr and "expected one argument" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("extra", [("nvlink",), ("--platform", "cpu")])
+def test_probe_list_refuses_what_it_would_ignore(extra: tuple[str, ...]) -> None:
+    """`probe --list nvlink` listed every probe and said nothing of 'nvlink', exit 0."""
+    out = cc("probe", "--list", *extra)
+    assert out.returncode == 4 and out.stdout == ""
+    assert out.stderr.startswith("clustercheck: error: probe --list takes no ") and len(out.stderr.splitlines()) == 1
+    assert cc("probe", "--list").returncode == 0

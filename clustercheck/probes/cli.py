@@ -50,6 +50,12 @@ def main(args: argparse.Namespace) -> int:
     from clustercheck.probes.base import ProbeOutcome, ProbeParseError, ProbeSkip, outcome_of
 
     if args.list:
+        given = [flag for flag, value in (("--input", args.input), ("--expect", args.expect), ("--platform",
+                                          args.platform), ("--thresholds", args.thresholds)) if value]
+        if args.name or given:  # never silently dropped: `probe --list nvlink` lists every probe, not nvlink's
+            raise UserError(f"probe --list takes no {'NAME' if args.name else 'other option'} (got "
+                            f"{repr(args.name) if args.name else given[0]}); it lists every probe; one probe: "
+                            "clustercheck probe NAME")
         for name in probes.NAMES:
             pr = probes.get(name)
             keys = f"; expect: {', '.join(pr.expect_keys)}" if pr.expect_keys else ""
