@@ -218,7 +218,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             progress.start(item.check.id, item.node)
 
 
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    cs = item.config.stash.get(session_key, None)
+    over = cs.over if cs is not None else None  # the launch plane ended (Launcher.over): once its check's
+    if over and not (isinstance(nextitem, CheckItem) and nextitem.check.id == over[0]):  # items are said, stop
+        item.session.shouldstop = over[1].why
     progress = item.config.stash.get(progress_key, None)
     if progress is not None and isinstance(item, CheckItem):
         progress.finished_one()

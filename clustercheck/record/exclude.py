@@ -99,7 +99,10 @@ def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, s
             out.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
         for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
             during = f"{r['check']} in repetition {r['repeat']}" if r.get("repeat") else r["check"]
-            out.setdefault(node, f"{during}: stopped answering (no heartbeat: unreachable or dead)")
+            said = re.search(rf"(?:^|; ){re.escape(node)} failed \(((?:srun|scheduler): [^()\n]*)\)",
+                             r.get("message") or "")  # the scheduler's words (launcher.Over.cost)
+            out.setdefault(node, f"{during}: " + (f"the scheduler said it failed ({said.group(1)})" if said else
+                                                  "stopped answering (no heartbeat: unreachable or dead)"))
     lone: dict[str, str] = {}
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]

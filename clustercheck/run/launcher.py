@@ -9,8 +9,9 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Any, Collection, Mapping, Protocol, Sequence
+from typing import Any, Collection, Mapping, NamedTuple, Protocol, Sequence
 
+from clustercheck.errors import HarnessError, Unreachable
 from clustercheck.run import wire
 
 
@@ -39,6 +40,25 @@ def advertised(store_addr: str | None = None) -> str:
         return socket.gethostbyname(socket.getfqdn())
     except OSError:
         return socket.gethostname()
+
+
+class Over(NamedTuple):
+    """The launch plane ended mid-run (the job's step of node agents, revoked, cancelled or killed): no later
+    pool can start, so the run stops INCOMPLETE. `why` quotes the scheduler's words; `failed`, node -> its
+    words, the nodes it named as failed (excluded: their failure ended the run); every other node is only
+    not measured."""
+
+    why: str
+    failed: Mapping[str, str]
+
+    def cost(self, members: Collection[str]) -> HarnessError:
+        """The error of an item over `members` that the end cost its result: Unreachable naming those of them
+        the scheduler said failed, with its words (the exclusion list names them), else only not measured."""
+        failed = tuple(n for n in members if n in self.failed)
+        text = f"not measured: {self.why}, so the run stopped"
+        if not failed:
+            return HarnessError(text)
+        return Unreachable("; ".join(f"{n} failed ({self.failed[n]})" for n in failed) + f"; {text}", failed)
 
 
 class RankProcess(Protocol):
@@ -84,6 +104,10 @@ class Launcher:
     def why_lost(self, node: str) -> str:
         """What the launcher knows of how a node was lost (its agent exited, or went silent), or ""."""
         return ""
+
+    def over(self) -> Over | None:
+        """Whether the launch plane ended mid-run, and why (None while it stands, as for most launchers)."""
+        return None
 
     def begin(self) -> None:
         """Whatever must happen before the run's nodes are final (the hosts launcher starts its agents here,

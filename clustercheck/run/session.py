@@ -22,6 +22,7 @@ from clustercheck.judging.fabric import RunFabric, run_fabric
 from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
+from clustercheck.run.launcher import Over
 from clustercheck.run.fit import check_fits
 from clustercheck.run.nodefacts import node_facts
 from clustercheck.run.options import Options
@@ -78,6 +79,7 @@ class CheckSession:
         self.fabric: RunFabric | None = None  # what multi-node floors depend on (judging/fabric.py)
         self.repetitions = 0  # repetitions of a repeated run that ran to their end
         self.stopped: str | None = None  # why clustercheck stopped the run before its end (disk space)
+        self.over: tuple[str, Over] | None = None  # (the check, how) where the launch plane ended: the run stops
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]],
@@ -207,25 +209,33 @@ class CheckSession:
                 self._cache[check.id] = self._measure_all(check)
             except Exception as exc:  # every item of the check gets the same error or skip
                 self._cache[check.id] = exc
+            if self.over is None and (over := self.launcher.over()) is not None:  # the job's step ended in it
+                self.over, self.stopped = (check.id, over), self.stopped or over.why  # plugin: the run stops
         found = self._cache[check.id]
         if isinstance(found, ClusterCheckError) and self.runner is not None and self.runner.windows_of == check.id:
             if isinstance(failed := self._with_counters(check, where, copy.copy(found)), Outcome):
                 return failed  # the whole check errored, and a window of this item's nodes failed (an Xid)
         if isinstance(found, Exception):  # each item raises its own copy, with every field the original had
-            raise self._unmeasured(item_id, copy.copy(found))
+            raise self._unmeasured(item_id, self._ended(check, where, copy.copy(found)))
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
         if not found:
             del self._cache[check.id]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if isinstance(outcome, Exception):  # this node's or pair's ranks failed (or its own judging did)
-            raise self._unmeasured(item_id, outcome)
+            raise self._unmeasured(item_id, self._ended(check, where, outcome))
         if self.baseline is None:
             return outcome
         verdicts, whys = self.baseline.regressions(check, item_id, outcome)
         hosts = hostlist.collect_hostlist(scopes.members(where, self.runner.live() if self.runner else self.nodes))
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + verdicts,
                                    notes=(*outcome.notes, *(f"{hosts}: {why}" for why in whys)))
+
+    def _ended(self, check: CheckSpec, where: Where, exc: Exception) -> Exception:
+        """An item's error, or, where the launch plane ended during its check, what that cost it (Over.cost)."""
+        if self.over is None or self.over[0] != check.id or not isinstance(exc, HarnessError):
+            return exc
+        return self.over[1].cost(scopes.members(where, self.nodes))
 
     def _unmeasured(self, item_id: str, exc: Exception) -> Exception:
         """What an item that measured nothing raises: its own error or skip, or under --compare a skip of

@@ -21,12 +21,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Collection, Mapping, NamedTuple
 
 from clustercheck.errors import UserError
+from clustercheck.run.launcher import Over
 from clustercheck.run.hosts import LAST_WORDS, REACH, HostsLauncher, bracketed, last_words, start_agent
 
 STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffered", "--label", "--input=all"]
@@ -34,15 +36,26 @@ STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffere
 _ENDED = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
 _LABEL = re.compile(r"^ *(\d+): ?(.*)$", re.MULTILINE)  # a line srun --label prefixed with its task
 _OWN = re.compile(r"^srun: (.+)$", re.MULTILINE)  # srun's own words, e.g. why the step is not created yet
+# srun's (and slurmstepd's, through a task's label) words that the job or the whole step ended, as srun 22.05
+# printed them (tests/slurm): a node set DOWN ("srun: error: Node failure on ccnode3", "*** STEP 2.0 ON ccnode1
+# CANCELLED AT ... DUE TO NODE FAILURE ... ***"), scancel ("srun: Job step aborted: Waiting up to 7 seconds
+# for job step to finish."), the time limit ("... DUE TO TIME LIMIT ***"), a step killed ("Force Terminated")
+_OVER = re.compile(r"^(?: *\d+: )?(srun: (?:error: )?(?:Node failure on \S+|Job step aborted\b.*|Force Terminated\b.*"
+                   r"|.*\b(?:CANCELLED|TIME LIMIT|revoked)\b.*)|slurmstepd\S*: error: \*\*\* (?:STEP|JOB) .*\*\*\*)\s*$",
+                   re.MULTILINE)
+_FAILED = re.compile(r"^srun: error: Node failure on (\S+)\s*$", re.MULTILINE)  # a node srun names as failed
 
 
 class Said(NamedTuple):
     """What the step's output says: node -> how srun said its agent ended, node -> that agent's last line,
-    whether any task printed at all, and srun's last words of its own that are no task's end."""
+    whether any task printed at all, srun's last words of its own that are no task's end, its words that the
+    job or step ended (`_OVER`), and node -> srun's words where it named the node failed."""
     ended: dict[str, str]
     words: dict[str, str]
     spoke: bool
     own: str
+    over: tuple[str, ...] = ()
+    failed: dict[str, str] = {}
 
     @classmethod
     def nothing(cls) -> Said:
@@ -123,9 +136,24 @@ class SlurmLauncher(HostsLauncher):
         labelled = _LABEL.findall(text)
         last = {int(task): line.strip() for task, line in labelled if line.strip()}
         words = {node: last[t] for node, (tasks, _) in ends.items() for t in tasks[:1] if t in last}
+        over = tuple(dict.fromkeys(m.group(1).strip()[:200] for m in _OVER.finditer(text)))
+        failed = {m.group(1): m.group(0).strip() for m in _FAILED.finditer(text)}
         self._read_size = size
-        self._read = Said({node: why for node, (_, why) in ends.items()}, words, bool(labelled), srun_own(text))
+        self._read = Said({node: why for node, (_, why) in ends.items()}, words, bool(labelled), srun_own(text),
+                          over, failed)
         return self._read
+
+    def over(self) -> Over | None:
+        """Once the agents joined: the step ended (srun exited), or srun said the job or the step ended (a node
+        failed, the job was cancelled or ran out of time). Every agent then ends with it: the run stops."""
+        if not self.members or not self.agents:
+            return None
+        said, code = self._said(), self.agents[0].poll()
+        if not said.over and code is None:
+            return None
+        words = "; ".join(said.over[:3]) or ("srun " + (f"was killed by {signal.Signals(-code).name}"
+                                                        if code is not None and code < 0 else f"exited with {code}"))
+        return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
 
     def ended(self, joined: Collection[int], expected: int) -> bool:
         if self.agents and self.agents[0].poll() is not None:
@@ -175,12 +203,18 @@ class SlurmLauncher(HostsLauncher):
                 f"{self.check}; the agents' output: {self.agent_dir}")
 
     def silent(self) -> Mapping[int, str]:
-        """As the join launcher's, and at once a node whose agent srun saw end."""
-        ended, words, _, _ = self._said()
+        """As the join launcher's, and at once a node whose agent srun saw end; every node once the step ended
+        (`over`): no agent of it lives on, and none is to wait for."""
+        said = self._said()
+        ended, words = said.ended, said.words
+        over = self.over()
         for i, member in self.members.items():
             node = member.node
-            if i not in self._silent and node in ended:
-                said = words.get(node, "")[:LAST_WORDS]
+            if i not in self._silent and over is not None:
+                self._silent[i] = f"its node's agent ({node}), " + (f"whose node failed ({over.failed[node]})"
+                                                                    if node in over.failed else f"gone as {over.why}")
+            elif i not in self._silent and node in ended:
+                last = words.get(node, "")[:LAST_WORDS]
                 self._silent[i] = f"its node's agent ({node}), which ended (srun: {ended[node]})" + \
-                    (f" ({said})" if said else "")
+                    (f" ({last})" if last else "")
         return super(HostsLauncher, self).silent()
