@@ -30,9 +30,21 @@ examples:
   clustercheck run burn-in --sign key.pem  sign the run's evidence (attestation.json) when it ends
   clustercheck verify RUN --key key.pub    check a delivered run: signature, digests, metrics and verdicts
 
-exit codes (every subcommand, and pytest runs of suites):
-{table}
+{exit_codes}
 """
+
+
+EXIT_CODES = """exit codes (every subcommand, and pytest runs of suites):
+{table}"""
+
+
+class _KeepsTables(argparse.HelpFormatter):
+    """Wraps a one-paragraph description, as argparse does, and keeps a text of several lines (the exit-code
+    table) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True)) if "\n" in text else \
+            super()._fill_text(text, width, indent)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="clustercheck", description="Acceptance tests for GPU clusters, run by pytest.",
-                epilog=EPILOG.format(table=table()), formatter_class=argparse.RawDescriptionHelpFormatter)
+                epilog=EPILOG.format(exit_codes=EXIT_CODES.format(table=table())), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"clustercheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     # no abbreviations of run's own options: pytest's `--co` would read as an ambiguous "--compare/--counters"
@@ -106,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
 
     add_k8s_parser(sub)
     add_agent_parser(sub)
+    for each in sub.choices.values():  # `clustercheck run --help` states the table too, not only the top --help
+        if "exit codes" not in (each.epilog or ""):
+            each.epilog = "\n\n".join(filter(None, [each.epilog, EXIT_CODES.format(table=table())]))
+            if each.formatter_class is argparse.HelpFormatter:
+                each.formatter_class = _KeepsTables
     refuse_empty_paths(p)  # `Path('')` is `.`: an empty path never means the working directory
     return p
 

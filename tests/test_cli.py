@@ -95,6 +95,19 @@ def test_help_explains_commands_and_exit_codes() -> None:
     assert "go to pytest unchanged" in run_help and "--platform" in run_help
 
 
+@pytest.mark.parametrize("command", ["run", "report", "compare", "platforms", "resume", "sign", "verify", "probe"])
+def test_each_subcommands_help_states_the_exit_codes(command: str) -> None:
+    """Only the top-level --help had the table; `run --help` also lacked --ranks's range."""
+    from clustercheck.exitcodes import MEANING
+
+    out = cc(command, "--help").stdout
+    assert "exit codes" in out
+    if command != "probe":  # probe's own table reads each code for a probe
+        assert all(f"  {int(code)}  {meaning}" in out for code, meaning in MEANING.items()), out
+    if command == "run":
+        assert "rank processes per node, 1 to 1024" in " ".join(out.split())
+
+
 @pytest.mark.pool
 def test_options_before_the_suite_and_plugin_options_are_not_read_as_suites(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))

@@ -56,8 +56,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     Opt("thresholds", "--thresholds", "a directory of your own threshold profiles, searched before the shipped "
         "ones (repeatable; also $CLUSTERCHECK_THRESHOLDS, ':'-separated); a profile of the same name hides ours",
         type=path("--thresholds"), metavar="DIR", repeat=True),
-    Opt("ranks", "--ranks", "rank processes per node (default: one per GPU; 2 without GPUs); local ranks are "
-        "capped by this machine's cores and memory unless --force", type=int, metavar="N"),
+    Opt("ranks", "--ranks", "rank processes per node, 1 to 1024 (default: one per GPU; 2 without GPUs); local "
+        "ranks are capped by this machine's cores and memory unless --force", type=int, metavar="N"),
     Opt("force", "--cc-force", "run more local ranks than this machine's cores and memory hold (--ranks)",
         cli_flag="--force", default=False, flag=True),
     Opt("backend", "--backend", "torch.distributed backend (default: nccl with GPUs, gloo without)",
