@@ -306,3 +306,18 @@ def test_a_probe_whose_tool_is_absent_stays_a_skip_with_its_reason(tmp_path: Pat
     sent = {"outcome": "skipped", "reason": "ib_write_bw not found on PATH", "verdicts": []}
     with pytest.raises(Skip, match="^ib_write_bw not found on PATH$"):
         KINDS["probe"].judge(_probe_answers(tmp_path, sent), Rules({}))
+
+
+# -- a measured number outside its metric's domain ---------------------------------------------------------
+
+@pytest.mark.parametrize(("measured", "passed"), [(1.5, False), (-0.1, False), (0.95, True)])
+def test_a_measured_ratio_outside_its_domain_fails_whatever_its_limit_says(measured: float, passed: bool) -> None:
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.verdicts import of_limit
+    from clustercheck.run.judge import _in_domain
+
+    floor = Limit("p2p", "p2p_min_ratio", ">=", 0.8, "ratio", ">= 0.8", "test", "test")  # 1.5 passes it
+    verdict = _in_domain("p2p", of_limit("p2p_min_ratio", measured, floor))
+    assert verdict.passed is passed
+    if not passed:
+        assert verdict.detail and "out of the domain of p2p_min_ratio (0 to 1)" in verdict.detail

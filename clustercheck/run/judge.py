@@ -142,8 +142,23 @@ def _fabric_floor(check: CheckSpec, profile: Profile, run: RunFabric) -> Limit:
 
 def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:
     measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
+    verdicts = [_in_domain(answers.check.measure, v) for v in verdicts]
     hosts = hostlist.collect_hostlist(sorted(set(answers.hosts))) if measurement.notes else ""
     return Outcome(measurement, verdicts, pool, answers.per_rank, tuple(f"{hosts}: {n}" for n in measurement.notes))
+
+
+def _in_domain(kind: str, v: Verdict) -> Verdict:
+    """A measured number outside what its metric can take (a p2p_min_ratio of 1.5: the worst pair above the
+    median) is a broken measurement, never a pass, as a NaN or a negative bandwidth is (units.out_of_domain)."""
+    metrics = KINDS[kind].metrics
+    if not isinstance(v.rule, Limit) or not isinstance(v.measured, (int, float)) or v.metric not in metrics:
+        return v
+    low, high = KINDS[kind].domain(v.metric)
+    value = convert(v.measured, v.unit, metrics[v.metric])
+    if not low <= value <= high:  # a NaN fails here too; its limit verdict failed already
+        return replace(v, passed=False, margin=None, detail=v.detail or f"{fmt(value)} {metrics[v.metric]} is out of "
+                       f"the domain of {v.metric} ({fmt(low)} to {fmt(high)}): a broken measurement")
+    return v
 
 
 class Baseline:
