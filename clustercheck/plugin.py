@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise
     local = not config.stash[session_key].launcher.remote
     # not for a run the session will refuse for its --out (run/rundir.py): ranks would import torch for nothing
-    if local and _suite_files(config) and not (config.option.collectonly or config.option.help) and \
+    if local and _suite_files(config) and not (_listing(config) or config.option.help) and \
             latest_problem(options.out / "latest") is None:
         from clustercheck.run import prestart  # the first pool's ranks start while pytest collects
 
@@ -87,6 +87,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     cs = config.stash.get(session_key, None)
     if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
         cs.release()
+
+
+def _listing(config: pytest.Config) -> bool:
+    """A pytest run that lists and measures nothing: --collect-only, --fixtures, --fixtures-per-test (pytest
+    collects for those too): no rank starts, no run record, `latest` stays."""
+    return bool(config.option.collectonly or getattr(config.option, "showfixtures", False) or
+                getattr(config.option, "show_fixtures_per_test", False))
 
 
 def _suite_files(config: pytest.Config) -> list[Path]:
@@ -178,7 +185,7 @@ class CheckItem(pytest.Item):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     checks = [i for i in items if isinstance(i, CheckItem)]
-    if not checks or config.option.collectonly or config.stash.get(bad_suites_key, None):
+    if not checks or _listing(config) or config.stash.get(bad_suites_key, None):
         return  # a bad suite file is refused (exit 4) before any rank starts, with the good ones
     TIMINGS.mark("collection")
     files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
@@ -269,7 +276,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """Burn-in (--repeat N, --duration T): run/repeat.py's loop. Without those options pytest's own runs."""
     cs = session.config.stash.get(session_key, None)
-    if cs is None or not cs.started or not cs.options.repeating or session.config.option.collectonly:
+    if cs is None or not cs.started or not cs.options.repeating or _listing(session.config):
         return None
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         return None  # pytest's loop reports the collection errors

@@ -267,3 +267,18 @@ def test_probe_list_refuses_what_it_would_ignore(extra: tuple[str, ...]) -> None
     assert out.returncode == 4 and out.stdout == ""
     assert out.stderr.startswith("clustercheck: error: probe --list takes no ") and len(out.stderr.splitlines()) == 1
     assert cc("probe", "--list").returncode == 0
+
+
+@pytest.mark.parametrize(("option", "addopts"), [("--fixtures", ""), ("--fixtures-per-test", ""),
+                                                 ("", "--fixtures")])
+def test_fixtures_lists_and_measures_nothing_like_collect_only(tree: Path, option: str, addopts: str) -> None:
+    """pytest collects for --fixtures: the session started ranks, wrote an INCOMPLETE record, moved `latest`
+    and exited 0."""
+    import os
+
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    env = {**os.environ, "PYTEST_ADDOPTS": addopts}
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "o",
+                          *filter(None, [option])], capture_output=True, text=True, cwd=tree, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tree / "o").exists()

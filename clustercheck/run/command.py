@@ -173,7 +173,11 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
 def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
     """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
-    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--markers"} & set(rest)
+    import shlex
+
+    given = {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))}
+    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--fixtures-per-test",
+               "--markers"} & given
     from clustercheck.run.launch import LAUNCHERS
 
     return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
