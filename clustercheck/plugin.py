@@ -84,6 +84,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from clustercheck.run import prestart
 
     prestart.end()  # a pool started for a run that never began (a collection error, nothing selected)
+    stopper = config.stash.get(stopper_key, None)
+    if stopper is not None:  # finishing since sessionfinish: a signal in the summary no longer unsays the verdict
+        stopper.restore()
     cs = config.stash.get(session_key, None)
     if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
         cs.release()
@@ -377,9 +380,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from clustercheck.record.compare import software_since
     from clustercheck.report.terminal import run_summary
 
-    stopper = config.stash.get(stopper_key, None)
-    if stopper is not None:
-        stopper.restore()
     terminalreporter.section("clustercheck")
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):

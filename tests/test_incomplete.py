@@ -301,3 +301,21 @@ def test_a_signal_during_the_option_pre_check_is_one_line(tmp_path: Path, sig: s
     assert err.strip().splitlines() == [f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing "
                                         "was measured and no node is cleared"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("hook", ["pytest_terminal_summary", "pytest_unconfigure"])
+def test_a_signal_during_the_summary_leaves_the_verdict_and_its_code(tmp_path: Path, hook: str) -> None:
+    """terminal_summary gave the signals back before it wrote the summary: SIGINT there was 'INCOMPLETE:
+    interrupted: stopped before any check ran; nothing was measured', exit 2, while results.json said PASS.
+    After the session (pytest's unconfigure) the record's verdict and code stand too."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
+    (tmp_path / "sigint_in_summary.py").write_text(
+        "import os, signal, time\nimport pytest\n\n\n@pytest.hookimpl(trylast=True)\n"
+        f"def {hook}():\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(0.5)\n")
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "-p", "sigint_in_summary"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "before any check ran" not in out.stderr and "Traceback" not in out.stdout + out.stderr

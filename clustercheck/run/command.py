@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any, Generator
 
@@ -162,7 +163,17 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         pytest_args += ["-k", args.keyword] * bool(args.keyword) + ["-m", args.markexpr] * bool(args.markexpr)
         TIMINGS.mark("suites and profiles checked")
         os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
-        return int(pytest.main(pytest_args, plugins=[NoIniHeader()]))  # the plugin sets the code from the verdict
+        witness = SessionEnd()
+        try:  # the plugin sets the code from the verdict
+            return int(pytest.main(pytest_args, plugins=[NoIniHeader(), witness]))
+        except KeyboardInterrupt as exc:  # pytest's session had ended (its unconfigure): the record stands
+            if witness.code is None:
+                raise  # before any record: the caller's one line
+            from clustercheck.run.signals import stopped_by
+
+            print(f"clustercheck: {stopped_by(exc)} after the run had finished: its record and reports stand "
+                  f"(exit {witness.code})", file=sys.stderr)
+            return witness.code
     finally:
         prestart.end()  # the session took it, or nothing ran
         if saved is None:
@@ -275,6 +286,18 @@ def _value_of(option: str, rest: list[str]) -> str | None:
         elif arg == option and after is not None:
             found = after
     return found
+
+
+class SessionEnd:
+    """The exit code pytest's session ended with (after the plugin's sessionfinish set it from the verdict),
+    None until then: a signal after that (pytest's unconfigure) leaves the record's verdict and its code."""
+
+    def __init__(self) -> None:
+        self.code: int | None = None
+
+    @pluggy.HookimplMarker("pytest")(trylast=True)
+    def pytest_sessionfinish(self, session: Any) -> None:
+        self.code = int(session.exitstatus)
 
 
 class NoIniHeader:
