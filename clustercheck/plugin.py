@@ -25,6 +25,8 @@ from clustercheck.run.session import CheckSession
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite
+from clustercheck.run.pytestconfig import listing as _listing, refuse_parallel_workers
+from clustercheck.run.pytestconfig import suite_files as _suite_files
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.verdicts import failure_text
 
@@ -34,6 +36,7 @@ stopper_key = pytest.StashKey[Stopper]()
 incomplete_key = pytest.StashKey["str | None"]()  # the summary's INCOMPLETE line, None when the run finished
 bad_suites_key = pytest.StashKey[list[str]]()  # suite files that could not be read: the run does not start
 interrupt_key = pytest.StashKey[str]()  # what stopped pytest before the session's own handler was installed
+finishing_key = pytest.StashKey[bool]()  # clustercheck's sessionfinish has begun (once, whatever raised before it)
 
 
 class _InterruptWitness:
@@ -60,8 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     TIMINGS.mark("pytest start-up and plugins")
-    _refuse_parallel_workers(config)
+    refuse_parallel_workers(config)
     config.pluginmanager.register(_InterruptWitness(config.stash), "clustercheck-interrupt-witness")
+    config.pluginmanager.register(_RecordCloser(), "clustercheck-record-closer")
     try:
         options = run_options.resolve(config.getoption)
         # the private key's path never reaches the record, nor so any report
@@ -90,33 +94,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     cs = config.stash.get(session_key, None)
     if cs is not None:  # a run that never started (bad profile, -x at collection) still lets its agents go
         cs.release()
-
-
-def _listing(config: pytest.Config) -> bool:
-    """A pytest run that lists and measures nothing: --collect-only, --fixtures, --fixtures-per-test (pytest
-    collects for those too): no rank starts, no run record, `latest` stays."""
-    return bool(config.option.collectonly or getattr(config.option, "showfixtures", False) or
-                getattr(config.option, "show_fixtures_per_test", False))
-
-
-def _suite_files(config: pytest.Config) -> list[Path]:
-    """The suite files named on the command line."""
-    files = (Path(a.split("::")[0]) for a in config.args)
-    return [f for f in files if is_yaml_name(f) and is_suite_file(f)]
-
-
-def _refuse_parallel_workers(config: pytest.Config) -> None:
-    """pytest-xdist (-n) would give each worker its own controller and rank pool, measuring the same
-    GPUs and links at the same time: every number would be distorted. Suites run in one controller,
-    which already measures all nodes at once (docs/multi-node.md)."""
-    workers = config.getoption("numprocesses", None)  # None without xdist; 0 for -n 0
-    if not workers:
-        return
-    suites = _suite_files(config)
-    if suites:
-        raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
-                                "workers would measure the same hardware at the same time and distort every "
-                                "result (all nodes are already measured at once); drop -n")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -316,7 +293,24 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
             f"{cs.nranks} {cs.backend} rank(s); run dir {display(cs.run_dir) if cs.run_dir else '-'}"]
 
 
+class _RecordCloser:
+    """The run record gets its end line and the reports are written even where another plugin's
+    sessionfinish, called before clustercheck's, raises: this wrapper finishes the run then."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        finally:
+            if not session.config.stash.get(finishing_key, False):
+                pytest_sessionfinish(session, exitstatus)
+
+
+@pytest.hookimpl(tryfirst=True)  # before LogXML's, which writes the user's --junitxml from what this adds
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.stash.get(finishing_key, False):
+        return
+    session.config.stash[finishing_key] = True
     cs = session.config.stash[session_key]
     stopper = session.config.stash.get(stopper_key, None)
     if stopper is not None:

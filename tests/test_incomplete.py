@@ -319,3 +319,19 @@ def test_a_signal_during_the_summary_leaves_the_verdict_and_its_code(tmp_path: P
     assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"
     assert out.returncode == 0, out.stdout + out.stderr
     assert "before any check ran" not in out.stderr and "Traceback" not in out.stdout + out.stderr
+
+
+def test_another_plugins_sessionfinish_that_raises_leaves_the_record_whole(tmp_path: Path) -> None:
+    """A sessionfinish called before clustercheck's (tryfirst, registered later; LogXML with a path it could
+    not write) raised, and the record never got its end line: no report, and `report` said INCOMPLETE."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
+    (tmp_path / "raises_at_end.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "-p", "raises_at_end"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode != 0, out.stdout + out.stderr  # a harness error, never a pass
+    lines = [json.loads(x) for x in (tmp_path / "out" / "latest" / "run.jsonl").read_text().splitlines()]
+    assert lines[-1]["type"] == "end", lines[-1]
+    assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"
