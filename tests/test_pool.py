@@ -254,3 +254,21 @@ def test_a_rank_that_posted_its_result_then_died_before_it_was_counted_is_named(
     message = str(failure.value)
     assert message.startswith("rank 1 (") and "was killed by SIGKILL during all_reduce" in message, message
     assert failure.value.failed == {1} and set(failure.value.answered) == {0}
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather", "sendrecv"])
+def test_a_group_given_out_of_rank_order_measures_right(pools: PoolManager, collective: str) -> None:
+    """A localization pair lists its nodes in the planner's order ([2, 0]), which torch's new_group sorts:
+    each rank's place in the group is torch's, or its buffer and check follow another rank's place and a
+    healthy collective counts wrong elements."""
+    from clustercheck.formulas import PLACEMENTS
+
+    pool = pools.get(PoolKey("gloo", 3))
+    results = pool.run(collective, {**PARAMS, "placements": list(PLACEMENTS[collective])}, 60, groups=[[2, 0]])
+    assert [[row["wrong"] for row in results[r]["rows"]] for r in (0, 2)] == [[0] * len(PLACEMENTS[collective])] * 2
+
+
+def test_a_fault_lands_on_the_global_rank_named_in_a_group_out_of_rank_order(pools: PoolManager) -> None:
+    pool = pools.get(PoolKey("gloo", 3))
+    with pytest.raises(RankFailure, match=r"rank 2 \(\S+\) raised RuntimeError: injected fault"):
+        pool.run("all_reduce", {**PARAMS, "fault": {"kind": "raise", "rank": 2}}, 30, groups=[[2, 0]])

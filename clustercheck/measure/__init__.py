@@ -138,7 +138,8 @@ _GROUPS: dict[tuple[tuple[int, ...], ...], Any] = {}
 
 def _in_group(ctx: RankContext, groups: list[list[int]] | None) -> RankContext | None:
     """This rank's context inside its group of `groups` (every rank creates every group, in the same
-    order, as torch requires); None when this rank sits this task out."""
+    order, as torch requires), its rank the group's as torch numbers it; None when this rank sits this
+    task out."""
     import dataclasses
 
     import torch.distributed as dist
@@ -149,8 +150,9 @@ def _in_group(ctx: RankContext, groups: list[list[int]] | None) -> RankContext |
     if key not in _GROUPS:
         _GROUPS[key] = [dist.new_group(list(g)) for g in key]
     for ranks, group in zip(key, _GROUPS[key]):
-        if ctx.rank in ranks:
-            return dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=group)
+        if ctx.rank in ranks:  # torch's place for it: new_group sorts the ranks it is given ([2, 0] is [0, 2])
+            return dataclasses.replace(ctx, rank=dist.get_group_rank(group, ctx.rank), world_size=len(ranks),
+                                       group=group)
     return None
 
 
