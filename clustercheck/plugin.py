@@ -356,6 +356,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         TIMINGS.mark("ranks stopped")
         session.config.stash[incomplete_key] = (f"INCOMPLETE: {broken}" if broken else incomplete_line(rec)) or (
             f"INCOMPLETE: the reports could not be written ({unwritten})" if unwritten else None)
+        if said := session.config.stash[incomplete_key]:  # the user's own --junitxml says it too
+            from clustercheck.report.user_junit import mark_incomplete
+
+            mark_incomplete(session.config, rec, said)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
         code = for_verdict(run_status(rec)["verdict"])

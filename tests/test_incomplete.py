@@ -335,3 +335,26 @@ def test_another_plugins_sessionfinish_that_raises_leaves_the_record_whole(tmp_p
     lines = [json.loads(x) for x in (tmp_path / "out" / "latest" / "run.jsonl").read_text().splitlines()]
     assert lines[-1]["type"] == "end", lines[-1]
     assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"
+
+
+def test_the_users_own_junitxml_says_incomplete(five: pytest.Pytester) -> None:
+    """SIGINT after 2 of 5 checks: the user's --junitxml had only the 2 passed testcases, errors="0", a green
+    CI panel (the run directory's own junit.xml said INCOMPLETE)."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "suites/s.yaml", *RUN, "--cc-inject-fault", "c:hang",
+                             "--junitxml=user.xml"], cwd=five.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_results(five.path, 2)
+        time.sleep(0.5)  # c is hanging now
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, out.decode()
+    suite = ET.parse(five.path / "user.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props.get("clustercheck_verdict") == "INCOMPLETE"
+    errors = {c.get("name"): c.find("error") for c in suite.iter("testcase") if c.find("error") is not None}
+    assert {"c[vm]", "d[vm]", "e[vm]", "run"} <= set(errors), errors
+    assert "INCOMPLETE: " in (errors["run"].text or "")
+    assert int(suite.get("errors") or 0) >= 4 and suite.get("tests") == str(2 + len(errors))
