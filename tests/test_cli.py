@@ -282,3 +282,14 @@ def test_fixtures_lists_and_measures_nothing_like_collect_only(tree: Path, optio
                           *filter(None, [option])], capture_output=True, text=True, cwd=tree, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert not (tree / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--co", "--markers"])
+def test_a_listing_says_that_nothing_was_measured(tree: Path, option: str) -> None:
+    """`run --co` exited 0 with nothing judged and not a word of it: a gate that passes it clears nothing."""
+    (tree / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", option, cwd=tree)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines() == [f"clustercheck: {option}: listed only; nothing was measured, no "
+                                               "record was written and no node is cleared (exit 0)"]
+    assert not (tree / "o").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Generator
@@ -165,7 +166,11 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
         witness = SessionEnd()
         try:  # the plugin sets the code from the verdict
-            return int(pytest.main(pytest_args, plugins=[NoIniHeader(), witness]))
+            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), witness]))
+            if code == 0 and (listed := sorted(LISTING & {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))})):
+                print(f"clustercheck: {listed[0]}: listed only; nothing was measured, no record was written and no "
+                      "node is cleared (exit 0)", file=sys.stderr)
+            return code
         except KeyboardInterrupt as exc:  # pytest's session had ended (its unconfigure): the record stands
             if witness.code is None:
                 raise  # before any record: the caller's one line
@@ -182,13 +187,13 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
             os.environ[AUTOLOAD] = saved
 
 
+LISTING = frozenset({"--co", "--collect-only", "--fixtures", "--fixtures-per-test", "--markers"})  # measure nothing
+
+
 def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
     """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
-    import shlex
-
     given = {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))}
-    listing = {"--co", "--collect-only", "--help", "-h", "--version", "--fixtures", "--fixtures-per-test",
-               "--markers"} & given
+    listing = ({"--help", "-h", "--version"} | LISTING) & given
     from clustercheck.run.launch import LAUNCHERS
 
     return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
@@ -244,7 +249,6 @@ def unwritable_junitxml(rest: list[str]) -> None:
     """A `--junitxml` path pytest could not write (its folder a file, under /proc, read-only) is refused in one
     line before anything is measured: pytest would find out after the run, in a traceback, and the record
     would never get its end line. Folders it needs are made and removed again (pytest makes them at the end)."""
-    import shlex
 
     given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *rest]
     for option in ("--junitxml", "--junit-xml"):
