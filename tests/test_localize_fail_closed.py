@@ -82,6 +82,32 @@ def test_a_link_failure_is_said_at_the_end_though_a_node_was_excluded() -> None:
     assert unblamed(results) == ["localize check fabric"]
 
 
+def test_a_failed_link_does_not_count_every_node_toward_the_drain_breaker() -> None:
+    """A slow link a-b (the localize check fails naming the link, no node) and two nodes each failing a check
+    of its own: no check failed on more than one node, so --drain may act. The cluster item counted all six
+    nodes as failing it, so d and e read as two nodes failing `fabric` and the breaker tripped."""
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.verdicts import of_limit
+    from clustercheck.record.exclude import breaker
+
+    nodes = ["a", "b", "c", "d", "e", "f"]
+    topology = Topology.build({n: "L1" for n in nodes}, {"L1": "spine"})
+
+    def run(groups: list[list[int]]) -> dict[int, dict[str, Any]]:
+        return answers(groups, lambda g: 0.01 if {0, 1} <= set(g) else 10.0)
+
+    items, _ = localize(nodes, {n: [i] for i, n in enumerate(nodes)}, 1.0, run, "fabric", topology=topology)
+    results = records(items, nodes)
+    for node, check in (("d", "gemm"), ("e", "memory")):
+        spec = CheckSpec(check, "gemm", "node", {}, (), 60, "", "s.yaml", 2)
+        floor = Limit(check, "tflops", ">=", 100.0, "TFLOP/s", ">= 100", "test", "test")
+        failed = Outcome(Measurement({"tflops": 1.0}, {"tflops": "TFLOP/s"}), [of_limit("tflops", 1.0, floor)], {})
+        results.append(result_entry(spec, node, nodes, nodeid=f"s.yaml::{check}[{node}]", name=f"{check}[{node}]",
+                                    outcome="failed", message="", duration=1.0, measured=failed, figure=""))
+    assert sorted(excluded(results)) == ["d", "e"]
+    assert breaker(results, excluded(results), len(nodes), 0.2) is None
+
+
 @pytest.mark.parametrize("reading", [float("inf"), float("nan"), -5.0])
 def test_a_bandwidth_that_is_no_number_clears_nobody(reading: float) -> None:
     """A group that reports an infinite busbw passed (`not isnan(x) and x >= threshold`) and cleared its

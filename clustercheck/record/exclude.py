@@ -176,9 +176,9 @@ def breaker(results: Sequence[ResultEntry], nodes: Mapping[str, str], run_nodes:
     every agent lost at once is the controller's network, or the Job deleted, far likelier than every node."""
     allowed = max(1, math.floor(share * run_nodes + 1e-9))
     failing: dict[str, set[str]] = {}
-    for r in results:  # a cluster item counts the nodes its verdicts name (an Xid on every node trips it)
-        if r["outcome"] == "failed":
-            blamed = set(named(r)) | (set(r.get("nodes") or []) if r.get("scope") != "cluster" else set())
+    for r in results:  # an item of the whole cluster (cluster, localize's) counts the nodes its verdicts name
+        if r["outcome"] == "failed":  # (an Xid on every node trips it; a slow link names none)
+            blamed = set(named(r)) | (set(r.get("nodes") or []) if r.get("node") else set())
             failing.setdefault(f"failed {r['check']}", set()).update(n for n in blamed if n in nodes)
         failing.setdefault("stopped answering", set()).update(n for n in r.get("unreachable") or () if n in nodes)
     why, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
