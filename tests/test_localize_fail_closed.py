@@ -174,6 +174,23 @@ def test_a_floor_in_mb_s_through_the_run_is_judged_in_mb_s(tmp_path: Path) -> No
 
 
 @pytest.mark.pool
+def test_a_strict_floor_is_refused_by_name_not_judged_as_at_least(tmp_path: Path) -> None:
+    """The planner clears a group at or above its floor: `> 1 MB/s` would have passed a group at exactly
+    1 MB/s. Each item is an error naming the rule and its operator."""
+    (tmp_path / "th").mkdir()
+    floor = "  fabric:\n    busbw: {limit: '> 1', unit: MB/s, source: any working loopback}\n"
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    ctl = run_hosts(tmp_path, hosts="h[1-2]")
+    out, _ = ctl.communicate(timeout=300)
+    outcome = {r["name"]: r for r in run_results(tmp_path)["results"]}
+    for name in ("fabric[h1]", "fabric[h2]", "fabric"):
+        assert outcome[name]["outcome"] == "error", (name, outcome[name], out[-3000:])
+        assert "needs a busbw floor (>=, a bandwidth)" in outcome[name]["message"]
+        assert "checks.fabric.busbw: > 1 MB/s)" in outcome[name]["message"]
+
+
+@pytest.mark.pool
 def test_a_rank_that_raises_in_every_group_blames_nobody_and_clears_nobody(tmp_path: Path) -> None:
     """`clustercheck run` on four hosts, fabric localized; the last rank (h4's) raises in every group it is
     in (a test-only fault). Its groups give no result: h4 is an error saying so, never failed hardware and

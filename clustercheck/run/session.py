@@ -277,8 +277,10 @@ class CheckSession:
 
         assert self.runner is not None
         limit = rules.limits.get("busbw")
-        if limit is None or limit.op not in (">=", ">") or UNITS.get(limit.unit, ("",))[0] != "bandwidth":
-            raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=) for the check in the profile")
+        if limit is None or limit.op != ">=" or UNITS.get(limit.unit, ("",))[0] != "bandwidth":  # the planner's `>=`
+            got = f" ({limit.origin}: {limit.op} {limit.value:g} {limit.unit})" if limit is not None else ""
+            raise HarnessError(f"{check.id}: scope localize needs a busbw floor (>=, a bandwidth) for the check in "
+                               f"the profile{got}")
         items, rows, info = self.runner.localize(check, float(limit.value), limit.unit)  # the planner's GB/s: check.py
         found: Found = {}
         for where, said in items.items():
