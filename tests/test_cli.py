@@ -57,6 +57,12 @@ def test_unknown_suite_name_lists_the_shipped_ones() -> None:
     assert "no suite named 'no-such-suite' (shipped suites: burn-in, cpu-burn-in, cpu-smoke, fabric, gpu-smoke, native-tools, node-health, quick-gate-mi300x, quick-gate-nvlink8)" in out.stderr
 
 
+@pytest.mark.parametrize("name", ["missing.YAML", "missing.Yml"])
+def test_a_missing_suite_file_in_upper_case_is_named_as_a_file(name: str) -> None:
+    out = cc("run", name)
+    assert out.returncode == 4 and f"no such suite file: {name}" in out.stderr, out.stderr
+
+
 @pytest.mark.pool
 def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))

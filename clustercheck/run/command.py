@@ -120,7 +120,7 @@ def resolve_suite(name: str) -> Path:
 
 def _resolve_suite(name: str) -> Path:
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise UserError(f"no such suite file: {name}")
         return path
