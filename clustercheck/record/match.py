@@ -1,0 +1,202 @@
+"""Matching one item's result against the baseline's, metric by metric: the direction a limit's operator
+gives (`>=`/`>`: higher is better; `<=`/`<`: lower is better), the relative change, and whether it
+counts: at least the tolerance and beyond the baseline's own spread of that metric (record/compare.py
+says the rule). Pure: no pytest, no torch."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clustercheck.judging.verdicts import VerdictEntry
+from clustercheck.units import UNITS, fmt, format_size
+
+HIGHER, LOWER = "higher", "lower"
+_DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
+NOISE_CVS = 2.0  # a run's own spread of a metric: this many coefficients of variation of its iterations
+LATENCY_BYTES = 1 << 20  # below this a collective's time is latency: noise on a shared host, judged by its limit
+
+@dataclass(frozen=True)
+class Change:
+    item: str  # testcase id
+    metric: str  # with the subject it is about, e.g. h2d[GPU3]
+    unit: str
+    direction: str  # HIGHER or LOWER is better
+    baseline: float
+    current: float
+    change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline
+    kind: str  # "regression", "improvement", "same", "noise" (within the runs' spread) or "latency"
+    name: str = ""  # the metric alone
+    subject: str | None = None
+    noise: float = 0.0  # the larger of the two runs' own relative spread of this metric (0: not recorded)
+
+    def percent(self) -> str:
+        return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else ("+inf%" if self.change > 0 else "-inf%")
+
+    def line(self) -> str:
+        return (f"{self.item} {self.metric}: {fmt(self.baseline)} -> {fmt(self.current)} {self.unit} "
+                f"({self.percent()}; {self.direction} is better{self.why()})")
+
+    def why(self) -> str:
+        """What kept a change from counting, or the spread it stood out of."""
+        if self.kind == "latency":
+            return "; a latency-bound size: judged by its limit only"
+        return f"; runs' own spread +-{self.noise * 100:.1f}%" if self.noise else ""
+
+
+def classify(direction: str, change: float, tolerance: float, noise: float = 0.0) -> str:
+    """A change at least `tolerance` (the boundary counts) and beyond `noise`, the runs' own spread, is
+    a regression or an improvement by its direction; one within the spread is "noise". The spread is
+    compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as high): `noise` 0.9 covers
+    changes from /1.9 to x1.9, so a 10x drop of a rate stands out of a spread of +-90% in its times."""
+    worse = -change if direction == HIGHER else change
+    if abs(worse) < tolerance - 1e-12:
+        return "same"
+    if change > -1 and math.isfinite(change) and abs(math.log1p(change)) <= math.log1p(noise):
+        return "noise"
+    return "regression" if worse > 0 else "improvement"
+
+
+def relative(baseline: float, current: float) -> float:
+    if baseline == current:
+        return 0.0
+    if baseline == 0:
+        return math.copysign(math.inf, current)
+    return (current - baseline) / abs(baseline)
+
+
+def _directional(verdicts: list[VerdictEntry] | None) -> dict[str, VerdictEntry]:
+    """Directional verdicts by metric, and by subject where there is one (`h2d[GPU3]`)."""
+    return {_key(v): v for v in _own(verdicts) if v.get("op") in _DIRECTION}
+
+
+def _own(verdicts: list[VerdictEntry] | None) -> list[VerdictEntry]:
+    """The verdicts of the item's own measurement: not those a --compare run judged against its baseline."""
+    return [v for v in verdicts or [] if isinstance(v, dict) and isinstance(v.get("metric"), str)
+            and not str(v.get("origin") or "").startswith("--compare ")]
+
+
+def _size(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return re.sub(r"^(\d+)(\D+)$", r"\1 \2", format_size(value))  # 1 MiB
+    return "no size" if value is None else fmt(value)
+
+
+def judged_otherwise(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """Why two results of one item were measured differently, so that their numbers are not comparable:
+    another judged size (`judged at 1 MiB in the baseline, 16 MiB now`) or other params; None if neither."""
+    before, now = baseline.get("judged_at"), current.get("judged_at")
+    if before != now and (before is not None or now is not None):
+        return f"judged at {_size(before)} in the baseline, {_size(now)} now"
+    old, new = baseline.get("params"), current.get("params")
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    text = {k: (json.dumps(old.get(k), sort_keys=True, default=str), json.dumps(new.get(k), sort_keys=True, default=str))
+            for k in sorted(map(str, old.keys() | new.keys()))}
+    differ = [f"{k} {was[:40]} -> {now[:40]}" for k, (was, now) in text.items() if was != now]
+    return "run with other params than the baseline: " + "; ".join(differ) if differ else None
+
+
+def _number(value: Any) -> float | None:
+    """A measured value that can be compared: a finite number (not a bool, text, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def spread(entry: Mapping[str, Any], v: Mapping[str, Any]) -> float:
+    """How much this metric varied within its own run, relative to its value: 2 x the coefficient of
+    variation of the per-iteration times (collectives: `iter_cv` at the judged size), or, for a per-GPU
+    (per-pair) metric, half the min..max range of its samples over their median. 0 when not recorded."""
+    subject = v.get("subject")
+    if subject:
+        for row in entry.get("rows") or []:
+            if isinstance(row, dict) and row.get("subject") == subject and row.get("metric") == v.get("metric"):
+                lo, hi, mid = (_number(row.get(k)) for k in ("min", "max", "median"))
+                if lo is not None and hi is not None and mid:
+                    return max(0.0, (hi - lo) / 2 / abs(mid))
+        return 0.0
+    cv = _number(((entry.get("metrics") or {}).get("iter_cv") or {}).get("value"))
+    return NOISE_CVS * cv if cv is not None and cv >= 0 else 0.0
+
+
+def _latency(entry: Mapping[str, Any], v: Mapping[str, Any]) -> bool:
+    """A time judged at a latency-bound size (the judged size below LATENCY_BYTES)."""
+    size = entry.get("judged_at")
+    family = UNITS.get(v.get("unit") or "", ("", 0.0))[0]
+    return family == "time" and isinstance(size, int) and 0 < size < LATENCY_BYTES
+
+
+def _key(v: Mapping[str, Any]) -> str:
+    return v["metric"] + (f"[{v['subject']}]" if v.get("subject") else "")
+
+
+def failed_now(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What got worse whatever the tolerance: a verdict that passed in the baseline and fails now (an `==`
+    limit too), a `#wrong` count that rose, or an item that passed and now fails."""
+    old = {_key(v): v for v in baseline.get("verdicts") or [] if isinstance(v.get("metric"), str)}
+    out = []
+    for v in current.get("verdicts") or []:
+        if not isinstance(v.get("metric"), str):
+            continue
+        o = old.get(_key(v))
+        if o is None:
+            continue
+        before, now = _number(o.get("measured")), _number(v.get("measured"))
+        if o.get("passed") is True and v.get("passed") is not True:
+            out.append((item, f"{_key(v)} passed in the baseline ({fmt(o.get('measured'))}), fails now "
+                              f"({fmt(v.get('measured'))} {v.get('unit', '')}, {v.get('expression') or v.get('op')})"))
+        elif v["metric"] == "wrong" and before is not None and now is not None and now > before:
+            out.append((item, f"{_key(v)} rose: {fmt(before)} -> {fmt(now)} wrong element(s)"))
+    if not out and baseline.get("outcome") == "passed" and current.get("outcome") == "failed":
+        out.append((item, "passed in the baseline, fails now"))
+    return out
+
+
+def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
+          tolerance: float) -> tuple[list[Change], list[tuple[str, str]]]:
+    """One item's result against the baseline's (each a result line, or its verdicts, metrics, rows and
+    judged size): a Change per metric judged the same way in both, and (item, why) for each that cannot
+    be compared. `compare` reports both; `--compare` judges the changes."""
+    old_v, new_v = _directional(baseline.get("verdicts")), _directional(current.get("verdicts"))
+    changes: list[Change] = []
+    # a verdict (a metric, a GPU's) the baseline had and this run has not: named, never silence
+    now_keys = {_key(v) for v in _own(current.get("verdicts"))}
+    skipped = [(item, f"{key}: not in this run") for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts"))))
+               if key not in now_keys]
+    otherwise = judged_otherwise(baseline, current)  # another size or other params: nothing is comparable
+    for key, v in new_v.items():
+        o = old_v.get(key)
+        if o is None:
+            skipped.append((item, f"{key}: not judged in the baseline"))
+            continue
+        if otherwise:
+            skipped.append((item, f"{key}: {otherwise}"))
+            continue
+        if o["unit"] != v["unit"]:
+            skipped.append((item, f"{key}: in {o['unit']} in the baseline, {v['unit']} now"))
+            continue
+        direction = _DIRECTION[v["op"]]
+        if _DIRECTION[o["op"]] != direction:
+            skipped.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
+            continue
+        before, now = _number(o.get("measured")), _number(v.get("measured"))
+        if before is None or now is None:
+            bad = "the baseline" if before is None else "this run"
+            skipped.append((item, f"{key}: {bad} measured {fmt(o.get('measured') if before is None else v.get('measured'))}, "
+                                  "not a number"))
+            continue
+        if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
+            skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
+            continue
+        change = relative(before, now)
+        noise = max(spread(baseline, o), spread(current, v))
+        kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise)
+        changes.append(Change(item, key, v["unit"], direction, before, now, change, kind, v["metric"],
+                              v.get("subject"), noise))
+    return changes, skipped
+
