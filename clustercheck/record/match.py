@@ -108,20 +108,32 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def spread(entry: Mapping[str, Any], v: Mapping[str, Any]) -> float:
+def spread(entry: Mapping[str, Any], v: Mapping[str, Any], rows: Mapping[tuple[str, str], float] | None = None) -> float:
     """How much this metric varied within its own run, relative to its value: 2 x the coefficient of
     variation of the per-iteration times (collectives: `iter_cv` at the judged size), or, for a per-GPU
-    (per-pair) metric, half the min..max range of its samples over their median. 0 when not recorded."""
+    (per-pair) metric, half the min..max range of its samples over their median. 0 when not recorded.
+    `rows`: the entry's spreads by (subject, metric), spreads(entry), built once per entry: looking each
+    verdict's row up in the list made an item of 8000 per-GPU verdicts quadratic."""
     subject = v.get("subject")
     if subject:
-        for row in entry.get("rows") or []:
-            if isinstance(row, dict) and row.get("subject") == subject and row.get("metric") == v.get("metric"):
-                lo, hi, mid = (_number(row.get(k)) for k in ("min", "max", "median"))
-                if lo is not None and hi is not None and mid:
-                    return max(0.0, (hi - lo) / 2 / abs(mid))
-        return 0.0
+        return (spreads(entry) if rows is None else rows).get((str(subject), str(v.get("metric"))), 0.0)
     cv = _number(((entry.get("metrics") or {}).get("iter_cv") or {}).get("value"))
     return NOISE_CVS * cv if cv is not None and cv >= 0 else 0.0
+
+
+def spreads(entry: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """Each per-subject row's spread (half its min..max range over its median), by (subject, metric): the
+    first row of a subject and metric that has the three numbers, in one pass over the rows."""
+    out: dict[tuple[str, str], float] = {}
+    for row in entry.get("rows") or []:
+        # a verdict's subject and metric are text (record/lines.py): a row keyed otherwise matches none
+        if not isinstance(row, dict) or not isinstance(row.get("subject"), str) or not isinstance(row.get("metric"), str):
+            continue
+        key = (row["subject"], row["metric"])
+        lo, hi, mid = (_number(row.get(k)) for k in ("min", "max", "median"))
+        if key not in out and lo is not None and hi is not None and mid:
+            out[key] = max(0.0, (hi - lo) / 2 / abs(mid))
+    return out
 
 
 def _latency(entry: Mapping[str, Any], v: Mapping[str, Any]) -> bool:
@@ -169,6 +181,7 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
     skipped = [(item, f"{key}: not in this run") for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts"))))
                if key not in now_keys]
     otherwise = judged_otherwise(baseline, current)  # another size or other params: nothing is comparable
+    rows_before, rows_now = spreads(baseline), spreads(current)  # once per entry: linear in its verdicts
     for key, v in new_v.items():
         o = old_v.get(key)
         if o is None:
@@ -194,7 +207,7 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
             continue
         change = relative(before, now)
-        noise = max(spread(baseline, o), spread(current, v))
+        noise = max(spread(baseline, o, rows_before), spread(current, v, rows_now))
         kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise)
         changes.append(Change(item, key, v["unit"], direction, before, now, change, kind, v["metric"],
                               v.get("subject"), noise))
