@@ -278,7 +278,8 @@ def _compare(args: argparse.Namespace) -> int:
     1 when a metric regressed, a verdict became failed or #wrong rose, or any item of this run fails (in
     the baseline too, or not in it: compare never passes what `report` fails), 3 when an item errored now
     (whatever the baseline said) or one that passed in the baseline was skipped now (what passed is not
-    known to pass still), 5 when nothing could be compared."""
+    known to pass still), or a metric got worse within the run's own spread, too wide to tell (not
+    judged), 5 when nothing could be compared."""
     import dataclasses
 
     from clustercheck.record.compare import Run, compare, load_run
@@ -302,7 +303,7 @@ def _compare(args: argparse.Namespace) -> int:
         return Exit.INCOMPLETE
     if result.worse:
         code = Exit.FAILED
-    elif result.unmeasured_now:
+    elif result.unmeasured_now or result.unjudged:  # what could not be told is never a pass
         code = Exit.ERROR
     else:
         code = Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from clustercheck.record.compare import compare, load_run
-from test_compare import result, save, verdict
+from test_compare import cc, result, save, verdict
 
 
 def _per_gpu(n: int, value: float) -> dict:
@@ -28,3 +28,62 @@ def test_compare_is_linear_in_the_subjects_of_an_item(tmp_path: Path) -> None:
         return time.perf_counter() - start
     small, large = took(1000), took(8000)
     assert large < 2.0 and large < small * 8 * 3, (small, large)  # linear: 8x the subjects, ~8x the time
+
+
+def _timed(name: str, busbw: float, cv: float) -> dict:
+    """A collective's result with its iterations' coefficient of variation (its spread: 2 x cv)."""
+    return {**result(name, "n1", [verdict("busbw", busbw, ">=", 1, "GB/s")]),
+            "metrics": {"busbw": {"value": busbw, "unit": "GB/s"}, "iter_cv": {"value": cv, "unit": "ratio"}}}
+
+
+def test_a_runs_own_noise_never_excuses_its_regression(tmp_path: Path) -> None:
+    """noise was max(spread(baseline), spread(current)), unbounded: a 50% drop of a run with iter_cv 0.5 read
+    `noise`, and compare exited 0."""
+    base = save(tmp_path / "b", [_timed("ar", 200.0, 0.005)])
+    noisy = save(tmp_path / "n", [_timed("ar", 100.0, 0.5)])
+    c = compare(load_run(base), load_run(noisy))
+    (ch,) = c.changes
+    assert ch.kind == "not judged" and c.unjudged == [ch]
+    assert "not judged: the run's own spread +-100.0% is too wide to tell a regression" in ch.why()
+    out = cc(str(base), str(noisy), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout
+    assert "NOT JUDGED" in out.stdout and "1 not judged" in out.stdout
+    # a drop that stands out even of the run's own spread is a regression, not a 'not judged'
+    gone = save(tmp_path / "g", [_timed("ar", 10.0, 0.5)])
+    assert [ch.kind for ch in compare(load_run(base), load_run(gone)).changes] == ["regression"]
+
+
+def test_the_baselines_noise_excuses_at_most_the_cap(tmp_path: Path) -> None:
+    """A baseline of spread +-100% excused any change up to 2x: now +-25% at most."""
+    base = save(tmp_path / "b", [_timed("ar", 200.0, 0.5)])
+    now = save(tmp_path / "n", [_timed("ar", 100.0, 0.01)])
+    (ch,) = compare(load_run(base), load_run(now)).changes
+    assert ch.kind == "regression" and "the baseline's own spread +-100.0%, counted up to +-25%" in ch.why()
+    within = save(tmp_path / "w", [_timed("ar", 170.0, 0.01)])  # -15%: within the 25% it excuses
+    assert [ch.kind for ch in compare(load_run(base), load_run(within)).changes] == ["noise"]
+
+
+def test_run_compare_never_passes_a_change_its_own_noise_hides(tmp_path: Path) -> None:
+    """run --compare: the same change is a harness error of the item (not judged), never a pass."""
+    import pytest
+
+    from clustercheck.errors import HarnessError
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.measurement import Measurement, Outcome
+    from clustercheck.judging.verdicts import Verdict
+    from clustercheck.kinds.base import CheckSpec
+    from clustercheck.run.judge import Baseline
+
+    base = save(tmp_path / "b", [_timed("ar", 200.0, 0.005)])
+    check = CheckSpec("ar", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 1)
+    b = Baseline(str(base), tmp_path, 0.05)
+
+    def outcome(busbw: float, passed: bool = True) -> Outcome:
+        limit = Limit("ar", "busbw", ">=", 150.0 if not passed else 1.0, "GB/s", ">= 1", "test", "test")
+        v = Verdict("busbw", busbw, "GB/s", limit, passed, 0.0)
+        return Outcome(Measurement({"busbw": busbw, "iter_cv": 0.5}, {"busbw": "GB/s", "iter_cv": "ratio"}), [v], {})
+
+    with pytest.raises(HarnessError, match="not judged against the baseline.*too wide to tell a regression"):
+        b.regressions(check, "gate::ar[n1]", outcome(100.0))
+    verdicts, _ = b.regressions(check, "gate::ar[n1]", outcome(100.0, passed=False))  # it fails anyway: said beside
+    assert [(v.measured, v.passed) for v in verdicts] == [("not judged", False)]

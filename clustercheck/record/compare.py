@@ -1,14 +1,16 @@
 """Compare two saved runs: per item and metric, did the measured value get worse beyond a tolerance and
-beyond the two runs' own measured spread?
+beyond the baseline's own measured spread?
 
 Items are matched by their stable JUnit id (`<suite stem>::<check id>[<node/GPU/pair>]`); metrics are
 those with a limit, and the limit's operator gives the direction: `>=`/`>` means higher is better,
 `<=`/`<` lower is better. `==` limits (e.g. `wrong == 0`) have no direction and are left to the
 verdict itself: a verdict that passed in the baseline and fails now, or a `#wrong` count that rose, is a
 regression whatever the tolerance. A change counts only when it is at least the tolerance *and* larger
-than the spread each run measured for that metric (2 x the coefficient of variation of the per-iteration
-times, or half the min..max range of a per-GPU metric's samples): two runs of a noisy machine differ by
-their noise, and that is not a regression. The time of a collective at a latency-bound size (below
+than the spread the baseline measured for that metric (2 x the coefficient of variation of the per-iteration
+times, or half the min..max range of a per-GPU metric's samples), counted up to NOISE_CAP (25%): two runs of
+a noisy machine differ by their noise, and that is not a regression. This run's own spread never excuses
+a change: where it is wider than NOISE_CAP, a change for the worse within it is not judged (compare exits
+3 for it, never 0), and one that stands out even of it is a regression. The time of a collective at a latency-bound size (below
 1 MiB) is judged by its limit only. Pure: no pytest, no torch."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from clustercheck.record.schema import ResultEntry, RunHeader, item_id
 from clustercheck.record.statement import versions
 from clustercheck.record.tolerance import parse_fraction, parse_tolerance  # noqa: F401  (their old home)
 from clustercheck.record.match import (  # noqa: F401  (their old home)
-    HIGHER, LATENCY_BYTES, LOWER, NOISE_CVS, Change, _directional, classify, failed_now, judged_otherwise, match,
+    HIGHER, LATENCY_BYTES, LOWER, NOISE_CAP, NOISE_CVS, UNJUDGED, Change, _directional, classify, failed_now, judged_otherwise, match,
     relative, spread)
 
 DEFAULT_TOLERANCE = 0.05
@@ -72,6 +74,11 @@ class Comparison:
         """A regression, a verdict that became failed, a #wrong that rose, or any item of this run that
         failed (in the baseline too, or not in it): compare exits 1."""
         return bool(self.regressions or self.failed_now or self.failing)
+
+    @property
+    def unjudged(self) -> list[Change]:
+        """Changes for the worse within this run's own spread, too wide to tell a regression: compare exits 3."""
+        return [c for c in self.changes if c.kind == UNJUDGED]
 
     @property
     def compared(self) -> bool:

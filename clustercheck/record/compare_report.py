@@ -4,7 +4,7 @@ changes, what was not compared, and a count."""
 
 from __future__ import annotations
 
-from clustercheck.record.compare import Comparison, Run, software_line
+from clustercheck.record.compare import UNJUDGED, Comparison, Run, software_line
 from clustercheck.record.schema import item_id
 from clustercheck.units import fmt
 
@@ -25,14 +25,14 @@ def verdict_line(run: Run, name: str = "baseline") -> str | None:
     return f"the {name}'s verdict is {run.verdict}: {why}"
 
 
-_LABEL = {"regression": "REGRESSION", "improvement": "improved", "same": "same", "noise": "noise",
-          "latency": "latency"}
+_LABEL = {"regression": "REGRESSION", UNJUDGED: "NOT JUDGED", "improvement": "improved", "same": "same",
+          "noise": "noise", "latency": "latency"}
 
 
 def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     """Different suites and platforms in one line each, the software that differs, a baseline whose verdict
     is no PASS; verdicts that became failed, items of this run that fail, regressions, improvements (and with
-    show_same the unchanged, those within the runs' spread and latency), what was not compared, a count."""
+    show_same the unchanged, those within the baseline's spread and latency), what was not compared, a count."""
     lines = []
     old, new = c.baseline.suites(), c.current.suites()
     if old != new:
@@ -51,7 +51,7 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]
     lines += [f"FAILED  {item}: {why}" for item, why in c.failing]
     lines += [f"NOT MEASURED NOW  {item}: {why}" for item, why in c.unmeasured_now]
-    shown = ("regression", "improvement") + (("same", "noise", "latency") if show_same else ())
+    shown = ("regression", UNJUDGED, "improvement") + (("same", "noise", "latency") if show_same else ())
     rows = [ch for kind in shown for ch in c.changes if ch.kind == kind]
     table = [(_LABEL[ch.kind], ch.item, ch.metric, f"{fmt(ch.baseline)} -> {fmt(ch.current)} {ch.unit}",
               ch.percent(), f"{ch.direction} is better{ch.why()}") for ch in rows]
@@ -60,7 +60,8 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
         lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in table]
     lines += [f"not compared  {item}: {why}" for item, why in c.not_compared]
     kinds = [ch.kind for ch in c.changes]
-    extra = "".join(f", {n} {what}" for n, what in ((kinds.count("noise"), "within the runs' own spread"),
+    extra = "".join(f", {n} {what}" for n, what in ((kinds.count(UNJUDGED), "not judged (the run's own spread too wide)"),
+                                                   (kinds.count("noise"), "within the baseline's own spread"),
                                                    (kinds.count("latency"), "latency left to its limit"),
                                                    (len(c.failed_now), "verdict(s) failed now"),
                                                    (len(c.failing), "item(s) failing"),

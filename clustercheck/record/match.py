@@ -1,7 +1,8 @@
 """Matching one item's result against the baseline's, metric by metric: the direction a limit's operator
 gives (`>=`/`>`: higher is better; `<=`/`<`: lower is better), the relative change, and whether it
-counts: at least the tolerance and beyond the baseline's own spread of that metric (record/compare.py
-says the rule). Pure: no pytest, no torch."""
+counts: at least the tolerance and beyond the baseline's own spread of that metric, NOISE_CAP at most; a
+change for the worse within this run's own spread wider than that is not judged (record/compare.py says
+the rule). Pure: no pytest, no torch."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from clustercheck.units import UNITS, fmt, format_size
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
 NOISE_CVS = 2.0  # a run's own spread of a metric: this many coefficients of variation of its iterations
+# the most of a change the baseline's own spread excuses as noise; a run whose own spread of a metric is wider
+# than this cannot tell a regression of it from its noise: that metric is not judged (never a pass)
+NOISE_CAP = 0.25
+UNJUDGED = "not judged"
 LATENCY_BYTES = 1 << 20  # below this a collective's time is latency: noise on a shared host, judged by its limit
 
 @dataclass(frozen=True)
@@ -28,10 +33,13 @@ class Change:
     baseline: float
     current: float
     change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline
-    kind: str  # "regression", "improvement", "same", "noise" (within the runs' spread) or "latency"
+    # "regression", "improvement", "same", "noise" (within the baseline's spread), "latency", or UNJUDGED (a
+    # change for the worse within this run's own spread, which is wider than NOISE_CAP)
+    kind: str
     name: str = ""  # the metric alone
     subject: str | None = None
-    noise: float = 0.0  # the larger of the two runs' own relative spread of this metric (0: not recorded)
+    noise: float = 0.0  # the baseline's own relative spread of this metric (0: not recorded); NOISE_CAP counts at most
+    own: float = 0.0  # this run's own relative spread of this metric
 
     def percent(self) -> str:
         return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else ("+inf%" if self.change > 0 else "-inf%")
@@ -44,20 +52,33 @@ class Change:
         """What kept a change from counting, or the spread it stood out of."""
         if self.kind == "latency":
             return "; a latency-bound size: judged by its limit only"
-        return f"; runs' own spread +-{self.noise * 100:.1f}%" if self.noise else ""
+        if self.kind == UNJUDGED:
+            return f"; not judged: the run's own spread +-{self.own * 100:.1f}% is too wide to tell a regression"
+        if not self.noise:
+            return ""
+        capped = f", counted up to +-{NOISE_CAP * 100:g}%" if self.noise > NOISE_CAP else ""
+        return f"; the baseline's own spread +-{self.noise * 100:.1f}%{capped}"
 
 
-def classify(direction: str, change: float, tolerance: float, noise: float = 0.0) -> str:
-    """A change at least `tolerance` (the boundary counts) and beyond `noise`, the runs' own spread, is
-    a regression or an improvement by its direction; one within the spread is "noise". The spread is
-    compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as high): `noise` 0.9 covers
-    changes from /1.9 to x1.9, so a 10x drop of a rate stands out of a spread of +-90% in its times."""
+def classify(direction: str, change: float, tolerance: float, noise: float = 0.0, own: float = 0.0) -> str:
+    """A change at least `tolerance` (the boundary counts) and beyond `noise`, the baseline's own spread
+    (NOISE_CAP at most), is a regression or an improvement by its direction; one within that spread is
+    "noise". The spread is compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as
+    high): a spread of 0.9 covers changes from /1.9 to x1.9. This run's own spread (`own`) never excuses a
+    change: where it is wider than NOISE_CAP, a change for the worse within it cannot be told from its noise
+    and is UNJUDGED (never a pass); one that stands out even of it is a regression."""
     worse = -change if direction == HIGHER else change
     if abs(worse) < tolerance - 1e-12:
         return "same"
-    if change > -1 and math.isfinite(change) and abs(math.log1p(change)) <= math.log1p(noise):
+    if _within(change, min(max(noise, 0.0), NOISE_CAP)):
         return "noise"
+    if worse > 0 and own > NOISE_CAP and _within(change, own):
+        return UNJUDGED
     return "regression" if worse > 0 else "improvement"
+
+
+def _within(change: float, spread: float) -> bool:
+    return change > -1 and math.isfinite(change) and abs(math.log1p(change)) <= math.log1p(spread)
 
 
 def relative(baseline: float, current: float) -> float:
@@ -207,9 +228,10 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
             continue
         change = relative(before, now)
-        noise = max(spread(baseline, o, rows_before), spread(current, v, rows_now))
-        kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise)
+        # the band of noise is the baseline's spread alone: a run's own noise never excuses its regression
+        noise, own = spread(baseline, o, rows_before), spread(current, v, rows_now)
+        kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise, own)
         changes.append(Change(item, key, v["unit"], direction, before, now, change, kind, v["metric"],
-                              v.get("subject"), noise))
+                              v.get("subject"), noise, own))
     return changes, skipped
 

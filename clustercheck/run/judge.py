@@ -13,12 +13,12 @@ from clustercheck.judging.fabric import RunFabric, multi_node
 from clustercheck.judging.limits import Limit, domain_problem
 from clustercheck.judging.measurement import Outcome
 from clustercheck.judging.thresholds import Profile
-from clustercheck.judging.verdicts import Verdict, of_limit
+from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
 from clustercheck.record.burnin import folded
-from clustercheck.record.compare import HIGHER, Change, load_run, match
+from clustercheck.record.compare import HIGHER, NOISE_CAP, UNJUDGED, Change, load_run, match
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, convert, fmt
@@ -201,7 +201,7 @@ class Baseline:
 
     def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> tuple[list[Verdict], tuple[str, ...]]:
         """One verdict per directional metric that the baseline judged the same way: the relative change in
-        percent, failing when it got worse by the tolerance or more and beyond the two runs' own spread
+        percent, failing when it got worse by the tolerance or more and beyond the baseline's own spread
         (record.compare.match); a latency-bound time is left to its own limit. And a note per thing that
         could not be compared (an item or metric not in the baseline, another judged size or params, a
         value that is not a number), which every report shows on the item: never silence. The item was
@@ -215,7 +215,22 @@ class Baseline:
                "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
         changes, skipped = match(item, old, now, self.tolerance)
         notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for _, why in skipped))
-        return [self._verdict(check, c) for c in changes if c.kind != "latency"], notes
+        verdicts = [self._verdict(check, c) for c in changes if c.kind not in ("latency", UNJUDGED)]
+        return verdicts + self._unjudged(check, item, outcome, verdicts, changes), notes
+
+    def _unjudged(self, check: CheckSpec, item: str, outcome: Outcome, verdicts: list[Verdict],
+                  changes: list[Change]) -> list[Verdict]:
+        """A change for the worse within the run's own spread, too wide to tell a regression: never a pass.
+        The item is a harness error (`not judged: ...`, as `clustercheck compare` exits 3 for it), unless
+        it fails already: then a `not judged` verdict says so beside the failure."""
+        said = [f"{c.metric}: {fmt(c.baseline)} -> {fmt(c.current)} {c.unit} ({c.percent()}){c.why()}"
+                for c in changes if c.kind == UNJUDGED]
+        if not said:
+            return []
+        if all(v.passed for v in [*outcome.verdicts, *verdicts]):
+            raise HarnessError(f"{item}: not judged against the baseline ({self.origin}): {'; '.join(said)}")
+        rule = Expectation(check.id, "vs baseline", "a change told from the run's own noise", self.origin)
+        return [Verdict("vs baseline", "not judged", "", rule, False, detail=why) for why in said]
 
     def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
         op, bound = (">=", -self.tolerance * 100) if c.direction == HIGHER else ("<=", self.tolerance * 100)
@@ -223,9 +238,9 @@ class Baseline:
                       f"baseline measured {fmt(c.baseline)} {c.unit}", self.origin)
         verdict = of_limit(limit.metric, c.change * 100, limit, subject=c.subject)
         # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify); a change
-        # within the runs' own spread is noise, not a regression, and its row says so (the terminal shows the
-        # detail up to its first " (": the spread goes before it)
-        noise = f", within the runs' spread +-{c.noise * 100:.1f}%" if c.kind == "noise" else ""
+        # within the baseline's own spread is noise, not a regression, and its row says so (the terminal shows
+        # the detail up to its first " (": the spread goes before it)
+        noise = f", within the baseline's spread +-{min(c.noise, NOISE_CAP) * 100:.1f}%" if c.kind == "noise" else ""
         return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
                        None if noise and (verdict.margin or 0) < 0 else verdict.margin,  # none beyond the bound
                        subject=c.subject,
