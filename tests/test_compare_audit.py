@@ -87,3 +87,22 @@ def test_run_compare_never_passes_a_change_its_own_noise_hides(tmp_path: Path) -
         b.regressions(check, "gate::ar[n1]", outcome(100.0))
     verdicts, _ = b.regressions(check, "gate::ar[n1]", outcome(100.0, passed=False))  # it fails anyway: said beside
     assert [(v.measured, v.passed) for v in verdicts] == [("not judged", False)]
+
+
+def test_a_burn_in_is_compared_on_each_metrics_worst_repetition(tmp_path: Path) -> None:
+    """Every repetition passed: folded kept repetition 1 (100 GB/s) and compared `same`, though repetition 2
+    measured 55 GB/s; a lower-is-better time is its highest. The baseline alike."""
+    def rep(k: int, busbw: float, time_us: float) -> dict:
+        return {**result("ar", "n1", [verdict("busbw", busbw, ">=", 10, "GB/s"),
+                                       verdict("time_us", time_us, "<=", 5000, "us")]), "repeat": k}
+
+    base = save(tmp_path / "b", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 10, "GB/s"),
+                                                     verdict("time_us", 100.0, "<=", 5000, "us")])])
+    burn = save(tmp_path / "n", [rep(1, 100.0, 100.0), rep(2, 55.0, 100.0), rep(3, 100.0, 300.0)])
+    c = compare(load_run(base), load_run(burn))
+    assert sorted((ch.metric, ch.current, ch.kind) for ch in c.changes) == [
+        ("busbw", 55.0, "regression"), ("time_us", 300.0, "regression")]
+    assert cc(str(base), str(burn), cwd=tmp_path).returncode == 1
+    # a repeated baseline is its worst value too: 55 against 100 now is an improvement, never a regression
+    (ch, _) = sorted(compare(load_run(burn), load_run(base)).changes, key=lambda ch: ch.metric)
+    assert (ch.baseline, ch.kind) == (55.0, "improvement")

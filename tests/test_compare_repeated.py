@@ -43,5 +43,6 @@ def test_clustercheck_compare_says_a_run_was_folded_to_its_worst_repetitions(tmp
 
     base = save(tmp_path / "b", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
     lines = report_lines(compare(load_run(base), load_run(_burn_in(tmp_path))))
-    assert "the current run repeated (3 repetition(s)): each item is compared with its worst repetition" in lines
+    assert ("the current run repeated (3 repetition(s)): each item is compared with its worst repetition, "
+            "each metric with its worst value of them all") in lines
     assert not any(line.startswith("the baseline repeated") for line in lines)

@@ -272,3 +272,39 @@ def _cut(s: ItemSummary, started: int) -> str:
     """`; not run in repetition(s) K` for an item the run was cut off before in a repetition it started."""
     missing = _missing(s, started)
     return f"; not run in repetition(s) {', '.join(map(str, missing))} (the run did not finish)" if missing else ""
+
+
+_WORSE = {">=": min, ">": min, "<=": max, "<": max}  # a directional limit's operator -> its worst value
+
+
+def worst_values(results: Sequence[Any]) -> list[Any]:
+    """What compare and --compare judge of a repeated run: folded(results), each item its worst repetition,
+    and each directional verdict (`>=`/`>`, `<=`/`<`) measuring its worst value over all the repetitions
+    that judged it in that unit: the lowest of a higher-is-better metric, the highest of a lower-is-better
+    one (a value that is no number, where a repetition measured one, so that it is said, never skipped).
+    A burn-in whose every repetition passed folds to its first: repetition 2's drop was never compared."""
+    if not repeated(results):
+        return list(results)
+    values: dict[tuple[str, str, Any, Any, str], list[Any]] = {}
+    for r in results:
+        for v in r.get("verdicts") or ():
+            if isinstance(v, dict) and v.get("op") in _WORSE and isinstance(v.get("metric"), str):
+                key = (item_id(r), v["metric"], v.get("subject"), v.get("unit"), v["op"])
+                values.setdefault(key, []).append(v.get("measured"))
+    out = []
+    for r in folded(results):
+        verdicts = []
+        for v in r.get("verdicts") or ():
+            seen = values.get((item_id(r), v.get("metric"), v.get("subject"), v.get("unit"), v.get("op")))
+            if isinstance(v, dict) and seen:
+                v = {**v, "measured": _worst_of(seen, _WORSE[v["op"]])}
+            verdicts.append(v)
+        out.append({**r, "verdicts": verdicts} if "verdicts" in r else r)
+    return out
+
+
+def _worst_of(seen: list[Any], pick: Any) -> Any:
+    def number(x: Any) -> bool:
+        return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+
+    return pick(seen) if all(map(number, seen)) else next(x for x in seen if not number(x))

@@ -4,7 +4,7 @@ changes, what was not compared, and a count."""
 
 from __future__ import annotations
 
-from clustercheck.record.compare import UNJUDGED, Comparison, Run, software_line
+from clustercheck.record.compare import REPEATED, UNJUDGED, Comparison, Run, software_line
 from clustercheck.record.schema import item_id
 from clustercheck.units import fmt
 
@@ -45,7 +45,7 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
         lines.append(software_line(c.software))
     said = verdict_line(c.baseline)
     lines += [said] if said else []
-    lines += [f"the {name} repeated ({reps} repetition(s)): each item is compared with its worst repetition"
+    lines += [f"the {name} repeated ({reps} repetition(s)): {REPEATED}"
               for name, run in (("baseline", c.baseline), ("current run", c.current))
               if (reps := max((r.get("repeat") or 0 for r in run.results), default=0)) > 1]
     lines += [f"FAILED NOW  {item}: {what}" for item, what in c.failed_now]

@@ -17,8 +17,8 @@ from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
-from clustercheck.record.burnin import folded
-from clustercheck.record.compare import HIGHER, NOISE_CAP, UNJUDGED, Change, load_run, match
+from clustercheck.record.burnin import worst_values
+from clustercheck.record.compare import HIGHER, NOISE_CAP, REPEATED, UNJUDGED, Change, load_run, match
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, convert, fmt
@@ -166,9 +166,10 @@ class Baseline:
 
     def __init__(self, arg: str, history: Any, tolerance: float) -> None:
         self.run = run = load_run(arg, history)
-        # a repeated baseline (a burn-in) is each item's worst repetition (burnin.folded), never its last:
+        # a repeated baseline (a burn-in) is each item's worst repetition and each metric its worst value
+        # (burnin.worst_values), never its last:
         # an item that failed in repetition 2 and passed in 3 failed in the baseline
-        self.items: dict[str, ResultEntry] = {item_id(r): r for r in folded(run.results)}
+        self.items: dict[str, ResultEntry] = {item_id(r): r for r in worst_values(run.results)}
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
 
@@ -184,7 +185,7 @@ class Baseline:
             run = replace(run, verdict=run_status(run.record)["verdict"])
         out = [line] if (line := verdict_line(run)) else []
         if reps := max((int(r.get("repeat") or 0) for r in run.results), default=0):
-            out.append(f"the baseline repeated ({reps} repetition(s)): each item is compared with its worst repetition")
+            out.append(f"the baseline repeated ({reps} repetition(s)): {REPEATED}")
         if platform and run.platform() != platform:
             out.append(f"platforms differ from the baseline: {run.platform()} -> {platform}")
         if results and not any(item_id(r) in self.items for r in results):
