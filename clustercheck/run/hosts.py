@@ -18,6 +18,7 @@ are laid over the agent's own (remote login) environment, as they were over a ra
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -188,6 +189,25 @@ class HostsLauncher(JoinLauncher):
         elif self.agent_dir is not None:
             shutil.rmtree(self.agent_dir, ignore_errors=True)
         self.agents, self.agent_dir = [], None  # a second close has nothing left to do
+
+
+def host_names(text: str, what: str) -> list[str]:
+    """The hosts a hostlist names (`node[01-04],login1`), in order, for `what` (the option or variable it came
+    from): UserError in one line for a malformed one, a word that is no host name, or a host named twice."""
+    import hostlist
+
+    try:  # duplicates kept: python-hostlist drops them by default, and a duplicate is often a typo
+        names = hostlist.expand_hostlist(text, allow_duplicates=True)
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"{what} {text!r}: {exc}") from None
+    for name in names:  # a host name is a file name of its agent's log and a word of its command
+        if not re.fullmatch(r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,252}", name):
+            raise UserError(f"{what} {text!r}: {name!r} is no host name (letters, digits and . - _ : @ only, at "
+                            "most 253, not starting with '-')")
+    if len(set(names)) < len(names):
+        twice = sorted(n for n, k in Counter(names).items() if k > 1)
+        raise UserError(f"{what} names {', '.join(twice[:3])} more than once: one agent per host")
+    return names
 
 
 def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[bytes]:

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -87,19 +86,9 @@ def _slurm(o: Any) -> Launcher:
 
 
 def _hosts(hosts: str | None, template: str, store_addr: str | None, timeout: float | None) -> Launcher:
-    import hostlist
+    from clustercheck.run.hosts import HostsLauncher, host_names
 
-    try:  # duplicates kept: python-hostlist drops them by default, and a duplicate is often a typo
-        names = hostlist.expand_hostlist(hosts or "", allow_duplicates=True)
-    except hostlist.BadHostlist as exc:
-        raise UserError(f"--hosts {hosts!r}: {exc}") from None
-    for name in names:  # a host name is a file name of its agent's log and a word of its command
-        if not re.fullmatch(r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,252}", name):
-            raise UserError(f"--hosts {hosts!r}: {name!r} is no host name (letters, digits and . - _ : @ only, at "
-                            "most 253, not starting with '-')")
-    from clustercheck.run.hosts import HostsLauncher
-
-    return HostsLauncher(names, template, store_addr, timeout=timeout)
+    return HostsLauncher(host_names(hosts or "", "--hosts"), template, store_addr, timeout=timeout)
 
 
 def _join(o: Any) -> Launcher:

@@ -29,7 +29,8 @@ from typing import Collection, Mapping, NamedTuple
 
 from clustercheck.errors import UserError
 from clustercheck.run.launcher import Over
-from clustercheck.run.hosts import LAST_WORDS, REACH, HostsLauncher, bracketed, last_words, start_agent
+from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
+                                    start_agent)
 
 STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffered", "--label", "--input=all"]
 # srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
@@ -94,15 +95,15 @@ class SlurmLauncher(HostsLauncher):
     check = "check that srun can start a step in this allocation"
 
     def __init__(self, store_addr: str | None = None, *, timeout: float | None = None) -> None:
-        import hostlist
-
-        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        name = "SLURM_JOB_NODELIST" if os.environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+        nodelist = os.environ.get(name)
         if not nodelist:
             raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
                             "SLURM_JOB_NODELIST is not set")
+        hosts = host_names(nodelist, name)
         if shutil.which("srun") is None:  # before any check, not when the agents start
             raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
-        super().__init__(hostlist.expand_hostlist(nodelist), "srun", store_addr, timeout=timeout)
+        super().__init__(hosts, "srun", store_addr, timeout=timeout)
         self._read_size = -1  # what _said last read of the step's output, and what it found there
         self._read = Said.nothing()
 

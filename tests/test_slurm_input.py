@@ -1,0 +1,41 @@
+"""Bad input to `--launcher slurm` is one line and exit 4, never a traceback: a malformed or odd
+SLURM_JOB_NODELIST."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SUITE = "checks:\n  - id: nccl-env\n    measure: probe\n    params: {probe: env}\n"
+
+
+def _run(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "s.yaml").write_text(SUITE)
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 1\n")  # never reached: the input is refused first
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    base["PATH"] = f"{tmp_path / 'bin'}:{base.get('PATH', '/usr/bin:/bin')}"
+    cmd = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--out", "o", "--store-addr", "127.0.0.1", *args]
+    return subprocess.run(cmd, cwd=tmp_path, env={**base, **env}, capture_output=True, text=True, timeout=120)
+
+
+def _one_line(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 4, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stdout + res.stderr and "INTERNALERROR" not in res.stdout + res.stderr, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("ERROR:")]
+    return line
+
+
+@pytest.mark.parametrize(("nodelist", "said"), [
+    ("ccnode[1-", "ERROR: SLURM_JOB_NODELIST 'ccnode[1-': "),  # was an INTERNALERROR traceback, exit 3
+    ("ccnode1, ", "ERROR: SLURM_JOB_NODELIST 'ccnode1, ': ' ' is no host name"),
+    ("ccnode[1-2],ccnode2", "ERROR: SLURM_JOB_NODELIST names ccnode2 more than once: one agent per host"),
+])
+def test_a_bad_slurm_job_nodelist_is_one_line(tmp_path: Path, nodelist: str, said: str) -> None:
+    line = _one_line(_run(tmp_path, {"SLURM_JOB_NODELIST": nodelist, "SLURM_JOB_ID": "7"}, "--launcher", "slurm"))
+    assert line.startswith(said), line
