@@ -1,5 +1,5 @@
-"""Bad input to `--launcher slurm` is one line and exit 4, never a traceback: a malformed or odd
-SLURM_JOB_NODELIST."""
+"""Bad input to `--launcher slurm` and `--hosts` is one line and exit 4, never a traceback: a malformed or
+odd SLURM_JOB_NODELIST, and hosts named twice in another spelling."""
 
 from __future__ import annotations
 
@@ -38,4 +38,14 @@ def _one_line(res: subprocess.CompletedProcess[str]) -> str:
 ])
 def test_a_bad_slurm_job_nodelist_is_one_line(tmp_path: Path, nodelist: str, said: str) -> None:
     line = _one_line(_run(tmp_path, {"SLURM_JOB_NODELIST": nodelist, "SLURM_JOB_ID": "7"}, "--launcher", "slurm"))
+    assert line.startswith(said), line
+
+
+@pytest.mark.parametrize(("hosts", "said"), [
+    ("n1,N1", "ERROR: --hosts names n1 (as n1 and N1) more than once: one agent per host"),
+    ("n1.,n1", "ERROR: --hosts names n1. (as n1. and n1) more than once: one agent per host"),
+])
+def test_one_host_in_two_spellings_is_named_twice(tmp_path: Path, hosts: str, said: str) -> None:
+    """Host names ignore case and a trailing dot: n1 and N1 (or n1.) would get two agents on one host."""
+    line = _one_line(_run(tmp_path, {}, "--launcher", "hosts", f"--hosts={hosts}", "--host-command", "{python}"))
     assert line.startswith(said), line

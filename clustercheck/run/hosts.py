@@ -59,8 +59,8 @@ class HostsLauncher(JoinLauncher):
                  timeout: float | None = None) -> None:
         if not hosts:
             raise UserError("--launcher hosts needs --hosts, e.g. --hosts node[01-04]")
-        if len(set(hosts)) < len(hosts):
-            twice = sorted(h for h, n in Counter(hosts).items() if n > 1)
+        if len({same_host(h) for h in hosts}) < len(hosts):
+            twice = sorted(h for h, n in Counter(map(same_host, hosts)).items() if n > 1)
             raise UserError(f"--hosts names {', '.join(twice[:3])} more than once: one agent per host")
         try:
             words = shlex.split(template)
@@ -193,7 +193,8 @@ class HostsLauncher(JoinLauncher):
 
 def host_names(text: str, what: str) -> list[str]:
     """The hosts a hostlist names (`node[01-04],login1`), in order, for `what` (the option or variable it came
-    from): UserError in one line for a malformed one, a word that is no host name, or a host named twice."""
+    from): UserError in one line for a malformed one, a word that is no host name, or a host named twice (a
+    host name ignores case and a trailing dot: n1, N1 and n1. are one host, which would get two agents)."""
     import hostlist
 
     try:  # duplicates kept: python-hostlist drops them by default, and a duplicate is often a typo
@@ -204,10 +205,18 @@ def host_names(text: str, what: str) -> list[str]:
         if not re.fullmatch(r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,252}", name):
             raise UserError(f"{what} {text!r}: {name!r} is no host name (letters, digits and . - _ : @ only, at "
                             "most 253, not starting with '-')")
-    if len(set(names)) < len(names):
-        twice = sorted(n for n, k in Counter(names).items() if k > 1)
-        raise UserError(f"{what} names {', '.join(twice[:3])} more than once: one agent per host")
+    same = Counter(same_host(n) for n in names)
+    twice = list(dict.fromkeys(n for n in names if same[same_host(n)] > 1))
+    if twice:
+        spelt = {h: [n for n in twice if same_host(n) == h] for h in dict.fromkeys(map(same_host, twice))}
+        said = ", ".join(ns[0] if len(ns) == 1 else f"{ns[0]} (as {' and '.join(ns)})" for ns in spelt.values())
+        raise UserError(f"{what} names {said} more than once: one agent per host")
     return names
+
+
+def same_host(name: str) -> str:
+    """A host name as DNS compares it: case ignored, and a trailing dot (the root) dropped."""
+    return name.lower().rstrip(".") or name
 
 
 def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[bytes]:
