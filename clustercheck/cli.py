@@ -278,8 +278,9 @@ def _compare(args: argparse.Namespace) -> int:
     1 when a metric regressed, a verdict became failed or #wrong rose, or any item of this run fails (in
     the baseline too, or not in it: compare never passes what `report` fails), 3 when an item errored now
     (whatever the baseline said) or one that passed in the baseline was skipped now (what passed is not
-    known to pass still), or a metric got worse within the run's own spread, too wide to tell (not
-    judged), 5 when nothing could be compared."""
+    known to pass still), a metric got worse within the run's own spread, too wide to tell (not judged), or
+    the baseline is no like-for-like reference (its verdict FAIL or ERROR, another platform, an item that
+    failed or errored in it), 5 when nothing could be compared."""
     import dataclasses
 
     from clustercheck.record.compare import Run, compare, load_run
@@ -301,9 +302,15 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"INCOMPLETE: the {name} {display(run.path.parent)}: {run.incomplete}", file=sys.stderr)
     if partial:
         return Exit.INCOMPLETE
+    # a baseline that is no like-for-like reference never makes the comparison read as a pass
+    unfit = [f"the baseline's verdict is {baseline.verdict}"] if baseline.verdict in ("FAIL", "ERROR") else []
+    unfit += ["the baseline is of another platform"] if result.other_platform else []
+    unfit += [f"{len(result.no_reference)} item(s) not compared against it"] if result.no_reference else []
+    if unfit:
+        print(f"not judged: {'; '.join(unfit)}: no like-for-like reference for a pass", file=sys.stderr)
     if result.worse:
         code = Exit.FAILED
-    elif result.unmeasured_now or result.unjudged:  # what could not be told is never a pass
+    elif result.unmeasured_now or result.unjudged or unfit:  # what could not be told is never a pass
         code = Exit.ERROR
     else:
         code = Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged

@@ -106,3 +106,39 @@ def test_a_burn_in_is_compared_on_each_metrics_worst_repetition(tmp_path: Path) 
     # a repeated baseline is its worst value too: 55 against 100 now is an improvement, never a regression
     (ch, _) = sorted(compare(load_run(burn), load_run(base)).changes, key=lambda ch: ch.metric)
     assert (ch.baseline, ch.kind) == (55.0, "improvement")
+
+
+def test_a_baseline_that_is_no_reference_never_exits_0(tmp_path: Path) -> None:
+    """A baseline whose item failed, or of another platform, printed a line and compare exited 0."""
+    now = save(tmp_path / "n", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    failed = save(tmp_path / "f", [result("ar", "n1", [verdict("busbw", 10.0, ">=", 50, "GB/s")], outcome="failed")])
+    c = compare(load_run(failed), load_run(now))
+    assert c.changes == [] and c.no_reference == [("gate::ar[n1]", "failed in the baseline: a baseline failure is "
+                                                                   "no reference")]
+    out = cc(str(failed), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "not compared  gate::ar[n1]: failed in the baseline" in out.stdout
+    assert "not judged: the baseline's verdict is FAIL" in out.stderr
+    other = save(tmp_path / "o", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    header = (other / "run.jsonl").read_text().replace('"platform": "cpu"', '"platform": "h100-sxm-8x"')
+    (other / "run.jsonl").write_text(header)
+    out = cc(str(other), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "platforms differ: h100-sxm-8x -> cpu (not judged: the baseline is of another platform" in out.stdout
+    assert cc(str(now), str(save(tmp_path / "same", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])),
+              cwd=tmp_path).returncode == 0
+
+
+def test_run_compare_notes_an_item_that_failed_in_the_baseline(tmp_path: Path) -> None:
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.measurement import Measurement, Outcome
+    from clustercheck.judging.verdicts import Verdict
+    from clustercheck.kinds.base import CheckSpec
+    from clustercheck.run.judge import Baseline
+
+    failed = save(tmp_path / "f", [result("ar", "n1", [verdict("busbw", 10.0, ">=", 50, "GB/s")], outcome="failed")])
+    limit = Limit("ar", "busbw", ">=", 1.0, "GB/s", ">= 1", "test", "test")
+    now = Outcome(Measurement({"busbw": 100.0}, {"busbw": "GB/s"}), [Verdict("busbw", 100.0, "GB/s", limit, True, 1.0)], {})
+    check = CheckSpec("ar", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 1)
+    verdicts, notes = Baseline(str(failed), tmp_path, 0.05).regressions(check, "gate::ar[n1]", now)
+    assert verdicts == [] and len(notes) == 1 and "failed in the baseline" in notes[0] and "no reference" in notes[0]

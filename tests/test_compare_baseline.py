@@ -130,7 +130,9 @@ def test_another_platform_is_said_in_its_own_line(project: pytest.Pytester) -> N
 
     b_plat = edited(run, project.path / "b_plat", h100)
     out = cc("compare", str(b_plat), str(run), cwd=project.path)
-    assert out.stdout.splitlines()[2] == "platforms differ: h100-sxm-8x -> cpu", out.stdout
+    assert out.stdout.splitlines()[2] == ("platforms differ: h100-sxm-8x -> cpu (not judged: the baseline is of "
+                                          "another platform, no reference for a pass)"), out.stdout
+    assert out.returncode == 3, out.stdout  # another platform's numbers are no reference for a pass: 0 before
 
 
 def test_a_change_beyond_the_tolerance_within_the_runs_spread_says_so_in_its_row(tmp_path: Path) -> None:

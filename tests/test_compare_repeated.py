@@ -21,8 +21,10 @@ def _burn_in(tmp_path: Path) -> Path:
 def test_a_repeated_baseline_is_its_worst_repetition(tmp_path: Path) -> None:
     base = _burn_in(tmp_path)
     now = save(tmp_path / "now", [result("allreduce", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
-    (change,) = compare(load_run(base), load_run(now)).changes
-    assert (change.baseline, change.current) == (10.0, 100.0)  # the failed repetition, not the last one's 100
+    c = compare(load_run(base), load_run(now))
+    # the failed repetition, not the last one's 100: a baseline failure is no reference, never compared
+    assert c.changes == [] and c.no_reference == [
+        ("gate::allreduce[n1]", "failed in the baseline: a baseline failure is no reference")]
     b = Baseline(str(base / "run.jsonl"), tmp_path, 0.05)
     old = b.items["gate::allreduce[n1]"]
     assert old["outcome"] == "failed" and old["message"].startswith("failed in repetition(s) 2 of 3")

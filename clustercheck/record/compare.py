@@ -65,6 +65,14 @@ class Comparison:
     failing: list[tuple[str, str]] = field(default_factory=list)  # (item, why): fails now, not in failed_now
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
+    # (item, why): not compared, for the baseline is no like-for-like reference for it (it failed or errored
+    # there): in not_compared too, and compare never exits 0 for one
+    no_reference: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def other_platform(self) -> bool:
+        """The baseline is of another platform: no reference for a pass (compare exits 3 at best)."""
+        return self.baseline.platform() != self.current.platform()
 
     @property
     def regressions(self) -> list[Change]:
@@ -139,6 +147,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     not_compared: list[tuple[str, str]] = []
     worse: list[tuple[str, str]] = []
     unmeasured: list[tuple[str, str]] = []
+    no_reference: list[tuple[str, str]] = []
     other = 0
     seen = set()
     for r in now_results:
@@ -161,6 +170,9 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         if old is None:
             not_compared.append((item, "not in the baseline"))
             continue
+        if old.get("outcome") in ("failed", "error"):  # what failed there is no reference for a pass now
+            no_reference.append((item, f"{old['outcome']} in the baseline: a baseline failure is no reference"))
+            continue
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         # neither has a directional metric: match still names what the baseline judged and this run did not
         if has_old and not has_new:
@@ -181,8 +193,9 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     named = {item for item, _ in worse}
     failing = [(item_id(r), _failing(r, before.get(item_id(r)), both)) for r in now_results
                if r.get("outcome") == "failed" and item_id(r) not in named]
-    return Comparison(baseline, current, tolerance, changes, not_compared, worse, unmeasured, failing=failing,
-                      other_suites=other, software=software_changes(baseline, current))
+    return Comparison(baseline, current, tolerance, changes, not_compared + no_reference, worse, unmeasured,
+                      failing=failing, other_suites=other, software=software_changes(baseline, current),
+                      no_reference=no_reference)
 
 
 def _failing(r: Mapping[str, Any], old: Mapping[str, Any] | None, both: set[str]) -> str:

@@ -40,7 +40,8 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
                      f"{', '.join(new) or 'nothing'}" + (f" ({c.other_suites} item(s) of a suite only one run ran "
                                                          "are not compared)" if c.other_suites else ""))
     if c.baseline.platform() != c.current.platform():
-        lines.append(f"platforms differ: {c.baseline.platform()} -> {c.current.platform()}")
+        lines.append(f"platforms differ: {c.baseline.platform()} -> {c.current.platform()} (not judged: the baseline "
+                     "is of another platform, no reference for a pass)")
     if c.software:
         lines.append(software_line(c.software))
     said = verdict_line(c.baseline)

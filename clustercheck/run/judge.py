@@ -210,6 +210,9 @@ class Baseline:
         old = self.items.get(item)
         if old is None:
             return [], (f"not compared: not in the baseline ({self.origin})",)  # each said as `<nodes>: ...`
+        if old.get("outcome") in ("failed", "error"):  # what failed there is no reference for a pass now
+            return [], (f"not compared: {old['outcome']} in the baseline ({self.origin}): a baseline failure is no "
+                        "reference",)
         m = outcome.measurement
         now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,
                "params": dict(check.params),
