@@ -142,3 +142,21 @@ def test_run_compare_notes_an_item_that_failed_in_the_baseline(tmp_path: Path) -
     check = CheckSpec("ar", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 1)
     verdicts, notes = Baseline(str(failed), tmp_path, 0.05).regressions(check, "gate::ar[n1]", now)
     assert verdicts == [] and len(notes) == 1 and "failed in the baseline" in notes[0] and "no reference" in notes[0]
+
+
+def test_run_compare_says_a_latency_bound_change_was_left_to_its_limit(tmp_path: Path) -> None:
+    """run --compare dropped a latency-bound time's change without a word, though compare counts it."""
+    from clustercheck.judging.limits import Limit
+    from clustercheck.judging.measurement import Measurement, Outcome
+    from clustercheck.judging.verdicts import Verdict
+    from clustercheck.kinds.base import CheckSpec
+    from clustercheck.run.judge import Baseline
+
+    base = save(tmp_path / "b", [{**result("lat", "n1", [verdict("time_us", 10.0, "<=", 5000, "us")]), "judged_at": 8}])
+    limit = Limit("lat", "time_us", "<=", 5000.0, "us", "<= 5000", "test", "test")
+    m = Measurement({"time_us": 1000.0}, {"time_us": "us"}, judged_at=8)
+    now = Outcome(m, [Verdict("time_us", 1000.0, "us", limit, True, 1.0)], {})
+    check = CheckSpec("lat", "all_reduce", "node", {}, (), 60.0, "", "s.yaml", 1)
+    verdicts, notes = Baseline(str(base), tmp_path, 0.05).regressions(check, "gate::lat[n1]", now)
+    assert verdicts == [] and notes == (
+        "not compared with the baseline: time_us: latency-bound size (+9900.0%), judged by its limit only",)

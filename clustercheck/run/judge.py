@@ -218,7 +218,11 @@ class Baseline:
                "params": dict(check.params),
                "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
         changes, skipped = match(item, old, now, self.tolerance)
-        notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for _, why in skipped))
+        # a latency-bound time is judged by its limit only: said on the item, as compare counts it, never dropped
+        latency = [f"{c.metric}: latency-bound size ({c.percent()}), judged by its limit only"
+                   for c in changes if c.kind == "latency"]
+        notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for why in [*(w for _, w in skipped),
+                                                                                            *latency]))
         verdicts = [self._verdict(check, c) for c in changes if c.kind not in ("latency", UNJUDGED)]
         return verdicts + self._unjudged(check, item, outcome, verdicts, changes), notes
 
