@@ -160,3 +160,15 @@ def test_run_compare_says_a_latency_bound_change_was_left_to_its_limit(tmp_path:
     verdicts, notes = Baseline(str(base), tmp_path, 0.05).regressions(check, "gate::lat[n1]", now)
     assert verdicts == [] and notes == (
         "not compared with the baseline: time_us: latency-bound size (+9900.0%), judged by its limit only",)
+
+
+def test_values_in_units_of_one_family_are_converted_and_compared(tmp_path: Path) -> None:
+    """100 GB/s against 50 GiB/s was `not compared ... in GB/s in the baseline, GiB/s now`."""
+    base = save(tmp_path / "b", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 1, "GB/s")])])
+    now = save(tmp_path / "n", [result("ar", "n1", [verdict("busbw", 50.0, ">=", 1, "GiB/s")])])
+    c = compare(load_run(base), load_run(now))
+    (ch,) = c.changes
+    assert (ch.unit, round(ch.baseline, 3), ch.current, ch.kind) == ("GiB/s", 93.132, 50.0, "regression")
+    assert c.not_compared == []
+    other = save(tmp_path / "o", [result("ar", "n1", [verdict("busbw", 50.0, "<=", 100, "us")])])
+    assert compare(load_run(base), load_run(other)).not_compared == [("gate::ar[n1]", "busbw: in GB/s in the baseline, us now")]

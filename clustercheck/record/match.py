@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from clustercheck.judging.verdicts import VerdictEntry
-from clustercheck.units import UNITS, fmt, format_size
+from clustercheck.units import UNITS, convert, fmt, format_size
 
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
@@ -164,6 +164,11 @@ def _latency(entry: Mapping[str, Any], v: Mapping[str, Any]) -> bool:
     return family == "time" and isinstance(size, int) and 0 < size < LATENCY_BYTES
 
 
+def _family(unit: Any) -> str | None:
+    """A unit's family (units.UNITS: values of one family convert); None for a unit clustercheck does not know."""
+    return UNITS[unit][0] if isinstance(unit, str) and unit in UNITS else None
+
+
 def _key(v: Mapping[str, Any]) -> str:
     return v["metric"] + (f"[{v['subject']}]" if v.get("subject") else "")
 
@@ -211,7 +216,8 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
         if otherwise:
             skipped.append((item, f"{key}: {otherwise}"))
             continue
-        if o["unit"] != v["unit"]:
+        family = _family(o["unit"])
+        if o["unit"] != v["unit"] and (family is None or family != _family(v["unit"])):  # GB/s and GiB/s convert
             skipped.append((item, f"{key}: in {o['unit']} in the baseline, {v['unit']} now"))
             continue
         direction = _DIRECTION[v["op"]]
@@ -224,6 +230,8 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             skipped.append((item, f"{key}: {bad} measured {fmt(o.get('measured') if before is None else v.get('measured'))}, "
                                   "not a number"))
             continue
+        if o["unit"] != v["unit"]:
+            before = convert(before, o["unit"], v["unit"])  # the baseline's value in this run's unit
         if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
             continue
