@@ -292,6 +292,11 @@ def _compare(args: argparse.Namespace) -> int:
 
     baseline = with_verdict(load_run(args.baseline, args.out))
     current = with_verdict(load_run(args.current if args.current is not None else args.out / "latest", args.out))
+    same = baseline.path.resolve() == current.path.resolve() or bool(baseline.header.get("run_id")) and \
+        baseline.header.get("run_id") == current.header.get("run_id")
+    if same:  # a run against itself compares nothing: never a pass
+        raise UserError(f"the baseline and the run are the same run ({display(current.path.parent)}); name another run "
+                        "to compare with")
     result = compare(baseline, current, args.tolerance)
     print(f"baseline {display(baseline.path.parent)} ({baseline.describe()})")
     print(f"run      {display(current.path.parent)} ({current.describe()})")

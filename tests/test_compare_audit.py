@@ -172,3 +172,17 @@ def test_values_in_units_of_one_family_are_converted_and_compared(tmp_path: Path
     assert c.not_compared == []
     other = save(tmp_path / "o", [result("ar", "n1", [verdict("busbw", 50.0, "<=", 100, "us")])])
     assert compare(load_run(base), load_run(other)).not_compared == [("gate::ar[n1]", "busbw: in GB/s in the baseline, us now")]
+
+
+def test_a_run_compared_with_itself_is_refused(tmp_path: Path) -> None:
+    """`compare X X` exited 0: a run against itself compares nothing."""
+    run = save(tmp_path / "a", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 1, "GB/s")])])
+    out = cc(str(run), str(run / "run.jsonl"), cwd=tmp_path)
+    assert out.returncode == 4 and len(out.stderr.strip().splitlines()) == 1, out.stdout + out.stderr
+    assert "the baseline and the run are the same run" in out.stderr
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    lines = (run / "run.jsonl").read_text().replace('"schema": 1,', '"run_id": "u-1", "schema": 1,')
+    (run / "run.jsonl").write_text(lines)
+    (copy / "run.jsonl").write_text(lines)  # another path, the same run_id
+    assert cc(str(run), str(copy), cwd=tmp_path).returncode == 4

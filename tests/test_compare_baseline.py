@@ -30,9 +30,11 @@ def real_run(p: pytest.Pytester) -> Path:
 
 
 def edited(run: Path, to: Path, edit: Callable[[list[dict[str, Any]]], None]) -> Path:
-    """A copy of `run`'s record with `edit` applied to its lines (as /tmp/audit27/mod.py did)."""
+    """A copy of `run`'s record with `edit` applied to its lines (as /tmp/audit27/mod.py did), under a run_id of
+    its own: compare refuses a run compared with itself (the same run_id)."""
     to.mkdir()
     lines = [json.loads(x) for x in (run / "run.jsonl").read_text().splitlines()]
+    lines[0]["run_id"] = f"{lines[0].get('run_id')}-{to.name}"
     edit(lines)
     (to / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return to
@@ -59,7 +61,8 @@ def test_a_failed_run_never_exits_0_and_a_failed_baseline_is_said(project: pytes
     run = real_run(pytester)
     b_fail = edited(run, pytester.path / "b_fail", failed)
     assert cc("report", str(b_fail), cwd=pytester.path).returncode == 1
-    out = cc("compare", str(b_fail), str(b_fail), cwd=pytester.path)
+    again = edited(b_fail, pytester.path / "b_fail2", lambda lines: None)  # the same failure, another run
+    out = cc("compare", str(b_fail), str(again), cwd=pytester.path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "the baseline's verdict is FAIL: 1 item(s) failed: s::ok[" in out.stdout
     assert any(line.startswith("FAILED  s::ok[") and line.endswith("fails now, failed in the baseline")
@@ -76,7 +79,7 @@ def test_a_failed_run_never_exits_0_and_a_failed_baseline_is_said(project: pytes
     assert any(line.startswith("FAILED  s::ok[") and line.endswith("fails now, not in the baseline")
                for line in out.stdout.splitlines())
     assert "1 item(s) failing" in out.stdout.splitlines()[-1]
-    assert cc("compare", str(run), str(run), cwd=pytester.path).returncode == 0  # a PASS against itself
+    assert cc("compare", str(run), str(run), cwd=pytester.path).returncode == 4  # a run against itself: refused
 
 
 def test_a_metric_or_gpu_the_baseline_had_and_this_run_has_not_is_named(project: pytest.Pytester) -> None:
