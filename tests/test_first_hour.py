@@ -154,7 +154,7 @@ def test_ranks_that_crash_while_the_nodes_are_asked_for_their_facts_are_a_harnes
 
 def test_slurm_launcher_without_srun_is_refused_at_once(tree: Path) -> None:
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--launcher", "slurm", cwd=tree,
-             path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]"})
+             path=str(tree / "bin"), env={"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7"})
     assert out.returncode == 4
     assert one_line(out) == ("ERROR: --launcher slurm starts its node agents with srun, which is not on the PATH here")
 

@@ -96,7 +96,7 @@ def test_no_suite_env_runs_a_file_of_the_authors_choosing(tree: Path, name, payl
     (tree / "bad.yaml").write_text("checks:\n" + suite_with_env(name, value))
     slurm = name == "PATH"  # srun is what the controller would run by name
     out = cc("run", "bad.yaml", "--thresholds", "th", "--out", "o", *(["--launcher", "slurm"] if slurm else []),
-             cwd=tree, env={"SLURM_JOB_NODELIST": "localhost"} if slurm else None)
+             cwd=tree, env={"SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": "7"} if slurm else None)
     assert one_error_line(out).startswith(f"bad.yaml:6: checks[0].env.{name}: ")
     assert not marker.exists(), f"{name} from a suite ran the author's file"
 

@@ -53,6 +53,7 @@ def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, m
     (tmp_path / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
     launcher = SlurmLauncher(addr)
     assert launcher.nodes == ("n1", "n2")
     launcher.agent_dir = tmp_path  # what the step printed: an agent that started, said why, and ended
@@ -87,6 +88,7 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
     (tmp_path / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-3]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
     launcher = SlurmLauncher("127.0.0.1")
     launcher.agent_dir = tmp_path
     (tmp_path / "agents.log").write_text(WAITING)
@@ -126,6 +128,7 @@ def test_join_timeout_sets_how_long_the_hosts_and_slurm_launchers_wait_for_their
     (tmp_path / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
     options = SimpleNamespace(launcher=launcher, nodes=None, hosts="h[1-2]", host_command="env {python}",
                               store_addr="10.0.0.1", join_timeout=given)
     made = make_launcher(options)

@@ -1,5 +1,5 @@
 """Bad input to `--launcher slurm` and `--hosts` is one line and exit 4, never a traceback: a malformed or
-odd SLURM_JOB_NODELIST, and hosts named twice in another spelling."""
+odd SLURM_JOB_NODELIST, no SLURM_JOB_ID, and hosts named twice in another spelling."""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ def _one_line(res: subprocess.CompletedProcess[str]) -> str:
 def test_a_bad_slurm_job_nodelist_is_one_line(tmp_path: Path, nodelist: str, said: str) -> None:
     line = _one_line(_run(tmp_path, {"SLURM_JOB_NODELIST": nodelist, "SLURM_JOB_ID": "7"}, "--launcher", "slurm"))
     assert line.startswith(said), line
+
+
+def test_a_nodelist_without_a_job_is_refused(tmp_path: Path) -> None:
+    line = _one_line(_run(tmp_path, {"SLURM_JOB_NODELIST": "ccnode[1-2]"}, "--launcher", "slurm"))
+    assert line == "ERROR: --launcher slurm runs inside an allocation (salloc or sbatch): SLURM_JOB_ID is not set"
 
 
 @pytest.mark.parametrize(("hosts", "said"), [

@@ -171,20 +171,25 @@ class Identity:
     controller: tuple[str, int]
 
 
+SLURM_PLAN_ENV = "CC_SLURM_NODES"  # the hosts the controller planned, in its order (run/slurm.py sets it)
+
+
 def slurm_place(env: Mapping[str, str]) -> tuple[str, str]:
     """An agent's index and node under srun (`clustercheck agent --slurm`): where SLURMD_NODENAME stands in
-    SLURM_JOB_NODELIST expanded, as the controller expands it (run/slurm.py)."""
+    the controller's planned hosts (CC_SLURM_NODES, which srun passes on), else in SLURM_JOB_NODELIST
+    expanded, as the controller expands it (run/slurm.py)."""
     import hostlist
 
-    node, nodelist = env.get("SLURMD_NODENAME", ""), env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", "")
+    name = SLURM_PLAN_ENV if env.get(SLURM_PLAN_ENV) else "SLURM_JOB_NODELIST"
+    node, nodelist = env.get("SLURMD_NODENAME", ""), env.get(name) or env.get("SLURM_NODELIST", "")
     if not node or not nodelist:
         raise UserError("--slurm: SLURMD_NODENAME or SLURM_JOB_NODELIST is not set (srun sets both in a job step)")
     try:
         nodes = hostlist.expand_hostlist(nodelist)
     except hostlist.BadHostlist as exc:
-        raise UserError(f"--slurm: SLURM_JOB_NODELIST {nodelist!r}: {exc}") from None
+        raise UserError(f"--slurm: {name} {nodelist!r}: {exc}") from None
     if node not in nodes:
-        raise UserError(f"--slurm: this node, {node!r}, is not in SLURM_JOB_NODELIST {nodelist!r}")
+        raise UserError(f"--slurm: this node, {node!r}, is not in {name} {nodelist!r}")
     return str(nodes.index(node)), node
 
 

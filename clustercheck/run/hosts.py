@@ -219,13 +219,14 @@ def same_host(name: str) -> str:
     return name.lower().rstrip(".") or name
 
 
-def start_agent(argv: list[str], log: Path, token: str) -> subprocess.Popen[bytes]:
+def start_agent(argv: list[str], log: Path, token: str, env: Mapping[str, str] | None = None
+                ) -> subprocess.Popen[bytes]:
     """One host's agent (or its ssh), in a session of its own: Ctrl-C at the terminal reaches the
     controller only, which ends the agents itself, and ssh can never prompt on the terminal."""
     with log.open("wb") as out:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env)
         except OSError as exc:  # a program named by {host}, or one that is not executable
             raise UserError(f"--host-command: cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     assert proc.stdin is not None

@@ -27,7 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Collection, Mapping, NamedTuple
 
+from hostlist import collect_hostlist
+
 from clustercheck.errors import UserError
+from clustercheck.run.gang import SLURM_PLAN_ENV
 from clustercheck.run.launcher import Over
 from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
                                     start_agent)
@@ -95,11 +98,13 @@ class SlurmLauncher(HostsLauncher):
     check = "check that srun can start a step in this allocation"
 
     def __init__(self, store_addr: str | None = None, *, timeout: float | None = None) -> None:
+        # the allocation's: outside one, srun would make a job of its own and place the agents anywhere
         name = "SLURM_JOB_NODELIST" if os.environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
         nodelist = os.environ.get(name)
-        if not nodelist:
-            raise UserError("--launcher slurm runs inside an allocation (salloc or sbatch): "
-                            "SLURM_JOB_NODELIST is not set")
+        for var, value in (("SLURM_JOB_NODELIST", nodelist), ("SLURM_JOB_ID", os.environ.get("SLURM_JOB_ID"))):
+            if not value:
+                raise UserError(f"--launcher slurm runs inside an allocation (salloc or sbatch): {var} is not set")
+        assert nodelist is not None
         hosts = host_names(nodelist, name)
         if shutil.which("srun") is None:  # before any check, not when the agents start
             raise UserError("--launcher slurm starts its node agents with srun, which is not on the PATH here")
@@ -111,10 +116,12 @@ class SlurmLauncher(HostsLauncher):
         """One srun step of agents, one per node; its output, labelled by task, in one log."""
         self.agent_dir = Path(tempfile.mkdtemp(prefix="clustercheck-slurm-"))
         n = len(self.nodes)
-        argv = ["srun", f"--nodes={n}", f"--ntasks={n}", *STEP, sys.executable, "-m", "clustercheck", "agent",
+        argv = ["srun", f"--nodes={n}", f"--ntasks={n}", f"--nodelist={collect_hostlist(self.hosts)}", *STEP,
+                sys.executable, "-m", "clustercheck", "agent",
                 "--slurm", "--controller", f"{bracketed(self.host)}:{self.port}", "--token-stdin",
                 "--join-timeout", f"{REACH:g}"]
-        step = start_agent(argv, self.agent_log(0), self.token)
+        plan = {**os.environ, SLURM_PLAN_ENV: ",".join(self.hosts)}  # each agent's index: where its node stands
+        step = start_agent(argv, self.agent_log(0), self.token, plan)
         self.agents = [step] * n  # every node's agent lives and ends with the step, as far as this process sees
 
     def agent_log(self, index: int) -> Path:
@@ -156,6 +163,18 @@ class SlurmLauncher(HostsLauncher):
                                                         if code is not None and code < 0 else f"exited with {code}"))
         return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
 
+    def _read_joins(self) -> dict[int, str]:
+        """As the join launcher's, and an agent that joined from another node than its index's planned host is
+        refused: its ranks would be measured, and judged, as that host's."""
+        bad = super()._read_joins()
+        for i, member in list(self.members.items()):
+            if member.node != self.hosts[i]:
+                del self.members[i]
+                self._beats.pop(i, None)
+                bad[i] = (f"the agent that joined as {self.hosts[i]}'s (index {i}) runs on {member.node}, which is not "
+                          "that planned host; it was refused")
+        return bad
+
     def ended(self, joined: Collection[int], expected: int) -> bool:
         if self.agents and self.agents[0].poll() is not None:
             return True
@@ -184,6 +203,9 @@ class SlurmLauncher(HostsLauncher):
             last = words.get(node, "")[:LAST_WORDS] or (last_words(self.agent_log(0)) if step is not None
                                                         else self.waiting())
             out[node] = why + (f": {last}" if last else "")
+        if foreign := [node for node in ended if node not in self.hosts]:  # srun placed agents off the plan
+            off = "; ".join(f"{node}: srun: {ended[node]}" for node in foreign[:3])
+            out = {node: f"{why}; srun ran agents on node(s) not in the plan ({off})" for node, why in out.items()}
         return out
 
     def waiting(self) -> str:
