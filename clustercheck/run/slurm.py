@@ -47,6 +47,9 @@ _OWN = re.compile(r"^srun: (.+)$", re.MULTILINE)  # srun's own words, e.g. why t
 _OVER = re.compile(r"^(?: *\d+: )?(srun: (?:error: )?(?:Node failure on \S+|Job step aborted\b.*|Force Terminated\b.*"
                    r"|.*\b(?:CANCELLED|TIME LIMIT|revoked)\b.*)|slurmstepd\S*: error: \*\*\* (?:STEP|JOB) .*\*\*\*)\s*$",
                    re.MULTILINE)
+# srun could not start the step's task on a node (its slurmd did not answer): "srun: error: Task launch for
+# StepId=43.0 failed on node ccnode3: Socket timed out on send/recv operation" (tests/slurm: slurmd SIGSTOPped)
+_UNSTARTED = re.compile(r"^srun: error: Task launch for \S+ failed on node (\S+): .+$", re.MULTILINE)
 _FAILED = re.compile(r"^srun: error: Node failure on (\S+)\s*$", re.MULTILINE)  # a node srun names as failed
 
 
@@ -60,6 +63,7 @@ class Said(NamedTuple):
     own: str
     over: tuple[str, ...] = ()
     failed: dict[str, str] = {}
+    unstarted: dict[str, str] = {}  # node -> srun's words where the step did not start on it
 
     @classmethod
     def nothing(cls) -> Said:
@@ -146,9 +150,12 @@ class SlurmLauncher(HostsLauncher):
         words = {node: last[t] for node, (tasks, _) in ends.items() for t in tasks[:1] if t in last}
         over = tuple(dict.fromkeys(m.group(1).strip()[:200] for m in _OVER.finditer(text)))
         failed = {m.group(1): m.group(0).strip() for m in _FAILED.finditer(text)}
+        unstarted = {m.group(1): m.group(0).strip() for m in _UNSTARTED.finditer(text)}
+        # an agent spoke: a task printed a line of its own (slurmstepd's, through the label, is none)
+        spoke = any(line.strip() and not line.startswith("slurmstepd") for _, line in labelled)
         self._read_size = size
-        self._read = Said({node: why for node, (_, why) in ends.items()}, words, bool(labelled), srun_own(text),
-                          over, failed)
+        self._read = Said({node: why for node, (_, why) in ends.items()}, words, spoke, srun_own(text),
+                          over, failed, unstarted)
         return self._read
 
     def over(self) -> Over | None:
@@ -192,6 +199,13 @@ class SlurmLauncher(HostsLauncher):
             node = self.hosts[i]
             if i in bad:
                 why = bad[i]
+            elif node in said.unstarted:
+                out[node] = f"the step did not start on {node} ({said.unstarted[node][:LAST_WORDS]})"
+                continue
+            elif said.unstarted and not said.spoke:  # srun ended the step for it: this agent never ran either
+                out[node] = (f"the step did not start on {', '.join(said.unstarted)}, so srun ended it before this "
+                             f"node's agent joined ({next(iter(said.unstarted.values()))[:LAST_WORDS]})")
+                continue
             elif node in ended:
                 why = f"its agent ended before joining (srun: {ended[node]})"
             elif step is not None:
@@ -217,10 +231,11 @@ class SlurmLauncher(HostsLauncher):
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
         controller's address is not in question, and srun's own words say why."""
         said = self._said()
-        if said.spoke or said.ended:
+        if said.spoke or said.ended and not said.unstarted:
             return super().none_joined(absent)
         # an agent that cannot reach the controller says so within seconds ("waiting for the controller at")
-        cause = "so no agent ran" if said.own else "srun may not have created the step yet"
+        cause = (f"the step did not start on {', '.join(said.unstarted)}" if said.unstarted else
+                 "so no agent ran" if said.own else "srun may not have created the step yet")
         nodes = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
         return (f"no host's agent joined ({nodes}); no task of the agents' srun step printed a line, {cause}; "
                 f"{self.check}; the agents' output: {self.agent_dir}")
