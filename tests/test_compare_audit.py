@@ -186,3 +186,37 @@ def test_a_run_compared_with_itself_is_refused(tmp_path: Path) -> None:
     (run / "run.jsonl").write_text(lines)
     (copy / "run.jsonl").write_text(lines)  # another path, the same run_id
     assert cc(str(run), str(copy), cwd=tmp_path).returncode == 4
+
+
+def test_a_record_with_two_results_for_one_item_is_refused(tmp_path: Path) -> None:
+    """Two results for one item with no `repeat`: the last silently won in a baseline."""
+    run = save(tmp_path / "a", [result("ar", "n1", [verdict("busbw", 10.0, ">=", 50, "GB/s")], outcome="failed"),
+                                result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    now = save(tmp_path / "b", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    out = cc(str(run), str(now), cwd=tmp_path)
+    assert out.returncode == 4 and len(out.stderr.strip().splitlines()) == 1, out.stdout + out.stderr
+    assert "line 3: a second result for gate::ar[n1] (the first is line 2)" in out.stderr
+
+
+def test_a_value_out_of_its_metrics_domain_is_not_compared(tmp_path: Path) -> None:
+    """A baseline busbw of -100 compared as `improved ... +155%`."""
+    bad = {**verdict("busbw", -100.0, ">=", 50, "GB/s"), "passed": False}
+    base = save(tmp_path / "b", [result("ar", "n1", [bad])])
+    now = save(tmp_path / "n", [result("ar", "n1", [verdict("busbw", 55.0, ">=", 50, "GB/s")])])
+    c = compare(load_run(base), load_run(now))
+    assert c.changes == [] and c.not_compared == [
+        ("gate::ar[n1]", "busbw: the baseline measured a bandwidth cannot be negative (-100 GB/s): out of its domain")]
+    ratio = {**result("p2p", "n1", [verdict("p2p_min_ratio", 1.5, ">=", 0.5, "ratio")]), "measure": "p2p"}
+    ok = {**result("p2p", "n1", [verdict("p2p_min_ratio", 0.9, ">=", 0.5, "ratio")]), "measure": "p2p"}
+    c = compare(load_run(save(tmp_path / "r", [ratio])), load_run(save(tmp_path / "o", [ok])))
+    assert c.changes == [] and "out of its domain" in c.not_compared[0][1]
+
+
+def test_a_limit_verdict_that_passed_against_its_own_limit_is_refused(tmp_path: Path) -> None:
+    """passed true with 10 against `>= 50` was read as it said."""
+    lie = {**verdict("busbw", 10.0, ">=", 50, "GB/s"), "passed": True}
+    base = save(tmp_path / "b", [result("ar", "n1", [lie])])
+    now = save(tmp_path / "n", [result("ar", "n1", [verdict("busbw", 100.0, ">=", 50, "GB/s")])])
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 4 and len(out.stderr.strip().splitlines()) == 1, out.stdout + out.stderr
+    assert "passed with measured 10.0 against >= 50" in out.stderr

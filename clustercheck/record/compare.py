@@ -131,6 +131,8 @@ def load_run(arg: str | Path, history: Path = Path("clustercheck-out")) -> Run:
         raise UserError(f"{record}: not a run record ({exc})") from None
     if rec.header.get("type") != "run":
         raise UserError(f"{record}: not a run record (no 'run' header line)")
+    if twice := rec.repeated_result():
+        raise UserError(f"{record}: not a run record ({twice})")
     return Run(record, rec.header, rec.results, rec.incomplete(), record=rec)
 
 

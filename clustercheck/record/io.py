@@ -51,6 +51,20 @@ class Record:
             return missing
         return [{**p, "name": f"{p['name']}#{last}", "repeat": last} for p in missing]  # type: ignore[typeddict-unknown-key]
 
+    def repeated_result(self) -> str | None:
+        """`line N: a second result for ITEM (the first is line M)`, where two results have one (item,
+        repetition): a baseline that read it would take the last; None when each has one. compare and
+        --compare refuse such a record; verify names it among its problems (evidence/rejudge.py)."""
+        seen: dict[tuple[str, int], int] = {}
+        for r, number in zip(self.results, self.lines.results or range(1, len(self.results) + 1)):
+            key = (item_id(r), int(r.get("repeat") or 0))
+            if key in seen:
+                again = f" in repetition {key[1]}" if key[1] else ""
+                return (f"line {number}: a second result for {key[0][:80]}{again} (the first is line {seen[key]}); "
+                        "a run writes one")
+            seen[key] = number
+        return None
+
     def incomplete(self) -> str | None:
         """Why the run did not finish, or None when it did: a gate must never read a partial run as whole."""
         if self.end is None:

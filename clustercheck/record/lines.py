@@ -202,3 +202,17 @@ def _verdict(v: dict[str, Any], where: str) -> None:
     if v["passed"] and isinstance(measured, float) and not math.isfinite(measured):
         raise RecordError(f"{where}: passed with measured {json.dumps(measured)}, which judging never passes (a "
                           "record edited by hand?)")
+    # a number judged against its own limit passed exactly when the operator holds (judging/limits.py passes);
+    # a --compare verdict within the baseline's spread passes beyond its bound, and says so
+    held = _holds(measured, v["op"], limit)
+    if v["passed"] and held is False and not str(v.get("origin") or "").startswith("--compare "):
+        raise RecordError(f"{where}: passed with measured {json.dumps(measured)} against {v['op']} {json.dumps(limit)}, "
+                          "which judging never passes (a record edited by hand?)")
+
+
+def _holds(measured: Any, op: str, limit: float) -> bool | None:
+    """Whether a finite number meets `op limit`; None for what is no number (text, NaN: said above)."""
+    if isinstance(measured, bool) or not isinstance(measured, (int, float)) or not math.isfinite(measured):
+        return None
+    return {">=": measured >= limit, ">": measured > limit, "<=": measured <= limit, "<": measured < limit,
+            "==": measured == limit}[op]

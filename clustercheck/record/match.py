@@ -164,6 +164,21 @@ def _latency(entry: Mapping[str, Any], v: Mapping[str, Any]) -> bool:
     return family == "time" and isinstance(size, int) and 0 < size < LATENCY_BYTES
 
 
+def out_of_domain(entry: Mapping[str, Any], metric: str, value: float, unit: str) -> str | None:
+    """Why `value` (in `unit`) is no value of `metric` (units.out_of_domain: a negative bandwidth; the domain
+    of the entry's measure kind, KINDS[measure].domain: a p2p_min_ratio above 1), or None when it can be."""
+    from clustercheck import units
+    from clustercheck.kinds import KINDS
+
+    why = units.out_of_domain(value, unit)
+    kind = KINDS.get(str(entry.get("measure") or ""))
+    if why or kind is None or metric not in kind.metrics or _family(unit) != _family(kind.metrics[metric]):
+        return why
+    low, high = kind.domain(metric)
+    own = convert(value, unit, kind.metrics[metric])
+    return None if low <= own <= high else f"{fmt(own)} {kind.metrics[metric]}, outside {fmt(low)} to {fmt(high)}"
+
+
 def _family(unit: Any) -> str | None:
     """A unit's family (units.UNITS: values of one family convert); None for a unit clustercheck does not know."""
     return UNITS[unit][0] if isinstance(unit, str) and unit in UNITS else None
@@ -232,6 +247,12 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             continue
         if o["unit"] != v["unit"]:
             before = convert(before, o["unit"], v["unit"])  # the baseline's value in this run's unit
+        outside = [(name, why) for name, entry, value, u in (("the baseline", baseline, before, v["unit"]),
+                                                             ("this run", current, now, v["unit"]))
+                   if (why := out_of_domain(entry, v["metric"], value, u))]
+        if outside:  # a broken measurement (a negative bandwidth): never compared as within the tolerance
+            skipped.append((item, f"{key}: {outside[0][0]} measured {outside[0][1]}: out of its domain"))
+            continue
         if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
             continue

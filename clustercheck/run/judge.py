@@ -215,6 +215,7 @@ class Baseline:
                         "reference",)
         m = outcome.measurement
         now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,
+               "measure": check.measure,
                "params": dict(check.params),
                "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
         changes, skipped = match(item, old, now, self.tolerance)
