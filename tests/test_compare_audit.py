@@ -220,3 +220,27 @@ def test_a_limit_verdict_that_passed_against_its_own_limit_is_refused(tmp_path: 
     out = cc(str(base), str(now), cwd=tmp_path)
     assert out.returncode == 4 and len(out.stderr.strip().splitlines()) == 1, out.stdout + out.stderr
     assert "passed with measured 10.0 against >= 50" in out.stderr
+
+
+def test_an_item_measured_on_other_nodes_ranks_or_hardware_is_not_compared(tmp_path: Path) -> None:
+    """A 16-node/128-rank `across` against a 2-node/16-rank one read `same`, exit 0."""
+    import json
+
+    def run(name: str, nodes: int, ranks: int, machine: str = "m1") -> Path:
+        across = {**result("across", None, [verdict("busbw", 100.0, ">=", 1, "GB/s")]),
+                  "nodes": [f"n{i}" for i in range(1, nodes + 1)]}
+        path = save(tmp_path / name, [across, result("local", "n1", [verdict("busbw", 100.0, ">=", 1, "GB/s")])])
+        lines = [json.loads(x) for x in (path / "run.jsonl").read_text().splitlines()]
+        lines[0].update(ranks=ranks, ranks_per_node=8, facts={"host": "n1", "identity": {"machine_id": machine}})
+        (path / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return path
+
+    big, small = run("big", 16, 128), run("small", 2, 16)
+    c = compare(load_run(big), load_run(small))
+    assert [ch.item for ch in c.changes] == ["gate::local[n1]"]
+    assert c.no_reference == [("gate::across", "measured on other nodes/ranks/hardware (16 node(s) in the baseline, "
+                                                "2 now; 128 ranks in the baseline, 16 now)")]
+    assert cc(str(big), str(small), cwd=tmp_path).returncode == 3
+    swapped = run("swapped", 16, 128, machine="m2")  # n1 is another machine now
+    c = compare(load_run(big), load_run(swapped))
+    assert ("gate::local[n1]", "measured on other nodes/ranks/hardware (node n1: its machine_id changed)") in c.no_reference

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from clustercheck.errors import UserError
 from clustercheck.record.burnin import worst_values
 from clustercheck.record.io import Record, RecordError, load
+from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
 from clustercheck.record.statement import versions
 from clustercheck.record.tolerance import parse_fraction, parse_tolerance  # noqa: F401  (their old home)
@@ -66,7 +67,7 @@ class Comparison:
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
     # (item, why): not compared, for the baseline is no like-for-like reference for it (it failed or errored
-    # there): in not_compared too, and compare never exits 0 for one
+    # there, or was measured on other nodes, ranks or hardware: record/likeness.py): in not_compared too, and compare never exits 0 for one
     no_reference: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -174,6 +175,9 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             continue
         if old.get("outcome") in ("failed", "error"):  # what failed there is no reference for a pass now
             no_reference.append((item, f"{old['outcome']} in the baseline: a baseline failure is no reference"))
+            continue
+        if elsewhere := measured_elsewhere(old, r, baseline.header, current.header):  # no like-for-like reference
+            no_reference.append((item, elsewhere))
             continue
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         # neither has a directional metric: match still names what the baseline judged and this run did not
