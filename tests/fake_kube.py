@@ -278,6 +278,50 @@ class FakeCluster:
             if code is not None and name in self.pods and self.pods[name]["status"]["phase"] == "Running":
                 self.pods[name]["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
 
+    # -- what Kubernetes does to a running pod mid-run (the test's choice) --------------------------------
+    def pod_of(self, index: int) -> str:
+        with self.lock:
+            return next(n for n, p in self.pods.items()
+                        if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == str(index))
+
+    def disrupt(self, index: int, how: str) -> None:
+        """End index `index`'s pod as Kubernetes would: "evicted" (the kubelet, under memory pressure: phase
+        Failed, reason Evicted, DisruptionTarget TerminationByKubelet), "preempted" (the scheduler:
+        DisruptionTarget PreemptionByScheduler, deletionTimestamp), "oom" (its container OOMKilled, exit 137),
+        "deleted" (someone deleted it: gone once its container ended), "node-not-ready" (the taint manager:
+        DisruptionTarget DeletionByTaintManager, its node NotReady)."""
+        with self.lock:
+            name = self.pod_of(index)
+            pod = self.pods[name]
+            proc = self.procs.get(name)
+            cond = {"evicted": ("TerminationByKubelet", "The node was low on resource: memory."),
+                    "preempted": ("PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher "
+                                                           "priority pod"),
+                    "node-not-ready": ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")}
+            if how in cond:
+                reason, message = cond[how]
+                pod["status"].setdefault("conditions", []).append(
+                    {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
+                     "lastProbeTime": None, "lastTransitionTime": _now()})
+            if how == "evicted":
+                pod["status"].update(phase="Failed", reason="Evicted", message="The node was low on resource: memory. "
+                                     "Threshold quantity: 100Mi, available: 51200Ki.")
+            elif how in ("preempted", "node-not-ready", "deleted"):
+                pod["metadata"]["deletionTimestamp"] = _now()
+            elif how == "oom":
+                pod["status"]["phase"] = "Failed"
+                pod["status"]["containerStatuses"] = [{
+                    "name": "agent", "ready": False, "restartCount": 0, "image": "x", "imageID": "", "started": False,
+                    "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": _now(),
+                                             "finishedAt": _now()}}}]
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL if how in ("oom", "node-not-ready") else signal.SIGTERM)
+            proc.wait(30)
+        if how == "deleted":
+            with self.lock:
+                self.pods.pop(name, None)
+                self.procs.pop(name, None)
+
     def _stop_job(self, job: str) -> None:
         for name in [n for n, p in self.pods.items() if p["metadata"]["labels"].get("job-name") == job]:
             proc = self.procs.pop(name, None)

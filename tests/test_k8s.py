@@ -81,12 +81,13 @@ def test_the_acceptance_render_validates_for_1_30_strict() -> None:
     assert env["CLUSTERCHECK_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "clustercheck-token", "key": "token"}
     assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
     assert "resources" not in c  # a CPU run asks for no GPU
-    # the controller: join, its DNS name under the Service, and no more RBAC than reading the agents' pods
+    # the controller: join, its DNS name under the Service, and no more RBAC than reading the agents' pods and Job
     cpod = ctl["spec"]["template"]["spec"]
     assert (cpod["hostname"], cpod["subdomain"]) == ("controller", "clustercheck")
     assert cpod["containers"][0]["args"][:7] == ["run", "cpu-smoke", "--launcher", "join", "--nodes", "4", "--store-addr"]
     (role,) = kinds["Role"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}]
     (secret,) = kinds["Secret"]
     assert len(secret["stringData"]["token"]) == 64
     assert docs(render("cpu-smoke", "--nodes", "4", "--image", IMAGE).stdout)[0]["stringData"] != secret["stringData"]

@@ -27,7 +27,7 @@ from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
-from clustercheck.run.launcher import Launcher, RankProcess, loopback, rank_env
+from clustercheck.run.launcher import Launcher, Loss, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
 from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
 from clustercheck.run.timings import TIMINGS
@@ -257,6 +257,12 @@ class JoinLauncher(Launcher):
 
     def why_lost(self, node: str) -> str:
         return next((why for i, why in self.silent().items() if self.members[i].node == node), "")
+
+    def loss(self, node: str) -> Loss | None:
+        """What the orchestrator says of a lost node's agent (its pod evicted, deleted, ...), where it can."""
+        index = next((i for i, m in self.members.items() if m.node == node), None)
+        read = getattr(self.pods, "disrupted", None)  # Kubernetes' pods can tell (k8s.launcher.JobPods)
+        return None if read is None or index is None else read(index, node)
 
     def placed(self) -> list[gang.Member]:
         """The agents a pool places ranks on, in index order: every one that joined, less the nodes left out."""

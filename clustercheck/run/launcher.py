@@ -61,6 +61,16 @@ class Over(NamedTuple):
         return Unreachable("; ".join(f"{n} failed ({self.failed[n]})" for n in failed) + f"; {text}", failed)
 
 
+class Loss(NamedTuple):
+    """How a node was lost mid-run, as the launch plane saw it (`Launcher.loss`): `why` in its words, and
+    `blamed`: whether the node itself is the likely cause (gone, NotReady, unreachable: it goes on the
+    exclusion list) or not (Kubernetes evicted, preempted, deleted or OOM-killed its agent's pod, or ended
+    the agents' Job: an error of the orchestrator or the harness, so the node is only not measured)."""
+
+    why: str
+    blamed: bool
+
+
 class RankProcess(Protocol):
     """A started rank as the pool watches it: `subprocess.Popen`, or a stand-in for a rank that another
     program started on another machine (a node agent's, `join.RemoteRank`)."""
@@ -104,6 +114,11 @@ class Launcher:
     def why_lost(self, node: str) -> str:
         """What the launcher knows of how a node was lost (its agent exited, or went silent), or ""."""
         return ""
+
+    def loss(self, node: str) -> Loss | None:
+        """How a node lost mid-run was lost, where the launcher can tell (its agent's pod, read from
+        Kubernetes); None: not known, and a node that stopped answering is taken as unreachable or dead."""
+        return None
 
     def over(self) -> Over | None:
         """Whether the launch plane ended mid-run, and why (None while it stands, as for most launchers)."""

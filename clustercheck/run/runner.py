@@ -14,10 +14,11 @@ from clustercheck.run.applies import applies
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers
 from clustercheck.judging.measurement import Outcome
-from clustercheck.errors import HarnessError, NeverJoined, Skip, Unreachable
+from clustercheck.errors import HarnessError, NeverJoined, Skip
 from clustercheck.localize.topology import Topology, source_of
 from clustercheck.run.options import Options
 from clustercheck.run.failure import RankFailure
+from clustercheck.run.losses import Losses
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.run.scopes import Where
@@ -56,8 +57,9 @@ class Runner:
         self.windows_of: str | None = None  # the check whose windows `windows` holds (none of an earlier one)
         # nodes lost mid-run (unreachable or dead) -> "h3 was lost during <check> (<why>)" ("... during <check> in
         # repetition <n> (...)" in a repeated run): no later pool has ranks there (where the launcher `shrinks`),
-        # and each later item of theirs is an error saying so
-        self.lost: dict[str, str] = {}
+        # and each later item of theirs is an error saying so (run/losses.py: and whom it blames)
+        self.losses = Losses(layout.nodes)
+        self.lost = self.losses.lost
 
     def live(self) -> list[str]:
         """The run's nodes still answering: its nodes less those lost mid-run (`lost`)."""
@@ -89,8 +91,8 @@ class Runner:
                 raise skip from None
             except NeverJoined:
                 pass
-            raise Unreachable(f"not run: {check.id} cannot run on the {len(self.live())} node(s) left ({skip}): "
-                              f"{'; '.join(self.lost.values())}", tuple(self.lost)) from None
+            raise self.losses.blame(f"not run: {check.id} cannot run on the {len(self.live())} node(s) left ({skip}): "
+                                    f"{'; '.join(self.lost.values())}", tuple(self.lost)) from None
 
     def lose(self, check: CheckSpec, exc: HarnessError) -> bool:
         """The nodes `exc` found unreachable or dead, left out of every later pool where the launcher can start
@@ -98,12 +100,12 @@ class Runner:
         is an error naming it (`lost`). True when a node was newly lost so."""
         launcher = self.pools.launcher
         new = [n for n in getattr(exc, "unreachable", ()) if n in self.layout.nodes and n not in self.lost]
+        self.losses.ask(launcher, new)  # Kubernetes may have ended its agent: then the node is not to blame
         if not new or not launcher.shrinks or len(new) >= len(self.live()):
             return False
         during = f"{check.id} in repetition {self.repetition}" if self.options.repeating else check.id
         for node in new:
-            why = launcher.why_lost(node) or "its ranks stopped answering (no heartbeat: unreachable or dead)"
-            self.lost[node] = f"{node} was lost during {during} ({why})"
+            self.lost[node] = f"{node} was lost during {during} ({self.losses.why(launcher, node)})"
         launcher.leave_out(new)
         for key in list(self.pools.pools):  # every pool spans the lost nodes: none serves a later check
             self.pools.discard(key)
@@ -121,17 +123,7 @@ class Runner:
                 self.applies(check)  # the nodes left may be too few for it: an error naming the lost
 
     def _gone(self, items: list[Where]) -> tuple[list[Where], dict[Where, Any]]:
-        """(the items to measure, the errors of those that cover a node lost mid-run, named by their planned
-        names and naming the lost node `unreachable`, so that it stays on the exclusion list)."""
-        keep: list[Where] = []
-        out: dict[Where, Any] = {}
-        for where in items:
-            gone = [n for n in (where.split(",") if where else ()) if n in self.lost]
-            if gone:
-                out[where] = Unreachable("not measured: " + "; ".join(self.lost[n] for n in gone), tuple(gone))
-            else:
-                keep.append(where)
-        return keep, out
+        return self.losses.gone(items)
 
     def left_out(self, where: Where, outcome: Outcome) -> Outcome:
         """An item over every node (scope cluster) measured once nodes were lost mid-run: it measured the nodes
@@ -212,14 +204,7 @@ class Runner:
         return out
 
     def _lost(self, items: list[Where], exc: HarnessError, prefix: str = "") -> dict[Where, Any]:
-        """The error of each item `exc` cost its result: Unreachable naming the nodes of the item's that stopped
-        answering (they go on the exclusion list), else a plain HarnessError."""
-        out: dict[Where, Any] = {}
-        for where in items:
-            named = exc.nodes if isinstance(exc, Unreachable) else getattr(exc, "unreachable", ())
-            gone = tuple(n for n in named if n in scopes.members(where, self.layout.nodes))
-            out[where] = Unreachable(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
-        return out
+        return self.losses.cost(items, exc, prefix)
 
     def localize(self, check: CheckSpec, threshold: float, unit: str = "GB/s") -> tuple[dict[Where, Any], list[dict[str, Any]], dict[str, Any]]:
         """`scope: localize`: the planner's rounds on this run's pool (a rank that fails costs its group a
@@ -238,7 +223,7 @@ class Runner:
             try:
                 pool = self._start(check)  # on the nodes still answering
             except RankFailure as exc:  # every item of it is lost: those that stopped answering are named
-                lost = Unreachable(str(exc), exc.unreachable) if exc.unreachable else exc
+                lost = self.losses.blame(str(exc), exc.unreachable) if exc.unreachable else exc
                 self._close_after_error(self._key(check, self.log_mode("init")), lost)  # its window closes too
                 raise lost from None
             key, info = pool.key, self._pool_info(pool, check)

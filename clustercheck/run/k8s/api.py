@@ -174,6 +174,9 @@ class Kube:
             return status_message(exc)
         return ""
 
+    def job(self, name: str) -> Any:
+        return self._call(f"reading Job {name}", self.batch.read_namespaced_job, name, self.namespace)
+
     def pods(self, job: str) -> list[Any]:
         return list(self._call(f"listing the pods of Job {job}", self.core.list_namespaced_pod, self.namespace,
                                label_selector=f"{JOB_LABEL}={job}").items)
@@ -198,6 +201,8 @@ def never_started(pod: Any) -> str:
     """Why a pod's agent is not running, from the pod's status: a waiting or ended container (image pull
     errors, a missing Secret, a crash), else an unschedulable condition, else its phase."""
     status = pod.status
+    if status and status.reason:  # the kubelet's word on the whole pod: Evicted, UnexpectedAdmissionError, ...
+        return f"{status.reason}: {status.message or ''}".rstrip(": ")
     for cs in (status.container_statuses or []) if status else []:
         state = cs.state
         if state and state.waiting and state.waiting.reason:
@@ -215,3 +220,41 @@ def never_started(pod: Any) -> str:
 def ended(pod: Any) -> bool:
     """The pod will never run its agent now (Failed or Succeeded)."""
     return bool(pod.status and pod.status.phase in ("Failed", "Succeeded"))
+
+
+# DisruptionTarget reasons that say the node went: NotReady or unreachable (the taint manager evicts its pods),
+# or deleted (the pod garbage collector removes its pods); every other reason is an eviction, a preemption or
+# a deletion that Kubernetes chose (kubernetes.io, "Pod disruption conditions")
+NODE_WENT = {"DeletionByTaintManager", "DeletionByPodGC"}
+
+
+def disrupted(pod: Any) -> tuple[str, bool] | None:
+    """How Kubernetes ended a running pod's agent, read from the pod: (its words, whether the node is to blame),
+    or None when the pod says nothing of it (it runs, as far as the API knows: the node or its network went)."""
+    name, status = pod.metadata.name, pod.status
+    cond = next((c for c in (status.conditions or []) if c.type == "DisruptionTarget" and c.status == "True"), None) \
+        if status else None
+    went = cond is not None and cond.reason in NODE_WENT
+    if status and status.reason:  # the kubelet's own word (Evicted, Terminated by a node shutdown, ...)
+        return (f"pod {name} is {status.phase or 'ended'} ({status.reason}: {status.message or ''})".replace(": )", ")"),
+                went or status.reason == "NodeLost")
+    if cond is not None:
+        return f"Kubernetes is ending pod {name} ({cond.reason or 'DisruptionTarget'}: {cond.message or ''})" \
+            .replace(": )", ")"), went
+    if pod.metadata.deletion_timestamp:
+        return f"pod {name} is being deleted (since {pod.metadata.deletion_timestamp})", False
+    for cs in (status.container_statuses or []) if status else []:
+        if cs.state and (t := cs.state.terminated):  # the kubelet saw its agent end: the node was there to say so
+            return f"pod {name}'s agent container ended (exit code {t.exit_code}{', ' + t.reason if t.reason else ''})", \
+                False
+    if status and status.phase in ("Failed", "Succeeded"):
+        return f"pod {name} is {status.phase}", False
+    return None
+
+
+def job_failed(job: Any) -> str:
+    """The Job's Failed condition, in its words ("" while it has none)."""
+    for cond in (job.status.conditions or []) if job.status else []:
+        if cond.type == "Failed" and cond.status == "True":
+            return f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": ")
+    return ""

@@ -20,12 +20,12 @@ from clustercheck.errors import UserError
 from clustercheck.run.k8s import api, manifests
 from clustercheck.run import gang
 from clustercheck.run.join import JoinLauncher
-from clustercheck.run.launcher import loopback
+from clustercheck.run.launcher import Loss, loopback
 from clustercheck.run.signals import deferred, term_stops_like_ctrl_c
 
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
-             api.Need("list", "pods")]
+             api.Need("get", "jobs", "batch"), api.Need("list", "pods")]
 TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
 
 
@@ -116,6 +116,33 @@ class JobPods:
             return False  # the pods cannot be read: wait the whole timeout
         missing = [i for i in range(expected) if i not in joined]
         return all(i in pods and api.ended(pods[i]) for i in missing)
+
+    def disrupted(self, index: int, node: str) -> Loss | None:
+        """How the pod of agent `index` on `node` was lost mid-run, read through the API: evicted, preempted,
+        deleted, OOM-killed, its container ended, or gone, or the Job failed (Kubernetes then ends every pod of
+        it): the orchestrator's or the harness's doing, so the node is not blamed; its node NotReady or deleted
+        (DisruptionTarget by the taint manager or the pod garbage collector): blamed; None when the pod still
+        runs as far as the API knows (the node or its network went), or cannot be read."""
+        try:
+            pods = [p for p in self.kube.pods(self.job) if api.index_of(p) == index and
+                    (p.spec is None or p.spec.node_name in (None, node))]
+        except UserError:
+            return None  # not known: its silence is all there is
+        try:
+            failed = api.job_failed(self.kube.job(self.job))
+        except UserError:
+            failed = ""  # not readable (the in-cluster controller's Role may lack it): the pods tell
+        found = [d for p in pods if (d := api.disrupted(p)) is not None]
+        blamed = next((d for d in found if d[1]), None)
+        if blamed is not None:
+            return Loss(blamed[0], True)
+        said = [d[0] for d in found] or ([f"no pod of index {index} is on {node} any more (deleted)"] if not pods else [])
+        if failed:
+            said.append(f"the agents' Job {self.job} failed ({failed}), and Kubernetes ends its pods")
+        if not said:
+            return None
+        return Loss(f"{'; '.join(said)}: Kubernetes or the harness ended its agent, not a fault of the node "
+                    "(not measured, never excluded)", False)
 
     def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]:
         """By node where the pod was scheduled (that node is untested), else by pod, with the reason

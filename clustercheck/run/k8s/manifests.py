@@ -108,7 +108,8 @@ def job(a: Agents) -> dict[str, Any]:
 
 # -- the controller inside the cluster ------------------------------------------------------------
 
-POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}]  # whether the agents' Job failed
 NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 
 

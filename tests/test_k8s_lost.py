@@ -1,0 +1,115 @@
+"""Kubernetes ends an agent's pod mid-run (evicted, preempted, OOM-killed, deleted): that is the orchestrator's or
+the harness's doing, never the node's, so the node is not measured, never on exclude.txt, never tainted; a node
+that went NotReady (the taint manager) stays unreachable. Against the fake API server (tests/fake_kube.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from clustercheck.exitcodes import Exit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_kube import FakeCluster, _now  # noqa: E402
+from joining import finish, free_port, results, wait_for  # noqa: E402
+from test_k8s import k8s_run, own_address  # noqa: E402
+
+pytest.importorskip("kubernetes")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
+    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1", "kw-node-2"), logs=tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from clustercheck.run.k8s import api
+
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return api.connect()
+
+
+def running_pod(cluster: FakeCluster, job: str, index: int, **status: Any) -> str:
+    """A pod of `job`'s index `index` on kw-node-<index>, Running (no process behind it)."""
+    name = f"{job}-{index}-abcde"
+    labels = {"job-name": job, "batch.kubernetes.io/job-name": job, "batch.kubernetes.io/job-completion-index": str(index)}
+    cluster.pods[name] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": "u" * 16, "labels": labels,
+                     "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+                     "resourceVersion": "1", "creationTimestamp": _now()},
+        "spec": {"containers": [{"name": "agent", "image": "x"}], "nodeName": f"kw-node-{index}"},
+        "status": {"phase": "Running", **status}}
+    return name
+
+
+@pytest.mark.parametrize("how, said, blamed", [
+    ("evicted", "pod cc-1-abcde is Failed (Evicted: The node was low on resource: memory. Threshold quantity", False),
+    ("preempted", "Kubernetes is ending pod cc-1-abcde (PreemptionByScheduler: default-scheduler: preempting", False),
+    ("oom", "pod cc-1-abcde's agent container ended (exit code 137, OOMKilled)", False),
+    ("deleted", "no pod of index 1 is on kw-node-1 any more (deleted)", False),
+    ("node-not-ready", "Kubernetes is ending pod cc-1-abcde (DeletionByTaintManager: Taint manager", True),
+])
+def test_how_kubernetes_ended_a_pod_says_whether_its_node_is_to_blame(
+        cluster: FakeCluster, kube: Any, how: str, said: str, blamed: bool) -> None:
+    from clustercheck.run.k8s.launcher import JobPods
+
+    running_pod(cluster, "cc", 0)
+    running_pod(cluster, "cc", 1)
+    pods = JobPods(kube, "cc")
+    assert pods.disrupted(1, "kw-node-1") is None  # runs, as far as the API knows: its silence is all there is
+    cluster.disrupt(1, how)
+    loss = pods.disrupted(1, "kw-node-1")
+    assert loss is not None and loss.blamed is blamed and said in loss.why, loss
+    if not blamed:
+        assert loss.why.endswith("Kubernetes or the harness ended its agent, not a fault of the node (not measured, "
+                                 "never excluded)")
+    assert pods.disrupted(0, "kw-node-0") is None
+
+
+def test_a_pod_evicted_before_its_agent_joined_is_named_with_the_kubelets_reason(cluster: FakeCluster, kube: Any) -> None:
+    from clustercheck.run.k8s.launcher import JobPods
+
+    running_pod(cluster, "cc", 0, reason="Evicted", message="The node had condition: [DiskPressure].")
+    cluster.pods["cc-0-abcde"]["status"]["phase"] = "Failed"
+    why = JobPods(kube, "cc").explain([0], {}, 10)
+    assert why == {"kw-node-0": "pod cc-0-abcde never started its agent: Evicted: The node had condition: "
+                                "[DiskPressure]."}, why
+
+
+@pytest.mark.pool
+def test_a_pod_evicted_mid_run_is_not_measured_never_excluded_nor_tainted(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The kubelet evicts index 1's pod while the ranks wait before node-ar (a test-only delay): its agent goes
+    silent, and the controller reads its pod: Evicted. node-ar and node-late of kw-node-1 are errors saying so,
+    kw-node-1 is off exclude.txt and untainted (--taint), and the other nodes keep their verdicts."""
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", "--taint",
+                  "--cc-inject-fault=node-ar:delay")
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
+        cluster.disrupt(1, "evicted")
+    finally:
+        out = finish(ctl, [])
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    for item in ("node-ar[kw-node-1]", "node-late[kw-node-1]"):  # its ranks killed as the pod ended, or lost
+        assert outcome[item]["outcome"] == "error" and not outcome[item].get("unreachable"), (outcome[item], out[-4000:])
+    late = outcome["node-late[kw-node-1]"]["message"].splitlines()[0]
+    assert late.startswith("not measured: kw-node-1 was lost during node-") and "(Evicted: The node was low on " \
+        "resource: memory." in late and "not a fault of the node" in late, late
+    for node in ("kw-node-0", "kw-node-2"):
+        assert outcome[f"node-ar[{node}]"]["outcome"] == outcome[f"node-late[{node}]"]["outcome"] == "passed", out[-4000:]
+    excluded = tmp_path / "out" / "latest" / "exclude.txt"
+    assert not excluded.exists() or "kw-node-1" not in excluded.read_text().split(), excluded.read_text()
+    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [], cluster.nodes["kw-node-1"]
+    assert "kw-node-1" not in (data.get("lost") or {})
+    assert "not measured: kw-node-1" in out, out[-3000:]
+    assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR", out[-3000:]
