@@ -19,7 +19,10 @@ becomes of each index is the test's choice (`fates`): "run" starts the pod's con
 local process (`clustercheck ...` run by this Python) with the container's env resolved (value,
 fieldRef spec.nodeName, secretKeyRef), "unschedulable" leaves it Pending with PodScheduled=False
 (reason Unschedulable), "image-pull" leaves it Pending on its node with the container waiting in
-ImagePullBackOff, "failed" ends it (phase Failed, container terminated, exit code 1). Deleting the Job
+ImagePullBackOff, "failed" ends it (phase Failed, container terminated, exit code 1); `disrupt` ends a running pod as Kubernetes would mid-run
+(evicted, preempted, OOM-killed, deleted, its node NotReady). The toy Job controller counts failed pods as
+the Job's spec says (backoffLimit, or backoffLimitPerIndex with maxFailedIndexes) and, once the Job fails,
+terminates every other pod of it (deletionTimestamp, SIGTERM), as Kubernetes does. Deleting the Job
 (propagationPolicy Background) terminates its processes with SIGTERM and removes its pods.
 """
 
@@ -77,6 +80,8 @@ class FakeCluster:
                                        "annotations": {}},
                           "spec": {"taints": []}, "status": {}} for n in nodes}
         self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
+        self.jobs_failed: list[str] = []  # Jobs the toy Job controller failed (and ended every pod of)
+        self.counted: set[str] = set()  # uids of the pods the toy Job controller counted as failed
         self.lock = threading.RLock()
         cluster = self
 
@@ -277,6 +282,7 @@ class FakeCluster:
             code = proc.poll()
             if code is not None and name in self.pods and self.pods[name]["status"]["phase"] == "Running":
                 self.pods[name]["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+                self._job_controller(self.pods[name])
 
     # -- what Kubernetes does to a running pod mid-run (the test's choice) --------------------------------
     def pod_of(self, index: int) -> str:
@@ -321,6 +327,41 @@ class FakeCluster:
             with self.lock:
                 self.pods.pop(name, None)
                 self.procs.pop(name, None)
+        with self.lock:
+            self._job_controller(pod, deleted=how == "deleted")
+
+    def _job_controller(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        """A pod of a Job failed (or was deleted, which the Job controller counts as failed): with
+        backoffLimitPerIndex its index fails, and the Job only once more than maxFailedIndexes did; else the Job
+        fails once more than backoffLimit (default 6) pods did, and the Job controller then terminates every
+        other pod of it (deletionTimestamp, SIGTERM)."""
+        labels = pod["metadata"]["labels"]
+        job = self.objects.get(("jobs", pod["metadata"]["namespace"], labels.get("job-name", "")))
+        if job is None or not (deleted or pod["status"].get("phase") == "Failed") or pod["metadata"]["uid"] in self.counted:
+            return
+        self.counted.add(pod["metadata"]["uid"])
+        spec, status = job["spec"], job.setdefault("status", {})
+        if spec.get("backoffLimitPerIndex") is not None:
+            failed = set(filter(None, status.get("failedIndexes", "").split(",")))
+            failed.add(labels["batch.kubernetes.io/job-completion-index"])
+            status["failedIndexes"] = ",".join(sorted(failed, key=int))
+            if spec.get("maxFailedIndexes") is None or len(failed) <= spec["maxFailedIndexes"]:
+                return
+            reason = "MaxFailedIndexesExceeded"
+        else:
+            status["failed"] = status.get("failed", 0) + 1
+            if status["failed"] <= spec.get("backoffLimit", 6):
+                return
+            reason = "BackoffLimitExceeded"
+        status["conditions"] = [{"type": "Failed", "status": "True", "reason": reason, "lastProbeTime": _now(),
+                                 "lastTransitionTime": _now(), "message": "Job has reached the specified backoff limit"}]
+        self.jobs_failed.append(job["metadata"]["name"])
+        for name, other in self.pods.items():
+            if other["metadata"]["labels"].get("job-name") == job["metadata"]["name"] and other is not pod and \
+                    other["status"].get("phase") in ("Pending", "Running"):
+                other["metadata"]["deletionTimestamp"] = _now()
+                if (proc := self.procs.get(name)) is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
 
     def _stop_job(self, job: str) -> None:
         for name in [n for n, p in self.pods.items() if p["metadata"]["labels"].get("job-name") == job]:

@@ -66,7 +66,8 @@ def test_the_acceptance_render_validates_for_1_30_strict() -> None:
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     agents, ctl = sorted(kinds["Job"], key=lambda j: j["metadata"]["name"])
     spec = agents["spec"]
-    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 4, 4, 0)
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 4, 4)
+    assert (spec.get("backoffLimit"), spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (None, 0, 4)
     assert spec["activeDeadlineSeconds"] == 43200
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == svc["metadata"]["name"] == "clustercheck"

@@ -113,3 +113,27 @@ def test_a_pod_evicted_mid_run_is_not_measured_never_excluded_nor_tainted(cluste
     assert "kw-node-1" not in (data.get("lost") or {})
     assert "not measured: kw-node-1" in out, out[-3000:]
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR", out[-3000:]
+
+
+@pytest.mark.pool
+def test_one_agent_pod_failing_does_not_end_the_other_agents(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Index 1's agent is OOM-killed mid-run. With `backoffLimit: 0` that one failed pod failed the whole Job,
+    and the Job controller terminated every other agent pod: every node went silent, unmeasured (on exclude.txt
+    before lost pods were read). With `backoffLimitPerIndex: 0` only index 1 fails: the others are measured."""
+    from clustercheck.run.k8s import manifests
+
+    spec = manifests.job(manifests.Agents(name="cc", namespace="default", nodes=3, image="i", controller="h:1"))["spec"]
+    assert (spec.get("backoffLimit"), spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (None, 0, 3)
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", "--cc-inject-fault=node-ar:delay")
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
+        cluster.disrupt(1, "oom")
+    finally:
+        out = finish(ctl, [])
+    outcome = {r["name"]: r for r in results(tmp_path)["results"]}
+    assert cluster.jobs_failed == [], out[-3000:]
+    for node in ("kw-node-0", "kw-node-2"):
+        assert outcome[f"node-ar[{node}]"]["outcome"] == outcome[f"node-late[{node}]"]["outcome"] == "passed", out[-4000:]
+    late = outcome["node-late[kw-node-1]"]
+    assert late["outcome"] == "error" and not late.get("unreachable") and "OOMKilled" in late["message"], late
+    assert ctl.returncode == Exit.ERROR, out[-3000:]

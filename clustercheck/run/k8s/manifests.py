@@ -72,7 +72,9 @@ def _token_env(a: Agents) -> dict[str, Any]:
 def job(a: Agents) -> dict[str, Any]:
     """The agents: one pod per node (required anti-affinity on the node's hostname label), index i in
     JOB_COMPLETION_INDEX (set by the Job controller in every pod of an Indexed Job), the node's name
-    from the downward API, nothing retried (backoffLimit 0: a failed node is a finding, not a retry)."""
+    from the downward API, nothing retried and nothing ended for another's failure (backoffLimitPerIndex 0: a
+    failed index is a finding, not a retry; maxFailedIndexes N: the Job goes on while any index runs, where
+    backoffLimit 0 failed the whole Job at one failed pod and Kubernetes then terminated every other agent)."""
     args = ["agent", "--join-timeout", f"{a.join_timeout:g}"]
     if a.local_ranks:
         args += ["--local-ranks", str(a.local_ranks)]
@@ -102,7 +104,7 @@ def job(a: Agents) -> dict[str, Any]:
         pod["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": a.meta(a.name, "agent"),
             "spec": {"completionMode": "Indexed", "completions": a.nodes, "parallelism": a.nodes,
-                     "backoffLimit": 0, "activeDeadlineSeconds": a.deadline_s, "ttlSecondsAfterFinished": 3600,
+                     "backoffLimitPerIndex": 0, "maxFailedIndexes": a.nodes, "activeDeadlineSeconds": a.deadline_s, "ttlSecondsAfterFinished": 3600,
                      "template": {"metadata": {"labels": a.labels("agent")}, "spec": pod}}}
 
 
