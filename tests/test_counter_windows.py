@@ -222,7 +222,7 @@ def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only
     for windows_of, n1 in (("b", "failed"), ("a", "error")):
         session = CheckSession.__new__(CheckSession)
         session.options = Options(None, [], 2, "gloo", tmp_path, counters=True)
-        session.nodes, session.baseline = ["n1", "n2"], None
+        session.nodes, session.baseline, session.over = ["n1", "n2"], None, None
         session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of,
                                          live=lambda: ["n1", "n2"])  # type: ignore[assignment]
         session._cache = {"b": HarnessError("b: answers failed verification; counters in the check's window: ...")}

@@ -58,7 +58,7 @@ def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
                      RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1})),
                      Unreachable("n2 stopped answering", ("n2",)), NeverJoined("not run: n3 never joined", ("n3",))):
         session = CheckSession.__new__(CheckSession)
-        session._cache, session.baseline, session.runner = {check.id: original}, None, None
+        session._cache, session.baseline, session.runner, session.over = {check.id: original}, None, None, None
         seen = []
         for _ in range(2):
             with pytest.raises(type(original)) as info:

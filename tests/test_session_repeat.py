@@ -21,6 +21,8 @@ def test_a_check_that_errored_whole_in_one_repetition_is_measured_again_in_the_n
     session = CheckSession.__new__(CheckSession)
     session.options = Options(None, [], 2, "gloo", tmp_path)
     session.nodes, session.baseline, session._cache = ["n1", "n2"], None, {}
+    session.over, session.stopped = None, None
+    session.launcher = SimpleNamespace(over=lambda: None)  # type: ignore[assignment]  # the launch plane stands
     session.runner = SimpleNamespace(repetition=1, windows_of="b", live=lambda: ["n1", "n2"])  # type: ignore[assignment]
     measured: list[int] = []
     windows: list[object] = []
