@@ -156,18 +156,24 @@ def test_a_floor_in_gib_s_is_judged_in_gib_s_and_said_in_it() -> None:
     assert all(passing[n][0][0].passed for n in ("a", "b", "d"))
 
 
+def _localized_on_two_hosts(tmp_path: Path, limit: str) -> tuple[dict[str, dict[str, Any]], str]:
+    """`clustercheck run` on hosts h1 and h2, check `fabric` localized against busbw `limit` MB/s: each
+    item's result by name, and the run's output."""
+    (tmp_path / "th").mkdir()
+    floor = f"  fabric:\n    busbw: {{limit: '{limit}', unit: MB/s, source: any working loopback}}\n"
+    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
+    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
+    ctl = run_hosts(tmp_path, hosts="h[1-2]")
+    out, _ = ctl.communicate(timeout=300)
+    return {r["name"]: r for r in run_results(tmp_path)["results"]}, out
+
+
 @pytest.mark.pool
 def test_a_floor_in_mb_s_through_the_run_is_judged_in_mb_s(tmp_path: Path) -> None:
     """`clustercheck run` on two hosts, fabric localized against `>= 1 MB/s`: loopback all_reduce reads far
     above 1 MB/s, so every item passes and says MB/s. The session handed the planner the raw 1, which it
     compared with GB/s (1000 times the floor): loopback is far below 1 GB/s, and every item failed."""
-    (tmp_path / "th").mkdir()
-    floor = "  fabric:\n    busbw: {limit: '>= 1', unit: MB/s, source: any working loopback}\n"
-    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
-    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
-    ctl = run_hosts(tmp_path, hosts="h[1-2]")
-    out, _ = ctl.communicate(timeout=300)
-    outcome = {r["name"]: r for r in run_results(tmp_path)["results"]}
+    outcome, out = _localized_on_two_hosts(tmp_path, ">= 1")
     for name in ("fabric[h1]", "fabric[h2]", "fabric"):
         assert outcome[name]["outcome"] == "passed", (name, outcome[name], out[-3000:])
     assert "every group >= 1 MB/s" in json.dumps(outcome["fabric[h1]"]["verdicts"])
@@ -177,13 +183,7 @@ def test_a_floor_in_mb_s_through_the_run_is_judged_in_mb_s(tmp_path: Path) -> No
 def test_a_strict_floor_is_refused_by_name_not_judged_as_at_least(tmp_path: Path) -> None:
     """The planner clears a group at or above its floor: `> 1 MB/s` would have passed a group at exactly
     1 MB/s. Each item is an error naming the rule and its operator."""
-    (tmp_path / "th").mkdir()
-    floor = "  fabric:\n    busbw: {limit: '> 1', unit: MB/s, source: any working loopback}\n"
-    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS + floor)
-    (tmp_path / "s.yaml").write_text(all_reduce_suite("fabric:localize"))
-    ctl = run_hosts(tmp_path, hosts="h[1-2]")
-    out, _ = ctl.communicate(timeout=300)
-    outcome = {r["name"]: r for r in run_results(tmp_path)["results"]}
+    outcome, out = _localized_on_two_hosts(tmp_path, "> 1")
     for name in ("fabric[h1]", "fabric[h2]", "fabric"):
         assert outcome[name]["outcome"] == "error", (name, outcome[name], out[-3000:])
         assert "needs a busbw floor (>=, a bandwidth)" in outcome[name]["message"]

@@ -12,17 +12,9 @@ from pathlib import Path
 import pytest
 
 from cluster_fixture import slurm  # noqa: F401  (a fixture; tests/conftest.py keeps the name conftest)
-from test_slurm import LIMITS, SUITE
+from test_slurm import work  # noqa: F401  (a fixture: the suite and limits of test_slurm)
 
 pytestmark = [pytest.mark.pool, pytest.mark.slurm]
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "th").mkdir()
-    (tmp_path / "th" / "cpu.yaml").write_text(LIMITS)
-    (tmp_path / "s.yaml").write_text(SUITE)
-    return tmp_path
 
 
 RUN = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out", "--launcher",
