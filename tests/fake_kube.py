@@ -81,7 +81,10 @@ class FakeCluster:
                           "spec": {"taints": []}, "status": {}} for n in nodes}
         self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
         self.jobs_failed: list[str] = []  # Jobs the toy Job controller failed (and ended every pod of)
-        self.counted: set[str] = set()  # uids of the pods the toy Job controller counted as failed
+        self.counted: set[str] = set()
+        self.hang: set[str] = set()  # HTTP methods this server never answers (it reads them, and waits)
+        self.hung: list[tuple[str, str]] = []  # (method, path) of each request left unanswered
+        self.release = threading.Event()  # uids of the pods the toy Job controller counted as failed
         self.lock = threading.RLock()
         cluster = self
 
@@ -95,6 +98,10 @@ class FakeCluster:
 
             def _answer(self) -> None:
                 url = urlparse(self.path)
+                if self.command in cluster.hang:  # a server that never answers (until the test ends)
+                    cluster.hung.append((self.command, url.path))
+                    cluster.release.wait(600)
+                    return
                 with cluster.lock:
                     cluster.requests.append((self.command, url.path, url.query))
                     code, body = cluster.handle(self.command, url.path, parse_qs(url.query),
@@ -371,6 +378,7 @@ class FakeCluster:
             del self.pods[name]
 
     def close(self) -> None:
+        self.release.set()
         for proc in self.started:
             if proc.poll() is None:
                 proc.kill()

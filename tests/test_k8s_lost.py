@@ -137,3 +137,32 @@ def test_one_agent_pod_failing_does_not_end_the_other_agents(cluster: FakeCluste
     late = outcome["node-late[kw-node-1]"]
     assert late["outcome"] == "error" and not late.get("unreachable") and "OOMKilled" in late["message"], late
     assert ctl.returncode == Exit.ERROR, out[-3000:]
+
+
+def test_a_server_that_never_answers_the_deletes_cannot_hold_the_controller(cluster: FakeCluster, tmp_path: Path) -> None:
+    """SIGTERM while the agents are awaited, and the API server never answers a DELETE: every call has a timeout
+    and the cleanup a deadline, so the controller says what it could not delete and how to, and ends
+    (INCOMPLETE), where it waited for ever with SIGINT and SIGTERM held back (only SIGKILL ended it)."""
+    import signal
+    import time
+
+    cluster.fates = {0: "image-pull", 1: "image-pull", 2: "image-pull"}
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", timeout="120")
+    end = time.monotonic() + 60
+    while len(cluster.objects) < 3 and time.monotonic() < end:
+        time.sleep(0.1)
+    assert len(cluster.objects) == 3
+    cluster.hang = {"DELETE"}
+    ctl.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    time.sleep(2)
+    ctl.send_signal(signal.SIGTERM)  # a second one, while the deletes hang: held, and the cleanup still ends
+    out = finish(ctl, [], timeout=90)
+    from clustercheck.run.k8s.launcher import CLEANUP_S
+
+    assert ctl.returncode == Exit.INCOMPLETE and time.monotonic() - t0 < CLEANUP_S + 10, out[-3000:]
+    name = next(iter(cluster.objects))[2].removesuffix("-token")
+    assert f"clustercheck: could not delete Job {name} (timed out)" in out, out[-3000:]
+    assert f"remove what is left with kubectl delete -n default job,service,secret -l clustercheck.io/run={name}" \
+        in out, out[-3000:]
+    assert cluster.hung and "Traceback" not in out

@@ -15,6 +15,9 @@ from clustercheck.errors import UserError
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# (connect, read) seconds for every API call: a server that never answers must not hold a run (or its cleanup,
+# during which SIGINT and SIGTERM wait) for ever
+REQUEST_TIMEOUT = (5.0, 30.0)
 JOB_LABEL = "job-name"  # set on a Job's pods by the Job controller (batch.kubernetes.io/job-name too since 1.27)
 
 
@@ -63,7 +66,7 @@ def connect(namespace: str | None = None) -> Kube:
             own = SA_NAMESPACE.read_text().strip()
         except OSError:
             own = "default"
-        return Kube(k.client.ApiClient(cfg), namespace or own, "the pod's service account")
+        return Kube(k.client.ApiClient(_bounded(cfg)), namespace or own, "the pod's service account")
     paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [str(Path("~/.kube/config").expanduser())]
     found = [p for p in paths if Path(p).is_file()]
     if not found:
@@ -75,7 +78,16 @@ def connect(namespace: str | None = None) -> Kube:
     except (k.config.ConfigException, OSError, ValueError, TypeError) as exc:
         raise UserError(f"kubeconfig {found[0]}: {str(exc).splitlines()[0]}") from None
     ns = namespace or (active or {}).get("context", {}).get("namespace") or "default"
-    return Kube(k.client.ApiClient(cfg), ns, f"kubeconfig {found[0]}")
+    return Kube(k.client.ApiClient(_bounded(cfg)), ns, f"kubeconfig {found[0]}")
+
+
+def _bounded(cfg: Any) -> Any:
+    """No call is sent again after its read timed out (urllib3 retries an unanswered GET or DELETE three times
+    by default, which would make REQUEST_TIMEOUT's 30 s two minutes); a refused connection is still retried."""
+    import urllib3
+
+    cfg.retries = urllib3.util.Retry(total=3, read=0, redirect=3)
+    return cfg
 
 
 def status_message(exc: Exception) -> str:
@@ -94,6 +106,15 @@ def status_message(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+def timed_out(exc: BaseException) -> bool:
+    """Whether a call ended for want of an answer (urllib3's connect or read timeout, as itself or as the
+    reason of its MaxRetryError)."""
+    import urllib3
+
+    return isinstance(exc, urllib3.exceptions.TimeoutError) or \
+        isinstance(getattr(exc, "reason", None), urllib3.exceptions.TimeoutError)
+
+
 class Kube:
     def __init__(self, api: Any, namespace: str, source: str) -> None:
         k = _client()
@@ -106,7 +127,9 @@ class Kube:
         self.authz = k.client.AuthorizationV1Api(api)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """One API call; a refusal or an unreachable server becomes UserError naming `what`."""
+        """One API call, bounded by REQUEST_TIMEOUT; a refusal or an unreachable server becomes UserError
+        naming `what`."""
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
         try:
             return fn(*args, **kwargs)
         except self.k.client.ApiException as exc:
@@ -157,21 +180,21 @@ class Kube:
                           self._create_fn(kind), self.namespace, obj, **extra)
         return Made(kind, name, str(made.metadata.uid or ""))
 
-    def delete(self, made: Made) -> str:
+    def delete(self, made: Made, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> str:
         """Delete an object this run created, only if it is still that object (uid precondition), its pods
-        with it; '' when done or already gone, else why not."""
+        with it; '' when done or already gone, else why not ("timed out" when no answer came in `timeout`)."""
         fn = {"Secret": self.core.delete_namespaced_secret, "Service": self.core.delete_namespaced_service,
               "Job": self.batch.delete_namespaced_job}[made.kind]
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
                 "preconditions": {"uid": made.uid}}
         try:
-            fn(made.name, self.namespace, body=body)
+            fn(made.name, self.namespace, body=body, _request_timeout=timeout)
         except self.k.client.ApiException as exc:
             if exc.status == 404:
                 return ""
             return status_message(exc)
         except Exception as exc:
-            return status_message(exc)
+            return "timed out" if timed_out(exc) else status_message(exc)
         return ""
 
     def job(self, name: str) -> Any:

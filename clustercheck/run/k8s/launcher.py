@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import socket
 import sys
+import time
 from typing import Any, Collection, Mapping
 
 from clustercheck.errors import UserError
@@ -26,6 +27,7 @@ from clustercheck.run.signals import deferred, term_stops_like_ctrl_c
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
              api.Need("get", "jobs", "batch"), api.Need("list", "pods")]
+CLEANUP_S = 30.0  # the deletes at the end, all together: SIGINT and SIGTERM wait while they run
 TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
 
 
@@ -87,15 +89,21 @@ class K8sLauncher(JoinLauncher):
         if self._deleted or self.kube is None:
             return
         self._deleted = True
-        with deferred():
-            failed = [f"{m.kind} {m.name}: {why}" for m in reversed(self.made) if (why := self.kube.delete(m))]
-        if self.made:
-            *rest, last = [m.kind for m in reversed(self.made)]
-            kinds = f"{', '.join(rest)} and {last}" if rest else last
-            said = (f"could not delete {'; '.join(failed)} (kubectl delete -n {self.kube.namespace} "
-                    f"job,service,secret -l {manifests.RUN_LABEL}={self.agents.name})") if failed else \
-                f"deleted {kinds} {self.agents.name}"
-            print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+        end = time.monotonic() + CLEANUP_S
+        failed: list[str] = []
+        with deferred():  # bounded: every call, and the whole cleanup, has a deadline (a server that never answers)
+            for m in reversed(self.made):
+                left = end - time.monotonic()
+                why = self.kube.delete(m, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left))) if left > 0.5 else "timed out"
+                if why:
+                    failed.append(f"{m.kind} {m.name} ({why})")
+            if self.made:  # said before a signal held meanwhile reaches its handler
+                *rest, last = [m.kind for m in reversed(self.made)]
+                kinds = f"{', '.join(rest)} and {last}" if rest else last
+                said = (f"could not delete {'; '.join(failed)}: remove what is left with kubectl delete -n "
+                        f"{self.kube.namespace} job,service,secret -l {manifests.RUN_LABEL}={self.agents.name}") \
+                    if failed else f"deleted {kinds} {self.agents.name}"
+                print(f"clustercheck: {said}", file=sys.stderr, flush=True)
 
 
 class JobPods:
