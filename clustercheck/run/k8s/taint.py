@@ -6,9 +6,10 @@ a selector), and the annotations `clustercheck.io/reason` (the verdict, in full)
 `clustercheck.io/run` (the run directory's name). The convention is AWS's and GCP's GPU health checks'
 (a NoSchedule taint with a label and an annotation giving the reason).
 
-`resume --k8s` removes them only where clustercheck set them: the taint key is ours and the node carries
-our run annotation. A node with the same taint key but without the annotation was tainted by someone
-else, and is listed and left alone.
+`resume --k8s` removes them only where clustercheck set them: the node carries our run annotation, and
+only the very taint clustercheck sets (our key, NoSchedule, the value of our label). A node with the same
+taint key but without the annotation was tainted by someone else, and is listed and left alone; so is a
+taint with our key and another effect or value on a node we tainted (an operator's `...=ticket-42:NoExecute`).
 """
 
 from __future__ import annotations
@@ -124,14 +125,22 @@ def resume(hostlist_text: str | None, dry_run: bool, kube: Any = None) -> int:
             print(f"left alone {name}: tainted {KEY} without the {RUN} annotation clustercheck sets, so not by "
                   "clustercheck")
             continue
+        value = (node.metadata.labels or {}).get(KEY)
+        exact = [t for t in mine if t.effect == EFFECT and value is not None and (t.value or "") == value]
+        for t in mine:
+            if t not in exact:
+                print(f"left alone on {name}: the taint {KEY}={t.value or ''}:{t.effect}, not the one clustercheck "
+                      f"set ({KEY}={value or '?'}:{EFFECT})")
+        if not exact:
+            continue
         ours += 1
         cmds = [["kubectl", "taint", "nodes", name, f"{KEY}:{EFFECT}-"], ["kubectl", "label", "nodes", name, f"{KEY}-"],
-                ["kubectl", "annotate", "nodes", name, f"{REASON}-", f"{RUN}-"]]
+                ["kubectl", "annotate", "nodes", name, f"{REASON}-", f"{RUN}-"]]  # key and effect name one taint
         if dry_run:
             for cmd in cmds:
                 print(f"would run: {shlex.join(cmd)}")
             continue
-        keep = [_as_dict(t) for t in node.spec.taints if t.key != KEY]
+        keep = [_as_dict(t) for t in node.spec.taints if t not in exact]
         try:
             kube.patch_node(name, {"metadata": {"resourceVersion": node.metadata.resource_version,
                                                 "labels": {KEY: None}, "annotations": {REASON: None, RUN: None}},

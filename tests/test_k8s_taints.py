@@ -1,0 +1,71 @@
+"""Taints through the fake API server (tests/fake_kube.py): what `resume --k8s` lifts, and what it leaves."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_kube import FakeCluster  # noqa: E402
+
+pytest.importorskip("kubernetes")
+
+KEY = "clustercheck.io/failed"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
+    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1"), logs=tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from clustercheck.run.k8s import api
+
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return api.connect()
+
+
+def test_resume_lifts_only_the_taint_clustercheck_set_and_leaves_an_operators_with_our_key(
+        cluster: FakeCluster, kube: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """An operator's `clustercheck.io/failed=ticket-42:NoExecute` on a node clustercheck tainted was lifted with
+    ours (every taint of our key went, whatever its effect and value)."""
+    from clustercheck.run.k8s.taint import resume, taint
+
+    taint({"kw-node-0": "node-ar busbw 0 < 1 GB/s"}, "run-a", dry_run=False, kube=kube)
+    ticket = {"key": KEY, "value": "ticket-42", "effect": "NoExecute"}
+    cluster.nodes["kw-node-0"]["spec"]["taints"].append(ticket)
+    assert resume(None, dry_run=True, kube=kube) == 0
+    dry = capsys.readouterr().out
+    assert "would run: kubectl taint nodes kw-node-0 clustercheck.io/failed:NoSchedule-" in dry
+    assert "left alone on kw-node-0: the taint clustercheck.io/failed=ticket-42:NoExecute, not the one clustercheck " \
+           "set (clustercheck.io/failed=node-ar:NoSchedule)" in dry, dry
+    assert resume(None, dry_run=False, kube=kube) == 0
+    said = capsys.readouterr().out
+    assert "untainted kw-node-0 (tainted by run run-a)" in said and "left alone on kw-node-0" in said, said
+    node = cluster.nodes["kw-node-0"]
+    assert node["spec"]["taints"] == [ticket], node["spec"]
+    assert KEY not in node["metadata"]["labels"] and node["metadata"]["annotations"] == {}
+
+
+def test_resume_leaves_our_key_with_another_value_on_a_node_we_tainted(
+        cluster: FakeCluster, kube: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Our key and effect, but a value that is not our label's (an operator re-tainted it): not ours to lift."""
+    from clustercheck.run.k8s.taint import resume, taint
+
+    taint({"kw-node-1": "node-ar busbw 0 < 1 GB/s"}, "run-b", dry_run=False, kube=kube)
+    theirs = {"key": KEY, "value": "hw-ticket-7", "effect": "NoSchedule"}
+    cluster.nodes["kw-node-1"]["spec"]["taints"] = [theirs]
+    assert resume(None, dry_run=False, kube=kube) == 0
+    said = capsys.readouterr().out
+    assert "left alone on kw-node-1: the taint clustercheck.io/failed=hw-ticket-7:NoSchedule" in said, said
+    assert "no node is tainted by clustercheck" in said
+    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [theirs]
