@@ -69,3 +69,26 @@ def test_resume_leaves_our_key_with_another_value_on_a_node_we_tainted(
     assert "left alone on kw-node-1: the taint clustercheck.io/failed=hw-ticket-7:NoSchedule" in said, said
     assert "no node is tainted by clustercheck" in said
     assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [theirs]
+
+
+def test_the_render_with_taint_says_how_to_remove_its_cluster_role_too() -> None:
+    """`k8s render --taint` makes a ClusterRole and ClusterRoleBinding, which the printed removal line (namespaced
+    kinds only) left behind, with get, list and patch on every node."""
+    import subprocess
+
+    import yaml
+
+    def render(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "clustercheck", "k8s", "render", "cpu-smoke", "--nodes", "2",
+                              "--image", "registry.example/cc:1", "--namespace", "burnin", *args],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    out = render("--taint")
+    cluster_scoped = [d for d in yaml.safe_load_all(out) if d and d["kind"].startswith("Cluster")]
+    assert sorted(d["kind"] for d in cluster_scoped) == ["ClusterRole", "ClusterRoleBinding"]
+    names = {d["metadata"]["name"] for d in cluster_scoped}
+    assert names == {"burnin-clustercheck-controller-taint"}
+    assert "#   and: kubectl delete clusterrole,clusterrolebinding burnin-clustercheck-controller-taint\n" in out, out[:800]
+    assert "clusterrole" not in render().split("---")[0]

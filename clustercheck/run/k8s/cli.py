@@ -109,6 +109,8 @@ def render(args: argparse.Namespace, token: str | None = None) -> str:
     head = (f"# clustercheck k8s render: {args.nodes} node agent(s), {a.gpus_per_node or 'no'} GPU(s) each; "
             f"apply with kubectl apply -f -\n# {how}\n# remove: kubectl delete -n {a.namespace} job,service,secret,"
             f"configmap,serviceaccount,role,rolebinding -l {manifests.RUN_LABEL}={name}\n")
+    if in_cluster and args.taint:  # cluster-scoped: by its name, which holds the namespace (a label may be in several)
+        head += f"#   and: kubectl delete clusterrole,clusterrolebinding {manifests.taint_role(a)}\n"
     return head + "".join("---\n" + yaml.safe_dump(d, sort_keys=False, width=1000) for d in docs)
 
 

@@ -115,6 +115,11 @@ POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]
 NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 
 
+def taint_role(a: Agents) -> str:
+    """The name of the ClusterRole and ClusterRoleBinding that let the in-cluster controller taint nodes."""
+    return f"{a.namespace}-{a.name}-controller-taint"
+
+
 def controller(a: Agents, suite: str, port: int, *, taint: bool = False, results_claim: str | None = None,
                suite_text: str | None = None) -> list[dict[str, Any]]:
     """The controller as a Job (`clustercheck run SUITE --launcher join`), its ServiceAccount and the
@@ -134,7 +139,7 @@ def controller(a: Agents, suite: str, port: int, *, taint: bool = False, results
     args = ["run", suite, "--launcher", "join", "--nodes", str(a.nodes), "--store-addr", f"controller.{a.name}:{port}",
             "--join-timeout", f"{a.join_timeout:g}", "--k8s-job", a.name, "--out", "/results"]
     if taint:
-        cluster_name = f"{a.namespace}-{name}-taint"
+        cluster_name = taint_role(a)
         cluster_meta = {"name": cluster_name, "labels": a.labels("controller")}
         out += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": cluster_meta,
                  "rules": NODE_RULES},
