@@ -9,10 +9,13 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Any, Collection, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Protocol, Sequence
 
 from clustercheck.errors import HarnessError, Unreachable
 from clustercheck.run import wire
+
+if TYPE_CHECKING:
+    from clustercheck.judging.platform import Facts
 
 
 def loopback(addr: str) -> bool:
@@ -123,6 +126,10 @@ class Launcher:
     def over(self) -> Over | None:
         """Whether the launch plane ended mid-run, and why (None while it stands, as for most launchers)."""
         return None
+
+    def check_facts(self, nodes: Mapping[str, Facts]) -> None:
+        """Each node's facts as its first rank read them, checked against what the launcher asked for (the GPUs
+        a pod requested); UserError or HarnessError before anything is measured. Nothing for most launchers."""
 
     def begin(self) -> None:
         """Whatever must happen before the run's nodes are final (the hosts launcher starts its agents here,

@@ -40,4 +40,9 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     if silent:  # a launcher that gave a node no local rank 0: nothing was read there
         pool.close(kill=True)
         raise UserError(f"no platform facts from node(s) {', '.join(silent)}: no rank with local rank 0 there")
+    try:
+        launcher.check_facts(facts)
+    except BaseException:
+        pool.close(kill=True)
+        raise
     return facts, pool

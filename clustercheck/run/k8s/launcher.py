@@ -17,7 +17,9 @@ import sys
 import time
 from typing import Any, Collection, Mapping
 
-from clustercheck.errors import UserError
+from clustercheck.errors import HarnessError, UserError
+from clustercheck.judging import platform
+from clustercheck.judging.platform import Facts
 from clustercheck.run.k8s import api, manifests
 from clustercheck.run import gang
 from clustercheck.run.join import JoinLauncher
@@ -36,9 +38,11 @@ class K8sLauncher(JoinLauncher):
 
     @classmethod
     def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
-        return cls(nodes, o.store_addr, o.join_timeout, image=o.image,
+        made = cls(nodes, o.store_addr, o.join_timeout, image=o.image,
                    namespace=o.namespace, gpus_per_node=o.gpus_per_node, local_ranks=o.ranks,
                    node_selector=o.node_selector, rdma=o.rdma, taint=o.taint, duration=o.duration)
+        made.thresholds = None if o.platform else o.thresholds  # detected from the nodes: checked against the GPUs
+        return made
 
     def __init__(self, nodes: int, store_addr: str | None, timeout: float | None, *, image: str | None,
                  namespace: str | None = None, gpus_per_node: int = 0, local_ranks: int | None = None,
@@ -54,6 +58,8 @@ class K8sLauncher(JoinLauncher):
                             "address they can reach: give --store-addr HOST:PORT (docs/kubernetes.md)")
         super().__init__(nodes, store_addr, timeout, token=secrets.token_hex(32), gather=False)
         self.made: list[api.Made] = []
+        self.gpus_per_node = gpus_per_node
+        self.thresholds: Any = None  # where the platform is detected, without --platform (check_facts)
         self.kube: api.Kube | None = None
         self._deleted = False
         try:
@@ -104,6 +110,31 @@ class K8sLauncher(JoinLauncher):
                         f"{self.kube.namespace} job,service,secret -l {manifests.RUN_LABEL}={self.agents.name}") \
                     if failed else f"deleted {kinds} {self.agents.name}"
                 print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+
+
+    def check_facts(self, nodes: Mapping[str, Facts]) -> None:
+        check_gpus(self.gpus_per_node, self.thresholds, nodes)
+
+
+def check_gpus(requested: int, thresholds: Any, nodes: Mapping[str, Facts]) -> None:
+    """--gpus-per-node G, once the agents' ranks read their nodes: a platform detected (no --platform) whose
+    nodes hold more GPUs than G is refused in one line (UserError), since each pod sees only its G and every
+    node would fail as "GPUs missing", and be tainted; a pod that sees other than G GPUs is an error naming
+    its node (the device plugin gave it other than it asked for), never a failed node."""
+    if not requested:
+        return
+    if thresholds is not None:
+        profile = platform.detect_nodes(thresholds, nodes)
+        want = profile.detect.get("gpu_count")
+        if isinstance(want, int) and requested < want:
+            raise UserError(f"--gpus-per-node {requested} is fewer than the {want} GPUs of platform {profile.name}, "
+                            f"which the nodes were detected as: each pod sees only its {requested}, so every node "
+                            f"would fail as GPUs missing; name a profile of {requested} GPU(s) with --platform")
+    wrong = {n: f.gpu_count for n, f in nodes.items() if f.gpu_count != requested}
+    if wrong:
+        raise HarnessError(f"the agents' pods see other than the {requested} GPU(s) each requested "
+                           f"(--gpus-per-node): " + "; ".join(f"{n}: {c}" for n, c in wrong.items()) +
+                           ": an error of the device plugin or the node's allocation, nothing was measured")
 
 
 class JobPods:
