@@ -92,3 +92,19 @@ def test_the_render_with_taint_says_how_to_remove_its_cluster_role_too() -> None
     assert names == {"burnin-clustercheck-controller-taint"}
     assert "#   and: kubectl delete clusterrole,clusterrolebinding burnin-clustercheck-controller-taint\n" in out, out[:800]
     assert "clusterrole" not in render().split("---")[0]
+
+
+def test_a_check_id_of_non_ascii_letters_still_gives_a_taint_value(cluster: FakeCluster, kube: Any) -> None:
+    """`ノード帯域` became '' (every character replaced, then trimmed): the taint `clustercheck.io/failed=:NoSchedule`,
+    a label of no value, and nothing saying which check failed."""
+    import hashlib
+
+    from clustercheck.run.k8s.labels import label_value, label_value_ok
+    from clustercheck.run.k8s.taint import taint
+
+    value = label_value("ノード帯域")
+    assert value == f"check-{hashlib.sha256('ノード帯域'.encode()).hexdigest()[:8]}" and label_value_ok(value)
+    assert label_value("node-ar") == "node-ar" and label_value("ノード-ar") == "ar"
+    done = taint({"kw-node-0": "ノード帯域 busbw 0 < 1 GB/s"}, "run-c", dry_run=False, kube=kube)
+    assert {e["rc"] for e in done} == {0}, done
+    assert cluster.nodes["kw-node-0"]["spec"]["taints"] == [{"key": KEY, "value": value, "effect": "NoSchedule"}]

@@ -28,9 +28,15 @@ def label_value_ok(value: str) -> bool:
 
 def label_value(text: str) -> str:
     """`text` made into a label value (a check id may be 100 characters): at most 63, alphanumeric at
-    both ends, other characters replaced by '-'."""
+    both ends, other characters replaced by '-'; where nothing is left (a check id of non-ASCII letters
+    only), `check-<8 hex digits of its SHA-256>`, the same for the same id (never an empty taint value)."""
     value = re.sub(r"[^-A-Za-z0-9_.]", "-", text)[:63]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+    value = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+    if value or not text:
+        return value
+    import hashlib
+
+    return f"check-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def dns_label(name: str, what: str) -> str:
