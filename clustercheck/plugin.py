@@ -72,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[session_key] = CheckSession(options, redact_argv(list(sys.argv), SIGN_FLAGS))
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    except HarnessError as exc:  # the launcher's cluster failed it (an API server's 500): no bad input, exit 3
+        pytest.exit(f"ERROR: {exc}; nothing was measured", returncode=int(Exit.ERROR))
     except KeyboardInterrupt as exc:  # ranks starting or node agents awaited: pytest would end silently
         print(not_started(stopped_by(exc)), file=sys.stderr, flush=True)
         raise

@@ -82,6 +82,7 @@ class FakeCluster:
         self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
         self.jobs_failed: list[str] = []  # Jobs the toy Job controller failed (and ended every pod of)
         self.counted: set[str] = set()
+        self.fail: set[tuple[str, str, bool]] = set()  # (method, plural, dry run) answered 500 InternalError
         self.hang: set[str] = set()  # HTTP methods this server never answers (it reads them, and waits)
         self.hung: list[tuple[str, str]] = []  # (method, path) of each request left unanswered
         self.release = threading.Event()  # uids of the pods the toy Job controller counted as failed
@@ -157,6 +158,8 @@ class FakeCluster:
                          all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
             return 200, self._list("pods", items)
         key = (plural, ns, name or (body or {}).get("metadata", {}).get("name", ""))
+        if (method, plural, dry) in self.fail:  # the server's own failure (an etcd timeout, say)
+            return 500, status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
         if method == "POST":
             if key in self.objects:
                 return 409, status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists', name=key[2], kind=plural)

@@ -166,3 +166,15 @@ def test_a_server_that_never_answers_the_deletes_cannot_hold_the_controller(clus
     assert f"remove what is left with kubectl delete -n default job,service,secret -l clustercheck.io/run={name}" \
         in out, out[-3000:]
     assert cluster.hung and "Traceback" not in out
+
+
+def test_a_server_error_after_the_preflight_is_a_harness_error_not_bad_input(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The pre-flight passed (every dry run admitted), then the API server fails the real create of the Job
+    with a 500: the server's failure is the harness's (exit 3), where it was told as bad input (exit 4); what
+    was made is deleted."""
+    cluster.fail = {("POST", "jobs", False)}
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}")
+    out = finish(ctl, [], timeout=120)
+    assert ctl.returncode == Exit.ERROR, out[-3000:]
+    assert "the Kubernetes API failed: Internal error occurred: etcdserver: request timed out" in out, out[-3000:]
+    assert "Traceback" not in out and cluster.objects == {}, out[-3000:]

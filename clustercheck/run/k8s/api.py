@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from clustercheck.errors import UserError
+from clustercheck.errors import HarnessError, UserError
+
+# what a call of the API can end in: bad input or a refusal (UserError, exit 4), or the server failing or gone
+# once the pre-flight found it answering (HarnessError, exit 3)
+KubeError = (UserError, HarnessError)
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -122,6 +126,7 @@ class Kube:
         self.api = api
         self.namespace = namespace
         self.source = source  # where the credentials came from, for messages
+        self.answered = False  # the pre-flight found the server answering: from now on its failure is the harness's
         self.core = k.client.CoreV1Api(api)
         self.batch = k.client.BatchV1Api(api)
         self.authz = k.client.AuthorizationV1Api(api)
@@ -135,10 +140,13 @@ class Kube:
         except self.k.client.ApiException as exc:
             if exc.status == 404 and "namespaces" in status_message(exc) and "not found" in status_message(exc):
                 raise UserError(f"namespace {self.namespace!r} not found ({self.source})") from None
+            if (exc.status or 0) >= 500:  # the server's own failure: never the user's input
+                raise HarnessError(f"{what}: the Kubernetes API failed: {status_message(exc)}") from None
             raise UserError(f"{what}: {status_message(exc)}") from None
-        except Exception as exc:  # urllib3: connection refused, TLS, DNS
+        except Exception as exc:  # urllib3: connection refused, TLS, DNS, a timeout
             host = getattr(self.api.configuration, "host", "?")
-            raise UserError(f"{what}: cannot reach the Kubernetes API at {host} ({status_message(exc)})") from None
+            said = f"{what}: cannot reach the Kubernetes API at {host} ({'timed out' if timed_out(exc) else status_message(exc)})"
+            raise (HarnessError(said) if self.answered else UserError(said)) from None
 
     # -- pre-flight ---------------------------------------------------------------------------------
     def missing(self, needs: Iterable[Need]) -> list[Need]:
@@ -167,6 +175,7 @@ class Kube:
                             f"{scope} (docs/kubernetes.md: RBAC)")
         for obj in objects:
             self.create(obj, dry_run=True)
+        self.answered = True
 
     # -- objects ------------------------------------------------------------------------------------
     def _create_fn(self, kind: str) -> Any:

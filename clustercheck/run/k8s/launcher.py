@@ -151,7 +151,7 @@ class JobPods:
     def ended(self, joined: Collection[int], expected: int) -> bool:
         try:
             pods = self.by_index()
-        except UserError:
+        except api.KubeError:
             return False  # the pods cannot be read: wait the whole timeout
         missing = [i for i in range(expected) if i not in joined]
         return all(i in pods and api.ended(pods[i]) for i in missing)
@@ -165,11 +165,11 @@ class JobPods:
         try:
             pods = [p for p in self.kube.pods(self.job) if api.index_of(p) == index and
                     (p.spec is None or p.spec.node_name in (None, node))]
-        except UserError:
+        except api.KubeError:
             return None  # not known: its silence is all there is
         try:
             failed = api.job_failed(self.kube.job(self.job))
-        except UserError:
+        except api.KubeError:
             failed = ""  # not readable (the in-cluster controller's Role may lack it): the pods tell
         found = [d for p in pods if (d := api.disrupted(p)) is not None]
         blamed = next((d for d in found if d[1]), None)
@@ -189,7 +189,7 @@ class JobPods:
         note = ""
         try:
             pods = self.by_index()
-        except UserError as exc:
+        except api.KubeError as exc:
             pods, note = {}, f" (its pod could not be read: {exc})"
         out: dict[str, str] = {}
         for i in missing:

@@ -18,7 +18,7 @@ import shlex
 import sys
 from typing import Any, Mapping
 
-from clustercheck.errors import UserError
+from clustercheck.errors import HarnessError, UserError
 from clustercheck.exitcodes import Exit
 from clustercheck.run.k8s.labels import label_value
 from clustercheck.record.schema import DrainEntry
@@ -78,7 +78,7 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
                             f"someone else (no {RUN} annotation)"})
                 continue
             out += [{"command": cmd, "rc": 0, "output": "done through the Kubernetes API"} for cmd in cmds]
-        except UserError as exc:
+        except (UserError, HarnessError) as exc:  # said in the record's drain entry: the reports are written all the same
             out.append({"command": cmds[0], "rc": 1, "output": str(exc)})
     return out
 
@@ -146,7 +146,7 @@ def resume(hostlist_text: str | None, dry_run: bool, kube: Any = None) -> int:
                                                 "labels": {KEY: None}, "annotations": {REASON: None, RUN: None}},
                                    "spec": {"taints": keep}})
             print(f"untainted {name} (tainted by run {annotations[RUN]})")
-        except UserError as exc:
+        except (UserError, HarnessError) as exc:
             print(f"could not untaint {name}: {exc}", file=sys.stderr)
             status = 1
     if not ours:
