@@ -83,6 +83,7 @@ class FakeCluster:
         self.jobs_failed: list[str] = []  # Jobs the toy Job controller failed (and ended every pod of)
         self.counted: set[str] = set()
         self.fail: set[tuple[str, str, bool]] = set()  # (method, plural, dry run) answered 500 InternalError
+        self.written_after_read: dict[str, int] = {}  # node -> times someone else writes it right after a read
         self.hang: set[str] = set()  # HTTP methods this server never answers (it reads them, and waits)
         self.hung: list[tuple[str, str]] = []  # (method, path) of each request left unanswered
         self.release = threading.Event()  # uids of the pods the toy Job controller counted as failed
@@ -202,7 +203,12 @@ class FakeCluster:
             return 403, status(403, "Forbidden", f'nodes is forbidden: User "tester" cannot {verb} resource "nodes"',
                                kind="nodes")
         if name is None:
-            return 200, self._list("nodes", [copy.deepcopy(n) for n in self.nodes.values()])
+            listed = self._list("nodes", [copy.deepcopy(n) for n in self.nodes.values()])
+            for n, times in self.written_after_read.items():
+                if times > 0:
+                    self.written_after_read[n] -= 1
+                    self.nodes[n]["metadata"]["resourceVersion"] = str(next(_RV))
+            return 200, listed
         node = self.nodes.get(name)
         if node is None:
             return 404, status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
@@ -222,7 +228,11 @@ class FakeCluster:
             if "taints" in (body.get("spec") or {}):
                 node["spec"]["taints"] = body["spec"]["taints"]
             node["metadata"]["resourceVersion"] = str(next(_RV))
-        return 200, copy.deepcopy(node)
+        answer = copy.deepcopy(node)
+        if method == "GET" and self.written_after_read.get(name, 0) > 0:  # the kubelet, say, writes it meanwhile
+            self.written_after_read[name] -= 1
+            node["metadata"]["resourceVersion"] = str(next(_RV))
+        return 200, answer
 
     # -- the toy job controller, scheduler and kubelet --------------------------------------------------
     def _start_job(self, job: dict[str, Any]) -> None:

@@ -108,3 +108,19 @@ def test_a_check_id_of_non_ascii_letters_still_gives_a_taint_value(cluster: Fake
     done = taint({"kw-node-0": "ノード帯域 busbw 0 < 1 GB/s"}, "run-c", dry_run=False, kube=kube)
     assert {e["rc"] for e in done} == {0}, done
     assert cluster.nodes["kw-node-0"]["spec"]["taints"] == [{"key": KEY, "value": value, "effect": "NoSchedule"}]
+
+
+def test_a_node_written_between_read_and_patch_is_read_again_and_tainted(
+        cluster: FakeCluster, kube: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The kubelet writes the node (a new resourceVersion) after clustercheck read it, twice: the conditional
+    patch is refused 409 Conflict, and was the node's end (rc 1, untainted); it is read, checked and sent again."""
+    from clustercheck.run.k8s.taint import resume, taint
+
+    cluster.written_after_read = {"kw-node-0": 2}
+    done = taint({"kw-node-0": "node-ar busbw 0 < 1 GB/s"}, "run-d", dry_run=False, kube=kube)
+    assert {e["rc"] for e in done} == {0}, done
+    assert cluster.nodes["kw-node-0"]["spec"]["taints"] == [{"key": KEY, "value": "node-ar", "effect": "NoSchedule"}]
+    cluster.written_after_read = {"kw-node-0": 2}  # resume lists the nodes, then reads kw-node-0 again on a conflict
+    assert resume(None, dry_run=False, kube=kube) == 0, capsys.readouterr()
+    assert "untainted kw-node-0" in capsys.readouterr().out
+    assert cluster.nodes["kw-node-0"]["spec"]["taints"] == []

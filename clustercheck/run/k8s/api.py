@@ -110,6 +110,10 @@ def status_message(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+class Conflict(UserError):
+    """HTTP 409: the object exists already, or changed since it was read (a resourceVersion precondition)."""
+
+
 def timed_out(exc: BaseException) -> bool:
     """Whether a call ended for want of an answer (urllib3's connect or read timeout, as itself or as the
     reason of its MaxRetryError)."""
@@ -140,6 +144,8 @@ class Kube:
         except self.k.client.ApiException as exc:
             if exc.status == 404 and "namespaces" in status_message(exc) and "not found" in status_message(exc):
                 raise UserError(f"namespace {self.namespace!r} not found ({self.source})") from None
+            if exc.status == 409:  # AlreadyExists, or a stale resourceVersion: the caller may read again and retry
+                raise Conflict(f"{what}: {status_message(exc)}") from None
             if (exc.status or 0) >= 500:  # the server's own failure: never the user's input
                 raise HarnessError(f"{what}: the Kubernetes API failed: {status_message(exc)}") from None
             raise UserError(f"{what}: {status_message(exc)}") from None

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from clustercheck.errors import HarnessError, UserError
 from clustercheck.exitcodes import Exit
+from clustercheck.run.k8s.api import Conflict
 from clustercheck.run.k8s.labels import label_value
 from clustercheck.record.schema import DrainEntry
 
@@ -27,6 +28,7 @@ KEY = "clustercheck.io/failed"
 REASON = "clustercheck.io/reason"
 RUN = "clustercheck.io/run"
 EFFECT = "NoSchedule"
+ATTEMPTS = 4  # a patch refused for a stale resourceVersion is read, checked and sent again up to this many times
 
 
 def precheck() -> None:
@@ -72,7 +74,13 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
             out += [{"command": cmd, "rc": None, "output": "dry run"} for cmd in cmds]
             continue
         try:
-            theirs = _apply(kube, node, label_value(why.split()[0]), why, run)
+            for attempt in range(ATTEMPTS):  # a node written meanwhile (409 Conflict): _apply reads and checks again
+                try:
+                    theirs = _apply(kube, node, label_value(why.split()[0]), why, run)
+                    break
+                except Conflict:
+                    if attempt == ATTEMPTS - 1:
+                        raise
             if theirs is not None:  # someone else's quarantine: resume --k8s must never be able to lift it
                 out.append({"command": cmds[0], "rc": None, "output": f"left alone: already tainted {theirs} by "
                             f"someone else (no {RUN} annotation)"})
@@ -140,11 +148,23 @@ def resume(hostlist_text: str | None, dry_run: bool, kube: Any = None) -> int:
             for cmd in cmds:
                 print(f"would run: {shlex.join(cmd)}")
             continue
-        keep = [_as_dict(t) for t in node.spec.taints if t not in exact]
         try:
-            kube.patch_node(name, {"metadata": {"resourceVersion": node.metadata.resource_version,
-                                                "labels": {KEY: None}, "annotations": {REASON: None, RUN: None}},
-                                   "spec": {"taints": keep}})
+            for attempt in range(ATTEMPTS):  # a node written meanwhile (409 Conflict): read again, and check again
+                keep = [_as_dict(t) for t in node.spec.taints if t not in exact]
+                try:
+                    kube.patch_node(name, {"metadata": {"resourceVersion": node.metadata.resource_version,
+                                                        "labels": {KEY: None}, "annotations": {REASON: None, RUN: None}},
+                                           "spec": {"taints": keep}})
+                    break
+                except Conflict:
+                    if attempt == ATTEMPTS - 1:
+                        raise
+                    node = kube.node(name)
+                    value = (node.metadata.labels or {}).get(KEY)
+                    exact = [t for t in node.spec.taints or [] if t.key == KEY and t.effect == EFFECT and
+                             value is not None and (t.value or "") == value]
+                    if not exact or RUN not in (node.metadata.annotations or {}):
+                        raise UserError("no longer tainted by clustercheck once read again") from None
             print(f"untainted {name} (tainted by run {annotations[RUN]})")
         except (UserError, HarnessError) as exc:
             print(f"could not untaint {name}: {exc}", file=sys.stderr)
