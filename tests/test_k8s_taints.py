@@ -124,3 +124,24 @@ def test_a_node_written_between_read_and_patch_is_read_again_and_tainted(
     assert resume(None, dry_run=False, kube=kube) == 0, capsys.readouterr()
     assert "untainted kw-node-0" in capsys.readouterr().out
     assert cluster.nodes["kw-node-0"]["spec"]["taints"] == []
+
+
+def test_the_taint_dry_run_reads_the_node_and_says_it_would_leave_someone_elses_alone(
+        cluster: FakeCluster, kube: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--taint-dry-run said `dry run` for the taint of a node that a real run leaves alone (our key, tainted by
+    someone else): it reads the node as the real run does; without credentials it says it did not read it."""
+    from clustercheck.run.k8s.taint import taint
+
+    theirs = {"key": KEY, "value": "hw-ticket-9", "effect": "NoSchedule"}
+    cluster.nodes["kw-node-1"]["spec"]["taints"] = [theirs]
+    why = "node-ar busbw 0 < 1 GB/s"
+    planned = taint({"kw-node-1": why, "kw-node-0": why}, "run-e", dry_run=True)
+    assert planned[0]["rc"] is None and planned[0]["output"] == (
+        "dry run: would leave it alone: already tainted clustercheck.io/failed=hw-ticket-9:NoSchedule by someone "
+        "else (no clustercheck.io/run annotation)"), planned
+    assert [e["output"] for e in planned[1:]] == ["dry run"] * 3
+    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [theirs] and cluster.nodes["kw-node-0"]["spec"]["taints"] == []
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    unread = taint({"kw-node-1": why}, "run-e", dry_run=True)
+    assert len(unread) == 3 and unread[0]["output"].startswith("dry run (the node was not read: no Kubernetes "
+                                                               "credentials"), unread

@@ -60,18 +60,30 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
     Each node's outcome is one entry (rc None: not run, or left alone; 0: done; 1: refused, with why).
     A node that already carries our taint key without our run annotation is someone else's: left alone."""
     out: list[DrainEntry] = []
-    if not dry_run and kube is None:
+    unread = ""  # a dry run without credentials: why the nodes were not read
+    if kube is None:
         from clustercheck.run.k8s.api import connect
 
         try:
             kube = connect()
         except UserError as exc:
-            return [{"command": cmd, "rc": 1, "output": str(exc)} for node, why in nodes.items()
-                    for cmd in commands(node, why, run)[:1]]
+            if dry_run:  # --taint-dry-run needs no credentials: it says what it would do, unread
+                unread = f" (the node was not read: {exc})"
+            else:
+                return [{"command": cmd, "rc": 1, "output": str(exc)} for node, why in nodes.items()
+                        for cmd in commands(node, why, run)[:1]]
     for node, why in nodes.items():
         cmds = commands(node, why, run)
-        if dry_run:
-            out += [{"command": cmd, "rc": None, "output": "dry run"} for cmd in cmds]
+        if dry_run:  # what a real run would do: it reads the node first, and leaves someone else's taint alone
+            try:
+                theirs = None if unread else _held(kube.node(node))
+            except (UserError, HarnessError) as exc:
+                theirs, unread = None, f" (the node could not be read: {exc})"
+            if theirs is not None:
+                out.append({"command": cmds[0], "rc": None, "output": f"dry run: would leave it alone: already "
+                            f"tainted {theirs} by someone else (no {RUN} annotation)"})
+            else:
+                out += [{"command": cmd, "rc": None, "output": f"dry run{unread}"} for cmd in cmds]
             continue
         try:
             for attempt in range(ATTEMPTS):  # a node written meanwhile (409 Conflict): _apply reads and checks again
@@ -95,15 +107,22 @@ def _apply(kube: Any, node: str, value: str, why: str, run: str) -> str | None:
     """Taint, label and annotate `node`; None when done. A node already tainted with our key but without our
     run annotation was tainted by someone else: it is left as it is, and its taint is returned."""
     current = kube.node(node)
-    held = [t for t in current.spec.taints or [] if t.key == KEY]
-    if held and RUN not in (current.metadata.annotations or {}):
-        return ", ".join(f"{KEY}={t.value or ''}:{t.effect}" for t in held)
+    if (theirs := _held(current)) is not None:
+        return theirs
     taints = [_as_dict(t) for t in (current.spec.taints or []) if not (t.key == KEY and t.effect == EFFECT)]
     taints.append({"key": KEY, "value": value, "effect": EFFECT})
     # the node's resourceVersion makes the write conditional: a taint added meanwhile is never lost
     kube.patch_node(node, {"metadata": {"resourceVersion": current.metadata.resource_version,
                                         "labels": {KEY: value}, "annotations": {REASON: why[:1000], RUN: run}},
                            "spec": {"taints": taints}})
+    return None
+
+
+def _held(current: Any) -> str | None:
+    """Our taint key on a node without our run annotation (someone else's quarantine), as it reads; else None."""
+    held = [t for t in current.spec.taints or [] if t.key == KEY]
+    if held and RUN not in (current.metadata.annotations or {}):
+        return ", ".join(f"{KEY}={t.value or ''}:{t.effect}" for t in held)
     return None
 
 
