@@ -46,6 +46,8 @@ class Port:
     link_layer: str           # InfiniBand, Ethernet (RoCE) or "?"
     pci: str | None           # the PCI function of the device
     netdevs: tuple[str, ...] = ()
+    hca_type: str | None = None   # /sys/class/infiniband/<dev>/hca_type, e.g. "MT4129" (ConnectX-7)
+    board_id: str | None = None   # .../board_id, e.g. "MT_0000000838"
 
     @property
     def name(self) -> str:
@@ -161,17 +163,19 @@ def _ports(root: Path, problems: list[str]) -> list[Port]:
             continue
         pci = _pci_of(root / dev)
         netdevs = _list(root / dev / "device" / "net")
+        model = (_text(root / dev / "hca_type"), _text(root / dev / "board_id"))
         for n in numbers:
             if not n.isdigit():
                 problems.append(f"{dev}: port directory {n!r} is not a port number")
                 continue
-            out.append(_port(dev, int(n), ports_dir / n, pci, netdevs, problems))
+            out.append(_port(dev, int(n), ports_dir / n, pci, netdevs, problems, model))
         if pci is None:
             problems.append(f"{dev}: no PCI device behind it ({root / dev / 'device'} is not a link to one)")
     return out
 
 
-def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], problems: list[str]) -> Port:
+def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], problems: list[str],
+          model: tuple[str | None, str | None] = (None, None)) -> Port:
     name = f"{dev}/{n}"
     state = _field(d / "state", _STATE, name, problems)
     phys = _field(d / "phys_state", _STATE, name, problems)
@@ -187,7 +191,62 @@ def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], 
     if state_word == "ACTIVE" and phys and phys.lower() != "linkup":
         problems.append(f"{name}: state ACTIVE but physical state {phys}: the sysfs tree contradicts itself")
     return Port(dev, n, state_word, phys_word, float(rate.group(1)) if rate else None, rate_text or "",
-                layer or "?", pci, netdevs)
+                layer or "?", pci, netdevs, model[0] or None, model[1] or None)
+
+
+# PCI device ids of NVIDIA (Mellanox) HCAs as ibstat's "CA type: MT4129" and ibv_devinfo's vendor_part_id print
+# them (the Linux kernel's mlx4/mlx5 PCI id tables), for naming a port's model in a verdict
+_MODELS = {"4099": "ConnectX-3", "4103": "ConnectX-3 Pro", "4113": "Connect-IB", "4115": "ConnectX-4",
+           "4117": "ConnectX-4 Lx", "4119": "ConnectX-5", "4121": "ConnectX-5 Ex", "4123": "ConnectX-6",
+           "4125": "ConnectX-6 Dx", "4127": "ConnectX-6 Lx", "4129": "ConnectX-7", "4131": "ConnectX-8",
+           "41686": "BlueField-2", "41692": "BlueField-3"}
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The ACTIVE ports of one HCA model (CA type, board id, link layer) on one node, as one port sees them."""
+
+    fastest_gbps: float   # the fastest rate any of them runs, this port's own included
+    at_fastest: int       # how many of the others run at that rate
+    others: int           # how many others there are
+    model: str            # "ConnectX-7", else the CA type or board id as read
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_key(hca_type: str | None, board_id: str | None, link_layer: str | None) -> tuple[str, str, str] | None:
+    """What makes two ports siblings: the same CA type and board id over the same link layer; None when neither
+    the type nor the board could be read (such a port is compared with nothing)."""
+    part = re.sub(r"^MT", "", (hca_type or "").strip(), flags=re.I)  # sysfs/ibstat "MT4129", ibv_devinfo "4129"
+    board = (board_id or "").strip()
+    if not part and not board:
+        return None
+    return part, board, (link_layer or "").strip().lower()
+
+
+def peer_rates(ports: list[tuple[str, tuple[str, str, str] | None, bool, float | None]]) -> dict[str, Peers]:
+    """For each ACTIVE port with a rate (subject, model_key, active, Gb/s) that has siblings of its model on the
+    node: the fastest rate among them. A port trained down (an NDR port at 200 of 400 Gb/s) is slower than that."""
+    groups: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    for subject, key, active, rate in ports:
+        if key is not None and active and rate:
+            groups.setdefault(key, []).append((subject, rate))
+    out = {}
+    for key, its in groups.items():
+        if len(its) < 2:
+            continue
+        fastest = max(r for _, r in its)
+        name = _MODELS.get(key[0]) or (f"MT{key[0]}" if key[0] else key[1])
+        for subject, rate in its:
+            out[subject] = Peers(fastest, sum(r == fastest for s, r in its if s != subject), len(its) - 1, name)
+    return out
+
+
+def peers(net_ports: tuple[Port, ...] | list[Port]) -> dict[str, dict[str, Any]]:
+    """peer_rates of a node's sysfs ports, as plain data (a rank's answer carries it to the judge)."""
+    rows = [(p.name, model_key(p.hca_type, p.board_id, p.link_layer), p.up, p.rate_gbps) for p in net_ports]
+    return {k: v.as_dict() for k, v in peer_rates(rows).items()}
 
 
 def _field(path: Path, pattern: re.Pattern[str], name: str, problems: list[str]) -> str | None:

@@ -3,10 +3,12 @@ rank (clustercheck/measure/native_io.py), judged per NIC. Where perftest is not 
 has no ACTIVE port, the check is skipped saying so.
 
 Floor per NIC: `ib_write_bw_min` (Gb/s) from the profile's expect: block or --expect when given, else 0.9 of
-the port's own rate as sysfs reports it: Azure's health checks gate ib_write_bw with GPUDirect at 375 of
-400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%) on ND H200 v5 and GB200 v6
-(Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf). A run that failed
-or was cut off fails its NIC. Ranks: clustercheck.measure.native_io:ib_write_bw."""
+the fastest rate of the port's siblings (the node's ACTIVE ports of its HCA model, its own included) as
+sysfs reports them, so an NDR port trained down to 200 Gb/s is judged against 400 and its line_fraction
+reads 0.475, not 0.95 (docs/fabric.md); 0.9 of its own rate where it has no sibling. Azure's health
+checks gate ib_write_bw with GPUDirect at 375 of 400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%)
+on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf,
+conf/nd96isr_h200_v5.conf). A run that failed or was cut off fails its NIC. Ranks: clustercheck.measure.native_io:ib_write_bw."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ METRICS = {"bw_gbps": "Gb/s", "line_fraction": "ratio"}
 FRACTION = 0.9
 SOURCE = ("Azure gates ib_write_bw with GPUDirect at 375 of 400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%) "
           "on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf, "
-          "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the port's rate")
+          "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the fastest rate of the port's sibling ports on its node")
 _DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -93,7 +95,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         if largest is None:
             continue
         value = largest.avg_gbps
-        rate = run.get("rate_gbps")
+        rate, used = _line_rate(run, result.get("peers"))
         subjects[dev] = {"bw_gbps": value, **({"line_fraction": value / rate} if rate else {})}
         if floor_gbps is not None:
             limit = Limit(a.check.id, "bw_gbps", ">=", float(floor_gbps), "Gb/s", f">= {float(floor_gbps):g}",
@@ -101,7 +103,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
             verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
         elif rate:
             limit = Limit(a.check.id, "bw_gbps", ">=", FRACTION * rate, "Gb/s", f">= {FRACTION:g} * {rate:g} Gb/s",
-                          f"{SOURCE}; the port's rate {run.get('rate_gbps'):g} Gb/s from sysfs", BUILT_IN)
+                          f"{SOURCE}; {used}", BUILT_IN)
             verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
         else:
             raise HarnessError(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
@@ -111,6 +113,23 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
     worst = min(subjects, key=lambda s: subjects[s]["bw_gbps"], default=None)
     return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects), verdicts
+
+
+def _line_rate(run: Mapping[str, Any], peers: Mapping[str, Any] | None) -> tuple[float | None, str]:
+    """The rate a NIC's bandwidth is a fraction of: the fastest rate of its sibling ports on the node (the
+    ACTIVE ports of its HCA model, clustercheck/fabric/rdma.py peers), never only its own, so a port trained
+    down to half its rate reads half; its own rate where it has no sibling or the rank did not say."""
+    own = run.get("rate_gbps")
+    peer = (peers or {}).get(f"{run['device']}/{run.get('port', 1)}")
+    if own and peer and float(peer["fastest_gbps"]) > float(own):
+        return float(peer["fastest_gbps"]), (f"the fastest rate of its {peer['others']} sibling {peer['model']} "
+                                             f"port(s) on the node, {float(peer['fastest_gbps']):g} Gb/s from sysfs "
+                                             f"(its own rate: {float(own):g} Gb/s, trained down)")
+    if own and peer:
+        return float(own), (f"the port's rate {float(own):g} Gb/s from sysfs, the fastest of its "
+                            f"{peer['others']} sibling {peer['model']} port(s) on the node")
+    return (float(own), f"the port's own rate {float(own):g} Gb/s from sysfs (no sibling port of its "
+                        f"model to compare with)") if own else (None, "")
 
 
 PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,

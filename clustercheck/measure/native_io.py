@@ -49,7 +49,7 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
         client = run_tool(ctx, [*args, "localhost"], params["tool_timeout"] / max(1, len(ports)))
         runs.append({"device": port.device, "port": port.port, "rate_gbps": port.rate_gbps, "up": port.up,
                      "client": client, "server": _finish(server, 10.0)})
-    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems)}
+    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems), "peers": rdma.peers(net.ports)}
 
 
 def gdsio(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,11 @@
 Every port must be ACTIVE (a port that is down carries no RDMA traffic; Azure's check_hw_ib,
 Azure/azurehpc-health-checks customTests) with its physical link up (LinkUp: an ACTIVE port whose physical
 state reads Polling or Disabled contradicts itself) and a rate above 0, at the platform's `ib_rate_gbps`
-where given (e.g. 400 for NDR), and at least `ib_ports` ports must be active. A rate that cannot be read,
-a port listed twice, and fewer or more port sections than the device says it has (ibstat's "Number of
-ports", ibv_devinfo's phys_port_cnt), fail. With `fabric_ports` only the ports named there must be (and
+where given (e.g. 400 for NDR), and never below its siblings: every ACTIVE port of one HCA model (CA type,
+board id, link layer) on a node must run at the fastest rate any of them runs (a port trained down to half
+its rate fails naming both rates; docs/fabric.md), and at least `ib_ports` ports must be active. A rate
+that cannot be read, a port listed twice, and fewer or more port sections than the device says it has
+(ibstat's "Number of ports", ibv_devinfo's phys_port_cnt), fail. With `fabric_ports` only the ports named there must be (and
 must exist); the others are reported. Live, the ports come from clustercheck/fabric/rdma.py: a sysfs
 tree that cannot be read or contradicts itself fails the node, and with `gdr: true` the node must be able
 to do GPUDirect RDMA (nvidia_peermem loaded, or dma-buf).
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from clustercheck.fabric.rdma import model_key, peer_rates
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
@@ -34,6 +37,8 @@ class IbPort:
     link_layer: str | None
     rate_text: str | None = None   # the rate as printed, when it could not be read as a number of Gb/s
     ports_of_device: int | None = None   # what its device says it has: ibstat "Number of ports", phys_port_cnt
+    hca_type: str | None = None   # ibstat "CA type: MT4129", ibv_devinfo vendor_part_id, sysfs hca_type
+    board_id: str | None = None   # ibv_devinfo and sysfs board_id
 
     @property
     def subject(self) -> str:
@@ -71,20 +76,24 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
             value = _RATE.fullmatch(rate) if rate else None
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
                               float(value.group(0)) if value else None, fields.get("Link layer"),
-                              rate if rate and not value else None, promised))
+                              rate if rate and not value else None, promised, ca.get("CA type"), ca.get("Board id")))
 
     promised: int | None = None
+    ca: dict[str, str] = {}
     for l in lines:
         m = re.match(r"^CA '([^']+)'", l)
         pm = re.match(r"^\s+Port (\d{1,6}):\s*$", l)
         if m:
             close()
-            dev, port, fields, promised = m.group(1), None, {}, None
+            dev, port, fields, promised, ca = m.group(1), None, {}, None, {}
         elif pm:
             close()
             port, fields = int(pm.group(1)), {}
         elif port is None and l.strip().startswith("Number of ports:"):
             promised = count(l.partition(":")[2])
+        elif port is None and ":" in l:
+            k, _, v = l.strip().partition(":")
+            ca[k.strip()] = v.strip()
         elif port is not None and ":" in l:
             k, _, v = l.strip().partition(":")
             fields[k.strip()] = v.strip()
@@ -108,19 +117,24 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
             unread = f"{width} x {speed}" if (width or speed) and rate is None else None
             phys = fields.get("phys_state")
             out.append(IbPort(dev, port, _norm_state(fields.get("state", "?")),
-                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread, promised))
+                              _norm_state(phys) if phys else None, rate, fields.get("link_layer"), unread, promised,
+                              hca.get("vendor_part_id"), hca.get("board_id")))
 
     promised: int | None = None
+    hca: dict[str, str] = {}
     for l in lines:
         s = l.strip()
         if s.startswith("hca_id:"):
             close()
-            dev, port, fields, promised = s.partition(":")[2].strip(), None, {}, None
+            dev, port, fields, promised, hca = s.partition(":")[2].strip(), None, {}, None, {}
         elif port is None and s.startswith("phys_port_cnt:"):
             promised = count(s.partition(":")[2])
         elif re.match(r"^port:\s*\d{1,6}$", s):
             close()
             port, fields = int(s.partition(":")[2]), {}
+        elif port is None and ":" in s:
+            k, _, v = s.partition(":")
+            hca[k.strip()] = v.strip()
         elif port is not None and ":" in s:
             k, _, v = s.partition(":")
             fields[k.strip()] = v.strip()
@@ -179,9 +193,12 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             out.append(ProbeVerdict(device, "ports listed", False, f"{len(its)} port section(s), the device says it "
                                     f"has {promised}: a port is missing or repeated, and not judged", len(its),
                                     promised))
+    peers = peer_rates([(p.subject, model_key(p.hca_type, p.board_id, p.link_layer), _active(p), p.rate_gbps)
+                        for p in ports if not named or p.device in named or p.subject in named])
     for p in ports:
         layer = f", {p.link_layer}" if p.link_layer else ""
         rate = f" at {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
+        peer = peers.get(p.subject)
         if named and p.device not in named and p.subject not in named:
             out.append(ProbeVerdict(p.subject, "port state", True, f"{p.state}{rate}{layer}; not one of fabric_ports, "
                                     f"not judged for the fabric", p.state))
@@ -205,16 +222,25 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
         elif want_rate and p.rate_gbps is not None and p.rate_gbps < float(want_rate):
             out.append(ProbeVerdict(p.subject, "port rate", False, f"ACTIVE{rate}, platform expects {want_rate:g} Gb/s",
                                     p.rate_gbps, want_rate))
+        elif peer is not None and p.rate_gbps is not None and p.rate_gbps < peer.fastest_gbps:
+            out.append(ProbeVerdict(p.subject, "port rate", False, f"{p.subject}: {p.rate_gbps:g} Gb/s, its "
+                                    f"{peer.at_fastest} sibling {peer.model} port{'s' if peer.at_fastest > 1 else ''} "
+                                    f"run {peer.fastest_gbps:g} Gb/s: trained down{layer}", p.rate_gbps,
+                                    f"{peer.fastest_gbps:g} (its siblings' rate)"))
         else:
             out.append(ProbeVerdict(p.subject, "port state", True, f"ACTIVE{rate}{layer}", p.state, "ACTIVE"))
     want_ports = expect.get("ib_ports")
     if want_ports is not None:
         # a port whose rate was not read is not counted as a port at the rate the platform expects
-        active = sum(p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state)) and p.rate_gbps != 0
+        active = sum(_active(p) and p.rate_gbps != 0
                      and not (want_rate and p.rate_gbps is None) for p in ports)
         out.append(ProbeVerdict("node", "active ports", active >= want_ports,
                                 f"{active} of {len(ports)} ports active, platform expects {want_ports}", active, want_ports))
     return out
+
+
+def _active(p: IbPort) -> bool:
+    return p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state))
 
 
 def collect(sys_root: Path = Path("/sys")) -> SysfsReading:
@@ -224,7 +250,8 @@ def collect(sys_root: Path = Path("/sys")) -> SysfsReading:
     if not net.ports and not net.problems:
         raise ProbeSkip("no InfiniBand/RoCE device (/sys/class/infiniband is empty or absent)")
     ports = tuple(IbPort(p.device, p.port, p.state, None if p.phys_state == "?" else p.phys_state, p.rate_gbps,
-                         None if p.link_layer == "?" else p.link_layer) for p in net.ports)
+                         None if p.link_layer == "?" else p.link_layer, hca_type=p.hca_type, board_id=p.board_id)
+                  for p in net.ports)
     return SysfsReading(ports, net.problems, net.gdr.text() if net.gdr else None,
                         net.gdr.available if net.gdr else None)
 
