@@ -6,7 +6,7 @@ Floor per NIC: `ib_write_bw_min` (Gb/s) from the profile's expect: block or --ex
 the fastest rate of the port's siblings (the node's ACTIVE ports of its HCA model, its own included) as
 sysfs reports them, so an NDR port trained down to 200 Gb/s is judged against 400 and its line_fraction
 reads 0.475, not 0.95 (docs/fabric.md); 0.9 of its own rate where it has no sibling. Azure's health
-checks gate ib_write_bw with GPUDirect at 375 of 400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%)
+checks gate ib_write_bw with GPUDirect at 380 of 400 Gb/s per NDR NIC on ND H100 v5 (95%) and 360 (90%)
 on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf,
 conf/nd96isr_h200_v5.conf). A run that failed or was cut off fails its NIC. Ranks: clustercheck.measure.native_io:ib_write_bw."""
 
@@ -29,7 +29,7 @@ from clustercheck.toolout import ib_write_bw as reader
 
 METRICS = {"bw_gbps": "Gb/s", "line_fraction": "ratio"}
 FRACTION = 0.9
-SOURCE = ("Azure gates ib_write_bw with GPUDirect at 375 of 400 Gb/s per NDR NIC on ND H100 v5 (94%) and 360 (90%) "
+SOURCE = ("Azure gates ib_write_bw with GPUDirect at 380 of 400 Gb/s per NDR NIC on ND H100 v5 (95%) and 360 (90%) "
           "on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf, "
           "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the fastest rate of the port's sibling ports on its node")
 _DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
