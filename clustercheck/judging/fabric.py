@@ -10,7 +10,7 @@ multi-node busbw is not judged, never passed.
 Why these numbers (docs/fabric.md has the table): NVIDIA's NCCL maintainers expect 46-48 GB/s per
 ConnectX-7 NDR 400 Gb/s NIC with Ring, 92-96% of its 50 GB/s (NVIDIA/nccl-tests #290, #319); Together AI
 accepts about 92% of line rate (as quoted in NVIDIA cluster-readiness-engine ADR-021); Azure's health
-checks floor ib_write_bw with GPUDirect at 375 Gb/s per 400 Gb/s NIC on ND H100 v5 and 360 (90%) on H200
+checks floor ib_write_bw with GPUDirect at 380 Gb/s per 400 Gb/s NIC on ND H100 v5 and 360 (90%) on H200
 and GB200 (Azure/azurehpc-health-checks conf/*.conf). Ring busbw is about flat in the node count at large
 sizes, which CoreWeave's 386.6 GB/s at 8 GiB over 8 nodes of 8 x 400G shows (coreweave/nccl-tests).
 """
@@ -33,7 +33,7 @@ BUILT_IN_SOURCE = (
     "clustercheck's built-in fabric rule: busbw >= 0.9 x the node's line rate at >= 8 GiB, Ring; NVIDIA expects "
     "46-48 GB/s per 400G NIC with Ring, 92-96% (https://github.com/NVIDIA/nccl-tests/issues/290); Together AI "
     "accepts ~92% of line rate (as quoted in NVIDIA cluster-readiness-engine docs/designs/021-performance-threshold-"
-    "enforcement.md); Azure floors ib_write_bw GDR at 375 of 400 Gb/s per NIC on ND H100 v5 and 360 on H200/GB200 "
+    "enforcement.md); Azure floors ib_write_bw GDR at 380 of 400 Gb/s per NIC on ND H100 v5 and 360 on H200/GB200 "
     "(Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, nd96isr_h200_v5.conf)")
 
 

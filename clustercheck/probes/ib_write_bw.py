@@ -1,7 +1,7 @@
 """perftest's `ib_write_bw`, judged per NIC: `clustercheck probe ib-write-bw --input FILE`.
 
 The BW average at the largest size must reach `ib_write_bw_min` (Gb/s per NIC): Azure's health checks
-gate ib_write_bw with GPUDirect at 375 Gb/s per 400 Gb/s NDR NIC on ND H100 v5 and 360 on ND H200 v5
+gate ib_write_bw with GPUDirect at 380 Gb/s per 400 Gb/s NDR NIC on ND H100 v5 and 360 on ND H200 v5
 and GB200 v6 (Azure/azurehpc-health-checks conf/*.conf, customTests/azure_ib_write_bw_gdr.nhc). A run
 that failed, or whose table was cut off before its closing line, fails; no floor given is not judged.
 """
@@ -44,7 +44,7 @@ def judge(run: IbWriteBw, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     floor = expect.get("ib_write_bw_min")
     if floor is None:
         out.append(not_judged(subject, "bandwidth", f"no floor given (--expect ib_write_bw_min=N Gb/s per NIC; Azure "
-                              f"gates 375 on a 400G NDR NIC); {shown}", largest.avg_gbps))
+                              f"gates 380 on a 400G NDR NIC); {shown}", largest.avg_gbps))
     else:
         out.append(ProbeVerdict(subject, "bandwidth", largest.avg_gbps >= float(floor), f"{shown}; floor {floor:g} Gb/s "
                                 f"(ib_write_bw_min)", largest.avg_gbps, f">= {floor:g}"))
