@@ -282,11 +282,12 @@ def disrupted(pod: Any) -> tuple[str, bool] | None:
     if pod.metadata.deletion_timestamp:
         return f"pod {name} is being deleted (since {pod.metadata.deletion_timestamp})", False
     for cs in (status.container_statuses or []) if status else []:
-        if cs.state and (t := cs.state.terminated):  # the kubelet saw its agent end: the node was there to say so
+        t = cs.state.terminated if cs.state else None
+        # the kubelet's own kill (OOM, or its SIGKILL/SIGTERM): its doing; any other end (a crash a GPU fault may
+        # cause) says nothing of who is to blame, and the node's silence stands (None)
+        if t is not None and (t.reason == "OOMKilled" or t.exit_code in (137, 143)):
             return f"pod {name}'s agent container ended (exit code {t.exit_code}{', ' + t.reason if t.reason else ''})", \
                 False
-    if status and status.phase in ("Failed", "Succeeded"):
-        return f"pod {name} is {status.phase}", False
     return None
 
 

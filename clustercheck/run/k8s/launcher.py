@@ -119,8 +119,8 @@ class K8sLauncher(JoinLauncher):
 def check_gpus(requested: int, thresholds: Any, nodes: Mapping[str, Facts]) -> None:
     """--gpus-per-node G, once the agents' ranks read their nodes: a platform detected (no --platform) whose
     nodes hold more GPUs than G is refused in one line (UserError), since each pod sees only its G and every
-    node would fail as "GPUs missing", and be tainted; a pod that sees other than G GPUs is an error naming
-    its node (the device plugin gave it other than it asked for), never a failed node."""
+    node would fail as "GPUs missing", and be tainted; a pod that sees more than G GPUs is an error naming
+    its node (the device plugin gave it more than it asked for); one that sees fewer is judged: a GPU gone."""
     if not requested:
         return
     if thresholds is not None:
@@ -130,9 +130,9 @@ def check_gpus(requested: int, thresholds: Any, nodes: Mapping[str, Facts]) -> N
             raise UserError(f"--gpus-per-node {requested} is fewer than the {want} GPUs of platform {profile.name}, "
                             f"which the nodes were detected as: each pod sees only its {requested}, so every node "
                             f"would fail as GPUs missing; name a profile of {requested} GPU(s) with --platform")
-    wrong = {n: f.gpu_count for n, f in nodes.items() if f.gpu_count != requested}
+    wrong = {n: f.gpu_count for n, f in nodes.items() if f.gpu_count > requested}  # fewer: a GPU gone, judged
     if wrong:
-        raise HarnessError(f"the agents' pods see other than the {requested} GPU(s) each requested "
+        raise HarnessError(f"the agents' pods see more than the {requested} GPU(s) each requested "
                            f"(--gpus-per-node): " + "; ".join(f"{n}: {c}" for n, c in wrong.items()) +
                            ": an error of the device plugin or the node's allocation, nothing was measured")
 
@@ -158,7 +158,7 @@ class JobPods:
 
     def disrupted(self, index: int, node: str) -> Loss | None:
         """How the pod of agent `index` on `node` was lost mid-run, read through the API: evicted, preempted,
-        deleted, OOM-killed, its container ended, or gone, or the Job failed (Kubernetes then ends every pod of
+        being deleted, OOM-killed or killed by the kubelet, or the Job failed (Kubernetes then ends every pod of
         it): the orchestrator's or the harness's doing, so the node is not blamed; its node NotReady or deleted
         (DisruptionTarget by the taint manager or the pod garbage collector): blamed; None when the pod still
         runs as far as the API knows (the node or its network went), or cannot be read."""
@@ -175,7 +175,7 @@ class JobPods:
         blamed = next((d for d in found if d[1]), None)
         if blamed is not None:
             return Loss(blamed[0], True)
-        said = [d[0] for d in found] or ([f"no pod of index {index} is on {node} any more (deleted)"] if not pods else [])
+        said = [d[0] for d in found]  # a pod gone says nothing: the pod GC removes a deleted node's pods too
         if failed:
             said.append(f"the agents' Job {self.job} failed ({failed}), and Kubernetes ends its pods")
         if not said:
