@@ -75,15 +75,16 @@ def taint(nodes: Mapping[str, str], run: str, dry_run: bool, kube: Any = None) -
     for node, why in nodes.items():
         cmds = commands(node, why, run)
         if dry_run:  # what a real run would do: it reads the node first, and leaves someone else's taint alone
+            here = unread  # no credentials: no node is read; else this node's own read error, if any
             try:
                 theirs = None if unread else _held(kube.node(node))
             except (UserError, HarnessError) as exc:
-                theirs, unread = None, f" (the node could not be read: {exc})"
+                theirs, here = None, f" (the node could not be read: {exc})"
             if theirs is not None:
                 out.append({"command": cmds[0], "rc": None, "output": f"dry run: would leave it alone: already "
                             f"tainted {theirs} by someone else (no {RUN} annotation)"})
             else:
-                out += [{"command": cmd, "rc": None, "output": f"dry run{unread}"} for cmd in cmds]
+                out += [{"command": cmd, "rc": None, "output": f"dry run{here}"} for cmd in cmds]
             continue
         try:
             for attempt in range(ATTEMPTS):  # a node written meanwhile (409 Conflict): _apply reads and checks again
