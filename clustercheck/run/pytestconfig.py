@@ -12,9 +12,9 @@ from clustercheck.suite.load import is_suite_file, is_yaml_name
 
 def listing(config: pytest.Config) -> bool:
     """A pytest run that lists and measures nothing: --collect-only, --fixtures, --fixtures-per-test (pytest
-    collects for those too): no rank starts, no run record, `latest` stays."""
+    collects for those too), --markers: no rank starts, no run record, `latest` stays."""
     return bool(config.option.collectonly or getattr(config.option, "showfixtures", False) or
-                getattr(config.option, "show_fixtures_per_test", False))
+                getattr(config.option, "show_fixtures_per_test", False) or getattr(config.option, "markers", False))
 
 
 def suite_files(config: pytest.Config) -> list[Path]:
