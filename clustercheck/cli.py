@@ -268,7 +268,7 @@ def _report(run: Path, out: Path) -> int:
 
 
 def _tolerance(text: str) -> float:
-    from clustercheck.record.compare import parse_tolerance
+    from clustercheck.record.tolerance import parse_tolerance
 
     return parse_tolerance(text)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.record.compare import classify, compare, load_run, parse_tolerance
+from clustercheck.record.compare import compare, load_run
+from clustercheck.record.match import classify
+from clustercheck.record.tolerance import parse_tolerance
 from clustercheck.record.compare_report import report_lines
 from clustercheck.errors import UserError
 

@@ -26,10 +26,7 @@ from clustercheck.record.io import Record, RecordError, load
 from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
 from clustercheck.record.statement import versions
-from clustercheck.record.tolerance import parse_fraction, parse_tolerance  # noqa: F401  (their old home)
-from clustercheck.record.match import (  # noqa: F401  (their old home)
-    HIGHER, LATENCY_BYTES, LOWER, NOISE_CAP, NOISE_CVS, UNJUDGED, Change, _directional, classify, failed_now, judged_otherwise, match,
-    relative, spread)
+from clustercheck.record.match import UNJUDGED, Change, _directional, failed_now, match
 
 DEFAULT_TOLERANCE = 0.05
 REPEATED = "each item is compared with its worst repetition, each metric with its worst value of them all"  # what a report says of a repeated run compared

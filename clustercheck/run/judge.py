@@ -18,7 +18,8 @@ from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
 from clustercheck.record.burnin import worst_values
-from clustercheck.record.compare import HIGHER, NOISE_CAP, REPEATED, UNJUDGED, Change, load_run, match
+from clustercheck.record.compare import REPEATED, load_run
+from clustercheck.record.match import HIGHER, NOISE_CAP, UNJUDGED, Change, match
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, convert, fmt
@@ -246,7 +247,7 @@ class Baseline:
         limit = Limit(check.id, f"{c.name} vs baseline", op, bound, "%", f"change {op} {bound:+g}%",
                       f"baseline measured {fmt(c.baseline)} {c.unit}", self.origin)
         verdict = of_limit(limit.metric, c.change * 100, limit, subject=c.subject)
-        # the tolerance is the boundary itself: exactly 5% worse is a regression (compare.classify); a change
+        # the tolerance is the boundary itself: exactly 5% worse is a regression (match.classify); a change
         # within the baseline's own spread is noise, not a regression, and its row says so (the terminal shows
         # the detail up to its first " (": the spread goes before it)
         noise = f", within the baseline's spread +-{min(c.noise, NOISE_CAP) * 100:.1f}%" if c.kind == "noise" else ""

@@ -207,7 +207,7 @@ class Options:
 
 def resolve(get: Callable[[str], Any]) -> Options:
     """Options from the declared values (`get(name)`), checked; UserError on a bad value."""
-    from clustercheck.record.compare import parse_fraction, parse_tolerance
+    from clustercheck.record.tolerance import parse_fraction, parse_tolerance
 
     values = {o.name: get(o.name) for o in RUN_OPTIONS}
     ranks = values["ranks"]
