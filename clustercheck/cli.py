@@ -12,7 +12,7 @@ from typing import NoReturn
 from clustercheck import __version__
 from clustercheck.argtypes import given, hostlist_of, refuse_empty_paths
 from clustercheck.errors import HarnessError, UserError, escape
-from clustercheck.exitcodes import Exit, for_verdict, table
+from clustercheck.exitcodes import Exit, for_verdict, table, worst
 from clustercheck.paths import display
 from clustercheck.run import command
 from clustercheck.run.command import DEFAULT_CPU_SUITE, DEFAULT_GPU_SUITE
@@ -321,10 +321,7 @@ def _compare(args: argparse.Namespace) -> int:
         code = Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged
     # never milder than `report` on the run itself: whatever the baseline lacks, the run's own verdict stands
     own = for_verdict(current.verdict) if current.verdict else code
-    return min(code, own, key=_SEVERITY.index)
-
-
-_SEVERITY = [Exit.INCOMPLETE, Exit.FAILED, Exit.ERROR, Exit.NOTHING, Exit.PASSED]  # exitcodes.py: the worst first
+    return worst(code, own)
 
 
 def _platforms(args: argparse.Namespace) -> int:

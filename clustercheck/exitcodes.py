@@ -33,6 +33,14 @@ _BY_VERDICT = {"PASS": Exit.PASSED, "FAIL": Exit.FAILED, "INCOMPLETE": Exit.INCO
                "SKIPPED": Exit.NOTHING}
 
 
+SEVERITY = (Exit.INCOMPLETE, Exit.FAILED, Exit.ERROR, Exit.NOTHING, Exit.PASSED)  # the worst first
+
+
+def worst(*codes: Exit) -> Exit:
+    """The gravest of `codes` by SEVERITY (a gate is judged by its worst case)."""
+    return min(codes, key=SEVERITY.index)
+
+
 def for_verdict(verdict: str) -> Exit:
     """The code of a run's overall verdict (report.status.run_status)."""
     return _BY_VERDICT[verdict]
