@@ -173,3 +173,22 @@ def test_compare_is_never_milder_than_the_runs_own_verdict(project: pytest.Pytes
     assert cc("report", str(now), cwd=project.path).returncode == 3
     out = cc("compare", str(base), str(now), cwd=project.path)
     assert out.returncode == 3, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda lines: lines[0].update(platform="h100-sxm-8x"), "not compared: the baseline is of another platform "
+                                                            "(h100-sxm-8x -> cpu;"),
+    (lambda lines: lines[0]["facts"]["identity"].update(machine_id="another-machine"),
+     "not compared: measured on other nodes/ranks/hardware (node "),
+])
+def test_run_compare_compares_nothing_against_another_platform_or_machine(
+        project: pytest.Pytester, edit: Callable[[list[dict[str, Any]]], None], said: str) -> None:
+    """`run --compare` compared each item's numbers with a baseline of another platform, or measured on another
+    machine, as `clustercheck compare` no longer does: each item now says it was not compared, and why."""
+    run = real_run(project)
+    baseline = edited(run, project.path / "b", edit)
+    project.runpytest(*RUN, "--compare", str(baseline)).assert_outcomes(passed=2)
+    results = json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"]
+    for r in results:
+        assert not [v for v in r["verdicts"] if v["metric"].endswith("vs baseline")], r["verdicts"]
+        assert any(said in note for note in r.get("notes") or ()), r.get("notes")

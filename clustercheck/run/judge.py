@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import hostlist
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
 from clustercheck.judging.fabric import RunFabric, multi_node
@@ -19,6 +19,7 @@ from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
 from clustercheck.record.burnin import worst_values
 from clustercheck.record.compare import REPEATED, load_run
+from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.match import HIGHER, NOISE_CAP, UNJUDGED, Change, match
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
@@ -173,6 +174,7 @@ class Baseline:
         self.items: dict[str, ResultEntry] = {item_id(r): r for r in worst_values(run.results)}
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
+        self.now: Mapping[str, Any] = {}  # this run's header, once written: what a like-for-like item shares
 
     def said(self, platform: str, results: list[ResultEntry]) -> list[str]:
         """What the run's end says of the baseline where it is no like-for-like reference, one line each: a
@@ -201,7 +203,8 @@ class Baseline:
             return HarnessError(f"not judged: passed in the baseline ({self.origin}), skipped now: {exc}")
         return exc
 
-    def regressions(self, check: CheckSpec, item: str, outcome: Outcome) -> tuple[list[Verdict], tuple[str, ...]]:
+    def regressions(self, check: CheckSpec, item: str, outcome: Outcome, nodes: Sequence[str] = ()
+                    ) -> tuple[list[Verdict], tuple[str, ...]]:
         """One verdict per directional metric that the baseline judged the same way: the relative change in
         percent, failing when it got worse by the tolerance or more and beyond the baseline's own spread
         (record.compare.match); a latency-bound time is left to its own limit. And a note per thing that
@@ -214,6 +217,13 @@ class Baseline:
         if old.get("outcome") in ("failed", "error"):  # what failed there is no reference for a pass now
             return [], (f"not compared: {old['outcome']} in the baseline ({self.origin}): a baseline failure is no "
                         "reference",)
+        platform = str(self.now.get("platform") or "")
+        if platform and self.run.platform() != platform:  # as `clustercheck compare` (record/likeness.py)
+            return [], (f"not compared: the baseline is of another platform ({self.run.platform()} -> {platform}; "
+                        f"{self.origin})",)
+        here = {"nodes": list(nodes), "node": old.get("node"), "scope": check.scope}
+        if self.now and (elsewhere := measured_elsewhere(old, here, self.run.header, self.now)):  # type: ignore[arg-type]
+            return [], (f"not compared: {elsewhere} ({self.origin})",)
         m = outcome.measurement
         now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,
                "measure": check.measure,

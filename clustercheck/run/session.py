@@ -142,7 +142,7 @@ class CheckSession:
             self.pools = PoolManager(self.run_dir / "logs", on_start=self._pool_started, launcher=self.launcher)
             self.runner = Runner(self.pools, opts, Layout(self.backend, self.nodes, self.per_node), topology)
             self.runner.allowances = self.profile.counters or None
-            self.record.append({
+            header: dict[str, Any] = {
                 "type": "run", "schema": SCHEMA_VERSION, "started": now(), "argv": self.argv, "cwd": os.getcwd(),
                 "platform": self.profile.name, "platform_detected": not opts.platform,
                 "run_id": str(uuid.uuid4()), "thresholds": kept.thresholds, "suites": kept.suites,
@@ -156,7 +156,10 @@ class CheckSession:
                 **({"repeat": {"count": opts.repeat} if opts.repeat else {"duration_s": opts.duration}}
                    if opts.repeating else {}),
                 **({"node_facts": {n: f.as_dict() for n, f in nodes.items()}} if first is not None else {}),
-            })
+            }
+            self.record.append(header)
+            if self.baseline is not None:
+                self.baseline.now = header  # its like-for-like test reads this run's nodes, ranks and hardware
             self.record.append({"type": "plan", "items": [*(plan or []), *absent_plan(checks, self.launcher.absent,
                                                                                       self._full_items)]})
         if not opts.ranks and self.backend == "nccl":
@@ -226,8 +229,9 @@ class CheckSession:
             raise self._unmeasured(item_id, self._ended(check, where, outcome))
         if self.baseline is None:
             return outcome
-        verdicts, whys = self.baseline.regressions(check, item_id, outcome)
-        hosts = hostlist.collect_hostlist(scopes.members(where, self.runner.live() if self.runner else self.nodes))
+        members = scopes.members(where, self.runner.live() if self.runner else self.nodes)
+        verdicts, whys = self.baseline.regressions(check, item_id, outcome, members)
+        hosts = hostlist.collect_hostlist(members)
         return dataclasses.replace(outcome, verdicts=outcome.verdicts + verdicts,
                                    notes=(*outcome.notes, *(f"{hosts}: {why}" for why in whys)))
 
