@@ -4,9 +4,9 @@ and, with `--compare`, one verdict per metric against the same item of a saved r
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Mapping, Sequence
 
 import hostlist
-from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import HarnessError, NoThreshold, Skip, UserError
 from clustercheck.judging.fabric import RunFabric, multi_node

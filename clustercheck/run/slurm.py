@@ -25,6 +25,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 from typing import Collection, Mapping, NamedTuple
 
 from hostlist import collect_hostlist
@@ -62,8 +63,8 @@ class Said(NamedTuple):
     spoke: bool
     own: str
     over: tuple[str, ...] = ()
-    failed: dict[str, str] = {}
-    unstarted: dict[str, str] = {}  # node -> srun's words where the step did not start on it
+    failed: Mapping[str, str] = MappingProxyType({})  # read-only: one default shared by every Said
+    unstarted: Mapping[str, str] = MappingProxyType({})  # node -> srun's words where the step did not start on it
 
     @classmethod
     def nothing(cls) -> Said:

@@ -111,7 +111,6 @@ class K8sLauncher(JoinLauncher):
                     if failed else f"deleted {kinds} {self.agents.name}"
                 print(f"clustercheck: {said}", file=sys.stderr, flush=True)
 
-
     def check_facts(self, nodes: Mapping[str, Facts]) -> None:
         check_gpus(self.gpus_per_node, self.thresholds, nodes)
 
