@@ -119,8 +119,10 @@ def resolve_suite(name: str) -> Path:
 
 
 def _resolve_suite(name: str) -> Path:
+    from clustercheck.suite.load import is_yaml_name
+
     path = Path(name)
-    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+    if is_yaml_name(path) or path.exists():
         if not path.is_file():
             raise UserError(f"no such suite file: {name}")
         return path

@@ -118,11 +118,11 @@ def _suite(name: str) -> tuple[str, str | None]:
     """A shipped suite by name (the image has it), or a suite file of the user's, checked here and
     carried in a ConfigMap."""
     from clustercheck.paths import data_dir, display
-    from clustercheck.suite.load import load_suite
+    from clustercheck.suite.load import is_yaml_name, load_suite
 
     path, shipped = Path(name), data_dir("suites") / f"{name}.yaml"
     if not path.is_file():
-        if path.suffix in (".yaml", ".yml") or not shipped.is_file():
+        if is_yaml_name(path) or not shipped.is_file():
             known = ", ".join(sorted(p.stem for p in data_dir("suites").glob("*.yaml")))
             raise UserError(f"no suite file or shipped suite named {name!r} (shipped suites: {known})")
         path = shipped
