@@ -4,34 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_kube import FakeCluster  # noqa: E402
+from test_k8s_lost import cluster, kube  # noqa: E402, F401  (fixtures: a fake cluster of 3 nodes, its API)
 
 pytest.importorskip("kubernetes")
 
 KEY = "clustercheck.io/failed"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1"), logs=tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from clustercheck.run.k8s import api
-
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return api.connect()
 
 
 def test_resume_lifts_only_the_taint_clustercheck_set_and_leaves_an_operators_with_our_key(
