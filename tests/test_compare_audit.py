@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+import pytest
 
 from clustercheck.record.compare import compare, load_run
 from test_compare import cc, result, save, verdict
@@ -17,17 +18,22 @@ def _per_gpu(n: int, value: float) -> dict:
     return {**result("h2d", None, vs), "rows": rows}
 
 
-def test_compare_is_linear_in_the_subjects_of_an_item(tmp_path: Path) -> None:
-    """spread() scanned every row for each per-GPU verdict: 8000 subjects took seconds (quadratic)."""
-    def took(n: int) -> float:
+def test_compare_reads_an_items_rows_once_whatever_its_subjects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """spread() scanned every row for each per-GPU verdict: 8000 subjects took seconds (quadratic). The rows
+    of each side are now indexed once per item (match.spreads), however many subjects it has; counted, not
+    timed (a timing bound failed under CI's load: speed goals live in benchmarks/)."""
+    from clustercheck.record import match
+
+    calls: list[int] = []
+    real = match.spreads
+    monkeypatch.setattr(match, "spreads", lambda entry: calls.append(len(entry.get("rows") or ())) or real(entry))
+    for n in (10, 1000):
+        calls.clear()
         base = save(tmp_path / f"b{n}", [_per_gpu(n, 100.0)])
         now = save(tmp_path / f"n{n}", [_per_gpu(n, 100.0)])
-        b, c = load_run(base), load_run(now)
-        start = time.perf_counter()
-        assert len(compare(b, c).changes) == n
-        return time.perf_counter() - start
-    small, large = took(1000), took(8000)
-    assert large < 2.0 and large < small * 8 * 3, (small, large)  # linear: 8x the subjects, ~8x the time
+        assert len(compare(load_run(base), load_run(now)).changes) == n
+        assert len(calls) == 2, (n, len(calls))  # the baseline's rows and the run's, once each
 
 
 def _timed(name: str, busbw: float, cv: float) -> dict:
@@ -65,8 +71,6 @@ def test_the_baselines_noise_excuses_at_most_the_cap(tmp_path: Path) -> None:
 
 def test_run_compare_never_passes_a_change_its_own_noise_hides(tmp_path: Path) -> None:
     """run --compare: the same change is a harness error of the item (not judged), never a pass."""
-    import pytest
-
     from clustercheck.errors import HarnessError
     from clustercheck.judging.limits import Limit
     from clustercheck.judging.measurement import Measurement, Outcome
