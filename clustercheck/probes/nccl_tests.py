@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from clustercheck import units
 from clustercheck.errors import UserError
 from clustercheck.judging import fabric
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
@@ -98,8 +98,8 @@ def rank_verdicts(run: NcclTestsRun, subject: str, per_node: int | None = None) 
         problems.append(f"rank {_some([str(n) for n in twice])} listed twice")
     top = max(numbers)
     if top + 1 > len(numbers):
-        gaps = [str(n) for n in range(min(top, 4 * len(numbers) + 64)) if n not in numbers]
-        problems.append(f"rank {_some(gaps)} missing (Rank lines up to rank {top}, {len(numbers)} distinct)")
+        missing = [str(n) for n in gaps(numbers, top)]
+        problems.append(f"rank {_some(missing)} missing (Rank lines up to rank {top}, {len(numbers)} distinct)")
     per_host: dict[str | None, Counter[int]] = {}
     for r in run.ranks:
         per_host.setdefault(r.host, Counter())[r.device] += 1
