@@ -178,6 +178,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     except HarnessError as exc:  # the nodes could not be asked (ranks that crashed): no bad input, exit 3
+        if (over := cs.launcher.over()) is not None:  # unless the job's step ended under them: stopped (2)
+            raise KeyboardInterrupt(over.said()) from None
         pytest.exit(f"ERROR: {exc}; nothing was measured", returncode=int(Exit.ERROR))
     TIMINGS.mark("platform, profile and run record")
     stopper = Stopper(cs.kill_ranks)

@@ -178,6 +178,7 @@ def run_task(ctx: RankContext, task: dict[str, Any]) -> dict[str, Any]:
         return {"idle": True}
     ctx = sub
     if op == "ping":
+        _inject(ctx, params)  # --cc-inject-fault facts:KIND: the pool that reads the nodes' facts
         return ctx.describe(facts=bool(params.get("facts")))
     path = task.get("runner")
     if not path:  # a task named by a built-in measure kind alone (tests, benchmarks)

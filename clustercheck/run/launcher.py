@@ -63,6 +63,11 @@ class Over(NamedTuple):
             return HarnessError(text)
         return Unreachable("; ".join(f"{n} failed ({self.failed[n]})" for n in failed) + f"; {text}", failed)
 
+    def said(self) -> str:
+        """Why, and each node the scheduler named failed with its words: the one line of a run it stopped
+        before its record opened (no exclusion list to name them in)."""
+        return "; ".join([self.why, *(f"{n} failed ({words})" for n, words in self.failed.items())])
+
 
 class Loss(NamedTuple):
     """How a node was lost mid-run, as the launch plane saw it (`Launcher.loss`): `why` in its words, and

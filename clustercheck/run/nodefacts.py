@@ -30,7 +30,7 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     pool = WorkerPool(key, logs, 1, launcher)
     try:
         pool.start()
-        answers = pool.run("ping", {"facts": True}, FACTS_TIMEOUT)
+        answers = pool.run("ping", {"facts": True, **_fault(options, key.nranks)}, FACTS_TIMEOUT)
     except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
         pool.close(kill=True)
         raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
@@ -46,3 +46,12 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
         pool.close(kill=True)
         raise
     return facts, pool
+
+
+def _fault(options: Options, world: int) -> dict[str, dict[str, object]]:
+    """The test-only fault asked for the facts pool (`--cc-inject-fault facts:KIND[@RANK]`), or none."""
+    fault = options.faults.get("facts")
+    if fault is None:
+        return {}
+    kind, rank, _ = fault
+    return {"fault": {"kind": kind, "rank": world - 1 if rank is None else rank}}

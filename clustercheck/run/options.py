@@ -151,7 +151,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "encrypted key's passphrase comes from $CLUSTERCHECK_KEY_PASSPHRASE", cli_flag="--sign", type=path("--sign"),
         metavar="KEY"),
     Opt("faults", "--cc-inject-fault", "for testing clustercheck itself: make a rank hang, crash, raise or "
-        "corrupt its result in CHECK (KIND: hang, crash, raise, corrupt; default rank: the last; #REP: only in "
+        "corrupt its result in CHECK (or `facts`: the opening pool that reads the nodes' facts; KIND: hang, crash, "
+        "raise, corrupt; default rank: the last; #REP: only in "
         "that repetition), or make every rank wait 2 s before measuring (delay)", repeat=True,
         metavar="CHECK:KIND[@RANK][#REP]", cli=False),
 )

@@ -91,3 +91,27 @@ def test_a_node_slurm_sets_down_is_excluded_with_sruns_words_and_the_others_are_
                if '"type": "exclude"' in line][-1]
     assert exclude["reasons"] == {
         "ccnode3": "ar-node: the scheduler said it failed (srun: error: Node failure on ccnode3)"}, exclude
+
+
+def test_a_job_cancelled_while_the_nodes_facts_are_read_stops_the_run_incomplete(slurm: dict, work: Path) -> None:
+    """The step ends under the opening pool that reads each node's facts (rank 4, on ccnode3, hangs in it): no
+    record is open yet, so the one line says INCOMPLETE with srun's words, exit 2, never "ERROR ... exit 3"."""
+    cmd = ["salloc", "-N3", f"--job-name={JOB}", sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds",
+           "th", "--out", "out", "--launcher", "slurm", "--cc-inject-fault=facts:hang@4"]
+    ctl = subprocess.Popen(cmd, cwd=work, env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and not any("injected hang" in log.read_text(errors="replace")
+                                                 for log in (work / "out").glob(".starting-*/logs/*")):
+            time.sleep(0.2)
+        job = subprocess.run(["squeue", "-h", "-n", JOB, "-o", "%i"], env=slurm, capture_output=True, text=True,
+                             check=True).stdout.split()
+        assert len(job) == 1, job
+        subprocess.run(["scancel", job[0]], env=slurm, check=True, timeout=60)
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+    assert ctl.returncode == 2, out[-3000:]
+    assert "Traceback" not in out and "nothing was measured" in out, out[-3000:]
+    assert "clustercheck: INCOMPLETE: the job's step of node agents ended (" in out, out[-3000:]
+    assert not (work / "out" / "latest").exists()
