@@ -22,6 +22,7 @@ from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
+from clustercheck.run.guards import InterruptWitness, RecordCloser
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite
@@ -39,18 +40,6 @@ interrupt_key = pytest.StashKey[str]()  # what stopped pytest before the session
 finishing_key = pytest.StashKey[bool]()  # clustercheck's sessionfinish has begun (once, whatever raised before it)
 
 
-class _InterruptWitness:
-    """Keeps why pytest was interrupted (pytest_keyboard_interrupt is given no config): SIGTERM while the
-    suites are collected is named as such, not as a bare "interrupted"."""
-
-    def __init__(self, stash: pytest.Stash) -> None:
-        self.stash = stash
-
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        exc = excinfo.value
-        self.stash[interrupt_key] = stopped_by(exc) if isinstance(exc, KeyboardInterrupt) else "interrupted"
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from clustercheck import hookspecs
 
@@ -64,8 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     TIMINGS.mark("pytest start-up and plugins")
     refuse_parallel_workers(config)
-    config.pluginmanager.register(_InterruptWitness(config.stash), "clustercheck-interrupt-witness")
-    config.pluginmanager.register(_RecordCloser(), "clustercheck-record-closer")
+    config.pluginmanager.register(InterruptWitness(config.stash, interrupt_key), "clustercheck-interrupt-witness")
+    config.pluginmanager.register(RecordCloser(pytest_sessionfinish, finishing_key), "clustercheck-record-closer")
     try:
         options = run_options.resolve(config.getoption)
         # the private key's path never reaches the record, nor so any report
@@ -295,19 +284,6 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
     how = "given with --platform" if cs.options.platform else "detected"
     return [f"clustercheck: platform {cs.profile.name} ({how}; {cs.facts.gpu_count} GPU(s), host {cs.facts.host}); "
             f"{cs.nranks} {cs.backend} rank(s); run dir {display(cs.run_dir) if cs.run_dir else '-'}"]
-
-
-class _RecordCloser:
-    """The run record gets its end line and the reports are written even where another plugin's
-    sessionfinish, called before clustercheck's, raises: this wrapper finishes the run then."""
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
-        try:
-            return (yield)
-        finally:
-            if not session.config.stash.get(finishing_key, False):
-                pytest_sessionfinish(session, exitstatus)
 
 
 @pytest.hookimpl(tryfirst=True)  # before LogXML's, which writes the user's --junitxml from what this adds

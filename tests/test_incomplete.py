@@ -358,3 +358,22 @@ def test_the_users_own_junitxml_says_incomplete(five: pytest.Pytester) -> None:
     assert {"c[vm]", "d[vm]", "e[vm]", "run"} <= set(errors), errors
     assert "INCOMPLETE: " in (errors["run"].text or "")
     assert int(suite.get("errors") or 0) >= 4 and suite.get("tests") == str(2 + len(errors))
+
+
+@pytest.mark.parametrize(("fault", "verdict", "code"), [((), "PASS", 3), (("--cc-inject-fault", "a:corrupt"), "FAIL", 1)])
+def test_a_plugins_sessionfinish_that_raises_after_clustercheck_never_hides_the_runs_verdict(
+        tmp_path: Path, fault: tuple[str, ...], verdict: str, code: int) -> None:
+    """A sessionfinish called after clustercheck's raised: pytest's INTERNALERROR traceback and exit 3, even for a
+    FAIL run (3 says "nothing failed"). Now one line naming the plugin's file, and the worse of the run's code and 3."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
+    (tmp_path / "raises_last.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(trylast=True)\ndef pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "-p", "raises_last", *fault], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == verdict
+    assert out.returncode == code, out.stdout + out.stderr
+    assert "INTERNALERROR" not in out.stdout + out.stderr and "Traceback" not in out.stdout + out.stderr
+    assert "clustercheck: ERROR: a plugin's pytest_sessionfinish raised (" in out.stderr, out.stderr
+    assert "raises_last.py:6: RuntimeError: boom); the run's record and reports stand" in out.stderr, out.stderr
