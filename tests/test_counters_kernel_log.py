@@ -240,3 +240,23 @@ def test_a_dmesg_raw_record_of_several_lines_is_one_record_naming_the_lost_gpu()
     xids = parse_dmesg("<4>[ 10.000001] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.\n"
                        "<4>[ 10.000001] NVRM: Xid (PCI:0000:9c:00): 79, GPU has fallen off the bus.\n")
     assert [(l.kind, l.device, l.code) for l in xids] == [("xid", "0000:9b:00", 79), ("xid", "0000:9c:00", 79)]
+
+
+@pytest.mark.parametrize("text, want", [
+    # NVIDIA/open-gpu-kernel-modules kernel_rc.c: on a MIG GPU the instance follows the bus id
+    ("NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=4242, name=python3, Contained ECC error",
+     ("xid", "0000:01:00", 94)),
+    ("NVRM: Xid (PCI:0000:01:00 GPU-I:01 GPU-CI:02): 13, pid=4242, name=python3, Graphics Exception",
+     ("xid", "0000:01:00", 13)),
+    # NVIDIA's Xid documentation: no `PCI:` before the bus id
+    ("NVRM: Xid (0000:03:00): 14, Channel 00000001", ("xid", "0000:03:00", 14)),
+    # the same tolerance for SXid (the nvswitch driver prints `SXid (PCI:...)`)
+    ("nvidia-nvswitch3: SXid (0000:c6:00.0): 12028, Non-fatal, Link 32 egress", ("sxid", "0000:c6:00.0", 12028)),
+    ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error", ("xid", "0000:9b:00", 94)),
+])
+def test_every_printed_xid_form_is_classified_mig_ones_too(text: str, want: tuple[str, str, int]) -> None:
+    """An Xid on a MIG GPU (or in the documentation's form without `PCI:`) used to classify as no event:
+    an Xid during a check on a MIG GPU passed it."""
+    assert classify(text) == want
+    (line,) = parse_dmesg(f"<4>[ 10.000001] {text}\n")
+    assert (line.kind, line.device, line.code) == want

@@ -23,8 +23,13 @@ from clustercheck.counters.facts import KernelLine, LogCursor, ReadError
 
 KMSG = Path("/dev/kmsg")
 _BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
-_XID = re.compile(r"NVRM: Xid \(PCI:" + _BUS + r"\): (\d+)")
-_SXID = re.compile(r"SXid \(PCI:" + _BUS + r"\): (\d+)")
+# NVRM prints `Xid (PCI:0000:01:00): 13`, on a MIG GPU with the instance after the bus id
+# (`Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:02): 13`, NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/
+# kernel_rc.c: "PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u"), and NVIDIA's Xid documentation shows
+# `Xid (0000:03:00): 14` without `PCI:`: a form missed is an Xid that passes a check
+_MIG = r"(?: GPU-I:\d+)?(?: GPU-CI:\d+)?"
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?" + _BUS + _MIG + r"\): (\d+)")
+_SXID = re.compile(r"SXid \((?:PCI:)?" + _BUS + r"\): (\d+)")
 _LOST = re.compile(r"fallen off the bus")
 _LOST_AT = re.compile(r"(?:NVIDIA GPU|GPU at PCI:) ?" + _BUS)
 _AER = re.compile(r"AER: (?:Multiple )?(Correct\w+|Uncorrect\w+ \(Non-Fatal\)|Uncorrect\w+ \(Fatal\)) error"
