@@ -195,3 +195,47 @@ def test_a_device_id_that_is_not_hexadecimal_is_refused_naming_the_gpu():
     for bad in ("0x74a\ufffd", "0x74aZ", "0x"):  # the fuzzed byte read as U+FFFD, a letter, no digits
         with pytest.raises(ProbeParseError, match=r"^GPU 0: ASIC DEVICE_ID '0x.{0,4}' is not a hexadecimal number$"):
             amd_smi.parse(text.replace("DEVICE_ID: 0x74a2", f"DEVICE_ID: {bad}", 1))
+
+
+# -- a GPU the input lists without ECC or PCIe output is never silently left out -------------------------
+def _without_trailing_ellipsis(name: str) -> str:
+    """A real capture less the '...' its source ends a section with (an elision of the CHANGELOG, no amd-smi line)."""
+    return "\n".join(l for l in amd(name).splitlines() if l.strip() != "...") + "\n"
+
+
+def test_a_listed_gpu_missing_from_the_ecc_output_is_not_judged(tmp_path: Path) -> None:
+    """`amd-smi list` of 2 GPUs with `metric --ecc --ecc-blocks` of GPU 0 only, both real captures: GPU 1 was
+    passed by leaving it out (`probe amd-smi --expect gpu_count=2` exited 0)."""
+    text = amd("list-2gpu-kfd-changelog-6.3.txt") + _without_trailing_ellipsis("metric-ecc-ecc-blocks-changelog.txt")
+    verdicts = amd_smi.judge(amd_smi.parse(text), {"gpu_count": 2})
+    assert [(v.subject, v.what, v.passed, v.judged) for v in verdicts] == [
+        ("node", "GPU count", True, True), ("GPU0 (0000:23:00.0)", "ECC", True, True),
+        ("GPU1 (0000:26:00.0)", "ECC", False, False)]
+    assert verdicts[-1].detail == "not judged: no ECC counters in the amd-smi output"
+    path = tmp_path / "list-and-ecc.txt"
+    path.write_text(text, encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "probe", "amd-smi", "--input", str(path),
+                          "--expect", "gpu_count=2"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "NOT JUDGED GPU1 (0000:26:00.0): ECC: not judged: no ECC counters in the amd-smi output" in out.stdout
+
+
+def test_a_gpu_printing_ecc_and_pcie_n_a_is_not_judged_naming_what_it_printed() -> None:
+    """The real `metric --ecc --ecc-blocks` capture (GPU 0) and `metric --pcie` capture (2 GPUs) with GPU 1's
+    PCIE block replaced here by hand with `ECC: N/A` and `PCIE: N/A`: it got no verdict at all, 4 PASS for GPU 0."""
+    pcie = _without_trailing_ellipsis("metric-pcie-2gpu-changelog-6.3.txt")
+    text = _without_trailing_ellipsis("metric-ecc-ecc-blocks-changelog.txt") + \
+        pcie[:pcie.index("GPU: 1")] + "GPU: 1\n    ECC: N/A\n    PCIE: N/A\n"
+    verdicts = amd_smi.judge(amd_smi.parse(text), MI300X)
+    gpu1 = [(v.what, v.passed, v.judged, v.detail) for v in verdicts if v.subject == "GPU1"]
+    assert gpu1 == [
+        ("ECC", False, False, "not judged: no ECC counters in the amd-smi output (it prints ECC: N/A)"),
+        ("PCIe link", False, False, "not judged: no PCIe width or speed in the amd-smi output (it prints PCIE: N/A)")]
+    assert all(v.passed for v in verdicts if v.subject == "GPU0")
+
+
+def test_pcie_output_without_a_platform_pcie_expectation_judges_no_pcie() -> None:
+    """No pcie_gen/pcie_width expected: a GPU's missing PCIe link is nothing this run judges."""
+    pcie = _without_trailing_ellipsis("metric-pcie-2gpu-changelog-6.3.txt")
+    text = pcie[:pcie.index("GPU: 1")] + "GPU: 1\n    PCIE: N/A\n"
+    assert [v.what for v in amd_smi.judge(amd_smi.parse(text), {})] == ["inventory"]

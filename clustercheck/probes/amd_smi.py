@@ -8,7 +8,9 @@ Evidence (any mix, concatenated; each is recognised by its own layout):
 - `rocm-smi` (Concise Info): one row per GPU with its device id and junction temperature.
 
 Judged: the GPU count against the platform's; every GPU's uncorrectable and deferred ECC counts are 0
-(a counter that reads N/A fails: it could not be read); PCIe generation and width; no xGMI port down, and
+(a counter that reads N/A fails: it could not be read); PCIe generation and width. Where the input (or the
+live run) has ECC or PCIe output, a GPU without its counters or link there (missing from it, or `ECC: N/A`)
+is `not judged`, never silently left out; no xGMI port down, and
 every GPU's link type XGMI where the platform expects xGMI between GPUs; junction temperature.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
@@ -43,6 +45,7 @@ class AmdGpu:
     temperature_c: float | None = None     # junction (rocm-smi Concise Info)
     xgmi_link: str | None = None           # LINK METRIC TABLE's link_type: XGMI, PCIE or N/A
     xgmi_ports: str | None = None          # GPU LINK PORT STATUS, e.g. "U U U U U U U D"
+    unread: tuple[tuple[str, str], ...] = ()  # a section printed as one value: ("ECC", "N/A"), ("PCIE", "N/A")
 
     @property
     def subject(self) -> str:
@@ -114,12 +117,14 @@ def parse(text: str) -> AmdReport:
         sections.update({"static"} if any(k.startswith(("ASIC/", "BUS/")) for k in keys) else set())
         device = keys.get("ASIC/DEVICE_ID")
         ecc = tuple((k.split("/", 1)[1], v) for k, v in keys.items() if k.startswith(("ECC/", "ECC_BLOCKS/")))
-        sections.update({"ecc"} if ecc else set())
-        sections.update({"pcie"} if "PCIE/WIDTH" in keys else set())
+        # "ECC: N/A" / "PCIE: N/A" is the section asked for and not read on this GPU: kept for its verdict
+        unread = tuple((k, v) for k, v in keys.items() if k in ("ECC", "ECC_BLOCKS", "PCIE"))
+        sections.update({"ecc"} if ecc or any(k.startswith("ECC") for k, _ in unread) else set())
+        sections.update({"pcie"} if any(k == "PCIE" or k.startswith("PCIE/") for k in keys) else set())
         gpus[i] = replace(g, bus_id=(bdf or g.bus_id or "").lower() or None, model=keys.get("ASIC/MARKET_NAME", g.model),
                           device_id=_device_id(i, device) if device and device.startswith("0x") else g.device_id,
                           ecc=g.ecc + ecc, pcie_width=keys.get("PCIE/WIDTH", g.pcie_width),
-                          pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed))
+                          pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed), unread=g.unread + unread)
     concise = False
     for line in lines:
         if "Concise Info" in line:
@@ -159,6 +164,11 @@ def _ecc(g: AmdGpu) -> ProbeVerdict:
     listed = ", ".join(f"{k} {v}" for k, v in bad)
     why = "could not be read" if unread and len(unread) == len(bad) else "uncorrectable/deferred errors"
     return ProbeVerdict(g.subject, "ECC", False, f"{why}: {listed}", listed, 0)
+
+
+def _printed(g: AmdGpu, prefix: str) -> str:
+    said = [f"{k}: {v}" for k, v in g.unread if k.startswith(prefix)]
+    return f" (it prints {', '.join(said)})" if said else ""
 
 
 def _pcie(g: AmdGpu, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
@@ -205,10 +215,17 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     expect_xgmi = "XGMI" in (levels if isinstance(levels, list) else [levels])
     hottest = expect.get("gpu_temp_max_c")
     for g in report.gpus:
+        # a GPU the input lists without the ECC or PCIe output its other GPUs have was not read there:
+        # leaving it out would let a GPU missing from `amd-smi metric` read as a pass
         if g.ecc:
             out.append(_ecc(g))
+        elif "ecc" in report.sections:
+            out.append(not_judged(g.subject, "ECC", f"no ECC counters in the amd-smi output{_printed(g, 'ECC')}"))
         if g.pcie_width is not None or g.pcie_speed is not None:
             out.extend(_pcie(g, expect))
+        elif "pcie" in report.sections and (expect.get("pcie_gen") is not None or expect.get("pcie_width") is not None):
+            out.append(not_judged(g.subject, "PCIe link", f"no PCIe width or speed in the amd-smi output"
+                                  f"{_printed(g, 'PCIE')}"))
         out.extend(_xgmi(g, expect_xgmi))
         if g.temperature_c is not None and hottest is not None:
             out.append(ProbeVerdict(g.subject, "temperature", g.temperature_c <= hottest,
@@ -224,7 +241,9 @@ def collect() -> AmdReport:
     commands = [["amd-smi", "list"], ["amd-smi", "static", "--asic", "--bus"],
                 ["amd-smi", "metric", "--ecc", "--ecc-blocks", "--pcie"], ["amd-smi", "xgmi"]]
     try:
-        return parse("\n".join(tool.run(argv, "amd-smi is not installed") for argv in commands))
+        report = parse("\n".join(tool.run(argv, "amd-smi is not installed") for argv in commands))
+        # `metric --ecc --pcie` was asked: a GPU (or every GPU) it printed nothing for was not read
+        return replace(report, sections=report.sections | {"ecc", "pcie"})
     except ProbeSkip:
         pass
     return parse(tool.run(["rocm-smi"], "neither amd-smi nor rocm-smi is installed (no ROCm on this machine)"))
