@@ -239,3 +239,26 @@ def test_a_feature_every_gpu_of_a_model_lacks_stays_a_note(monkeypatch: pytest.M
     assert not before.errors
     r = read(in_process(monkeypatch, failing(node, 2, "nvmlDeviceGetTotalEccErrors", GPU_IS_LOST)))
     assert {e.kind for e in r.errors} == {"vanished"}
+
+
+def test_a_gpu_whose_pci_info_fails_after_the_window_is_not_judged_by_name_never_97_appeared_counters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU3 answers NVML_ERROR_UNKNOWN to nvmlDeviceGetPciInfo after the window while its uncorrected ECC count
+    went 0 -> 5. Its counters used to come as `GPU3`, `GPU3 link N` without a bus id: 97 counters 'appeared
+    during the window' (vanished: a hardware FAIL of every link) and the ECC increase was never seen as one.
+    With no bus id its counters cannot be matched with those read before the window, so none are given: the
+    window is not judged for GPU3, said once by the failed call, and the other GPUs are judged as before."""
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    node["gpus"][3]["ecc"]["uncorrected"] = 5
+    node["gpus"][6]["ecc"]["uncorrected"] = 1
+    after = snap(monkeypatch, failing(node, 3, "nvmlDeviceGetPciInfo_v3", UNKNOWN), 60.0)
+    j = judge(delta(before, after))
+    assert not j.vanished
+    assert [(e.device, e.what, e.kind) for e in j.harness_errors] == [("GPU3", "nvmlDeviceGetPciInfo", "unreadable")]
+    assert [(f.increase.name, f.increase.device) for f in j.failed] == [("gpu.ecc.uncorrected", gpu_name(node, 6))]
+    assert not any(c.device == "GPU3" or c.device.startswith("GPU3 ") for c in after.counters)
+    got = item_verdicts("burn", {"gpu-node": j}, ["gpu-node"])  # GPU6's failure stands, GPU3 not judged beside it
+    assert [(v.metric, v.measured, v.passed) for v in got] == [
+        ("counters", "not judged", False), ("gpu.ecc.uncorrected", 1.0, False)]
+    assert got[0].detail is not None and "nvml on GPU3: nvmlDeviceGetPciInfo: NVML_ERROR_UNKNOWN" in got[0].detail

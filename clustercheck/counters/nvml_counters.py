@@ -8,7 +8,8 @@ remaps rows instead) on every GPU of the node with the same PCI device id. One G
 identical siblings have did not read it: its counters of that feature are errors (not judged). Any other counter NVML would not read is a ReadError naming that counter and its
 GPU or link, so the window is `not judged` for it, never clean: NOT_SUPPORTED for part of a feature or for
 an NVLink error counter of a link the GPU has, INVALID_ARGUMENT, FUNCTION_NOT_FOUND (an older library), or
-any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`. Each GPU NVML enumerates
+any other error. A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) is `vanished`. A GPU whose PCI info NVML will
+not give has no counters, only that error: without its bus id they could not be matched across the window. Each GPU NVML enumerates
 is a counter `gpu.present` (1), so a GPU with no counters at all (ECC off, no NVLink: a PCIe card) that is
 no longer enumerated after the window is `vanished` too, never unnoticed."""
 
@@ -68,7 +69,9 @@ def _read(nv: Any) -> Reading:
         if status != "ok":
             continue
         status, pci = r.call("nvmlDeviceGetPciInfo", h, gpu=i)
-        bus = bus_id(_text(pci.busId)) if status == "ok" else ""
+        if status != "ok":  # no bus id: its counters could not be matched with another snapshot's (NVML
+            continue  # renumbers GPUs), so none are given; the fault, `GPU<i>`, explains them all (not judged)
+        bus = bus_id(_text(pci.busId))
         gpu = f"GPU{i} ({bus})" if bus else f"GPU{i}"
         # the GPU itself, whatever counters it has: one with none (no ECC, no NVLink) that is gone after the
         # window must still be missed there (delta: vanished)
@@ -119,7 +122,7 @@ def _read(nv: Any) -> Reading:
             if links and len(absent) == len(links):
                 notes.append(f"{gpu}: nvlink.{name} not supported on any of its {len(links)} link(s)")
                 unsupported = [e for e in unsupported if e not in absent]
-        model = pci.pciDeviceId if status == "ok" else None
+        model = pci.pciDeviceId
         for family, (_, size) in FEATURES.items():
             absent = [e for e in unsupported if e.counter.startswith(family + ".")]
             if len(absent) == size:  # the whole feature: what this GPU is, if its siblings lack it too
