@@ -53,3 +53,16 @@ def test_active_reason_still_fails_when_another_is_not_read() -> None:
     text = re.sub(r"(SW Thermal Slowdown\s*:\s*)Not Active", r"\1N/A", text)
     v = _clock_verdict(text)
     assert not v.passed and v.judged and "active: HW Slowdown" in v.detail
+
+
+@pytest.mark.parametrize("value", ["N/A", "Not Supported", "[N/A]"])
+def test_temperature_not_read_is_not_judged(value: str) -> None:
+    """The real H100 capture with its `GPU Current Temp : 33 C` edited here to N/A / Not Supported: the GPU got
+    no temperature verdict while its throttling passed, so the probe exited 0."""
+    text = FIXTURE.read_text()
+    assert "GPU Current Temp                  : 33 C" in text
+    text = text.replace("GPU Current Temp                  : 33 C", f"GPU Current Temp                  : {value}")
+    temps = [v for v in throttle.judge(throttle.parse(text), {}) if v.what == "temperature"]
+    assert [(v.subject, v.passed, v.judged) for v in temps] == [("GPU0 (0000:19:00.0)", False, False)]
+    assert temps[0].detail.startswith(f"not judged: GPU Current Temp reads {value!r}")
+    assert _clock_verdict(text).passed

@@ -3,7 +3,8 @@
 Hardware slowdown, thermal slowdown (HW or SW) and power-brake slowdown fail: the GPU runs below its clocks
 for a reason outside the workload (NVML clocks event reasons, https://docs.nvidia.com/deploy/nvml-api/; Azure treats
 anything but idle and SW power cap as throttled). Temperature fails above `gpu_temp_max_c` (default 84 C,
-Meta GCM check-nvidia-smi, facebookresearch/gcm gcm/health_checks) or at the GPU's own slowdown temperature.
+Meta GCM check-nvidia-smi, facebookresearch/gcm gcm/health_checks) or at the GPU's own slowdown temperature;
+a temperature or judged reason that reads N/A or Not Supported is `not judged`, never a pass.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
                                     f"(outside {TEMP_DOMAIN[0]:g}..{TEMP_DOMAIN[1]:g} C): unreadable", measured=raw))
         elif temp is None and raw is not None and raw not in _STATES:
             out.append(ProbeVerdict(subject, "temperature", False, f"unreadable: {raw!r}", measured=raw))
+        elif temp is None and raw is not None:
+            # N/A or Not Supported: as for a slowdown reason, a temperature not read is never a cool GPU,
+            # even on a model that never reports one
+            out.append(not_judged(subject, "temperature", f"GPU Current Temp reads {raw!r}: a temperature not "
+                                  f"read is never within the limit", measured=raw, expected=f"<= {limit:g} C"))
         elif temp is not None:
             slowdown = nvsmi.number(g.get("Temperature/GPU Slowdown Temp"))
             cap = min(limit, slowdown) if slowdown and slowdown > 0 else limit
