@@ -68,5 +68,9 @@ class Losses:
         for where in items:
             named = exc.nodes if isinstance(exc, Unreachable) else getattr(exc, "unreachable", ())
             gone = tuple(n for n in named if n in scopes.members(where, self.nodes))
-            out[where] = self.blame(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
+            if gone or not named:
+                out[where] = self.blame(f"{prefix}{exc}", gone) if gone else HarnessError(f"{prefix}{exc}")
+            else:  # the pool lost only nodes outside this item (a pair's): say so, never as if its own were
+                out[where] = HarnessError(f"{prefix or 'not measured: '}the check's ranks lost "
+                                          f"{', '.join(named)}, outside this item: {exc}")
         return out
