@@ -260,3 +260,70 @@ def test_every_printed_xid_form_is_classified_mig_ones_too(text: str, want: tupl
     assert classify(text) == want
     (line,) = parse_dmesg(f"<4>[ 10.000001] {text}\n")
     assert (line.kind, line.device, line.code) == want
+
+
+# amdgpu's RAS lines as the kernel prints them (torvalds/linux drivers/gpu/drm/amd/amdgpu amdgpu_ras.c,
+# amdgpu_umc.c, amdgpu_device.c; the format strings are cited in kernel_log.py), with dev_info's prefix
+AMD = "amdgpu 0000:0b:00.0: amdgpu: "
+
+
+@pytest.mark.parametrize("text, want, count", [
+    (AMD + "2 uncorrectable hardware errors detected in umc block", ("amdgpu.ue", "0000:0b:00.0", None), 1),
+    (AMD + "3 correctable hardware errors detected in gfx block, no user action is needed.",
+     ("amdgpu.ce", "0000:0b:00.0", None), 1),
+    (AMD + "socket: 0, die: 1 4 uncorrectable hardware errors detected in umc block", ("amdgpu.ue", "0000:0b:00.0", None), 1),
+    (AMD + "{3}socket: 0, die: 1, 2 new uncorrectable hardware errors detected in umc block",
+     ("amdgpu.ue", "0000:0b:00.0", None), 2),
+    ("amdgpu 0000:05:00.0: amdgpu: {3} socket: 0, die: 1, 2 new uncorrectable hardware errors detected in umc block",
+     ("amdgpu.ue", "0000:05:00.0", None), 2),
+    (AMD + "socket: 1, die: 0, 5 new deferred hardware errors detected in umc block", ("amdgpu.de", "0000:0b:00.0", None), 5),
+    (AMD + "{7} socket: 1, die: 0, 1 new poison consumption detected in gfx block", ("amdgpu.de", "0000:0b:00.0", None), 1),
+    (AMD + "socket: 0, die: 0, 7 new correctable hardware errors detected in umc block, no user action is needed",
+     ("amdgpu.ce", "0000:0b:00.0", None), 7),
+    (AMD + "0 uncorrectable hardware errors and 3 deferred hardware errors detected in UMC block",
+     ("amdgpu.de", "0000:0b:00.0", None), 3),
+    (AMD + "1 uncorrectable hardware errors and 3 deferred hardware errors detected in UMC block",
+     ("amdgpu.ue", "0000:0b:00.0", None), 1),
+    (AMD + "GPU reset begin!", ("amdgpu.reset", "0000:0b:00.0", None), 1),
+    (AMD + "GPU reset begin!. Source: 3", ("amdgpu.reset", "0000:0b:00.0", None), 1),
+    # the running totals after each "new" line, and a health report, are no event: nothing counts twice
+    (AMD + "socket: 0, die: 1, 9 uncorrectable hardware errors detected in total in umc block", ("", "", None), 1),
+    (AMD + "{3}socket: 0, die: 1, 9 deferred hardware errors detected in total in umc block", ("", "", None), 1),
+    (AMD + "0 uncorrectable hardware errors detected in umc block", ("", "", None), 1),
+    (AMD + "no uncorrectable hardware errors detected in umc block", ("", "", None), 1),
+])
+def test_amdgpu_ras_and_reset_lines_are_events_naming_the_gpu(text: str, want: tuple[str, str, None],
+                                                             count: int) -> None:
+    """amdgpu's RAS reports used to classify as no event: an uncorrectable error on an AMD GPU passed."""
+    assert classify(text) == want
+    (line,) = parse_kmsg(f"6,100,2000,-;{text}")
+    assert (line.kind, line.device) == want[:2] and (not line.kind or line.count == count)
+
+
+def test_amdgpu_errors_are_judged_by_count_and_the_totals_after_them_not_at_all(tmp_path: Path) -> None:
+    """A `dmesg -r` window with amdgpu's new-and-total pairs logged in one microsecond: the new errors are
+    counted once each (the totals skipped), uncorrectable and deferred fail, correctable within 1,000 pass."""
+    def raw(lines: list[str]) -> str:
+        return "".join(f"<6>[ 5000.000001] {l}\n" for l in lines)
+
+    log = tmp_path / "dmesg"
+    log.write_text(raw(["amdgpu 0000:0b:00.0: amdgpu: loaded"]))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    src = Sources(pci=empty, ib=empty / "ib", thermal=empty, cpus=empty, cpuinfo=empty / "x", nvml=False,
+                  kmsg=tmp_path / "no-kmsg", dmesg=("cat", str(log)))
+    s0 = take(sources=src, host="n")
+    log.write_text(raw(["amdgpu 0000:0b:00.0: amdgpu: loaded"]) + "".join(f"<6>[ 5001.000002] {AMD}{l}\n" for l in [
+        "{4}socket: 0, die: 1, 2 new uncorrectable hardware errors detected in umc block",
+        "{4}socket: 0, die: 1, 6 uncorrectable hardware errors detected in total in umc block",
+        "{4}socket: 0, die: 1, 3 new deferred hardware errors detected in umc block",
+        "{4}socket: 0, die: 1, 3 deferred hardware errors detected in total in umc block",
+        "{5}socket: 0, die: 0, 40 new correctable hardware errors detected in umc block, no user action is needed",
+        "{5}socket: 0, die: 0, 940 correctable hardware errors detected in total in umc block",
+        "{6}socket: 0, die: 0, 60 new correctable hardware errors detected in umc block, no user action is needed",
+        "{6}socket: 0, die: 0, 1000 correctable hardware errors detected in total in umc block"]))
+    s1 = take(s0, src, "n")
+    verdict = judge(delta(s0, s1))
+    assert sorted((f.increase.name, f.increase.amount, f.passed) for f in verdict.findings) == [
+        ("kernel.amdgpu.ce", 100, True), ("kernel.amdgpu.de", 3, False), ("kernel.amdgpu.ue", 2, False)]
+    assert {f.increase.device for f in verdict.findings} == {"0000:0b:00.0"} and not verdict.errors

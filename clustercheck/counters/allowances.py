@@ -81,6 +81,16 @@ DEFAULTS: dict[str, Allowance] = {a.counter: a for a in (
               "built in"),
     Allowance("kernel.hardware_error", 0, False, "clustercheck's choice: firmware-reported hardware error",
               "built in"),
+    Allowance("kernel.amdgpu.ue", 0, False, "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py: "
+              "uncorrected ECC errors fail above 0 (an amdgpu RAS uncorrectable error, as NVIDIA's)", "built in"),
+    Allowance("kernel.amdgpu.de", 0, False, "clustercheck's choice: a deferred error (poison) is an uncorrectable "
+              "error not yet consumed (torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_umc.c retires its page "
+              "as it does an uncorrectable one's)", "built in"),
+    Allowance("kernel.amdgpu.ce", 1000, False, "clustercheck's choice (no public per-window figure), as "
+              "gpu.ecc.corrected: 1,000 per check, a tenth of Azure's aggregate SRAM limit of 10,000 "
+              "(Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc)", "built in"),
+    Allowance("kernel.amdgpu.reset", 0, False, "clustercheck's choice: a GPU reset during a check (amdgpu's "
+              "\"GPU reset begin!\") loses the work on the GPU", "built in"),
     Allowance("cpu.throttle", 0, False, "clustercheck's choice: a CPU thermal throttle event during a check",
               "built in"),
 )}

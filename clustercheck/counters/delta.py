@@ -102,8 +102,11 @@ def _named(e: ReadError, before: Snapshot) -> ReadError:
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:
-    grouped: dict[tuple[str, str], list[str]] = {}
+    """One increase per counter and device: the events its lines report (one a line, an amdgpu RAS line its
+    new errors)."""
+    grouped: dict[tuple[str, str], list[KernelLine]] = {}
     for line in lines:
         if line.kind:
-            grouped.setdefault((line.counter, line.device), []).append(line.text)
-    return [Increase(name, device, 0, len(texts), (), tuple(texts)) for (name, device), texts in grouped.items()]
+            grouped.setdefault((line.counter, line.device), []).append(line)
+    return [Increase(name, device, 0, sum(l.count for l in got), (), tuple(l.text for l in got))
+            for (name, device), got in grouped.items()]

@@ -67,13 +67,14 @@ class KernelLine:
     text: str
     seq: int | None = None     # /dev/kmsg sequence number
     usec: int | None = None    # kernel timestamp, microseconds since boot (the clock dmesg shows)
-    kind: str = ""             # xid, sxid, gpu_lost, aer.corrected, aer.nonfatal, aer.fatal, mce, edac, hardware_error
+    kind: str = ""             # xid, sxid, gpu_lost, aer.*, mce, edac, hardware_error, amdgpu.{ue,de,ce,reset}
     device: str = ""           # the PCI address the line names, when it names one
     code: int | None = None    # the Xid or SXid number
+    count: int = 1             # the events it reports: an amdgpu RAS line's new errors ("2 new uncorrectable ...")
 
     @property
     def counter(self) -> str:
-        """The counter this line adds one to: kernel.xid.79, kernel.aer.fatal, ..."""
+        """The counter this line adds `count` to: kernel.xid.79, kernel.aer.fatal, kernel.amdgpu.ue, ..."""
         return f"kernel.{self.kind}" + (f".{self.code}" if self.code is not None else "")
 
 

@@ -1,5 +1,6 @@
 """Kernel log lines within a check's window, with the hardware events among them classified (NVIDIA Xid
-and SXid, a GPU fallen off the bus, PCIe AER, machine checks, EDAC, firmware-reported hardware errors).
+and SXid, a GPU fallen off the bus, amdgpu RAS errors and resets, PCIe AER, machine checks, EDAC,
+firmware-reported hardware errors).
 
 The window is bounded by position, not by scanning history: a snapshot keeps a cursor (the last
 /dev/kmsg sequence number read, or with `dmesg` the last timestamp) and the next snapshot reads only
@@ -30,6 +31,24 @@ _BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
 _MIG = r"(?: GPU-I:\d+)?(?: GPU-CI:\d+)?"
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?" + _BUS + _MIG + r"\): (\d+)")
 _SXID = re.compile(r"SXid \((?:PCI:)?" + _BUS + r"\): (\d+)")
+# amdgpu's RAS reports, printed with dev_info ("amdgpu 0000:0b:00.0: amdgpu: ..."). torvalds/linux
+# drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c: "%ld uncorrectable hardware errors detected in %s block" and
+# "%ld correctable hardware errors detected in %s block, no user action is needed." (older kernels, optionally
+# after "socket: %d, die: %d ": the number is the block's running total since the driver loaded, printed only
+# when new errors came); amdgpu_ras_error_print_error_data: "socket: %d, die: %d, %lld new {uncorrectable,
+# correctable,deferred} hardware errors detected in %s block" (RAS_EVENT_LOG may put an event id "{%llu}" before
+# it), each followed by "... detected in total in %s block", which repeats the running total and is skipped so
+# nothing counts twice; the ras_core ACA path: "{%llu} socket: %d, die: %d, %u new %s detected in %s block" with
+# "deferred hardware errors" or "poison consumption"; amdgpu_umc.c amdgpu_umc_do_page_retirement: "%ld
+# uncorrectable hardware errors and %ld deferred hardware errors detected in UMC block"; amdgpu_device.c
+# amdgpu_device_gpu_recover: "GPU reset begin!" (newer kernels add ". Source: %d").
+_AMD_AT = re.compile(r"\bamdgpu " + _BUS + r":")
+_AMD_UMC = re.compile(r"\b(\d+) uncorrectable hardware errors and (\d+) deferred hardware errors detected in \w+ block")
+_AMD_RAS = re.compile(r"\b(\d+) (new )?(uncorrectable|correctable|deferred) hardware errors detected in "
+                      r"(total in )?\w+ block")
+_AMD_POISON = re.compile(r"\b(\d+) new poison consumption detected in \w+ block")
+_AMD_RESET = re.compile(r"\bGPU reset begin!")
+_AMD_KIND = {"uncorrectable": "amdgpu.ue", "deferred": "amdgpu.de", "correctable": "amdgpu.ce"}
 _LOST = re.compile(r"fallen off the bus")
 _LOST_AT = re.compile(r"(?:NVIDIA GPU|GPU at PCI:) ?" + _BUS)
 _AER = re.compile(r"AER: (?:Multiple )?(Correct\w+|Uncorrect\w+ \(Non-Fatal\)|Uncorrect\w+ \(Fatal\)) error"
@@ -44,6 +63,36 @@ _ESCAPE = re.compile(r"\\x([0-9a-f]{2})")
 
 def classify(text: str) -> tuple[str, str, int | None]:
     """(kind, PCI address, code) of a kernel message; kind "" when it reports no hardware event."""
+    return _classify(text)[:3]
+
+
+def _amdgpu(text: str) -> tuple[str, int]:
+    """(kind, errors it reports) of an amdgpu RAS or reset line; ("", 0) for none, a running total or a zero."""
+    if m := _AMD_UMC.search(text):
+        ue, de = int(m.group(1)), int(m.group(2))
+        return ("amdgpu.ue", ue) if ue else ("amdgpu.de", de) if de else ("", 0)
+    if m := _AMD_RAS.search(text):
+        if m.group(4) or not int(m.group(1)):  # "in total": the running total of errors reported before it
+            return "", 0
+        # without "new" the number is the running total; the driver prints it only when errors came: at least one
+        return _AMD_KIND[m.group(3)], int(m.group(1)) if m.group(2) else 1
+    if (m := _AMD_POISON.search(text)) and int(m.group(1)):
+        return "amdgpu.de", int(m.group(1))
+    if _AMD_RESET.search(text):
+        return "amdgpu.reset", 1
+    return "", 0
+
+
+def _classify(text: str) -> tuple[str, str, int | None, int]:
+    """classify()'s answer and the number of events the line reports (an amdgpu RAS line: its new errors)."""
+    kind, count = _amdgpu(text) if "amdgpu" in text or "GPU reset begin!" in text else ("", 0)
+    if kind:
+        at = _AMD_AT.search(text)
+        return kind, at.group(1).lower() if at else "", None, count
+    return (*_classify_other(text), 1)
+
+
+def _classify_other(text: str) -> tuple[str, str, int | None]:
     if m := _XID.search(text):
         return "xid", m.group(1).lower(), int(m.group(2))
     if m := _SXID.search(text):
@@ -66,8 +115,8 @@ def classify(text: str) -> tuple[str, str, int | None]:
 
 
 def _line(text: str, seq: int | None = None, usec: int | None = None) -> KernelLine:
-    kind, device, code = classify(text)
-    return KernelLine(text, seq, usec, kind, device, code)
+    kind, device, code, count = _classify(text)
+    return KernelLine(text, seq, usec, kind, device, code, count)
 
 
 def parse_kmsg(text: str) -> list[KernelLine]:
@@ -85,8 +134,8 @@ def parse_dmesg(text: str) -> list[KernelLine]:
     """`dmesg` or `dmesg -r` output: `[  84.300451] message`, continuation lines (indented, no stamp)
     joined to their record. `dmesg -r` prints each line of a multi-line record with the record's own
     `<4>[ 2555.182205]` prefix (NVRM's "The NVIDIA GPU 0000:b3:00.0 / ... / fallen off the bus"): a line
-    with the same priority and timestamp as the one before is joined to it, unless it is an Xid, SXid or
-    AER line of its own (those name their device; two logged in one microsecond stay two). Lines stamped
+    with the same priority and timestamp as the one before is joined to it, unless it is an Xid, SXid,
+    AER or amdgpu line of its own (those name their device; two logged in one microsecond stay two). Lines stamped
     otherwise (--ctime, journal) keep no timestamp."""
     out: list[KernelLine] = []
     last: tuple[str | None, int] | None = None  # the priority and timestamp of the record before
@@ -94,7 +143,8 @@ def parse_dmesg(text: str) -> list[KernelLine]:
         m = _DMESG_RAW.match(raw)
         if m:
             usec = int(m.group(2)) * 1_000_000 + int(m.group(3).ljust(6, "0"))
-            own = _XID.search(m.group(4)) or _SXID.search(m.group(4)) or _AER.search(m.group(4))
+            own = _XID.search(m.group(4)) or _SXID.search(m.group(4)) or _AER.search(m.group(4)) or \
+                _AMD_AT.match(m.group(4))
             if out and last == (m.group(1), usec) and not own:
                 out[-1] = _line(f"{out[-1].text}\n{m.group(4)}", None, usec)
             else:
