@@ -66,3 +66,30 @@ def test_temperature_not_read_is_not_judged(value: str) -> None:
     assert [(v.subject, v.passed, v.judged) for v in temps] == [("GPU0 (0000:19:00.0)", False, False)]
     assert temps[0].detail.startswith(f"not judged: GPU Current Temp reads {value!r}")
     assert _clock_verdict(text).passed
+
+
+EIGHT = FIXTURE.parent / "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim.txt"
+
+
+def test_a_gpu_lacking_the_temperature_its_siblings_print_is_not_judged() -> None:
+    """The real 8x H100 capture with GPU2's `GPU Current Temp` line cut here by hand: GPU2 had only its
+    throttling verdict, and the probe passed."""
+    lines = EIGHT.read_text().splitlines(keepends=True)
+    at = [i for i, l in enumerate(lines) if "GPU Current Temp" in l]
+    assert len(at) == 8
+    del lines[at[2]]
+    verdicts = [v for v in throttle.judge(throttle.parse("".join(lines)), {}) if not v.passed]
+    assert [(v.subject, v.what, v.judged) for v in verdicts] == [("GPU2 (0000:3a:00.0)", "temperature", False)]
+    assert verdicts[0].detail.startswith("not judged: no GPU Current Temp for this GPU")
+
+
+def test_a_gpu_lacking_the_clock_event_reasons_its_siblings_print_is_not_judged() -> None:
+    """The same capture with GPU2's `Clocks Event Reasons` section cut here by hand: only its temperature was
+    judged, and the probe passed."""
+    text = EIGHT.read_text()
+    sections = list(re.finditer(r"    Clocks Event Reasons\n(?:        .*\n)+", text))
+    assert len(sections) == 8
+    text = text[:sections[2].start()] + text[sections[2].end():]
+    verdicts = [v for v in throttle.judge(throttle.parse(text), {}) if not v.passed]
+    assert [(v.subject, v.what, v.judged) for v in verdicts] == [("GPU2 (0000:3a:00.0)", "clock throttling", False)]
+    assert verdicts[0].detail.startswith("not judged: no Clocks Event Reasons section for this GPU")

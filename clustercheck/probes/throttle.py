@@ -39,6 +39,9 @@ def _reasons(g: nvsmi.NvsmiGpu) -> dict[str, str]:
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     limit = float(expect.get("gpu_temp_max_c", TEMP_MAX_C))
     out: list[ProbeVerdict] = nvsmi.coverage(report, "throttle")
+    # what the capture prints for some GPU it owes for every GPU: a section one GPU lacks was not read there
+    any_reasons = any(_reasons(g) for g in report.gpus)
+    any_temp = any(g.get("Temperature/GPU Current Temp") is not None for g in report.gpus)
     for g in report.gpus:
         subject = g.label
         before = len(out)
@@ -79,6 +82,13 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
             cap = min(limit, slowdown) if slowdown and slowdown > 0 else limit
             out.append(ProbeVerdict(subject, "temperature", temp <= cap, f"{temp:g} C (limit {cap:g} C)",
                                     measured=temp, expected=f"<= {cap:g} C"))
+        if len(out) > before and not reasons and any_reasons:
+            out.append(not_judged(subject, "clock throttling", "no Clocks Event Reasons section for this GPU, "
+                                  "which the other GPUs print: a slowdown not read is never inactive"))
+        if len(out) > before and raw is None and any_temp:
+            out.append(not_judged(subject, "temperature", "no GPU Current Temp for this GPU, which the other GPUs "
+                                  "print: a temperature not read is never within the limit",
+                                  expected=f"<= {limit:g} C"))
         if len(out) == before:  # a GPU the others' report covers but this one's does not: never silently absent
             out.append(ProbeVerdict(subject, "clock throttling", False, "no clock event reason or temperature "
                                     "readable for this GPU"))
