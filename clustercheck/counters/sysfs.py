@@ -2,12 +2,18 @@
 point it at a copied tree: PCIe AER (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats), InfiniBand
 port counters (/sys/class/infiniband/*/ports/*/counters), thermal zones, CPU frequency and CPU thermal
 throttle counts. A file that exists and cannot be read is a ReadError, never zero; a node without the
-thing (no AER-capable device, no IB, no thermal zone) gets a note saying so."""
+thing (no AER-capable device, no IB, no thermal zone) gets a note saying so. Nothing here asks exists(),
+is_dir() or glob(): the first two raise PermissionError out of the reader (Python 3.11 ignores only
+ENOENT-like errors), glob() answers [] for a directory it may not list, which would read as "not on this
+hardware". Files are read, directories listed, and only FileNotFoundError (or NotADirectoryError) is absence."""
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from pathlib import Path
+from typing import Callable
 
 from clustercheck.counters.facts import Counter, Gauge, Reading, ReadError
 
@@ -37,6 +43,41 @@ def _error(reader: str, device: str, path: Path, exc: Exception, counter: str = 
     return ReadError(reader, device, str(path), text, kind, counter)
 
 
+_ABSENT = (FileNotFoundError, NotADirectoryError)
+
+
+def _names(directory: Path) -> list[str]:
+    """The entries of `directory`, sorted; OSError as the kernel answers (FileNotFoundError: absent)."""
+    with os.scandir(directory) as entries:
+        return sorted(e.name for e in entries)
+
+
+def _find(reader: str, root: Path, levels: tuple[str, ...], device: Callable[[Path], str]
+          ) -> tuple[list[Path], list[ReadError]]:
+    """root.glob("/".join(levels)), but a directory on the way that is there and cannot be listed is an
+    unreadable ReadError naming it (`device(directory)`: what it was about), not a match fewer."""
+    paths, errors = [root], []
+    for level in levels:
+        found = []
+        for path in paths:
+            try:
+                found += [path / n for n in _names(path) if fnmatch.fnmatchcase(n, level)]
+            except _ABSENT:
+                continue
+            except OSError as exc:
+                errors.append(_error(reader, device(path), path, exc))
+        paths = found
+    return paths, errors
+
+
+def _text(path: Path) -> str | None:
+    """The file's text; None when it is not there; OSError when it is there and cannot be read."""
+    try:
+        return path.read_text()
+    except _ABSENT:
+        return None
+
+
 def aer_counts(text: str) -> tuple[int | None, tuple[tuple[str, int], ...]]:
     """(the TOTAL_ERR_* line's count, the named counts) of an aer_dev_* file: one `name count` per line;
     names have spaces since Linux 5.x ("Receiver Error 2"), none before ("RxErr 2")."""
@@ -64,10 +105,10 @@ def aer(root: Path = PCI) -> Reading:
     for dev in devices:
         for file, (name, total_key) in _AER.items():
             path = dev / file
-            if not path.exists():
-                continue
             try:
-                total, parts = aer_counts(path.read_text())
+                if (text := _text(path)) is None:
+                    continue
+                total, parts = aer_counts(text)
                 if total is None:
                     raise ValueError(f"no {total_key} line")
             except (OSError, ValueError) as exc:
@@ -76,10 +117,10 @@ def aer(root: Path = PCI) -> Reading:
             counters.append(Counter(f"pcie.aer.{name}", dev.name, total, parts))
         for file, name in _ROOTPORT.items():
             path = dev / file
-            if not path.exists():
-                continue
             try:
-                counters.append(Counter(f"pcie.aer.rootport.{name}", dev.name, int(path.read_text())))
+                if (text := _text(path)) is None:
+                    continue
+                counters.append(Counter(f"pcie.aer.rootport.{name}", dev.name, int(text)))
             except (OSError, ValueError) as exc:
                 errors.append(_error("pcie.aer", dev.name, path, exc, f"pcie.aer.rootport.{name}"))
     notes = () if counters or errors else (f"no PCIe AER statistics under {root} (no AER-capable device, "
@@ -90,22 +131,31 @@ def aer(root: Path = PCI) -> Reading:
 def ib(root: Path = IB) -> Reading:
     """ib.<counter> per port (device `mlx5_0/1`) for the error counters; a saturated one is an error
     (its increases cannot be seen; `perfquery -R` resets it), "N/A (no PMA)" is a note."""
-    if not root.is_dir():
+    try:
+        _names(root)
+    except _ABSENT:
         return Reading(notes=(f"no InfiniBand devices ({root} absent)",))
+    except OSError as exc:
+        return Reading(errors=(_error("ib", "", root, exc),))
+
+    def device(path: Path) -> str:  # <dev> for <dev>/ports, <dev>/<port> for a port's directory
+        parts = path.relative_to(root).parts
+        return "/".join(parts[0:1] + parts[2:3])
+
+    dirs_found, errors = _find("ib", root, ("*", "ports", "*", "counters"), device)
     counters: list[Counter] = []
-    errors: list[ReadError] = []
     notes: list[str] = []
-    for dirs in sorted(root.glob("*/ports/*/counters")):
+    for dirs in dirs_found:
         port = f"{dirs.parent.parent.parent.name}/{dirs.parent.name}"
         for name, bits in IB_ERROR_BITS.items():
             path = dirs / name
-            if not path.exists():
-                continue
             try:
-                text = path.read_text().strip()
+                if (read := _text(path)) is None:
+                    continue
             except OSError as exc:
                 errors.append(_error("ib", port, path, exc, f"ib.{name}"))
                 continue
+            text = read.strip()
             if text.startswith("N/A"):
                 notes.append(f"ib {port} {name}: {text}")
                 continue
@@ -125,11 +175,11 @@ def ib(root: Path = IB) -> Reading:
 
 def thermal(root: Path = THERMAL) -> Reading:
     """thermal.temp in C per zone (device `thermal_zone0 (x86_pkg_temp)`)."""
-    zones = sorted(root.glob("thermal_zone*"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
-    if not zones:
+    found, errors = _find("thermal", root, ("thermal_zone*",), lambda _: "")
+    zones = sorted(found, key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
+    if not zones and not errors:
         return Reading(notes=(f"no thermal zones under {root}",))
     gauges: list[Gauge] = []
-    errors: list[ReadError] = []
     for zone in zones:
         try:
             kind = (zone / "type").read_text().strip()
@@ -159,10 +209,9 @@ def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | N
             errors.append(_error("cpu.freq", f"cpu{cpu}", path, exc))
     if files:
         return Reading((), tuple(gauges), tuple(errors))
-    if not cpuinfo.exists():
-        return Reading(notes=(f"no CPU frequency: no cpufreq under {root} and no {cpuinfo}",))
     try:
-        text = cpuinfo.read_text()
+        if (text := _text(cpuinfo)) is None:
+            return Reading(notes=(f"no CPU frequency: no cpufreq under {root} and no {cpuinfo}",))
     except OSError as exc:
         return Reading(errors=(_error("cpu.freq", "", cpuinfo, exc),))
     cpu = -1
@@ -179,8 +228,9 @@ def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | N
 def cpu_throttle(root: Path = CPUS) -> Reading:
     """cpu.throttle.{core,package}: x86 thermal throttle events per CPU (arch/x86 therm_throt)."""
     counters: list[Counter] = []
-    errors: list[ReadError] = []
-    for path in sorted(root.glob("cpu[0-9]*/thermal_throttle/*_throttle_count")):
+    found, errors = _find("cpu.throttle", root, ("cpu[0-9]*", "thermal_throttle", "*_throttle_count"),
+                          lambda p: p.relative_to(root).parts[0] if p != root else "")
+    for path in found:
         cpu = path.parent.parent.name
         try:
             counters.append(Counter(f"cpu.throttle.{path.name.split('_')[0]}", cpu, int(path.read_text())))
