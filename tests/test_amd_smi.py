@@ -239,3 +239,16 @@ def test_pcie_output_without_a_platform_pcie_expectation_judges_no_pcie() -> Non
     pcie = _without_trailing_ellipsis("metric-pcie-2gpu-changelog-6.3.txt")
     text = pcie[:pcie.index("GPU: 1")] + "GPU: 1\n    PCIE: N/A\n"
     assert [v.what for v in amd_smi.judge(amd_smi.parse(text), {})] == ["inventory"]
+
+
+def test_a_concise_info_row_whose_temperature_reads_n_a_is_not_judged() -> None:
+    """The real 8x MI300X Concise Info with GPU 3's `45.0°C` edited here to N/A: the row was dropped whole, so
+    GPU 3 had no verdict and the other 7 passed (rc 0 without a gpu_count)."""
+    row = "3       [0x74a1 : 0x00]       45.0°C "
+    text = rocm("concise-8xmi300x-ml-engineering.txt")
+    assert row in text
+    r = amd_smi.parse(text.replace(row, "3       [0x74a1 : 0x00]       N/A    "))
+    assert [(g.index, g.device_id) for g in r.gpus] == [(i, 0x74A1) for i in range(8)]
+    verdicts = amd_smi.judge(r, {"gpu_temp_max_c": 90})
+    assert [(v.subject, v.what, v.judged) for v in verdicts if not v.passed] == [("GPU3", "temperature", False)]
+    assert verdicts[3].detail == "not judged: no junction temperature for this GPU in rocm-smi's Concise Info"

@@ -29,7 +29,8 @@ _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,8}")
-_CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b.*?(\d{1,3}(?:\.\d{1,3})?)°C")
+_CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b(.*)$")
+_CONCISE_TEMP = re.compile(r"(\d{1,3}(?:\.\d{1,3})?)°C")
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
@@ -131,8 +132,10 @@ def parse(text: str) -> AmdReport:
             concise, sections = True, sections | {"concise"}
         m = _CONCISE_ROW.match(line) if concise else None
         if m:
-            g = gpu(int(m.group(1)))
-            gpus[g.index] = replace(g, device_id=int(m.group(2), 16), temperature_c=float(m.group(3)))
+            # a row whose Temp reads N/A is still a GPU: its temperature was not read, it is not absent
+            g, temp = gpu(int(m.group(1))), _CONCISE_TEMP.search(m.group(3))
+            gpus[g.index] = replace(g, device_id=int(m.group(2), 16),
+                                    temperature_c=float(temp.group(1)) if temp else g.temperature_c)
             continue
         m = _XGMI_PORTS.match(line)
         if m:
@@ -230,6 +233,9 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         if g.temperature_c is not None and hottest is not None:
             out.append(ProbeVerdict(g.subject, "temperature", g.temperature_c <= hottest,
                                     f"{g.temperature_c:g} C junction, limit {hottest} C", g.temperature_c, hottest))
+        elif hottest is not None and "concise" in report.sections:
+            out.append(not_judged(g.subject, "temperature", "no junction temperature for this GPU in rocm-smi's "
+                                  "Concise Info", expected=hottest))
     if not out:
         summary = ", ".join(f"{g.subject} {g.model or ''}".strip() for g in report.gpus)
         out.append(ProbeVerdict("node", "inventory", True, f"{len(report.gpus)} GPU(s): {summary}"))
