@@ -327,3 +327,26 @@ def test_amdgpu_errors_are_judged_by_count_and_the_totals_after_them_not_at_all(
     assert sorted((f.increase.name, f.increase.amount, f.passed) for f in verdict.findings) == [
         ("kernel.amdgpu.ce", 100, True), ("kernel.amdgpu.de", 3, False), ("kernel.amdgpu.ue", 2, False)]
     assert {f.increase.device for f in verdict.findings} == {"0000:0b:00.0"} and not verdict.errors
+
+
+def test_lines_lost_in_one_window_do_not_keep_the_next_from_being_judged(tmp_path: Path) -> None:
+    """Records overwritten before the read that closed window 1 are window 1's error; window 2 starts at
+    that read's cursor and is whole. The lost error used to be carried into window 2 (its before-snapshot
+    is window 1's after), and an innocent check was `not judged`. An unreadable log still carries."""
+    records = lines("gpud-kmsg-nvswitch-node.txt")  # sequence numbers 3964..4010
+    kmsg, empty = tmp_path / "kmsg", tmp_path / "empty"
+    empty.mkdir()
+    src = Sources(pci=empty, ib=empty / "ib", thermal=empty, cpus=empty, cpuinfo=empty / "x", kmsg=kmsg, nvml=False)
+    write_kmsg(kmsg, records[:10])  # ..3973
+    s0 = take(sources=src, host="n")
+    write_kmsg(kmsg, records[20:30])  # 3984..3993: 3974..3983 overwritten before they were read
+    s1 = take(s0, src, "n")
+    write_kmsg(kmsg, records[20:40])
+    s2 = take(s1, src, "n")
+    assert [e.kind for e in judge(delta(s0, s1)).errors] == ["lost"]
+    assert judge(delta(s1, s2)).errors == ()
+    unreadable = Sources(pci=empty, ib=empty / "ib", thermal=empty, cpus=empty, cpuinfo=empty / "x", nvml=False,
+                         kmsg=tmp_path / "no-kmsg", dmesg=("/nonexistent/dmesg",))
+    s3 = take(s2, unreadable, "n")
+    s4 = take(s3, src, "n")
+    assert [e.reader for e in judge(delta(s3, s4)).errors] == ["kernel.log"]  # the window's start was not read

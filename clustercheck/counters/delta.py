@@ -47,7 +47,11 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
     if before.host != after.host:
         raise ValueError(f"snapshots of different nodes: {before.host} and {after.host}")
     increases: list[Increase] = []
-    errors = list(before.errors) + [e for e in after.errors if e not in before.errors]
+    # A reader that failed before the window leaves the window's start unread; but kernel log lines lost by
+    # the read that took `before` were lost from the window before it, which reported them: carried on, they
+    # kept every later check from being judged
+    carried = [e for e in before.errors if not (e.reader == "kernel.log" and e.kind == "lost")]
+    errors = carried + [e for e in after.errors if e not in carried]
     now = {_key(c): c for c in after.counters}
     # a GPU no longer enumerated is one `vanished` for the GPU, not one per counter and link it had
     gone = [ReadError("gpu", c.device, c.name, _GONE[c.name], "vanished") for c in before.counters
