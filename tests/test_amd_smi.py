@@ -252,3 +252,27 @@ def test_a_concise_info_row_whose_temperature_reads_n_a_is_not_judged() -> None:
     verdicts = amd_smi.judge(r, {"gpu_temp_max_c": 90})
     assert [(v.subject, v.what, v.judged) for v in verdicts if not v.passed] == [("GPU3", "temperature", False)]
     assert verdicts[3].detail == "not judged: no junction temperature for this GPU in rocm-smi's Concise Info"
+
+
+def test_a_link_metric_row_with_an_unknown_link_type_fails_naming_what_it_printed() -> None:
+    """The real 8-GPU LINK METRIC TABLE with GPU5's link_type edited here to UNKNOWN: the row was dropped, GPU5
+    vanished from the report and the 7 others passed (`--platform mi300x-8x` exited 0)."""
+    text = amd("xgmi-link-metric-8gpu-changelog.txt")
+    row = "GPU5   0000:af:00.0 32 Gb/s  512 Gb/s      XGMI"
+    assert row in text
+    verdicts = amd_smi.judge(amd_smi.parse(text.replace(row, row[:-4] + "UNKNOWN")), MI300X)
+    failed = [(v.subject, v.what, v.detail) for v in verdicts if not v.passed]
+    assert failed == [("GPU5 (0000:af:00.0)", "xGMI link type",
+                       "unrecognised: '32 Gb/s  512 Gb/s      UNKNOWN', platform expects XGMI")]
+
+
+def test_a_gpu_missing_from_the_xgmi_tables_is_not_judged() -> None:
+    """The real 8x MI300X Concise Info and the real 8-GPU LINK METRIC TABLE with GPU5's three lines cut here:
+    GPU5's link type was never judged and the run passed."""
+    lines = amd("xgmi-link-metric-8gpu-changelog.txt").splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("GPU5 "))
+    assert lines[at + 1].startswith(" Read") and lines[at + 2].startswith(" Write")
+    text = rocm("concise-8xmi300x-ml-engineering.txt") + "\n".join(lines[:at] + lines[at + 3:]) + "\n"
+    verdicts = amd_smi.judge(amd_smi.parse(text), MI300X)
+    assert [(v.subject, v.what, v.judged) for v in verdicts if not v.passed] == [("GPU5", "xGMI link type", False)]
+    assert len([v for v in verdicts if v.what == "xGMI link type" and v.passed]) == 7

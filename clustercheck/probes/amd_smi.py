@@ -27,6 +27,7 @@ from clustercheck.toolout import count, evidence_lines
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
+_XGMI_ROW = re.compile(r"^GPU(\d+)\s+(\S+:\S+)\s+(.*?)\s*$")  # any GPU row of LINK METRIC TABLE
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b(.*)$")
@@ -126,10 +127,12 @@ def parse(text: str) -> AmdReport:
                           device_id=_device_id(i, device) if device and device.startswith("0x") else g.device_id,
                           ecc=g.ecc + ecc, pcie_width=keys.get("PCIE/WIDTH", g.pcie_width),
                           pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed), unread=g.unread + unread)
-    concise = False
+    concise = metric_table = False
     for line in lines:
         if "Concise Info" in line:
             concise, sections = True, sections | {"concise"}
+        if line and not line[0].isspace() and not line.startswith("GPU"):
+            metric_table = line.strip() == "LINK METRIC TABLE:"
         m = _CONCISE_ROW.match(line) if concise else None
         if m:
             # a row whose Temp reads N/A is still a GPU: its temperature was not read, it is not absent
@@ -148,6 +151,13 @@ def parse(text: str) -> AmdReport:
             sections.add("xgmi")
             g = gpu(int(m.group(1)))
             gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(), xgmi_link=m.group(3))
+            continue
+        m = _XGMI_ROW.match(line) if metric_table else None
+        if m:  # a GPU's row whose link type is none amd-smi documents: that GPU with what it printed, never dropped
+            sections.add("xgmi")
+            g = gpu(int(m.group(1)))
+            gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(),
+                                    xgmi_link=f"unrecognised: {m.group(3)[-40:]!r}")
     if not gpus:
         raise ProbeParseError("expected amd-smi output (list, static, metric --ecc/--pcie, xgmi: 'GPU: N' blocks or "
                               "the xGMI tables) or rocm-smi's Concise Info table")
@@ -189,7 +199,7 @@ def _pcie(g: AmdGpu, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     return out
 
 
-def _xgmi(g: AmdGpu, expect_xgmi: bool) -> list[ProbeVerdict]:
+def _xgmi(g: AmdGpu, expect_xgmi: bool, xgmi_read: bool) -> list[ProbeVerdict]:
     out = []
     if g.xgmi_ports is not None:
         ports = g.xgmi_ports.split()
@@ -202,6 +212,9 @@ def _xgmi(g: AmdGpu, expect_xgmi: bool) -> list[ProbeVerdict]:
     if g.xgmi_link is not None and expect_xgmi:
         out.append(ProbeVerdict(g.subject, "xGMI link type", g.xgmi_link == "XGMI",
                                 f"{g.xgmi_link}, platform expects XGMI", g.xgmi_link, "XGMI"))
+    elif g.xgmi_ports is None and expect_xgmi and xgmi_read:
+        out.append(not_judged(g.subject, "xGMI link type", "this GPU is in neither xGMI table of the amd-smi output",
+                              expected="XGMI"))
     return out
 
 
@@ -229,7 +242,7 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         elif "pcie" in report.sections and (expect.get("pcie_gen") is not None or expect.get("pcie_width") is not None):
             out.append(not_judged(g.subject, "PCIe link", f"no PCIe width or speed in the amd-smi output"
                                   f"{_printed(g, 'PCIE')}"))
-        out.extend(_xgmi(g, expect_xgmi))
+        out.extend(_xgmi(g, expect_xgmi, "xgmi" in report.sections))
         if g.temperature_c is not None and hottest is not None:
             out.append(ProbeVerdict(g.subject, "temperature", g.temperature_c <= hottest,
                                     f"{g.temperature_c:g} C junction, limit {hottest} C", g.temperature_c, hottest))
