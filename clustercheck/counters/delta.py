@@ -77,7 +77,7 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
                 new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
     errors += [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)]
-    errors = [_named(e, before) for e in errors]
+    errors = [_named(e, before, after) for e in errors]
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
                  tuple(dict.fromkeys(before.notes + after.notes)))
@@ -96,13 +96,20 @@ def _key(c: Counter) -> tuple[str, str]:
     return (c.name, f"{m.group(1)}{c.device[m.end():]}") if m else c.key
 
 
-def _named(e: ReadError, before: Snapshot) -> ReadError:
+def _named(e: ReadError, before: Snapshot, after: Snapshot) -> ReadError:
     """A GPU lost before NVML gave its PCI info is `GPU2` alone; the snapshot before the window read its
-    counters as `GPU2 (0000:...)`: the error names it so, by bus id."""
+    counters as `GPU2 (0000:...)`: the error names it so, by bus id. Unless that bus id still gives counters
+    after the window: NVML renumbered the GPUs after another one gone, so index 2 is another GPU now (with
+    two GPUs lost, naming it by the old index blamed a GPU alive after the window)."""
     if e.kind != "vanished" or not re.fullmatch(r"GPU\d+", e.device):
         return e
-    named = {m.group(0) for c in before.counters if (m := _GPU.match(c.device)) and e.explains(c.name, c.device)}
-    return dataclasses.replace(e, device=named.pop()) if len(named) == 1 else e
+    named = {(m.group(0), m.group(1)) for c in before.counters
+             if (m := _GPU.match(c.device)) and e.explains(c.name, c.device)}
+    if len(named) != 1:
+        return e
+    ((name, bus),) = named
+    alive = {m.group(1) for c in after.counters if (m := _GPU.match(c.device))}
+    return dataclasses.replace(e, device=f"{e.device} (index after renumbering)" if bus in alive else name)
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:

@@ -1,0 +1,37 @@
+"""delta() over NVML snapshots (the real pynvml over the stand-in library answering from the real 8 x H100
+capture, tests/nvml_capture.py) where GPUs are lost and NVML renumbers the rest: a fault on an index is
+named by a bus id only when that bus id gives no counters after the window."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercheck.counters import delta, judge
+from nvml_capture import failing, h100_node, without
+from test_counters_nvml import GPU_IS_LOST, counted, snap
+
+
+def gpu_name(node: dict, i: int) -> str:
+    return f"GPU{i} ({node['gpus'][i]['bus_id'][4:].lower()})"
+
+
+def test_a_gpu_lost_at_an_index_renumbering_moved_a_live_gpu_to_is_not_named_by_that_gpus_bus_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU3 no longer enumerated and GPU5 (index 4 after NVML renumbers) lost before NVML gave its PCI
+    info, `GPU4` alone: the snapshot before read GPU4 as the GPU whose bus id is now GPU3's, alive, and the
+    fault used to be named by it, failing a healthy GPU."""
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    after = snap(monkeypatch, failing(without(node, node["gpus"][3]["bus_id"]), 4, "*", GPU_IS_LOST), 60.0)
+    j = judge(delta(before, after))
+    devices = {e.device for e in j.vanished}
+    assert gpu_name(node, 4) not in devices, devices  # alive after the window, as GPU3
+    assert devices == {gpu_name(node, 3), gpu_name(node, 5), "GPU4 (index after renumbering)"}
+    assert not j.harness_errors and not j.failed
+
+
+def test_a_single_gpu_lost_at_its_own_index_is_still_named_by_its_bus_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    j = judge(delta(before, snap(monkeypatch, failing(node, 2, "*", GPU_IS_LOST), 30.0)))
+    assert [e.device for e in j.vanished] == [gpu_name(node, 2)]
