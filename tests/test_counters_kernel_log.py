@@ -350,3 +350,30 @@ def test_lines_lost_in_one_window_do_not_keep_the_next_from_being_judged(tmp_pat
     s3 = take(s2, unreadable, "n")
     s4 = take(s3, src, "n")
     assert [e.reader for e in judge(delta(s3, s4)).errors] == ["kernel.log"]  # the window's start was not read
+
+
+def test_a_long_dmesg_record_is_joined_and_classified_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line joined to a record used to rebuild the record's text and classify it again: quadratic in
+    the record's lines (16,000 lines of one stamp took 56 s). The joined records are the same, and each
+    record is classified once, however many lines it has."""
+    calls: list[str] = []
+    real = kernel_log._classify
+
+    def counting(text: str) -> tuple[str, str, int | None, int]:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(kernel_log, "_classify", counting)
+    dump = "".join(f"<4>[ 1843.308145] NVRM: GSP dump line {i}\n" for i in range(2000))
+    raw = ("<4>[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n" + dump +
+           "<4>[ 1843.308145] NVRM: fallen off the bus and is not responding to commands.\n"
+           "    an indented continuation line\n"
+           "<4>[ 1843.308145] NVRM: Xid (PCI:0000:b3:00): 79, GPU has fallen off the bus.\n"
+           "<6>[ 1843.400000] nvidia-modeset: unrelated\n"
+           "Jan 01 00:00:00 node kernel: a journal line\n")
+    got = parse_dmesg(raw)
+    assert [(l.kind, l.device, l.usec) for l in got] == [
+        ("gpu_lost", "0000:b3:00.0", 1843308145), ("xid", "0000:b3:00", 1843308145), ("", "", 1843400000),
+        ("", "", None)]
+    assert got[0].text.count("\n") == 2002 and got[0].text.endswith("responding to commands.\nan indented continuation line")
+    assert len(calls) == len(got) == 4
