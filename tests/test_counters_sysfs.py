@@ -109,3 +109,84 @@ def test_thermal_zones_and_cpuinfo_that_cannot_be_read_are_errors_not_absent(
     deny(monkeypatch, thermal, cpuinfo)
     assert [(e.what, e.kind) for e in sysfs.thermal(thermal).errors] == [(str(thermal), "unreadable")]
     assert [(e.what, e.kind) for e in sysfs.cpu_mhz(cpus, cpuinfo).errors] == [(str(cpuinfo), "unreadable")]
+
+
+# AMD GPUs: the amdgpu driver's RAS error counts, /sys/class/drm/card<N>/device/ras/<block>_err_count, in the
+# format amdgpu_ras_sysfs_read writes ("ue: N", "ce: N"; "de: N" for umc on newer kernels). The bus ids are
+# illustrative (the MI300X capture, rocm-smi's Concise Info, gives none); card0 is a BMC's VGA (ast).
+AMD_GPU, BMC_VGA = "0000:c1:00.0", "0000:02:00.0"
+
+
+def drm_tree(root: Path, ras: dict[str, str] | None) -> Path:
+    """<root>/class/drm/{card0 (ast), card1 (amdgpu, `ras` files; no ras/ if None), card1-DP-1}."""
+    drm = root / "class" / "drm"
+    for card, bus, driver in (("card0", BMC_VGA, "ast"), ("card1", AMD_GPU, "amdgpu")):
+        dev = root / "devices" / "pci0000:00" / bus
+        (dev / "drm" / card).mkdir(parents=True)
+        (root / "bus" / "pci" / "drivers" / driver).mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(root / "bus" / "pci" / "drivers" / driver, dev), dev / "driver")
+        drm.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(dev / "drm" / card, drm), drm / card)
+        os.symlink(os.path.relpath(dev, dev / "drm" / card), dev / "drm" / card / "device")
+    (drm / "card1-DP-1").mkdir()
+    if ras is not None:
+        (root / "devices" / "pci0000:00" / AMD_GPU / "ras").mkdir()
+        for name, text in {"features": "feature mask: 0x3fff\n", **ras}.items():
+            (root / "devices" / "pci0000:00" / AMD_GPU / "ras" / name).write_text(text)
+    return drm
+
+
+RAS = {"umc_err_count": "ue: 0\nce: 2\nde: 0\n", "gfx_err_count": "ue: 0\nce: 0\n", "sdma_err_count": "ue: 0\nce: 0\n"}
+
+
+def test_an_amd_gpus_uncorrectable_error_in_the_window_fails_naming_bus_id_and_block(
+        tmp_path: Path, sources: Sources) -> None:  # noqa: F811
+    """With --counters on an AMD node NVML read nothing ('no NVIDIA driver') and an AMD GPU's memory errors
+    during the check went unseen."""
+    drm = drm_tree(tmp_path / "sys", RAS)
+    src = Sources(**{**sources.__dict__, "drm": drm})
+    before = take(sources=src, host="n")
+    assert {(c.name, c.device, c.value) for c in before.counters if c.name.startswith("amdgpu.")} == {
+        ("amdgpu.ue.umc", AMD_GPU, 0), ("amdgpu.ce.umc", AMD_GPU, 2), ("amdgpu.de.umc", AMD_GPU, 0),
+        ("amdgpu.ue.gfx", AMD_GPU, 0), ("amdgpu.ce.gfx", AMD_GPU, 0), ("amdgpu.ue.sdma", AMD_GPU, 0),
+        ("amdgpu.ce.sdma", AMD_GPU, 0)}
+    assert not any("amdgpu" in n or n.startswith(sysfs.NO_GPU) for n in before.notes)
+    (drm / "card1" / "device" / "ras" / "umc_err_count").write_text("ue: 5\nce: 40\nde: 0\n")
+    j = judge(delta(before, take(before, src, "n")))
+    assert [(f.increase.name, f.increase.device, f.increase.amount, f.passed) for f in j.findings] == [
+        ("amdgpu.ue.umc", AMD_GPU, 5, False), ("amdgpu.ce.umc", AMD_GPU, 38, True)]
+    assert not j.harness_errors and not j.vanished
+
+
+def test_an_amd_gpus_ras_that_cannot_be_read_is_unreadable_and_one_without_ras_a_note_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drm = drm_tree(tmp_path / "off", None)
+    r = sysfs.amdgpu(drm)
+    assert not r.counters and not r.errors
+    assert r.notes == (f"card1 ({AMD_GPU}): no amdgpu RAS error counts in {drm / 'card1' / 'device' / 'ras'} "
+                       "(RAS not enabled)",)
+    drm = drm_tree(tmp_path / "denied", {**RAS, "gfx_err_count": "Query currently inaccessible\n"})
+    r = sysfs.amdgpu(drm)
+    assert [(e.device, e.counter, e.kind) for e in r.errors] == [
+        (AMD_GPU, "amdgpu.ue.gfx", "unreadable"), (AMD_GPU, "amdgpu.ce.gfx", "unreadable")]
+    assert "Query currently inaccessible" in r.errors[0].error and len(r.counters) == 5
+    deny(monkeypatch, drm / "card1" / "device" / "ras")
+    r = sysfs.amdgpu(drm)
+    assert [(e.device, e.what, e.kind) for e in r.errors] == [
+        (AMD_GPU, str(drm / "card1" / "device" / "ras"), "unreadable")] and not r.counters and not r.notes
+
+
+def test_no_nvidia_driver_is_no_note_where_amd_gpus_are_read_and_no_amd_gpu_none_where_nvidia_ones_are(
+        tmp_path: Path, sources: Sources, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """'no GPU counters: no NVIDIA driver' is rendered 'counters not judged, not on this hardware': on a
+    node whose AMD GPUs were read it is no GPU left unread."""
+    from nvml_capture import h100_node, in_process
+    in_process(monkeypatch, {**h100_node(), "init_error": 12})  # NVML_ERROR_LIBRARY_NOT_FOUND
+    amd = Sources(**{**sources.__dict__, "drm": drm_tree(tmp_path / "amd", RAS), "nvml": True})
+    assert not any(n.startswith(sysfs.NO_GPU) for n in take(sources=amd, host="n").notes)
+    none = Sources(**{**sources.__dict__, "drm": tmp_path / "none", "nvml": True})
+    assert sorted(n for n in take(sources=none, host="n").notes if n.startswith(sysfs.NO_GPU)) == [
+        f"{sysfs.NO_GPU}no GPU bound to amdgpu under {tmp_path / 'none'}", f"{sysfs.NO_GPU}no NVIDIA driver "
+        "(NVML_ERROR_LIBRARY_NOT_FOUND)"]
+    in_process(monkeypatch, h100_node())
+    assert not any(n.startswith(sysfs.NO_GPU) for n in take(sources=none, host="n").notes)

@@ -23,7 +23,7 @@ from clustercheck.counters.facts import ReadError
 from clustercheck.errors import show
 from clustercheck.schema import Fields
 
-FAMILIES = ("pcie", "ib", "gpu", "nvlink", "kernel", "cpu")
+FAMILIES = ("pcie", "ib", "gpu", "nvlink", "amdgpu", "kernel", "cpu")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*min\s*$")
 MAX_ALLOW = 10 ** 9  # a count or a count per minute; far above any real allowance (DCGM's AER: 480)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)*$")
@@ -91,6 +91,13 @@ DEFAULTS: dict[str, Allowance] = {a.counter: a for a in (
               "(Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc)", "built in"),
     Allowance("kernel.amdgpu.reset", 0, False, "clustercheck's choice: a GPU reset during a check (amdgpu's "
               "\"GPU reset begin!\") loses the work on the GPU", "built in"),
+    Allowance("amdgpu.ue", 0, False, "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py: "
+              "uncorrected ECC errors fail above 0 (an amdgpu RAS uncorrectable count, as NVIDIA's)", "built in"),
+    Allowance("amdgpu.de", 0, False, "clustercheck's choice, as kernel.amdgpu.de: a deferred error is an "
+              "uncorrectable one not yet consumed", "built in"),
+    Allowance("amdgpu.ce", 1000, False, "clustercheck's choice (no public per-window figure), as "
+              "gpu.ecc.corrected: 1,000 per check (Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc)",
+              "built in"),
     Allowance("cpu.throttle", 0, False, "clustercheck's choice: a CPU thermal throttle event during a check",
               "built in"),
 )}

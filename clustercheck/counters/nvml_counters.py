@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustercheck.counters.facts import Counter, Reading, ReadError
+from clustercheck.counters.sysfs import NO_GPU
 from clustercheck.nvml import _Reader, _text, bus_id, error_name
 
 # nvmlNvLinkErrorCounter_t in order: NVML_NVLINK_ERROR_DL_REPLAY ... NVML_NVLINK_ERROR_DL_ECC_DATA
@@ -31,14 +32,14 @@ def read(nv: Any = None) -> Reading:
         try:
             import pynvml
         except ImportError:
-            return Reading(notes=("no GPU counters: pynvml is not installed",))
+            return Reading(notes=(f"{NO_GPU}pynvml is not installed",))
         nv = pynvml
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
         name = error_name(nv, exc)
         if name in _NO_DRIVER:
-            return Reading(notes=(f"no GPU counters: no NVIDIA driver ({name})",))
+            return Reading(notes=(f"{NO_GPU}no NVIDIA driver ({name})",))
         return Reading(errors=(ReadError("nvml", "", "nvmlInit", f"{name} ({exc})"),))
     try:
         return _read(nv)

@@ -23,6 +23,7 @@ class Sources:
     thermal: Path = sysfs.THERMAL
     cpus: Path = sysfs.CPUS
     cpuinfo: Path = sysfs.CPUINFO
+    drm: Path = sysfs.DRM
     kmsg: Path = kernel_log.KMSG
     dmesg: tuple[str, ...] = ("dmesg", "-r")
     nvml: bool = True  # read GPU counters through pynvml
@@ -31,7 +32,8 @@ class Sources:
 def take(previous: Snapshot | None = None, sources: Sources = Sources(), host: str | None = None) -> Snapshot:
     readers: list[Callable[[], Reading]] = [
         lambda: sysfs.aer(sources.pci), lambda: sysfs.ib(sources.ib), lambda: sysfs.thermal(sources.thermal),
-        lambda: sysfs.cpu_mhz(sources.cpus, sources.cpuinfo), lambda: sysfs.cpu_throttle(sources.cpus)]
+        lambda: sysfs.cpu_mhz(sources.cpus, sources.cpuinfo), lambda: sysfs.cpu_throttle(sources.cpus),
+        lambda: sysfs.amdgpu(sources.drm)]
     if sources.nvml:
         readers.append(nvml_counters.read)
     counters: list[Counter] = []
@@ -44,6 +46,9 @@ def take(previous: Snapshot | None = None, sources: Sources = Sources(), host: s
         gauges += r.gauges
         errors += r.errors
         notes += r.notes
+    if any(c.name == nvml_counters.PRESENT or c.name.startswith("amdgpu.") for c in counters):
+        # one vendor's GPUs read: the other's "no GPU counters" is not a GPU of this node left unread
+        notes = [n for n in notes if not n.startswith(sysfs.NO_GPU)]
     lines, cursor, log_errors = kernel_log.window(previous.cursor if previous else None, sources.kmsg, sources.dmesg)
     return Snapshot(host or socket.gethostname(), time.monotonic(), tuple(counters), tuple(gauges),
                     tuple(errors) + log_errors, tuple(notes), cursor, lines)

@@ -1,6 +1,6 @@
 """Counters and gauges Linux exposes in sysfs and procfs, each reader with a root parameter so tests can
 point it at a copied tree: PCIe AER (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats), InfiniBand
-port counters (/sys/class/infiniband/*/ports/*/counters), thermal zones, CPU frequency and CPU thermal
+port counters (/sys/class/infiniband/*/ports/*/counters), AMD GPUs' RAS error counts (amdgpu), thermal zones, CPU frequency and CPU thermal
 throttle counts. A file that exists and cannot be read is a ReadError, never zero; a node without the
 thing (no AER-capable device, no IB, no thermal zone) gets a note saying so. Nothing here asks exists(),
 is_dir() or glob(): the first two raise PermissionError out of the reader (Python 3.11 ignores only
@@ -22,6 +22,8 @@ IB = Path("/sys/class/infiniband")
 THERMAL = Path("/sys/class/thermal")
 CPUS = Path("/sys/devices/system/cpu")
 CPUINFO = Path("/proc/cpuinfo")
+DRM = Path("/sys/class/drm")
+NO_GPU = "no GPU counters: "  # a GPU reader's note for a node without its vendor's GPUs (snapshot.take)
 
 _AER = {"aer_dev_correctable": ("correctable", "TOTAL_ERR_COR"), "aer_dev_nonfatal": ("nonfatal", "TOTAL_ERR_NONFATAL"),
         "aer_dev_fatal": ("fatal", "TOTAL_ERR_FATAL")}
@@ -238,3 +240,70 @@ def cpu_throttle(root: Path = CPUS) -> Reading:
             errors.append(_error("cpu.throttle", cpu, path, exc))
     notes = () if counters or errors else (f"no CPU thermal throttle counters under {root}",)
     return Reading(tuple(counters), (), tuple(errors), notes)
+
+
+_BUS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def ras_counts(text: str) -> dict[str, int]:
+    """An amdgpu <block>_err_count file: "ue: N" and "ce: N" lines, and "de: N" (deferred) for umc on newer
+    kernels (torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c amdgpu_ras_sysfs_read:
+    sysfs_emit(buf, "%s: %lu\\n%s: %lu\\n", "ue", info.ue_count, "ce", info.ce_count)). Anything else
+    ("Query currently inaccessible", while the driver recovers) is a ValueError."""
+    counts = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep or key.strip() not in ("ue", "ce", "de") or not value.strip().isdigit():
+            raise ValueError(f"unexpected line {line.strip()!r} (expected 'ue: N', 'ce: N' or 'de: N')")
+        counts[key.strip()] = int(value)
+    if not {"ue", "ce"} <= counts.keys():
+        raise ValueError("no 'ue: N' and 'ce: N' lines")
+    return counts
+
+
+def amdgpu(root: Path = DRM) -> Reading:
+    """amdgpu.{ue,ce,de}.<block> per AMD GPU (device: its PCI bus id, as AER's) from the amdgpu driver's RAS
+    error counts, /sys/class/drm/card<N>/device/ras/<block>_err_count (torvalds/linux Documentation/gpu/
+    amdgpu/ras.rst, "RAS Error Count sysfs Interface"; amdgpu_ras.c). The kind comes before the block so one
+    allowance covers every block (amdgpu.ue: 0, amdgpu.ce as NVIDIA's corrected ECC). A card bound to amdgpu
+    without ras/ (RAS not enabled, or a consumer GPU) is a note naming it; a ras/ that cannot be listed, or a
+    count that cannot be read, is an unreadable error naming the file."""
+    cards, errors = _find("amdgpu", root, ("card*",), lambda _: "")
+    counters: list[Counter] = []
+    notes: list[str] = []
+    amd = 0
+    for card in (c for c in cards if re.fullmatch(r"card\d+", c.name)):  # not card0-DP-1 (connectors)
+        dev = card / "device"
+        try:
+            if os.path.basename(os.readlink(dev / "driver")) != "amdgpu":
+                continue
+        except _ABSENT:  # no driver bound
+            continue
+        except OSError as exc:
+            errors.append(_error("amdgpu", card.name, dev / "driver", exc))
+            continue
+        amd += 1
+        bus = Path(os.path.realpath(dev)).name  # device -> ../../../0000:c1:00.0
+        gpu = bus if _BUS.fullmatch(bus) else card.name
+        ras = dev / "ras"
+        try:
+            files = [n for n in _names(ras) if n.endswith("_err_count")]
+        except _ABSENT:
+            files = []
+        except OSError as exc:
+            errors.append(_error("amdgpu", gpu, ras, exc))
+            continue
+        if not files:
+            notes.append(f"{card.name} ({gpu}): no amdgpu RAS error counts in {ras} (RAS not enabled)")
+        for file in files:
+            block, path = file[:-len("_err_count")], ras / file
+            try:
+                counts = ras_counts(path.read_text())
+            except (OSError, ValueError) as exc:
+                errors += [_error("amdgpu", gpu, path, exc, f"amdgpu.{k}.{block}")
+                           for k in ("ue", "ce", "de")[:3 if block == "umc" else 2]]
+                continue
+            counters += [Counter(f"amdgpu.{k}.{block}", gpu, v) for k, v in counts.items()]
+    if not amd and not errors:
+        notes.append(f"{NO_GPU}no GPU bound to amdgpu under {root}")
+    return Reading(tuple(counters), (), tuple(errors), tuple(notes))
