@@ -35,3 +35,21 @@ def test_a_single_gpu_lost_at_its_own_index_is_still_named_by_its_bus_id(monkeyp
     before = snap(monkeypatch, node, 0.0)
     j = judge(delta(before, snap(monkeypatch, failing(node, 2, "*", GPU_IS_LOST), 30.0)))
     assert [e.device for e in j.vanished] == [gpu_name(node, 2)]
+
+
+def test_nvml_that_cannot_start_after_the_window_is_not_judged_never_every_gpu_vanished(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvmlInit failing after the window (NVML_ERROR_UNKNOWN: the harness could not ask) made each of the 8
+    GPUs and their links "vanished", failed hardware, where nothing was known of them."""
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    j = judge(delta(before, snap(monkeypatch, {**node, "init_error": 999}, 30.0)))
+    assert not j.vanished and not j.failed, j.vanished[:3]
+    assert [(e.reader, e.what) for e in j.harness_errors] == [("nvml", "nvmlInit")]
+
+
+def test_an_infiniband_device_unreadable_after_the_window_accounts_for_its_ports() -> None:
+    from clustercheck.counters.facts import ReadError
+
+    err = ReadError("ib", "mlx5_1", "/sys/class/infiniband/mlx5_1/ports", "Permission denied")
+    assert err.explains("ib.port_rcv_errors", "mlx5_1/1") and not err.explains("ib.port_rcv_errors", "mlx5_10/1")

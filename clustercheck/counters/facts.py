@@ -40,6 +40,9 @@ class Gauge:
     unit: str     # C, MHz
 
 
+_FAMILIES = {"nvml": ("gpu.", "nvlink.")}  # reader -> the counters it reads, where they are not named after it
+
+
 @dataclass(frozen=True)
 class ReadError:
     reader: str   # pcie.aer, ib, nvml, kernel.log, thermal, cpu.freq
@@ -50,8 +53,14 @@ class ReadError:
     counter: str = ""         # the counter it failed to read; "" for everything the reader reads of `device`
 
     def explains(self, counter: str, device: str) -> bool:
-        """Whether this error accounts for `counter` of `device` being missing from a snapshot."""
-        return (device == self.device or device.startswith(self.device + " ")) and self.counter in ("", counter)
+        """Whether this error accounts for `counter` of `device` being missing from a snapshot: an error of the
+        whole node (nvmlInit failed) accounts for every counter its reader reads there, never a GPU's counters
+        that "vanished" (a hardware failure) where only the harness could not read them; a device's error
+        accounts for its own and its ports' (mlx5_1 for mlx5_1/1)."""
+        if not self.device and not self.counter:
+            return counter.startswith(_FAMILIES.get(self.reader, (self.reader + ".",)))
+        return (device == self.device or device.startswith((self.device + " ", self.device + "/"))) and \
+            self.counter in ("", counter)
 
     def text(self) -> str:
         on = f" on {self.device}" if self.device else ""
