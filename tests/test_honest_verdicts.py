@@ -409,3 +409,9 @@ def test_a_probe_in_a_run_never_records_what_it_could_not_judge_as_a_pass(capsys
     assert any(not v.judged for v in part) and all(v.passed for v in part if v.judged)
     with pytest.raises(HarnessError, match="could not judge all it read: nvbandwidth: h2d_min: not judged"):
         KINDS["probe"].judge(answers(part, "nvbandwidth"), Rules({}))
+    # beside a failure, what the probe could not judge is said in the item's notes, never dropped
+    part_failed = [*part, *(v for v in elided if not v.passed)]
+    m, recorded = KINDS["probe"].judge(answers(part_failed, "nvbandwidth"), Rules({}))
+    assert [v.subject for v in recorded if not v.passed] == ["GPU3"]
+    assert any(n.startswith("probe nvbandwidth could not judge all it read: nvbandwidth: h2d_min: not judged")
+               for n in m.notes), m.notes

@@ -51,7 +51,9 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                         v["passed"], subject=v["subject"], detail=v["detail"])
                 for v in judged]
     worst = next((v.subject for v in verdicts if not v.passed), None)
-    return Measurement(metrics={}, units={}, worst=worst), verdicts
+    # a failure stands; what the probe could not judge beside it is still said (the item's notes), never dropped
+    return Measurement(metrics={}, units={}, worst=worst, notes=tuple(
+        f"probe {name} could not judge all it read: {u}" for u in unjudged)), verdicts
 
 
 PROVIDES = (Kind("probe", ("node",), {}, parse,
