@@ -71,3 +71,14 @@ def test_suite_cpu_counts_the_processes_a_test_started(tmp_path: Path) -> None:
     assert re.search(r"^\s*[\d.]+\s+[\d.]+\s+test_tiny\.py$", out, re.M)  # the file's sum
     for root in CGROUP_ROOTS:
         assert not Path(root, f"cc-suite-cpu-{popen.pid}").exists()  # its group removed
+
+
+def test_report_memory_renders_a_scaled_real_record_and_prints_its_peak() -> None:
+    """benchmarks/report_memory.py: a real cpu-smoke record copied over many nodes renders (exit 0) and each size
+    prints its wall time and peak RSS."""
+    out = subprocess.run([sys.executable, str(BENCH / "report_memory.py"), "--results", "12", "30"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+(\d+)$", out.stdout, re.M)
+    assert [(n, code) for n, _, code, _, _ in rows] == [("12", "0"), ("30", "0")], out.stdout
+    assert all(float(mib) > 0 and int(peak) > 0 for _, mib, _, _, peak in rows)
