@@ -124,3 +124,26 @@ def test_a_record_killed_before_its_plan_says_nothing_was_measured(tmp_path: Pat
     said = "it stopped before it planned its items: nothing was measured"
     assert f"INCOMPLETE: the run was killed before it ended (the record has no end line); {said}" in proc.stdout + proc.stderr
     assert said in (tmp_path / "report.html").read_text() and "0 of 0" not in (tmp_path / "report.html").read_text()
+
+
+def test_junit_appends_each_suite_without_comparing_it_or_reparsing_the_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """junitparser's add_testsuite compares each new suite with every one before it and write(pretty=True)
+    re-parses the whole document into minidom: hours and GiBs at 50k items. Neither may happen."""
+    import xml.dom.minidom
+
+    from junitparser import TestSuite
+
+    from clustercheck.record.io import read_record
+    from clustercheck.report.junit import render_junit
+
+    header, results, _ = read_record(write_record(tmp_path / "run.jsonl"))
+    many = [{**results[2], "name": f"c{i}", "check": f"c{i}"} for i in range(40)]
+    compared = []
+    monkeypatch.setattr(TestSuite, "__eq__", lambda self, other: compared.append(1) or self is other)
+    monkeypatch.setattr(xml.dom.minidom, "parseString", lambda *a, **k: pytest.fail("minidom re-parse"))
+    junit = render_junit(header, many, why="killed")
+    assert compared == []
+    root = ET.fromstring(junit)
+    assert [s.get("name") for s in root.findall("testsuite")] == [f"s::c{i}" for i in range(40)] + ["run"]
+    assert root.get("tests") == "41" and junit.startswith(b"<?xml") and b"\n  <testsuite " in junit  # indented

@@ -15,6 +15,7 @@ import re
 from typing import Any, Sequence
 
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+from junitparser.junitparser import etree  # lxml's where installed, else xml.etree's: the tree's own module
 
 from clustercheck.fabric.comm import line as comm_line
 from clustercheck.judging import verdicts as vt
@@ -136,7 +137,7 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
             case.system_out = _clean("\n".join(out) + "\n")
         suite.add_testcase(case)
         suite.update_statistics()
-        root.add_testsuite(suite)
+        root.append(suite)  # not add_testsuite: it compares each suite with every one before (quadratic); ids are unique
         totals["tests"] += 1
         totals["failures"] += outcome == "failed"
         totals["errors"] += outcome == "error"
@@ -161,8 +162,11 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
     # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
     root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
     root.time = round(seconds, 3)
+    # indented in place, not write(pretty=True): that re-parses the whole document into a minidom tree (GiBs
+    # at tens of thousands of items)
+    etree.indent(root._elem, space="  ")
     buffer = io.BytesIO()
-    root.write(buffer, pretty=True)
+    root.write(buffer)
     return buffer.getvalue()
 
 
@@ -173,7 +177,7 @@ def _error_case(root: Any, suite: Any, case: Any, message: str, kind: str) -> No
     case.result = [_text(Error(message, kind), message)]
     suite.add_testcase(case)
     suite.update_statistics()
-    root.add_testsuite(suite)
+    root.append(suite)
 
 
 def _text(result: Any, text: str) -> Any:
