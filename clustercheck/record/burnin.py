@@ -79,7 +79,7 @@ class ItemSummary:
         spread = self.spread
         return {"item": self.item, "node": self.node, "repetitions": self.repetitions, "passed": self.passed,
                 "failed": self.failed, "errors": self.errors, "skipped": self.skipped,
-                "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
+                "counted": self.counted, "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
                 "unit": self.unit, "values": list(self.values), "outcomes": list(self.outcomes),
                 "measured_in": list(self.measured_in),
                 "min": spread[0] if spread else None, "median": spread[1] if spread else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from clustercheck.record.burnin import folded
 from clustercheck.record.exclude import untested
 from clustercheck.record.io import Record
 from clustercheck.record.schema import counts, item_id
@@ -13,7 +14,9 @@ from clustercheck.record.schema import counts, item_id
 
 def run_status(rec: Record) -> dict[str, Any]:
     why = rec.incomplete()
-    c = counts(rec.results)
+    # a repeated run's items as its reports judge them (record/burnin.py): an item skipped in one repetition
+    # and passed in the others is not judged (an error), never two passes and a skip that read PASS
+    c = counts(folded(rec.results))
     nodes = list(rec.header.get("nodes") or [])
     # what the results show, and what the exclude line adds (it may know more): an exclude line that says
     # less must not clear a node the results left unmeasured (an edited one turned an ERROR run into PASS)
