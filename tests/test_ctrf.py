@@ -76,3 +76,36 @@ def test_ctrf_renders_byte_for_byte_again(tmp_path: Path) -> None:
     record = write_record(tmp_path / "run.jsonl")
     first = render_all(record, tmp_path)["ctrf"].read_bytes()
     assert render_all(record, tmp_path)["ctrf"].read_bytes() == first
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"bare {constant} is not JSON")
+
+
+def test_a_failed_measurement_nan_writes_strict_json_and_never_a_number(tmp_path: Path) -> None:
+    """A failed measurement's NaN / infinite measured value and margin were written as bare NaN / Infinity:
+    JSON.parse (CTRF's readers), jq and strict parsers refused the whole file, on the run that failed."""
+    from clustercheck.evidence.outcomes import report_problems
+    from clustercheck.report import read
+    from clustercheck.report.status import run_status
+
+    record = write_record(tmp_path / "run.jsonl")
+    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    v = lines[1]["verdicts"][0]
+    v["measured"], v["margin"] = float("nan"), float("-inf")
+    lines[1]["verdicts"].append({**v, "metric": "algbw", "measured": float("inf"), "margin": float("nan")})
+    record.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    paths = render_all(record, tmp_path)
+    docs = {kind: json.loads(paths[kind].read_text(), parse_constant=_refuse) for kind in ("json", "sla", "ctrf")}
+    said = docs["json"]["results"][0]["verdicts"]
+    assert [(x["measured"], x["margin"], x["passed"]) for x in said] == [("NaN", "-Infinity", False),
+                                                                         ("Infinity", "NaN", False)]
+    metrics = docs["sla"]["checks"][0]["metrics"]
+    assert [(m["measured"], m["margin"], m["passed"]) for m in metrics] == [("NaN", "-Infinity", False),
+                                                                            ("Infinity", "NaN", False)]
+    test = docs["ctrf"]["results"]["tests"][0]
+    assert test["status"] == "failed" and [x["measured"] for x in test["extra"]["clustercheck.verdicts"]] == [
+        "NaN", "Infinity"]
+    validate(docs["ctrf"])
+    rec = read(record)  # clustercheck's own reader of results.json and sla.json still reads them
+    assert report_problems(tmp_path, rec, run_status(rec)) == ([], ["results.json", "sla.json"])

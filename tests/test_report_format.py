@@ -46,6 +46,12 @@ DIGESTS = {
         "sla.json": "9a60baf0f5d3e103b0f75ac420cce4a02acc2c398632a3069ef2e281c9d53b85",
         "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
         "report.html": "fe2e41a1262a526801e135412a135777259ba79316d7900a2fd9c28340808655"},
+    # 7: a non-finite number is the string "NaN" / "Infinity" / "-Infinity" in the JSON reports (this record
+    # has none: the same bytes)
+    7: {"results.json": "f4c253821caaca5dee528077e4b3422d9ffde909b0884696469c1e39f811a653",
+        "sla.json": "9a60baf0f5d3e103b0f75ac420cce4a02acc2c398632a3069ef2e281c9d53b85",
+        "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
+        "report.html": "fe2e41a1262a526801e135412a135777259ba79316d7900a2fd9c28340808655"},
 }
 
 

@@ -24,7 +24,9 @@ SCHEMA_VERSION = 1
 #    joined (<why>)` in junit.xml and ctrf.json; a result not run for want of absent nodes names them (`absent`)
 # 6: results.json has `lost` (each node lost mid-run, named unreachable by an item -> the items it went unmeasured
 #    in) where a node was lost; a scope-cluster item measured after a loss has a note and `nodes` of the nodes left
-REPORT_FORMAT = 6
+# 7: a non-finite number (a failed measurement's NaN) is the string "NaN" / "Infinity" / "-Infinity" in
+#    results.json, sla.json and ctrf.json, never a bare NaN (not JSON)
+REPORT_FORMAT = 7
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

@@ -4,7 +4,6 @@ the wrong type) leaves the reports already there byte for byte as they were."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from clustercheck.errors import UserError
 from clustercheck.record.io import NotText, Record, RecordError, load
 from clustercheck.record.schema import SCHEMA_VERSION, counts
+from clustercheck.report.jsontext import json_bytes
 from clustercheck.report.status import run_status
 
 # Every report a run directory gets, by kind: `_render` makes each from the record; the terminal lists them.
@@ -145,7 +145,7 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
     sla["signature"] = signature(signer)
-    made = {"json": _json(summary), "sla": _json(sla),
+    made = {"json": json_bytes(summary), "sla": json_bytes(sla),  # NaN as "NaN": strict JSON
             "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
                                   status["untested"]),
             "ctrf": render_ctrf(header, results, end, rec.not_run(), status, signer),
@@ -163,6 +163,3 @@ def _burn_in(results: Any, incomplete: bool) -> dict[str, Any]:
     items = summarize(results)
     return {"burn_in": {"items": [s.as_dict() for s in items], "nodes": by_node(items, incomplete)}}
 
-
-def _json(doc: Any) -> bytes:
-    return (json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8")

@@ -12,7 +12,6 @@ id), so re-rendering a signed run reproduces it byte for byte."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any, Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck import __version__
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
+from clustercheck.report.jsontext import json_bytes
 from clustercheck.report.status import not_run_text, untested_text
 
 SPEC_VERSION = "0.0.0"
@@ -123,4 +123,4 @@ def render_ctrf(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[
     }
     if not doc["timestamp"]:
         del doc["timestamp"]
-    return (json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8")
+    return json_bytes(doc)  # a failed measurement's NaN as the string "NaN": JSON.parse refuses a bare NaN
