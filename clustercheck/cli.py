@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
     args, rest = parser.parse_known_args(_negative_values(parser, argv))
+    internal: int = Exit.ERROR  # the code of a bug of clustercheck's (below)
     try:
         if args.command == "run":
             return _run(args, rest, argv)
@@ -178,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return k8s_main(args)
         if args.command == "agent":
+            from clustercheck.run.agent import BUG
             from clustercheck.run.agent import main as agent_main
 
+            internal = BUG  # an agent's 3 says its controller is gone: its launcher must tell its crash apart
             return agent_main(args)
         _parser().print_help()
         return Exit.BAD_INPUT
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"clustercheck: internal error: {type(exc).__name__}: {exc} (a bug in clustercheck {__version__}; the "
               f"traceback above belongs in its report)", file=sys.stderr)
-        return Exit.ERROR
+        return internal
 
 
 def entry() -> NoReturn:

@@ -6,7 +6,10 @@ reporting their exits and output. It never measures anything itself and imports 
 It ends, and takes its ranks with it (SIGKILL to each rank's process group; the ranks also die with it
 by PR_SET_PDEATHSIG), when the controller says goodbye (exit 0), when the controller is gone: its
 connection drops or stays unanswered for gang.SILENCE seconds (exit 3), or on SIGTERM or SIGINT (a
-pod being deleted; exit 128 + the signal). A GPU is so never held by a rank whose run is over.
+pod being deleted; exit 128 + the signal). A GPU is so never held by a rank whose run is over. A bug of
+clustercheck's own in the agent exits 70 (gang.AGENT_BUG, EX_SOFTWARE), after its traceback and one line
+`clustercheck: internal error: ...` (cli.py): a code of its own, never 3, so that the launcher that started it
+(run/hosts.py) tells the harness's crash, whose node is not to blame, from a node that went.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from clustercheck.run.wire import env_line
 CHUNK = 64 << 10  # bytes of a rank's output per message
 SHIP_LIMIT = 4 << 20  # bytes of one rank's output shipped at most (the rest stays in the agent's directory)
 GONE, LEFT = 3, 0
+BUG = gang.AGENT_BUG  # an internal error of clustercheck's: never the node's doing
 
 
 def add_parser(sub: Any) -> None:
@@ -50,7 +54,8 @@ def add_parser(sub: Any) -> None:
                                    f"{gang.INDEX_ENV} (which node of the run), {gang.NODE_ENV} (the node's "
                                    f"name; default: the hostname), {gang.CONTROLLER_ENV}=HOST:PORT; the shared "
                                    f"secret from {gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}. Exit 0 when the "
-                                   "run ends, 3 when the controller is gone, 4 on bad input.")
+                                   f"run ends, 3 when the controller is gone, 4 on bad input, {BUG} on an "
+                                   "internal error (a bug in clustercheck).")
     p.add_argument("--local-ranks", type=int, metavar="K",
                    help="ranks this node runs (on a CPU node; default: the controller's choice, one per GPU)")
     p.add_argument("--controller", metavar="HOST:PORT", help=f"default: ${gang.CONTROLLER_ENV}")

@@ -38,6 +38,9 @@ MIN_TOKEN = 32
 NONCE = 32  # hex digits of a nonce
 SILENCE = 10.0  # seconds without a heartbeat after which an agent, and its ranks, are taken as gone
 BEAT = 1.0  # seconds between an agent's heartbeats
+# an agent's exit code for a bug of clustercheck's own in it (sysexits' EX_SOFTWARE), never 3 (its controller
+# gone): the launcher that started it (run/hosts.py) so tells a harness crash, whose node is not to blame
+AGENT_BUG = 70
 
 # store keys
 HELLO, JOINS, CLOSED, OVER, LEFT = "hello", "joins", "gang-closed", "over", "left"

@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import Collection, Mapping
 
 from clustercheck.errors import UserError
+from clustercheck.exitcodes import Exit
+from clustercheck.run.gang import AGENT_BUG
 from clustercheck.run.join import JoinLauncher
-from clustercheck.run.launcher import advertised, here, loopback
+from clustercheck.run.launcher import Loss, advertised, here, loopback
 from clustercheck.run.signals import term_stops_like_ctrl_c
 
 HOSTS_WAVE = 64  # agents started (ssh connections opened) at a time...
@@ -81,7 +83,7 @@ class HostsLauncher(JoinLauncher):
         self.hosts = self.nodes = tuple(hosts)
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
-        self.pods = self  # whether every missing agent has ended, and why: their processes say (below)
+        self.pods = self  # whether every missing agent has ended, why, and how one was lost: their processes say
 
     def begin(self) -> None:
         """Start every host's agent and wait until each joined or ended; the nodes are then those that joined,
@@ -164,10 +166,25 @@ class HostsLauncher(JoinLauncher):
         """As the join launcher's, and an agent whose process has exited (its ssh dropped) at once."""
         for i, proc in enumerate(self.agents):
             if i in self.members and i not in self._silent and proc.poll() is not None:
-                said = last_words(self.agent_log(i))
+                # a crash's last words are said once, by disrupted(), which excuses the node (Losses.ask)
+                said = last_words(self.agent_log(i)) if self.disrupted(i, self.hosts[i]) is None else ""
                 self._silent[i] = f"its node's agent ({self.hosts[i]}), which exited with {proc.returncode}" + \
                     (f" ({said})" if said else "")
         return super().silent()
+
+    def disrupted(self, index: int, node: str) -> Loss | None:
+        """How agent `index` (on `node`) was lost mid-run, as its exit code tells (join.loss): a bug of
+        clustercheck's own (AGENT_BUG) or input it refused (4) ended it, so the node is not blamed, only not
+        measured; None for any other end (killed by a signal: the OOM killer; ssh's 255: the host went; a
+        crash a GPU fault may cause), where the node's going stands."""
+        proc = self.agents[index] if index < len(self.agents) else None
+        if proc is None or sum(p is proc for p in self.agents) > 1:
+            return None  # one process for every agent (the slurm launcher's srun step): its code is no one agent's
+        code = proc.poll()
+        if code not in (AGENT_BUG, Exit.BAD_INPUT):
+            return None
+        said = last_words(self.agent_log(index))
+        return Loss(f"its agent crashed: {said}" if said else f"its agent crashed (exit {code})", blamed=False)
 
     def close(self) -> None:
         """Say goodbye (the join launcher's close), then wait for each agent's process, killing what is left."""

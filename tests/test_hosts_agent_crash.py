@@ -1,0 +1,83 @@
+"""A node agent that crashes from a bug of clustercheck's own exits with a code of its own (gang.AGENT_BUG, 70,
+never 3: its "controller gone"), and the hosts launcher, which has its exit code and its last words, says so
+(`HostsLauncher.disrupted`): its node is lost and not measured, an error, but never blamed (`unreachable`)
+nor put on the exclusion list. An agent killed by a signal stays blamed (tests/test_hosts_agents.py).
+For real: hosts that are this machine, reached through the `reach` stand-in for ssh."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.exitcodes import Exit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joining import project, results, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.pool  # whole runs with real rank pools
+
+# the ssh stand-in of tests/test_hosts_agents.py; the host $CC_CRASH's agent is started through crashy.py
+REACH = """#!/bin/sh
+host=$1; shift
+if [ "$host" = "$CC_CRASH" ]; then python=$1; shift 3; exec env CC_HOST="$host" "$python" "$CC_CRASHY" "$@"; fi
+exec env CC_HOST="$host" "$@"
+"""
+# `clustercheck agent ...` with a bug planted: shipping its ranks' output raises once the trigger file is there
+CRASHY = """import os, sys
+from pathlib import Path
+from clustercheck.run import agent
+
+shipped = agent.Agent._ship
+
+def _ship(self):
+    if Path(os.environ["CC_CRASH_TRIGGER"]).exists():
+        raise ValueError("a bug the test planted in Agent._ship")
+    shipped(self)
+
+agent.Agent._ship = _ship
+sys.argv = ["clustercheck", *sys.argv[1:]]
+from clustercheck.cli import entry
+entry()
+"""
+
+
+def test_an_agent_that_crashes_from_clustercheck_s_own_bug_leaves_its_node_an_error_never_excluded(
+        tmp_path: Path) -> None:
+    """h2's agent raises ValueError once the first result is written (every rank then waits 2 s before
+    node-ar, a test-only delay): it exits 70 after `clustercheck: internal error: ValueError: ...`. Its node's
+    items are errors naming the crash, h2 is not `unreachable`, and exclude.txt is empty. Failed before the
+    fix: the agent exited 3 and h2 was excluded as "stopped answering (no heartbeat: unreachable or dead)"."""
+    project(tmp_path)
+    (tmp_path / "reach").write_text(REACH)
+    (tmp_path / "reach").chmod(0o755)
+    (tmp_path / "crashy.py").write_text(CRASHY)
+    trigger = tmp_path / "crash-now"
+    env = {**os.environ, "CC_CRASH": "h2", "CC_CRASHY": str(tmp_path / "crashy.py"), "CC_CRASH_TRIGGER": str(trigger)}
+    ctl = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                            "--launcher", "hosts", "--hosts", "h[1-2]", "--host-command",
+                            f"{tmp_path / 'reach'} {{host}} {{python}}", "--ranks", "2",
+                            "--cc-inject-fault=node-ar:delay"],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
+        trigger.touch()
+        out, _ = ctl.communicate(timeout=300)
+    finally:
+        ctl.kill()
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    assert outcome["cluster-ar"]["outcome"] == "passed", out[-3000:]
+    for name in ("node-ar[h2]", "node-late[h2]"):
+        crashed = outcome[name]
+        assert crashed["outcome"] == "error" and not crashed.get("unreachable"), (name, crashed)
+        assert "its agent crashed: clustercheck: internal error: ValueError: a bug the test planted" \
+            in crashed["message"], crashed["message"]
+    assert "exited with 70" in outcome["node-ar[h2]"]["message"]
+    assert outcome["node-late[h1]"]["outcome"] == "passed", outcome["node-late[h1]"]["message"]
+    excluded = tmp_path / "out" / "latest" / "exclude.txt"
+    assert not excluded.exists() or excluded.read_text().split() == [], excluded.read_text()
+    assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
