@@ -51,7 +51,11 @@ DIGESTS = {
     7: {"results.json": "f4c253821caaca5dee528077e4b3422d9ffde909b0884696469c1e39f811a653",
         "sla.json": "9a60baf0f5d3e103b0f75ac420cce4a02acc2c398632a3069ef2e281c9d53b85",
         "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
-        "report.html": "fe2e41a1262a526801e135412a135777259ba79316d7900a2fd9c28340808655"},
+        "report.html": "fe2e41a1262a526801e135412a135777259ba79316d7900a2fd9c28340808655"},    # 8: each sla.json metric names its subject (GPU / pair / node) and report.html's SLA table shows it
+    8: {"results.json": "f4c253821caaca5dee528077e4b3422d9ffde909b0884696469c1e39f811a653",
+        "sla.json": "d02f0f5231389dbfafd14d59613fee3e193db9ce3afd76f22f38f2101357e7a3",
+        "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
+        "report.html": "4a95189a00a1dea5bce584022cd744acd0f0300f2992a715d0edad1b0b8cdd05"},
 }
 
 

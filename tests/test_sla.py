@@ -66,3 +66,22 @@ def test_sla_json_and_html_name_the_nccl_the_ranks_loaded() -> None:
     rows = dict(environment(header, results))
     assert rows["ranks.nccl"] == "2.30.7" and rows["ranks.cuda"] == "13.0" and rows["versions.torch"] == "2.11.0"
     assert "ranks.nccl" not in dict(environment(header, []))
+
+
+def test_each_sla_metric_names_its_gpu_in_sla_json_and_the_html(tmp_path: Path) -> None:
+    """An item judges many GPUs (pairs, links): the buyer's evidence must say which one failed, not only
+    `h2d FAIL`."""
+    import re
+
+    from gpu_record import H2D_SLOW_GPU, write_gpu_record
+
+    paths = render_all(write_gpu_record(tmp_path / "run.jsonl"), tmp_path)
+    sla = json.loads(paths["sla"].read_text())
+    h2d = next(c for c in sla["checks"] if c["check"] == "h2d-d2h")
+    failed = [(m["subject"], m["metric"]) for m in h2d["metrics"] if not m["passed"]]
+    assert failed == [(H2D_SLOW_GPU, "h2d")] and H2D_SLOW_GPU == "GPU4"
+    assert {m["subject"] for m in h2d["metrics"]} == {f"GPU{i}" for i in range(8)}
+    html = paths["html"].read_text()
+    section = html[html.index('id="sla"'):]
+    rows = [re.sub(r"\s+", " ", row) for row in re.findall(r"<tr><td>[^<]*h2d-d2h[^<]*</td>.*?</tr>", section, re.S)]
+    assert [row for row in rows if "FAIL" in row] and all("<td>GPU4 h2d</td>" in row for row in rows if "FAIL" in row)

@@ -26,7 +26,9 @@ SCHEMA_VERSION = 1
 #    in) where a node was lost; a scope-cluster item measured after a loss has a note and `nodes` of the nodes left
 # 7: a non-finite number (a failed measurement's NaN) is the string "NaN" / "Infinity" / "-Infinity" in
 #    results.json, sla.json and ctrf.json, never a bare NaN (not JSON)
-REPORT_FORMAT = 7
+# 8: each sla.json metric has its `subject` (GPU / pair / node; `detail` where the verdict has one), and
+#    report.html's SLA table names it ("GPU4 h2d")
+REPORT_FORMAT = 8
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

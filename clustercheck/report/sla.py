@@ -44,12 +44,17 @@ def evidence(header: RunHeader, results: Sequence[ResultEntry], end: EndEntry | 
         if r.get("notes"):
             entry["notes"] = list(r["notes"])  # what was not judged because the node has not got it
         for v in r.get("verdicts") or []:
-            entry["metrics"].append({
-                "metric": v["metric"], "unit": v["unit"], "passed": v["passed"],
+            metric: dict[str, Any] = {
+                # which GPU / pair / node / link the value is of: an item judges many, and the evidence must
+                # name the one that failed (null where the item's value is the node's or the cluster's)
+                "metric": v["metric"], "subject": v.get("subject"), "unit": v["unit"], "passed": v["passed"],
                 "threshold": {"op": v["op"], "value": v["limit"], "expression": v["expression"],
                               "source": v.get("source") or "", "origin": v["origin"]},
                 "spec": list(v.get("spec_sources") or []),
-                "measured": v["measured"], "spread": spread(r, v), "margin": v["margin"]})
+                "measured": v["measured"], "spread": spread(r, v), "margin": v["margin"]}
+            if v.get("detail"):  # a probe's own one-line explanation of what it found
+                metric["detail"] = v["detail"]
+            entry["metrics"].append(metric)
         checks.append(entry)
     facts = header.get("facts") or {}
     return {
