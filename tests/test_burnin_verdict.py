@@ -62,3 +62,32 @@ def test_a_repetition_skipped_beside_passed_ones_is_no_pass_of_the_run(tmp_path:
     burn_in = html[html.index('<h2 id="burn-in">'):html.index('<h2 id="checks">')]
     assert "2/2" not in burn_in and '<td class="num">2/3</td>' in burn_in  # the skipped repetition counts
     assert summary["burn_in"]["items"][0]["counted"] == 3
+
+
+def _slow(k: int, gpu: str) -> dict[str, Any]:
+    """Repetition k of h2d-d2h with `gpu`'s h2d at 26.1 GB/s (under the 48 GB/s floor)."""
+    r = _passing(k)
+    for v in r["verdicts"]:
+        if (v["subject"], v["metric"]) == (gpu, "h2d"):
+            v["measured"], v["passed"], v["margin"] = 26.1, False, (26.1 - v["limit"]) / v["limit"]
+    return {**r, "outcome": "failed", "message": f"{gpu} h2d 26.1 GB/s misses the limit >= 48 GB/s"}
+
+
+def test_a_gpu_that_failed_only_in_a_later_repetition_fails_in_the_folded_item(tmp_path: Path) -> None:
+    """GPU4 failed h2d in repetition 1, GPU6 in repetition 3: the fold kept repetition 1's verdicts alone,
+    so GPU6 read as a pass in JUnit's system-out, the HTML and the terminal, and no failure named it."""
+    record = _write(tmp_path, [_slow(1, "GPU4"), _passing(2), _slow(3, "GPU6")],
+                    {"passed": 1, "failed": 2, "error": 0, "skipped": 0})
+    rec = load(record)
+    (item,) = folded(rec.results)
+    h2d = {v["subject"]: v for v in item["verdicts"] if v["metric"] == "h2d"}
+    assert h2d["GPU6"]["passed"] is False and h2d["GPU6"]["measured"] == 26.1  # its worst repetition's value
+    assert h2d["GPU4"]["passed"] is False and h2d["GPU0"]["passed"] is True
+    assert len(item["verdicts"]) == 2 * GPUS  # one per (metric, subject, unit, op), not one per repetition
+    assert item["outcome"] == "failed"
+    assert "repetition 1: GPU4 h2d" in item["message"] and "repetition 3: GPU6 h2d" in item["message"]
+    case = next(ET.fromstring(render_junit(rec.header, rec.results)).iter("testcase"))
+    failure = case.find("failure")
+    assert failure is not None and "GPU6" in (failure.text or "") and "GPU4" in (failure.text or "")
+    out = case.findtext("system-out") or ""
+    assert [line for line in out.splitlines() if "GPU6" in line and "h2d" in line and "FAIL" in line], out

@@ -78,8 +78,8 @@ class ItemSummary:
     def as_dict(self) -> dict[str, Any]:
         spread = self.spread
         return {"item": self.item, "node": self.node, "repetitions": self.repetitions, "passed": self.passed,
-                "failed": self.failed, "errors": self.errors, "skipped": self.skipped,
-                "counted": self.counted, "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
+                "failed": self.failed, "errors": self.errors, "skipped": self.skipped, "counted": self.counted,
+                "pass_ratio": round(self.pass_ratio, 6), "outcome": self.outcome, "metric": self.metric,
                 "unit": self.unit, "values": list(self.values), "outcomes": list(self.outcomes),
                 "measured_in": list(self.measured_in),
                 "min": spread[0] if spread else None, "median": spread[1] if spread else None,
@@ -234,8 +234,9 @@ def lines(summaries: Sequence[ItemSummary], incomplete: bool = False) -> list[st
 
 def folded(results: Sequence[Any]) -> list[Any]:
     """A repeated run's results, one per item (a CI page or a terminal table lists each item once): the
-    worst repetition's result, with the item's burn-in outcome, its summary under `burn_in` and the
-    repetitions' total time. Results of a run that did not repeat are returned as they are."""
+    worst repetition's result, with the item's burn-in outcome, its summary under `burn_in`, the
+    repetitions' total time and each verdict judged over every repetition (merged()). Results of a run
+    that did not repeat are returned as they are."""
     if not repeated(results):
         return list(results)
     worst = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
@@ -244,15 +245,45 @@ def folded(results: Sequence[Any]) -> list[Any]:
     for item, runs in grouped(results).items():
         s = _summary(item, runs)
         pick = min(runs, key=lambda r: worst.get(r["outcome"], 4))
-        out.append({**pick, "outcome": s.outcome, "message": _note(s, runs, pick, started),
-                    "duration": round(sum(float(r.get("duration") or 0.0) for r in runs), 3), "burn_in": s.as_dict()})
+        entry = {**pick, "outcome": s.outcome, "message": _note(s, runs, pick, started),
+                 "duration": round(sum(float(r.get("duration") or 0.0) for r in runs), 3), "burn_in": s.as_dict()}
+        if "verdicts" in pick:  # (a repetition that measured nothing, errored or skipped, shows no verdicts)
+            entry["verdicts"] = merged([pick, *(r for r in runs if r is not pick)])
+        out.append(entry)
+    return out
+
+
+def _key(v: Mapping[str, Any]) -> tuple[Any, ...]:
+    return v.get("metric"), v.get("subject"), v.get("unit"), v.get("op")
+
+
+def merged(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """An item's verdicts over its repetitions (the worst one first: its order), one per (metric, subject,
+    unit, op): passed only when it passed in every repetition that judged it, measuring its worst value there (`worst_values`: the lowest
+    under a floor, the highest under a ceiling, a value that is no number first; else, without a direction,
+    the first failed repetition's). The worst repetition's verdicts alone showed GPU6 as a pass when GPU4
+    failed in repetition 1 and GPU6 only in repetition 3."""
+    seen: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for r in runs:
+        for v in r.get("verdicts") or ():
+            if isinstance(v, dict):
+                seen.setdefault(_key(v), []).append(v)
+    out = []
+    for vs in seen.values():
+        pick = _WORSE.get(str(vs[0].get("op")))
+        measured = _worst_of([v.get("measured") for v in vs], pick) if pick else None
+        shown = (next(v for v in vs if v.get("measured") is measured or v.get("measured") == measured) if pick
+                 else next((v for v in vs if v.get("passed") is False), vs[0]))
+        out.append({**shown, "passed": all(v.get("passed") is True for v in vs)})
     return out
 
 
 def _note(s: ItemSummary, runs: Sequence[Any], pick: Mapping[str, Any], started: int) -> str:
     """The folded item's message, built from its burn-in outcome: `passed all N repetitions` only when
     every repetition passed; a skip in every repetition, or in some beside measured ones, says so with the
-    reason (the skipped repetition's message); an item the run was cut off before in a repetition says so."""
+    reason (the skipped repetition's message); an item the run was cut off before in a repetition says so;
+    a failure or an error gives each bad repetition's message (its failed subjects named, where its message
+    does not name them), so that a GPU that failed only in a later repetition is named too."""
     def which(*outcomes: str) -> str:
         return ", ".join(str(r.get("repeat")) for r in runs if r["outcome"] in outcomes)
 
@@ -265,7 +296,20 @@ def _note(s: ItemSummary, runs: Sequence[Any], pick: Mapping[str, Any], started:
     if not (s.failed or s.errors):
         return f"not judged: {skipped} (pass ratio {s.pass_ratio:.3g}){cut}: {reason}".rstrip(": ")
     note = f"{s.outcome} in repetition(s) {which('failed', 'error')} of {s.repetitions} (pass ratio {s.pass_ratio:.3g})"
-    return f"{note}{'; ' + skipped if skipped else ''}{cut}: {reason}".rstrip(": ")
+    bad = [r for r in runs if r["outcome"] in ("failed", "error")]
+    reasons = [_reason(r) for r in bad]
+    if len(bad) > 1:  # each bad repetition's own: the worst one's alone named only the subjects it failed
+        reasons = [f"repetition {r.get('repeat')}: {why}" if why else "" for r, why in zip(bad, reasons)]
+    return f"{note}{'; ' + skipped if skipped else ''}{cut}: {'; '.join(filter(None, reasons))}".rstrip(": ")
+
+
+def _reason(r: Mapping[str, Any]) -> str:
+    """A bad repetition's message, with the subjects its failed verdicts name that the message does not."""
+    message = str(r.get("message") or "")
+    failed = {f"{v['subject']} {v.get('metric')}": str(v["subject"]) for v in r.get("verdicts") or ()
+              if isinstance(v, dict) and v.get("passed") is False and v.get("subject")}
+    missing = [named for named, subject in failed.items() if subject not in message]
+    return "; ".join(filter(None, [message, f"failed: {', '.join(missing)}" if missing else ""]))
 
 
 def _cut(s: ItemSummary, started: int) -> str:
@@ -279,28 +323,11 @@ _WORSE = {">=": min, ">": min, "<=": max, "<": max}  # a directional limit's ope
 
 def worst_values(results: Sequence[Any]) -> list[Any]:
     """What compare and --compare judge of a repeated run: folded(results), each item its worst repetition,
-    and each directional verdict (`>=`/`>`, `<=`/`<`) measuring its worst value over all the repetitions
-    that judged it in that unit: the lowest of a higher-is-better metric, the highest of a lower-is-better
-    one (a value that is no number, where a repetition measured one, so that it is said, never skipped).
-    A burn-in whose every repetition passed folds to its first: repetition 2's drop was never compared."""
-    if not repeated(results):
-        return list(results)
-    values: dict[tuple[str, str, Any, Any, str], list[Any]] = {}
-    for r in results:
-        for v in r.get("verdicts") or ():
-            if isinstance(v, dict) and v.get("op") in _WORSE and isinstance(v.get("metric"), str):
-                key = (item_id(r), v["metric"], v.get("subject"), v.get("unit"), v["op"])
-                values.setdefault(key, []).append(v.get("measured"))
-    out = []
-    for r in folded(results):
-        verdicts = []
-        for v in r.get("verdicts") or ():
-            seen = values.get((item_id(r), v.get("metric"), v.get("subject"), v.get("unit"), v.get("op")))
-            if isinstance(v, dict) and seen:
-                v = {**v, "measured": _worst_of(seen, _WORSE[v["op"]])}
-            verdicts.append(v)
-        out.append({**r, "verdicts": verdicts} if "verdicts" in r else r)
-    return out
+    and each verdict measuring its worst value over all the repetitions that judged it (merged()): the
+    lowest of a higher-is-better metric, the highest of a lower-is-better one (a value that is no number,
+    where a repetition measured one, so that it is said, never skipped). A burn-in whose every repetition
+    passed folded to its first: repetition 2's drop was never compared."""
+    return folded(results)
 
 
 def _worst_of(seen: list[Any], pick: Any) -> Any:
