@@ -366,14 +366,16 @@ def test_the_circuit_breaker_trips_on_more_than_the_share_and_more_than_one_node
     assert breaker(two, excluded(two), 20, 0.10) is None  # type: ignore[arg-type]
     assert "3 of 20 nodes (15%) failed bw" in (breaker(three_of_20, excluded(three_of_20), 20, 0.10) or "")  # type: ignore[arg-type]
     assert breaker(three_of_20, excluded(three_of_20), 20, 0.20) is None  # type: ignore[arg-type]
-    # every agent lost at once (the controller's network, the Job deleted): errors, each node unreachable, in
-    # two checks; they count together, and the breaker trips where it had drained all ten
+    # ten of twelve agents lost at once (the controller's network, the Job deleted): errors, each node unreachable,
+    # in two checks; they count together, and the breaker trips where it had drained all ten
     lost = [{"check": f"c{i % 2}", "name": f"c{i % 2}[n{i}]", "node": f"n{i}", "nodes": [f"n{i}"], "scope": "node",
-             "outcome": "error", "verdicts": [], "unreachable": [f"n{i}"]} for i in range(10)]
+             "outcome": "error" if i < 10 else "passed", "verdicts": [], "unreachable": [f"n{i}"] if i < 10 else []}
+            for i in range(12)]
     assert len(excluded(lost)) == 10  # type: ignore[arg-type]
-    assert (breaker(lost, excluded(lost), 10, 0.10) or "").startswith(  # type: ignore[arg-type]
-        "circuit breaker: 10 of 10 nodes (100%) stopped answering, more than --drain-max 10% lets act on (1)")
+    assert (breaker(lost, excluded(lost), 12, 0.10) or "").startswith(  # type: ignore[arg-type]
+        "circuit breaker: 10 of 12 nodes (83%) stopped answering, more than --drain-max 10% lets act on (1)")
     assert breaker(lost[:1], excluded(lost[:1]), 10, 0.10) is None  # type: ignore[arg-type]  # one lost node: acted on
+    assert excluded(lost[:10]) == {}  # type: ignore[arg-type]  # every node silent: none listed (exclude._all_at_once)
 
 
 @pytest.mark.pool

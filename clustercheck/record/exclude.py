@@ -7,7 +7,9 @@ node-scope failure names its node; a pair failure implicates both nodes, so a no
 it failed pairs with two or more partners, or every pair it was in (the only one, it is listed but not
 drained or tainted: either node of that pair may be the cause); a cluster-scope failure names no
 node, unless the item measured one node (a one-node run: the node is the cluster, and nothing else
-could have failed it).
+could have failed it). A node that stopped answering mid-check is listed (its own fault, not its
+peers'), unless every node that took part did, more than one: the controller's network or store is then
+the likelier cause, and none of them is listed.
 """
 
 from __future__ import annotations
@@ -79,13 +81,14 @@ def unproven(results: Sequence[ResultEntry]) -> dict[str, str]:
 
 def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, str]]:
     out: dict[str, str] = {}
+    silent: set[str] = set()  # nodes listed only for having stopped answering, so far
     partners: dict[str, dict[str, bool]] = {}  # node -> partner -> that pair failed (by what names neither)
     first_pair: dict[str, ResultEntry] = {}  # node -> its first pair that failed so
     for r in results:
         where, scope = r.get("node"), r.get("scope")
+        blamed: dict[str, str] = {}  # what this item's own evidence lists
         if r["outcome"] == "failed":
-            for node, why in named(r).items():  # the evidence names it: it is to blame, not its peers
-                out.setdefault(node, why)
+            blamed.update(named(r))  # the evidence names it: it is to blame, not its peers
         if scope == "pair" and where:
             a, b = where.split(",")
             failed = unnamed(r)
@@ -94,24 +97,60 @@ def _listed(results: Sequence[ResultEntry]) -> tuple[dict[str, str], dict[str, s
                 if failed:
                     first_pair.setdefault(x, r)
         elif r["outcome"] == "failed" and scope != "cluster" and where:
-            out.setdefault(where, _why(r))
+            blamed.setdefault(where, _why(r))
         elif unnamed(r) and scope == "cluster" and len(nodes := r.get("nodes") or []) == 1:
-            out.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
-        for node in r.get("unreachable") or ():  # stopped answering mid-check: its own fault, not its peers'
-            during = f"{r['check']} in repetition {r['repeat']}" if r.get("repeat") else r["check"]
-            said = re.search(rf"(?:^|; ){re.escape(node)} failed \(((?:srun|scheduler): [^()\n]*)\)",
-                             r.get("message") or "")  # the scheduler's words (launcher.Over.cost)
-            out.setdefault(node, f"{during}: " + (f"the scheduler said it failed ({said.group(1)})" if said else
-                                                  "stopped answering (no heartbeat: unreachable or dead)"))
+            blamed.setdefault(nodes[0], f"{_why(r)} (the only node the cluster item measured)")
+        for node, why in blamed.items():
+            out.setdefault(node, why)
+            silent.discard(node)
+        for node, why in _stopped(r).items():  # stopped answering mid-check: its own fault, not its peers'
+            if why.startswith("the scheduler said"):  # its words are evidence of the node itself
+                silent.discard(node)
+            elif node not in out:
+                silent.add(node)
+            out.setdefault(node, f"{_during(r)}: {why}")
     lone: dict[str, str] = {}
     for node, seen in partners.items():
         bad = [p for p, failed in seen.items() if failed]
-        if node not in out and len(seen) == 1 and bad:
+        if not bad or len(bad) < 2 and len(bad) < len(seen):
+            continue
+        silent.discard(node)  # its pairs list it too
+        if node in out:
+            continue
+        if len(seen) == 1:
             out[node] = f"{_why(first_pair[node])} (failed its only pair, with {bad[0]}: either node may be the cause)"
             lone[node] = bad[0]
-        elif node not in out and bad and (len(bad) >= 2 or len(bad) == len(seen)):
+        else:
             out[node] = f"{_why(first_pair[node])} (failed pairs with {', '.join(bad)})"
+    for node in _all_at_once(results, silent):  # every node went silent: the controller's side, not theirs
+        out.pop(node)
+        lone.pop(node, None)
     return out, lone
+
+
+def _during(r: ResultEntry) -> str:
+    return f"{r['check']} in repetition {r['repeat']}" if r.get("repeat") else r["check"]
+
+
+def _stopped(r: ResultEntry) -> dict[str, str]:
+    """node -> why, for each node the item names unreachable (it stopped answering mid-check): the scheduler's
+    words where it said the node failed (launcher.Over.cost), else that it stopped answering."""
+    out: dict[str, str] = {}
+    for node in r.get("unreachable") or ():
+        said = re.search(rf"(?:^|; ){re.escape(node)} failed \(((?:srun|scheduler): [^()\n]*)\)",
+                         r.get("message") or "")
+        out[node] = (f"the scheduler said it failed ({said.group(1)})" if said else
+                     "stopped answering (no heartbeat: unreachable or dead)")
+    return out
+
+
+def _all_at_once(results: Sequence[ResultEntry], silent: set[str]) -> set[str]:
+    """`silent` (nodes listed only for having stopped answering, none of them by the scheduler's words) when they
+    are more than one and every node the results name that took part in the run: every node agent lost is the
+    controller's network or store far likelier than every node (run/join.py `over()` stops such a run; this
+    keeps a record's list, and `verify`'s, the same whatever the run saw in time)."""
+    took_part = set().union(*(_nodes_of(r) for r in results)) - {n for r in results for n in r.get("absent") or ()}
+    return silent if len(silent) > 1 and took_part <= silent else set()
 
 
 def unblamed(results: Sequence[ResultEntry]) -> list[str]:
@@ -180,7 +219,7 @@ def breaker(results: Sequence[ResultEntry], nodes: Mapping[str, str], run_nodes:
         if r["outcome"] == "failed":  # (an Xid on every node trips it; a slow link names none)
             blamed = set(named(r)) | (set(r.get("nodes") or []) if r.get("node") else set())
             failing.setdefault(f"failed {r['check']}", set()).update(n for n in blamed if n in nodes)
-        failing.setdefault("stopped answering", set()).update(n for n in r.get("unreachable") or () if n in nodes)
+        failing.setdefault("stopped answering", set()).update(n for n in _stopped(r) if n in nodes)
     why, failed = max(failing.items(), key=lambda kv: (len(kv[1]), kv[0]), default=("", set()))
     if len(failed) <= allowed:
         return None

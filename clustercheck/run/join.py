@@ -27,7 +27,7 @@ from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
-from clustercheck.run.launcher import Launcher, Loss, RankProcess, loopback, rank_env
+from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
 from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
 from clustercheck.run.timings import TIMINGS
@@ -263,6 +263,17 @@ class JoinLauncher(Launcher):
         index = next((i for i, m in self.members.items() if m.node == node), None)
         read = getattr(self.pods, "disrupted", None)  # Kubernetes' pods can tell (k8s.launcher.JobPods)
         return None if read is None or index is None else read(index, node)
+
+    def over(self) -> Over | None:
+        """Every node agent (two or more) has stopped answering: no node explains that alone, while the
+        controller's network or its store would, so the run stops and names no node (Over.cost with none
+        failed: each item of the check is only not measured, and the exclusion list stays empty)."""
+        silent = self.silent() if len(self.members) >= 2 else {}
+        if not silent or len(silent) < len(self.members):
+            return None
+        said = "; ".join(silent[i] for i in sorted(silent))
+        return Over(f"every node agent ({len(silent)}) stopped answering ({said}): the controller's network or "
+                    "store is the likelier cause than every node", {})
 
     def placed(self) -> list[gang.Member]:
         """The agents a pool places ranks on, in index order: every one that joined, less the nodes left out."""
