@@ -147,3 +147,28 @@ def test_junit_appends_each_suite_without_comparing_it_or_reparsing_the_document
     root = ET.fromstring(junit)
     assert [s.get("name") for s in root.findall("testsuite")] == [f"s::c{i}" for i in range(40)] + ["run"]
     assert root.get("tests") == "41" and junit.startswith(b"<?xml") and b"\n  <testsuite " in junit  # indented
+
+
+def test_a_non_utf8_byte_in_argv_still_renders_every_report(tmp_path: Path) -> None:
+    """A non-UTF-8 byte in --out or argv reaches the record as a lone surrogate; report.html's strict
+    UTF-8 encoding refused it, every report of a good run was lost and the run read INCOMPLETE, "line 1"
+    of a valid record blamed. Nor may the terminal list a report that is not there."""
+    from clustercheck.report.terminal import file_lines
+
+    lines = [json.loads(x) for x in write_record(tmp_path / "whole.jsonl").read_text().splitlines()]
+    header, first = lines[0], lines[1]
+    header["argv"] = ["clustercheck", "run", "--out", "x\udcff"]
+    passed = {**first, "name": "ok[n1]", "check": "ok", "node": "n1", "outcome": "passed", "message": "",
+              "verdicts": [_verdict("busbw", 2.0, 1.0, True)]}
+    end = {"type": "end", "finished": "2026-01-01T00:00:03+00:00", "interrupted": False, "pool_starts": 1,
+           "counts": {"passed": 1, "failed": 0, "error": 0, "skipped": 0}}
+    run = tmp_path / "run" / "run.jsonl"
+    run.parent.mkdir()
+    run.write_text("".join(json.dumps(x) + "\n" for x in (header, passed, end)))
+    assert [line.split()[0] for line in file_lines(run.parent)] == ["run.jsonl"]  # nothing rendered yet
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "x\\udcff" in (run.parent / "report.html").read_text(encoding="utf-8")
+    assert json.loads((run.parent / "results.json").read_text())["run"]["argv"][-1] == "x\udcff"
+    listed = [line.split()[0] for line in file_lines(run.parent)]
+    assert listed == ["run.jsonl", "results.json", "sla.json", "junit.xml", "ctrf.json", "report.html"]

@@ -149,7 +149,9 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
             "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
                                   status["untested"]),
             "ctrf": render_ctrf(header, results, end, rec.not_run(), status, signer),
-            "html": render_html(header, results, end, sla, status).encode("utf-8")}
+            # a lone surrogate (a non-UTF-8 byte of --out or argv, as Python decodes it) as \udcff: strict
+            # UTF-8 refused it and lost every report of the run
+            "html": render_html(header, results, end, sla, status).encode("utf-8", "backslashreplace")}
     return {kind: (REPORTS[kind], data) for kind, data in made.items()}
 
 

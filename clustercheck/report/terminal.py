@@ -160,11 +160,12 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
 
 def file_lines(run_dir: Path, url: bool = False) -> list[str]:
     """Every file the run wrote, by absolute path (they are opened from other directories and machines);
-    on a terminal (`url`) the HTML report as a file:// URL, which terminals make clickable."""
-    signed = ("attestation.json",) if (run_dir / "attestation.json").is_file() else ()
+    on a terminal (`url`) the HTML report as a file:// URL, which terminals make clickable. Only files
+    that are there: a report that could not be written is said by the run's own error, never listed as
+    if it had been."""
     where = run_dir.resolve()
     return [f"  {name:<16} {(where / name).as_uri() if url and name.endswith('.html') else where / name}"
-            for name in FILES + signed]
+            for name in (*FILES, "attestation.json") if (where / name).is_file()]
 
 
 def notes(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
