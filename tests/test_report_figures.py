@@ -139,3 +139,42 @@ def test_terminal_table_names_the_subject(tmp_path: Path) -> None:
     lines = summary_lines(results)
     assert any(line.split()[:3] == ["h2d-d2h[node7]", "GPU4", "h2d"] and line.rstrip().endswith("FAIL") for line in lines)
     assert any(line.split()[:3] == ["allreduce-sweep[node7]", "busbw", "472.5"] for line in lines)
+
+
+def test_a_failed_measurement_of_nan_is_drawn_failed_never_as_not_measured() -> None:
+    """A pair (a GPU, a size) whose median is NaN measured nothing and failed: it was drawn as a grey
+    'not measured' cell, left out of the outlined count, and dropped from the bars and the line plot."""
+    from gpu_record import collective_result, host_device_result
+
+    r = p2p_result()
+    for row in r["rows"]:
+        if row["subject"] == "GPU0->GPU1":
+            row["median"] = float("nan")
+    for v in r["verdicts"]:
+        if v["subject"] == "GPU0->GPU1":
+            v["measured"], v["margin"], v["passed"] = float("nan"), float("nan"), False
+    before = heatmap(p2p_result())
+    m = heatmap(r)
+    assert m is not None and before is not None
+    cell = next(c for c in m["cells"] if c.get("title", "").startswith("GPU0 -> GPU1"))
+    assert not cell.get("missing") and cell["failed"] and cell["text"] == "NaN"
+    assert cell["title"].startswith("GPU0 -> GPU1: NaN: measured nothing; FAIL unidirectional nan GB/s")
+    assert m["failed"] == before["failed"] + 1 and m["pairs"] == before["pairs"]
+
+    h = host_device_result()
+    for row in h["rows"]:
+        if (row["subject"], row["metric"]) == ("GPU2", "d2h"):
+            row["median"] = float("nan")
+    for v in h["verdicts"]:
+        if (v["subject"], v["metric"]) == ("GPU2", "d2h"):
+            v["measured"], v["passed"] = float("nan"), False
+    b = bars(h)
+    assert b is not None and len(b["bars"]) == 2 * GPUS
+    nan_bar = next(i for i in b["bars"] if i["title"].startswith("GPU2 d2h"))
+    assert nan_bar["failed"] and nan_bar["text"] == "NaN" and nan_bar["title"] == "GPU2 d2h: NaN: measured nothing FAIL"
+
+    sweep = collective_result("allreduce-sweep", "all_reduce", ("in",), 480.0)
+    rows = sweep["rows"]
+    rows[-1] = {**rows[-1], "busbw": float("nan")}
+    p = plot(rows, 100.0)
+    assert p is not None and p["nan_marks"] and p["nan_marks"][-1][1].endswith(": NaN: measured nothing")

@@ -28,7 +28,9 @@ SCHEMA_VERSION = 1
 #    results.json, sla.json and ctrf.json, never a bare NaN (not JSON)
 # 8: each sla.json metric has its `subject` (GPU / pair / node; `detail` where the verdict has one), and
 #    report.html's SLA table names it ("GPU4 h2d")
-REPORT_FORMAT = 8
+# 9: report.html draws a NaN p2p cell, per-GPU bar or sweep size as "NaN: measured nothing" (failed where its
+#    verdict failed), never as a grey "not measured" cell or left out
+REPORT_FORMAT = 9
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clustercheck.units import convert, fmt, format_size
 
@@ -46,16 +46,24 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _nan(v: Any) -> bool:
+    """A measurement that measured nothing (NaN, an infinity): drawn as such, never left out as unmeasured."""
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+NAN_FILL, NAN_TEXT = "#f6d5d2", "NaN: measured nothing"
+
+
 # -- bandwidth against size -------------------------------------------------------------------------
 
 def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | None, w: int, h: int,
-             legend: str, ylabel: str = "busbw (GB/s)") -> dict[str, Any] | None:
+             legend: str, ylabel: str = "busbw (GB/s)", nan_sizes: Sequence[int] = ()) -> dict[str, Any] | None:
     """Lines of (size, value) on a log2 x axis, busbw unless `ylabel` names another. `legend`: "none", "top" (inside, top right) or "right"
-    (a column beside the plot, for many series)."""
+    (a column beside the plot, for many series). `nan_sizes`: sizes that measured nothing, marked on the x axis."""
     series = [(label, pts) for label, pts in series if len(pts) >= 2]
     if not series:
         return None
-    sizes = sorted({s for _, pts in series for s, _ in pts})
+    sizes = sorted({s for _, pts in series for s, _ in pts} | set(nan_sizes))
     if len(sizes) < 2:
         return None
     ymax, yticks, pad = _y_axis([b for _, pts in series for _, b in pts], limit)
@@ -96,6 +104,7 @@ def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | N
         "xticks": [(sx(s), format_size(s)) for s in sizes][::step],
         "yticks": [(sy(y), label) for y, label in yticks],
         "x_axis_y": h - 34, "pad": pad, "x_end": w - right, "top": top,
+        "nan_marks": [(sx(s), f"{format_size(s)}: {NAN_TEXT}") for s in sorted(set(nan_sizes))],
     }
 
 
@@ -134,7 +143,9 @@ def plot(rows: list[dict[str, Any]], limit: float | None, metric: str = "busbw",
     scale = convert(1.0, "us", unit) if metric == "time_us" else 1.0  # rows carry microseconds
     series = [(PLACEMENT_LABEL.get(p, p), _points(by_placement[p], metric, scale)) for p in order]
     label = f"time per operation ({unit})" if metric == "time_us" else f"{metric} ({unit})"
-    return _xy_plot(series, limit, W, H, legend="top", ylabel=label)
+    # a size whose value is NaN has no point on the line: a mark on the axis says it measured nothing
+    nan_sizes = sorted({r["size"] for r in rows if _finite(r.get("size")) and _nan(r.get(metric))})
+    return _xy_plot(series, limit, W, H, legend="top", ylabel=label, nan_sizes=nan_sizes)
 
 
 def _worse_placement(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -189,12 +200,13 @@ def heatmap(result: Mapping[str, Any]) -> dict[str, Any] | None:
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     for row in result.get("rows") or []:
         m = re.fullmatch(r"(.+?)->(.+)", str(row.get("subject", "")))
-        if m and row.get("metric") == "unidirectional" and _finite(row.get("median")):
+        if m and row.get("metric") == "unidirectional" and (_finite(row.get("median")) or _nan(row.get("median"))):
             cells[(m.group(1), m.group(2))] = row
     if not cells:
         return None
     gpus = sorted({g for pair in cells for g in pair}, key=_natural)
-    mid = statistics.median(row["median"] for row in cells.values())
+    measured = [row["median"] for row in cells.values() if _finite(row["median"])]
+    mid = statistics.median(measured) if measured else 0.0
     failed: dict[tuple[str, str], list[str]] = {}
     for v in result.get("verdicts") or []:
         subject = v.get("subject") or ""
@@ -220,17 +232,23 @@ def heatmap(result: Mapping[str, Any]) -> dict[str, Any] | None:
                 grid.append({"x": x, "y": y, "diagonal": True})
                 continue
             row = cells.get((src, dst))
-            if row is None:
-                grid.append({"x": x, "y": y, "missing": True, "title": f"{src} -> {dst}: not measured"})
+            why = failed.get((src, dst), [])
+            fails = "".join(f"; FAIL {w}" for w in why)
+            if row is None:  # outlined all the same where a verdict on the pair failed
+                grid.append({"x": x, "y": y, "missing": True, "failed": bool(why),
+                             "title": f"{src} -> {dst}: not measured{fails}"})
+                continue
+            if _nan(row["median"]):  # a copy that measured nothing: failed where its verdict failed
+                grid.append({"x": x, "y": y, "fill": NAN_FILL, "ink": "#111", "text": "NaN", "failed": bool(why),
+                             "no_peer": row.get("peer_access") is False, "title": f"{src} -> {dst}: {NAN_TEXT}{fails}"})
                 continue
             value = float(row["median"])
             ratio = value / mid if mid else 1.0
             fill = colour_for(ratio)
-            why = failed.get((src, dst), [])
             peer = row.get("peer_access")
             title = (f"{src} -> {dst}: {fmt(value)} GB/s (min {fmt(row.get('min'))}, max {fmt(row.get('max'))}), "
                      f"{ratio:.2f} x node median" + ("; no peer access" if peer is False else "")
-                     + "".join(f"; FAIL {w}" for w in why))
+                     + fails)
             grid.append({"x": x, "y": y, "fill": fill, "ink": _text_colour(fill), "text": _short(value),
                          "failed": bool(why), "no_peer": peer is False, "title": title})
     grid_w, grid_h = n * cell_w, n * cell_h
@@ -247,7 +265,8 @@ def heatmap(result: Mapping[str, Any]) -> dict[str, Any] | None:
         "cell_w": cell_w, "cell_h": cell_h, "left": left, "top": top, "grid_w": grid_w, "grid_h": grid_h,
         "rows": [(top + i * cell_h + cell_h / 2 + 4, g) for i, g in enumerate(gpus)],
         "cols": [(left + j * cell_w + cell_w / 2, g) for j, g in enumerate(gpus)],
-        "cells": grid, "legend": legend, "legend_y": legend_y, "swatch_w": sw, "median": _short(mid),
+        "cells": grid, "legend": legend, "legend_y": legend_y, "swatch_w": sw,
+        "median": _short(mid) if measured else "-",
         "failed": sum(1 for c in grid if c.get("failed")), "pairs": len(cells), "gpus": n,
     }
 
@@ -260,7 +279,7 @@ def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
     subjects whose verdict failed outlined."""
     # per-device rows only: pairs (GPU0->GPU1) belong to a matrix, which a p2p check draws as its heatmap
     rows = [r for r in result.get("rows") or [] if r.get("subject") and "->" not in str(r["subject"])
-            and _finite(r.get("median"))]
+            and (_finite(r.get("median")) or _nan(r.get("median")))]
     if not rows:
         return None
     subjects = sorted(dict.fromkeys(r["subject"] for r in rows), key=_natural)
@@ -279,8 +298,8 @@ def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
             continue
         if value not in limits.setdefault(v["metric"], []):
             limits[v["metric"]].append(value)
-    xmax = nice_max(max([float(r.get("max") if _finite(r.get("max")) else r["median"]) for r in rows]
-                        + [x for xs in limits.values() for x in xs]) * 1.04)
+    xmax = nice_max(max([float(r.get("max") if _finite(r.get("max")) else r["median"]) for r in rows
+                         if _finite(r["median"])] + [x for xs in limits.values() for x in xs] + [0.0]) * 1.04)
     bar_h, gap, group_gap = 11, 2, 8
     left, right, top = 64, 56, 18
     w = 520
@@ -299,12 +318,18 @@ def bars(result: Mapping[str, Any]) -> dict[str, Any] | None:
         labels.append((y + group_h / 2 + 4, s))
         for m in present:
             r = by_key[(s, m)]
+            bad = " FAIL" if (s, m) in failed else ""
+            if _nan(r["median"]):  # no bar to draw: its label says what it measured, outlined where it failed
+                items.append({"y": y, "x_end": left, "colour": colour[m], "failed": (s, m) in failed, "lo": left,
+                              "hi": left, "mid_y": y + bar_h / 2, "text": "NaN", "title": f"{s} {m}: {NAN_TEXT}{bad}"})
+                y += bar_h + gap
+                continue
             lo = r.get("min") if _finite(r.get("min")) else r["median"]
             hi = r.get("max") if _finite(r.get("max")) else r["median"]
             items.append({"y": y, "x_end": sx(r["median"]), "colour": colour[m], "failed": (s, m) in failed,
                           "lo": sx(lo), "hi": sx(hi), "mid_y": y + bar_h / 2, "text": _short(float(r["median"])),
                           "title": f"{s} {m}: median {fmt(r['median'])} {unit_of[m] or ''} "
-                                   f"(min {fmt(lo)}, max {fmt(hi)})" + (" FAIL" if (s, m) in failed else "")})
+                                   f"(min {fmt(lo)}, max {fmt(hi)})" + bad})
             y += bar_h + gap
         y += group_gap - gap
     bottom = y - group_gap + gap

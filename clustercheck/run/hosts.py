@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Collection, Mapping
 
-from clustercheck.errors import UserError
+from clustercheck.errors import ClusterCheckError, HarnessError, UserError
 from clustercheck.exitcodes import Exit
 from clustercheck.run.gang import AGENT_BUG
 from clustercheck.run.join import JoinLauncher
@@ -48,6 +48,8 @@ REACH = 10.0
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
+# what an agent says once it tried the controller's address (agent.connect): before then the address is no cause
+TRIED = ("waiting for the controller", "could not reach the controller")
 REMOTE_SHELLS = ("ssh", "rsh")  # template programs that hand the words after the host to a shell there
 
 
@@ -154,13 +156,31 @@ class HostsLauncher(JoinLauncher):
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         said = "; ".join(f"{name}: {why}" for name, why in list(absent.items())[:3])
-        if loopback(self.host) and not all(here(h) for h in self.hosts):
+        if self.tried(absent) and loopback(self.host) and not all(here(h) for h in self.hosts):
             why = "as --store-addr gave it" if self.addr_given else "this controller's hostname resolves to it"
             hint = (f"the controller was advertised at {self.host}, a loopback address ({why}), which other hosts "
                     "cannot reach: give --store-addr with an address they can reach")
         else:
             hint = self.check
         return f"no host's agent joined ({said}); {hint}; the agents' output: {self.agent_dir}"
+
+    def tried(self, absent: Mapping[str, str]) -> bool:
+        """Whether an agent that never joined got as far as trying the controller's address (agent.connect
+        says so within a second): only then can that address be the cause, not where ssh failed or Python
+        there could not import clustercheck."""
+        logs = {self.agent_log(self.hosts.index(h)) for h in absent if h in self.hosts} if self.agent_dir else set()
+        return any(w in text for text in [*absent.values(), *map(tail, logs)] for w in TRIED)
+
+    def not_started(self, absent: Mapping[str, str]) -> ClusterCheckError:
+        """No host's agent joined: the user's to mend (exit 4) where an agent refused its input (`clustercheck:
+        error: ...`, exit 4) or the template's program is not on the host (the shell's 126, 127); else the
+        harness could not reach or start the agents (ssh failed, Python there lacks a module): exit 3, as
+        one host of two unreachable is INCOMPLETE, never usage."""
+        text = self.none_joined(absent)
+        codes = {self.agents[self.hosts.index(h)].returncode for h in absent if h in self.hosts} if self.agents else set()
+        if codes & {Exit.BAD_INPUT, 126, 127} or any("clustercheck: error:" in why for why in absent.values()):
+            return UserError(text)
+        return HarnessError(text)
 
     def silent(self) -> Mapping[int, str]:
         """As the join launcher's, and an agent whose process has exited (its ssh dropped) at once."""
@@ -257,13 +277,18 @@ def start_agent(argv: list[str], log: Path, token: str, env: Mapping[str, str] |
 
 def last_words(log: Path) -> str:
     """The last line a failed agent (or its ssh) printed, cut to LAST_WORDS characters."""
+    lines = [ln.strip() for ln in tail(log).splitlines() if ln.strip()]
+    return lines[-1][:LAST_WORDS] if lines else ""
+
+
+def tail(log: Path) -> str:
+    """The last 4 KiB of an agent's log ("" where it cannot be read)."""
     try:
         with log.open("rb") as fh:
             fh.seek(max(0, log.stat().st_size - 4096))
-            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+            return fh.read().decode(errors="replace")
     except OSError:
         return ""
-    return lines[-1][:LAST_WORDS] if lines else ""
 
 
 def bracketed(addr: str) -> str:

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
-from clustercheck.errors import UserError
+from clustercheck.errors import ClusterCheckError, UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
@@ -206,7 +206,7 @@ class JoinLauncher(Launcher):
         """After the wait: refuse what cannot run, name the absent, fix the nodes and ranks per node."""
         absent = self.explain(missing, bad)
         if not self.members:
-            raise UserError(self.none_joined(absent))
+            raise self.not_started(absent)
         ordered = [self.members[i] for i in sorted(self.members)]
         seen: dict[str, int] = {}
         for m in ordered:
@@ -226,6 +226,11 @@ class JoinLauncher(Launcher):
             print(f"clustercheck: {len(ordered)} of {self.expected} node agent(s) joined; never joined: "
                   + "; ".join(f"{name}: {why}" for name, why in absent.items())
                   + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
+
+    def not_started(self, absent: Mapping[str, str]) -> ClusterCheckError:
+        """The error of a run no agent joined: the user's to mend (exit 4) here; the hosts launcher, which
+        started the agents and has what they said, tells its harness's failure apart."""
+        return UserError(self.none_joined(absent))
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         """Why the run cannot start, when no agent joined."""
