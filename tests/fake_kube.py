@@ -315,7 +315,8 @@ class FakeCluster:
         Failed, reason Evicted, DisruptionTarget TerminationByKubelet), "preempted" (the scheduler:
         DisruptionTarget PreemptionByScheduler, deletionTimestamp), "oom" (its container OOMKilled, exit 137),
         "deleted" (someone deleted it: gone once its container ended), "node-not-ready" (the taint manager:
-        DisruptionTarget DeletionByTaintManager, its node NotReady)."""
+        DisruptionTarget DeletionByTaintManager, its node NotReady), "agent-bug" (its container exited 70,
+        clustercheck's own error), "crashed" (exited 1: who is to blame is not known)."""
         with self.lock:
             name = self.pod_of(index)
             pod = self.pods[name]
@@ -334,14 +335,15 @@ class FakeCluster:
                                      "Threshold quantity: 100Mi, available: 51200Ki.")
             elif how in ("preempted", "node-not-ready", "deleted"):
                 pod["metadata"]["deletionTimestamp"] = _now()
-            elif how == "oom":
+            elif how in ("oom", "agent-bug", "crashed"):  # OOM-killed; exit 70 (clustercheck's bug); exit 1
+                code, reason = {"oom": (137, "OOMKilled"), "agent-bug": (70, "Error"), "crashed": (1, "Error")}[how]
                 pod["status"]["phase"] = "Failed"
                 pod["status"]["containerStatuses"] = [{
                     "name": "agent", "ready": False, "restartCount": 0, "image": "x", "imageID": "", "started": False,
-                    "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": _now(),
+                    "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": _now(),
                                              "finishedAt": _now()}}}]
         if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGKILL if how in ("oom", "node-not-ready") else signal.SIGTERM)
+            proc.send_signal(signal.SIGKILL if how in ("oom", "node-not-ready", "agent-bug", "crashed") else signal.SIGTERM)
             proc.wait(30)
         if how == "deleted":
             with self.lock:

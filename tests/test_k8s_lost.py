@@ -56,6 +56,8 @@ def running_pod(cluster: FakeCluster, job: str, index: int, **status: Any) -> st
     ("evicted", "pod cc-1-abcde is Failed (Evicted: The node was low on resource: memory. Threshold quantity", False),
     ("preempted", "Kubernetes is ending pod cc-1-abcde (PreemptionByScheduler: default-scheduler: preempting", False),
     ("oom", "pod cc-1-abcde's agent container ended (exit code 137, OOMKilled)", False),
+    ("agent-bug", "pod cc-1-abcde's agent ended with exit code 70 (clustercheck's own error, not the node's)", False),
+    ("crashed", None, True),  # exit 1: a crash a GPU fault may cause; the node's silence stands
     ("deleted", None, True),  # gone: the pod GC removes a deleted node's pods too, so its silence stands
     ("node-not-ready", "Kubernetes is ending pod cc-1-abcde (DeletionByTaintManager: Taint manager", True),
 ])
