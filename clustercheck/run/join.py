@@ -29,7 +29,7 @@ from clustercheck.errors import ClusterCheckError, UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
-from clustercheck.run.signals import stopped_by, term_stops_like_ctrl_c
+from clustercheck.run.signals import deferred, stopped_by, term_stops_like_ctrl_c
 from clustercheck.run.timings import TIMINGS
 
 # while agents are missing, say how many joined after this many seconds, then every SAY_EVERY: a wait of
@@ -119,7 +119,8 @@ class JoinLauncher(Launcher):
 
     def serve_store(self) -> None:
         """The controller's store on the listening socket, and the hello in it."""
-        import torch.distributed as dist
+        with deferred():  # torch's import swallows an interrupt inside it (its optional numpy import): after it
+            import torch.distributed as dist
 
         assert self._listener is not None, "serve_store() follows listen()"
         try:
