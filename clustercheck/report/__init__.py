@@ -4,18 +4,19 @@ the wrong type) leaves the reports already there byte for byte as they were."""
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable, cast
 
 from clustercheck.errors import UserError
 from clustercheck.record.io import NotText, Record, RecordError, load
 from clustercheck.record.schema import SCHEMA_VERSION, counts
-from clustercheck.report.jsontext import json_bytes
+from clustercheck.report.jsontext import write_json
 from clustercheck.report.status import run_status
 
-# Every report a run directory gets, by kind: `_render` makes each from the record; the terminal lists them.
+# Every report a run directory gets, by kind: `_writers` writes each from the record; the terminal lists them.
 REPORTS = {"json": "results.json", "sla": "sla.json", "junit": "junit.xml", "ctrf": "ctrf.json",
            "html": "report.html"}
 
@@ -42,11 +43,31 @@ def read(record: Path, data: bytes | None = None) -> Record:
 def render_texts(rec: Record, signer: str | None = None) -> dict[str, tuple[str, bytes]]:
     """Every report of `rec` as (file name, bytes), in memory; `signer` the fingerprint of the key that
     signs (or signed) the run. UserError (one line) when the record cannot be rendered."""
+    texts: dict[str, tuple[str, bytes]] = {}
+    for kind, write in _writers_of(rec, signer).items():
+        buf = io.BytesIO()
+        _write(rec, signer, write, buf)
+        texts[kind] = (REPORTS[kind], buf.getvalue())
+    return texts
+
+
+def _writers_of(rec: Record, signer: str | None) -> dict[str, Write]:
     try:
-        return _render(rec, signer)
+        return _writers(rec, signer)
     except _unrenderable() as exc:
-        raise UserError(f"{rec.path}: not a run record clustercheck can render ({culprit(rec, signer, exc)}); "
-                        "reports left as they were") from None
+        raise _refused(rec, signer, exc) from None
+
+
+def _write(rec: Record, signer: str | None, write: Write, out: BinaryIO) -> None:
+    try:
+        write(out)
+    except _unrenderable() as exc:
+        raise _refused(rec, signer, exc) from None
+
+
+def _refused(rec: Record, signer: str | None, exc: Exception) -> UserError:
+    return UserError(f"{rec.path}: not a run record clustercheck can render ({culprit(rec, signer, exc)}); "
+                     "reports left as they were")
 
 
 def _unrenderable() -> tuple[type[Exception], ...]:
@@ -90,7 +111,8 @@ def culprit(rec: Record, signer: str | None, exc: Exception) -> str:
 
 def _fails(rec: Record, signer: str | None) -> Exception | None:
     try:
-        _render(rec, signer)
+        for write in _writers(rec, signer).values():
+            write(cast(BinaryIO, _Discard()))
     except _unrenderable() as exc:
         return exc
     return None
@@ -107,23 +129,29 @@ def _what(exc: Exception) -> str:
 
 
 def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict[str, Path]:
-    """Render every report of `rec` in memory, then replace the files: nothing is replaced when any fails."""
-    texts = render_texts(rec, signer)
-    paths = {kind: out_dir / name for kind, (name, _) in texts.items()}
+    """Write every report of `rec`, each to a temporary file as it renders (one report at a time: a large
+    run's reports are never all in memory together), then replace the files: nothing is replaced when any
+    fails."""
+    writers = _writers_of(rec, signer)
+    paths = {kind: out_dir / REPORTS[kind] for kind in writers}
     staged: list[tuple[Path, Path]] = []
     try:
-        for kind, (name, data) in texts.items():
-            tmp = out_dir / f".{name}.tmp{os.getpid()}"
-            staged.append((tmp, paths[kind]))
-            tmp.write_bytes(data)
-        for path in paths.values():  # a directory (or other non-file) in a report's place: refused before any change
-            if path.exists() and not path.is_file():
-                raise IsADirectoryError(21, "Is a directory" if path.is_dir() else "not a regular file", str(path))
-        for tmp, path in staged:  # only once every report rendered: never replace a report with less
-            os.replace(tmp, path)
+        try:
+            for kind, write in writers.items():
+                tmp = out_dir / f".{REPORTS[kind]}.tmp{os.getpid()}"
+                staged.append((tmp, paths[kind]))
+                with tmp.open("wb") as f:
+                    _write(rec, signer, write, f)
+            for path in paths.values():  # a directory (or other non-file) in a report's place: refused before any change
+                if path.exists() and not path.is_file():
+                    raise IsADirectoryError(21, "Is a directory" if path.is_dir() else "not a regular file", str(path))
+            for tmp, path in staged:  # only once every report rendered: never replace a report with less
+                os.replace(tmp, path)
+        except BaseException:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
     except OSError as exc:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
         final = {str(tmp): path for tmp, path in staged}  # name the report, not its temporary file
         where = final.get(exc.filename, exc.filename) if isinstance(exc.filename, str) else out_dir
         raise UserError(f"{where}: cannot write the report ({exc.strerror or type(exc).__name__}); reports left as "
@@ -131,9 +159,14 @@ def render_record(rec: Record, out_dir: Path, signer: str | None = None) -> dict
     return paths
 
 
-def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
+Write = Callable[[BinaryIO], object]
+
+
+def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
+    """How to write each report of `rec`, by kind; what more than one report reads (the status, the SLA
+    evidence) is worked out once, here, and each report renders only when written."""
     from clustercheck.report.ctrf import render_ctrf
-    from clustercheck.report.html import render_html
+    from clustercheck.report.html import html_chunks
     from clustercheck.report.junit import render_junit
     from clustercheck.report.sla import evidence, signature
 
@@ -145,14 +178,25 @@ def _render(rec: Record, signer: str | None) -> dict[str, tuple[str, bytes]]:
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
     sla["signature"] = signature(signer)
-    made = {"json": json_bytes(summary), "sla": json_bytes(sla),  # NaN as "NaN": strict JSON
-            "junit": render_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
-                                  status["untested"]),
-            "ctrf": render_ctrf(header, results, end, rec.not_run(), status, signer),
+
+    def html(out: BinaryIO) -> None:
+        for chunk in html_chunks(header, results, end, sla, status):
             # a lone surrogate (a non-UTF-8 byte of --out or argv, as Python decodes it) as \udcff: strict
             # UTF-8 refused it and lost every report of the run
-            "html": render_html(header, results, end, sla, status).encode("utf-8", "backslashreplace")}
-    return {kind: (REPORTS[kind], data) for kind, data in made.items()}
+            out.write(chunk.encode("utf-8", "backslashreplace"))
+
+    return {"json": lambda out: write_json(summary, out), "sla": lambda out: write_json(sla, out),  # NaN as "NaN"
+            "junit": lambda out: out.write(render_junit(header, results, rec.not_run(),
+                                                        (status["incomplete"] or {}).get("reason"), status["untested"])),
+            "ctrf": lambda out: out.write(render_ctrf(header, results, end, rec.not_run(), status, signer)),
+            "html": html}
+
+
+class _Discard:
+    """A sink that keeps nothing: what `culprit` renders only to see whether it can."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
 
 
 def _burn_in(results: Any, incomplete: bool) -> dict[str, Any]:

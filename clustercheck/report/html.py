@@ -3,7 +3,7 @@ The figures come from `figures.py` as coordinates and labels; the template draws
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -135,6 +135,13 @@ def environment(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]] 
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
+    return "".join(html_chunks(header, results, end, sla, status))
+
+
+def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
+                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """report.html in the pieces the template yields them: written as they come, the page of a large run is
+    never one string (its 90 MiB at 20,000 results, and as many again encoded)."""
     from clustercheck.record.burnin import folded, repeated
 
     burn_in = _burn_in(results) if repeated(results) else []
@@ -159,7 +166,7 @@ def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         by_node.setdefault(node, dict.fromkeys(("passed", "failed", "error", "skipped"), 0))[r["outcome"]] += 1
         node_items.setdefault(node, []).append(r)
     node_plots = {node: node_plot(items) for node, items in node_items.items()}
-    return _env.get_template("report.html.j2").render(
+    return _env.get_template("report.html.j2").generate(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
         node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
         network=network(header),

@@ -10,19 +10,35 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    """`value` with each non-finite float as its string; the very object where it holds none (a large run's
+    results are never copied only to be written)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else "NaN" if math.isnan(value) else (
+            "Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        changed = {k: f for k, v in value.items() if (f := _finite(v)) is not v}
+        return {**value, **changed} if changed else value
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        items = [_finite(v) for v in value]
+        return items if any(f is not v for f, v in zip(items, value)) else value
     return value
+
+
+def _encoder() -> json.JSONEncoder:
+    return json.JSONEncoder(indent=1, sort_keys=True, default=str, allow_nan=False)
 
 
 def json_bytes(doc: Any) -> bytes:
     """`doc` as indented, key-sorted UTF-8 JSON; anything json has no type for as its str()."""
-    return (json.dumps(_finite(doc), indent=1, sort_keys=True, default=str, allow_nan=False) + "\n").encode("utf-8")
+    return (_encoder().encode(_finite(doc)) + "\n").encode("utf-8")
+
+
+def write_json(doc: Any, out: BinaryIO) -> None:
+    """json_bytes(doc), written to `out` as it is encoded: a large run's results.json is never one string."""
+    for chunk in _encoder().iterencode(_finite(doc)):
+        out.write(chunk.encode("utf-8"))
+    out.write(b"\n")
