@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+from typing import Mapping
 
-from clustercheck.errors import HarnessError, UserError
+from clustercheck.errors import HarnessError, NeverJoined, Unreachable, UserError
 from clustercheck.judging import platform as platform_mod
+from clustercheck.record.schema import PlanItem
 from clustercheck.run.options import Options
 from clustercheck.run.launcher import Launcher
 from clustercheck.run.pool import PoolKey, WorkerPool
@@ -24,17 +27,24 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     here = socket.gethostname()
     if not launcher.remote or nodes in ([here], [here.split(".")[0]]):
         return {nodes[0]: here_facts or platform_mod.read_facts()}, None
-    key = PoolKey("gloo", (options.ranks or 2) * len(nodes))
     logs = options.out / f".starting-{os.getpid()}" / "logs"
     make_dir(options.out, logs)
-    pool = WorkerPool(key, logs, 1, launcher)
-    try:
-        pool.start()
-        answers = pool.run("ping", {"facts": True, **_fault(options, key.nranks)}, FACTS_TIMEOUT)
-    except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
-        pool.close(kill=True)
-        raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
-                           f"(the ranks' output: {pool.log_dir})") from None
+    number = 0
+    while True:  # each try that fails without stopping the run loses a node, and the last node is never lost
+        number += 1
+        key = PoolKey("gloo", (options.ranks or 2) * len(nodes))
+        pool = WorkerPool(key, logs, number, launcher)
+        try:
+            pool.start()
+            answers = pool.run("ping", {"facts": True, **_fault(options, key.nranks)}, FACTS_TIMEOUT)
+            break
+        except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
+            pool.close(kill=True)
+            lost = _lost(launcher, nodes, exc)
+            if not lost:
+                raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
+                                   f"(the ranks' output: {pool.log_dir})") from None
+            nodes = [n for n in nodes if n not in lost]
     facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
     silent = [n for n in nodes if n not in facts]
     if silent:  # a launcher that gave a node no local rank 0: nothing was read there
@@ -46,6 +56,43 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
         pool.close(kill=True)
         raise
     return facts, pool
+
+
+def _lost(launcher: Launcher, nodes: list[str], exc: HarnessError) -> list[str]:
+    """The nodes `exc` found unreachable or dead, left out as absent (`lost before any check: <why>`), where the
+    launcher can start its pools without them and some nodes are left: they are then untested and the run
+    INCOMPLETE, as for a node whose agent never joined (a node lost a moment earlier), never the whole run's
+    error. [] where the run cannot go on without them (it then stops, a harness error)."""
+    found = getattr(exc, "unreachable", None) or (exc.nodes if isinstance(exc, Unreachable) else ())
+    lost = [n for n in nodes if n in found]
+    if not launcher.shrinks or not lost or len(lost) == len(nodes):
+        return []
+    first = str(exc).splitlines()[0]
+    whys = {n: f"lost before any check: {launcher.why_lost(n) or first}" for n in lost}
+    launcher.leave_out(lost)  # no later pool places a rank there
+    launcher.absent = {**launcher.absent, **whys}
+    launcher.nodes = tuple(n for n in launcher.nodes if n not in whys)
+    print("clustercheck: " + "; ".join(f"{n} {why}" for n, why in whys.items()) + ": untested, and the run is "
+          "INCOMPLETE; reading the other nodes' facts again", file=sys.stderr, flush=True)
+    return lost
+
+
+def without_lost(plan: list[PlanItem], absent: Mapping[str, str], nodes: list[str]) -> list[PlanItem]:
+    """The plan made at collection, less the items of nodes lost while their facts were read (`absent` plans
+    them again, as for nodes that never joined: record/entries.py absent_plan), each item of every node over
+    the nodes left."""
+    return [item if item["node"] else {**item, "nodes": list(nodes)} for item in plan
+            if absent.keys().isdisjoint((item["node"] or "").split(","))]
+
+
+def lost_before(where: str | None, absent: Mapping[str, str]) -> NeverJoined | None:
+    """What an item collected before its node was lost while the facts were read raises: not run, naming the
+    node and why, as an item of a node that never joined (NeverJoined: the reports count it so)."""
+    gone = [n for n in (where or "").split(",") if n in absent]
+    if not gone:
+        return None
+    return NeverJoined(f"not run: {', '.join(gone)} never took part ("
+                       + "; ".join(f"{n}: {absent[n]}" for n in gone) + ")", tuple(gone))
 
 
 def _fault(options: Options, world: int) -> dict[str, dict[str, object]]:

@@ -24,7 +24,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.launcher import Over
 from clustercheck.run.fit import check_fits
-from clustercheck.run.nodefacts import node_facts
+from clustercheck.run.nodefacts import lost_before, node_facts, without_lost
 from clustercheck.run.options import Options
 from clustercheck.run.rundir import check_latest, opening, point_latest, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
@@ -100,6 +100,7 @@ class CheckSession:
 
                 topology = for_nodes(opts.topology, self.nodes)
             nodes, first = node_facts(self.launcher, self.nodes, self.options, early.facts if early else None)
+            self.nodes = [n for n in self.nodes if n in nodes]  # a node lost while they were read is absent
             self.facts = nodes[self.nodes[0]]
             if opts.platform:
                 self.profile = opts.thresholds.load(opts.platform)
@@ -160,8 +161,8 @@ class CheckSession:
             self.record.append(header)
             if self.baseline is not None:
                 self.baseline.now = header  # its like-for-like test reads this run's nodes, ranks and hardware
-            self.record.append({"type": "plan", "items": [*(plan or []), *absent_plan(checks, self.launcher.absent,
-                                                                                      self._full_items)]})
+            self.record.append({"type": "plan", "items": [*without_lost(plan or [], self.launcher.absent, self.nodes),
+                                                          *absent_plan(checks, self.launcher.absent, self._full_items)]})
         if not opts.ranks and self.backend == "nccl":
             for entry in short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
@@ -203,6 +204,8 @@ class CheckSession:
     def measure(self, check: CheckSpec, item_id: str = "", where: Where = None) -> Outcome:
         """The outcome of one item: `where` is its node, node pair ("a,b") or None for scope cluster.
         The first item of a check measures every node (or pair) at once; the others read the cache."""
+        if (lost := lost_before(where, self.launcher.absent)) is not None:  # collected, then lost (nodefacts)
+            raise lost
         if (repetition := getattr(self.runner, "repetition", 1)) != self._cached_in:  # a burn-in's next one:
             self._cache, self._cached_in = {}, repetition  # each check is measured again, an error included
         if check.id not in self._cache:
