@@ -169,7 +169,7 @@ class FakeCluster:
                                    namespace=ns)
             if not dry:
                 self.objects[key] = obj
-                if plural == "jobs":
+                if plural == "jobs" and not obj["spec"].get("suspend"):
                     self._start_job(obj)
                 time.sleep(self.answer_after.get(plural, 0.0))  # made, and the client still waits for the answer
             return 201, obj
@@ -191,6 +191,11 @@ class FakeCluster:
             return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                          "details": {"name": key[2], "kind": plural, "uid": obj["metadata"]["uid"]}}
         obj = self.objects.get(key)
+        if obj and method == "PATCH" and plural == "jobs":  # resuming a suspended Job starts its pods
+            suspended = obj["spec"].get("suspend", False)
+            obj["spec"].update((body or {}).get("spec", {}))
+            if suspended and not obj["spec"].get("suspend"):
+                self._start_job(obj)
         return (200, obj) if obj else (404, status(404, "NotFound", f'{plural} "{key[2]}" not found'))
 
     def _list(self, plural: str, items: list[dict[str, Any]]) -> dict[str, Any]:

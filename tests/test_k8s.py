@@ -233,14 +233,16 @@ def test_the_k8s_launcher_creates_runs_reports_an_unschedulable_pod_and_deletes_
     assert why.endswith("never started its agent: Unschedulable: 0/3 nodes are available: 3 Insufficient "
                         "nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for "
                         "incoming pod."), why
-    # pre-flight first (every verb, then each object as a dry run), then the real objects, then their deletion
+    # pre-flight first (every verb, then each object as a dry run), then the Job made suspended, the Secret and
+    # Service it owns, the Job resumed, then their deletion
     posts = writes(cluster)
+    job = posts[6][1].rsplit("/", 1)[-1]
     assert [(m, p.rsplit("/", 1)[-1], q) for m, p, q in posts] == [
         ("POST", "secrets", "dryRun=All"), ("POST", "services", "dryRun=All"), ("POST", "jobs", "dryRun=All"),
-        ("POST", "secrets", ""), ("POST", "services", ""), ("POST", "jobs", ""),
-        ("DELETE", posts[6][1].rsplit("/", 1)[-1], ""), ("DELETE", posts[7][1].rsplit("/", 1)[-1], ""),
-        ("DELETE", posts[8][1].rsplit("/", 1)[-1], "")], posts
-    assert [p.split("/")[-2] for _, p, _ in posts[6:]] == ["jobs", "services", "secrets"]
+        ("POST", "jobs", ""), ("POST", "secrets", ""), ("POST", "services", ""), ("PATCH", job, ""),
+        ("DELETE", job, ""), ("DELETE", posts[8][1].rsplit("/", 1)[-1], ""),
+        ("DELETE", posts[9][1].rsplit("/", 1)[-1], "")], posts
+    assert [p.split("/")[-2] for _, p, _ in posts[6:]] == ["jobs", "jobs", "services", "secrets"]
     assert cluster.requests.index(next(r for r in cluster.requests if "selfsubjectaccessreviews" in r[1])) < \
         cluster.requests.index(posts[0])
     assert cluster.objects == {} and cluster.pods == {}
@@ -257,6 +259,13 @@ def test_sigterm_mid_run_deletes_what_the_run_made_and_says_incomplete(cluster: 
     ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{port}", "--cc-inject-fault=node-ar:delay")
     wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
     assert len(cluster.objects) == 3
+    # a controller killed outright (SIGKILL) deletes nothing: the Secret and Service go with the Job, by
+    # Kubernetes' garbage collector (ownerReferences), once its ttlSecondsAfterFinished removes it
+    ((job,),) = [[o for k, o in cluster.objects.items() if k[0] == "jobs"]]
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}]
+    assert [o["metadata"].get("ownerReferences") for k, o in sorted(cluster.objects.items()) if k[0] != "jobs"] == \
+        [owner, owner]
+    assert job["spec"].get("suspend") is False  # made suspended, resumed once what it owns was there
     ctl.send_signal(signal.SIGTERM)
     out = finish(ctl, [])
     data = results(tmp_path)

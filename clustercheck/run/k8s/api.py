@@ -227,6 +227,11 @@ class Kube:
     def nodes(self) -> list[Any]:
         return list(self._call("listing nodes", self.core.list_node).items)
 
+    def resume_job(self, made: Made) -> None:
+        """Let a Job made suspended start its pods (spec.suspend false)."""
+        self._call(f"starting Job {made.name}", self.batch.patch_namespaced_job, made.name, self.namespace,
+                   {"spec": {"suspend": False}})
+
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         self._call(f"patching node {name}", self.core.patch_node, name, body)
 

@@ -28,8 +28,9 @@ from clustercheck.run.signals import deferred, term_stops_like_ctrl_c
 
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
-             api.Need("get", "jobs", "batch"), api.Need("list", "pods")]
+             api.Need("patch", "jobs", "batch"), api.Need("get", "jobs", "batch"), api.Need("list", "pods")]
 CLEANUP_S = 30.0  # the deletes at the end, all together: SIGINT and SIGTERM wait while they run
+_DELETE_ORDER = ("Job", "Service", "Secret")
 TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
 
 
@@ -70,16 +71,20 @@ class K8sLauncher(JoinLauncher):
                 controller=f"{host}:{port}", gpus_per_node=gpus_per_node,
                 local_ranks=None if gpus_per_node else local_ranks, node_selector=node_selector, rdma=rdma,
                 deadline_s=deadline, join_timeout=self.timeout)
-            objects = [manifests.secret(self.agents, self.token), manifests.service(self.agents),
-                       manifests.job(self.agents)]
-            self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), objects)
+            secret, service = manifests.secret(self.agents, self.token), manifests.service(self.agents)
+            self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), [secret, service, manifests.job(self.agents)])
             self.open()  # listening before any agent starts
             with term_stops_like_ctrl_c("while waiting for the agents"):
-                for obj in objects:
-                    # signals wait while an object is created: one that interrupted the call after the API
-                    # made the object would leave it unrecorded, and so never deleted
+                # the Job first, suspended: the Secret and Service it owns are then deleted with it by Kubernetes
+                # (a controller killed outright leaves neither), and no pod starts before its Secret is there.
+                # Signals wait while an object is made: one that interrupted the call after the API made the
+                # object would leave it unrecorded, and so never deleted
+                with deferred():
+                    self.made.append(job := self.kube.create(manifests.job(self.agents, suspend=True)))
+                for obj in (secret, service):
                     with deferred():
-                        self.made.append(self.kube.create(obj))
+                        self.made.append(self.kube.create(manifests.owned_by(obj, job.name, job.uid)))
+                self.kube.resume_job(job)
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
                       f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
                 self.pods = JobPods(self.kube, self.agents.name)
@@ -98,13 +103,13 @@ class K8sLauncher(JoinLauncher):
         end = time.monotonic() + CLEANUP_S
         failed: list[str] = []
         with deferred():  # bounded: every call, and the whole cleanup, has a deadline (a server that never answers)
-            for m in reversed(self.made):
+            for m in sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind)):  # the Job (its pods) first
                 left = end - time.monotonic()
                 why = self.kube.delete(m, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left))) if left > 0.5 else "timed out"
                 if why:
                     failed.append(f"{m.kind} {m.name} ({why})")
             if self.made:  # said before a signal held meanwhile reaches its handler
-                *rest, last = [m.kind for m in reversed(self.made)]
+                *rest, last = [m.kind for m in sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind))]
                 kinds = f"{', '.join(rest)} and {last}" if rest else last
                 said = (f"could not delete {'; '.join(failed)}: remove what is left with kubectl delete -n "
                         f"{self.kube.namespace} job,service,secret -l {manifests.RUN_LABEL}={self.agents.name}") \

@@ -69,7 +69,7 @@ def _token_env(a: Agents) -> dict[str, Any]:
     return {"name": gang.TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": a.secret, "key": TOKEN_KEY}}}
 
 
-def job(a: Agents) -> dict[str, Any]:
+def job(a: Agents, suspend: bool = False) -> dict[str, Any]:
     """The agents: one pod per node (required anti-affinity on the node's hostname label), index i in
     JOB_COMPLETION_INDEX (set by the Job controller in every pod of an Indexed Job), the node's name
     from the downward API, nothing retried and nothing ended for another's failure (backoffLimitPerIndex 0: a
@@ -103,9 +103,16 @@ def job(a: Agents) -> dict[str, Any]:
     if a.gpus_per_node:  # GPU node pools are commonly tainted so that only GPU pods land there
         pod["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": a.meta(a.name, "agent"),
-            "spec": {"completionMode": "Indexed", "completions": a.nodes, "parallelism": a.nodes,
+            "spec": {**({"suspend": True} if suspend else {}), "completionMode": "Indexed", "completions": a.nodes, "parallelism": a.nodes,
                      "backoffLimitPerIndex": 0, "maxFailedIndexes": a.nodes, "activeDeadlineSeconds": a.deadline_s, "ttlSecondsAfterFinished": 3600,
                      "template": {"metadata": {"labels": a.labels("agent")}, "spec": pod}}}
+
+
+def owned_by(obj: dict[str, Any], job_name: str, job_uid: str) -> dict[str, Any]:
+    """`obj` owned by the agents' Job: Kubernetes' garbage collector deletes it with the Job (the Job's
+    ttlSecondsAfterFinished), so a controller killed outright (SIGKILL, OOM) leaves no Secret or Service."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid}
+    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
 
 
 # -- the controller inside the cluster ------------------------------------------------------------
