@@ -133,3 +133,39 @@ def test_join_timeout_sets_how_long_the_hosts_and_slurm_launchers_wait_for_their
                               store_addr="10.0.0.1", join_timeout=given)
     made = make_launcher(options)
     assert made.kind == launcher and made.timeout == waits
+
+
+def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_ended(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank seen dead before srun printed that the job's step ended (scancel) blamed its node and excluded it;
+    after a check that lost nodes the launcher now waits up to SETTLE_S for srun's words. The words are those
+    the real scancel test printed (tests/slurm/test_slurm_step_end.py)."""
+    import subprocess
+    import sys
+    import threading
+
+    from clustercheck.run import slurm
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    launcher = slurm.SlurmLauncher("127.0.0.1")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agents.log").write_text("0: joined\n1: joined\n")
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
+    try:
+        launcher.agents = [srun]  # type: ignore[list-item]
+        launcher.members = {0: object(), 1: object()}  # type: ignore[dict-item]
+        assert launcher.over() is None and launcher.over(settle=True) is None  # nothing said: no end, after 3 s
+        late = threading.Timer(0.5, lambda: (tmp_path / "agents.log").write_text(
+            "0: joined\n1: joined\nsrun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"))
+        late.start()
+        assert launcher.over() is None  # without settle: read at once, before srun spoke
+        over = launcher.over(settle=True)
+        assert over is not None and "srun: Job step aborted" in over.why and over.failed == {}, over
+        late.join()
+    finally:
+        srun.kill()
+        srun.wait()

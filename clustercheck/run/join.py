@@ -270,7 +270,7 @@ class JoinLauncher(Launcher):
         read = getattr(self.pods, "disrupted", None)  # Kubernetes' pods can tell (k8s.launcher.JobPods)
         return None if read is None or index is None else read(index, node)
 
-    def over(self) -> Over | None:
+    def over(self, settle: bool = False) -> Over | None:
         """Every node agent (two or more) has stopped answering: no node explains that alone, while the
         controller's network or its store would, so the run stops and names no node (Over.cost with none
         failed: each item of the check is only not measured, and the exclusion list stays empty)."""

@@ -128,8 +128,9 @@ class Launcher:
         Kubernetes); None: not known, and a node that stopped answering is taken as unreachable or dead."""
         return None
 
-    def over(self) -> Over | None:
-        """Whether the launch plane ended mid-run, and why (None while it stands, as for most launchers)."""
+    def over(self, settle: bool = False) -> Over | None:
+        """Whether the launch plane ended mid-run, and why (None while it stands, as for most launchers).
+        `settle`: the check just lost nodes, so a plane that may be ending is given a moment to say so."""
         return None
 
     def check_facts(self, nodes: Mapping[str, Facts]) -> None:

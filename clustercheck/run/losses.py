@@ -74,3 +74,8 @@ class Losses:
                 out[where] = HarnessError(f"{prefix or 'not measured: '}the check's ranks lost "
                                           f"{', '.join(named)}, outside this item: {exc}")
         return out
+
+
+def lost_any(found: Any) -> bool:
+    """Whether a check's outcomes (where -> outcome or error, or one error for them all) lost a node."""
+    return any(isinstance(v, Unreachable) for v in (found.values() if isinstance(found, dict) else (found,)))

@@ -23,6 +23,7 @@ from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.launcher import Over
+from clustercheck.run.losses import lost_any
 from clustercheck.run.fit import check_fits
 from clustercheck.run.nodefacts import lost_before, node_facts, without_lost
 from clustercheck.run.options import Options
@@ -215,7 +216,7 @@ class CheckSession:
                 self._cache[check.id] = self._measure_all(check)
             except Exception as exc:  # every item of the check gets the same error or skip
                 self._cache[check.id] = exc
-            if self.over is None and (over := self.launcher.over()) is not None:  # the job's step ended in it
+            if self.over is None and (over := self.launcher.over(settle=lost_any(self._cache[check.id]))) is not None:
                 self.over, self.stopped = (check.id, over), self.stopped or over.why  # plugin: the run stops
         found = self._cache[check.id]
         if isinstance(found, ClusterCheckError) and self.runner is not None and self.runner.windows_of == check.id:

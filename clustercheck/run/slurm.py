@@ -24,6 +24,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Collection, Mapping, NamedTuple
@@ -36,6 +37,8 @@ from clustercheck.run.launcher import Over
 from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
                                     start_agent)
 
+SETTLE_S = 3.0  # how long srun may take to print a step's end after its tasks died (it prints it as it tears the
+# step down, while the controller may see a rank die first); waited only after a check lost nodes
 STEP = ["--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=0", "--unbuffered", "--label", "--input=all"]
 # srun's account of a task that ended badly, e.g. "srun: error: node3: task 4: Killed" ("tasks 0-3,6" too)
 _ENDED = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$", re.MULTILINE)
@@ -159,14 +162,21 @@ class SlurmLauncher(HostsLauncher):
                           over, failed, unstarted)
         return self._read
 
-    def over(self) -> Over | None:
+    def over(self, settle: bool = False) -> Over | None:
         """Once the agents joined: the step ended (srun exited), or srun said the job or the step ended (a node
-        failed, the job was cancelled or ran out of time). Every agent then ends with it: the run stops."""
+        failed, the job was cancelled or ran out of time). Every agent then ends with it: the run stops. With
+        `settle` (the check lost nodes) srun is given SETTLE_S to say so: its tasks die as it prints the end,
+        and ranks seen dead first would otherwise blame, and exclude, their nodes for a cancelled job."""
         if not self.members or not self.agents:
             return None
-        said, code = self._said(), self.agents[0].poll()
-        if not said.over and code is None:
-            return None
+        end = time.monotonic() + (SETTLE_S if settle else 0.0)
+        while True:
+            said, code = self._said(), self.agents[0].poll()
+            if said.over or code is not None:
+                break
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.1)
         words = "; ".join(said.over[:3]) or ("srun " + (f"was killed by {signal.Signals(-code).name}"
                                                         if code is not None and code < 0 else f"exited with {code}"))
         return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
