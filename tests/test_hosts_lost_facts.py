@@ -65,4 +65,6 @@ def test_a_host_lost_while_the_facts_are_read_is_absent_and_the_others_are_measu
         assert lost["outcome"] == "error" and lost["absent"] == ["h2"], lost
         assert "h2: lost before any check: " in lost["message"], lost["message"]
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == ""
+    logs = sorted(p.name for p in (tmp_path / "out" / "latest" / "logs").glob("pool1-rank*.log"))
+    assert logs, "the failed facts pool's rank logs (h2's last words among them) are kept in the run's logs"
     assert "Traceback" not in out
