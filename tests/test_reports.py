@@ -7,6 +7,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,6 +148,100 @@ def test_junit_appends_each_suite_without_comparing_it_or_reparsing_the_document
     root = ET.fromstring(junit)
     assert [s.get("name") for s in root.findall("testsuite")] == [f"s::c{i}" for i in range(40)] + ["run"]
     assert root.get("tests") == "41" and junit.startswith(b"<?xml") and b"\n  <testsuite " in junit  # indented
+
+
+def _junit_inputs(tmp_path: Path) -> tuple:
+    """12 results of every outcome (one rank log with ESC and NUL), a planned item not run, the run
+    INCOMPLETE and an untested node: every kind of testsuite junit.xml has."""
+    from clustercheck.record.io import read_record
+
+    header, results, _ = read_record(write_record(tmp_path / "run.jsonl"))
+    many = [{**results[i % 3], "name": f"c{i}", "check": f"c{i}"} for i in range(12)]
+    many[4]["message"] = "rank 0 died\x1b[31m\x00"
+    not_run = [{"name": "late", "check": "late", "suite_file": "suites/s.yaml", "line": 20, "node": "n9"}]
+    return header, many, not_run, "killed", ["n8"]
+
+
+def test_junit_is_written_one_testsuite_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """junit.xml was one junitparser tree, written after its last testsuite was built (~470 MiB more peak
+    memory at 20,000 results): each testsuite is now on the stream before the next is built."""
+    import io
+
+    from clustercheck.report import junit
+
+    header, many, not_run, why, untested = _junit_inputs(tmp_path)
+    stream = io.BytesIO()
+    written = []  # at each testsuite built: how many whole testsuites the stream had already received
+    make = junit._suite
+
+    def counting(*args: Any) -> Any:
+        written.append(stream.getvalue().count(b"</testsuite>"))
+        return make(*args)
+
+    monkeypatch.setattr(junit, "_suite", counting)
+    junit.write_junit(header, many, not_run, why, untested, stream)
+    assert written == list(range(len(many) + 3))  # the items, the one not run, the run, the untested node
+    root = ET.fromstring(stream.getvalue())
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("15", "4", "7")  # counted first
+    assert stream.getvalue() == junit.render_junit(header, many, not_run, why, untested)
+
+
+def test_junit_holds_no_more_than_one_testsuite_element(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted on xml.etree's elements (junitparser's tree without lxml, whose elements take no weak
+    reference): when each testsuite is built, at most the one before it is still alive."""
+    import gc
+    import weakref
+    from xml.etree import ElementTree
+
+    import junitparser.junitparser
+
+    from clustercheck.report import junit
+
+    monkeypatch.setattr(junitparser.junitparser, "etree", ElementTree)
+    monkeypatch.setattr(junit, "etree", ElementTree)
+    header, many, not_run, why, untested = _junit_inputs(tmp_path)
+    live: weakref.WeakSet = weakref.WeakSet()
+    alive = []
+    make = junit._suite
+
+    def tracked(*args: Any) -> Any:
+        gc.collect()
+        alive.append(len(live))
+        suite = make(*args)
+        live.add(suite._elem)
+        return suite
+
+    monkeypatch.setattr(junit, "_suite", tracked)
+    data = junit.render_junit(header, many, not_run, why, untested)
+    assert data.startswith(b"<?xml version='1.0' encoding='utf-8'?>")  # xml.etree's writing, not lxml's
+    assert len(alive) == len(many) + 3 and max(alive) <= 1, str(alive)
+
+
+@pytest.mark.parametrize("tree", ["lxml", "xml.etree"])
+def test_streamed_junit_is_the_whole_tree_indented_and_written_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tree: str) -> None:
+    """Suite by suite, junit.xml has the bytes it had as one tree (what `clustercheck verify` compares), with
+    either module junitparser writes with; with no testsuite at all, <testsuites .../>."""
+    import io
+    from xml.etree import ElementTree
+
+    import junitparser.junitparser
+
+    from clustercheck.report import junit
+
+    if tree == "xml.etree":
+        monkeypatch.setattr(junitparser.junitparser, "etree", ElementTree)
+        monkeypatch.setattr(junit, "etree", ElementTree)
+    etree = junit.etree
+    header, many, not_run, why, untested = _junit_inputs(tmp_path)
+    for args in ((many, not_run, why, untested), (many, (), None, ()), ((), (), None, ()), ((), (), why, ())):
+        data = junit.render_junit(header, *args)
+        root = etree.fromstring(data)
+        etree.indent(root, space="  ")
+        whole = io.BytesIO()
+        etree.ElementTree(root).write(whole, encoding="utf-8", xml_declaration=True)
+        assert data == whole.getvalue()
+    assert b"rank 0 died\\x1b[31m\\x00" in junit.render_junit(header, many)
 
 
 def test_a_non_utf8_byte_in_argv_still_renders_every_report(tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     evidence) is worked out once, here, and each report renders only when written."""
     from clustercheck.report.ctrf import render_ctrf
     from clustercheck.report.html import html_chunks
-    from clustercheck.report.junit import render_junit
+    from clustercheck.report.junit import write_junit
     from clustercheck.report.sla import evidence, signature
 
     header, results, end = rec.header, rec.results, rec.end
@@ -186,8 +186,8 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
             out.write(chunk.encode("utf-8", "backslashreplace"))
 
     return {"json": lambda out: write_json(summary, out), "sla": lambda out: write_json(sla, out),  # NaN as "NaN"
-            "junit": lambda out: out.write(render_junit(header, results, rec.not_run(),
-                                                        (status["incomplete"] or {}).get("reason"), status["untested"])),
+            "junit": lambda out: write_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
+                                             status["untested"], out),
             "ctrf": lambda out: out.write(render_ctrf(header, results, end, rec.not_run(), status, signer)),
             "html": html}
 

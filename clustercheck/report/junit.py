@@ -5,6 +5,9 @@ limit / unit / margin properties, with one <testcase> inside. Testcase names are
 `name` is the check id plus its node/GPU/pair (`allreduce-sweep[node7]`), `classname` is the suite file's
 stem. `properties` is the one source of an item's properties: `pytest --junitxml` writes the same ones.
 
+write_junit streams the document: the totals are counted first, then each testsuite is built, written and
+dropped in turn, so a run of tens of thousands of items never holds its whole tree.
+
 junitparser (5.x, maintained, reads and writes JUnit with lxml or the standard library) rather than
 junit-xml, whose last release was in 2023 and which has no typed properties API."""
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Iterator, Sequence
 
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 from junitparser.junitparser import etree  # lxml's where installed, else xml.etree's: the tree's own module
@@ -112,72 +115,110 @@ def _suite(name: str, timestamp: str, hostname: str, package: str, file: str,
 
 def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem] = (),
                  why: str | None = None, untested: Sequence[str] = ()) -> bytes:
-    """Every item with a result, then every planned item that never ran, as an error: a CI page must
-    never show an interrupted run as fewer tests that all passed."""
-    host = (header.get("facts") or {}).get("host") or ""
-    root = JUnitXml("clustercheck")
-    totals = {"tests": 0, "failures": 0, "errors": 0}
-    seconds = 0.0
-    for r in folded(results):
-        outcome = r["outcome"]
-        duration = round(float(r.get("duration") or 0.0), 3)
-        suite = _suite(item_id(r), r.get("finished") or header.get("started") or "", r.get("node") or host,
-                       classname(r), r["suite_file"], properties(r, header) + _burn_in_properties(r))
-        case = TestCase(_clean(r["name"]), _clean(classname(r)), duration)
-        message = r.get("message") or ""
-        first = _clean(message.splitlines()[0] if message.strip() else outcome)
-        if outcome == "failed":  # the hardware missed a limit or a result was wrong
-            case.result = [_text(Failure(first, "threshold"), message)]
-        elif outcome == "error":  # the harness could not measure
-            case.result = [_text(Error(first, "harness"), message)]
-        elif outcome == "skipped":
-            case.result = [Skipped(first)]
-        out = verdict_lines(r)
-        if out:
-            case.system_out = _clean("\n".join(out) + "\n")
-        suite.add_testcase(case)
-        suite.update_statistics()
-        root.append(suite)  # not add_testsuite: it compares each suite with every one before (quadratic); ids are unique
-        totals["tests"] += 1
-        totals["failures"] += outcome == "failed"
-        totals["errors"] += outcome == "error"
-        seconds += duration
-    started = header.get("started") or ""
-    for p in not_run:
-        suite = _suite(item_id(p), started, p.get("node") or host, classname(p), p["suite_file"],
-                       [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")])
-        _error_case(root, suite, TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
-                    not_run_text(p, header.get("absent") or {}, why), "incomplete")
-    if why:  # the run itself, as an error: killed after its last item, stopped, short of its repetitions or
-        # of a node, a run whose every planned item has a result still never reads as a green page
-        _error_case(root, _suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),
-                    TestCase("INCOMPLETE", "clustercheck", 0.0), f"INCOMPLETE: {why}", "incomplete")
-    for node in untested:  # a node no item measured: nothing clears it, and the page must not read green
-        _error_case(root, _suite(f"untested[{node}]", started, node, "clustercheck", "",
-                                 [("outcome", "error"), ("untested", "true")]),
-                    TestCase(_clean(f"untested[{node}]"), "clustercheck", 0.0),
-                    untested_text(node), "untested")
-    totals["tests"] += len(not_run) + bool(why) + len(untested)
-    totals["errors"] += len(not_run) + bool(why) + len(untested)
-    # the totals by hand: junit-10.xsd allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
-    root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
-    root.time = round(seconds, 3)
-    # indented in place, not write(pretty=True): that re-parses the whole document into a minidom tree (GiBs
-    # at tens of thousands of items)
-    etree.indent(root._elem, space="  ")
+    """junit.xml as bytes (write_junit into memory), for a caller that wants the whole document."""
     buffer = io.BytesIO()
-    root.write(buffer)
+    write_junit(header, results, not_run, why, untested, buffer)
     return buffer.getvalue()
 
 
-def _error_case(root: Any, suite: Any, case: Any, message: str, kind: str) -> None:
+def write_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem],
+                why: str | None, untested: Sequence[str], out: BinaryIO) -> None:
+    """Every item with a result, then every planned item that never ran, as an error: a CI page must
+    never show an interrupted run as fewer tests that all passed. Written to `out` one testsuite at a
+    time, each built, indented and serialized on its own and then dropped: a whole tree held ~470 MiB at
+    20,000 results. The bytes are those of the whole tree indented and written at once (tests/test_reports.py)."""
+    items = folded(results)
+    extra = len(not_run) + bool(why) + len(untested)
+    root = JUnitXml("clustercheck")
+    # the totals first, by counting (they open the document, the suites follow), and by hand: junit-10.xsd
+    # allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
+    root.tests = len(items) + extra
+    root.failures = sum(r["outcome"] == "failed" for r in items)
+    root.errors = sum(r["outcome"] == "error" for r in items) + extra
+    root.time = round(sum((_duration(r) for r in items), 0.0), 3)  # as the tree summed them: 0.0, not 0
+    if not root.tests:  # <testsuites .../>: no start and end tag to write suites between
+        root.write(out)
+        return
+    head, tail = _frame(root)
+    out.write(head)
+    for suite in _suites(header, items, not_run, why, untested):
+        # indented in place as the whole tree's etree.indent does at depth 1 (not write(pretty=True): that
+        # re-parses the document into a minidom tree); no tail of its own, the separator is written here
+        etree.indent(suite._elem, space="  ", level=1)
+        out.write(b"\n  " + etree.tostring(suite._elem, encoding="utf-8"))
+    out.write(b"\n" + tail)
+
+
+def _frame(root: Any) -> tuple[bytes, bytes]:
+    """The document around the suites: the XML declaration and <testsuites ...> start tag, and the end tag,
+    as the tree's own module writes them (lxml and xml.etree differ in both), split at a placeholder child."""
+    placeholder = etree.SubElement(root._elem, "placeholder")
+    marker = etree.tostring(placeholder, encoding="utf-8")
+    buffer = io.BytesIO()
+    root.write(buffer)
+    head, found, tail = buffer.getvalue().partition(marker)
+    if not found or marker in tail:  # a junitparser or lxml that writes otherwise: no half-framed junit.xml
+        raise RuntimeError(f"junit.xml: {marker!r} is not once between the <testsuites> tags of {buffer.getvalue()!r}")
+    root._elem.remove(placeholder)
+    return head, tail
+
+
+def _duration(r: ResultEntry) -> float:
+    return round(float(r.get("duration") or 0.0), 3)
+
+
+def _suites(header: RunHeader, items: Sequence[ResultEntry], not_run: Sequence[PlanItem], why: str | None,
+            untested: Sequence[str]) -> Iterator[Any]:
+    """Each testsuite of junit.xml in order, built only when asked for, and held by no name here once
+    yielded (a loop's variable would keep the last one alive past its turn)."""
+    host = (header.get("facts") or {}).get("host") or ""
+    started = header.get("started") or ""
+    for r in items:
+        yield _result_suite(r, header, host)
+    for p in not_run:
+        yield _error_case(_suite(item_id(p), started, p.get("node") or host, classname(p), p["suite_file"],
+                                 [("id", item_id(p)), ("check", p["check"]), ("outcome", "error"), ("incomplete", "true")]),
+                          TestCase(_clean(p["name"]), _clean(classname(p)), 0.0),
+                          not_run_text(p, header.get("absent") or {}, why), "incomplete")
+    if why:  # the run itself, as an error: killed after its last item, stopped, short of its repetitions or
+        # of a node, a run whose every planned item has a result still never reads as a green page
+        yield _error_case(_suite("run", started, host, "clustercheck", "", [("outcome", "error"), ("incomplete", "true")]),
+                          TestCase("INCOMPLETE", "clustercheck", 0.0), f"INCOMPLETE: {why}", "incomplete")
+    for node in untested:  # a node no item measured: nothing clears it, and the page must not read green
+        yield _error_case(_suite(f"untested[{node}]", started, node, "clustercheck", "",
+                                 [("outcome", "error"), ("untested", "true")]),
+                          TestCase(_clean(f"untested[{node}]"), "clustercheck", 0.0), untested_text(node), "untested")
+
+
+def _result_suite(r: ResultEntry, header: RunHeader, host: str) -> Any:
+    outcome = r["outcome"]
+    suite = _suite(item_id(r), r.get("finished") or header.get("started") or "", r.get("node") or host,
+                   classname(r), r["suite_file"], properties(r, header) + _burn_in_properties(r))
+    case = TestCase(_clean(r["name"]), _clean(classname(r)), _duration(r))
+    message = r.get("message") or ""
+    first = _clean(message.splitlines()[0] if message.strip() else outcome)
+    if outcome == "failed":  # the hardware missed a limit or a result was wrong
+        case.result = [_text(Failure(first, "threshold"), message)]
+    elif outcome == "error":  # the harness could not measure
+        case.result = [_text(Error(first, "harness"), message)]
+    elif outcome == "skipped":
+        case.result = [Skipped(first)]
+    out = verdict_lines(r)
+    if out:
+        case.system_out = _clean("\n".join(out) + "\n")
+    suite.add_testcase(case)
+    suite.update_statistics()
+    return suite
+
+
+def _error_case(suite: Any, case: Any, message: str, kind: str) -> Any:
     """What no item's result says (an item that never ran, the run that did not finish, a node nothing
     measured): an error of type `kind` in a testsuite of its own."""
     message = _clean(message)
     case.result = [_text(Error(message, kind), message)]
     suite.add_testcase(case)
     suite.update_statistics()
-    root.append(suite)
+    return suite
 
 
 def _text(result: Any, text: str) -> Any:
