@@ -73,24 +73,30 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     floor_gbps = rules.expect.get("ib_write_bw_min")
     subjects: dict[str, dict[str, float]] = {}
     verdicts: list[Verdict] = []
+    # A NIC whose run could not be read is the harness's word, not the hardware's: it must not discard the
+    # verdicts of the NICs judged before or after it, so each is kept and decided on at the end
+    unread: list[tuple[str, str]] = []  # (NIC, why its run gave no bandwidth)
+    unjudged: list[str] = []  # NICs measured but with no floor to judge them against
+    run_rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN,
+                           "the tool's whole table, no failure line, exit status 0")
     for run in result["runs"]:
         dev, client = run["device"], run["client"]
         if client["outcome"] != "ran":
-            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}): {client['reason']}")
+            unread.append((dev, f"ib_write_bw on {result['host']} ({dev}): {client['reason']}"))
+            continue
         try:
             parsed = reader.parse(client["stdout"])
         except NotToolOutput as exc:
             ended = f"exit status {client['returncode']}" if client["returncode"] else "exit status 0"
             server = (run.get("server") or {}).get("stderr_tail", "").strip().splitlines()[-1:]
-            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}) ended with {ended} without a bandwidth "
-                               f"table ({exc}){'; server: ' + server[0][:160] if server else ''}") from None
-        rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN,
-                           "the tool's whole table, no failure line, exit status 0")
+            unread.append((dev, f"ib_write_bw on {result['host']} ({dev}) ended with {ended} without a bandwidth "
+                                f"table ({exc}){'; server: ' + server[0][:160] if server else ''}"))
+            continue
         problem = parsed.failure or ("" if parsed.complete else "the table was cut off") or \
             (f"exit status {client['returncode']}" if client["returncode"] else "") or \
             ("stopped at its timeout" if client["timed_out"] else "")
         if problem:
-            verdicts.append(Verdict("run", "failed", "", rule, False, subject=dev, detail=problem))
+            verdicts.append(Verdict("run", "failed", "", run_rule, False, subject=dev, detail=problem))
         largest = parsed.largest()
         if largest is None:
             continue
@@ -106,13 +112,20 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                           f"{SOURCE}; {used}", BUILT_IN)
             verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
         else:
-            raise HarnessError(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
-                               f"no ib_write_bw_min is given")
-    if not verdicts:
-        raise HarnessError(f"ib_write_bw on {result['host']}: no NIC gave a bandwidth")
+            unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
+                            f"no ib_write_bw_min is given")
+    if not any(not v.passed for v in verdicts):
+        # nothing failed: what could not be read or judged is the item's error, never a pass on the rest
+        if unread or unjudged or not verdicts:
+            raise HarnessError("; ".join([why for _, why in unread] + unjudged)
+                               or f"ib_write_bw on {result['host']}: no NIC gave a bandwidth")
+    else:
+        # the item fails on its own verdicts; each NIC that gave no bandwidth fails its run beside them
+        verdicts += [Verdict("run", "failed", "", run_rule, False, subject=dev, detail=why) for dev, why in unread]
     rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
     worst = min(subjects, key=lambda s: subjects[s]["bw_gbps"], default=None)
-    return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects), verdicts
+    return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects,
+                       notes=tuple(unjudged)), verdicts
 
 
 def _line_rate(run: Mapping[str, Any], peers: Mapping[str, Any] | None) -> tuple[float | None, str]:
