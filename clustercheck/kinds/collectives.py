@@ -11,7 +11,7 @@ from statistics import fmean, median, pstdev
 from typing import Any, Callable, Mapping, Sequence
 
 from clustercheck import formulas, units
-from clustercheck.errors import SizeTooSmall, show
+from clustercheck.errors import HarnessError, SizeTooSmall, show
 from clustercheck.fabric.comm import describe, tag_rows
 from clustercheck.formulas import PLACEMENTS, check_temporaries, layout
 from clustercheck.judging.measurement import Measurement, evaluate
@@ -184,33 +184,45 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                                 notes=(*m.notes, "correctness not checked (check_iters: 0)"))
     verdicts = evaluate(m, limits)
     if a.backend == "nccl":
-        verdicts += nccl_verdicts(check.id, comm, rules, a.hosts)
+        said, unjudged = nccl_verdicts(check.id, comm, rules, a.hosts)
+        verdicts += said
+        if unjudged:
+            if all(v.passed for v in verdicts):  # nothing failed: what went unjudged is the item's error
+                raise HarnessError(f"{check.id}: {'; '.join(unjudged)}")
+            # a failure stands (the busbw it measured, NCCL's errors); what the logs could not say beside it is
+            # still said, in the item's notes, never dropped and never a reason to lose the failure
+            m = dataclasses.replace(m, notes=(*m.notes, *unjudged))
     return m, verdicts
 
 
-def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequence[str]) -> list[Verdict]:
+# What NCCL's logs said, judged, and what they could not say (`... is not judged: <why>`, naming the node):
+# the judge decides whether the latter is the item's error (nothing failed) or a note beside a failure
+Judged = tuple[list[Verdict], list[str]]
+
+
+def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequence[str]) -> Judged:
     """NCCL's own errors fail every run, one node's too (a `transport/p2p.cc` WARN between its GPUs); the
     network between nodes (net, gdr, nics) is judged on multi-node runs only."""
     between_nodes = rules.multi_node and len(set(hosts)) > 1
-    return transport_verdicts(check_id, comm, rules, hosts, network=between_nodes) + p2p_verdicts(check_id, comm, rules)
+    verdicts, unjudged = transport_verdicts(check_id, comm, rules, hosts, network=between_nodes)
+    p2p, p2p_unjudged = p2p_verdicts(check_id, comm, rules)
+    return verdicts + p2p, unjudged + p2p_unjudged
 
 
-def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> list[Verdict]:
+def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> Judged:
     """Expectation `p2p: true` (NVLink/NVSwitch profiles): ranks whose NCCL connected GPUs of one host
-    through SHM fail, named by rank and host; without a log it is not judged, an error of the item."""
-    from clustercheck.errors import HarnessError
-
+    through SHM fail, named by rank and host; without a log it is not judged."""
     if rules.expect.get("p2p") is not True:
-        return []
+        return [], []
     if not comm.get("logs"):
-        raise HarnessError(f"{check_id}: P2P between GPUs is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
-                           f"; expected p2p=true (run with --nccl-log init or full, and leave NCCL_DEBUG unset)")
+        return [], [f"P2P between GPUs is not judged: {comm.get('why_not') or 'no NCCL log was read'}; expected "
+                    f"p2p=true (run with --nccl-log init or full, and leave NCCL_DEBUG unset)"]
     rule = Expectation(check_id, "P2P between GPUs", "P2P", rules.expect_origin, "no SHM between GPUs of one host")
     shm = comm.get("shm_ranks") or []
     if not shm:
         if "P2P" not in (comm.get("transports") or ()):
-            return []  # no two GPUs of one host connected: nothing to judge
-        return [Verdict("P2P between GPUs", "P2P", "", rule, True, subject="NCCL", detail="P2P between GPUs, no SHM")]
+            return [], []  # no two GPUs of one host connected: nothing to judge
+        return [Verdict("P2P between GPUs", "P2P", "", rule, True, subject="NCCL", detail="P2P between GPUs, no SHM")], []
     by_host: dict[str, list[int]] = {}
     for s in shm:
         by_host.setdefault(str(s.get("host") or ""), []).append(int(s.get("rank") or 0))
@@ -218,43 +230,44 @@ def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> list[Verd
                     detail=f"SHM between GPUs on {host or 'a host'} (rank {', '.join(map(str, ranks[:8]))}"
                            f"{' ...' if len(ranks) > 8 else ''}), P2P expected: peer-to-peer is broken there (ACS "
                            f"redirect, a VM without P2P, NCCL_P2P_DISABLE, the driver)")
-            for host, ranks in by_host.items()]
+            for host, ranks in by_host.items()], []
 
 
 TRANSPORT_KEYS = ("net", "gdr", "nics")
 
 
 def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes: Sequence[str] = (),
-                       network: bool = True) -> list[Verdict]:
+                       network: bool = True) -> Judged:
     """NCCL's transport between the item's nodes against the expectations net, gdr and nics, from its ranks'
-    own logs (fabric/transport.py, as `clustercheck probe nccl-log` judges a capture). What the logs cannot
-    say is an error of the item, never a pass: a node of `nodes` whose logs show no network included."""
-    from clustercheck.errors import HarnessError
+    own logs (fabric/transport.py, as `clustercheck probe nccl-log` judges a capture), and NCCL's own errors.
+    What the logs cannot say is returned as not judged, never a pass: a node of `nodes` whose logs show no
+    network included. Every finding is kept: one unjudged does not hide a failed one after it."""
     from clustercheck.fabric.comm import merged_net
     from clustercheck.fabric.transport import ErrorLine, error_findings, judge as judge_transport
 
-    failed = [Verdict(f.what, str(f.measured), "", Expectation(check_id, f.what, "0", "NCCL's own errors fail", f.detail),
-                      False, subject=f.subject, detail=f.detail)
-              for f in error_findings([ErrorLine(e.get("host") or "", e.get("dev") or "", 0, str(e.get("text")),
-                                                 int(e.get("count") or 1), e.get("rank"))
-                                       for e in comm.get("nccl_errors") or ()])]
+    out = [Verdict(f.what, str(f.measured), "", Expectation(check_id, f.what, "0", "NCCL's own errors fail", f.detail),
+                   False, subject=f.subject, detail=f.detail)
+           for f in error_findings([ErrorLine(e.get("host") or "", e.get("dev") or "", 0, str(e.get("text")),
+                                              int(e.get("count") or 1), e.get("rank"))
+                                    for e in comm.get("nccl_errors") or ()])]
     expect = {k: rules.expect[k] for k in TRANSPORT_KEYS if rules.expect.get(k) is not None}
     if not expect or not network:
-        return failed
+        return out, []
     if not comm.get("logs"):
-        raise HarnessError(f"{check_id}: NCCL's transport between nodes is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
-                           f"; expected {', '.join(f'{k}={v}' for k, v in expect.items())} (run with --nccl-log init or full, "
-                           f"and leave NCCL_DEBUG unset)")
+        return out, [f"NCCL's transport between nodes is not judged: {comm.get('why_not') or 'no NCCL log was read'}"
+                     f"; expected {', '.join(f'{k}={v}' for k, v in expect.items())} (run with --nccl-log init or "
+                     f"full, and leave NCCL_DEBUG unset)"]
     hosts = merged_net([{"net": comm.get("net") or {}}])
     env = dict(comm.get("nccl_env") or {})
-    out = failed
+    unjudged = []
     for f in judge_transport(hosts, env, expect, nodes):
         if f.passed is None:
-            raise HarnessError(f"{check_id}: NCCL's {f.what} between nodes is {f.detail}")
+            unjudged.append(f"NCCL's {f.what} between nodes is {f.detail}")
+            continue
         rule = Expectation(check_id, f.what, str(f.expected), rules.expect_origin, f.detail)
         out.append(Verdict(f.what, "" if f.measured is None else str(f.measured), "", rule, f.passed,
                            subject=f.subject, detail=f.detail))
-    return out
+    return out, unjudged
 
 
 def check_layouts(check: CheckSpec, nranks: int) -> None:
