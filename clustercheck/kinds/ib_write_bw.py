@@ -13,7 +13,7 @@ conf/nd96isr_h200_v5.conf). A run that failed or was cut off fails its NIC. Rank
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import HarnessError, Skip
 from clustercheck.judging.limits import Limit
@@ -58,8 +58,13 @@ def argv(params: Mapping[str, Any], device: str, port: int) -> list[str]:
 
 def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
     devices = check.params["devices"] or list(expect.get("fabric_ports") or [])
-    return {**check.params, "devices": list(dict.fromkeys(d.split("/")[0] for d in devices)),
-            "tool_timeout": tool_timeout(check.timeout)}
+    return {**check.params, "devices": list(dict.fromkeys(devices)), "tool_timeout": tool_timeout(check.timeout)}
+
+
+def named_in(device: str, port: int, names: Sequence[str]) -> bool:
+    """Whether a port is among names: its device (mlx5_0, every port of it) or the port itself (mlx5_0/1),
+    as fabric_ports names ports."""
+    return device in names or f"{device}/{port}" in names
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
@@ -79,6 +84,11 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     unjudged: list[str] = []  # NICs measured but with no floor to judge them against
     run_rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN,
                            "the tool's whole table, no failure line, exit status 0")
+    named_by = "the check's devices:" if a.check.params.get("devices") else "the expectation fabric_ports"
+    present = Expectation(a.check.id, "device", "present", f"{a.check.file}:{a.check.line}" if a.check.params.get("devices") else
+                          rules.expect_origin, f"named in {named_by}")
+    verdicts += [Verdict("device", "absent", "", present, False, subject=name,
+                         detail=f"named in {named_by} and not on {result['host']}") for name in result.get("absent", ())]
     for run in result["runs"]:
         dev, client = run["device"], run["client"]
         if client["outcome"] != "ran":

@@ -29,18 +29,20 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     if ctx.local_rank != 0:
         return {}
     from clustercheck.fabric import rdma
-    from clustercheck.kinds.ib_write_bw import argv
+    from clustercheck.kinds.ib_write_bw import argv, named_in
 
     base = {"host": ctx.host, "binary": "ib_write_bw"}
     env = tool_env(ctx)
     if shutil.which("ib_write_bw", path=env.get("PATH", os.defpath)) is None:
         return {**base, "outcome": "missing", "reason": f"ib_write_bw (perftest) not found on PATH on {ctx.host}"}
     net = rdma.read()
-    named = params.get("devices") or []
-    ports = [p for p in net.ports if (p.device in named if named else p.up)]
-    if not ports:
-        why = f"none of {', '.join(named)} is an RDMA device here" if named else "no RDMA port is ACTIVE/LinkUp"
-        return {**base, "outcome": "missing", "reason": f"{why} on {ctx.host} ({len(net.ports)} port(s) in sysfs)"}
+    named = params.get("devices") or []  # a device (mlx5_0) or one port of it (mlx5_0/1)
+    ports = [p for p in net.ports if (named_in(p.device, p.port, named) if named else p.up)]
+    # a device the check or fabric_ports names that is not here is the judge's to fail, never left out
+    absent = [n for n in named if not any(named_in(p.device, p.port, [n]) for p in net.ports)]
+    if not ports and not named:
+        return {**base, "outcome": "missing", "reason": f"no RDMA port is ACTIVE/LinkUp on {ctx.host} "
+                                                       f"({len(net.ports)} port(s) in sysfs)"}
     runs = []
     for i, port in enumerate(ports):
         args = argv(params, port.device, _BASE_PORT + i)
@@ -49,7 +51,8 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
         client = run_tool(ctx, [*args, "localhost"], params["tool_timeout"] / max(1, len(ports)))
         runs.append({"device": port.device, "port": port.port, "rate_gbps": port.rate_gbps, "up": port.up,
                      "client": client, "server": _finish(server, 10.0)})
-    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems), "peers": rdma.peers(net.ports)}
+    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems), "peers": rdma.peers(net.ports),
+            "absent": absent}
 
 
 def gdsio(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
