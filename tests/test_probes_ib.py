@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from clustercheck.probes import ib
-from clustercheck.probes.base import ProbeParseError
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
 from evidence import files, ids, text
 
 IB_FIXTURES = files("ibstat") + files("ibv_devinfo")
@@ -82,3 +85,18 @@ def test_gdr_expected_with_an_ibstat_capture_is_not_judged():
     gdr = [v for v in ib.judge(ports, {"gdr": True}) if v.what == "GPUDirect RDMA"]
     assert [(v.subject, v.judged) for v in gdr] == [("node", False)]
     assert gdr[0].detail == "not judged: GDR is not in an ibstat capture"
+
+
+@pytest.mark.parametrize("expect, named", [({"ib_ports": 8}, "8 active port(s) (ib_ports)"),
+                                           ({"ib_rate_gbps": 400}, "ports at 400 Gb/s (ib_rate_gbps)"),
+                                           ({"fabric_ports": ["mlx5_0"]}, "mlx5_0 (fabric_ports)"),
+                                           ({"gdr": True}, "GPUDirect RDMA (gdr: true)")])
+def test_a_node_with_no_rdma_device_fails_where_an_rdma_expectation_applies(tmp_path: Path, expect: dict[str, Any],
+                                                                           named: str) -> None:
+    (tmp_path / "sys" / "bus" / "pci" / "devices").mkdir(parents=True)  # a PCI bus, no /sys/class/infiniband
+    reading = ib.collect(tmp_path / "sys")
+    (v,) = ib.judge(reading, expect)
+    assert (v.subject, v.what, v.passed) == ("node", "RDMA devices", False)
+    assert v.detail.startswith("no InfiniBand/RoCE device") and named in v.detail
+    with pytest.raises(ProbeSkip, match="no InfiniBand/RoCE device"):  # nothing expects one: a skip
+        ib.judge(reading, {"ib_rate_gbps": None, "gdr": False})

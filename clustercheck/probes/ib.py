@@ -156,6 +156,8 @@ class SysfsReading:
 
 def judge(reading: tuple[IbPort, ...] | SysfsReading, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     ports = reading.ports if isinstance(reading, SysfsReading) else reading
+    if isinstance(reading, SysfsReading) and not ports and not reading.problems:
+        return _no_device(expect)
     out = [ProbeVerdict("node", "sysfs", False, f"{problem}: the node's RDMA facts cannot be trusted", problem)
            for problem in (reading.problems if isinstance(reading, SysfsReading) else ())]
     named: Sequence[str] = expect.get("fabric_ports") or ()
@@ -172,6 +174,21 @@ def judge(reading: tuple[IbPort, ...] | SysfsReading, expect: Mapping[str, Any])
             out.append(ProbeVerdict("node", "GPUDirect RDMA", bool(reading.gdr_available), reading.gdr,
                                     "available" if reading.gdr_available else "not available", "available"))
     return out + _judge_ports(ports, expect, named)
+
+
+def _no_device(expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    """A node with no RDMA device: skipped where nothing expects one; where the profile or --expect does
+    (ports, a rate, named ports, GPUDirect RDMA), a failure naming what was expected, never a skip."""
+    absent = "no InfiniBand/RoCE device (/sys/class/infiniband is empty or absent)"
+    wanted = [f"{expect['ib_ports']} active port(s) (ib_ports)" if expect.get("ib_ports") else "",
+              f"ports at {float(expect['ib_rate_gbps']):g} Gb/s (ib_rate_gbps)" if expect.get("ib_rate_gbps") else "",
+              f"{', '.join(expect['fabric_ports'])} (fabric_ports)" if expect.get("fabric_ports") else "",
+              "GPUDirect RDMA (gdr: true)" if expect.get("gdr") is True else ""]
+    wanted = [w for w in wanted if w]
+    if not wanted:
+        raise ProbeSkip(absent)
+    return [ProbeVerdict("node", "RDMA devices", False, f"{absent}; expected: {'; '.join(wanted)}", 0,
+                         expect.get("ib_ports") or "an RDMA device")]
 
 
 def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Sequence[str]) -> list[ProbeVerdict]:
@@ -247,8 +264,7 @@ def collect(sys_root: Path = Path("/sys")) -> SysfsReading:
     from clustercheck.fabric import rdma
 
     net = rdma.read(sys_root)
-    if not net.ports and not net.problems:
-        raise ProbeSkip("no InfiniBand/RoCE device (/sys/class/infiniband is empty or absent)")
+    # no device is a skip only where no RDMA expectation applies: judge decides, it has the expectations
     ports = tuple(IbPort(p.device, p.port, p.state, None if p.phys_state == "?" else p.phys_state, p.rate_gbps,
                          None if p.link_layer == "?" else p.link_layer, hca_type=p.hca_type, board_id=p.board_id)
                   for p in net.ports)
