@@ -140,6 +140,22 @@ def test_device_ids_agree_with_the_hand_written_profiles():
             assert model is not None and model.gpu_model == hand.expect["gpu_model"], path.name
 
 
+def test_each_a100_memory_variant_derives_its_own_memory_floor() -> None:
+    """4 or 2 A100 SXM4 80GB (0x20b2) are judged on the 80GB part's HBM2e 2039 GB/s, at or below DCGM's own
+    floor for 20b2 (1173000 MB/s, NVIDIA/DCGM nvvs/diag-skus.yaml.in), never on the 40GB part's 1555."""
+    for count in (1, 2, 4):
+        big, small = derived_profile(0x20B2, count, None), derived_profile(0x20B0, count, None)
+        assert big is not None and small is not None
+        assert (big.name, small.name) == (f"a100-sxm-80gb-{count}x", f"a100-sxm-{count}x")
+        assert big.detect["pci_device_ids"] == (0x20B2,) and small.detect["pci_device_ids"] == (0x20B0,)
+        floor = big.defaults["device_memory"].limits["bandwidth"]
+        assert 1160 <= floor.value <= 1173 and floor.spec_sources[0].startswith("spec.hbm.bandwidth = 2039 GB/s")
+        assert small.defaults["device_memory"].limits["bandwidth"].value == pytest.approx(0.57 * 1555)
+        assert derived_by_name(big.name) == big and derived_by_name(small.name) == small
+        assert {k: v for k, v in big.hardware.items() if k != "hbm"} == \
+            {k: v for k, v in small.hardware.items() if k != "hbm"}
+
+
 def test_every_model_has_distinct_ids_and_names():
     ids = [i for m in MODELS for i in m.device_ids]
     assert len(ids) == len(set(ids)) and len({m.slug for m in MODELS}) == len(MODELS)

@@ -25,7 +25,7 @@ def facts(count: int, ids: tuple[int, ...] = (), links: int | None = None, pci: 
     ("cpu", facts(0)),
     ("h100-sxm-8x", facts(8, (0x2330,), 18)),
     ("h200-sxm-8x", facts(8, (0x2335,), 18)),
-    ("a100-sxm-8x", facts(8, (0x20b2,), 12)),
+    ("a100-sxm-80gb-8x", facts(8, (0x20b2,), 12)),
     ("a100-sxm-8x", facts(8, (0x20b0,), 12)),
     ("b200-8x", facts(8, (0x2901,), 18)),
     ("gh200", facts(1, (0x2342,), 0)),
@@ -70,9 +70,37 @@ def test_of_two_profiles_of_one_gpu_the_nearest_count_at_or_above_wins(tmp_path)
         "h100-sxm-4x", "h100-sxm-4x", "h100-sxm-8x", "h100-sxm-8x"]
 
 
+# DCGM's own A100-SXM4-80GB floor: nvvs/diag-skus.yaml.in, id 20b2, minimum_bandwidth 1173000 MB/s
+# (https://github.com/NVIDIA/DCGM/blob/master/nvvs/diag-skus.yaml.in).
+@pytest.mark.parametrize("ids, want, low, high", [
+    ((0x20b2,), "a100-sxm-80gb-8x", 1160.0, 1173.0),   # 0.57 x 2039
+    ((0x20b0,), "a100-sxm-8x", 0.57 * 1555, 0.57 * 1555),
+])
+def test_each_a100_memory_variant_is_judged_on_its_own_memory_floor(
+        ids: tuple[int, ...], want: str, low: float, high: float) -> None:
+    """One profile used to hold both A100 SXM4 parts on the 40GB part's floor (0.57 x 1555 = 886 GB/s), so
+    an 80GB GPU degraded to 1000 GB/s passed; each part is now detected by its own device id."""
+    profile = detect(THRESHOLDS, facts(8, ids, 12))
+    assert profile.name == want
+    floor = profile.limits["device-memory"]["bandwidth"]
+    assert floor.unit == "GB/s" and low - 1e-9 <= floor.value <= high + 1e-9
+    assert profile.defaults["device_memory"].limits["bandwidth"].value == floor.value
+    if want == "a100-sxm-80gb-8x":
+        assert not floor.passes(1000.0) and floor.passes(1173.0)
+        assert "1173000" in floor.source and "NVIDIA/DCGM" in floor.source
+    # the rest of the board is the same: NVLink 3 x 12, PCIe Gen4, the A100's tensor cores
+    other = PROFILES["a100-sxm-8x" if want != "a100-sxm-8x" else "a100-sxm-80gb-8x"]
+    assert {k: v for k, v in profile.hardware.items() if k != "hbm"} == \
+        {k: v for k, v in other.hardware.items() if k != "hbm"}
+    assert profile.expect == other.expect
+    assert {c: {m: l.value for m, l in ms.items()} for c, ms in profile.limits.items() if c != "device-memory"} == \
+        {c: {m: l.value for m, l in ms.items()} for c, ms in other.limits.items() if c != "device-memory"}
+
+
 @pytest.mark.parametrize("f", [
     facts(16, (0x2330,), 18),                  # more GPUs than any board holds
     facts(8, (0x2330, 0x20b2), 18),            # mixed GPUs
+    facts(8, (0x20b0, 0x20b2), 12),            # A100 40GB and 80GB mixed: no one memory floor fits the node
     facts(0, pci=(0x74a2,) * 8),               # MI308X: no profile and no spec yet
 ])
 def test_variants_match_no_profile_and_the_error_says_platform(f):
@@ -120,7 +148,8 @@ def test_bad_expect_block_is_one_line_with_file_line_key(tmp_path):
         load_profile(path)
 
 
-@pytest.mark.parametrize("name", ["h100-sxm-8x", "h200-sxm-8x", "a100-sxm-8x", "b200-8x", "a40-nvbridge-8x", "mi300x-8x"])
+@pytest.mark.parametrize("name", ["h100-sxm-8x", "h200-sxm-8x", "a100-sxm-8x", "a100-sxm-80gb-8x", "b200-8x",
+                                  "a40-nvbridge-8x", "mi300x-8x"])
 def test_eight_gpu_profiles_have_collective_p2p_copy_and_memory_limits(name):
     limits = PROFILES[name].limits
     for check, metric in [("allreduce-default", "busbw"), ("allreduce-ring", "busbw"), ("p2p-matrix", "p2p_min"),

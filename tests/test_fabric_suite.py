@@ -18,7 +18,7 @@ from helpers import clustercheck_here, render_all
 from test_sources import problems
 
 ROOT = Path(__file__).resolve().parent.parent
-EIGHT_GPU = ("h100-sxm-8x", "h200-sxm-8x", "b200-8x", "a100-sxm-8x", "mi300x-8x", "mi325x-8x")
+EIGHT_GPU = ("h100-sxm-8x", "h200-sxm-8x", "b200-8x", "a100-sxm-8x", "a100-sxm-80gb-8x", "mi300x-8x", "mi325x-8x")
 
 
 def test_the_fabric_suite_is_valid_multi_node_and_ships_in_the_package():

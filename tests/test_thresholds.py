@@ -716,6 +716,7 @@ def test_every_limit_and_default_cites_a_public_source(where):
     ("h100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm", "burn"}),
     ("h200-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm", "burn"}),
     ("a100-sxm-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
+    ("a100-sxm-80gb-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("b200-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("gh200", {"host_device", "device_memory", "gemm", "nvbandwidth"}),
     ("h100-sxm-1x", {"host_device", "device_memory", "gemm", "burn", "nvbandwidth"}),

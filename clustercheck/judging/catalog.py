@@ -21,8 +21,10 @@ def list_lines(search: SearchPath) -> list[str]:
     from clustercheck.judging.derive import known_models
 
     models = ", ".join(m.slug for m in known_models())
-    lines.append(f"derived: any GPU count of a known model ({models}), e.g. h100-sxm-4x; used when no profile above "
-                 "matches, or with --platform NAME")
+    # the models on a line of their own: one per memory variant (a100-sxm, a100-sxm-80gb) keeps the list growing
+    lines.append("derived: any GPU count of a known model, e.g. h100-sxm-4x; used when no profile above matches, or "
+                 "with --platform NAME")
+    lines.append(f"derived: known models: {models}")
     lines.append("details, limits and sources of one: clustercheck platforms show NAME")
     return lines
 

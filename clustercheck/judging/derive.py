@@ -94,10 +94,17 @@ MODELS: tuple[Model, ...] = (
           Floor(0.46, f"DCGM's H200 (233b) minimum_bandwidth 2212500 MB/s = 0.46 x 4800 ({_DCGM}); its 2335 entry "
                       "lists 2333, an apparent units slip"),
           Floor(0.6, _mamf("H200 SXM (as H100 SXM)", "794.5 of 989 TFLOPS (80.3%)"))),
-    Model("a100-sxm", "GA100 [A100 SXM4 40GB] / [A100 SXM4 80GB]", (0x20B0, 0x20B2), "A100", "nvlink", "nvlink3", 12,
+    # One model per memory variant: a floor on the 40GB part's 1555 GB/s let a degraded 80GB GPU (2039) pass.
+    Model("a100-sxm", "GA100 [A100 SXM4 40GB]", (0x20B0,), "A100", "nvlink", "nvlink3", 12,
           "pcie4_x16", "hbm_a100_40gb", "tensor_a100",
+          Floor(0.57, f"DCGM's 20b0 entry lists 137500, an apparent units slip; its A100-SXM4-80GB (20b2) "
+                      f"minimum_bandwidth 1173000 MB/s = 0.575 x 2039 ({_DCGM}); clustercheck applies 0.57 to the "
+                      "40GB part's 1555"),
+          Floor(0.65, _mamf("A100 SXM", "271.2 of 312 TFLOPS (86.9%)"))),
+    Model("a100-sxm-80gb", "GA100 [A100 SXM4 80GB]", (0x20B2,), "A100", "nvlink", "nvlink3", 12,
+          "pcie4_x16", "hbm_a100_80gb", "tensor_a100",
           Floor(0.57, f"DCGM's A100-SXM4-80GB (20b2) minimum_bandwidth 1173000 MB/s = 0.575 x 2039 ({_DCGM}); "
-                      "clustercheck applies 0.57 to the 40GB part's 1555, so one floor holds for both"),
+                      "clustercheck's floor 0.57 x 2039 = 1162, just below it"),
           Floor(0.65, _mamf("A100 SXM", "271.2 of 312 TFLOPS (86.9%)"))),
     Model("b200", "GB100 [B200]", (0x2901,), "B200", "nvlink", "nvlink5", 18, "pcie5_x16", "hbm_b200", "tensor_b200",
           Floor(0.509, f"DCGM's B200 (2901) minimum_bandwidth 4072500 MB/s = 0.509 x 8000 ({_DCGM}), NVIDIA's own floor"),

@@ -188,8 +188,9 @@ SPECS: dict[str, dict[str, SpecValue]] = {
     "efa_v2": _efa(2, 32, 100.0, "p5"),
     "efa_v3": _efa(3, 16, 200.0, "p5en, trn2"),
     # Device memory per GPU model.
-    "hbm_a100_40gb": _mem(1555.0, 40, "HBM2", _A100_DS),
-    "hbm_a100_80gb": _mem(2039.0, 80, "HBM2e", _A100_DS),
+    # The two A100 SXM4 parts (PCI 0x20b0, 0x20b2) differ only in memory: each has its own profile.
+    "hbm_a100_40gb": _mem(1555.0, 40, "HBM2", f"{_A100_DS}: A100 40GB SXM 1,555 GB/s"),
+    "hbm_a100_80gb": _mem(2039.0, 80, "HBM2e", f"{_A100_DS}: A100 80GB SXM 2,039 GB/s"),
     "hbm_h100_sxm": _mem(3350.0, 80, "HBM3", _H100_DS),
     "hbm_h200": _mem(4800.0, 141, "HBM3e", _H200_DS),
     "hbm_b200": _mem(8000.0, 180, "HBM3e", _B200_DS),
