@@ -191,3 +191,32 @@ def test_the_run_line_rate_is_the_most_any_node_has(tmp_path):
     assert rate.gbps == 100.0 and rate.why.startswith("node2: 1 active of 1 GPU-facing port(s)")
     assert linerate.of_node(down).gbps is None
     assert linerate.of_run({"node1": None}).why == "node1: no network facts read"
+
+
+def test_an_active_port_at_rate_0_leaves_the_line_rate_unknown_never_a_floor_of_0(tmp_path: Path) -> None:
+    """An EFA port ACTIVE/LinkUp whose kernel rate reads 0 Gb/sec on both nodes: a sum of 0 would make the
+    fabric floor >= 0.9 * 0 and pass every busbw; the rate is unknown instead, and the floor not judged."""
+    from clustercheck.judging import fabric
+
+    nets = {}
+    for node in ("node1", "node2"):
+        root = p5(tmp_path / node)
+        (root / "class" / "infiniband" / "rdmap79s0" / "ports" / "1" / "rate").write_text("0 Gb/sec (1X SDR)\n")
+        nets[node] = rdma.read(root, proc_root=tmp_path / "proc", kernel="6.8.0")
+    rate = linerate.of_node(nets["node1"])
+    assert rate.gbps is None and rate.why.startswith("rate 0 on rdmap79s0/1"), rate.why
+    run = linerate.of_run(nets)
+    assert run.gbps is None and "rate 0 on rdmap79s0/1" in run.why
+    rule = fabric.FabricRule()
+    facts = {node: {"network": net.as_dict()} for node, net in nets.items()}
+    floor = fabric.floor(rule, "all_reduce", fabric.line_rate({}, rule, fabric.run_fabric(facts, "nccl", {}, rule)
+                                                              .node_rate), "c")
+    assert isinstance(floor, str) and "line rate unknown" in floor and "rate 0 on rdmap79s0/1" in floor
+
+
+def test_an_expected_port_rate_of_0_is_refused_naming_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from clustercheck.cli import main
+
+    code = main(["probe", "ib", "--input", str(TOOLS / "ibstat" / "2x-connectx3-mlx4-dualport-fdr56-active.txt"),
+                 "--expect", "ib_rate_gbps=0"])
+    assert code == 4 and "ib_rate_gbps: expected a port rate in Gb/s above 0, got 0" in capsys.readouterr().err

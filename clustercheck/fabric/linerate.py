@@ -51,6 +51,10 @@ def of_node(net: NetFacts, names: Sequence[str] | None = None) -> LineRate:
     unknown = [p.name for p in up if p.rate_gbps is None]
     if unknown:
         return LineRate(None, (), f"the rate of {', '.join(unknown)} cannot be read")
+    # an ACTIVE/LinkUp port at 0 Gb/s moves nothing: its 0 would make every floor >= 0 and pass anything
+    dead = [f"{p.name} ({p.rate_text or '0 Gb/s'})" for p in up if (p.rate_gbps or 0.0) <= 0]
+    if dead:
+        return LineRate(None, (), f"rate 0 on {', '.join(dead)}: ACTIVE/LinkUp at no rate, no line rate to judge by")
     total = sum(p.rate_gbps or 0.0 for p in up)
     down = f"; {len(chosen) - len(up)} of them not ACTIVE/LinkUp" if len(up) < len(chosen) else ""
     return LineRate(total, tuple(p.name for p in up), f"{len(up)} active of {how}{down}")
@@ -60,7 +64,7 @@ def of_run(nodes: Mapping[str, NetFacts | None], names: Sequence[str] | None = N
     """The most any node of the run has, and the node that has it."""
     rates = {node: of_node(net, names) if net is not None else LineRate(None, (), "no network facts read")
              for node, net in nodes.items()}
-    known = {node: r for node, r in rates.items() if r.gbps is not None}
+    known = {node: r for node, r in rates.items() if r.gbps is not None and r.gbps > 0}  # 0: no bar at all
     if not known:
         first = next(iter(rates.items()), None)
         return LineRate(None, (), f"{first[0]}: {first[1].why}" if first else "no node")

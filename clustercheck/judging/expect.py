@@ -57,7 +57,7 @@ EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 # keys whose value must be a finite number above 0 (a line rate of 0 would pass anything), and what it is
 _POSITIVE = {"fabric_gbps": "a line rate in Gb/s", "nodes": "a node count", "nics": "a NIC count",
              "ib_write_bw_min": "a rate in Gb/s", "gdsio_read_min": "a rate in GiB/s",
-             "gdsio_write_min": "a rate in GiB/s"}
+             "gdsio_write_min": "a rate in GiB/s", "ib_rate_gbps": "a port rate in Gb/s"}
 # bandwidth floors: a floor of 0 passes a dead link's 0.01 GB/s, no floor at all (a finite number first)
 _FLOORS = ("h2d_min", "d2h_min", "p2p_min", "busbw_min", "busbw_min_multinode")
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
