@@ -156,6 +156,23 @@ def test_each_a100_memory_variant_derives_its_own_memory_floor() -> None:
             {k: v for k, v in small.hardware.items() if k != "hbm"}
 
 
+def test_each_gh200_memory_variant_derives_its_own_memory_floor() -> None:
+    """2 or 4 GH200 144GB HBM3e superchips (0x2348) are judged on 4900 GB/s, at DCGM's floor for 2348
+    (2340000 MB/s, NVIDIA/DCGM nvvs/diag-skus.yaml.in), never on the 96GB part's 4000."""
+    for count in (1, 2, 4):
+        big, small = derived_profile(0x2348, count, None), derived_profile(0x2342, count, None)
+        assert big is not None and small is not None
+        assert (big.name, small.name) == (f"gh200-144gb-{count}x", f"gh200-{count}x")
+        floor = big.defaults["device_memory"].limits["bandwidth"]
+        assert 2330 <= floor.value <= 2340 and floor.spec_sources[0].startswith("spec.hbm.bandwidth = 4900 GB/s")
+        assert small.defaults["device_memory"].limits["bandwidth"].value == pytest.approx(0.53 * 4000)
+        assert derived_by_name(big.name) == big and derived_by_name(small.name) == small
+        assert {k: v for k, v in big.hardware.items() if k != "hbm"} == \
+            {k: v for k, v in small.hardware.items() if k != "hbm"}
+    linked = derived_by_name("gh200-144gb-2x-nvl18")
+    assert linked is not None and linked.detect["pci_device_ids"] == (0x2348,)
+
+
 def test_every_model_has_distinct_ids_and_names():
     ids = [i for m in MODELS for i in m.device_ids]
     assert len(ids) == len(set(ids)) and len({m.slug for m in MODELS}) == len(MODELS)

@@ -29,6 +29,7 @@ def facts(count: int, ids: tuple[int, ...] = (), links: int | None = None, pci: 
     ("a100-sxm-8x", facts(8, (0x20b0,), 12)),
     ("b200-8x", facts(8, (0x2901,), 18)),
     ("gh200", facts(1, (0x2342,), 0)),
+    ("gh200-144gb", facts(1, (0x2348,), 0)),
     ("a40-nvbridge-8x", facts(8, (0x2235,), 4)),
     ("mi300x-8x", facts(0, pci=(0x74a1,) * 8)),
 ])
@@ -90,6 +91,31 @@ def test_each_a100_memory_variant_is_judged_on_its_own_memory_floor(
         assert "1173000" in floor.source and "NVIDIA/DCGM" in floor.source
     # the rest of the board is the same: NVLink 3 x 12, PCIe Gen4, the A100's tensor cores
     other = PROFILES["a100-sxm-8x" if want != "a100-sxm-8x" else "a100-sxm-80gb-8x"]
+    assert {k: v for k, v in profile.hardware.items() if k != "hbm"} == \
+        {k: v for k, v in other.hardware.items() if k != "hbm"}
+    assert profile.expect == other.expect
+    assert {c: {m: l.value for m, l in ms.items()} for c, ms in profile.limits.items() if c != "device-memory"} == \
+        {c: {m: l.value for m, l in ms.items()} for c, ms in other.limits.items() if c != "device-memory"}
+
+
+# DCGM's own GH200 floors (nvvs/diag-skus.yaml.in): 2342 minimum_bandwidth 2130000 MB/s, 2348 2340000 MB/s.
+@pytest.mark.parametrize("device, want, hbm, dcgm", [
+    (0x2348, "gh200-144gb", 4900.0, 2340.0),
+    (0x2342, "gh200", 4000.0, 2130.0),
+])
+def test_each_gh200_memory_variant_is_judged_on_its_own_memory_floor(
+        device: int, want: str, hbm: float, dcgm: float) -> None:
+    """gh200 used to hold both superchips on the 96GB part's 4000 GB/s (floor 2120); the 144GB HBM3e part is
+    detected by its own id and held to 4900 GB/s, at DCGM's floor for 2348."""
+    profile = detect(THRESHOLDS, facts(1, (device,), 0))
+    assert profile.name == want
+    floor = profile.limits["device-memory"]["bandwidth"]
+    assert floor.spec_sources[0].startswith(f"spec.hbm.bandwidth = {hbm:g} GB/s")
+    assert dcgm - 15 <= floor.value <= dcgm and f"{dcgm * 1000:.0f} MB/s" in floor.source
+    assert profile.defaults["device_memory"].limits["bandwidth"].value == floor.value
+    if want == "gh200-144gb":
+        assert not floor.passes(2200.0)  # passed the 96GB part's 2120 floor
+    other = PROFILES["gh200" if want != "gh200" else "gh200-144gb"]
     assert {k: v for k, v in profile.hardware.items() if k != "hbm"} == \
         {k: v for k, v in other.hardware.items() if k != "hbm"}
     assert profile.expect == other.expect

@@ -348,7 +348,7 @@ SHIPPED = sorted(THRESHOLDS.glob("*.yaml"))
 
 def test_there_are_shipped_profiles():
     assert len(SHIPPED) >= 2
-    assert profile_names(THRESHOLDS) == [p.stem for p in SHIPPED]
+    assert profile_names(THRESHOLDS) == sorted(p.stem for p in SHIPPED)  # by name: gh200 before gh200-144gb
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
@@ -719,6 +719,7 @@ def test_every_limit_and_default_cites_a_public_source(where):
     ("a100-sxm-80gb-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("b200-8x", {"all_reduce", "host_device", "device_memory", "gemm"}),
     ("gh200", {"host_device", "device_memory", "gemm", "nvbandwidth"}),
+    ("gh200-144gb", {"host_device", "device_memory", "gemm", "nvbandwidth"}),
     ("h100-sxm-1x", {"host_device", "device_memory", "gemm", "burn", "nvbandwidth"}),
     ("h200-sxm-1x", {"host_device", "device_memory", "gemm", "burn", "nvbandwidth"}),
 ])
@@ -749,15 +750,17 @@ def test_single_gpu_profiles_have_no_peers():
 def test_b200_and_gh200_memory_floors_follow_dcgm():
     b200 = load_named(THRESHOLDS, "b200-8x").limits["device-memory"]["bandwidth"]
     gh200 = load_named(THRESHOLDS, "gh200").limits["device-memory"]["bandwidth"]
+    gh200_144 = load_named(THRESHOLDS, "gh200-144gb").limits["device-memory"]["bandwidth"]
     assert b200.value == pytest.approx(4072.0) and b200.value <= 4072.5  # DCGM 2901: 4072500 MB/s
-    assert gh200.value == pytest.approx(2120.0) and gh200.value <= min(2130.0, 2340.0)  # DCGM 2342, 2348
-    assert "NVIDIA/DCGM" in b200.source and "NVIDIA/DCGM" in gh200.source
+    assert gh200.value == pytest.approx(2120.0) and gh200.value <= 2130.0  # DCGM 2342
+    assert gh200_144.value == pytest.approx(0.477 * 4900) and 2330.0 <= gh200_144.value <= 2340.0  # DCGM 2348
+    assert all("NVIDIA/DCGM" in f.source for f in (b200, gh200, gh200_144))
 
 
 def test_gpu_smoke_has_a_limit_for_every_check_on_single_gpu_profiles():
     suite = load_suite(THRESHOLDS.parent / "suites" / "gpu-smoke.yaml")
     assert [c.measure for c in suite.checks] == ["probe", "host_device", "device_memory", "gemm", "all_reduce"]
-    for name in ("h100-sxm-1x", "h200-sxm-1x", "h100-sxm-8x", "gh200"):
+    for name in ("h100-sxm-1x", "h200-sxm-1x", "h100-sxm-8x", "gh200", "gh200-144gb"):
         profile = load_named(THRESHOLDS, name)
         for check in suite.checks:
             check_metrics(check, profile)

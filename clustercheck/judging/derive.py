@@ -94,7 +94,8 @@ MODELS: tuple[Model, ...] = (
           Floor(0.46, f"DCGM's H200 (233b) minimum_bandwidth 2212500 MB/s = 0.46 x 4800 ({_DCGM}); its 2335 entry "
                       "lists 2333, an apparent units slip"),
           Floor(0.6, _mamf("H200 SXM (as H100 SXM)", "794.5 of 989 TFLOPS (80.3%)"))),
-    # One model per memory variant: a floor on the 40GB part's 1555 GB/s let a degraded 80GB GPU (2039) pass.
+    # One model per memory variant (A100 40/80GB, GH200 96/144GB): a floor on the smaller part's bandwidth let a
+    # degraded bigger part pass.
     Model("a100-sxm", "GA100 [A100 SXM4 40GB]", (0x20B0,), "A100", "nvlink", "nvlink3", 12,
           "pcie4_x16", "hbm_a100_40gb", "tensor_a100",
           Floor(0.57, f"DCGM's 20b0 entry lists 137500, an apparent units slip; its A100-SXM4-80GB (20b2) "
@@ -109,10 +110,15 @@ MODELS: tuple[Model, ...] = (
     Model("b200", "GB100 [B200]", (0x2901,), "B200", "nvlink", "nvlink5", 18, "pcie5_x16", "hbm_b200", "tensor_b200",
           Floor(0.509, f"DCGM's B200 (2901) minimum_bandwidth 4072500 MB/s = 0.509 x 8000 ({_DCGM}), NVIDIA's own floor"),
           Floor(0.55, _mamf("B200 SXM", "1745 of 2250 TFLOPS (77.6%)"))),
-    Model("gh200", "GH100 [GH200 120GB / 480GB] / [GH200 144G HBM3e]", (0x2342, 0x2348), "GH200", "nvlink", "nvlink4",
+    Model("gh200", "GH100 [GH200 120GB / 480GB]", (0x2342,), "GH200", "nvlink", "nvlink4",
           0, "", "hbm_gh200_96gb", "tensor_gh200",
-          Floor(0.53, f"DCGM's GH200 entries: 2342 minimum_bandwidth 2130000 MB/s = 0.53 x 4000, 2348 2340000 MB/s = "
-                      f"0.48 x 4900 ({_DCGM}); clustercheck's floor 0.53 of the 96GB part's 4000 (2120) is at or below both"),
+          Floor(0.53, f"DCGM's GH200 96GB (2342) minimum_bandwidth 2130000 MB/s = 0.53 x 4000 ({_DCGM}); "
+                      "clustercheck's floor 0.53 of the 96GB part's 4000 (2120)"),
+          Floor(0.6, _mamf("GH200", "828.6 of 989 TFLOPS (83.8%)")), max_gpus=4),
+    Model("gh200-144gb", "GH100 [GH200 144G HBM3e]", (0x2348,), "GH200", "nvlink", "nvlink4",
+          0, "", "hbm_gh200_144gb", "tensor_gh200",
+          Floor(0.477, f"DCGM's 2348 (GH200 144GB HBM3e) minimum_bandwidth 2340000 MB/s = 0.4776 x 4900 ({_DCGM}); "
+                       "clustercheck's floor 0.477 of the 144GB part's 4900 (2337), at NVIDIA's own"),
           Floor(0.6, _mamf("GH200", "828.6 of 989 TFLOPS (83.8%)")), max_gpus=4),
     Model("l40s", "AD102GL [L40S]", (0x26B9,), "L40S", "", "", 0, "pcie4_x16", "gddr6_l40s", "tensor_l40s",
           Floor(0.55, f"clustercheck's floor 0.55 as for H100 ({_DCGM_H100}); DCGM's own L40S (26b9) minimum_bandwidth "

@@ -194,8 +194,9 @@ SPECS: dict[str, dict[str, SpecValue]] = {
     "hbm_h100_sxm": _mem(3350.0, 80, "HBM3", _H100_DS),
     "hbm_h200": _mem(4800.0, 141, "HBM3e", _H200_DS),
     "hbm_b200": _mem(8000.0, 180, "HBM3e", _B200_DS),
-    "hbm_gh200_96gb": _mem(4000.0, 96, "HBM3", _GH200_DS),
-    "hbm_gh200_144gb": _mem(4900.0, 144, "HBM3e", _GH200_DS),
+    # The two GH200 parts (PCI 0x2342, 0x2348) differ only in memory: each has its own profile.
+    "hbm_gh200_96gb": _mem(4000.0, 96, "HBM3", f"{_GH200_DS}: 96GB HBM3, 4 TB/s"),
+    "hbm_gh200_144gb": _mem(4900.0, 144, "HBM3e", f"{_GH200_DS}: 144GB HBM3e, 4.9 TB/s"),
     "hbm_mi250x": _mem(3276.8, 128, "HBM2e", _MI250X),
     "hbm_mi300x": _mem(5300.0, 192, "HBM3", _MI300X),
     "hbm_mi325x": _mem(6000.0, 256, "HBM3e", _MI325X),
