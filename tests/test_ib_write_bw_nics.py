@@ -94,3 +94,14 @@ def test_a_named_device_not_on_the_node_fails_naming_it(tmp_path: Path, monkeypa
     _, verdicts = judge(_answers(_rank(params), params), Rules({}))
     failed = [(v.subject, v.detail) for v in verdicts if not v.passed]
     assert failed == [("mlx5_9", "named in the check's devices: and not on n1")]
+
+
+def test_each_port_of_a_dual_port_hca_is_run_on_its_own_ib_port_and_judged_as_its_own_subject(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _node(tmp_path, monkeypatch, IBW / "roce-cx5-100g-deepops.txt")
+    result = _rank({"devices": ["mlx4_0"]})
+    clients = [line.split() for line in log.read_text().splitlines() if line.endswith("localhost")]
+    assert [c[c.index("-d") + 1:c.index("-d") + 4] for c in clients] == [["mlx4_0", "-i", "1"], ["mlx4_0", "-i", "2"]]
+    m, verdicts = judge(_answers(result, {"devices": ["mlx4_0"]}), Rules({}))
+    assert sorted(m.subjects) == ["mlx4_0/1", "mlx4_0/2"]
+    assert [(v.subject, v.passed) for v in verdicts] == [("mlx4_0/1", True), ("mlx4_0/2", True)]  # 92.40 >= 0.9 * 56

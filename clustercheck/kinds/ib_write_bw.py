@@ -48,11 +48,12 @@ def parse(f: Fields) -> dict[str, Any]:
     return params
 
 
-def argv(params: Mapping[str, Any], device: str, port: int) -> list[str]:
-    """perftest's flags (ib_write_bw --help): -d device, -p TCP port, -s size, -D seconds, -q QPs, -F (no CPU
-    frequency check), --report_gbits, -x GID index."""
-    out = ["ib_write_bw", "-d", device, "-p", str(port), "-s", str(params["size"]), "-D", str(params["duration"]),
-           "-q", str(params["qps"]), "-F", "--report_gbits"]
+def argv(params: Mapping[str, Any], device: str, port: int, ib_port: int = 1) -> list[str]:
+    """perftest's flags (ib_write_bw --help): -d device, -i the device's IB port (perftest's default is 1, so
+    without it port 2 of a dual-port HCA is never measured), -p TCP port, -s size, -D seconds, -q QPs, -F (no
+    CPU frequency check), --report_gbits, -x GID index."""
+    out = ["ib_write_bw", "-d", device, "-i", str(ib_port), "-p", str(port), "-s", str(params["size"]),
+           "-D", str(params["duration"]), "-q", str(params["qps"]), "-F", "--report_gbits"]
     return out + (["-x", str(params["gid_index"])] if params.get("gid_index") is not None else [])
 
 
@@ -90,7 +91,9 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     verdicts += [Verdict("device", "absent", "", present, False, subject=name,
                          detail=f"named in {named_by} and not on {result['host']}") for name in result.get("absent", ())]
     for run in result["runs"]:
-        dev, client = run["device"], run["client"]
+        # a port of a multi-port HCA is its own subject (mlx4_0/2), one port's device keeps its name (mlx5_0)
+        dev = f"{run['device']}/{run.get('port', 1)}" if run.get("device_ports", 1) > 1 else run["device"]
+        client = run["client"]
         if client["outcome"] != "ran":
             unread.append((dev, f"ib_write_bw on {result['host']} ({dev}): {client['reason']}"))
             continue

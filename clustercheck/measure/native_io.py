@@ -3,9 +3,9 @@ whole node and hands the output, unparsed, to the controller (the kinds judge it
 clustercheck/toolout/). Tools run from an argument list, never a shell, found on this rank's PATH, in
 their own process group, with bounded output (clustercheck/measure/native.py).
 
-- ib_write_bw: one loopback run per RDMA device whose port is ACTIVE/LinkUp (or per device the check
-  names): a server on the device, then a client to localhost on the same device, as Azure's node health
-  checks run it (customTests/azure_ib_write_bw_gdr.nhc). Each gets its own TCP port.
+- ib_write_bw: one loopback run per RDMA port that is ACTIVE/LinkUp (or per port of the devices the check
+  names): a server on the device's port (-i), then a client to localhost on the same port, as Azure's node
+  health checks run it (customTests/azure_ib_write_bw_gdr.nhc). Each gets its own TCP port.
 - gdsio: per GPU, a GPUDirect (-x 0) write then read of files gdsio makes in the directory the operator
   names in $CLUSTERCHECK_GDS_DIR (a suite names no path: docs/security.md).
 """
@@ -45,11 +45,12 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
                                                        f"({len(net.ports)} port(s) in sysfs)"}
     runs = []
     for i, port in enumerate(ports):
-        args = argv(params, port.device, _BASE_PORT + i)
+        args = argv(params, port.device, _BASE_PORT + i, port.port)
         server = _start(args, env)
         time.sleep(0.5)  # the server listens before the client connects
         client = run_tool(ctx, [*args, "localhost"], params["tool_timeout"] / max(1, len(ports)))
         runs.append({"device": port.device, "port": port.port, "rate_gbps": port.rate_gbps, "up": port.up,
+                     "device_ports": sum(p.device == port.device for p in net.ports),
                      "client": client, "server": _finish(server, 10.0)})
     return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems), "peers": rdma.peers(net.ports),
             "absent": absent}
