@@ -199,6 +199,17 @@ def errors(texts: str | Iterable[str]) -> tuple[ErrorLine, ...]:
     return tuple(found.values())
 
 
+def last_error_finding(subject: str, last_error: str | None) -> list[Finding]:
+    """nccl-tests' `# error: ...` line after its footer, ncclGetLastError() (NVIDIA/nccl-tests src/util.cu
+    writeErrors; `errors` in -J JSON): NCCL's last warning, there without NCCL_DEBUG. It fails the run, but for
+    the one warning errors() tolerates."""
+    said = (last_error or "").strip()[:300]
+    if not said or _TOLERATED.match(said):
+        return []
+    return [Finding(subject, "NCCL errors", False, f"nccl-tests printed NCCL's last error after its footer (# error): "
+                    f"\"{said}\": NCCL reported an error during the run, its results cannot be trusted", said, "none")]
+
+
 def _on_network(text: str) -> bool:
     r = _RETURN.match(text)
     return text.startswith("NET/") or bool(r and _NET_SOURCE.search(f"{r.group('where')}:0"))

@@ -3,8 +3,9 @@
 Fails: a run that crashed or stops early (its failure line), a table row whose numbers are not numbers
 (nan, inf, 1e400) or out of their domain (a negative time, bandwidth or `#wrong`), any `#wrong` > 0 (size
 and count per placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ...
-FAILED`, a busbw below the floor at the largest size, Rank lines naming another GPU than the platform's
-`gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
+FAILED`, NCCL's own errors (each NCCL WARN or error-return trace in the text, per host; nccl-tests' `# error:`
+line after its footer or the JSON's `errors`), a busbw below the floor at the largest size, Rank lines naming
+another GPU than the platform's `gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
 number twice or missing, another count than the rows' busbw/algbw gives, a GPU of a host listed twice, a
 process with fewer or more ranks than its header's `nThread x nGpus`, or a host with another number of GPUs than the platform's `gpu_count`.
 `#wrong` = N/A (validation off, `-c 0`) is `not judged` (the data was not checked), never passed, and so is
@@ -33,6 +34,7 @@ from typing import Any, Mapping
 
 from clustercheck import units
 from clustercheck.errors import UserError
+from clustercheck.fabric import transport
 from clustercheck.judging import fabric
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.toolout import NotToolOutput
@@ -194,6 +196,9 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
     if run.avg_busbw_check == "FAILED":
         out.append(ProbeVerdict(subject, "Avg bus bandwidth", False, f"the tool's own check failed: Avg bus bandwidth "
                                 f"{run.avg_busbw:g} FAILED (below 0.9 x NCCL_TESTS_MIN_BW / -c)", run.avg_busbw))
+    # NCCL's own errors (its WARN lines in the text, nccl-tests' `# error:` line) fail whatever the table says
+    out += [ProbeVerdict(f.subject, f.what, False, f.detail, f.measured, f.expected) for f in
+            transport.error_findings(run.nccl_errors) + transport.last_error_finding(subject, run.last_error)]
     if failed_rows or not run.rows:
         return out
     checked = [p for r in run.rows for _, p in r.placements() if p.checked]

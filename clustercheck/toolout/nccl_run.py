@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clustercheck import formulas
+
+if TYPE_CHECKING:
+    from clustercheck.fabric.transport import ErrorLine
 
 PLACEMENTS = ("out_of_place", "in_place")
 # The binaries nccl-tests builds, <collective>_perf (NVIDIA/nccl-tests src/Makefile BIN_FILES_LIST);
@@ -83,6 +87,8 @@ class NcclTestsRun:
     unread_rows: tuple[tuple[int, str], ...] = ()   # (line, why) of table rows that could not be read
     min_bytes: int | None = None
     step: tuple[int, str] | None = None   # (2, "factor") or (1048576, "bytes"), as the header line says
+    # every NCCL WARN and nonzero error-return trace in the text (fabric/transport.py errors()); none in JSON
+    nccl_errors: tuple[ErrorLine, ...] = ()
 
     def sizes_promised(self) -> int | None:
         """How many sizes the header's minBytes, maxBytes and step promise one sweep (nccl-tests' own loop,

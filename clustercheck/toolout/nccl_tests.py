@@ -12,7 +12,9 @@ src/common.cu, NVIDIA/nccl 1.x test/single/*_test.cu):
   `nThread` lines without '#';
 - rccl-tests: a `rccl-tests: Version` line, PCI ids like `0000:05:00.0`, in-place-only tables;
 - lines prefixed by `srun --label` or `mpirun --tag-output`, NCCL INFO/WARN lines in between (even glued
-  onto a row), and the `-J FILE.json` output (`nccl_tests_json`). nccl-tests has no CSV option.
+  onto a row; each WARN and error-return trace is kept in `nccl_errors`), nccl-tests' `# error: <NCCL's
+  last error>` after the footer (`last_error`), and the `-J FILE.json` output (`nccl_tests_json`, its
+  `errors` list). nccl-tests has no CSV option.
 
 A run that crashed (`Test NCCL failure`, `Test CUDA failure`, an MPI abort banner), whose table stops
 without its `Out of bounds values` footer or whose footer stops before its `Avg bus bandwidth` line (or
@@ -21,10 +23,11 @@ has one that is not a finite number >= 0) is parsed with `failure` set to the li
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
-from clustercheck.fabric import nccl_debug
+from clustercheck.fabric import nccl_debug, transport
 from clustercheck.toolout import evidence_lines
 from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, count, number
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
@@ -92,7 +95,11 @@ def parse(text: str, binary: str | None = None) -> NcclTestsRun:
     st = _State()
     for index, line in enumerate(lines):
         st.feed(line, index + 1 + offset)
-    return st.finish(text, binary)
+    run = st.finish(text, binary)
+    # NCCL's own warnings between the rows (a completion error, a Cuda failure): the run's results cannot be
+    # trusted whatever its table says; numbered by the file's lines, the source note included
+    found = transport.errors("\n".join(lines))
+    return dataclasses.replace(run, nccl_errors=tuple(dataclasses.replace(e, line=e.line + offset) for e in found))
 
 
 class _State:
