@@ -51,3 +51,45 @@ def test_the_probe_and_a_run_say_so_in_one_line(tmp_path, capsys):
     check = CheckSpec("c", "ib_write_bw", "node", {}, (), 60, "", "s.yaml", 1)
     with pytest.raises(HarnessError, match="92.3.9"):
         judge(Answers(check, [result, {}], [{"host": "n1"}, {"host": "n1"}], "nccl"), Rules({}))
+
+
+def test_a_unit_perftest_does_not_print_is_refused_never_read_as_gbps() -> None:
+    """perftest prints `MB/sec` (MiB/s) or `Gb/sec` (src/perftest_parameters.h RESULT_FMT, RESULT_FMT_G), newer
+    builds `MiB/sec`: `Mb/sec` read with no factor made 9000 Mb/s a 9000 Gb/s pass."""
+    capture = text("ib_write_bw", ROCE)
+    mbits = capture.replace("BW peak[Gb/sec]    BW average[Gb/sec]", "BW peak[Mb/sec]    BW average[Mb/sec]")
+    assert mbits != capture
+    with pytest.raises(NotToolOutput, match=r"^line \d+: bandwidth in 'Mb/sec', a unit perftest does not print"):
+        reader.parse(mbits)
+
+
+def test_two_devices_runs_in_one_file_are_refused_not_named_after_the_first() -> None:
+    """The real RoCE capture of mlx5_0 followed by the same run on mlx5_1 at 12.40 Gb/s: the slow row was
+    named mlx5_0."""
+    one = text("ib_write_bw", "roce-cx5-100g-deepops.txt")
+    assert "Device         : mlx5_0" in one and "92.40" in one
+    two = one + "\n" + one.replace("Device         : mlx5_0", "Device         : mlx5_1").replace("92.40", "12.40")
+    with pytest.raises(NotToolOutput, match=r"a second device 'mlx5_1' after 'mlx5_0': one NIC's run per file"):
+        reader.parse(two)
+    assert reader.parse(one + "\n" + one).device == "mlx5_0"  # the same device twice (server and client) is one run
+
+
+class _Counted(str):
+    finds = 0
+
+    def find(self, *args: Any) -> int:
+        _Counted.finds += 1
+        return super().find(*args)
+
+
+def test_header_fields_are_read_colon_to_colon_in_one_pass() -> None:
+    """A line is read once from colon to colon (no pattern tried at every offset, which was quadratic in a
+    colon-less line): one search per colon plus the last, whatever the line's length."""
+    assert reader.fields_of("    Dual-port       : OFF          Device         : mlx5_0") == [("Dual-port", "OFF"),
+                                                                                             ("Device", "mlx5_0")]
+    assert reader.fields_of(" GID: 00:00:ff:10:10:11:12") == [("GID", "00:00:ff:10:10:11:12")]
+    for line, searches in ((" " + "x" * 200_000, 1), ("ab " * 50_000 + "Device : mlx5_0", 2),
+                           ("k : v " * 1000, 1001)):
+        _Counted.finds = 0
+        reader.fields_of(_Counted(line))
+        assert _Counted.finds == searches, (len(line), _Counted.finds)

@@ -4,9 +4,10 @@
     65536      5000             92.42              92.40              0.176230
 
 With `--report_gbits` the columns are Gb/s (10^9 bits); without it "MB/sec" is MiB/s (perftest
-src/perftest_parameters.c: format_factor 0x100000 bytes, else 125000000), read here as Gb/s. A server and
-a client printed into one stream (a loopback run) repeat the table, and --run_infinitely repeats a size:
-each size is kept once, at its worst reading. A run cut
+src/perftest_parameters.c: format_factor 0x100000 bytes, else 125000000), read here as Gb/s; a unit perftest
+does not print (`Mb/sec`) is refused. A server and a client printed into one stream (a loopback run) repeat
+the table, and --run_infinitely repeats a size: each size is kept once, at its worst reading. A file with a
+second `Device :` unlike the first is refused (one NIC's run per file). A run cut
 off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
 to ...`, `Completion with error`) is the run's failure. Never a pass by omission.
 """
@@ -18,14 +19,17 @@ from dataclasses import dataclass
 
 from clustercheck.toolout import NotToolOutput, clean_lines, reading
 
-_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[GM]b/sec|MB/sec|MiB/sec)\]\s+"
+_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+"
                      r"BW average\[(?P<avg_unit>[^\]]+)\]\s+MsgRate\[Mpps\]")
 _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
 _ROW_LIKE = re.compile(r"^\s*\d+\s+\d+\s+\S")  # a row's start, whatever its numbers read
-_FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z .*/]+?)\s*:\s*(?P<value>\S+)")
+_KEY = re.compile(r"[A-Za-z][A-Za-z .*/-]*")
+_VALUE = re.compile(r"\s*(\S*)")
 _FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed to|Completion with error|IB device \S+ not found|"
                       r"No IB devices found|ERRNO|Error:)", re.IGNORECASE)
-_FIELD_LINE_MAX = 1024
+# perftest's table headers (src/perftest_parameters.h): RESULT_FMT `BW peak[MB/sec]` (MiB/s, format_factor
+# 0x100000; newer builds print `MiB/sec`) and RESULT_FMT_G `BW peak[Gb/sec]` (--report_gbits). No other unit:
+# a `Mb/sec` read with no factor would make 9000 Mb/s 9000 Gb/s, so any other is refused, never guessed
 _GBPS_PER = {"Gb/sec": 1.0, "MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9}
 
 
@@ -72,32 +76,53 @@ def parse(text: str) -> IbWriteBw:
             if m.group("avg_unit") != m.group("unit"):  # perftest prints one unit for both: the average is judged
                 raise NotToolOutput(f"line {at}: the average's unit {m.group('avg_unit')!r} is not the peak's "
                                     f"{m.group('unit')!r}, which perftest always prints alike")
+            if m.group("unit") not in _GBPS_PER:
+                raise NotToolOutput(f"line {at}: bandwidth in {m.group('unit')!r}, a unit perftest does not print "
+                                    f"(it prints {', '.join(_GBPS_PER)})")
             unit, in_table = m.group("unit"), True
             continue
-        if not in_table:
-            if len(line) > _FIELD_LINE_MAX:  # perftest's header lines are under 100 characters; a longer
-                continue                     # line is not one, and scanning it for fields costs seconds
-            for f in _FIELD.finditer(line):
-                fields.setdefault(f.group("key").strip(), f.group("value"))
-            continue
-        r = _ROW.match(line)
+        r = _ROW.match(line) if in_table else None
         if r:
-            factor = _GBPS_PER.get(unit, 1.0)
+            factor = _GBPS_PER[unit]
             peak, avg, rate = (_reading(r.group(k), at, line) for k in ("peak", "avg", "rate"))
             row = Row(int(r.group("bytes")), int(r.group("iters")), peak * factor if peak > 0 else None,
                       avg * factor, rate, at)
             seen = rows.get(row.bytes)
             if seen is None or row.avg_gbps < seen.avg_gbps:  # a size printed twice (server and client, or
                 rows[row.bytes] = row                           # --run_infinitely): its worst reading counts
-        elif _ROW_LIKE.match(line):  # a row whose bandwidth is not a number: never skipped, or a smaller size
+        elif in_table and _ROW_LIKE.match(line):  # a row whose bandwidth is not a number: never skipped
             raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
-        elif line.strip().startswith("----") and rows:
+        elif in_table and line.strip().startswith("----") and rows:
             complete = True
+        else:  # a header line, also of a second run's header after the first table
+            for key, value in fields_of(line):
+                if key == "Device" and fields.get(key, value) != value:
+                    # its rows would be named after the first device: one NIC's run per file
+                    raise NotToolOutput(f"line {at}: a second device {value!r} after {fields[key]!r}: one NIC's run "
+                                        f"per file (split the capture per device)")
+                fields.setdefault(key, value)
     if not unit:
         raise NotToolOutput("perftest output without its '#bytes #iterations BW peak[...]' table header: the run "
                             "stopped before measuring" + (f" ({failure})" if failure else ""))
     return IbWriteBw(test, fields.get("Device"), fields.get("Link type"), unit, tuple(rows.values()), complete,
                      failure)
+
+
+def fields_of(line: str) -> list[tuple[str, str]]:
+    """The `key : value` pairs of a header line, two to a line as perftest prints them (`Dual-port : OFF
+    Device : mlx5_0`); a value is the word after the colon (`GID: 00:00:...:12` keeps its colons). One pass
+    from colon to colon (str.find), linear in the line: a lazy pattern tried at every offset was quadratic."""
+    out: list[tuple[str, str]] = []
+    colon = line.find(":")
+    key = line[:colon].strip()
+    while colon >= 0:
+        v = _VALUE.match(line, colon + 1)
+        assert v is not None  # \s*(\S*) matches at any offset
+        if v.group(1) and _KEY.fullmatch(key):
+            out.append((key, v.group(1)))
+        colon = line.find(":", v.end())
+        key = line[v.end():colon].strip()
+    return out
 
 
 def _reading(token: str, at: int, line: str) -> float:
