@@ -208,6 +208,8 @@ def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only
     check's windows in place)."""
     from types import SimpleNamespace
 
+    from clustercheck.run.launcher import Launcher
+
     from clustercheck.counters.allowances import DEFAULTS, Judgement, judge
     from clustercheck.counters.delta import Delta, Increase
     from clustercheck.errors import HarnessError
@@ -223,6 +225,7 @@ def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only
         session = CheckSession.__new__(CheckSession)
         session.options = Options(None, [], 2, "gloo", tmp_path, counters=True)
         session.nodes, session.baseline, session.over = ["n1", "n2"], None, None
+        session.launcher = Launcher()  # the local launcher: its plane never ends, no node is absent
         session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of,
                                          live=lambda: ["n1", "n2"])  # type: ignore[assignment]
         session._cache = {"b": HarnessError("b: answers failed verification; counters in the check's window: ...")}

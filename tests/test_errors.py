@@ -57,8 +57,11 @@ def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
     for original in (UserError("bad", file="s.yaml", line=3, key="params.sizes"),
                      RankFailure("rank 1 died", {0: {"ok": 1}}, frozenset({1})),
                      Unreachable("n2 stopped answering", ("n2",)), NeverJoined("not run: n3 never joined", ("n3",))):
+        from clustercheck.run.launcher import Launcher
+
         session = CheckSession.__new__(CheckSession)
         session._cache, session.baseline, session.runner, session.over = {check.id: original}, None, None, None
+        session.launcher = Launcher()  # the local launcher: its plane never ends, no node is absent
         seen = []
         for _ in range(2):
             with pytest.raises(type(original)) as info:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from clustercheck.errors import HarnessError
 from clustercheck.kinds.base import CheckSpec
+from clustercheck.run.launcher import Launcher
 from clustercheck.run.options import Options
 from clustercheck.run.session import CheckSession
 
@@ -22,7 +23,7 @@ def test_a_check_that_errored_whole_in_one_repetition_is_measured_again_in_the_n
     session.options = Options(None, [], 2, "gloo", tmp_path)
     session.nodes, session.baseline, session._cache = ["n1", "n2"], None, {}
     session.over, session.stopped = None, None
-    session.launcher = SimpleNamespace(over=lambda: None)  # type: ignore[assignment]  # the launch plane stands
+    session.launcher = Launcher()  # the local launcher: the launch plane stands, no node is absent
     session.runner = SimpleNamespace(repetition=1, windows_of="b", live=lambda: ["n1", "n2"])  # type: ignore[assignment]
     measured: list[int] = []
     windows: list[object] = []

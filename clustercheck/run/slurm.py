@@ -31,7 +31,7 @@ from typing import Collection, Mapping, NamedTuple
 
 from hostlist import collect_hostlist
 
-from clustercheck.errors import UserError
+from clustercheck.errors import ClusterCheckError, UserError
 from clustercheck.run.gang import SLURM_PLAN_ENV
 from clustercheck.run.launcher import Over
 from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
@@ -237,6 +237,15 @@ class SlurmLauncher(HostsLauncher):
         """srun's own words while no task has printed ("step creation temporarily disabled, retrying")."""
         waits = self._said().waits
         return f"srun: {waits}"[:LAST_WORDS] if waits else ""
+
+    def not_started(self, absent: Mapping[str, str]) -> ClusterCheckError:
+        """As the hosts launcher's, and srun's refusal to create the step (the allocation does not hold what
+        the step asks: "Unable to create step ...", "step creation ... disabled") is the user's to mend (exit 4);
+        a step that did not start on a node (its slurmd) is the cluster's, exit 3."""
+        own = self._said().own
+        if "Unable to create step" in own or "step creation" in own:
+            return UserError(self.none_joined(absent))
+        return super().not_started(absent)
 
     def none_joined(self, absent: Mapping[str, str]) -> str:
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
