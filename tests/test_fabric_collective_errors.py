@@ -66,7 +66,7 @@ def test_shm_between_gpus_fails_p2p_in_the_collectives_judge_naming_rank_and_hos
 def test_the_nvlink_profiles_expect_p2p():
     from clustercheck.judging import thresholds
 
-    for name in ("a100-sxm-8x", "b200-8x", "h100-sxm-8x", "h200-sxm-8x"):
+    for name in ("a100-sxm-8x", "a100-sxm-80gb-8x", "b200-8x", "h100-sxm-8x", "h200-sxm-8x"):
         assert thresholds.load_profile(ROOT / "thresholds" / f"{name}.yaml").expect.get("p2p") is True, name
     for name in ("a40-nvbridge-8x", "mi300x-8x", "h100-sxm-1x"):  # PCIe pairs, xGMI, one GPU: not promised
         assert thresholds.load_profile(ROOT / "thresholds" / f"{name}.yaml").expect.get("p2p") is None, name
