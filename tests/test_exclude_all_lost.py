@@ -18,8 +18,8 @@ def _item(check: str, node: str, outcome: str = "error", **extra: Any) -> Result
             "outcome": outcome, "verdicts": [], "message": "", **extra})
 
 
-def _lost(check: str, node: str, message: str = "") -> ResultEntry:
-    return _item(check, node, unreachable=[node], message=message or f"rank 0 ({node}) was lost")
+def _lost(check: str, node: str, message: str = "", **extra: Any) -> ResultEntry:
+    return _item(check, node, unreachable=[node], message=message or f"rank 0 ({node}) was lost", **extra)
 
 
 def test_every_node_that_took_part_stopped_answering_lists_none() -> None:
@@ -58,3 +58,15 @@ def test_the_breaker_still_counts_nodes_that_stopped_answering() -> None:
     results = [_lost("a", "h1"), _lost("a", "h2"), _item("a", "h3", "passed"), _item("a", "h4", "passed")]
     tripped = breaker(results, excluded(results), 4, 0.25)
     assert tripped is not None and "2 of 4 nodes (50%) stopped answering" in tripped
+
+
+def test_a_node_lost_before_the_others_went_at_once_stays_listed() -> None:
+    """h1 stopped answering in check a; h2 and h3, all that were left, in check b together: h1 is its own loss
+    (listed), h2 and h3 the controller's side (not listed). Two losses in two checks are each their own."""
+    results = [_lost("a", "h1"), _item("a", "h2", "passed"), _item("a", "h3", "passed"),
+               _lost("b", "h1"), _lost("b", "h2"), _lost("b", "h3")]
+    assert excluded(results) == {"h1": f"a: {SILENT}"}
+    one_by_one = [_lost("a", "h1"), _item("a", "h2", "passed"), _lost("b", "h1"), _lost("b", "h2")]
+    assert excluded(one_by_one) == {"h1": f"a: {SILENT}", "h2": f"b: {SILENT}"}
+    in_repetitions = [_lost("a", "h1", repeat=1), _item("a", "h2", "passed", repeat=1), _lost("a", "h2", repeat=2)]
+    assert excluded(in_repetitions) == {"h1": f"a in repetition 1: {SILENT}", "h2": f"a in repetition 2: {SILENT}"}

@@ -41,6 +41,6 @@ def test_every_agent_lost_at_once_excludes_no_node_and_the_run_is_incomplete(tmp
     assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]
     errored = [r for r in data["results"] if r["outcome"] == "error"]
     assert errored and all(not r.get("unreachable") for r in errored), errored
-    assert "every node agent (2) stopped answering" in errored[0]["message"], errored[0]["message"]
+    assert "every node agent still in the run (2) stopped answering at once" in errored[0]["message"], errored[0]["message"]
     assert not any(r["outcome"] in ("passed", "failed") for r in data["results"])
     assert "Traceback" not in out

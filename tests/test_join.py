@@ -375,7 +375,8 @@ def test_the_circuit_breaker_trips_on_more_than_the_share_and_more_than_one_node
     assert (breaker(lost, excluded(lost), 12, 0.10) or "").startswith(  # type: ignore[arg-type]
         "circuit breaker: 10 of 12 nodes (83%) stopped answering, more than --drain-max 10% lets act on (1)")
     assert breaker(lost[:1], excluded(lost[:1]), 10, 0.10) is None  # type: ignore[arg-type]  # one lost node: acted on
-    assert excluded(lost[:10]) == {}  # type: ignore[arg-type]  # every node silent: none listed (exclude._all_at_once)
+    at_once = [{**r, "check": "c0", "name": f"c0[{r['node']}]"} for r in lost[:10]]
+    assert excluded(at_once) == {}  # type: ignore[arg-type]  # every node silent in one check: none listed (_all_at_once)
 
 
 @pytest.mark.pool

@@ -145,12 +145,23 @@ def _stopped(r: ResultEntry) -> dict[str, str]:
 
 
 def _all_at_once(results: Sequence[ResultEntry], silent: set[str]) -> set[str]:
-    """`silent` (nodes listed only for having stopped answering, none of them by the scheduler's words) when they
-    are more than one and every node the results name that took part in the run: every node agent lost is the
+    """The nodes that stopped answering together in the check where the last of them did, where they are more
+    than one, each listed for nothing but its silence (never by the scheduler's words), and every node still in
+    the run then (that took part, less those lost in earlier checks): every node agent lost at once is the
     controller's network or store far likelier than every node (run/join.py `over()` stops such a run; this
-    keeps a record's list, and `verify`'s, the same whatever the run saw in time)."""
+    keeps a record's list, and `verify`'s, the same whatever the run saw in time). A node lost before them
+    stays listed: its own loss."""
+    first: dict[str, tuple[str, Any]] = {}  # node -> the check (and repetition) in which it stopped answering
+    for r in results:
+        for node in r.get("unreachable") or ():
+            first.setdefault(node, (r["check"], r.get("repeat")))
+    if not first:
+        return set()
+    last = list(first.values())[-1]
+    group = {n for n, when in first.items() if when == last}
     took_part = set().union(*(_nodes_of(r) for r in results)) - {n for r in results for n in r.get("absent") or ()}
-    return silent if len(silent) > 1 and took_part <= silent else set()
+    still_in = took_part - {n for n, when in first.items() if when != last}
+    return group if len(group) > 1 and group <= set(silent) and still_in <= group else set()
 
 
 def unblamed(results: Sequence[ResultEntry]) -> list[str]:

@@ -69,6 +69,7 @@ class JoinLauncher(Launcher):
         self._listener: socket.socket | None = None
         self._beats: dict[int, tuple[int, float]] = {}  # agent -> (last count, when it last changed)
         self._silent: dict[int, str] = {}  # agent -> why it is taken as gone
+        self._silent_seen: set[int] = set()  # agents taken as gone when over() last looked (after the check before)
         self._next_beat = 0.0
         self._pools: list[RemotePool] = []
         self._closed = False
@@ -271,15 +272,18 @@ class JoinLauncher(Launcher):
         return None if read is None or index is None else read(index, node)
 
     def over(self, settle: bool = False) -> Over | None:
-        """Every node agent (two or more) has stopped answering: no node explains that alone, while the
-        controller's network or its store would, so the run stops and names no node (Over.cost with none
-        failed: each item of the check is only not measured, and the exclusion list stays empty)."""
-        silent = self.silent() if len(self.members) >= 2 else {}
-        if not silent or len(silent) < len(self.members):
+        """Every node agent still in the run (two or more: those lost before the check that just ended aside) has
+        stopped answering: no node explains that alone, while the controller's network or its store would, so
+        the run stops and names none of them (Over.cost with none failed: each item of the check is only not
+        measured; an agent lost before stays its own loss, on the exclusion list)."""
+        silent = self.silent()
+        seen, self._silent_seen = self._silent_seen, set(silent)  # as the last look (after the check before) saw
+        still = [i for i in sorted(self.members) if i not in seen]  # agents lost before are each their own loss
+        if len(still) < 2 or any(i not in silent for i in still):
             return None
-        said = "; ".join(silent[i] for i in sorted(silent))
-        return Over(f"every node agent ({len(silent)}) stopped answering ({said}): the controller's network or "
-                    "store is the likelier cause than every node", {})
+        said = "; ".join(silent[i] for i in still)
+        return Over(f"every node agent still in the run ({len(still)}) stopped answering at once ({said}): the "
+                    "controller's network or store is the likelier cause than every node", {})
 
     def placed(self) -> list[gang.Member]:
         """The agents a pool places ranks on, in index order: every one that joined, less the nodes left out."""
