@@ -140,35 +140,29 @@ def test_device_ids_agree_with_the_hand_written_profiles():
             assert model is not None and model.gpu_model == hand.expect["gpu_model"], path.name
 
 
-def test_each_a100_memory_variant_derives_its_own_memory_floor() -> None:
-    """4 or 2 A100 SXM4 80GB (0x20b2) are judged on the 80GB part's HBM2e 2039 GB/s, at or below DCGM's own
-    floor for 20b2 (1173000 MB/s, NVIDIA/DCGM nvvs/diag-skus.yaml.in), never on the 40GB part's 1555."""
+@pytest.mark.parametrize(("big_id", "small_id", "big", "small", "floor", "spec", "small_floor"), [
+    # 4, 2 or 1 A100 SXM4 80GB (0x20b2) on the 80GB part's HBM2e 2039 GB/s, at or below DCGM's own floor for 20b2
+    # (1173000 MB/s, NVIDIA/DCGM nvvs/diag-skus.yaml.in), never on the 40GB part's 1555
+    (0x20B2, 0x20B0, "a100-sxm-80gb", "a100-sxm", (1160, 1173), 2039, 0.57 * 1555),
+    # GH200 144GB HBM3e superchips (0x2348) on 4900 GB/s, at DCGM's floor for 2348 (2340000 MB/s), never on the
+    # 96GB part's 4000
+    (0x2348, 0x2342, "gh200-144gb", "gh200", (2330, 2340), 4900, 0.53 * 4000),
+])
+def test_each_memory_variant_derives_its_own_memory_floor(big_id: int, small_id: int, big: str, small: str,
+                                                           floor: tuple[int, int], spec: int, small_floor: float) -> None:
     for count in (1, 2, 4):
-        big, small = derived_profile(0x20B2, count, None), derived_profile(0x20B0, count, None)
-        assert big is not None and small is not None
-        assert (big.name, small.name) == (f"a100-sxm-80gb-{count}x", f"a100-sxm-{count}x")
-        assert big.detect["pci_device_ids"] == (0x20B2,) and small.detect["pci_device_ids"] == (0x20B0,)
-        floor = big.defaults["device_memory"].limits["bandwidth"]
-        assert 1160 <= floor.value <= 1173 and floor.spec_sources[0].startswith("spec.hbm.bandwidth = 2039 GB/s")
-        assert small.defaults["device_memory"].limits["bandwidth"].value == pytest.approx(0.57 * 1555)
-        assert derived_by_name(big.name) == big and derived_by_name(small.name) == small
-        assert {k: v for k, v in big.hardware.items() if k != "hbm"} == \
-            {k: v for k, v in small.hardware.items() if k != "hbm"}
+        b, s = derived_profile(big_id, count, None), derived_profile(small_id, count, None)
+        assert b is not None and s is not None
+        assert (b.name, s.name) == (f"{big}-{count}x", f"{small}-{count}x")
+        assert b.detect["pci_device_ids"] == (big_id,) and s.detect["pci_device_ids"] == (small_id,)
+        limit = b.defaults["device_memory"].limits["bandwidth"]
+        assert floor[0] <= limit.value <= floor[1] and limit.spec_sources[0].startswith(f"spec.hbm.bandwidth = {spec} GB/s")
+        assert s.defaults["device_memory"].limits["bandwidth"].value == pytest.approx(small_floor)
+        assert derived_by_name(b.name) == b and derived_by_name(s.name) == s
+        assert {k: v for k, v in b.hardware.items() if k != "hbm"} == {k: v for k, v in s.hardware.items() if k != "hbm"}
 
 
-def test_each_gh200_memory_variant_derives_its_own_memory_floor() -> None:
-    """2 or 4 GH200 144GB HBM3e superchips (0x2348) are judged on 4900 GB/s, at DCGM's floor for 2348
-    (2340000 MB/s, NVIDIA/DCGM nvvs/diag-skus.yaml.in), never on the 96GB part's 4000."""
-    for count in (1, 2, 4):
-        big, small = derived_profile(0x2348, count, None), derived_profile(0x2342, count, None)
-        assert big is not None and small is not None
-        assert (big.name, small.name) == (f"gh200-144gb-{count}x", f"gh200-{count}x")
-        floor = big.defaults["device_memory"].limits["bandwidth"]
-        assert 2330 <= floor.value <= 2340 and floor.spec_sources[0].startswith("spec.hbm.bandwidth = 4900 GB/s")
-        assert small.defaults["device_memory"].limits["bandwidth"].value == pytest.approx(0.53 * 4000)
-        assert derived_by_name(big.name) == big and derived_by_name(small.name) == small
-        assert {k: v for k, v in big.hardware.items() if k != "hbm"} == \
-            {k: v for k, v in small.hardware.items() if k != "hbm"}
+def test_a_linked_gh200_144gb_derives_from_its_own_device_id() -> None:
     linked = derived_by_name("gh200-144gb-2x-nvl18")
     assert linked is not None and linked.detect["pci_device_ids"] == (0x2348,)
 

@@ -321,16 +321,22 @@ def test_a_signal_during_the_summary_leaves_the_verdict_and_its_code(tmp_path: P
     assert "before any check ran" not in out.stderr and "Traceback" not in out.stdout + out.stderr
 
 
-def test_another_plugins_sessionfinish_that_raises_leaves_the_record_whole(tmp_path: Path) -> None:
-    """A sessionfinish called before clustercheck's (tryfirst, registered later; LogXML with a path it could
-    not write) raised, and the record never got its end line: no report, and `report` said INCOMPLETE."""
+def _run_with_a_plugin_raising_at_end(tmp_path: Path, order: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`clustercheck run` of one small check with `-p raises_at_end`, whose sessionfinish (`order`: tryfirst,
+    called before clustercheck's, or trylast, after it) raises RuntimeError('boom')."""
     (tmp_path / "th").mkdir()
     (tmp_path / "th" / "cpu.yaml").write_text(THRESHOLDS)
     (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
     (tmp_path / "raises_at_end.py").write_text(
-        "import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
-    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
-                          "-p", "raises_at_end"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        f"import pytest\n\n\n@pytest.hookimpl({order}=True)\ndef pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
+    return subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                           "-p", "raises_at_end", *args], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+
+def test_another_plugins_sessionfinish_that_raises_leaves_the_record_whole(tmp_path: Path) -> None:
+    """A sessionfinish called before clustercheck's (tryfirst, registered later; LogXML with a path it could
+    not write) raised, and the record never got its end line: no report, and `report` said INCOMPLETE."""
+    out = _run_with_a_plugin_raising_at_end(tmp_path, "tryfirst")
     assert out.returncode != 0, out.stdout + out.stderr  # a harness error, never a pass
     lines = [json.loads(x) for x in (tmp_path / "out" / "latest" / "run.jsonl").read_text().splitlines()]
     assert lines[-1]["type"] == "end", lines[-1]
@@ -365,15 +371,9 @@ def test_a_plugins_sessionfinish_that_raises_after_clustercheck_never_hides_the_
         tmp_path: Path, fault: tuple[str, ...], verdict: str, code: int) -> None:
     """A sessionfinish called after clustercheck's raised: pytest's INTERNALERROR traceback and exit 3, even for a
     FAIL run (3 says "nothing failed"). Now one line naming the plugin's file, and the worse of the run's code and 3."""
-    (tmp_path / "th").mkdir()
-    (tmp_path / "th" / "cpu.yaml").write_text(THRESHOLDS)
-    (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
-    (tmp_path / "raises_last.py").write_text(
-        "import pytest\n\n\n@pytest.hookimpl(trylast=True)\ndef pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
-    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
-                          "-p", "raises_last", *fault], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out = _run_with_a_plugin_raising_at_end(tmp_path, "trylast", *fault)
     assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == verdict
     assert out.returncode == code, out.stdout + out.stderr
     assert "INTERNALERROR" not in out.stdout + out.stderr and "Traceback" not in out.stdout + out.stderr
     assert "clustercheck: ERROR: a plugin's pytest_sessionfinish raised (" in out.stderr, out.stderr
-    assert "raises_last.py:6: RuntimeError: boom); the run's record and reports stand" in out.stderr, out.stderr
+    assert "raises_at_end.py:6: RuntimeError: boom); the run's record and reports stand" in out.stderr, out.stderr

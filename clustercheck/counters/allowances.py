@@ -50,6 +50,15 @@ _AER = "NVIDIA/DCGM nvvs/plugin_src/pcie/PcieMain.cpp: aer_threshold 480 (32/min
 _UNCORR_PCIE = "clustercheck's choice: an uncorrectable PCIe error loses or poisons a transaction"
 _REMAP = ("Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc fails a pending or failed row remap; "
           "clustercheck's choice: no new remap during a check")
+_AMDGPU_RAS = (  # kind, limit, why
+    ("ue", 0, "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py: uncorrected ECC errors fail above 0 "
+              "(an amdgpu RAS uncorrectable error, as NVIDIA's)"),
+    ("de", 0, "clustercheck's choice: a deferred error (poison) is an uncorrectable error not yet consumed "
+              "(torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_umc.c retires its page as it does an "
+              "uncorrectable one's)"),
+    ("ce", 1000, "clustercheck's choice (no public per-window figure), as gpu.ecc.corrected: 1,000 per check, a "
+                 "tenth of Azure's aggregate SRAM limit of 10,000 (Azure/azurehpc-health-checks "
+                 "customTests/azure_gpu_ecc.nhc)"))
 DEFAULTS: dict[str, Allowance] = {a.counter: a for a in (
     Allowance("pcie.aer.correctable", 32, True, _AER, "built in"),
     Allowance("pcie.aer.rootport.correctable", 32, True, _AER, "built in"),
@@ -81,23 +90,11 @@ DEFAULTS: dict[str, Allowance] = {a.counter: a for a in (
               "built in"),
     Allowance("kernel.hardware_error", 0, False, "clustercheck's choice: firmware-reported hardware error",
               "built in"),
-    Allowance("kernel.amdgpu.ue", 0, False, "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py: "
-              "uncorrected ECC errors fail above 0 (an amdgpu RAS uncorrectable error, as NVIDIA's)", "built in"),
-    Allowance("kernel.amdgpu.de", 0, False, "clustercheck's choice: a deferred error (poison) is an uncorrectable "
-              "error not yet consumed (torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_umc.c retires its page "
-              "as it does an uncorrectable one's)", "built in"),
-    Allowance("kernel.amdgpu.ce", 1000, False, "clustercheck's choice (no public per-window figure), as "
-              "gpu.ecc.corrected: 1,000 per check, a tenth of Azure's aggregate SRAM limit of 10,000 "
-              "(Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc)", "built in"),
+    # amdgpu's RAS errors, as its kernel log lines (kernel.amdgpu.*) and its sysfs counts (amdgpu.*) say them
+    *(Allowance(f"{family}.{kind}", limit, False, why, "built in") for family in ("kernel.amdgpu", "amdgpu")
+      for kind, limit, why in _AMDGPU_RAS),
     Allowance("kernel.amdgpu.reset", 0, False, "clustercheck's choice: a GPU reset during a check (amdgpu's "
               "\"GPU reset begin!\") loses the work on the GPU", "built in"),
-    Allowance("amdgpu.ue", 0, False, "facebookresearch/gcm gcm/health_checks/checks/check_nvidia_smi.py: "
-              "uncorrected ECC errors fail above 0 (an amdgpu RAS uncorrectable count, as NVIDIA's)", "built in"),
-    Allowance("amdgpu.de", 0, False, "clustercheck's choice, as kernel.amdgpu.de: a deferred error is an "
-              "uncorrectable one not yet consumed", "built in"),
-    Allowance("amdgpu.ce", 1000, False, "clustercheck's choice (no public per-window figure), as "
-              "gpu.ecc.corrected: 1,000 per check (Azure/azurehpc-health-checks customTests/azure_gpu_ecc.nhc)",
-              "built in"),
     Allowance("cpu.throttle", 0, False, "clustercheck's choice: a CPU thermal throttle event during a check",
               "built in"),
 )}
