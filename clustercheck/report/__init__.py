@@ -165,7 +165,7 @@ Write = Callable[[BinaryIO], object]
 def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     """How to write each report of `rec`, by kind; what more than one report reads (the status, the SLA
     evidence) is worked out once, here, and each report renders only when written."""
-    from clustercheck.report.ctrf import render_ctrf
+    from clustercheck.report.ctrf import ctrf_doc
     from clustercheck.report.html import html_chunks
     from clustercheck.report.junit import write_junit
     from clustercheck.report.sla import evidence, signature
@@ -188,7 +188,7 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     return {"json": lambda out: write_json(summary, out), "sla": lambda out: write_json(sla, out),  # NaN as "NaN"
             "junit": lambda out: write_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
                                              status["untested"], out),
-            "ctrf": lambda out: out.write(render_ctrf(header, results, end, rec.not_run(), status, signer)),
+            "ctrf": lambda out: write_json(ctrf_doc(header, results, end, rec.not_run(), status, signer), out),
             "html": html}
 
 

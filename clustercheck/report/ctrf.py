@@ -90,6 +90,12 @@ def _run_level(status: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def render_ctrf(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[str, Any] | None,
                 not_run: Sequence[PlanItem], status: Mapping[str, Any], signer: str | None) -> bytes:
+    return json_bytes(ctrf_doc(header, results, end, not_run, status, signer))  # NaN as "NaN": JSON.parse refuses NaN
+
+
+def ctrf_doc(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[str, Any] | None,
+             not_run: Sequence[PlanItem], status: Mapping[str, Any], signer: str | None) -> dict[str, Any]:
+    """ctrf.json as a document (report/__init__.py writes it as it encodes it)."""
     tests = [_test(r) for r in results]
     why = (status.get("incomplete") or {}).get("reason") or "the run did not reach it"
     tests += [_not_run(p, why, header.get("absent") or {}) for p in not_run]
@@ -123,4 +129,4 @@ def render_ctrf(header: RunHeader, results: Sequence[ResultEntry], end: Mapping[
     }
     if not doc["timestamp"]:
         del doc["timestamp"]
-    return json_bytes(doc)  # a failed measurement's NaN as the string "NaN": JSON.parse refuses a bare NaN
+    return doc
