@@ -291,3 +291,19 @@ def test_run_jsonl_is_read_once_and_the_bytes_hashed_are_the_bytes_judged(signed
     proc = verify(signed["run"], signed["pub"])
     assert proc.returncode == 0, proc.stdout
     assert opened == ["rb"], opened
+
+
+def test_a_probe_line_whose_answers_are_a_string_is_one_line_not_verified(signed: dict[str, Path],
+                                                                          tmp_path: Path) -> None:
+    """A probe's `answers` written as a string: its judge's next() over the ranks' answers found none and
+    the StopIteration escaped re-judging, a traceback and exit 3 (an internal error) instead of 6."""
+    run = copy(signed, tmp_path)
+    entries = lines_of(run)
+    line = next(i for i, e in enumerate(entries) if e.get("type") == "result" and e.get("measure") == "probe")
+    entries[line]["answers"] = "x"
+    write_lines(run, entries)
+    proc = verify(run, signed["pub"])
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert any(p.startswith(f"run.jsonl:{line + 1}: ") and "its measurements cannot be judged (StopIteration" in p
+               for p in problems(proc)), proc.stdout

@@ -241,7 +241,9 @@ def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: A
     except ClusterCheckError as exc:  # the kind's judge refuses the answers (a failed tool, no threshold)
         out.problems.append(f"{where}: re-judging its answers gives no verdicts ({str(exc).splitlines()[0][:160]})")
         return
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as exc:
+    # StopIteration: a kind's judge looks for its first rank's answer with next(), and a hostile record's
+    # `answers` (a string, a list of strings) holds none: one line, never a traceback
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError, StopIteration) as exc:
         out.problems.append(f"{where}: its measurements cannot be judged ({type(exc).__name__}: {str(exc)[:80]}): "
                             f"not what a run writes")
         return
