@@ -307,3 +307,17 @@ def test_a_probe_line_whose_answers_are_a_string_is_one_line_not_verified(signed
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert any(p.startswith(f"run.jsonl:{line + 1}: ") and "its measurements cannot be judged (StopIteration" in p
                for p in problems(proc)), proc.stdout
+
+
+def test_a_header_whose_gpus_are_a_string_is_one_line_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """`facts.gpus` written as a string: building the predicate to compare the signed one with raised
+    AttributeError out of verify, a traceback and exit 3 (an internal error) instead of 6."""
+    run = copy(signed, tmp_path)
+    entries = lines_of(run)
+    entries[0]["facts"]["gpus"] = "x"
+    write_lines(run, entries)
+    proc = verify(run, signed["pub"])
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert any(p.startswith("run.jsonl:1: its header makes no statement to compare attestation.json's with")
+               for p in problems(proc)), proc.stdout

@@ -204,7 +204,13 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
     def canonical(value: Any) -> str:
         return json.dumps(value, sort_keys=True, default=str)
 
-    want, got = predicate(rec, run_status(rec)), stmt.get("predicate")
+    try:
+        want = predicate(rec, run_status(rec))
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a header no run writes (facts.gpus: "x")
+        out.problems.append(f"{RECORD}:{rec.lines.run or 1}: its header makes no statement to compare "
+                            f"{ATTESTATION}'s with ({type(exc).__name__}: {str(exc)[:80]}): not what a run writes")
+        return
+    got = stmt.get("predicate")
     if isinstance(got, dict) and canonical(want) == canonical(got):
         out.passed.append(f"statement: its predicate (result {want['result']}, verdict "
                           f"{want['clustercheck']['run']['verdict']}) is what {RECORD} says")
