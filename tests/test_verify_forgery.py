@@ -321,3 +321,23 @@ def test_a_header_whose_gpus_are_a_string_is_one_line_not_verified(signed: dict[
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert any(p.startswith("run.jsonl:1: its header makes no statement to compare attestation.json's with")
                for p in problems(proc)), proc.stdout
+
+
+@pytest.mark.parametrize("case", ["unsigned, sla.json", "another version, results.json"])
+def test_a_report_nested_too_deep_to_read_is_one_line_never_a_traceback(signed: dict[str, Path], tmp_path: Path,
+                                                                        case: str) -> None:
+    """A report of 100,000 nested arrays: json raised RecursionError, which neither the unsigned run's signer
+    look-up (sla.json) nor another version's verdict comparison (results.json) caught: a traceback, exit 3."""
+    run = copy(signed, tmp_path)
+    if case.startswith("unsigned"):
+        (run / "attestation.json").unlink()
+    else:
+        entries = lines_of(run)
+        entries[0]["facts"]["versions"]["clustercheck"] = "0.0.1"
+        write_lines(run, entries)
+    name = case.split(", ")[1]
+    (run / name).write_text("[" * 100_000 + "]" * 100_000)
+    proc = verify(run, signed["pub"])
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert any(p.startswith(f"{name}: ") for p in problems(proc)), proc.stdout

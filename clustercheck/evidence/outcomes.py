@@ -59,7 +59,7 @@ def report_problems(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> tu
             continue
         try:
             doc = json.loads(path.read_bytes())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can read
             problems.append(f"{name}: cannot be read as JSON ({type(exc).__name__}): it states no verdict")
             continue
         said = _at(doc, "verdict")

@@ -244,6 +244,6 @@ def _claimed_signer(run_dir: Path) -> str | None:
 
     try:
         found = json.loads((run_dir / "sla.json").read_text(encoding="utf-8"))["signature"]["signed_by"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # nested deeper than json can read
         return None
     return found if isinstance(found, str) else None
