@@ -5,7 +5,8 @@ throttle counts. A file that exists and cannot be read is a ReadError, never zer
 thing (no AER-capable device, no IB, no thermal zone) gets a note saying so. Nothing here asks exists(),
 is_dir() or glob(): the first two raise PermissionError out of the reader (Python 3.11 ignores only
 ENOENT-like errors), glob() answers [] for a directory it may not list, which would read as "not on this
-hardware". Files are read, directories listed, and only FileNotFoundError (or NotADirectoryError) is absence."""
+hardware". Files are read, directories listed, and only FileNotFoundError (or NotADirectoryError) is absence.
+(The CPU frequency, a gauge no verdict judges, is still globbed, /proc/cpuinfo its fallback.)"""
 
 from __future__ import annotations
 

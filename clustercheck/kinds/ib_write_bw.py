@@ -127,7 +127,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         else:
             unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
                             f"no ib_write_bw_min is given")
-    if not any(not v.passed for v in verdicts):
+    if all(v.passed for v in verdicts):
         # nothing failed: what could not be read or judged is the item's error, never a pass on the rest
         if unread or unjudged or not verdicts:
             raise HarnessError("; ".join([why for _, why in unread] + unjudged)

@@ -259,7 +259,7 @@ def _key(v: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def merged(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """An item's verdicts over its repetitions (the worst one first: its order), one per (metric, subject,
-    unit, op): passed only when it passed in every repetition that judged it, measuring its worst value there (`worst_values`: the lowest
+    unit, op): passed only when it passed in every repetition that judged it, measuring its worst value there (what compare judges: the lowest
     under a floor, the highest under a ceiling, a value that is no number first; else, without a direction,
     the first failed repetition's). The worst repetition's verdicts alone showed GPU6 as a pass when GPU4
     failed in repetition 1 and GPU6 only in repetition 3."""
@@ -319,15 +319,6 @@ def _cut(s: ItemSummary, started: int) -> str:
 
 
 _WORSE = {">=": min, ">": min, "<=": max, "<": max}  # a directional limit's operator -> its worst value
-
-
-def worst_values(results: Sequence[Any]) -> list[Any]:
-    """What compare and --compare judge of a repeated run: folded(results), each item its worst repetition,
-    and each verdict measuring its worst value over all the repetitions that judged it (merged()): the
-    lowest of a higher-is-better metric, the highest of a lower-is-better one (a value that is no number,
-    where a repetition measured one, so that it is said, never skipped). A burn-in whose every repetition
-    passed folded to its first: repetition 2's drop was never compared."""
-    return folded(results)
 
 
 def _worst_of(seen: list[Any], pick: Any) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.errors import UserError
-from clustercheck.record.burnin import worst_values
+from clustercheck.record.burnin import folded
 from clustercheck.record.io import Record, RecordError, load
 from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
@@ -138,10 +138,10 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     if not tolerance >= 0 or not math.isfinite(tolerance):
         raise UserError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
     # a repeated run (a burn-in) is each item's worst repetition and each directional metric its worst value
-    # of them all (burnin.worst_values), the baseline's and this run's alike: the last repetition of a baseline
+    # of them all (burnin.folded), the baseline's and this run's alike: the last repetition of a baseline
     # would read an item that failed in repetition 2 as passed, the first a drop in repetition 2 as the same
-    before = {item_id(r): r for r in worst_values(baseline.results)}
-    now_results = worst_values(current.results)
+    before = {item_id(r): r for r in folded(baseline.results)}
+    now_results = folded(current.results)
     both = set(baseline.suites()) & set(current.suites())
     changes: list[Change] = []
     not_compared: list[tuple[str, str]] = []

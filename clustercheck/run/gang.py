@@ -41,6 +41,7 @@ BEAT = 1.0  # seconds between an agent's heartbeats
 # an agent's exit code for a bug of clustercheck's own in it (sysexits' EX_SOFTWARE), never 3 (its controller
 # gone): the launcher that started it (run/hosts.py) so tells a harness crash, whose node is not to blame
 AGENT_BUG = 70
+NOT_THE_NODE = (AGENT_BUG, 4)  # an agent's exits that excuse its node: clustercheck's bug, input it refused (exit 4)
 
 # store keys
 HELLO, JOINS, CLOSED, OVER, LEFT = "hello", "joins", "gang-closed", "over", "left"

@@ -33,7 +33,7 @@ from typing import Collection, Mapping
 
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError
 from clustercheck.exitcodes import Exit
-from clustercheck.run.gang import AGENT_BUG
+from clustercheck.run.gang import NOT_THE_NODE
 from clustercheck.run.join import JoinLauncher
 from clustercheck.run.launcher import Loss, advertised, here, loopback
 from clustercheck.run.signals import term_stops_like_ctrl_c
@@ -201,7 +201,7 @@ class HostsLauncher(JoinLauncher):
         if proc is None or sum(p is proc for p in self.agents) > 1:
             return None  # one process for every agent (the slurm launcher's srun step): its code is no one agent's
         code = proc.poll()
-        if code not in (AGENT_BUG, Exit.BAD_INPUT):
+        if code not in NOT_THE_NODE:
             return None
         said = last_words(self.agent_log(index))
         return Loss(f"its agent crashed: {said}" if said else f"its agent crashed (exit {code})", blamed=False)

@@ -70,6 +70,7 @@ class JoinLauncher(Launcher):
         self._beats: dict[int, tuple[int, float]] = {}  # agent -> (last count, when it last changed)
         self._silent: dict[int, str] = {}  # agent -> why it is taken as gone
         self._silent_seen: set[int] = set()  # agents taken as gone when over() last looked (after the check before)
+        self._over: Over | None = None  # what over() said, once it said the plane is gone
         self._next_beat = 0.0
         self._pools: list[RemotePool] = []
         self._closed = False
@@ -276,14 +277,17 @@ class JoinLauncher(Launcher):
         stopped answering: no node explains that alone, while the controller's network or its store would, so
         the run stops and names none of them (Over.cost with none failed: each item of the check is only not
         measured; an agent lost before stays its own loss, on the exclusion list)."""
+        if self._over is not None:  # said once: every later look says the same (nodefacts, then the plugin)
+            return self._over
         silent = self.silent()
         seen, self._silent_seen = self._silent_seen, set(silent)  # as the last look (after the check before) saw
         still = [i for i in sorted(self.members) if i not in seen]  # agents lost before are each their own loss
         if len(still) < 2 or any(i not in silent for i in still):
             return None
         said = "; ".join(silent[i] for i in still)
-        return Over(f"every node agent still in the run ({len(still)}) stopped answering at once ({said}): the "
-                    "controller's network or store is the likelier cause than every node", {})
+        self._over = Over(f"every node agent still in the run ({len(still)}) stopped answering at once ({said}): "
+                          "the controller's network or store is the likelier cause than every node", {})
+        return self._over
 
     def placed(self) -> list[gang.Member]:
         """The agents a pool places ranks on, in index order: every one that joined, less the nodes left out."""

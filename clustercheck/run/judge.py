@@ -17,7 +17,7 @@ from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, Rules
 from clustercheck.paths import display
-from clustercheck.record.burnin import worst_values
+from clustercheck.record.burnin import folded
 from clustercheck.record.compare import REPEATED, load_run
 from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.match import HIGHER, NOISE_CAP, UNJUDGED, Change, match
@@ -169,9 +169,9 @@ class Baseline:
     def __init__(self, arg: str, history: Any, tolerance: float) -> None:
         self.run = run = load_run(arg, history)
         # a repeated baseline (a burn-in) is each item's worst repetition and each metric its worst value
-        # (burnin.worst_values), never its last:
+        # (burnin.folded), never its last:
         # an item that failed in repetition 2 and passed in 3 failed in the baseline
-        self.items: dict[str, ResultEntry] = {item_id(r): r for r in worst_values(run.results)}
+        self.items: dict[str, ResultEntry] = {item_id(r): r for r in folded(run.results)}
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
         self.now: Mapping[str, Any] = {}  # this run's header, once written: what a like-for-like item shares

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from clustercheck.errors import HarnessError, UserError
-from clustercheck.run.gang import AGENT_BUG
+from clustercheck.run.gang import NOT_THE_NODE
 
 # what a call of the API can end in: bad input or a refusal (UserError, exit 4), or the server failing or gone
 # once the pre-flight found it answering (HarnessError, exit 3)
@@ -294,7 +294,7 @@ def disrupted(pod: Any) -> tuple[str, bool] | None:
         if t is not None and (t.reason == "OOMKilled" or t.exit_code in (137, 143)):
             return f"pod {name}'s agent container ended (exit code {t.exit_code}{', ' + t.reason if t.reason else ''})", \
                 False
-        if t is not None and t.exit_code in (AGENT_BUG, 4):  # clustercheck's own bug, or input it refused (4)
+        if t is not None and t.exit_code in NOT_THE_NODE:  # clustercheck's own bug, or input it refused
             return f"pod {name}'s agent ended with exit code {t.exit_code} (clustercheck's own error, not the node's)", \
                 False
     return None

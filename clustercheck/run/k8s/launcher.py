@@ -102,14 +102,15 @@ class K8sLauncher(JoinLauncher):
         self._deleted = True
         end = time.monotonic() + CLEANUP_S
         failed: list[str] = []
+        ordered = sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind))  # the Job (its pods) first
         with deferred():  # bounded: every call, and the whole cleanup, has a deadline (a server that never answers)
-            for m in sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind)):  # the Job (its pods) first
+            for m in ordered:
                 left = end - time.monotonic()
                 why = self.kube.delete(m, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left))) if left > 0.5 else "timed out"
                 if why:
                     failed.append(f"{m.kind} {m.name} ({why})")
             if self.made:  # said before a signal held meanwhile reaches its handler
-                *rest, last = [m.kind for m in sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind))]
+                *rest, last = [m.kind for m in ordered]
                 kinds = f"{', '.join(rest)} and {last}" if rest else last
                 said = (f"could not delete {'; '.join(failed)}: remove what is left with kubectl delete -n "
                         f"{self.kube.namespace} job,service,secret -l {manifests.RUN_LABEL}={self.agents.name}") \
