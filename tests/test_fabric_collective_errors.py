@@ -132,3 +132,22 @@ def test_p2p_without_a_log_does_not_hide_a_failed_busbw(tmp_path):
     with pytest.raises(HarnessError, match="P2P between GPUs is not judged"):
         collectives.judge(Answers(a.check, [{**r, "rows": [{**r["rows"][0], "seconds": 0.001}]} for r in a.per_rank],
                                   a.ranks, "nccl"), Rules({"busbw": FLOOR}, expect={"p2p": True}))
+
+
+def test_a_rank_whose_nccl_log_never_came_is_not_judged_never_read_on_its_siblings_lines(tmp_path):
+    """Rank 1's NCCL_DEBUG_FILE was never written (or could not be read): its summary said `log: <path>` with
+    nothing in it, so p2p was judged on rank 0's lines alone and rank 1's GPUs passed unseen. Now the item names
+    it, not judged, where an expectation reads the logs (p2p here); without one nothing is said."""
+    (tmp_path / "rank0").mkdir()
+    clean = rank_log(tmp_path / "rank0", ONE_NODE)
+    missing = NcclLog(tmp_path / "never-written.log")
+    missing.read("all_reduce")
+    assert missing.summary()["unread"] == f"NCCL wrote no log at {tmp_path / 'never-written.log'}"
+    comm = describe("nccl", [clean, {"nccl": missing.summary()}], [{"host": "node-07"}, {"host": "node-08"}], None, {})
+    assert comm["unread_logs"] == [{"rank": 1, "host": "node-08", "why": missing.summary()["unread"]}]
+    _, unjudged = collectives.nccl_verdicts("all_reduce", comm, Rules({}, expect={"p2p": True}), ["node-07", "node-08"])
+    assert any(u.startswith("NCCL's log of rank 1 (node-08) was not read (NCCL wrote no log at ") for u in unjudged)
+    assert collectives.nccl_verdicts("all_reduce", comm, Rules({}), ["node-07", "node-08"])[1] == []
+    (tmp_path / "never-written.log").write_text("late\n")  # read once after all: nothing is said of it any more
+    missing.read("all_reduce")
+    assert "unread" not in missing.summary()

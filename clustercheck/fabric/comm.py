@@ -45,6 +45,10 @@ def describe(backend: str, per_rank: list[dict[str, Any]], ranks_info: list[dict
            if (r.get("nccl") or {}).get("shm_between_gpus")]
     if shm:  # ranks whose NCCL connected GPUs of their host through shared memory, not P2P (expectation p2p)
         out["shm_ranks"] = shm
+    unread = [{"rank": i, "host": info.get("host") or "", "why": r["nccl"]["unread"]}
+              for i, (r, info) in enumerate(zip(per_rank, named)) if (r.get("nccl") or {}).get("unread")]
+    if unread:  # ranks whose own log was never read: what NCCL said of their GPUs and NICs is unknown
+        out["unread_logs"] = unread
     if not read:
         out["why_not"] = next((log["why_not"] for log in logs if log.get("why_not")), "no NCCL log was read")
     net = merged_net(read)

@@ -206,7 +206,11 @@ def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequ
     between_nodes = rules.multi_node and len(set(hosts)) > 1
     verdicts, unjudged = transport_verdicts(check_id, comm, rules, hosts, network=between_nodes)
     p2p, p2p_unjudged = p2p_verdicts(check_id, comm, rules)
-    return verdicts + p2p, unjudged + p2p_unjudged
+    asked = rules.expect.get("p2p") is True or between_nodes and any(rules.expect.get(k) is not None
+                                                                         for k in TRANSPORT_KEYS)
+    unread = [f"NCCL's log of rank {u.get('rank')} ({u.get('host') or 'its host'}) was not read ({u.get('why')}): what "
+              "it said of its GPUs and NICs is not judged" for u in comm.get("unread_logs") or ()] if asked else []
+    return verdicts + p2p, unjudged + p2p_unjudged + unread
 
 
 def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> Judged:

@@ -37,6 +37,7 @@ class NcclLog:
     networks: list[str] = field(default_factory=list)
     net: dict[str, nccl_net.HostNet] = field(default_factory=dict)  # what this rank's NCCL said of the network
     errors: list[dict[str, Any]] = field(default_factory=list)  # network/transport WARNs, error returns (transport.py)
+    unread: str = ""  # why this rank's log could not be read, while it never was: its facts are then not judged
 
     @classmethod
     def configure(cls, env: MutableMapping[str, str], mode: str, log_dir: str, name: str) -> NcclLog:
@@ -60,8 +61,12 @@ class NcclLog:
             with self.path.open("rb") as fh:
                 fh.seek(self._offset)
                 data = fh.read()
-        except OSError:
+        except OSError as exc:  # after a collective NCCL has written its init: a file missing now never came
+            if not self._offset:
+                self.unread = (f"NCCL wrote no log at {self.path}" if isinstance(exc, FileNotFoundError) else
+                               f"cannot read {self.path} ({exc.strerror or type(exc).__name__})")
             return ""
+        self.unread = ""
         data = data[: data.rfind(b"\n") + 1]
         self._offset += len(data)
         return data.decode(errors="replace")
@@ -103,7 +108,8 @@ class NcclLog:
         return {"log": str(self.path), "versions": self.versions, "transports": sorted(self.transports),
                 "shm_between_gpus": self.shm_between_gpus, "nvls_capable": self.nvls_capable,
                 "env": self.env, "networks": self.networks,
-                "net": {host: found.as_dict() for host, found in self.net.items()}, "errors": self.errors}
+                "net": {host: found.as_dict() for host, found in self.net.items()}, "errors": self.errors,
+                **({"unread": self.unread} if self.unread else {})}
 
 
 def log_name(pool: str, rank: int) -> str:
