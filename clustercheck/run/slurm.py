@@ -169,12 +169,13 @@ class SlurmLauncher(HostsLauncher):
         and ranks seen dead first would otherwise blame, and exclude, their nodes for a cancelled job."""
         if not self.members or not self.agents:
             return None
-        end = time.monotonic() + (SETTLE_S if settle else 0.0)
-        while True:
-            said, code = self._said(), self.agents[0].poll()
-            if said.over or code is not None:
+        end, spoke = time.monotonic() + (SETTLE_S if settle else 0.0), None
+        while True:  # settling, the words of the end are read on for up to 1 s more: the nodes srun names failed
+            said, code, now = self._said(), self.agents[0].poll(), time.monotonic()
+            spoke = spoke if spoke is not None or not said.over else now
+            if code is not None or spoke is not None and now >= min(end, spoke + 1.0):
                 break
-            if time.monotonic() >= end:
+            if now >= end:
                 return None
             time.sleep(0.1)
         words = "; ".join(said.over[:3]) or ("srun " + (f"was killed by {signal.Signals(-code).name}"

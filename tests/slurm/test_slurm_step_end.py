@@ -42,12 +42,13 @@ def _mid_run(env: dict[str, str], work: Path, action: list[str]) -> tuple[int, s
     return ctl.returncode, out
 
 
-def _incomplete_everywhere(work: Path, said: str) -> dict:
-    """Every report says INCOMPLETE, with srun's words as why."""
+def _incomplete_everywhere(work: Path, *said: str) -> dict:
+    """Every report says INCOMPLETE, with srun's (or slurmstepd's) words as why: any of `said`, whichever of
+    them Slurm printed first (the launcher quotes what it read once the step's end was said)."""
     run = work / "out" / "latest"
     end = json.loads((run / "run.jsonl").read_text().splitlines()[-1])
     assert end["type"] == "end" and end["stopped"].startswith("the job's step of node agents ended (") and \
-        said in end["stopped"], end
+        any(s in end["stopped"] for s in said), end
     data = json.loads((run / "results.json").read_text())
     assert data["verdict"] == "INCOMPLETE", data["verdict"]
     assert json.loads((run / "sla.json").read_text())["complete"] is False
@@ -61,7 +62,7 @@ def test_a_cancelled_job_stops_the_run_incomplete_and_blames_no_node(slurm: dict
     rc, out = _mid_run(slurm, work, ["scancel", "JOB"])
     assert rc == 2, out[-3000:]
     assert "Traceback" not in out and "INCOMPLETE: stopped: the job's step of node agents ended" in out, out[-3000:]
-    data = _incomplete_everywhere(work, "srun: Job step aborted")
+    data = _incomplete_everywhere(work, "srun: Job step aborted", "CANCELLED AT")
     found = {r["name"]: r for r in data["results"]}
     hung = found["ar-node[ccnode3]"]
     assert hung["outcome"] == "error" and hung["message"].startswith(
