@@ -6,6 +6,7 @@ the error says --platform."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,7 +91,11 @@ def test_each_a100_memory_variant_is_judged_on_its_own_memory_floor(
         assert not floor.passes(1000.0) and floor.passes(1173.0)
         assert "1173000" in floor.source and "NVIDIA/DCGM" in floor.source
     # the rest of the board is the same: NVLink 3 x 12, PCIe Gen4, the A100's tensor cores
-    other = PROFILES["a100-sxm-8x" if want != "a100-sxm-8x" else "a100-sxm-80gb-8x"]
+    _same_board_but_memory(profile, PROFILES["a100-sxm-8x" if want != "a100-sxm-8x" else "a100-sxm-80gb-8x"])
+
+
+def _same_board_but_memory(profile: Any, other: Any) -> None:
+    """Two memory variants of one board: the same hardware, expectations and limits, HBM and its floor aside."""
     assert {k: v for k, v in profile.hardware.items() if k != "hbm"} == \
         {k: v for k, v in other.hardware.items() if k != "hbm"}
     assert profile.expect == other.expect
@@ -115,12 +120,7 @@ def test_each_gh200_memory_variant_is_judged_on_its_own_memory_floor(
     assert profile.defaults["device_memory"].limits["bandwidth"].value == floor.value
     if want == "gh200-144gb":
         assert not floor.passes(2200.0)  # passed the 96GB part's 2120 floor
-    other = PROFILES["gh200" if want != "gh200" else "gh200-144gb"]
-    assert {k: v for k, v in profile.hardware.items() if k != "hbm"} == \
-        {k: v for k, v in other.hardware.items() if k != "hbm"}
-    assert profile.expect == other.expect
-    assert {c: {m: l.value for m, l in ms.items()} for c, ms in profile.limits.items() if c != "device-memory"} == \
-        {c: {m: l.value for m, l in ms.items()} for c, ms in other.limits.items() if c != "device-memory"}
+    _same_board_but_memory(profile, PROFILES["gh200" if want != "gh200" else "gh200-144gb"])
 
 
 @pytest.mark.parametrize("f", [
