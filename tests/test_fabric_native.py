@@ -200,6 +200,27 @@ def test_a_node_whose_log_shows_no_network_is_not_judged_though_the_other_used_i
     assert [v.passed for v in verdicts] == [True] and unjudged == []
 
 
+def test_a_node_whose_log_says_nothing_of_gdr_or_nics_is_not_judged_though_the_other_passed(tmp_path):
+    # as the network above: GDR and NICs per node were judged on the nodes whose logs said something, and
+    # node-08, whose real log has no network line, was left out of a pass on node-07's GDRDMA channels
+    gdr = _rank_log(tmp_path, "nccl-707-a100-four-nics-gdrdma.txt")
+    quiet = _rank_log(tmp_path, "nccl-892-h800-algo-env-p2p.txt")
+    comm = describe("nccl", [gdr, quiet], [{"host": "node-07"}, {"host": "node-08"}], None, {})
+    for expect, what in (({"gdr": True}, "GPUDirect RDMA"), ({"nics": 4}, "NICs per node")):
+        rules = Rules({}, expect=expect, multi_node=True)
+        verdicts, unjudged = transport_verdicts("fabric", comm, rules, ["node-07", "node-08"])
+        assert verdicts == [], what  # passed before, on node-07's lines alone
+        assert unjudged[0].startswith(f"NCCL's {what} between nodes is not judged: ") and \
+            "from the NCCL log of node-08 (" in unjudged[0] and "node-07" in unjudged[0]
+        verdicts, unjudged = transport_verdicts("fabric", comm, rules, ["node-07"])
+        assert [(v.metric, v.passed) for v in verdicts] == [(what, True)] and unjudged == []
+    # a failure on the node that spoke still fails: silence elsewhere does not hide it
+    verdicts, unjudged = transport_verdicts("fabric", comm, Rules({}, expect={"gdr": False, "nics": 8}, multi_node=True),
+                                            ["node-07", "node-08"])
+    assert [(v.metric, v.passed) for v in verdicts] == [("GPUDirect RDMA", False), ("NICs per node", False)]
+    assert unjudged == []
+
+
 def test_a_live_collective_whose_nccl_log_shows_an_ib_completion_error_fails_by_node(tmp_path):
     # nccl-707-a100-four-nics-gdrdma.txt edited: the failure its issue's title quotes appended, as NCCL prints it
     # on the same rank, then the error-return trace (tests/test_probe_nccl_log.py reads the same edit offline)

@@ -94,12 +94,14 @@ def summary(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
 def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[str, Any],
           nodes: Sequence[str] = ()) -> list[Finding]:
     """`nodes`: the nodes whose ranks' own whole logs were read (a live run): one whose log says nothing of
-    the network is not judged, by name. A captured excerpt passes none: it may have elided a host's lines."""
+    the network, of GPUDirect RDMA or of the NICs its channels used keeps that property from passing on the
+    other nodes' lines (not judged, by name); a failure elsewhere still fails. A capture is judged on the
+    hosts it shows."""
     out: list[Finding] = []
     glued = "; ".join(f"line {', '.join(map(str, h.garbled[:3]))}{' ...' if len(h.garbled) > 3 else ''} on "
                       f"{h.host or 'lines without a host name'}" for h in hosts.values() if h.garbled)
     for key, finding in (("net", lambda: _net(hosts, env, str(expect["net"]), nodes)),
-                         ("gdr", lambda: _gdr(hosts, env, bool(expect["gdr"])))):
+                         ("gdr", lambda: _gdr(hosts, env, bool(expect["gdr"]), nodes))):
         if expect.get(key) is None:
             continue
         f = finding()
@@ -108,7 +110,7 @@ def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[
                         f"on one line ({glued}): the transport of each cannot be told", None, f.expected)
         out.append(f)
     if expect.get("nics") is not None:
-        out.append(_nics(hosts, env, int(expect["nics"])))
+        out.append(_nics(hosts, env, int(expect["nics"]), nodes))
     return out
 
 
@@ -312,7 +314,13 @@ def _gdr_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str]) -> str:
     return "; ".join(found)
 
 
-def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool) -> Finding:
+def _silent(nodes: Sequence[str], hosts: Mapping[str, HostNet], said: Iterable[str]) -> list[str]:
+    """The nodes of a run whose logs said nothing of a property: absent from `hosts` or not in `said`."""
+    told = set(said)
+    return [n for n in dict.fromkeys(nodes) if n not in hosts or n not in told]
+
+
+def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool, nodes: Sequence[str] = ()) -> Finding:
     on, off, sockets = [], [], []
     for h in hosts.values():
         if h.nets_used and all(family(n) == "Socket" for n in h.nets_used):
@@ -339,6 +347,11 @@ def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool) -> Fi
     if not on and not off and not sockets:
         return Finding("NCCL", "GPUDirect RDMA", None, f"not judged: {NO_CHANNELS} over the network (no receive-side "
                        f"channel and no 'use ring PXN p GDR g' line)", None, "on" if want else "off")
+    silent = _silent(nodes, hosts, on + off + sockets)
+    if silent:  # as _net: a node whose log shows no GDR either way is not shown to have it; never passed on the others
+        return Finding("NCCL", "GPUDirect RDMA", None, f"not judged: no receive-side network channel and no 'use ring "
+                       f"PXN p GDR g' line read from the NCCL log of {_hosts(silent)} ("
+                       f"{f'GDRDMA on {_hosts(on)}' if on else f'no GDRDMA on {_hosts(off + sockets)}'})", None, "on" if want else "off")
     state = "on" if on else "off"
     sends = [x for x in on if hosts[x].send_gdr[1]]
     note = f"; send side without GDRDMA on {_hosts(sends)} (GPUDirect reads: NCCL_NET_GDR_READ)" if sends else ""
@@ -347,7 +360,7 @@ def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool) -> Fi
                    "on" if want else "off")
 
 
-def _nics(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: int) -> Finding:
+def _nics(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: int, nodes: Sequence[str] = ()) -> Finding:
     short: list[str] = []
     judged: list[str] = []
     for h in hosts.values():
@@ -371,5 +384,10 @@ def _nics(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: int) -> Fi
     if not judged:
         return Finding("NCCL", "NICs per node", None, f"not judged: {NO_CHANNELS} over the network", None, want)
     counts = sorted({len(hosts[h].nics_used) for h in judged})
+    silent = _silent(nodes, hosts, judged)
+    if silent:  # as _net: the NICs of a node whose log shows no network channel were not counted; never passed
+        return Finding("NCCL", "NICs per node", None, f"not judged: no network channel line naming a NIC read from "
+                       f"the NCCL log of {_hosts(silent)} ({'/'.join(map(str, counts))} NIC(s) on {_hosts(judged)})",
+                       None, want)
     return Finding("NCCL", "NICs per node", True, f"{'/'.join(map(str, counts))} NIC(s) carried the network channels "
                    f"on {_hosts(judged)}", counts[0], want)
