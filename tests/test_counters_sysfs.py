@@ -190,3 +190,29 @@ def test_no_nvidia_driver_is_no_note_where_amd_gpus_are_read_and_no_amd_gpu_none
         "(NVML_ERROR_LIBRARY_NOT_FOUND)"]
     in_process(monkeypatch, h100_node())
     assert not any(n.startswith(sysfs.NO_GPU) for n in take(sources=none, host="n").notes)
+
+
+def test_a_cpu_frequency_that_is_not_a_number_is_not_judged_for_that_cpu_never_a_traceback(
+        tmp_path: Path, sources: Sources) -> None:  # noqa: F811
+    """/proc/cpuinfo's "cpu MHz" and cpufreq's scaling_cur_freq read as text the kernel does not promise to be
+    a number (an empty file, "<unknown>" on a hypervisor that hides the clock): float() raised ValueError out
+    of the snapshot. Now that CPU's frequency is `not judged`, named, and the others are read."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\ncpu MHz\t\t: <unknown>\n\nprocessor\t: 1\ncpu MHz\t\t: 2400.000\n")
+    r = sysfs.cpu_mhz(tmp_path / "no-cpus", info)
+    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 2400.0)] and not r.notes
+    assert [e.text() for e in r.errors] == [
+        f"not judged: cpu.mhz on cpu0 ({info}: 'cpu MHz' is not a number: '<unknown>')"]
+    cpus = tmp_path / "cpus"
+    for cpu, text in ((0, ""), (1, "1200000\n")):
+        (cpus / f"cpu{cpu}" / "cpufreq").mkdir(parents=True)
+        (cpus / f"cpu{cpu}" / "cpufreq" / "scaling_cur_freq").write_text(text)
+    r = sysfs.cpu_mhz(cpus, info)
+    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 1200.0)]
+    assert [(e.device, e.counter, e.kind) for e in r.errors] == [("cpu0", "cpu.mhz", "unreadable")]
+    # through a window: the node's counters are not judged, naming the CPU; never a pass
+    node = Sources(**{**sources.__dict__, "cpuinfo": info})
+    before = take(sources=node, host="node1")
+    j = judge(delta(before, take(before, node, "node1")))
+    assert [e.text() for e in j.harness_errors] == [
+        f"not judged: cpu.mhz on cpu0 ({info}: 'cpu MHz' is not a number: '<unknown>')"]

@@ -58,3 +58,11 @@ def test_without_cpufreq_the_frequency_comes_from_cpuinfo(tmp_path: Path) -> Non
 def test_this_machines_own_files_give_a_frequency() -> None:
     s = w.cpu_reader(frozenset(os.sched_getaffinity(0)))()
     assert s.sm_mhz is not None and s.sm_mhz > 0
+
+
+def test_a_cpuinfo_frequency_that_is_not_a_number_fails_the_sample_naming_the_cpu(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\ncpu MHz\t\t: <unknown>\n")
+    watch = w.Watch(60.0, w.cpu_reader(frozenset({0}), tmp_path / "no-cpus", tmp_path / "no-thermal", info))
+    watch.start().stop()
+    assert watch.samples == [] and watch.errors[0] == f"OSError: {info}: 'cpu MHz' of cpu0 is not a number: '<unknown>'"

@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from clustercheck.counters.facts import Counter, Gauge, Reading, ReadError
 
@@ -47,6 +47,7 @@ def _error(reader: str, device: str, path: Path, exc: Exception, counter: str = 
 
 
 _ABSENT = (FileNotFoundError, NotADirectoryError)
+_N = TypeVar("_N", int, float)
 
 
 def _names(directory: Path) -> list[str]:
@@ -207,25 +208,47 @@ def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | N
         if cpus is not None and cpu not in cpus:
             continue
         try:
-            gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", int(path.read_text()) / 1000.0, "MHz"))
-        except (OSError, ValueError) as exc:
-            errors.append(_error("cpu.freq", f"cpu{cpu}", path, exc))
+            text = path.read_text()
+        except OSError as exc:
+            errors.append(_error("cpu.freq", f"cpu{cpu}", path, exc, "cpu.mhz"))
+            continue
+        if (khz := _number(text, int)) is None:  # empty, "<unknown>": this CPU's clock is not known
+            errors.append(ReadError("cpu.freq", f"cpu{cpu}", str(path), f"not a frequency in kHz: {text.strip()[:40]!r}",
+                                    counter="cpu.mhz"))
+            continue
+        gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", khz / 1000.0, "MHz"))
     if files:
         return Reading((), tuple(gauges), tuple(errors))
     try:
-        if (text := _text(cpuinfo)) is None:
+        if (info := _text(cpuinfo)) is None:
             return Reading(notes=(f"no CPU frequency: no cpufreq under {root} and no {cpuinfo}",))
     except OSError as exc:
-        return Reading(errors=(_error("cpu.freq", "", cpuinfo, exc),))
-    cpu = -1
-    for line in text.splitlines():
+        return Reading(errors=(_error("cpu.freq", "", cpuinfo, exc, "cpu.mhz"),))
+    at: int | None = -1  # None after a "processor" line that names no CPU: the lines after it are of no known CPU
+    for line in info.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "processor":
-            cpu = int(value)
-        elif key.strip() == "cpu MHz" and (cpus is None or cpu in cpus):
-            gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", float(value), "MHz"))
-    notes = () if gauges else (f"no CPU frequency: no cpufreq under {root} and no 'cpu MHz' in {cpuinfo}",)
-    return Reading((), tuple(gauges), (), notes)
+            at = _number(value, int)
+            if at is None:
+                errors.append(ReadError("cpu.freq", "", str(cpuinfo), f"a 'processor' line names no CPU: "
+                                        f"{value.strip()[:40]!r}", counter="cpu.mhz"))
+        elif key.strip() == "cpu MHz" and at is not None and (cpus is None or at in cpus):
+            if (mhz := _number(value, float)) is not None:
+                gauges.append(Gauge("cpu.mhz", f"cpu{at}", mhz, "MHz"))
+            else:
+                errors.append(ReadError("cpu.freq", f"cpu{at}", str(cpuinfo), f"'cpu MHz' is not a number: "
+                                        f"{value.strip()[:40]!r}", counter="cpu.mhz"))
+    notes = () if gauges or errors else (f"no CPU frequency: no cpufreq under {root} and no 'cpu MHz' in {cpuinfo}",)
+    return Reading((), tuple(gauges), tuple(errors), notes)
+
+
+def _number(text: str, kind: Callable[[str], _N]) -> _N | None:
+    """`text` as a finite number of `kind`; None for anything else (empty, "<unknown>", "nan")."""
+    try:
+        value = kind(text.strip())
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
 
 
 def cpu_throttle(root: Path = CPUS) -> Reading:

@@ -119,10 +119,14 @@ def cpu_reader(cpus: frozenset[int], root: Path | None = None, thermal_root: Pat
         out, cpu = [], -1
         for line in text.splitlines():
             key, _, value = line.partition(":")
-            if key.startswith("processor"):
-                cpu = int(value)
-            elif key.startswith("cpu MHz") and cpu in cpus:
-                out.append(float(value))
+            try:
+                if key.startswith("processor"):
+                    cpu = int(value)
+                elif key.startswith("cpu MHz") and cpu in cpus:
+                    out.append(float(value))
+            except ValueError:  # "<unknown>", or empty: the sample is an error naming the CPU, never a zero
+                raise OSError(f"{cpuinfo}: {key.strip()!r} of cpu{cpu} is not a number: {value.strip()[:40]!r}"
+                              ) from None
         return out
 
     def read() -> Sample:
