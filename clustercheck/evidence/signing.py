@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clustercheck.errors import UserError
 from clustercheck.record import attestation, inputs
-from clustercheck.record.statement import EvidenceProblem
+from clustercheck.record.statement import EvidenceProblem, header_problem
 from clustercheck.record.io import Record
 from clustercheck.record.keys import SigningKey
 
@@ -19,6 +19,11 @@ def sign_run(run_dir: Path, rec: Record, key: SigningKey) -> dict[str, Path]:
     from clustercheck.report import render_record
     from clustercheck.report.status import run_status
 
+    # before anything is written: a header no run writes makes no statement, and the reports stay as they were
+    why = header_problem(rec.header)
+    if why:
+        raise UserError(f"{rec.path}: not a run record clustercheck can sign (line {rec.lines.run or 1}: {why}); "
+                        f"reports left as they were")
     inputs.complete_for_signing(run_dir, rec.header)
     paths = render_record(rec, run_dir, signer=key.fingerprint)
     try:

@@ -198,17 +198,20 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
     import json
 
     from clustercheck.evidence.outcomes import predicate_outcome_differs
-    from clustercheck.record.statement import predicate
+    from clustercheck.record.statement import header_problem, predicate
     from clustercheck.report.status import run_status
 
     def canonical(value: Any) -> str:
         return json.dumps(value, sort_keys=True, default=str)
 
+    why = header_problem(rec.header)  # a header no run writes (facts.gpus: "x"): what `sign` refuses
     try:
-        want = predicate(rec, run_status(rec))
-    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a header no run writes (facts.gpus: "x")
+        want = None if why else predicate(rec, run_status(rec))
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # what header_problem does not foresee
+        why = f"{type(exc).__name__}: {str(exc)[:80]}"
+    if want is None:
         out.problems.append(f"{RECORD}:{rec.lines.run or 1}: its header makes no statement to compare "
-                            f"{ATTESTATION}'s with ({type(exc).__name__}: {str(exc)[:80]}): not what a run writes")
+                            f"{ATTESTATION}'s with ({why}): not what a run writes")
         return
     got = stmt.get("predicate")
     if isinstance(got, dict) and canonical(want) == canonical(got):

@@ -86,6 +86,48 @@ def subjects(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def header_problem(header: Mapping[str, Any]) -> str | None:
+    """Why the run line cannot make a statement, naming its key (`run.facts.gpus: text, not a list of
+    objects`); None when it can. The record's reader (record/lines.py) checks what every reader indexes; these
+    are what only the statement reads: each node's facts (`facts`, `node_facts`), which a run writes as
+    objects, its GPUs a list of objects."""
+
+    def facts_problem(where: str, facts: Any) -> str | None:
+        if not isinstance(facts, Mapping):
+            return f"{where}: {_json_type(facts)}, not an object"
+        for key in ("identity", "versions"):
+            if facts.get(key) is not None and not isinstance(facts[key], Mapping):
+                return f"{where}.{key}: {_json_type(facts[key])}, not an object"
+        gpus = facts.get("gpus")
+        if gpus is not None and not isinstance(gpus, list):
+            return f"{where}.gpus: {_json_type(gpus)}, not a list of objects"
+        for i, gpu in enumerate(gpus or ()):
+            if not isinstance(gpu, Mapping):
+                return f"{where}.gpus[{i}]: {_json_type(gpu)}, not an object"
+        return None
+
+    if header.get("facts") is not None and (why := facts_problem("run.facts", header["facts"])):
+        return why
+    node_facts = header.get("node_facts")
+    if node_facts is None:
+        return None
+    if not isinstance(node_facts, Mapping):
+        return f"run.node_facts: {_json_type(node_facts)}, not an object"
+    for node, facts in node_facts.items():
+        if why := facts_problem(f"run.node_facts.{str(node)[:40]}", facts):
+            return why
+    return None
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value is, in JSON's words (a reader of the record never sees Python's)."""
+    for types, name in ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), (str, "text"),
+                        (list, "a list"), (Mapping, "an object")):
+        if isinstance(value, types):
+            return name
+    return type(value).__name__
+
+
 def _node_identity(name: str, facts: Mapping[str, Any], pool_ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ident = dict(facts.get("identity") or {})
     gpus = ident.pop("gpus", None)
