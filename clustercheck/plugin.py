@@ -22,7 +22,7 @@ from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
-from clustercheck.run.guards import InterruptWitness, RecordCloser
+from clustercheck.run.guards import InterruptWitness, RecordCloser, nothing_measured
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite
@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     except HarnessError as exc:  # the launcher's cluster failed it (an API server's 500): no bad input, exit 3
-        pytest.exit(f"ERROR: {exc}; nothing was measured", returncode=int(Exit.ERROR))
+        nothing_measured(exc)
     except KeyboardInterrupt as exc:  # ranks starting or node agents awaited: pytest would end silently
         print(not_started(stopped_by(exc)), file=sys.stderr, flush=True)
         raise
@@ -169,7 +169,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except HarnessError as exc:  # the nodes could not be asked (ranks that crashed): no bad input, exit 3
         if (over := cs.launcher.over()) is not None:  # unless the job's step ended under them: stopped (2)
             raise KeyboardInterrupt(over.said()) from None
-        pytest.exit(f"ERROR: {exc}; nothing was measured", returncode=int(Exit.ERROR))
+        nothing_measured(exc, collecting=True)
     TIMINGS.mark("platform, profile and run record")
     stopper = Stopper(cs.kill_ranks)
     stopper.install()

@@ -63,3 +63,18 @@ def test_an_agent_that_refused_its_input_stays_a_usage_error(tmp_path: Path) -> 
     out = res.stdout + res.stderr
     assert "h1: its agent exited with 4 before joining: clustercheck: error: --local-ranks" in out, out[-3000:]
     assert res.returncode == Exit.BAD_INPUT, out[-3000:]
+
+
+def test_a_start_the_harness_could_not_finish_is_said_in_clustercheck_words(tmp_path: Path) -> None:
+    """The one host's rank dies as the facts are read (while pytest collects): one line on stderr,
+    `clustercheck: ERROR: ...; nothing was measured`, exit 3, and the summary's line says the same. Failed
+    before the fix: stderr had nothing, the summary read `_pytest.outcomes.Exit: ERROR: ...` (and a harness
+    error while pytest configured read `Exit: ERROR: ...`: tests/test_first_hour.py)."""
+    project(tmp_path)
+    ctl = run(tmp_path, "--cc-inject-fault=facts:crash", hosts="h1")
+    out, _ = ctl.communicate(timeout=300)
+    said = [ln for ln in out.splitlines() if "nothing was measured" in ln]
+    assert said and said[0].startswith("clustercheck: ERROR: could not read the nodes' platform facts: rank 1 "
+                                       "(h1) "), out[-3000:]
+    assert all("clustercheck: ERROR: " in ln for ln in said) and "Exit" not in out, out[-3000:]
+    assert ctl.returncode == Exit.ERROR and "Traceback" not in out, out[-3000:]

@@ -1,15 +1,17 @@
 """Two small plugins the clustercheck plugin registers beside itself, against what pytest or another plugin
-does around it: why pytest was interrupted, and a run finished whole whatever another sessionfinish raised."""
+does around it: why pytest was interrupted, and a run finished whole whatever another sessionfinish raised;
+and how a run that could not start stops, in clustercheck's words."""
 
 from __future__ import annotations
 
 import sys
 import traceback
-from typing import Callable, Generator
+from typing import Callable, Generator, NoReturn
 
 import pytest
+from _pytest.outcomes import Exit as PytestExit  # pytest.exit.Exception, as a base class mypy can read
 
-from clustercheck.errors import escape
+from clustercheck.errors import HarnessError, escape
 from clustercheck.exitcodes import SEVERITY, Exit, worst
 from clustercheck.run.signals import stopped_by
 
@@ -52,3 +54,22 @@ class RecordCloser:
                   file=sys.stderr)
             now = Exit(session.exitstatus) if session.exitstatus in list(SEVERITY) else Exit.PASSED
             session.exitstatus = int(worst(now, Exit.ERROR))
+
+
+class NothingMeasured(PytestExit):
+    """pytest.exit's exception, for a run the harness could not start. pytest names an Exit raised while it
+    configures or collects by its type (`Exit: ...` on stderr, `_pytest.outcomes.Exit: ...` in the summary's
+    interrupt line): this one is named so that the line reads as clustercheck's others do."""
+
+
+NothingMeasured.__name__ = NothingMeasured.__qualname__ = "clustercheck"
+NothingMeasured.__module__ = "builtins"  # how a traceback's last line leaves a type's module out
+
+
+def nothing_measured(exc: HarnessError, *, collecting: bool = False) -> NoReturn:
+    """Stop the run, exit 3: the harness could not start it (no input at fault), and nothing was measured.
+    pytest writes the line to stderr while it configures; once it collects, only to the summary (stdout)."""
+    said = f"ERROR: {exc}; nothing was measured"
+    if collecting:
+        print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+    raise NothingMeasured(said, returncode=int(Exit.ERROR))
