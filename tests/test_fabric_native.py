@@ -101,6 +101,34 @@ def test_ib_write_bw_kind_judges_each_nic_against_its_port_rate_or_the_expectati
         judge_ib_write_bw(_answers("ib_write_bw", broken), Rules({}))
 
 
+def test_the_loopbacks_server_side_is_judged_beside_its_client_never_dropped():
+    # perftest prints a table and its errors on both sides of the loopback (the superbench capture interleaves
+    # them); a run judged the client's stdout alone, so a server that read less, or failed, passed. The server
+    # here is the real client capture with its 8 MiB row's average edited from 92.39 to 45.10 Gb/s, then one
+    # whose stderr says what perftest's server prints when its peer is lost
+    capture = IBW / "roce-mlx5_0-all-sizes-gpu-operator-docs.txt"
+    halved = capture.read_text().replace("8388608    5000             92.39              92.39",
+                                         "8388608    5000             92.39              45.10")
+    assert halved != capture.read_text()
+
+    def judged(server: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
+        run = {"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True, "client": _client(capture),
+               "server": server}
+        result = {"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": [run]}
+        _, verdicts = judge_ib_write_bw(_answers("ib_write_bw", result), Rules({}, expect={"ib_write_bw_min": 90}))
+        return [(v.subject or "", v.metric, v.passed, f"{v.measured} {v.worst or v.detail or ''}") for v in verdicts]
+
+    ok = judged({"outcome": "ran", "returncode": 0, "stdout": capture.read_text(), "stderr_tail": ""})
+    assert [(s, m, p) for s, m, p, _ in ok] == [("mlx5_0", "bw_gbps", True)]
+    low = judged({"outcome": "ran", "returncode": 0, "stdout": halved, "stderr_tail": ""})
+    assert [(s, m, p) for s, m, p, _ in low] == [("mlx5_0", "bw_gbps", False)]  # passed at 92.39 before
+    assert low[0][3].startswith("45.1 the server's reading 45.10 Gb/s (client's 92.39)"), low
+    lost = judged({"outcome": "ran", "returncode": 1, "stdout": "",
+                   "stderr_tail": " Couldn't read remote address\n Failed to exchange data between server and clients\n"})
+    assert [(s, m, p) for s, m, p, _ in lost] == [("mlx5_0", "run", False), ("mlx5_0", "bw_gbps", True)]
+    assert lost[0][3] == "failed server: stderr: Couldn't read remote address, exit status 1"
+
+
 def _gds_runs(path: Path) -> list[dict[str, Any]]:
     """Each result line of a real capture as the rank would return it: one gdsio run per GPU and direction."""
     lines = path.read_text().splitlines()

@@ -8,7 +8,8 @@ sysfs reports them, so an NDR port trained down to 200 Gb/s is judged against 40
 reads 0.475, not 0.95 (docs/fabric.md); 0.9 of its own rate where it has no sibling. Azure's health
 checks gate ib_write_bw with GPUDirect at 380 of 400 Gb/s per NDR NIC on ND H100 v5 (95%) and 360 (90%)
 on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf,
-conf/nd96isr_h200_v5.conf). A run that failed or was cut off fails its NIC. Ranks: clustercheck.measure.native_io:ib_write_bw."""
+conf/nd96isr_h200_v5.conf). A run that failed or was cut off fails its NIC, on either side of the loopback:
+the server's failure line, exit status or lower reading is judged beside the client's. Ranks: clustercheck.measure.native_io:ib_write_bw."""
 
 from __future__ import annotations
 
@@ -108,22 +109,29 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         problem = parsed.failure or ("" if parsed.complete else "the table was cut off") or \
             (f"exit status {client['returncode']}" if client["returncode"] else "") or \
             ("stopped at its timeout" if client["timed_out"] else "")
+        server_problem, server_rows = _server(run.get("server") or {})
+        problem = "; ".join(p for p in (problem, server_problem) if p)
         if problem:
             verdicts.append(Verdict("run", "failed", "", run_rule, False, subject=dev, detail=problem))
         largest = parsed.largest()
         if largest is None:
             continue
         value = largest.avg_gbps
+        # the server's own table of the same run (perftest prints one on each side): its lower reading is the
+        # NIC's, never dropped for the client's
+        server_low = min((r.avg_gbps for r in server_rows if r.bytes == largest.bytes), default=value)
+        worst = f"the server's reading {server_low:.2f} Gb/s (client's {value:.2f})" if server_low < value else None
+        value = min(value, server_low)
         rate, used = _line_rate(run, result.get("peers"))
         subjects[dev] = {"bw_gbps": value, **({"line_fraction": value / rate} if rate else {})}
         if floor_gbps is not None:
             limit = Limit(a.check.id, "bw_gbps", ">=", float(floor_gbps), "Gb/s", f">= {float(floor_gbps):g}",
                           "the expectation ib_write_bw_min", rules.expect_origin)
-            verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
+            verdicts.append(of_limit("bw_gbps", value, limit, worst, subject=dev))
         elif rate:
             limit = Limit(a.check.id, "bw_gbps", ">=", FRACTION * rate, "Gb/s", f">= {FRACTION:g} * {rate:g} Gb/s",
                           f"{SOURCE}; {used}", BUILT_IN)
-            verdicts.append(of_limit("bw_gbps", value, limit, subject=dev))
+            verdicts.append(of_limit("bw_gbps", value, limit, worst, subject=dev))
         else:
             unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
                             f"no ib_write_bw_min is given")
@@ -139,6 +147,31 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     worst = min(subjects, key=lambda s: subjects[s]["bw_gbps"], default=None)
     return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects,
                        notes=tuple(unjudged)), verdicts
+
+
+def _server(server: Mapping[str, Any]) -> tuple[str, tuple[reader.Row, ...]]:
+    """What the loopback's server side said: a problem (its failure line on stdout or stderr, a cut-off table,
+    its exit status or why it never ran) and its table's rows. A server that printed no table and no failure
+    line adds nothing: the client's table is the run's."""
+    if not server:
+        return "", ()
+    if server.get("outcome") != "ran":
+        return f"server: {server.get('reason') or 'did not run'}", ()
+    said: list[str] = []
+    rows: tuple[reader.Row, ...] = ()
+    try:
+        parsed = reader.parse(str(server.get("stdout") or ""))
+        rows = parsed.rows
+        said += [parsed.failure or ("" if parsed.complete or not rows else "its table was cut off")]
+    except NotToolOutput:
+        out = reader.failure_in(str(server.get("stdout") or ""))
+        said.append(f"stdout: {out}" if out else "")
+    err = reader.failure_in(str(server.get("stderr_tail") or ""))  # perftest prints its errors to stderr
+    said.append(f"stderr: {err}" if err else "")
+    if server.get("returncode"):
+        said.append(f"exit status {server['returncode']}")
+    said = [s for s in said if s]
+    return (f"server: {', '.join(said)}" if said else ""), rows
 
 
 def _line_rate(run: Mapping[str, Any], peers: Mapping[str, Any] | None) -> tuple[float | None, str]:

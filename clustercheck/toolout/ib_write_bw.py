@@ -108,6 +108,12 @@ def parse(text: str) -> IbWriteBw:
                      failure)
 
 
+def failure_in(text: str) -> str | None:
+    """The first failure line, as printed, of an output parse() does not take (a server that could not connect,
+    the stderr perftest prints its errors to); None where there is none."""
+    return next((line.strip() for line in clean_lines(text) if _FAILURE.match(line)), None)
+
+
 def fields_of(line: str) -> list[tuple[str, str]]:
     """The `key : value` pairs of a header line, two to a line as perftest prints them (`Dual-port : OFF
     Device : mlx5_0`); a value is the word after the colon (`GID: 00:00:...:12` keeps its colons). One pass
