@@ -153,7 +153,7 @@ def test_capture_parsed_to_its_key_facts(name):
     ("amd-smi/list-2gpu-kfd-changelog-6.3.txt", [("node", "GPU count")]),
     ("amd-smi/xgmi-port-status-2gpu-no-xgmi-rocm-6074.txt",
      [(f"GPU{i} ({b})", w) for i, b in enumerate(["0000:03:00.0", "0000:0c:00.0"])
-      for w in ("xGMI ports", "xGMI link type")]),
+      for w in ("xGMI ports", "xGMI link type")] + [("GPU0 - GPU1", "xGMI link status")]),
 ])
 def test_judged_against_the_mi300x_profile(name, failed):
     verdicts = amd_smi.judge(amd_smi.parse((TOOLS / name).read_text(encoding="utf-8")), MI300X)
@@ -276,3 +276,58 @@ def test_a_gpu_missing_from_the_xgmi_tables_is_not_judged() -> None:
     verdicts = amd_smi.judge(amd_smi.parse(text), MI300X)
     assert [(v.subject, v.what, v.judged) for v in verdicts if not v.passed] == [("GPU5", "xGMI link type", False)]
     assert len([v for v in verdicts if v.what == "xGMI link type" and v.passed]) == 7
+
+
+# -- each xGMI table feeds its own field ------------------------------------------------------------------
+_BUS8 = ["0000:0c:00.0", "0000:22:00.0", "0000:38:00.0", "0000:5c:00.0", "0000:9f:00.0", "0000:af:00.0",
+         "0000:bf:00.0", "0000:df:00.0"]
+
+
+def _link_status_table(cell) -> str:
+    """`amd-smi xgmi --link-status` (ROCm >= 7) for the 8-GPU node of the real LINK METRIC TABLE, laid out as the
+    real #6074 capture prints it (GPU columns, SELF on the diagonal) with cell(i, j) in row i, column j."""
+    rows = ["XGMI LINK STATUS:", "       bdf           " + "".join(f"GPU{j}".ljust(14) for j in range(8))]
+    rows += [f"GPU{i}   {b}  " + "".join(("SELF" if i == j else cell(i, j)).ljust(14) for j in range(8)).rstrip()
+             for i, b in enumerate(_BUS8)]
+    return "\n".join(rows) + "\n"
+
+
+def test_xgmi_link_status_rows_do_not_overwrite_the_link_type() -> None:
+    """The real 8-GPU LINK METRIC TABLE (link_type XGMI on every GPU) followed by XGMI LINK STATUS with every pair
+    N/A, as amd-smi prints it on an MI3x VF (ROCm/amdsmi CHANGELOG): each status row ending in N/A overwrote its
+    GPU's link type with N/A, so GPU0-GPU6 failed `xGMI link type` with N/A and the pairs were never judged."""
+    text = amd("xgmi-link-metric-8gpu-changelog.txt") + "\n" + _link_status_table(lambda i, j: "N/A")
+    r = amd_smi.parse(text)
+    assert [g.xgmi_link for g in r.gpus] == ["XGMI"] * 8
+    verdicts = amd_smi.judge(r, MI300X)
+    assert all(v.passed for v in verdicts if v.what == "xGMI link type") and \
+        len([v for v in verdicts if v.what == "xGMI link type"]) == 8
+    status = [v for v in verdicts if v.what == "xGMI link status"]
+    assert len(status) == 28 and not any(v.judged for v in status)
+    assert status[0].subject == "GPU0 - GPU1" and status[0].detail == \
+        "not judged: amd-smi prints GPU0->GPU1 N/A, GPU1->GPU0 N/A"
+
+
+def test_a_pair_down_in_xgmi_link_status_fails_naming_the_pair() -> None:
+    """The same tables with every pair up (U) but GPU2's link to GPU5 down (D) in both rows: the status table
+    was read as nothing but a link type (a row ending in U matched no layout), so the down pair passed."""
+    down = {(2, 5), (5, 2)}
+    text = amd("xgmi-link-metric-8gpu-changelog.txt") + "\n" + \
+        _link_status_table(lambda i, j: "D" if (i, j) in down else "U")
+    verdicts = amd_smi.judge(amd_smi.parse(text), MI300X)
+    status = [v for v in verdicts if v.what == "xGMI link status"]
+    assert len(status) == 28
+    assert [(v.subject, v.detail) for v in status if not v.passed] == [
+        ("GPU2 - GPU5", "GPU2->GPU5 D, GPU5->GPU2 D (U up, D down, X disabled)")]
+
+
+def test_a_port_status_row_of_n_a_is_not_read_as_a_link_type() -> None:
+    """The real 8-GPU LINK METRIC TABLE's first GPU and a GPU LINK PORT STATUS row of N/A (as an MI3x VF prints
+    it, ROCm/amdsmi CHANGELOG): the N/A row was read as GPU0's link type, which then failed."""
+    head = amd("xgmi-link-metric-8gpu-changelog.txt").split("GPU1   ")[0]
+    ports = "\nGPU LINK PORT STATUS:\n       bdf           port_num\nGPU0   0000:0c:00.0  " + "  ".join(["N/A"] * 8)
+    r = amd_smi.parse(head + ports + "\n")
+    assert (r.gpus[0].xgmi_link, r.gpus[0].xgmi_ports) == ("XGMI", " ".join(["N/A"] * 8))
+    verdicts = amd_smi.judge(r, MI300X)
+    assert [(v.what, v.passed, v.judged) for v in verdicts] == [("xGMI ports", False, False),
+                                                                ("xGMI link type", True, True)]

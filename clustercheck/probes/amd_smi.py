@@ -4,14 +4,16 @@ temperature, read from `amd-smi` (ROCm >= 6) or, on older ROCm, `rocm-smi`'s Con
 Evidence (any mix, concatenated; each is recognised by its own layout):
 - `amd-smi list` / `amd-smi static --asic --bus`: "GPU: N" blocks with BDF, MARKET_NAME, DEVICE_ID;
 - `amd-smi metric --ecc --ecc-blocks --pcie`: ECC totals and per-block counts, PCIe WIDTH/SPEED;
-- `amd-smi xgmi`: LINK METRIC TABLE (link type per GPU) and GPU LINK PORT STATUS (U/D/X per port);
+- `amd-smi xgmi`: LINK METRIC TABLE (link type per GPU), GPU LINK PORT STATUS (U/D/X per port) and, on
+  ROCm >= 7, XGMI LINK STATUS (U/D/X per GPU pair; on ROCm 6.4 that title held the per-port table);
 - `rocm-smi` (Concise Info): one row per GPU with its device id and junction temperature.
 
 Judged: the GPU count against the platform's; every GPU's uncorrectable and deferred ECC counts are 0
 (a counter that reads N/A fails: it could not be read); PCIe generation and width. Where the input (or the
 live run) has ECC or PCIe output, a GPU without its counters or link there (missing from it, or `ECC: N/A`)
 is `not judged`, never silently left out; no xGMI port down, and
-every GPU's link type XGMI where the platform expects xGMI between GPUs; junction temperature.
+every GPU's link type XGMI where the platform expects xGMI between GPUs; no GPU pair's link status down
+(or, where xGMI is expected, disabled; N/A is not judged); junction temperature.
 """
 
 from __future__ import annotations
@@ -27,8 +29,14 @@ from clustercheck.toolout import count, evidence_lines
 _GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
 _KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
-_XGMI_ROW = re.compile(r"^GPU(\d+)\s+(\S+:\S+)\s+(.*?)\s*$")  # any GPU row of LINK METRIC TABLE
+_XGMI_ROW = re.compile(r"^GPU(\d+)\s+(\S+:\S+)\s+(.*?)\s*$")  # any GPU row of an xGMI table
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
+_LINK_TYPE = re.compile(r"(XGMI|PCIE|N/A)$")
+# `amd-smi xgmi` prints up to three tables, each about something else: LINK METRIC TABLE (a link type per GPU),
+# GPU LINK PORT STATUS (U/D/X per port) and XGMI LINK STATUS (ROCm >= 7: U/D/X per GPU pair, SELF, N/A; ROCm 6.4:
+# per port, as GPU LINK PORT STATUS is now). A row feeds the field of the table it is in, never another's.
+_METRIC, _PORTS, _STATUS = "LINK METRIC TABLE", "GPU LINK PORT STATUS", "XGMI LINK STATUS"
+_PORT_CELLS = ("U", "D", "X", "N/A")
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b(.*)$")
 _CONCISE_TEMP = re.compile(r"(\d{1,3}(?:\.\d{1,3})?)°C")
@@ -47,6 +55,7 @@ class AmdGpu:
     temperature_c: float | None = None     # junction (rocm-smi Concise Info)
     xgmi_link: str | None = None           # LINK METRIC TABLE's link_type: XGMI, PCIE or N/A
     xgmi_ports: str | None = None          # GPU LINK PORT STATUS, e.g. "U U U U U U U D"
+    xgmi_status: tuple[tuple[int, str], ...] = ()  # XGMI LINK STATUS per peer GPU: (3, "U"), (5, "U/D"), (6, "N/A")
     unread: tuple[tuple[str, str], ...] = ()  # a section printed as one value: ("ECC", "N/A"), ("PCIE", "N/A")
 
     @property
@@ -127,12 +136,14 @@ def parse(text: str) -> AmdReport:
                           device_id=_device_id(i, device) if device and device.startswith("0x") else g.device_id,
                           ecc=g.ecc + ecc, pcie_width=keys.get("PCIE/WIDTH", g.pcie_width),
                           pcie_speed=keys.get("PCIE/SPEED", g.pcie_speed), unread=g.unread + unread)
-    concise = metric_table = False
-    for line in lines:
+    concise = False
+    table = ""                      # the title of the table a row is in ("" before any)
+    status_cols: list[int] | None = None  # XGMI LINK STATUS's peer columns; None: its per-port form (ROCm 6.4)
+    for number, line in enumerate(lines, 1):
         if "Concise Info" in line:
             concise, sections = True, sections | {"concise"}
-        if line and not line[0].isspace() and not line.startswith("GPU"):
-            metric_table = line.strip() == "LINK METRIC TABLE:"
+        if line and not line[0].isspace() and not re.match(r"GPU\d", line):
+            table, status_cols = line.strip().rstrip(":").strip(), None
         m = _CONCISE_ROW.match(line) if concise else None
         if m:
             # a row whose Temp reads N/A is still a GPU: its temperature was not read, it is not absent
@@ -140,6 +151,33 @@ def parse(text: str) -> AmdReport:
             gpus[g.index] = replace(g, device_id=int(m.group(2), 16),
                                     temperature_c=float(temp.group(1)) if temp else g.temperature_c)
             continue
+        if table == _STATUS and line[:1].isspace() and line.split()[:1] == ["bdf"]:
+            heads = line.split()[1:]
+            status_cols = [int(h[3:]) for h in heads] if heads and all(re.fullmatch(r"GPU\d+", h) for h in heads) \
+                else None
+            continue
+        m = _XGMI_ROW.match(line) if table in (_METRIC, _PORTS, _STATUS) else None
+        if m:
+            sections.add("xgmi")
+            g = gpu(int(m.group(1)))
+            g = replace(g, bus_id=g.bus_id or m.group(2).lower())
+            cells = m.group(3).split()
+            if table == _METRIC:
+                # a link type none amd-smi documents: that GPU with what it printed, never dropped
+                t = _LINK_TYPE.search(m.group(3))
+                g = replace(g, xgmi_link=t.group(1) if t else f"unrecognised: {m.group(3)[-40:]!r}")
+            elif table == _STATUS and status_cols is not None:
+                if len(cells) != len(status_cols):
+                    raise ProbeParseError(f"line {number}: XGMI LINK STATUS row GPU{g.index} has {len(cells)} cells "
+                                          f"for {len(status_cols)} GPUs")
+                g = replace(g, xgmi_status=tuple((p, c) for p, c in zip(status_cols, cells) if p != g.index))
+            else:
+                g = replace(g, xgmi_ports=" ".join(cells))
+            gpus[g.index] = g
+            continue
+        if table:
+            continue
+        # rows before any title (a capture cut above its table): as each row's own layout says
         m = _XGMI_PORTS.match(line)
         if m:
             sections.add("xgmi")
@@ -151,13 +189,6 @@ def parse(text: str) -> AmdReport:
             sections.add("xgmi")
             g = gpu(int(m.group(1)))
             gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(), xgmi_link=m.group(3))
-            continue
-        m = _XGMI_ROW.match(line) if metric_table else None
-        if m:  # a GPU's row whose link type is none amd-smi documents: that GPU with what it printed, never dropped
-            sections.add("xgmi")
-            g = gpu(int(m.group(1)))
-            gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(),
-                                    xgmi_link=f"unrecognised: {m.group(3)[-40:]!r}")
     if not gpus:
         raise ProbeParseError("expected amd-smi output (list, static, metric --ecc/--pcie, xgmi: 'GPU: N' blocks or "
                               "the xGMI tables) or rocm-smi's Concise Info table")
@@ -204,17 +235,48 @@ def _xgmi(g: AmdGpu, expect_xgmi: bool, xgmi_read: bool) -> list[ProbeVerdict]:
     if g.xgmi_ports is not None:
         ports = g.xgmi_ports.split()
         down = [str(n) for n, p in enumerate(ports) if p == "D"]
+        odd = [f"{n} {p!r}" for n, p in enumerate(ports) if p not in _PORT_CELLS]
         up = ports.count("U")
-        ok = not down and (up > 0 or not expect_xgmi)
-        detail = (f"port(s) {', '.join(down)} down" if down else f"{up} of {len(ports)} ports up"
-                  + ("" if ok else "; the platform expects xGMI links between its GPUs"))
-        out.append(ProbeVerdict(g.subject, "xGMI ports", ok, detail, up, len(ports)))
+        if not down and not odd and up == 0 and "N/A" in ports:
+            out.append(not_judged(g.subject, "xGMI ports", f"amd-smi prints the port status N/A ({g.xgmi_ports})"))
+        else:
+            ok = not down and not odd and (up > 0 or not expect_xgmi)
+            detail = (f"port(s) {', '.join(down)} down" if down else f"port(s) {', '.join(odd)}: not U, D or X"
+                      if odd else f"{up} of {len(ports)} ports up"
+                      + ("" if ok else "; the platform expects xGMI links between its GPUs"))
+            out.append(ProbeVerdict(g.subject, "xGMI ports", ok, detail, up, len(ports)))
     if g.xgmi_link is not None and expect_xgmi:
         out.append(ProbeVerdict(g.subject, "xGMI link type", g.xgmi_link == "XGMI",
                                 f"{g.xgmi_link}, platform expects XGMI", g.xgmi_link, "XGMI"))
-    elif g.xgmi_ports is None and expect_xgmi and xgmi_read:
-        out.append(not_judged(g.subject, "xGMI link type", "this GPU is in neither xGMI table of the amd-smi output",
+    elif g.xgmi_ports is None and not g.xgmi_status and expect_xgmi and xgmi_read:
+        out.append(not_judged(g.subject, "xGMI link type", "this GPU is in no xGMI table of the amd-smi output",
                               expected="XGMI"))
+    return out
+
+
+def _pairs(report: AmdReport, field: str) -> dict[tuple[int, int], list[str]]:
+    """A per-pair table's cells by GPU pair (lower number first), both directions as printed: "i->j CELL"."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for g in report.gpus:
+        for peer, cell in getattr(g, field):
+            out.setdefault((min(g.index, peer), max(g.index, peer)), []).append(f"GPU{g.index}->GPU{peer} {cell}")
+    return dict(sorted(out.items()))
+
+
+def _link_status(report: AmdReport, expect_xgmi: bool) -> list[ProbeVerdict]:
+    """XGMI LINK STATUS, one verdict per GPU pair: a D fails; where xGMI is expected, X (disabled) fails and N/A
+    (amd-smi could not read the link, e.g. a VF) is not judged."""
+    out = []
+    for (i, j), said in _pairs(report, "xgmi_status").items():
+        printed = [s.split(" ", 1)[1] for s in said]
+        cells = {c for p in printed for c in ([p] if p == "N/A" else p.split("/"))}  # "U/D": two links, one pair
+        subject, detail = f"GPU{i} - GPU{j}", ", ".join(said)
+        if "D" in cells or (expect_xgmi and "X" in cells) or not cells <= {"U", "D", "X", "N/A"}:
+            out.append(ProbeVerdict(subject, "xGMI link status", False, f"{detail} (U up, D down, X disabled)"))
+        elif "N/A" in cells and expect_xgmi:
+            out.append(not_judged(subject, "xGMI link status", f"amd-smi prints {detail}"))
+        elif cells == {"U"}:
+            out.append(ProbeVerdict(subject, "xGMI link status", True, detail))
     return out
 
 
@@ -249,6 +311,7 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         elif hottest is not None and "concise" in report.sections:
             out.append(not_judged(g.subject, "temperature", "no junction temperature for this GPU in rocm-smi's "
                                   "Concise Info", expected=hottest))
+    out.extend(_link_status(report, expect_xgmi))
     if not out:
         summary = ", ".join(f"{g.subject} {g.model or ''}".strip() for g in report.gpus)
         out.append(ProbeVerdict("node", "inventory", True, f"{len(report.gpus)} GPU(s): {summary}"))
