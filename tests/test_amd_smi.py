@@ -331,3 +331,33 @@ def test_a_port_status_row_of_n_a_is_not_read_as_a_link_type() -> None:
     verdicts = amd_smi.judge(r, MI300X)
     assert [(v.what, v.passed, v.judged) for v in verdicts] == [("xGMI ports", False, False),
                                                                 ("xGMI link type", True, True)]
+
+
+def test_a_pcie_pair_among_xgmi_links_is_judged_as_that_pair() -> None:
+    """The real 8-GPU `amd-smi topology` and `amd-smi xgmi` of one node, with the LINK TYPE TABLE's two cells
+    between GPU0 (0000:0c:00.0) and GPU3 (0000:5c:00.0) set to PCIE here. LINK METRIC TABLE keeps one link_type
+    per GPU, XGMI when any of its links is XGMI (amdsmi_commands.py), so both still read XGMI: the amd-smi probe
+    ignored the per-pair table and passed the PCIE pair."""
+    lines = amd("topology-8gpu-xgmi-changelog-6.1.txt").splitlines()
+    at = lines.index("LINK TYPE TABLE:")
+    for row, col in ((0, 3), (3, 0)):
+        cells = lines[at + 2 + row].split()
+        assert cells[0] == _BUS8[row] and cells[1 + col] == "XGMI"
+        cells[1 + col] = "PCIE"
+        lines[at + 2 + row] = " ".join(c.ljust(12) for c in cells).rstrip()
+    text = "\n".join(lines) + "\n" + amd("xgmi-link-metric-8gpu-changelog.txt")
+    r = amd_smi.parse(text)
+    assert [g.bus_id for g in r.gpus] == _BUS8 and {g.xgmi_link for g in r.gpus} == {"XGMI"}
+    verdicts = amd_smi.judge(r, MI300X)
+    pairs = [v for v in verdicts if v.what == "xGMI link type" and " - " in v.subject]
+    assert len(pairs) == 28
+    assert [(v.subject, v.measured, v.detail) for v in verdicts if not v.passed] == [
+        ("GPU0 - GPU3", "PCIE", "GPU0->GPU3 PCIE, GPU3->GPU0 PCIE, platform expects XGMI")]
+
+
+def test_a_link_type_table_column_of_another_gpus_bus_id_is_refused() -> None:
+    """The real 2-GPU topology (0000:03:00.0, 0000:0c:00.0) after an `amd-smi list` naming GPU 1 0000:26:00.0:
+    column 0000:0c:00.0 would be GPU1 by its place, which is another GPU: refused, never judged as GPU1."""
+    text = amd("list-2gpu-kfd-changelog-6.3.txt") + amd("topology-2gpu-pcie-rx7900xtx-rocm-6074.txt")
+    with pytest.raises(ProbeParseError, match=r"column 0000:03:00.0 would be GPU0, which the input names 0000:23"):
+        amd_smi.parse(text)

@@ -6,6 +6,7 @@ Evidence (any mix, concatenated; each is recognised by its own layout):
 - `amd-smi metric --ecc --ecc-blocks --pcie`: ECC totals and per-block counts, PCIe WIDTH/SPEED;
 - `amd-smi xgmi`: LINK METRIC TABLE (link type per GPU), GPU LINK PORT STATUS (U/D/X per port) and, on
   ROCm >= 7, XGMI LINK STATUS (U/D/X per GPU pair; on ROCm 6.4 that title held the per-port table);
+- `amd-smi topology`: LINK TYPE TABLE (link type per GPU pair, by bus id);
 - `rocm-smi` (Concise Info): one row per GPU with its device id and junction temperature.
 
 Judged: the GPU count against the platform's; every GPU's uncorrectable and deferred ECC counts are 0
@@ -55,6 +56,7 @@ class AmdGpu:
     temperature_c: float | None = None     # junction (rocm-smi Concise Info)
     xgmi_link: str | None = None           # LINK METRIC TABLE's link_type: XGMI, PCIE or N/A
     xgmi_ports: str | None = None          # GPU LINK PORT STATUS, e.g. "U U U U U U U D"
+    xgmi_types: tuple[tuple[int, str], ...] = ()   # `amd-smi topology` LINK TYPE TABLE per peer GPU: (3, "PCIE")
     xgmi_status: tuple[tuple[int, str], ...] = ()  # XGMI LINK STATUS per peer GPU: (3, "U"), (5, "U/D"), (6, "N/A")
     unread: tuple[tuple[str, str], ...] = ()  # a section printed as one value: ("ECC", "N/A"), ("PCIE", "N/A")
 
@@ -189,10 +191,37 @@ def parse(text: str) -> AmdReport:
             sections.add("xgmi")
             g = gpu(int(m.group(1)))
             gpus[g.index] = replace(g, bus_id=g.bus_id or m.group(2).lower(), xgmi_link=m.group(3))
+    _link_types(lines, gpus, sections)
     if not gpus:
         raise ProbeParseError("expected amd-smi output (list, static, metric --ecc/--pcie, xgmi: 'GPU: N' blocks or "
                               "the xGMI tables) or rocm-smi's Concise Info table")
     return AmdReport(tuple(gpus[i] for i in sorted(gpus)), frozenset(sections))
+
+
+def _link_types(lines: list[str], gpus: dict[int, AmdGpu], sections: set[str]) -> None:
+    """`amd-smi topology`'s LINK TYPE TABLE: the link type of every GPU pair, rows and columns by bus id. It is
+    kept per pair: LINK METRIC TABLE's one link_type per GPU reads XGMI when any of its links is XGMI, so a
+    PCIE pair between two GPUs whose other links are XGMI shows only here. A bus id another section names
+    is that GPU; else the column's place (amd-smi prints its GPUs in order), never a GPU of another bus id."""
+    for start in [i for i, l in enumerate(lines) if l.strip() == "LINK TYPE TABLE:"]:
+        header = lines[start + 1].split() if start + 1 < len(lines) else []
+        known = {g.bus_id: g.index for g in gpus.values() if g.bus_id}
+        index = {bdf: known.get(bdf.lower(), n) for n, bdf in enumerate(header)}
+        for bdf, i in index.items():
+            if i in gpus and gpus[i].bus_id not in (None, bdf.lower()):
+                raise ProbeParseError(f"line {start + 2}: LINK TYPE TABLE column {bdf} would be GPU{i}, which the "
+                                      f"input names {gpus[i].bus_id}")
+        for number, line in enumerate(lines[start + 2:], start + 3):
+            cells = line.split()
+            if not cells or cells[0] not in index:
+                break  # a blank line or the next table's title
+            if len(cells) - 1 != len(header):
+                raise ProbeParseError(f"line {number}: LINK TYPE TABLE row {cells[0]} has {len(cells) - 1} cells "
+                                      f"for {len(header)} GPUs")
+            sections.add("topology")
+            g = gpus.setdefault(index[cells[0]], AmdGpu(index[cells[0]]))
+            gpus[g.index] = replace(g, bus_id=g.bus_id or cells[0].lower(), xgmi_types=tuple(
+                (index[h], c.upper()) for h, c in zip(header, cells[1:]) if index[h] != g.index))
 
 
 def _number(text: str) -> int | None:
@@ -248,7 +277,7 @@ def _xgmi(g: AmdGpu, expect_xgmi: bool, xgmi_read: bool) -> list[ProbeVerdict]:
     if g.xgmi_link is not None and expect_xgmi:
         out.append(ProbeVerdict(g.subject, "xGMI link type", g.xgmi_link == "XGMI",
                                 f"{g.xgmi_link}, platform expects XGMI", g.xgmi_link, "XGMI"))
-    elif g.xgmi_ports is None and not g.xgmi_status and expect_xgmi and xgmi_read:
+    elif g.xgmi_ports is None and not g.xgmi_status and not g.xgmi_types and expect_xgmi and xgmi_read:
         out.append(not_judged(g.subject, "xGMI link type", "this GPU is in no xGMI table of the amd-smi output",
                               expected="XGMI"))
     return out
@@ -261,6 +290,16 @@ def _pairs(report: AmdReport, field: str) -> dict[tuple[int, int], list[str]]:
         for peer, cell in getattr(g, field):
             out.setdefault((min(g.index, peer), max(g.index, peer)), []).append(f"GPU{g.index}->GPU{peer} {cell}")
     return dict(sorted(out.items()))
+
+
+def _pair_types(report: AmdReport) -> list[ProbeVerdict]:
+    """LINK TYPE TABLE, one verdict per GPU pair where the platform expects xGMI: anything but XGMI fails."""
+    out = []
+    for (i, j), said in _pairs(report, "xgmi_types").items():
+        types = {s.split(" ", 1)[1] for s in said}
+        out.append(ProbeVerdict(f"GPU{i} - GPU{j}", "xGMI link type", types == {"XGMI"},
+                                f"{', '.join(said)}, platform expects XGMI", "/".join(sorted(types)), "XGMI"))
+    return out
 
 
 def _link_status(report: AmdReport, expect_xgmi: bool) -> list[ProbeVerdict]:
@@ -311,6 +350,7 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         elif hottest is not None and "concise" in report.sections:
             out.append(not_judged(g.subject, "temperature", "no junction temperature for this GPU in rocm-smi's "
                                   "Concise Info", expected=hottest))
+    out.extend(_pair_types(report) if expect_xgmi else [])
     out.extend(_link_status(report, expect_xgmi))
     if not out:
         summary = ", ".join(f"{g.subject} {g.model or ''}".strip() for g in report.gpus)
