@@ -5,6 +5,7 @@ without one) are classified by kind, GPU and code; the window is bounded by the 
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -377,3 +378,23 @@ def test_a_long_dmesg_record_is_joined_and_classified_once(monkeypatch: pytest.M
         ("", "", None)]
     assert got[0].text.count("\n") == 2002 and got[0].text.endswith("responding to commands.\nan indented continuation line")
     assert len(calls) == len(got) == 4
+
+
+def test_a_kmsg_that_opens_and_reads_empty_is_not_judged_never_a_quiet_log(tmp_path: Path) -> None:
+    """/dev/kmsg bound to /dev/null (a container's): it opens and reads nothing, which the kernel's never does
+    (dmesg --clear does not empty it). It was read as an empty ring buffer, and every window after it quiet:
+    an Xid could never fail a check. Now each read is an error naming it, the first too (the window it opens
+    would start unread), whether dmesg fails or prints nothing (by default it reads the same /dev/kmsg); a
+    dmesg with records is read instead."""
+    null = Path(os.devnull)
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    for dmesg in (("/nonexistent/dmesg",), ("cat", str(empty))):
+        for cursor in (None, LogCursor("kmsg", None, None)):
+            after, kept, errors = window(cursor, null, dmesg)
+            assert after == () and kept == cursor and [(e.reader, e.what, e.kind) for e in errors] == [
+                ("kernel.log", os.devnull, "unreadable")], errors
+            assert "the kernel log read empty, cleared or hidden" in errors[0].error
+    xid = tmp_path / "xid"
+    xid.write_text("<4>[ 1843.308145] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, GPU has fallen off the bus.\n")
+    assert window(None, null, ("cat", str(xid))) == ((), LogCursor("dmesg", None, 1843308145), ())

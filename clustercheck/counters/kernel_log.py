@@ -6,8 +6,8 @@ The window is bounded by position, not by scanning history: a snapshot keeps a c
 /dev/kmsg sequence number read, or with `dmesg` the last timestamp) and the next snapshot reads only
 what came after it, so an event is blamed on the one check during which it was logged (an unbounded
 scan blamed one event on every later test: ROCm/cvs PR #169). /dev/kmsg is read non-blocking (root, or
-kernel.dmesg_restrict=0); where it cannot be opened, `dmesg -r` (util-linux); where neither works the
-window is an error, never empty. Lines overwritten in the ring buffer before they were read are an
+kernel.dmesg_restrict=0); where it cannot be opened, or opens and gives no record (not the kernel's),
+`dmesg -r` (util-linux); where neither works the window is an error, never empty. Lines overwritten in the ring buffer before they were read are an
 error too (any sequence number after the cursor missing, before or between the records read: kmsg
 numbers records contiguously, and a read that meets an overwritten record fails with EPIPE and goes on
 with the oldest one left; through dmesg, the oldest line is later than the cursor). A cursor taken through the other source (kmsg, then dmesg, or the reverse) bounds the
@@ -201,18 +201,39 @@ def _gaps(cursor: int, seqs: list[int]) -> list[tuple[int, int]]:
     return gaps
 
 
+def _read(kmsg: Path, dmesg: tuple[str, ...]) -> tuple[list[KernelLine], str] | ReadError:
+    """The whole ring buffer and where it was read (kmsg, else dmesg), or why it could not be. /dev/kmsg
+    that opens and gives no record is not the kernel's log: the kernel's always holds its latest records,
+    and `dmesg --clear` does not empty it (it moves syslog's clear mark; a /dev/kmsg reader starts at the
+    first record kept). A container's /dev/kmsg bound to /dev/null reads so, and read as a quiet log it
+    passed every window. `dmesg` then is asked; by default it reads the same /dev/kmsg, so nothing printed
+    after an empty /dev/kmsg is no log either. Only `dmesg` alone (/dev/kmsg unopenable: it reads through
+    syslog, since the last clear) may print nothing for a buffer a job prolog cleared: window() reads that
+    as a quiet buffer, and lines gone from a buffer that had some as `lost`."""
+    try:
+        if lines := read_kmsg(kmsg):
+            return lines, "kmsg"
+        first, opened = "it opened and gave no record, which the kernel's /dev/kmsg never does (dmesg --clear " \
+                        "does not empty it): the kernel log read empty, cleared or hidden", True
+    except OSError as exc:
+        first, opened = f"cannot read it ({exc})", False
+    try:
+        lines = read_dmesg(dmesg)
+    except (OSError, subprocess.SubprocessError) as second:
+        return ReadError("kernel.log", "", str(kmsg), f"{first} nor run {' '.join(dmesg)} ({second})")
+    if opened and not lines:
+        return ReadError("kernel.log", "", str(kmsg), f"{first}; {' '.join(dmesg)} printed nothing either")
+    return lines, "dmesg"
+
+
 def window(cursor: LogCursor | None, kmsg: Path = KMSG, dmesg: tuple[str, ...] = ("dmesg", "-r")
            ) -> tuple[tuple[KernelLine, ...], LogCursor | None, tuple[ReadError, ...]]:
     """The lines logged after `cursor` (none for a first snapshot: history before the window is not the
     window's), the cursor to give the next snapshot, and errors (log unreadable, lines lost)."""
-    try:
-        lines, source = read_kmsg(kmsg), "kmsg"
-    except OSError as first:
-        try:
-            lines, source = read_dmesg(dmesg), "dmesg"
-        except (OSError, subprocess.SubprocessError) as second:
-            return (), cursor, (ReadError("kernel.log", "", str(kmsg), f"cannot read it ({first}) nor run "
-                                          f"{' '.join(dmesg)} ({second})"),)
+    got = _read(kmsg, dmesg)
+    if isinstance(got, ReadError):  # at any snapshot, the first too: the window it opens would start unread
+        return (), cursor, (got,)
+    lines, source = got
     seqs = [l.seq for l in lines if l.seq is not None]
     stamps = [l.usec for l in lines if l.usec is not None]
     if source == "kmsg" and cursor is not None and cursor.source == "kmsg" and cursor.seq is not None:
