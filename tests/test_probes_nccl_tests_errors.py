@@ -114,3 +114,23 @@ def test_a_run_whose_nccl_tests_printed_an_error_or_a_warn_fails(tmp_path):
         failed = [v for v in _judge(tmp_path, _printed(edited(tmp_path, **edit))) if not v.passed]
         assert [(v.metric, v.subject) for v in failed] == [("NCCL errors", subject)], failed
         assert f'"{quoted}"' in (failed[0].detail or "")
+
+
+def test_a_warn_that_nccl_tests_repeats_in_its_error_line_is_one_failure_keeping_both_words(capsys, tmp_path):
+    # NCCL's last error (ncclGetLastError, nccl-tests' `# error:`) is its last WARN's message: one fault printed
+    # twice gave two FAIL lines. The `# error:` line here says more than the WARN (its GIDs): those words stay
+    path = edited(tmp_path, appended=LAST_ERROR, before_footer=WARN)
+    printed = _printed(path)  # edited() writes one file: the run below judges this text
+    code, lines = probe(capsys, path)
+    failed = [x for x in lines if x.startswith("FAIL")]
+    assert code == 1 and len(failed) == 1, failed   # two before: the WARN's and all_reduce_perf's
+    assert failed[0].startswith(f'FAIL ztan-mig-gq73: NCCL errors: NCCL WARN on ztan-mig-gq73 GPU [3]'), failed
+    assert failed[0].endswith(f'nccl-tests printed it again after its footer (# error): '
+                              f'"{LAST_ERROR.removeprefix("# error: ")}"'), failed
+    same = edited(tmp_path, appended=f"# error: {COMPLETION}", before_footer=WARN)  # the very words: said once
+    failed = [x for x in probe(capsys, same)[1] if x.startswith("FAIL")]
+    assert len(failed) == 1 and failed[0].count(COMPLETION) == 1 and failed[0].endswith("(# error)"), failed
+    other = edited(tmp_path, appended="# error: Cuda failure 'out of memory'", before_footer=WARN)  # two faults
+    assert len([x for x in probe(capsys, other)[1] if x.startswith("FAIL")]) == 2
+    run = [v for v in _judge(tmp_path, printed) if not v.passed]   # a run judges the same text alike
+    assert [(v.metric, v.subject) for v in run] == [("NCCL errors", "ztan-mig-gq73")], run

@@ -217,8 +217,13 @@ def _on_network(text: str) -> bool:
     return text.startswith("NET/") or bool(r and _NET_SOURCE.search(f"{r.group('where')}:0"))
 
 
-def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
-    """A failed finding per host whose NCCL printed a warning or an error return."""
+def error_findings(found: Sequence[ErrorLine], subject: str = "", last_error: str | None = None) -> list[Finding]:
+    """A failed finding per host whose NCCL printed a warning or an error return, and nccl-tests' `# error:` line
+    (last_error_finding, under `subject`) where it is not one of them: NCCL's last error is its last WARN's words,
+    so one fault is one failure, and the `# error:` words are kept on the WARN's where they say more."""
+    said = " ".join((last_error or "").split())[:300]
+    same = next((e for e in found if said and (said.startswith(w := " ".join(e.text.split())) or w.startswith(said))),
+                None)
     by_host: dict[str, list[ErrorLine]] = {}
     for e in found:
         by_host.setdefault(e.host, []).append(e)
@@ -238,9 +243,11 @@ def error_findings(found: Sequence[ErrorLine]) -> list[Finding]:
                            + (f"; {more} more error line(s)" if more else "")
                            + ("; NCCL reported an error on its network path there: channel lines show what was set "
                               "up, not that it worked" if _on_network(first.text) else "; NCCL reported an error "
-                              "there: the collective's results cannot be trusted"),
+                              "there: the collective's results cannot be trusted")
+                           + ("" if same is None or same.host != host else "; nccl-tests printed it again after its "
+                              "footer (# error)" + ("" if said == first.text else f": \"{said}\"")),
                            sum(e.count for e in lines), 0))
-    return out
+    return out + ([] if same else last_error_finding(subject, last_error))
 
 
 def _net_culprit(hosts: Mapping[str, HostNet], env: Mapping[str, str], got: str) -> str:

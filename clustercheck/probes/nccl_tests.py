@@ -198,7 +198,7 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
                                 f"{run.avg_busbw:g} FAILED (below 0.9 x NCCL_TESTS_MIN_BW / -c)", run.avg_busbw))
     # NCCL's own errors (its WARN lines in the text, nccl-tests' `# error:` line) fail whatever the table says
     out += [ProbeVerdict(f.subject, f.what, False, f.detail, f.measured, f.expected) for f in
-            transport.error_findings(run.nccl_errors) + transport.last_error_finding(subject, run.last_error)]
+            transport.error_findings(run.nccl_errors, subject, run.last_error)]
     if failed_rows or not run.rows:
         return out
     checked = [p for r in run.rows for _, p in r.placements() if p.checked]
