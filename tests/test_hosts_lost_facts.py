@@ -68,3 +68,24 @@ def test_a_host_lost_while_the_facts_are_read_is_absent_and_the_others_are_measu
     logs = sorted(p.name for p in (tmp_path / "out" / "latest" / "logs").glob("pool1-rank*.log"))
     assert logs, "the failed facts pool's rank logs (h2's last words among them) are kept in the run's logs"
     assert "Traceback" not in out
+
+
+def test_a_node_whose_rank_dies_reading_its_facts_is_absent_and_the_others_are_measured(tmp_path: Path) -> None:
+    """h2's agent lives on, but its rank 3 is killed as the facts are read (a GPU whose NVML segfaults or
+    hangs there would do the same): h2 is lost before any check, h1 is measured, INCOMPLETE. Failed before the
+    fix: `clustercheck: ERROR: could not read the nodes' platform facts: rank 3 (h2) was killed by SIGKILL
+    during ping`, exit 3, no record: one broken node stopped the whole gate."""
+    from test_hosts_agents import run
+
+    project(tmp_path)
+    ctl = run(tmp_path, "-k", "not node-late", "--cc-inject-fault=facts:crash@3")
+    out, _ = ctl.communicate(timeout=300)
+    assert ctl.returncode == Exit.INCOMPLETE, out[-3000:]
+    data = results(tmp_path)
+    assert list(data["run"]["absent"]) == ["h2"] and data["untested"] == ["h2"], out[-3000:]
+    assert data["run"]["absent"]["h2"].startswith("lost before any check: rank 3 (h2) was killed by SIGKILL"), \
+        data["run"]["absent"]
+    outcome = {r["name"]: r["outcome"] for r in data["results"]}
+    assert outcome == {"cluster-ar": "passed", "node-ar[h1]": "passed", "node-ar[h2]": "error"}, outcome
+    assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == ""  # untested, not failed
+    assert "Traceback" not in out

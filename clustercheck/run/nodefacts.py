@@ -40,7 +40,7 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
             break
         except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
             pool.close(kill=True)
-            lost = _lost(launcher, nodes, exc)
+            lost = _lost(launcher, nodes, exc, key.nranks)
             if not lost:
                 raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
                                    f"(the ranks' output: {pool.log_dir})") from None
@@ -58,12 +58,16 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     return facts, pool
 
 
-def _lost(launcher: Launcher, nodes: list[str], exc: HarnessError) -> list[str]:
-    """The nodes `exc` found unreachable or dead, left out as absent (`lost before any check: <why>`), where the
-    launcher can start its pools without them and some nodes are left: they are then untested and the run
-    INCOMPLETE, as for a node whose agent never joined (a node lost a moment earlier), never the whole run's
-    error. [] where the run cannot go on without them (it then stops, a harness error)."""
-    found = getattr(exc, "unreachable", None) or (exc.nodes if isinstance(exc, Unreachable) else ())
+def _lost(launcher: Launcher, nodes: list[str], exc: HarnessError, nranks: int) -> list[str]:
+    """The nodes `exc` found unreachable or dead, or whose ranks did not answer where the others' did (a rank
+    killed, NVML hung past the timeout or raising on that node alone), left out as absent (`lost before any
+    check: <why>`), where the launcher can start its pools without them and some nodes are left: they are then
+    untested and the run INCOMPLETE, as for a node whose agent never joined (a node lost a moment earlier), never
+    the whole run's error: one broken node would otherwise stop a gate of a thousand. [] where the run cannot go
+    on without them (every node failed alike: it then stops, a harness error)."""
+    found = {*(getattr(exc, "unreachable", None) or (exc.nodes if isinstance(exc, Unreachable) else ()))}
+    if getattr(exc, "answered", None):  # ranks did answer: not a start that failed everywhere (then none is to blame)
+        found |= {launcher.node_of(r, nranks) for r in getattr(exc, "failed", ())}
     lost = [n for n in nodes if n in found]
     if not launcher.shrinks or not lost or len(lost) == len(nodes) or launcher.over(settle=True) is not None:
         return []  # (the launch plane ended: no node is lost, and the run stops, INCOMPLETE: plugin.py)
