@@ -146,13 +146,14 @@ def test_capture_parsed_to_its_key_facts(name):
 
 
 @pytest.mark.parametrize("name, failed", [
-    ("amd-smi/metric-ecc-ecc-blocks-changelog.txt", []),
-    ("amd-smi/metric-pcie-2gpu-changelog-6.3.txt", []),
-    ("amd-smi/xgmi-link-metric-8gpu-changelog.txt", []),
+    # no GPU list (amd-smi list/static, Concise Info): the platform's GPU count is not judged
+    ("amd-smi/metric-ecc-ecc-blocks-changelog.txt", [("node", "GPU count")]),
+    ("amd-smi/metric-pcie-2gpu-changelog-6.3.txt", [("node", "GPU count")]),
+    ("amd-smi/xgmi-link-metric-8gpu-changelog.txt", [("node", "GPU count")]),
     ("rocm-smi/concise-8xmi300x-ml-engineering.txt", []),
     ("amd-smi/list-2gpu-kfd-changelog-6.3.txt", [("node", "GPU count")]),
     ("amd-smi/xgmi-port-status-2gpu-no-xgmi-rocm-6074.txt",
-     [(f"GPU{i} ({b})", w) for i, b in enumerate(["0000:03:00.0", "0000:0c:00.0"])
+     [("node", "GPU count")] + [(f"GPU{i} ({b})", w) for i, b in enumerate(["0000:03:00.0", "0000:0c:00.0"])
       for w in ("xGMI ports", "xGMI link type")] + [("GPU0 - GPU1", "xGMI link status")]),
 ])
 def test_judged_against_the_mi300x_profile(name, failed):
@@ -165,11 +166,11 @@ def test_uncorrectable_and_unreadable_ecc_fail_the_gpu():
     text = amd("metric-ecc-blocks-7-blocks-changelog.txt").splitlines()
     at = [i for i, l in enumerate(text) if "UNCORRECTABLE_COUNT" in l]
     text[at[-1]] = text[at[-1]].replace(": 0", ": 2")  # XGMI_WAFL
-    bad = amd_smi.judge(amd_smi.parse("\n".join(text)), MI300X)
+    bad = amd_smi.judge(amd_smi.parse("\n".join(text)), {})
     assert [(v.subject, v.passed) for v in bad] == [("GPU0", False)]
     assert "XGMI_WAFL/UNCORRECTABLE_COUNT 2" in bad[0].detail
     text[at[-1]] = text[at[-1]].replace(": 2", ": N/A")
-    unread = amd_smi.judge(amd_smi.parse("\n".join(text)), MI300X)
+    unread = amd_smi.judge(amd_smi.parse("\n".join(text)), {})
     assert not unread[0].passed and unread[0].detail.startswith("could not be read")
 
 
@@ -260,7 +261,7 @@ def test_a_link_metric_row_with_an_unknown_link_type_fails_naming_what_it_printe
     text = amd("xgmi-link-metric-8gpu-changelog.txt")
     row = "GPU5   0000:af:00.0 32 Gb/s  512 Gb/s      XGMI"
     assert row in text
-    verdicts = amd_smi.judge(amd_smi.parse(text.replace(row, row[:-4] + "UNKNOWN")), MI300X)
+    verdicts = amd_smi.judge(amd_smi.parse(text.replace(row, row[:-4] + "UNKNOWN")), {**MI300X, "gpu_count": None})
     failed = [(v.subject, v.what, v.detail) for v in verdicts if not v.passed]
     assert failed == [("GPU5 (0000:af:00.0)", "xGMI link type",
                        "unrecognised: '32 Gb/s  512 Gb/s      UNKNOWN', platform expects XGMI")]
@@ -328,7 +329,7 @@ def test_a_port_status_row_of_n_a_is_not_read_as_a_link_type() -> None:
     ports = "\nGPU LINK PORT STATUS:\n       bdf           port_num\nGPU0   0000:0c:00.0  " + "  ".join(["N/A"] * 8)
     r = amd_smi.parse(head + ports + "\n")
     assert (r.gpus[0].xgmi_link, r.gpus[0].xgmi_ports) == ("XGMI", " ".join(["N/A"] * 8))
-    verdicts = amd_smi.judge(r, MI300X)
+    verdicts = amd_smi.judge(r, {**MI300X, "gpu_count": None})
     assert [(v.what, v.passed, v.judged) for v in verdicts] == [("xGMI ports", False, False),
                                                                 ("xGMI link type", True, True)]
 
@@ -348,7 +349,7 @@ def test_a_pcie_pair_among_xgmi_links_is_judged_as_that_pair() -> None:
     text = "\n".join(lines) + "\n" + amd("xgmi-link-metric-8gpu-changelog.txt")
     r = amd_smi.parse(text)
     assert [g.bus_id for g in r.gpus] == _BUS8 and {g.xgmi_link for g in r.gpus} == {"XGMI"}
-    verdicts = amd_smi.judge(r, MI300X)
+    verdicts = amd_smi.judge(r, {**MI300X, "gpu_count": None})
     pairs = [v for v in verdicts if v.what == "xGMI link type" and " - " in v.subject]
     assert len(pairs) == 28
     assert [(v.subject, v.measured, v.detail) for v in verdicts if not v.passed] == [
@@ -361,3 +362,17 @@ def test_a_link_type_table_column_of_another_gpus_bus_id_is_refused() -> None:
     text = amd("list-2gpu-kfd-changelog-6.3.txt") + amd("topology-2gpu-pcie-rx7900xtx-rocm-6074.txt")
     with pytest.raises(ProbeParseError, match=r"column 0000:03:00.0 would be GPU0, which the input names 0000:23"):
         amd_smi.parse(text)
+
+
+def test_xgmi_tables_without_a_gpu_list_name_a_numbering_gap_and_do_not_judge_the_count() -> None:
+    """The real 8-GPU LINK METRIC TABLE alone (no amd-smi list/static) with GPU2's three lines cut here: GPU2 had
+    no verdict, the GPU count was never judged, and the 7 GPUs left passed against the 8-GPU MI300X profile."""
+    lines = amd("xgmi-link-metric-8gpu-changelog.txt").splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("GPU2 "))
+    verdicts = amd_smi.judge(amd_smi.parse("\n".join(lines[:at] + lines[at + 3:]) + "\n"), MI300X)
+    assert [(v.subject, v.what, v.judged, v.detail) for v in verdicts if not v.passed] == [
+        ("node", "GPU count", False, "not judged: no GPU list in the input (amd-smi list or static, rocm-smi "
+                                     "Concise Info); its other sections name 7 GPU(s)"),
+        ("GPU2", "GPU in the output", False,
+         "not judged: the amd-smi output names GPUs 0, 1, 3, 4, 5, 6, 7 and nothing of GPU2")]
+    assert len([v for v in verdicts if v.passed]) == 7

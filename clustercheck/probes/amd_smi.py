@@ -9,7 +9,8 @@ Evidence (any mix, concatenated; each is recognised by its own layout):
 - `amd-smi topology`: LINK TYPE TABLE (link type per GPU pair, by bus id);
 - `rocm-smi` (Concise Info): one row per GPU with its device id and junction temperature.
 
-Judged: the GPU count against the platform's; every GPU's uncorrectable and deferred ECC counts are 0
+Judged: the GPU count against the platform's (not judged without a GPU list; a GPU number missing between
+those the input names is not judged by name); every GPU's uncorrectable and deferred ECC counts are 0
 (a counter that reads N/A fails: it could not be read); PCIe generation and width. Where the input (or the
 live run) has ECC or PCIe output, a GPU without its counters or link there (missing from it, or `ECC: N/A`)
 is `not judged`, never silently left out; no xGMI port down, and
@@ -328,6 +329,14 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         out.append(ProbeVerdict("node", "GPU count", len(listed) == want,
                                 f"{len(listed)} GPU(s) listed{' (' + ', '.join(ids) + ')' if ids else ''}, "
                                 f"platform expects {want}", len(listed), want))
+    elif want is not None:  # xGMI/ECC/PCIe sections alone: a GPU they all lack is nowhere in them
+        out.append(not_judged("node", "GPU count", f"no GPU list in the input (amd-smi list or static, rocm-smi "
+                              f"Concise Info); its other sections name {len(report.gpus)} GPU(s)", expected=want))
+    # amd-smi numbers its GPUs 0..N-1: a number missing between them is a GPU the input has nothing of
+    numbers = {g.index for g in report.gpus}
+    out.extend(not_judged(f"GPU{i}", "GPU in the output", f"the amd-smi output names GPUs "
+                          f"{', '.join(map(str, sorted(numbers)))} and nothing of GPU{i}")
+               for i in range(max(numbers)) if i not in numbers)
     levels = (expect.get("topology") or {}).get("gpu_gpu")
     expect_xgmi = "XGMI" in (levels if isinstance(levels, list) else [levels])
     hottest = expect.get("gpu_temp_max_c")
