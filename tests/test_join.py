@@ -455,6 +455,34 @@ def test_a_forged_agent_heartbeat_does_not_keep_a_silent_agent_present(monkeypat
         launcher.close()
 
 
+def test_over_says_the_same_at_every_look_once_every_agent_still_in_the_run_went_silent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """over() is asked after a check by nodefacts or the session, then again by the plugin: once it said the
+    plane is gone it says so at every look (a second look that read None let a stopped run exit 3). An agent
+    silent at the look before (after an earlier check) is its own loss, not part of a loss at once."""
+    from clustercheck.run import gang, join
+
+    monkeypatch.setattr(gang, "SILENCE", 0.3)
+    launcher = join.JoinLauncher(3, f"127.0.0.1:{free_port()}", 5, token(), gather=False)
+    launcher.open()
+    try:
+        for i in (0, 1, 2):
+            launcher.members[i] = gang.Member(i, f"pod{i}", "k" * 64, None, f"pod{i}", 1)
+            launcher._beats[i] = (0, time.monotonic())
+        launcher._next_beat = 0.0
+        assert launcher.over() is None  # all three beat within SILENCE
+        launcher._silent[0] = "its node's agent (pod0), silent for 0.3 s"  # lost in a check: its own loss
+        assert launcher.over() is None
+        launcher._silent[1] = "its node's agent (pod1), silent for 0.3 s"  # pod1 and pod2 in the next check
+        launcher._silent[2] = "its node's agent (pod2), silent for 0.3 s"
+        first = launcher.over()
+        assert first is not None and "every node agent still in the run (2) stopped answering at once" in first.said()
+        assert "pod0" not in first.said()  # lost before: not part of the loss at once
+        assert launcher.over() is first and launcher.over(settle=True) is first
+    finally:
+        launcher.close()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_the_agents_are_awaited_is_incomplete_in_one_line(tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C, or the SIGTERM a scheduler sends, before any agent joined: exit 2 and a line that says
