@@ -24,9 +24,30 @@ def test_a_gpu_lost_at_an_index_renumbering_moved_a_live_gpu_to_is_not_named_by_
     before = snap(monkeypatch, node, 0.0)
     after = snap(monkeypatch, failing(without(node, node["gpus"][3]["bus_id"]), 4, "*", GPU_IS_LOST), 60.0)
     j = judge(delta(before, after))
-    devices = {e.device for e in j.vanished}
+    devices = [e.device for e in j.vanished]
     assert gpu_name(node, 4) not in devices, devices  # alive after the window, as GPU3
-    assert devices == {gpu_name(node, 3), gpu_name(node, 5), "GPU4 (index after renumbering)"}
+    assert sorted(devices) == [gpu_name(node, 3), gpu_name(node, 5)]  # two lost, each named once
+    assert not j.harness_errors and not j.failed
+
+
+def test_two_gpus_lost_in_one_window_are_each_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GPUs lost in one window used to fail three or more times: the GPU NVML still lists, renumbered,
+    as `GPU<i>` (lost before it gave its PCI info) was named by that index beside its own bus id, which no
+    GPU answered for after the window. Each lost GPU is named once, by bus id, saying which indices NVML
+    lists as lost."""
+    node = counted(h100_node())
+    bus = [g["bus_id"] for g in node["gpus"]]
+    before = snap(monkeypatch, node, 0.0)
+    # GPU1 not enumerated; GPU3 and GPU6 lost at indices 2 and 5 after renumbering: three lost, three named
+    after = failing(failing(without(node, bus[1]), 2, "*", GPU_IS_LOST), 5, "*", GPU_IS_LOST)
+    j = judge(delta(before, snap(monkeypatch, after, 60.0)))
+    assert sorted(e.device for e in j.vanished) == [gpu_name(node, 1), gpu_name(node, 3), gpu_name(node, 6)]
+    assert all("NVML lists, renumbered, as GPU2, GPU5" in e.error for e in j.vanished), j.vanished
+    # GPU0 not enumerated and GPU2 lost at index 1 (GPU1's index before the window): two lost, two named
+    after = failing(without(node, bus[0]), 1, "*", GPU_IS_LOST)
+    j = judge(delta(before, snap(monkeypatch, after, 60.0)))
+    assert sorted(e.device for e in j.vanished) == [gpu_name(node, 0), gpu_name(node, 2)]
+    assert all("as GPU1 (nvmlDeviceGetHandleByIndex: NVML_ERROR_GPU_IS_LOST" in e.error for e in j.vanished)
     assert not j.harness_errors and not j.failed
 
 

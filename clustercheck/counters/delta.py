@@ -76,8 +76,8 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
         if _key(new) not in known and not any(e.explains(new.name, new.device) for e in before.errors):
             errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
                 new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
-    errors += [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)]
-    errors = [_named(e, before, after) for e in errors]
+    errors = _once([_named(e, before, after) for e in errors],
+                   [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)])
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
                  tuple(dict.fromkeys(before.notes + after.notes)))
@@ -110,6 +110,29 @@ def _named(e: ReadError, before: Snapshot, after: Snapshot) -> ReadError:
     ((name, bus),) = named
     alive = {m.group(1) for c in after.counters if (m := _GPU.match(c.device))}
     return dataclasses.replace(e, device=f"{e.device} (index after renumbering)" if bus in alive else name)
+
+
+_AT_INDEX = re.compile(r"GPU\d+(?: \(index after renumbering\))?")
+
+
+def _once(errors: list[ReadError], gone: list[ReadError]) -> list[ReadError]:
+    """`errors` and the GPUs `gone` (read before the window, not enumerated after it), each lost GPU named
+    once. A GPU NVML still lists after the window but lost before it gave its PCI info is `GPU<i>` alone,
+    which _named could not give a bus id (NVML renumbered the GPUs after another one gone): it is one of
+    `gone`, whose bus ids are the ones no GPU answers for after the window. Named by its index beside them,
+    one loss was two failures (two GPUs lost, three named). By elimination: one such GPU and one gone is
+    that GPU; more, and each gone one is named once, saying that some of them are NVML's lost indices."""
+    lost = [e for e in errors if e.kind == "vanished" and _AT_INDEX.fullmatch(e.device)]
+    indices = list(dict.fromkeys(e.device.split(" ")[0] for e in lost))
+    if not lost or len(gone) < len(indices):  # a GPU not read before the window: nothing to name it by
+        return errors + gone
+    rest = [e for e in errors if e not in lost]
+    if len(gone) == len(indices) == 1:
+        return rest + [dataclasses.replace(e, device=gone[0].device) for e in lost]
+    said = "; ".join(dict.fromkeys(f"{e.what}: {e.error}" for e in lost))
+    return rest + [dataclasses.replace(g, error=f"{g.error}; or it is one of the {len(indices)} of these "
+                                       f"{len(gone)} NVML lists, renumbered, as {', '.join(indices)} ({said})")
+                   for g in gone]
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:
