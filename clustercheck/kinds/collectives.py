@@ -11,10 +11,11 @@ from statistics import fmean, median, pstdev
 from typing import Any, Callable, Mapping, Sequence
 
 from clustercheck import formulas, units
-from clustercheck.errors import HarnessError, SizeTooSmall, show
+from clustercheck.errors import SizeTooSmall, show
 from clustercheck.fabric.comm import describe, tag_rows
 from clustercheck.formulas import PLACEMENTS, check_temporaries, layout
 from clustercheck.judging.measurement import Measurement, evaluate
+from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wrong_limit
@@ -186,12 +187,11 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     if a.backend == "nccl":
         said, unjudged = nccl_verdicts(check.id, comm, rules, a.hosts)
         verdicts += said
-        if unjudged:
-            if all(v.passed for v in verdicts):  # nothing failed: what went unjudged is the item's error
-                raise HarnessError(f"{check.id}: {'; '.join(unjudged)}")
-            # a failure stands (the busbw it measured, NCCL's errors); what the logs could not say beside it is
-            # still said, in the item's notes, never dropped and never a reason to lose the failure
-            m = dataclasses.replace(m, notes=(*m.notes, *unjudged))
+        # nothing failed: what the logs could not say is the item's error; beside a failure (the busbw it
+        # measured, NCCL's errors) the failure stands and it goes in the item's notes (judging/unjudged.py)
+        notes = notes_or_error((v.passed for v in verdicts), unjudged, lambda: f"{check.id}: {'; '.join(unjudged)}")
+        if notes:
+            m = dataclasses.replace(m, notes=(*m.notes, *notes))
     return m, verdicts
 
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from clustercheck.errors import HarnessError, Skip
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import NON_NEGATIVE, Answers, Kind, Rules
@@ -135,14 +136,13 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         else:
             unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
                             f"no ib_write_bw_min is given")
-    if all(v.passed for v in verdicts):
-        # nothing failed: what could not be read or judged is the item's error, never a pass on the rest
-        if unread or unjudged or not verdicts:
-            raise HarnessError("; ".join([why for _, why in unread] + unjudged)
-                               or f"ib_write_bw on {result['host']}: no NIC gave a bandwidth")
-    else:
-        # the item fails on its own verdicts; each NIC that gave no bandwidth fails its run beside them
-        verdicts += [Verdict("run", "failed", "", run_rule, False, subject=dev, detail=why) for dev, why in unread]
+    # nothing failed: what could not be read or judged (no verdict at all included) is the item's error, never
+    # a pass on the rest (judging/unjudged.py); beside a failure, the NICs measured with no floor are its notes
+    gaps = [why for _, why in unread] + unjudged or ([] if verdicts else
+                                                     [f"ib_write_bw on {result['host']}: no NIC gave a bandwidth"])
+    notes_or_error((v.passed for v in verdicts), gaps, "; ".join(gaps))
+    # ... and each NIC that gave no bandwidth fails its run beside them (none is unread where nothing failed)
+    verdicts += [Verdict("run", "failed", "", run_rule, False, subject=dev, detail=why) for dev, why in unread]
     rows = [{"subject": s, "metric": k, "median": v, "min": v, "max": v} for s, m in subjects.items() for k, v in m.items()]
     worst = min(subjects, key=lambda s: subjects[s]["bw_gbps"], default=None)
     return Measurement(metrics={}, units=dict(METRICS), rows=rows, worst=worst, subjects=subjects,

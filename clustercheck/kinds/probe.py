@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from clustercheck.errors import HarnessError, Skip
 from clustercheck.judging.expect import check_expect
 from clustercheck.judging.measurement import Measurement
+from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds.base import Answers, Kind, Rules
 from clustercheck.probes import NAMES
@@ -41,19 +42,19 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         raise HarnessError(f"probe {name} on {result['host']}: {result['reason']}")
     judged = [v for v in result["verdicts"] if v.get("judged", True)]
     unjudged = [f"{v['subject']}: {v['what']}: {v['detail']}" for v in result["verdicts"] if not v.get("judged", True)]
-    if unjudged and not any(not v["passed"] for v in judged):
-        said = "; ".join(unjudged[:3]) + (f"; and {len(unjudged) - 3} more" if len(unjudged) > 3 else "")
-        if not judged:  # a gap in what it was given or read, not hardware that is absent: never a skip
-            raise HarnessError(f"not judged: probe {name} on {result['host']} judged nothing: {said}")
-        raise HarnessError(f"probe {name} on {result['host']} could not judge all it read: {said}")
+    said = "; ".join(unjudged[:3]) + (f"; and {len(unjudged) - 3} more" if len(unjudged) > 3 else "")
+    # a failure stands; what the probe could not judge beside it is still said (the item's notes), never dropped;
+    # alone, it is the item's error (judging/unjudged.py): a gap in what it was given or read, never a skip
+    notes = notes_or_error((v["passed"] for v in judged), [f"probe {name} could not judge all it read: {u}"
+                                                           for u in unjudged],
+                           f"not judged: probe {name} on {result['host']} judged nothing: {said}" if not judged else
+                           f"probe {name} on {result['host']} could not judge all it read: {said}")
     verdicts = [Verdict(v["what"], v["measured"], "",
                         Expectation(a.check.id, v["what"], v["expected"] or "-", rules.expect_origin, v["detail"]),
                         v["passed"], subject=v["subject"], detail=v["detail"])
                 for v in judged]
     worst = next((v.subject for v in verdicts if not v.passed), None)
-    # a failure stands; what the probe could not judge beside it is still said (the item's notes), never dropped
-    return Measurement(metrics={}, units={}, worst=worst, notes=tuple(
-        f"probe {name} could not judge all it read: {u}" for u in unjudged)), verdicts
+    return Measurement(metrics={}, units={}, worst=worst, notes=notes), verdicts
 
 
 PROVIDES = (Kind("probe", ("node",), {}, parse,
