@@ -29,7 +29,6 @@ from clustercheck.record.schema import ResultEntry, item_id
 
 ROW_LINES = 3  # row values named one by one per item; the rest counted
 REL_TOL = 1e-9  # the record keeps microseconds as floats: a re-derived value differs only in the last bits
-_VERDICT_FIELDS = ("kind", "op", "limit", "unit", "passed", "measured", "margin", "expression", "origin", "source")
 
 
 @dataclass
@@ -46,14 +45,32 @@ class Rejudged:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal as recorded: numbers within REL_TOL (NaN equals NaN), anything else exactly."""
+    """Equal as recorded: numbers within REL_TOL (NaN equals NaN), lists and objects element by element
+    (a row's per-rank times), anything else exactly."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b or a == b and type(a) is type(b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)
         return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
+
+
+def field_problems(recorded: Mapping[str, Any], derived: Mapping[str, Any]) -> list[str]:
+    """How a recorded entry (a verdict, a row) differs from the one re-derived, field by field: one that
+    differs, one missing from the record (a record that says less than its evidence, a verdict without its
+    source or worst rank, a row without its #wrong, is no record of what was judged) and one the
+    re-derivation does not make. Empty when they are the same."""
+    differ = [k for k in derived if k in recorded and not same(recorded[k], derived[k])]
+    missing = [k for k in derived if k not in recorded]
+    extra = [k for k in recorded if k not in derived]
+    return ([f"differs in {', '.join(differ)}"] if differ else []) + \
+        ([f"missing from the record: {', '.join(missing)}"] if missing else []) + \
+        ([f"not re-derived: {', '.join(str(k)[:40] for k in extra)}"] if extra else [])
 
 
 def _show(v: Any) -> str:
@@ -250,8 +267,11 @@ def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: A
     out.results += 1
     _metrics(where, r, m, out)
     _rows(where, r, m.rows, out)
-    if m.judged_at is not None and r.get("judged_at") is not None and not same(m.judged_at, r.get("judged_at")):
-        out.problems.append(f"{where}: judged_at {r.get('judged_at')} B, re-derived {m.judged_at} B")
+    if not same(r.get("judged_at"), m.judged_at):  # one missing from the record is no size it was judged at either
+        out.problems.append(f"{where}: judged_at {_show(r.get('judged_at'))} B, re-derived {_show(m.judged_at)} B")
+    if r.get("worst") != m.worst:  # the subject the reports blame: another node's name there clears this one
+        out.problems.append(f"{where}: worst {_show(r.get('worst'))}, re-derived {_show(m.worst)} from the ranks' "
+                            f"measurements")
     _verdicts(where, recorded, [dict(v.as_dict()) for v in verdicts], out)
 
 
@@ -280,12 +300,20 @@ def _rows(where: str, r: ResultEntry, rows: Sequence[Mapping[str, Any]], out: Re
         return
     found = []
     for i, (old, new) in enumerate(zip(got, rows)):
+        label = f"size {new.get('size')} B {new.get('placement')}-place" if "size" in new else \
+            f"{new.get('subject')} {new.get('metric')}"
+        if not isinstance(old, Mapping):
+            found.append(f"{where}: row {i + 1} ({label}): recorded {type(old).__name__}, not a row")
+            continue
         for key, value in new.items():
-            if isinstance(value, (int, float)) and key in old and not same(old[key], value):
-                label = f"size {new.get('size')} B {new.get('placement')}-place" if "size" in new else \
-                    f"{new.get('subject')} {new.get('metric')}"
+            if key not in old:  # a row that says less than the measurements (its #wrong gone) is no record of them
+                found.append(f"{where}: row {i + 1} ({label}): {key} is missing from the record (re-derived "
+                             f"{_show(value)})")
+            elif not same(old[key], value):
                 found.append(f"{where}: row {i + 1} ({label}): {key} recorded {_show(old[key])}, "
                              f"re-derived {_show(value)}")
+        found += [f"{where}: row {i + 1} ({label}): {str(key)[:40]} does not follow from the ranks' measurements "
+                  f"(re-deriving the row makes no such value)" for key in old if key not in new]
     out.problems += found[:ROW_LINES]
     if len(found) > ROW_LINES:  # one forged column is one story, not a line per size
         out.problems.append(f"{where}: and {len(found) - ROW_LINES} more row value(s) that do not follow from the "
@@ -305,10 +333,10 @@ def _verdicts(where: str, recorded: list[dict[str, Any]], rejudged: list[dict[st
             out.problems.append(f"{where}: {who} ({_brief(new)}) is missing from the record")
             continue
         left.remove(old)
-        differ = [k for k in _VERDICT_FIELDS if k in old and not same(old.get(k), new.get(k))]
+        differ = field_problems(old, new)  # every field the judge writes, its worst rank and detail included
         if differ:
             out.problems.append(f"{where}: {who}: recorded {_brief(old)}, re-judged {_brief(new)} against "
-                                f"{new.get('origin')} (differs in {', '.join(differ)})")
+                                f"{new.get('origin')} ({'; '.join(differ)})")
         else:
             out.verdicts += 1
     for old in left:  # not made by the kind's judge: --counters and --compare verdicts
