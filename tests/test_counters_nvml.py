@@ -262,3 +262,19 @@ def test_a_gpu_whose_pci_info_fails_after_the_window_is_not_judged_by_name_never
     assert [(v.metric, v.measured, v.passed) for v in got] == [
         ("counters", "not judged", False), ("gpu.ecc.uncorrected", 1.0, False)]
     assert got[0].detail is not None and "nvml on GPU3: nvmlDeviceGetPciInfo: NVML_ERROR_UNKNOWN" in got[0].detail
+
+
+def test_two_gpus_lost_after_they_gave_their_pci_info_are_each_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU that falls off the bus between NVML's PCI info and its counters answers NVML_ERROR_GPU_IS_LOST to
+    every later call: each call was a `vanished` error of its own, so two GPUs lost failed five times (GPU2:
+    ECC, row remapping, NVLink state). Each lost GPU is one failure now, and is asked nothing more."""
+    node = counted(h100_node())
+    before = snap(monkeypatch, node, 0.0)
+    after = copy.deepcopy(node)
+    after["gpus"][2]["fail"] = {f: GPU_IS_LOST for f in ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows",
+                                                          "nvmlDeviceGetNvLinkState")}
+    after["gpus"][5]["fail"] = {f: GPU_IS_LOST for f in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetNvLinkState")}
+    j = judge(delta(before, snap(monkeypatch, after, 60.0)))
+    assert [(e.device, e.what) for e in j.vanished] == [
+        (gpu_name(node, 2), "nvmlDeviceGetTotalEccErrors"), (gpu_name(node, 5), "nvmlDeviceGetRemappedRows")]
+    assert not j.harness_errors and not j.failed

@@ -78,16 +78,21 @@ def _read(nv: Any) -> Reading:
         # window must still be missed there (delta: vanished)
         counters.append(Counter(PRESENT, gpu, 1))
         unsupported: list[ReadError] = []  # NOT_SUPPORTED: a feature absent, or counters not judged
+        lost: list[str] = []  # the call that found the GPU fallen off the bus
 
         def get(fn: str, names: tuple[str, ...], *args: Any, device: str = gpu) -> Any:
             """fn's answer; None, with each of `names` (the counters it would give) left unjudged, when
-            NVML gives none."""
+            NVML gives none. A GPU lost is asked nothing more: its one `vanished` error accounts for every
+            counter it has (each call after it was one more error, the loss named once per call)."""
+            if lost:
+                return None
             try:
                 return getattr(nv, fn)(h, *args)
             except nv.NVMLError as exc:
                 name = error_name(nv, exc)
                 why = f"{name} ({exc})"
                 if name == _LOST:
+                    lost.append(fn)
                     errors.append(ReadError("nvml", gpu, fn, why, "vanished"))
                 else:
                     (unsupported if name == _UNSUPPORTED else errors).extend(
@@ -111,7 +116,7 @@ def _read(nv: Any) -> Reading:
         pending = get("nvmlDeviceGetRetiredPagesPendingStatus", ("gpu.retired_pages.pending",))
         if pending is not None:
             counters.append(Counter("gpu.retired_pages.pending", gpu, int(pending)))
-        links = [link for link, _ in r.present_links(h, i, bus) or ()]  # as nvml.py counts them: a link
+        links = [] if lost else [link for link, _ in r.present_links(h, i, bus) or ()]  # as nvml.py: a link
         for link in links:  # without a state (disabled) does not hide the links after it
             for counter, name in enumerate(NVLINK_COUNTERS):
                 value = get("nvmlDeviceGetNvLinkErrorCounter", (f"nvlink.{name}",), link, counter,
@@ -142,4 +147,18 @@ def _read(nv: Any) -> Reading:
                          else "", f.call, f"{f.error} ({f.message})" if f.message else f.error,
                          "vanished" if f.error == _LOST else "unreadable")
                for f in r.faults]
-    return Reading(tuple(counters), (), tuple(dict.fromkeys(errors)), tuple(notes))  # a lost GPU: once
+    return Reading(tuple(counters), (), _once(errors), tuple(notes))
+
+
+def _once(errors: list[ReadError]) -> tuple[ReadError, ...]:
+    """`errors` with each lost GPU named once: its first `vanished` error (a call, then its NVLink state
+    read through nvml.py's reader, each found it lost)."""
+    seen: set[str] = set()
+    out = []
+    for e in dict.fromkeys(errors):
+        if e.kind == "vanished":
+            if e.device in seen:
+                continue
+            seen.add(e.device)
+        out.append(e)
+    return tuple(out)
