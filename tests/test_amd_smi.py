@@ -376,3 +376,12 @@ def test_xgmi_tables_without_a_gpu_list_name_a_numbering_gap_and_do_not_judge_th
         ("GPU2", "GPU in the output", False,
          "not judged: the amd-smi output names GPUs 0, 1, 3, 4, 5, 6, 7 and nothing of GPU2")]
     assert len([v for v in verdicts if v.passed]) == 7
+
+
+def test_a_junk_line_inside_an_xgmi_table_does_not_unseat_its_title() -> None:
+    """Found by tests/test_fuzz_probes.py: a long junk line at the margin after the real LINK METRIC TABLE's
+    header was taken for a new table's title, so GPU1-GPU7's rows were read as nothing (1 GPU, a pass)."""
+    lines = amd("xgmi-link-metric-8gpu-changelog.txt").splitlines()
+    at = lines.index("LINK METRIC TABLE:") + 2
+    r = amd_smi.parse("\n".join(lines[:at] + ["x" * 300] + lines[at:]) + "\n")
+    assert [(g.index, g.xgmi_link) for g in r.gpus] == [(i, "XGMI") for i in range(8)]

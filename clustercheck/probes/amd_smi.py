@@ -39,6 +39,7 @@ _LINK_TYPE = re.compile(r"(XGMI|PCIE|N/A)$")
 # per port, as GPU LINK PORT STATUS is now). A row feeds the field of the table it is in, never another's.
 _METRIC, _PORTS, _STATUS = "LINK METRIC TABLE", "GPU LINK PORT STATUS", "XGMI LINK STATUS"
 _PORT_CELLS = ("U", "D", "X", "N/A")
+_TITLE = re.compile(r"^(?!GPU\d)[A-Za-z][\w /-]*:\s*$")  # "LINK METRIC TABLE:", "Legend:"; never "GPU0 ..."
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _CONCISE_ROW = re.compile(r"^(\d{1,4})\s+.*?(0x[0-9a-fA-F]{4})\b(.*)$")
 _CONCISE_TEMP = re.compile(r"(\d{1,3}(?:\.\d{1,3})?)°C")
@@ -145,7 +146,7 @@ def parse(text: str) -> AmdReport:
     for number, line in enumerate(lines, 1):
         if "Concise Info" in line:
             concise, sections = True, sections | {"concise"}
-        if line and not line[0].isspace() and not re.match(r"GPU\d", line):
+        if _TITLE.match(line):  # only a title line: junk between a table's rows must not unseat its title
             table, status_cols = line.strip().rstrip(":").strip(), None
         m = _CONCISE_ROW.match(line) if concise else None
         if m:
