@@ -144,7 +144,7 @@ def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_en
     import sys
     import threading
 
-    from clustercheck.run import slurm
+    from clustercheck.run import gang, slurm
 
     (tmp_path / "srun").write_text("#!/bin/sh\n")
     (tmp_path / "srun").chmod(0o755)
@@ -157,7 +157,7 @@ def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_en
     srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
     try:
         launcher.agents = [srun]  # type: ignore[list-item]
-        launcher.members = {0: object(), 1: object()}  # type: ignore[dict-item]
+        launcher.members = {i: gang.Member(i, f"ccnode{i + 1}", "k" * 64, None, f"ccnode{i + 1}", 1) for i in (0, 1)}
         assert launcher.over() is None and launcher.over(settle=True) is None  # nothing said: no end, after 3 s
         late = threading.Timer(0.5, lambda: (tmp_path / "agents.log").write_text(
             "0: joined\n1: joined\nsrun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"))
@@ -166,6 +166,37 @@ def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_en
         over = launcher.over(settle=True)
         assert over is not None and "srun: Job step aborted" in over.why and over.failed == {}, over
         late.join()
+    finally:
+        srun.kill()
+        srun.wait()
+
+
+def test_every_agent_silent_at_once_while_srun_runs_on_stops_the_run(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun runs on and says nothing, but every agent still in the run went silent in one check (the
+    controller cut off from the nodes): as under --launcher join, the run stops naming none of them. Failed
+    before the fix: the Slurm launcher's over() read only srun, so each node was blamed, and excluded."""
+    import subprocess
+    import sys
+
+    from clustercheck.run import gang, slurm
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    launcher = slurm.SlurmLauncher("127.0.0.1")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agents.log").write_text("0: joined\n1: joined\n")
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
+    try:
+        launcher.agents = [srun]  # type: ignore[list-item]
+        launcher.members = {i: gang.Member(i, f"ccnode{i + 1}", "k" * 64, None, f"ccnode{i + 1}", 1) for i in (0, 1)}
+        assert launcher.over() is None  # both present
+        launcher._silent = {i: f"its node's agent (ccnode{i + 1}), silent for 10 s" for i in (0, 1)}
+        over = launcher.over()
+        assert over is not None and "every node agent still in the run (2) stopped answering at once" in over.why
+        assert over.failed == {} and launcher.over() is over, over
     finally:
         srun.kill()
         srun.wait()

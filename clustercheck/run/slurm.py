@@ -164,9 +164,15 @@ class SlurmLauncher(HostsLauncher):
 
     def over(self, settle: bool = False) -> Over | None:
         """Once the agents joined: the step ended (srun exited), or srun said the job or the step ended (a node
-        failed, the job was cancelled or ran out of time). Every agent then ends with it: the run stops. With
-        `settle` (the check lost nodes) srun is given SETTLE_S to say so: its tasks die as it prints the end,
-        and ranks seen dead first would otherwise blame, and exclude, their nodes for a cancelled job."""
+        failed, the job was cancelled or ran out of time). Every agent then ends with it: the run stops. Where
+        srun runs on and said nothing, the join launcher's rule still holds: every agent still in the run
+        silent at once (the controller cut off from the nodes) stops the run, naming none of them."""
+        return self._step_over(settle) or super().over(settle)
+
+    def _step_over(self, settle: bool = False) -> Over | None:
+        """What srun said of the step's end, if it ended. With `settle` (the check lost nodes) srun is given
+        SETTLE_S to say so: its tasks die as it prints the end, and ranks seen dead first would otherwise
+        blame, and exclude, their nodes for a cancelled job."""
         if not self.members or not self.agents:
             return None
         end, spoke = time.monotonic() + (SETTLE_S if settle else 0.0), None
@@ -266,7 +272,7 @@ class SlurmLauncher(HostsLauncher):
         (`over`): no agent of it lives on, and none is to wait for."""
         said = self._said()
         ended, words = said.ended, said.words
-        over = self.over()
+        over = self._step_over()
         for i, member in self.members.items():
             node = member.node
             if i not in self._silent and over is not None:
