@@ -5,6 +5,7 @@ check; any increase beyond the profile's allowance fails that check's item, nami
 and delta. Plain typed modules, no torch, no pytest:
 
     facts.py        Counter, Gauge, KernelLine, ReadError, Snapshot (to and from builtins)
+    pci.py          BUS_ID: the one pattern of a PCI bus id every reader here matches
     sysfs.py        AER, IB, thermal zones, CPU frequency and throttle counters (root paths for tests)
     kernel_log.py   the window's kernel lines from /dev/kmsg (or dmesg), Xid/SXid/AER/MCE classified
     nvml_counters.py  GPU counters through pynvml

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.counters.facts import Counter, KernelLine, ReadError, Snapshot
+from clustercheck.counters.pci import BUS_ID
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
 
 # A GPU's counters are named `GPU<index> (<bus id>)...`; NVML renumbers the GPUs after one that is gone, so a
 # counter is the same counter before and after by its bus id, not its index
-_GPU = re.compile(r"^GPU\d+ \(([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\)")
+_GPU = re.compile(rf"^GPU\d+ \(({BUS_ID})\)")
 _GONE = {"gpu.present": "enumerated by NVML before the window and not after it: the GPU fell off the bus or "
                         "was detached"}
 _CAME = {"gpu.present": "enumerated by NVML after the window and not before it"}
@@ -93,7 +94,7 @@ _CAME = {"gpu.present": "enumerated by NVML after the window and not before it"}
 
 def _key(c: Counter) -> tuple[str, str]:
     m = _GPU.match(c.device)
-    return (c.name, f"{m.group(1)}{c.device[m.end():]}") if m else c.key
+    return (c.name, f"{m.group(1).lower()}{c.device[m.end():]}") if m else c.key
 
 
 def _named(e: ReadError, before: Snapshot, after: Snapshot) -> ReadError:
@@ -103,12 +104,12 @@ def _named(e: ReadError, before: Snapshot, after: Snapshot) -> ReadError:
     two GPUs lost, naming it by the old index blamed a GPU alive after the window)."""
     if e.kind != "vanished" or not re.fullmatch(r"GPU\d+", e.device):
         return e
-    named = {(m.group(0), m.group(1)) for c in before.counters
+    named = {(m.group(0), m.group(1).lower()) for c in before.counters
              if (m := _GPU.match(c.device)) and e.explains(c.name, c.device)}
     if len(named) != 1:
         return e
     ((name, bus),) = named
-    alive = {m.group(1) for c in after.counters if (m := _GPU.match(c.device))}
+    alive = {m.group(1).lower() for c in after.counters if (m := _GPU.match(c.device))}
     return dataclasses.replace(e, device=f"{e.device} (index after renumbering)" if bus in alive else name)
 
 

@@ -21,9 +21,10 @@ import subprocess
 from pathlib import Path
 
 from clustercheck.counters.facts import KernelLine, LogCursor, ReadError
+from clustercheck.counters.pci import BUS_ID
 
 KMSG = Path("/dev/kmsg")
-_BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+_BUS = f"({BUS_ID})"
 # NVRM prints `Xid (PCI:0000:01:00): 13`, on a MIG GPU with the instance after the bus id
 # (`Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:02): 13`, NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/
 # kernel_rc.c: "PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u"), and NVIDIA's Xid documentation shows

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from clustercheck.counters.facts import Counter, Gauge, Reading, ReadError
+from clustercheck.counters.pci import BUS_ID_RE
 
 PCI = Path("/sys/bus/pci/devices")
 IB = Path("/sys/class/infiniband")
@@ -266,9 +267,6 @@ def cpu_throttle(root: Path = CPUS) -> Reading:
     return Reading(tuple(counters), (), tuple(errors), notes)
 
 
-_BUS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-
-
 def ras_counts(text: str) -> dict[str, int]:
     """An amdgpu <block>_err_count file: "ue: N" and "ce: N" lines, and "de: N" (deferred) for umc on newer
     kernels (torvalds/linux drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c amdgpu_ras_sysfs_read:
@@ -308,7 +306,7 @@ def amdgpu(root: Path = DRM) -> Reading:
             continue
         amd += 1
         bus = Path(os.path.realpath(dev)).name  # device -> ../../../0000:c1:00.0
-        gpu = bus if _BUS.fullmatch(bus) else card.name
+        gpu = bus.lower() if BUS_ID_RE.fullmatch(bus) else card.name
         ras = dev / "ras"
         try:
             files = [n for n in _names(ras) if n.endswith("_err_count")]
