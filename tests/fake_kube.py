@@ -19,7 +19,10 @@ becomes of each index is the test's choice (`fates`): "run" starts the pod's con
 local process (`clustercheck ...` run by this Python) with the container's env resolved (value,
 fieldRef spec.nodeName, secretKeyRef), "unschedulable" leaves it Pending with PodScheduled=False
 (reason Unschedulable), "image-pull" leaves it Pending on its node with the container waiting in
-ImagePullBackOff, "failed" ends it (phase Failed, container terminated, exit code 1); `disrupt` ends a running pod as Kubernetes would mid-run
+ImagePullBackOff, "failed" ends it (phase Failed, container terminated, exit code 1), "forbidden" makes no
+pod at all: admission refused it (a ResourceQuota), and the Job controller records a Warning Event on the Job,
+reason FailedCreate, quoting the refusal (core/v1 Events, listed with a fieldSelector on involvedObject.kind,
+name, uid and reason); `disrupt` ends a running pod as Kubernetes would mid-run
 (evicted, preempted, OOM-killed, deleted, its node NotReady). The toy Job controller counts failed pods as
 the Job's spec says (backoffLimit, or backoffLimitPerIndex with maxFailedIndexes) and, once the Job fails,
 terminates every other pod of it (deletionTimestamp, SIGTERM), as Kubernetes does. Deleting the Job
@@ -55,6 +58,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _field(obj: dict[str, Any], path: str) -> str:
+    """An object's field by its dotted fieldSelector path (involvedObject.name), "" when absent."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None  # type: ignore[assignment]
+    return "" if obj is None else str(obj)
+
+
 def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "details": details, "code": code}
@@ -80,6 +90,7 @@ class FakeCluster:
                                        "annotations": {}},
                           "spec": {"taints": []}, "status": {}} for n in nodes}
         self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
+        self.events: list[dict[str, Any]] = []  # core/v1 Events (the toy Job controller's FailedCreate)
         self.jobs_failed: list[str] = []  # Jobs the toy Job controller failed (and ended every pod of)
         self.counted: set[str] = set()
         self.fail: set[tuple[str, str, bool]] = set()  # (method, plural, dry run) answered 500 InternalError
@@ -137,7 +148,7 @@ class FakeCluster:
             return 201, {**body, "metadata": {"creationTimestamp": None}, "status": {"allowed": allowed}}
         if m := re.fullmatch(r"/api/v1/nodes(?:/([^/]+))?", path):
             return self._nodes(method, m.group(1), body)
-        m = re.fullmatch(r"/(?:api/v1|apis/batch/v1)/namespaces/([^/]+)/(secrets|services|jobs|pods)(?:/([^/]+))?", path)
+        m = re.fullmatch(r"/(?:api/v1|apis/batch/v1)/namespaces/([^/]+)/(secrets|services|jobs|pods|events)(?:/([^/]+))?", path)
         if not m:
             return 404, status(404, "NotFound", "the server could not find the requested resource")
         ns, plural, name = m.groups()
@@ -158,6 +169,12 @@ class FakeCluster:
                 items = [copy.deepcopy(p) for p in self.pods.values() if p["metadata"]["namespace"] == ns and
                          all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
             return 200, self._list("pods", items)
+        if plural == "events":  # a fieldSelector of key=value terms, as the API server's field selectors on Events
+            wanted = dict(kv.split("=", 1) for kv in (query.get("fieldSelector") or [""])[0].split(",") if "=" in kv)
+            with self.lock:
+                items = [copy.deepcopy(e) for e in self.events if e["metadata"]["namespace"] == ns and
+                         all(_field(e, k) == v for k, v in wanted.items())]
+            return 200, self._list("events", items)
         key = (plural, ns, name or (body or {}).get("metadata", {}).get("name", ""))
         if (method, plural, dry) in self.fail:  # the server's own failure (an etcd timeout, say)
             return 500, status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
@@ -199,7 +216,7 @@ class FakeCluster:
         return (200, obj) if obj else (404, status(404, "NotFound", f'{plural} "{key[2]}" not found'))
 
     def _list(self, plural: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-        kind = {"pods": "PodList", "nodes": "NodeList"}.get(plural, "List")
+        kind = {"pods": "PodList", "nodes": "NodeList", "events": "EventList"}.get(plural, "List")
         return {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(next(_RV))}, "items": items}
 
     def _nodes(self, method: str, name: str | None, body: Any) -> tuple[int, Any]:
@@ -246,6 +263,11 @@ class FakeCluster:
         for i in range(job["spec"]["completions"]):
             fate = self.fates.get(i, "run")
             pod_name = f"{name}-{i}-{secrets.token_hex(3)[:5]}"
+            if fate == "forbidden":  # refused by admission: no pod, a Warning Event on the Job (kube-controller-manager)
+                self.event(job, "FailedCreate", f'Error creating: pods "{pod_name}" is forbidden: exceeded quota: '
+                                                "compute, requested: nvidia.com/gpu=8, used: nvidia.com/gpu=0, "
+                                                "limited: nvidia.com/gpu=4")
+                continue
             node = f"kw-node-{i}" if fate != "unschedulable" else None
             labels = {**template["metadata"]["labels"], "job-name": name, "batch.kubernetes.io/job-name": name,
                       "batch.kubernetes.io/job-completion-index": str(i)}
@@ -281,6 +303,19 @@ class FakeCluster:
                 self.procs[pod_name] = self._run(container, ns, i, node or "", pod_name)
                 self.started.append(self.procs[pod_name])
             self.pods[pod_name] = pod
+
+    def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        """Record a Warning Event on `obj`, as a controller's event recorder does (core/v1)."""
+        meta = obj["metadata"]
+        self.events.append({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"],
+                         "uid": secrets.token_hex(16), "resourceVersion": str(next(_RV)), "creationTimestamp": _now()},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"], "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta["uid"]},
+            "reason": reason, "message": message, "type": "Warning", "count": 1,
+            "source": {"component": "job-controller"}, "firstTimestamp": _now(), "lastTimestamp": _now(),
+            "eventTime": None, "reportingComponent": "job-controller", "reportingInstance": ""})
 
     def _run(self, container: dict[str, Any], ns: str, index: int, node: str, pod_name: str) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCHECK_") and k != "JOB_COMPLETION_INDEX"}

@@ -88,7 +88,8 @@ def test_the_acceptance_render_validates_for_1_30_strict() -> None:
     assert cpod["containers"][0]["args"][:7] == ["run", "cpu-smoke", "--launcher", "join", "--nodes", "4", "--store-addr"]
     (role,) = kinds["Role"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}]
+                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+                             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
     (secret,) = kinds["Secret"]
     assert len(secret["stringData"]["token"]) == 64
     assert docs(render("cpu-smoke", "--nodes", "4", "--image", IMAGE).stdout)[0]["stringData"] != secret["stringData"]
@@ -298,6 +299,7 @@ def test_sigterm_while_the_agents_are_awaited_deletes_what_was_made(cluster: Fak
     ("", ["--namespace", "nope"], "namespace 'nope' not found"),
     ("lacks-delete-jobs", [], "forbidden (kubeconfig "),
     ("lacks-list-pods", [], "this identity may not list pods in namespace default"),
+    ("lacks-list-events", [], "this identity may not list events in namespace default"),
     ("unreachable", [], "cannot reach the Kubernetes API at http://127.0.0.1:"),
     ("", ["--store-addr", "127.0.0.1:29410"], "127.0.0.1 is not an address they can reach"),
 ])

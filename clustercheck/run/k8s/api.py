@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -220,6 +222,16 @@ class Kube:
         return list(self._call(f"listing the pods of Job {job}", self.core.list_namespaced_pod, self.namespace,
                                label_selector=f"{JOB_LABEL}={job}").items)
 
+    def events(self, kind: str, name: str, uid: str = "", reason: str = "") -> list[Any]:
+        """The Events recorded on one object (core/v1), oldest first: a field selector on the involved object's
+        kind and name, and its uid where known (an Event of an earlier object of the same name outlives it)."""
+        fields = [f"involvedObject.kind={kind}", f"involvedObject.name={name}"]
+        fields += [f"involvedObject.uid={uid}"] if uid else []
+        fields += [f"reason={reason}"] if reason else []
+        found = self._call(f"listing the events of {kind} {name}", self.core.list_namespaced_event, self.namespace,
+                           field_selector=",".join(fields))
+        return sorted(found.items or [], key=_when)
+
     # -- nodes (--taint) ----------------------------------------------------------------------------
     def node(self, name: str) -> Any:
         return self._call(f"reading node {name}", self.core.read_node, name)
@@ -300,9 +312,41 @@ def disrupted(pod: Any) -> tuple[str, bool] | None:
     return None
 
 
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _when(event: Any) -> datetime:
+    """When an Event last happened: lastTimestamp (core/v1 recorders), else eventTime (events.k8s.io ones)."""
+    found = event.last_timestamp or event.event_time or (event.metadata.creation_timestamp if event.metadata else None)
+    return found if isinstance(found, datetime) else _EPOCH
+
+
+# what a FailedCreate says when admission refused the pod (a ResourceQuota, a LimitRange, PodSecurity, a webhook):
+# the Job controller tries again, and is refused again until someone changes the policy, so it is worth no wait;
+# any other failure (a timeout, the server's own error) may pass
+REFUSED = re.compile(r"is forbidden|denied the request")
+
+
+def failed_creates(events: list[Any], job: str, indices: list[int]) -> dict[int, str]:
+    """index -> the latest FailedCreate message (of `events`, oldest first) that names a pod of `job`'s index
+    (`pods "<job>-<index>-<suffix>" is forbidden: ...`, the Indexed Job's pod names), else the latest that
+    names none (the Job's, said of every index)."""
+    named: dict[int, str] = {}
+    anyone = ""
+    for e in events:
+        message = str(e.message or e.reason or "").strip()
+        found = re.search(rf'"{re.escape(job)}-(\d+)-', message)
+        if found:
+            named[int(found.group(1))] = message
+        else:
+            anyone = message
+    return {i: named[i] if i in named else anyone for i in indices if i in named or anyone}
+
+
 def job_failed(job: Any) -> str:
     """The Job's Failed condition, in its words ("" while it has none)."""
     for cond in (job.status.conditions or []) if job.status else []:
-        if cond.type == "Failed" and cond.status == "True":
+        # FailureTarget: the Job controller has decided the Job fails and ends its pods before it says Failed
+        if cond.type in ("Failed", "FailureTarget") and cond.status == "True":
             return f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": ")
     return ""

@@ -6,7 +6,8 @@ Order: credentials, then every RBAC verb the run needs and each object created w
 line, exit 4, and nothing made when any is missing), then the controller listens, then the objects are
 made and the agents awaited (--join-timeout). A pod that never started (unschedulable, an image that
 cannot be pulled) is an absent node named by its node (or its pod, when it was never scheduled) with the
-reason from its status; when every missing pod has ended, the wait stops early. The agents must be able
+reason from its status; an index with no pod at all, by the Job controller's FailedCreate Event (a quota or a
+policy refused it). When every missing pod has ended, or was refused, the wait stops early. The agents must be able
 to reach this controller: --store-addr HOST:PORT names where (docs/kubernetes.md)."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from clustercheck.run.signals import deferred, term_stops_like_ctrl_c
 
 RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.Need("create", "services"),
              api.Need("delete", "services"), api.Need("create", "jobs", "batch"), api.Need("delete", "jobs", "batch"),
-             api.Need("patch", "jobs", "batch"), api.Need("get", "jobs", "batch"), api.Need("list", "pods")]
+             api.Need("patch", "jobs", "batch"), api.Need("get", "jobs", "batch"), api.Need("list", "pods"),
+             api.Need("list", "events")]  # the Job controller's FailedCreate: why an index has no pod
 CLEANUP_S = 30.0  # the deletes at the end, all together: SIGINT and SIGTERM wait while they run
 _DELETE_ORDER = ("Job", "Service", "Secret")
 TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
@@ -87,7 +89,7 @@ class K8sLauncher(JoinLauncher):
                 self.kube.resume_job(job)
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
                       f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
-                self.pods = JobPods(self.kube, self.agents.name)
+                self.pods = JobPods(self.kube, self.agents.name, job.uid)
                 self.gather()
         except BaseException:
             self.close()
@@ -146,9 +148,21 @@ class JobPods:
     """The agents' pods of one Indexed Job, read through the API: which have ended, and why an index
     never joined (join.Pods)."""
 
-    def __init__(self, kube: api.Kube, job: str) -> None:
+    def __init__(self, kube: api.Kube, job: str, uid: str = "") -> None:
         self.kube = kube
         self.job = job
+        self.uid = uid  # the Job's: its Events, not those of an earlier Job of the same name ("": read when needed)
+
+    def refused(self, missing: list[int]) -> dict[int, str]:
+        """index -> the Job controller's latest FailedCreate Event naming its pod (or the Job's, naming none), for
+        the indices of `missing`: a pod admission refused (a ResourceQuota, a LimitRange, PodSecurity) is never
+        made, and only the Job's Events say why. Raises api.KubeError when the Events cannot be read."""
+        if not self.uid:
+            try:
+                self.uid = str(self.kube.job(self.job).metadata.uid or "")
+            except api.KubeError:
+                pass  # by name and kind alone
+        return api.failed_creates(self.kube.events("Job", self.job, self.uid, "FailedCreate"), self.job, missing)
 
     def by_index(self) -> dict[int, Any]:
         return {i: pod for pod in self.kube.pods(self.job) if (i := api.index_of(pod)) is not None}
@@ -159,7 +173,18 @@ class JobPods:
         except api.KubeError:
             return False  # the pods cannot be read: wait the whole timeout
         missing = [i for i in range(expected) if i not in joined]
-        return all(i in pods and api.ended(pods[i]) for i in missing)
+        if any(i in pods and not api.ended(pods[i]) for i in missing):
+            return False  # a pod that may yet run its agent
+        unmade = [i for i in missing if i not in pods]
+        if not unmade:
+            return True
+        try:  # a failed Job makes no more pods; else each unmade index must have been refused by admission
+            if api.job_failed(self.kube.job(self.job)):
+                return True
+            refused = self.refused(unmade)
+        except api.KubeError:
+            return False  # not known: wait the whole timeout
+        return all(api.REFUSED.search(refused.get(i, "")) for i in unmade)
 
     def disrupted(self, index: int, node: str) -> Loss | None:
         """How the pod of agent `index` on `node` was lost mid-run, read through the API: evicted, preempted,
@@ -196,11 +221,15 @@ class JobPods:
             pods = self.by_index()
         except api.KubeError as exc:
             pods, note = {}, f" (its pod could not be read: {exc})"
+        refused, unread = self._refused([i for i in missing if i not in pods and i not in bad]) if not note else ({}, "")
         out: dict[str, str] = {}
         for i in missing:
             pod = pods.get(i)
             if pod is None:
-                out[f"{self.job}-{i}"] = bad.get(i) or f"no pod of Job {self.job} for index {i} was found{note}"
+                out[f"{self.job}-{i}"] = bad.get(i) or (
+                    f"no pod of Job {self.job} for index {i} was made: the Job controller's latest FailedCreate: "
+                    f"{refused[i]}" if i in refused else
+                    f"no pod of Job {self.job} for index {i} was found{note}{unread}")
                 continue
             name = pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name
             running = pod.status is not None and pod.status.phase == "Running"
@@ -208,6 +237,16 @@ class JobPods:
                                        if running else
                                        f"pod {pod.metadata.name} never started its agent: {api.never_started(pod)}")
         return out
+
+
+    def _refused(self, unmade: list[int]) -> tuple[dict[int, str], str]:
+        """refused() for the indices without a pod, and what to add where the Events could not be read."""
+        if not unmade:
+            return {}, ""
+        try:
+            return self.refused(unmade), ""
+        except api.KubeError as exc:  # a Role without `list events` (403): said, never taken as "none"
+            return {}, f" (the Job's Events, which say why a pod was not made, could not be read: {exc})"
 
 
 def _own_address() -> str:

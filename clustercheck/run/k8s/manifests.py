@@ -118,7 +118,8 @@ def owned_by(obj: dict[str, Any], job_name: str, job_uid: str) -> dict[str, Any]
 # -- the controller inside the cluster ------------------------------------------------------------
 
 POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}]  # whether the agents' Job failed
+             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},  # whether the agents' Job failed
+             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]  # FailedCreate: why an index has no pod
 NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 
 
@@ -131,7 +132,8 @@ def controller(a: Agents, suite: str, port: int, *, taint: bool = False, results
                suite_text: str | None = None) -> list[dict[str, Any]]:
     """The controller as a Job (`clustercheck run SUITE --launcher join`), its ServiceAccount and the
     least RBAC it needs: read the agents' pods (to name an agent that never joined by its pod and the
-    reason Kubernetes gives), and, with --taint only, get and patch nodes (cluster-scoped, so a
+    reason Kubernetes gives) and the Events of their Job (a pod admission refused is never made: only the
+    Job controller's FailedCreate says why), and, with --taint only, get and patch nodes (cluster-scoped, so a
     ClusterRole). `suite_text`: a suite file of the user's, carried in a ConfigMap."""
     name = f"{a.name}-controller"
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": a.meta(name, "controller"),
