@@ -107,6 +107,9 @@ def test_a_pod_evicted_mid_run_is_not_measured_never_excluded_nor_tainted(cluste
     outcome = {r["name"]: r for r in data["results"]}
     for item in ("node-ar[kw-node-1]", "node-late[kw-node-1]"):  # its ranks killed as the pod ended, or lost
         assert outcome[item]["outcome"] == "error" and not outcome[item].get("unreachable"), (outcome[item], out[-4000:])
+    # the first item: its ranks' SIGKILL, then the agent's own last words saying who killed them (was: "no output")
+    assert "[clustercheck agent on kw-node-1: stopped by SIGTERM, so it killed this rank]" in \
+        outcome["node-ar[kw-node-1]"]["message"], outcome["node-ar[kw-node-1]"]
     late = outcome["node-late[kw-node-1]"]["message"].splitlines()[0]
     assert late.startswith("not measured: kw-node-1 was lost during node-") and "(Evicted: The node was low on " \
         "resource: memory." in late and "not a fault of the node" in late, late

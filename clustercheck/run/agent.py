@@ -35,9 +35,7 @@ from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launch import WORKER
 from clustercheck.run.launcher import RankProcess
-from clustercheck.run.zygote import end_shared as end_zygote
-from clustercheck.run.zygote import identity
-from clustercheck.run.zygote import shared as shared_zygote
+from clustercheck.run.zygote import end_shared as end_zygote, identity, shared as shared_zygote
 from clustercheck.run.zygote_serve import preimport
 from clustercheck.run.wire import env_line
 
@@ -164,8 +162,8 @@ class Agent:
         next_ship = last_over = 0.0
         quiet_since: float | None = None
         while True:
-            if self.stop:
-                self.end_all()
+            if self.stop:  # a pod's SIGTERM (deleted, evicted, preempted): said after each rank's output
+                self.end_all(f"stopped by {signal.Signals(self.stop).name}, so it killed this rank")
                 return 128 + self.stop
             if self.gone:
                 ranks = sum(map(len, self.pools.values()))
@@ -271,8 +269,9 @@ class Agent:
             except (ProcessLookupError, PermissionError):
                 r.proc.kill()
 
-    def end_all(self) -> int:
-        """Stop every rank still running (a pool's own exit was asked for by the controller already)."""
+    def end_all(self, why: str = "") -> int:
+        """Stop every rank still running (a pool's own exit was asked for by the controller already); `why`
+        follows each one's output, since its SIGKILL alone says nothing of who killed it."""
         live = [r for ranks in self.pools.values() for r in ranks if r.proc.poll() is None]
         for pool in list(self.pools):
             self.kill(pool)
@@ -280,6 +279,9 @@ class Agent:
             r.proc.wait()
         if not self.gone:
             try:
+                for pool, r in [(p, r) for p, ranks in self.pools.items() for r in ranks if r in live and why]:
+                    self._ship_rank(pool, r)  # its own output first, then ours, then (_reap) its exit
+                    self._post_text(pool, r.rank, f"\n[clustercheck agent on {self.me.node}: {why}]\n")
                 self._reap()
             except RuntimeError:
                 pass
