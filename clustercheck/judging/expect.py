@@ -60,6 +60,15 @@ _POSITIVE = {"fabric_gbps": "a line rate in Gb/s", "nodes": "a node count", "nic
              "gdsio_write_min": "a rate in GiB/s", "ib_rate_gbps": "a port rate in Gb/s"}
 # bandwidth floors: a floor of 0 passes a dead link's 0.01 GB/s, no floor at all (a finite number first)
 _FLOORS = ("h2d_min", "d2h_min", "p2p_min", "busbw_min", "busbw_min_multinode")
+# keys with a ceiling, as (lowest, highest, what): a ceiling past anything a node has passes every node
+# (gpu_temp_max_c: 1000 is no limit) or judges a count no node can show (gpu_count: 10**20). Per-node counts
+# take detect:'s range (GPUs per node up to 1024, as --ranks); nodes a cluster's size. Temperatures: GPUs slow
+# down near 90 C and shut down near 100-110 C (H100 slowdown 92 C, MI300X hotspot limit 110 C): a ceiling above
+# 150 C is never reached by a running GPU (a Fahrenheit or Kelvin value, 176 or 358, reads as no limit).
+_RANGES: dict[str, tuple[int, int, str]] = {
+    "gpu_count": (0, 1024, "a GPU count per node"), "nvlinks_per_gpu": (0, 64, "an NVLink count per GPU"),
+    "ib_ports": (0, 1024, "a port count per node"), "nics": (1, 1024, "a NIC count per node"),
+    "nodes": (1, 65536, "a node count"), "gpu_temp_max_c": (0, 150, "a temperature in degrees C")}
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),
     "nvlink_pairs": ((str,), "GPUs come in bridged pairs with this level (NV4); other pairs use gpu_gpu"),
@@ -101,7 +110,7 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
         elif key == "fabric_ports" and not all(isinstance(v, str) and v for v in value):
             raise f.error(key, "expected a list of RDMA device or port names such as [mlx5_0, mlx5_3/1]")
         for name, number in (value.items() if isinstance(value, dict) and key != "topology" else [("", value)]):
-            problem = _number_problem(key, number)
+            problem = _number_problem(key, number) or _range_problem(key, number)
             if problem:
                 raise f.error(key, f"{name}: {problem}" if name else problem)
         out[key] = value
@@ -135,7 +144,18 @@ def _number_problem(key: str, number: object) -> str | None:
         return f"expected a finite number, got {fmt(value)}"
     if key in _FLOORS and value == 0:  # below 0: the ">= 0" line below
         return f"expected a floor in GB/s above 0, got {fmt(number)}"
+    if key == "p2p_uniformity" and not 0 < value < 1:
+        # a spread of 1 (100%) or more passes a pair at 0 GB/s (-100% from the median); 0 fails every real matrix
+        return f"expected a fraction of the median above 0 and below 1 (e.g. 0.10), got {fmt(number)}"
     return None if value >= 0 else f"expected a number >= 0, got {fmt(number)}"
+
+
+def _range_problem(key: str, number: object) -> str | None:
+    """Why a count or ceiling in _RANGES is outside what any node has (after _number_problem)."""
+    if key not in _RANGES or isinstance(number, bool) or not isinstance(number, (int, float)):
+        return None
+    lo, hi, what = _RANGES[key]
+    return None if lo <= number <= hi else f"expected {what} from {lo} to {hi}, got {fmt(number)}"
 
 
 def parse_expect_args(items: list[str]) -> dict[str, Any]:
