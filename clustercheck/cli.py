@@ -280,8 +280,8 @@ def _compare(args: argparse.Namespace) -> int:
     """Exit as the table says for compare: 2 when either run is INCOMPLETE (a partial run proves nothing),
     1 when a metric regressed, a verdict became failed or #wrong rose, or any item of this run fails (in
     the baseline too, or not in it: compare never passes what `report` fails), 3 when an item errored now
-    (whatever the baseline said) or one that passed in the baseline was skipped now (what passed is not
-    known to pass still), a metric got worse within the run's own spread, too wide to tell (not judged), or
+    (whatever the baseline said) or one that passed in the baseline was skipped now or is not in the run
+    (what passed is not known to pass still), a metric got worse within the run's own spread, too wide to tell (not judged), or
     the baseline is no like-for-like reference (its verdict FAIL or ERROR, another platform, an item that
     failed or errored in it), 5 when nothing could be compared."""
     import dataclasses

@@ -67,7 +67,7 @@ def test_direction_comes_from_the_limit_operator(tmp_path: Path) -> None:
     assert regressions[("gate::latency", "time_us")].direction == "lower"
     assert [ch.item for ch in c.changes if ch.kind == "same"] == ["gate::allreduce[n2]"]  # +3% < 5%
     assert not any(ch.metric == "wrong" for ch in c.changes)  # '==' has no direction
-    assert ("gate::new", "not in the baseline") in c.not_compared and ("gate::gone", "not in this run") in c.not_compared
+    assert ("gate::new", "not in the baseline") in c.not_compared and ("gate::gone", "passed in the baseline, not in this run") in c.unmeasured_now
 
 
 def test_better_numbers_are_improvements_not_regressions(tmp_path: Path) -> None:
@@ -184,10 +184,11 @@ def test_compare_command_exit_codes_and_default_run(tmp_path: Path) -> None:
     assert lines[0] == "baseline hist/20260101-000000-cpu (cpu, started 2026-01-01T00:00:00+00:00)"
     assert lines[1] == "run      hist/20260102-000000-cpu (cpu, started 2026-01-02T00:00:00+00:00)"
     assert lines[2] == "FAILED NOW  gate::allreduce[n1]: wrong passed in the baseline (0), fails now (3 count, == 0)"
-    assert lines[3].split() == ["REGRESSION", "gate::allreduce[n1]", "busbw", "100", "->", "90", "GB/s", "-10.0%",
+    assert lines[3] == "NOT MEASURED NOW  gate::gone: passed in the baseline, not in this run"
+    assert lines[4].split() == ["REGRESSION", "gate::allreduce[n1]", "busbw", "100", "->", "90", "GB/s", "-10.0%",
                                 "higher", "is", "better"]
     assert lines[-1] == ("3 metric(s) compared at tolerance 5%: 1 regression(s), 0 improvement(s), "
-                         "1 verdict(s) failed now, 2 not compared")
+                         "1 verdict(s) failed now, 1 item(s) not measured now, 1 not compared")
 
     out = cc(str(base), str(now), "--tolerance", "15%", cwd=tmp_path)
     assert out.returncode == 1 and "REGRESSION" not in out.stdout  # #wrong 0 -> 3 fails whatever the tolerance

@@ -59,7 +59,7 @@ class Comparison:
     changes: list[Change] = field(default_factory=list)
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
-    unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): an error now, or passed and skipped
+    unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): an error now, or passed and skipped or missing now
     failing: list[tuple[str, str]] = field(default_factory=list)  # (item, why): fails now, not in failed_now
     other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
@@ -188,10 +188,12 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         changes += found
         not_compared += skipped
     for item in [i for i in before if i not in seen]:
-        if item.split("::")[0] in both:
-            not_compared.append((item, "not in this run"))
-        else:
+        if item.split("::")[0] not in both:
             other += 1
+        elif before[item].get("outcome") == "passed":  # a node or item never measured now is no pass of it
+            unmeasured.append((item, "passed in the baseline, not in this run"))
+        else:
+            not_compared.append((item, f"not in this run ({before[item].get('outcome')} in the baseline)"))
     # an item of this run that fails is never a pass of compare, whatever the baseline said of it
     named = {item for item, _ in worse}
     failing = [(item_id(r), _failing(r, before.get(item_id(r)), both)) for r in now_results

@@ -179,7 +179,8 @@ class Baseline:
     def said(self, platform: str, results: list[ResultEntry]) -> list[str]:
         """What the run's end says of the baseline where it is no like-for-like reference, one line each: a
         verdict that is no PASS (INCOMPLETE, FAIL, ERROR), another platform, no item in common with this
-        run (`results`): its numbers are then no reference for a pass."""
+        run (`results`): its numbers are then no reference for a pass; and the items that passed in it and
+        that this run lacks (in a suite it ran), which nothing measured now."""
         from clustercheck.record.compare_report import verdict_line
         from clustercheck.report.status import run_status
 
@@ -193,7 +194,18 @@ class Baseline:
             out.append(f"platforms differ from the baseline: {run.platform()} -> {platform}")
         if results and not any(item_id(r) in self.items for r in results):
             out.append(f"no item of this run is in the baseline ({display(run.path.parent)}): nothing was compared")
+        if missing := self.missing(results):  # a node or item the baseline measured and this run did not
+            out.append(f"{len(missing)} item(s) passed in the baseline and are not in this run (not measured now): "
+                       + ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else ""))
         return out
+
+    def missing(self, results: list[ResultEntry]) -> list[str]:
+        """The baseline's items that passed there, of a suite this run ran, that this run has no result of:
+        never measured now, so never a pass of them (`clustercheck compare` exits 3 for each)."""
+        ids = {item_id(r) for r in results}
+        suites = {i.split("::")[0] for i in ids}
+        return [i for i, r in self.items.items()
+                if i not in ids and i.split("::")[0] in suites and r.get("outcome") == "passed"]
 
     def skipped_now(self, item: str, exc: Exception) -> Exception:
         """What an item that did not measure raises: a skip of one that passed in the baseline is not judged,
