@@ -76,3 +76,50 @@ def test_a_profile_ceiling_is_refused_with_its_line() -> None:
 def test_the_cli_exits_4_on_a_gpu_count_no_node_has(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["probe", "nvbandwidth", "--input", str(D2D), "--expect", "gpu_count=100000000000000000000"])
     assert code == 4 and "gpu_count: expected a GPU count per node from 0 to 1024" in capsys.readouterr().err
+
+
+# -- versions: a *_min that is no version passed every node; a number on the command line was refused --------------
+SMI = TOOLS / "nvidia-smi-q" / "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim.txt"  # driver 565.57.01, CUDA 12.7
+
+
+@pytest.mark.parametrize("key", ["driver_min", "cuda_min", "nccl_min", "torch_min"])
+@pytest.mark.parametrize("value", ["banana", "v12", "2.4.0a0", "1.2.3.4.5", "12..2"])
+def test_a_minimum_that_is_no_version_is_refused(key: str, value: str) -> None:
+    with pytest.raises(UserError, match=f"^--expect: {key}: expected a version: digits separated by dots, 1 to 4 "
+                                        r"parts \(e.g. '535.104'\), got '"):
+        parse_expect_args([f"{key}={value}"])
+
+
+def test_banana_as_driver_minimum_exits_4_where_every_driver_passed(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "versions", "--input", str(SMI), "--expect", "driver_min=banana"])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.strip() == "clustercheck: error: --expect: driver_min: expected a version: digits separated by dots, " \
+                          "1 to 4 parts (e.g. '535.104'), got 'banana'"
+
+
+def test_a_number_on_the_command_line_is_the_version_as_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_expect_args(["driver_min=535.104", "cuda_min=12", "nccl_min=2.18"]) == \
+        {"driver_min": "535.104", "cuda_min": "12", "nccl_min": "2.18"}
+    # 565.60 as typed is above 565.57.01; YAML's float 565.6 would be below it (6 < 57) and pass
+    assert main(["probe", "versions", "--input", str(SMI), "--expect", "driver_min=565.60"]) == 1
+    assert "FAIL node: driver version: driver 565.57.01, minimum 565.60" in capsys.readouterr().out
+    assert main(["probe", "versions", "--input", str(SMI), "--expect", "driver_min=565.57"]) == 0
+
+
+@pytest.mark.parametrize("written", ["535.10", "12", "2.18"])
+def test_an_unquoted_version_in_a_profile_is_refused_with_quote_it(written: str) -> None:
+    doc = loads(f"expect:\n  driver_min: {written}\n", "p.yaml")
+    with pytest.raises(UserError, match=f"^p.yaml:2: expect.driver_min: expected a version as text, got the number "
+                                        f"{written}: quote it \\('{written}'\\)"):
+        check_expect(doc["expect"], "p.yaml", "expect", 1)
+    quoted = loads(f"expect:\n  driver_min: '{written}'\n", "p.yaml")
+    assert check_expect(quoted["expect"], "p.yaml", "expect", 1) == {"driver_min": written}
+
+
+def test_the_versions_probe_does_not_pass_a_minimum_that_is_no_version() -> None:
+    from clustercheck.probes import versions
+
+    inv = versions.parse(SMI.read_text())
+    [verdict] = [v for v in versions.judge(inv, {"driver_min": "banana"}) if v.what == "driver version"]
+    assert not verdict.passed and not verdict.judged and "'banana' is no version" in verdict.detail

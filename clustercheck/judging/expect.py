@@ -69,6 +69,9 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "gpu_count": (0, 1024, "a GPU count per node"), "nvlinks_per_gpu": (0, 64, "an NVLink count per GPU"),
     "ib_ports": (0, 1024, "a port count per node"), "nics": (1, 1024, "a NIC count per node"),
     "nodes": (1, 65536, "a node count"), "gpu_temp_max_c": (0, 150, "a temperature in degrees C")}
+# lowest versions, compared part by part as numbers: text without digits ("banana") is below every version
+VERSION_KEYS = ("driver_min", "cuda_min", "nccl_min", "torch_min")
+VERSION = re.compile(r"\d+(\.\d+){0,3}")  # 535.104.05, 12.2, 2.18.3: what versions.py compares
 TOPOLOGY_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "gpu_gpu": ((str, list), "level every GPU pair must have (NV18) or the allowed levels ([NODE, SYS])"),
     "nvlink_pairs": ((str,), "GPUs come in bridged pairs with this level (NV4); other pairs use gpu_gpu"),
@@ -83,12 +86,17 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
     f = Fields(raw, file, path, line)
     out: dict[str, Any] = {}
     for key, (kinds, _help) in EXPECT_KEYS.items():
+        if key in VERSION_KEYS:
+            _refuse_version_number(f, key)
         value = f.get(key, kinds, None)
         if value is None:
             continue
         if isinstance(value, str) and not value.strip():
             # `gpu_model: ""` is contained in every name and `driver_min: ""` below every version: the check off
             raise f.error(key, "no value (empty text); give one, or leave the key out for its default")
+        if key in VERSION_KEYS and not VERSION.fullmatch(value):
+            raise f.error(key, f"expected a version: digits separated by dots, 1 to 4 parts (e.g. '535.104'), got "
+                               f"{show(value, 40)}")
         if key == "topology":
             tf = Fields(value, file, f.key_path(key), f.line_of(key))
             topo: dict[str, Any] = {}
@@ -116,6 +124,20 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
         out[key] = value
     f.done()
     return out
+
+
+def _refuse_version_number(f: Any, key: str) -> None:
+    """A profile's unquoted `driver_min: 535.10` is the float 535.1 to YAML: its trailing 0 is gone before
+    anything reads it, so no number is taken for a version; the message shows the value as written."""
+    from clustercheck.yamlfile import Mapping
+
+    raw = f.data.get(key)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return
+    written = f.data.texts.get(key) if isinstance(f.data, Mapping) else None
+    written = written or fmt(raw)
+    raise f.error(key, f"expected a version as text, got the number {written}: quote it ('{written}'); YAML reads "
+                       f"a number's trailing zeros away (535.10 is 535.1)")
 
 
 _LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|XGMI|PCIE)$")  # XGMI/PCIE: AMD's link types
@@ -174,6 +196,8 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
             parsed = value  # not YAML at all ([H100): the text as given
         except UserError as exc:
             raise UserError(exc.message, file="--expect", key=key) from None
+        if key in VERSION_KEYS and isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+            parsed = value.strip()  # driver_min=535.10: the text as typed, before YAML's float drops the 0
         problem = number_form(value, parsed)
         if problem:
             raise UserError(problem, file="--expect", key=key)

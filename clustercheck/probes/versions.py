@@ -17,9 +17,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from clustercheck.errors import show
+from clustercheck.judging.expect import VERSION
 from clustercheck.nvml import NvmlFault, bus_id
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
@@ -125,6 +127,10 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         if not minimum:
             continue
         have = getattr(inv, key)
+        if not VERSION.fullmatch(str(minimum)):  # refused at load; a caller past it: "banana" is below everything
+            out.append(not_judged("node", f"{key} version", f"minimum {show(minimum, 40)} is no version (digits "
+                                  f"separated by dots)", have, minimum))
+            continue
         ok = have is not None and _version(have) >= _version(str(minimum))
         out.append(ProbeVerdict("node", f"{key} version", ok, f"{key} {have or 'not found'}, minimum {minimum}",
                                 have, f">= {minimum}"))
