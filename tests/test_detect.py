@@ -165,11 +165,11 @@ def test_profiles_carry_probe_expectations():
 
 def test_bad_expect_block_is_one_line_with_file_line_key(tmp_path):
     path = tmp_path / "lab.yaml"
-    path.write_text("platform: lab\ndetect: {}\nexpect:\n  topology:\n    gpu_gpu: NV99X\n")
+    path.write_text("platform: lab\ndetect: {gpu_count: 0}\nexpect:\n  topology:\n    gpu_gpu: NV99X\n")
     with pytest.raises(UserError) as info:
         load_profile(path)
     assert str(info.value).startswith(f"{path}:5: expect.topology.gpu_gpu: ")
-    path.write_text("platform: lab\ndetect: {}\nexpect:\n  nvlinks_per_gpus: 18\n")
+    path.write_text("platform: lab\ndetect: {gpu_count: 0}\nexpect:\n  nvlinks_per_gpus: 18\n")
     with pytest.raises(UserError, match="did you mean 'nvlinks_per_gpu'"):
         load_profile(path)
 

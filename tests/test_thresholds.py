@@ -141,8 +141,8 @@ def test_several_checks_and_metrics(tmp_path):
 
 
 def test_minimal_profile_needs_only_platform_and_detect(tmp_path):
-    profile = load_profile(write(tmp_path, "platform: lab\ndetect: {}\n"))
-    assert (profile.detect, profile.hardware, profile.limits) == ({}, {}, {})
+    profile = load_profile(write(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\n"))
+    assert (profile.detect, profile.hardware, profile.limits) == ({"gpu_count": 0}, {}, {})
 
 
 # -- Limit.passes and Limit.margin ------------------------------------------------------------
@@ -306,13 +306,13 @@ def test_bad_pci_device_ids(tmp_path, ids):
 
 
 def test_unknown_spec_in_hardware(tmp_path):
-    exc = error_of(tmp_path, "platform: lab\ndetect: {}\nhardware:\n  nvlink: nvlink9\n")
+    exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nhardware:\n  nvlink: nvlink9\n")
     assert_points_at(exc, tmp_path, 4, "hardware.nvlink")
     assert "nvlink4" in str(exc)
 
 
 def test_hardware_role_must_name_a_spec_as_text(tmp_path):
-    exc = error_of(tmp_path, "platform: lab\ndetect: {}\nhardware:\n  nvlink: 4\n")
+    exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nhardware:\n  nvlink: 4\n")
     assert_points_at(exc, tmp_path, 4, "hardware.nvlink")
 
 
@@ -323,7 +323,7 @@ def test_unknown_key_in_limit(tmp_path):
 
 
 def test_unknown_top_level_key(tmp_path):
-    exc = error_of(tmp_path, "platform: lab\ndetect: {}\nthreshold: {}\n")
+    exc = error_of(tmp_path, "platform: lab\ndetect: {gpu_count: 0}\nthreshold: {}\n")
     assert_points_at(exc, tmp_path, 3, "threshold")
 
 

@@ -226,8 +226,15 @@ def matches(profile: Profile, facts: Facts) -> bool:
     elif want_count is not None and count != want_count:
         return False
     links = detect.get("nvlinks_per_gpu")
-    # links unknown (NVML down): the device id alone names the platform, and the probes judge the node
-    return links is None or facts.nvlinks_per_gpu is None or facts.nvlinks_per_gpu == links
+    if links is None:
+        return True
+    if isinstance(links, int) and links > 0 and count == 0:  # NVLinks need a GPU to hang off
+        return False
+    if facts.nvlinks_per_gpu is None:
+        # links unknown (NVML down): a device id names the platform, and the probes fail the node; without
+        # one nothing does, and unknown is no match (fail closed: never the profile whose limits are looser)
+        return isinstance(ids, tuple)
+    return facts.nvlinks_per_gpu == links
 
 
 class AmbiguousPlatform(UserError):

@@ -109,6 +109,7 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
             if value is not None:
                 detect[key] = value
     detect_f.done()
+    _detect_names_hardware(top, detect)
     hw_raw = top.get("hardware", dict, {})
     hw_f = Fields(hw_raw, name, "hardware", top.line_of("hardware"))
     hardware: dict[str, str] = {}
@@ -148,6 +149,15 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
     fabric = None if fabric_raw is None else parse_rule(fabric_raw, name, top.line_of("fabric"))
     top.done()
     return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters, fabric)
+
+
+def _detect_names_hardware(top: Fields, detect: dict[str, object]) -> None:
+    """A detect block must name the hardware: NVLinks alone (or `{}`) would pick the profile on any machine,
+    even one without a GPU, over the shipped one, and judge it by the user's limits."""
+    if "pci_device_ids" not in detect and "gpu_count" not in detect:
+        raise top.error("detect", "names no hardware: give pci_device_ids (the platform's GPUs, e.g. [0x2330]) "
+                                  "or gpu_count (0 for a machine without GPUs); nvlinks_per_gpu alone matches "
+                                  "any machine")
 
 
 _DEFAULT_DTYPES = ("auto", *sorted(set(units.CANONICAL_DTYPE.get(d, d) for d in units.DTYPE_BYTES)))
