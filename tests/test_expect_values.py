@@ -123,3 +123,46 @@ def test_the_versions_probe_does_not_pass_a_minimum_that_is_no_version() -> None
     inv = versions.parse(SMI.read_text())
     [verdict] = [v for v in versions.judge(inv, {"driver_min": "banana"}) if v.what == "driver version"]
     assert not verdict.passed and not verdict.judged and "'banana' is no version" in verdict.detail
+
+
+# -- net and topology: a value no node can show failed the hardware (exit 1) instead of being refused --------------
+FOUR_NICS = TOOLS.parent / "nccl-debug" / "nccl-707-a100-four-nics-gdrdma.txt"  # NET/IB channel lines, GDRDMA
+TOPO = TOOLS / "nvidia-smi-topo" / "della-8xh100-nv18-6nic-empty-cpu-affinity-tabs.txt"
+
+
+@pytest.mark.parametrize("value", ["InfiniBand", "TCP", "NVLink", "RDMA"])
+def test_a_misspelled_network_is_refused_not_failed(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "nccl-log", "--input", str(FOUR_NICS), "--expect", f"net={value}"])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.strip() == f"clustercheck: error: --expect: net: expected IB, Socket or OFI (IBext, RoCE, EFA, " \
+                          f"Libfabric name one of them), got '{value}'"
+
+
+@pytest.mark.parametrize("value", ["IB", "ib", "IBext", "RoCE", "Socket", "OFI", "EFA", "AWS Libfabric"])
+def test_the_networks_the_transport_judge_knows_are_kept(value: str) -> None:
+    assert parse_expect_args([f"net={value}"]) == {"net": value}
+
+
+def test_a_profile_network_is_refused_with_its_line() -> None:
+    doc = loads("expect:\n  net: Infiniband\n", "p.yaml")
+    with pytest.raises(UserError, match="^p.yaml:2: expect.net: expected IB, Socket or OFI"):
+        check_expect(doc["expect"], "p.yaml", "expect", 1)
+
+
+@pytest.mark.parametrize("item, message", [
+    ("topology.gpu_gpu=[]", "expected at least one level, got an empty list"),
+    ("topology.gpu_nic=[]", "expected at least one level, got an empty list"),
+    ("topology.gpu_gpu=X", "X is a device to itself in nvidia-smi topo -m, never a level between two devices"),
+    ("topology.gpu_nic=[PIX, X]", "X is a device to itself in nvidia-smi topo -m, never a level between two devices"),
+])
+def test_a_topology_no_pair_can_have_is_refused_not_failed(item: str, message: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "topo", "--input", str(TOPO), "--expect", item])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.strip() == f"clustercheck: error: --expect: {item.split('=')[0]}: {message}"
+
+
+def test_the_topology_capture_passes_its_own_levels() -> None:
+    assert main(["probe", "topo", "--input", str(TOPO), "--expect", "topology.gpu_gpu=NV18"]) == 0

@@ -117,6 +117,10 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
                 raise f.error(key, problem)
         elif key == "fabric_ports" and not all(isinstance(v, str) and v for v in value):
             raise f.error(key, "expected a list of RDMA device or port names such as [mlx5_0, mlx5_3/1]")
+        elif key == "net" and _net_family(value) is None:
+            # any other name matches no network NCCL prints: every node would fail for a typo (InfiniBand)
+            raise f.error(key, f"expected IB, Socket or OFI (IBext, RoCE, EFA, Libfabric name one of them), got "
+                               f"{show(value, 40)}")
         for name, number in (value.items() if isinstance(value, dict) and key != "topology" else [("", value)]):
             problem = _number_problem(key, number) or _range_problem(key, number)
             if problem:
@@ -140,11 +144,23 @@ def _refuse_version_number(f: Any, key: str) -> None:
                        f"a number's trailing zeros away (535.10 is 535.1)")
 
 
-_LEVEL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|XGMI|PCIE)$")  # XGMI/PCIE: AMD's link types
+def _net_family(value: str) -> str | None:
+    """IB, Socket or OFI, as the transport judge reads NCCL's network names; None for any other text."""
+    from clustercheck.fabric.transport import family  # here: fabric imports probes' modules, which import us
+
+    got = family(value)
+    return got if got in ("IB", "Socket", "OFI") else None
+
+
+_LEVEL = re.compile(r"^(SYS|NODE|PHB|PXB|PIX|NV\d+|XGMI|PCIE)$")  # XGMI/PCIE: AMD's link types
 
 
 def _levels_problem(value: object) -> str | None:
     items = value if isinstance(value, list) else [value]
+    if not items:  # no allowed level: every GPU pair fails, whatever its link
+        return "expected at least one level, got an empty list"
+    if "X" in items:  # topo -m's diagonal: what no two GPUs, nor a GPU and a NIC, are to each other
+        return "X is a device to itself in nvidia-smi topo -m, never a level between two devices"
     bad = [v for v in items if not isinstance(v, str) or not _LEVEL.match(v)]
     return f"expected levels as nvidia-smi topo -m prints them (NV18, PIX, PXB, PHB, NODE, SYS) or AMD link types " \
            f"(XGMI, PCIE), got {show(bad[0], 40)}" if bad else None
