@@ -25,7 +25,7 @@ from clustercheck.run.session import CheckSession
 from clustercheck.run.guards import InterruptWitness, RecordCloser, nothing_measured
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
-from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite
+from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite, one_stem_each
 from clustercheck.run.pytestconfig import listing as _listing, refuse_parallel_workers
 from clustercheck.run.pytestconfig import suite_files as _suite_files
 from clustercheck.kinds.base import CheckSpec
@@ -162,7 +162,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
     cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
-    try:
+    try:  # `pytest a/s.yaml b/s.yaml` as `clustercheck run` refuses it (run/command.py): their items collide
+        one_stem_each([(file, path, {i.check.id for i in checks if i.path == path}) for file, path in files])
         cs.start([i.check for i in checks], files, plan)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None

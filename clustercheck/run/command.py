@@ -135,7 +135,7 @@ def _resolve_suite(name: str) -> Path:
 
 def run(args: argparse.Namespace, rest: list[str]) -> int:
     from clustercheck.judging.profiles import search_path
-    from clustercheck.suite.load import load_suite
+    from clustercheck.suite.load import load_suite, one_stem_each
 
     from clustercheck.run import prestart
 
@@ -146,8 +146,9 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
     try:  # from the first rank on: a signal while it starts still ends it (prestart.end)
         if prestarts(args, rest) and not refused(args):  # its ranks import torch while pytest starts
             prestart.begin(args.out, args.backend, args.ranks, args.nccl_log, connect_later=True)
-        for path in paths:  # refuse bad input in one line before pytest starts
-            load_suite(path, shown(path))
+        # refuse bad input in one line before pytest starts: each file, then two of one stem (their items collide)
+        suites = [(shown(p), p, load_suite(p, shown(p))) for p in paths]
+        one_stem_each([(name, p, [c.id for c in suite.checks]) for name, p, suite in suites])
         search = search_path(args.thresholds)
         if args.platform:
             search.load(args.platform)

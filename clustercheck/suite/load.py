@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import Iterable, Sequence
 
 from clustercheck import yamlfile
 from clustercheck.kinds import KINDS
 from clustercheck.suite import envpolicy
 from clustercheck.kinds.base import SCOPES, CheckSpec
-from clustercheck.errors import show
+from clustercheck.errors import UserError, show
 from clustercheck.schema import Fields, between, one_of
 from clustercheck.yamlfile import Mapping
 
@@ -66,6 +67,29 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
                                 f.get("description", str, ""), name, f.line, limits, f.line_of("limits"), min_nodes))
         f.done()
     return Suite(suite_name, description, name, tuple(checks))
+
+
+def one_stem_each(suites: Sequence[tuple[str, Path, Iterable[str]]]) -> None:
+    """Refuse two different files (by resolve()) of one stem in a run: `suites` is (name as shown, file, check
+    ids) per suite. An item is `<stem>::<check id>[<where>]` (record/schema.item_id), so a shared id makes two
+    results one item's (JUnit's duplicate testcases, a record `compare` refuses); and compare knows a suite by
+    its stem alone (`Run.suites`, `Baseline.missing`): with no id shared either, a later run of one of the files
+    would read the other's items as passed in the baseline and never measured now."""
+    first: dict[str, tuple[str, Path, set[str]]] = {}
+    for shown_as, path, ids in suites:
+        stem, real = PurePath(shown_as).stem, path.resolve()
+        if stem not in first:
+            first[stem] = (shown_as, real, set(ids))
+            continue
+        other, other_real, other_ids = first[stem]
+        if real == other_real:  # the same file named twice is one suite
+            continue
+        shared = sorted(other_ids & set(ids))
+        both = f"suite files {other} and {shown_as} are both named {stem!r}"
+        raise UserError(f"{both} and both have check {shared[0]!r}: its items would be one item ({stem}::{shared[0]}), "
+                        f"reported twice and refused by compare; rename one file" if shared else
+                        f"{both}: reports and compare know a suite by its file's stem ({stem}::<check id>), so "
+                        f"their items would read as one suite's; rename one file")
 
 
 def _valid_id(value: str) -> str | None:
