@@ -281,7 +281,8 @@ def _compare(args: argparse.Namespace) -> int:
     1 when a metric regressed, a verdict became failed or #wrong rose, or any item of this run fails (in
     the baseline too, or not in it: compare never passes what `report` fails), 3 when an item errored now
     (whatever the baseline said) or one that passed in the baseline was skipped now or is not in the run
-    (what passed is not known to pass still), a metric got worse within the run's own spread, too wide to tell (not judged), or
+    (what passed is not known to pass still), a metric or GPU's verdict the baseline judged is missing now or
+    of another unit family or limit direction, a metric got worse within the run's own spread, too wide to tell (not judged), or
     the baseline is no like-for-like reference (its verdict FAIL or ERROR, another platform, an item that
     failed or errored in it), 5 when nothing could be compared."""
     import dataclasses
@@ -318,7 +319,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"not judged: {'; '.join(unfit)}: no like-for-like reference for a pass", file=sys.stderr)
     if result.worse:
         code = Exit.FAILED
-    elif result.unmeasured_now or result.unjudged or unfit:  # what could not be told is never a pass
+    elif result.unmeasured_now or result.lost or result.unjudged or unfit:  # what could not be told is never a pass
         code = Exit.ERROR
     else:
         code = Exit.PASSED if result.compared else Exit.NOTHING  # nothing matched: nothing was judged

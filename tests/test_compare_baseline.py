@@ -95,9 +95,11 @@ def test_a_metric_or_gpu_the_baseline_had_and_this_run_has_not_is_named(project:
     b_subj = edited(run, project.path / "b_subj", more)
     out = cc("compare", str(b_subj), str(run), "--all", cwd=project.path)
     lines = out.stdout.splitlines()
-    assert any(l.startswith("not compared  s::ok[") and l.endswith("busbw[GPU3]: not in this run") for l in lines)
-    assert any(l.startswith("not compared  s::ok[") and l.endswith("time_us: not in this run") for l in lines)
-    assert lines[-1].endswith("2 not compared")
+    # the baseline judged them, this run did not: never a pass (exit 3)
+    assert any(l.startswith("NOT COMPARED  s::ok[") and l.endswith("busbw[GPU3]: not in this run") for l in lines)
+    assert any(l.startswith("NOT COMPARED  s::ok[") and l.endswith("time_us: not in this run") for l in lines)
+    assert lines[-1].endswith("2 not compared (2 judged in the baseline, not now)")
+    assert out.returncode == 3, out.stdout
 
 
 def test_runs_judged_at_another_size_are_not_compared(project: pytest.Pytester) -> None:

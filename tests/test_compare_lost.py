@@ -35,3 +35,39 @@ def test_a_node_the_baseline_measured_and_this_run_lacks_is_not_measured_now(tmp
     other = save(tmp_path / "o", [{**_node("n1"), "suite_file": "/x/suites/other.yaml"}])
     assert not any("not in this run" in line for line in Baseline(str(base), tmp_path, 0.05).said(
         "cpu", load_run(other).results))
+
+
+def _gpus(values: dict[str, float], unit: str = "GB/s", op: str = ">=") -> dict:
+    return result("h2d", "n1", [{**verdict("busbw", value, op, 1, unit), "subject": gpu}
+                                for gpu, value in values.items()])
+
+
+def test_a_verdict_the_baseline_judged_and_this_run_lacks_is_never_a_pass(tmp_path: Path) -> None:
+    """A GPU's verdict missing now, or one now in another unit family, was `not compared`, exit 0."""
+    base = save(tmp_path / "b", [_gpus({"GPU0": 100.0, "GPU1": 100.0})])
+    for name, now, why in (
+            ("gone", _gpus({"GPU0": 100.0}), "busbw[GPU1]: not in this run"),
+            ("unit", _gpus({"GPU0": 100.0, "GPU1": 100.0}) | {"verdicts": [
+                {**verdict("busbw", 100.0, ">=", 1, "GB/s"), "subject": "GPU0"},
+                {**verdict("busbw", 100.0, ">=", 1, "us"), "subject": "GPU1"}]}, "busbw[GPU1]: in GB/s in the baseline, us now"),
+            ("turned", _gpus({"GPU0": 100.0, "GPU1": 100.0}) | {"verdicts": [
+                {**verdict("busbw", 100.0, ">=", 1, "GB/s"), "subject": "GPU0"},
+                {**verdict("busbw", 100.0, "<=", 200, "GB/s"), "subject": "GPU1"}]},
+             "busbw[GPU1]: limit direction changed (>= -> <=)")):
+        run = save(tmp_path / name, [now])
+        c = compare(load_run(base), load_run(run))
+        assert c.lost == [("gate::h2d[n1]", why)] and c.lost[0] in c.not_compared, name
+        out = cc(str(base), str(run), cwd=tmp_path)
+        assert out.returncode == 3, (name, out.stdout, out.stderr)
+        assert f"NOT COMPARED  gate::h2d[n1]: {why}" in out.stdout, name
+    # what is new in this run is no loss: said, and compare passes
+    more = save(tmp_path / "more", [_gpus({"GPU0": 100.0, "GPU1": 100.0, "GPU2": 100.0})])
+    c = compare(load_run(base), load_run(more))
+    assert c.lost == [] and c.not_compared == [("gate::h2d[n1]", "busbw[GPU2]: not judged in the baseline")]
+    out = cc(str(base), str(more), cwd=tmp_path)
+    assert out.returncode == 0 and "not compared  gate::h2d[n1]: busbw[GPU2]" in out.stdout, out.stdout
+    # an item whose every directional verdict the baseline judged is gone now: lost too
+    bare = save(tmp_path / "bare", [result("h2d", "n1", [verdict("wrong", 0, "==", 0, "count")])])
+    c = compare(load_run(base), load_run(bare))
+    assert ("gate::h2d[n1]", "no measurement in this run (passed)") in c.lost
+    assert cc(str(base), str(bare), cwd=tmp_path).returncode == 3

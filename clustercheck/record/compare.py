@@ -26,7 +26,7 @@ from clustercheck.record.io import Record, RecordError, load
 from clustercheck.record.likeness import measured_elsewhere
 from clustercheck.record.schema import ResultEntry, RunHeader, item_id
 from clustercheck.record.statement import versions
-from clustercheck.record.match import UNJUDGED, Change, _directional, failed_now, match
+from clustercheck.record.match import UNJUDGED, Change, _directional, failed_now, matched
 
 DEFAULT_TOLERANCE = 0.05
 REPEATED = "each item is compared with its worst repetition, each metric with its worst value of them all"  # what a report says of a repeated run compared
@@ -66,6 +66,10 @@ class Comparison:
     # (item, why): not compared, for the baseline is no like-for-like reference for it (it failed or errored
     # there, or was measured on other nodes, ranks or hardware: record/likeness.py): in not_compared too, and compare never exits 0 for one
     no_reference: list[tuple[str, str]] = field(default_factory=list)
+    # (item, why): not compared, and in not_compared too, though the baseline judged it: a metric or GPU's verdict
+    # missing now, or now of another unit family or limit direction (match.Matched.lost); what was judged there
+    # and not now is never a pass: compare exits 3 for it, as for an item not measured now
+    lost: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def other_platform(self) -> bool:
@@ -148,6 +152,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
     worse: list[tuple[str, str]] = []
     unmeasured: list[tuple[str, str]] = []
     no_reference: list[tuple[str, str]] = []
+    lost: list[tuple[str, str]] = []
     other = 0
     seen = set()
     for r in now_results:
@@ -178,15 +183,17 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
             continue
         has_old, has_new = bool(_directional(old.get("verdicts"))), bool(_directional(r.get("verdicts")))
         # neither has a directional metric: match still names what the baseline judged and this run did not
-        if has_old and not has_new:
-            not_compared.append((item, f"no measurement in this run ({r['outcome']})"))
+        if has_old and not has_new:  # what the baseline judged, nothing measured now
+            lost.append((item, f"no measurement in this run ({r['outcome']})"))
+            not_compared.append(lost[-1])
             continue
         if has_new and not has_old:
             not_compared.append((item, f"no measurement in the baseline ({old['outcome']})"))
             continue
-        found, skipped = match(item, old, r, tolerance)
-        changes += found
-        not_compared += skipped
+        m = matched(item, old, r, tolerance)
+        changes += m.changes
+        lost += m.lost
+        not_compared += m.lost + m.skipped
     for item in [i for i in before if i not in seen]:
         if item.split("::")[0] not in both:
             other += 1
@@ -200,7 +207,7 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
                if r.get("outcome") == "failed" and item_id(r) not in named]
     return Comparison(baseline, current, tolerance, changes, not_compared + no_reference, worse, unmeasured,
                       failing=failing, other_suites=other, software=software_changes(baseline, current),
-                      no_reference=no_reference)
+                      no_reference=no_reference, lost=lost)
 
 
 def _failing(r: Mapping[str, Any], old: Mapping[str, Any] | None, both: set[str]) -> str:

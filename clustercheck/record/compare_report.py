@@ -59,7 +59,8 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
     if table:
         widths = [max(len(row[i]) for row in table) for i in range(5)]
         lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in table]
-    lines += [f"not compared  {item}: {why}" for item, why in c.not_compared]
+    lost = set(c.lost)  # what the baseline judged and this run cannot be held to: exit 3, said louder
+    lines += [f"{'NOT COMPARED' if entry in lost else 'not compared'}  {entry[0]}: {entry[1]}" for entry in c.not_compared]
     kinds = [ch.kind for ch in c.changes]
     extra = "".join(f", {n} {what}" for n, what in ((kinds.count(UNJUDGED), "not judged (the run's own spread too wide)"),
                                                    (kinds.count("noise"), "within the baseline's own spread"),
@@ -69,5 +70,6 @@ def report_lines(c: Comparison, show_same: bool = False) -> list[str]:
                                                    (len(c.unmeasured_now), "item(s) not measured now")) if n)
     lines.append(f"{len(c.changes)} metric(s) compared at tolerance {c.tolerance * 100:g}%: "
                  f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s){extra}, "
-                 f"{len(c.not_compared)} not compared")
+                 f"{len(c.not_compared)} not compared"
+                 + (f" ({len(c.lost)} judged in the baseline, not now)" if c.lost else ""))
     return lines

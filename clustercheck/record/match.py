@@ -210,17 +210,34 @@ def failed_now(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any
     return out
 
 
+@dataclass(frozen=True)
+class Matched:
+    """One item matched against the baseline: the changes, and (item, why) for each thing not compared."""
+    changes: list[Change]
+    skipped: list[tuple[str, str]]  # nothing the baseline judged is lost: new in this run, measured otherwise
+    # what the baseline judged and this run cannot be held to: a verdict missing now, one in another unit family
+    # or with its limit's direction turned; never a pass (compare exits 3 for it, as for an item not measured now)
+    lost: list[tuple[str, str]]
+
+
 def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
           tolerance: float) -> tuple[list[Change], list[tuple[str, str]]]:
+    """matched()'s changes, and all it did not compare (`--compare` notes each on its item)."""
+    m = matched(item, baseline, current, tolerance)
+    return m.changes, m.lost + m.skipped
+
+
+def matched(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any], tolerance: float) -> Matched:
     """One item's result against the baseline's (each a result line, or its verdicts, metrics, rows and
     judged size): a Change per metric judged the same way in both, and (item, why) for each that cannot
-    be compared. `compare` reports both; `--compare` judges the changes."""
+    be compared, lost (the baseline judged it) or not. `compare` reports them; `--compare` judges the changes."""
     old_v, new_v = _directional(baseline.get("verdicts")), _directional(current.get("verdicts"))
     changes: list[Change] = []
-    # a verdict (a metric, a GPU's) the baseline had and this run has not: named, never silence
+    skipped: list[tuple[str, str]] = []
+    # a verdict (a metric, a GPU's) the baseline had and this run has not: named, never silence, never a pass
     now_keys = {_key(v) for v in _own(current.get("verdicts"))}
-    skipped = [(item, f"{key}: not in this run") for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts"))))
-               if key not in now_keys]
+    lost = [(item, f"{key}: not in this run")
+            for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts")))) if key not in now_keys]
     otherwise = judged_otherwise(baseline, current)  # another size or other params: nothing is comparable
     rows_before, rows_now = spreads(baseline), spreads(current)  # once per entry: linear in its verdicts
     for key, v in new_v.items():
@@ -233,11 +250,11 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
             continue
         family = _family(o["unit"])
         if o["unit"] != v["unit"] and (family is None or family != _family(v["unit"])):  # GB/s and GiB/s convert
-            skipped.append((item, f"{key}: in {o['unit']} in the baseline, {v['unit']} now"))
+            lost.append((item, f"{key}: in {o['unit']} in the baseline, {v['unit']} now"))
             continue
         direction = _DIRECTION[v["op"]]
         if _DIRECTION[o["op"]] != direction:
-            skipped.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
+            lost.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
             continue
         before, now = _number(o.get("measured")), _number(v.get("measured"))
         if before is None or now is None:
@@ -262,5 +279,5 @@ def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
         kind = "latency" if _latency(current, v) else classify(direction, change, tolerance, noise, own)
         changes.append(Change(item, key, v["unit"], direction, before, now, change, kind, v["metric"],
                               v.get("subject"), noise, own))
-    return changes, skipped
+    return Matched(changes, skipped, lost)
 
