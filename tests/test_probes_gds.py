@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from clustercheck.probes import gds
@@ -67,3 +69,19 @@ def test_nvfs_error_counter_fails():
 def test_unrelated_text_is_a_parse_error():
     with pytest.raises(ProbeParseError):
         gds.parse("NVMe : Supported\n")
+
+
+def test_a_node_without_gds_is_skipped_unless_gds_true_expects_it():
+    """`gds: true` (GPUDirect Storage must be usable) was an expectation key nothing read: a node without
+    nvidia_fs and gdscheck was skipped whatever it said. Now it fails there, and is skipped without it."""
+    from clustercheck.probes import run_live
+    from clustercheck.probes.base import ProbeSkip
+
+    absent = gds.Absent("GPUDirect Storage is not installed: no nvidia_fs module and no gdscheck")
+    with pytest.raises(ProbeSkip, match="not installed"):
+        gds.judge(absent, {})
+    (v,) = gds.judge(absent, {"gds": True})
+    assert not v.passed and v.judged and "expected: usable (gds: true)" in v.detail
+    probe = dataclasses.replace(gds.PROBE, collect=lambda: absent)  # this machine's answer, wherever it runs
+    assert run_live(probe, {"gds": True}).outcome == "failed"
+    assert run_live(probe, {}).outcome == "skipped"

@@ -3,7 +3,8 @@
 gdscheck: the nvidia_fs driver must be loaded, at least one storage transport Supported (`Unsupported` and
 `compat`, cuFile's POSIX fallback through host memory, are not), every GPU "supports GDS", and the run must
 end with "Platform verification succeeded"; cuFile's use_compat_mode (silent POSIX fallback) fails only
-where the platform says `gds_compat_mode: false`. Output that stops before GPU INFO is judged on what it
+where the platform says `gds_compat_mode: false`. A node without GPUDirect Storage (no nvidia_fs module,
+no gdscheck) is skipped, unless `gds: true` expects it there: then it fails. Output that stops before GPU INFO is judged on what it
 shows when that already decides: a DRIVER CONFIGURATION in which no transport is Supported fails, and what
 the capture does not reach is `not judged`. Output that stops early with a transport Supported decides
 nothing (the GPUs and the verification are not in it) and is refused as bad input. nvidia-fs stats: every
@@ -40,6 +41,12 @@ class GdsCheck:
     verification: str                             # the "Platform verification ..." line
     complete: bool = True                         # False: the capture stops before GPU INFO
     no_gpu: str = ""                              # gdscheck's "No GPU found in the system ..." line
+
+
+@dataclass(frozen=True)
+class Absent:
+    """What collect() found of a node without GPUDirect Storage: judge() skips it, or fails it where `gds: true`."""
+    why: str
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,12 @@ def _counters(rest: str) -> list[tuple[str, str]]:
     return out
 
 
-def judge(parsed: GdsCheck | NvfsStats, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+def judge(parsed: GdsCheck | NvfsStats | Absent, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    if isinstance(parsed, Absent):
+        if expect.get("gds") is not True:
+            raise ProbeSkip(parsed.why)
+        return [ProbeVerdict("node", "GPUDirect Storage", False, f"{parsed.why}; expected: usable (gds: true)",
+                             "absent", "nvidia_fs loaded and gdscheck -p")]
     if isinstance(parsed, NvfsStats):
         bad = [(k, v) for k, v in parsed.errors if v]
         if parsed.unread:
@@ -183,7 +195,7 @@ def judge(parsed: GdsCheck | NvfsStats, expect: Mapping[str, Any]) -> list[Probe
     return out
 
 
-def collect() -> str:
+def collect() -> str | Absent:
     tool = str(GDSCHECK) if GDSCHECK.is_file() else shutil.which("gdscheck")
     loaded = Path("/sys/module/nvidia_fs").is_dir()
     if tool:
@@ -191,7 +203,7 @@ def collect() -> str:
         return out.stdout
     if loaded and STATS.is_file():
         return STATS.read_text()
-    raise ProbeSkip("GPUDirect Storage is not installed: no nvidia_fs module and no gdscheck")
+    return Absent("GPUDirect Storage is not installed: no nvidia_fs module and no gdscheck")
 
 
 PROBE = Probe(
@@ -202,5 +214,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("gds_compat_mode",),
+    expect_keys=("gds", "gds_compat_mode"),
 )
