@@ -194,7 +194,7 @@ def test_a_profiles_counters_block_refines_the_defaults(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, key, line", [
-    ("counters:\n  pcie.aer.corectable: {allow: 1, source: s}\n  disk.smart: {allow: 1, source: s}\n", "disk.smart", 3),
+    ("counters:\n  pcie.aer.correctable: {allow: 1, source: s}\n  disk.smart: {allow: 1, source: s}\n", "disk.smart", 3),
     ("counters:\n  ib.symbol_error: {allow: -1, source: s}\n", "allow", 2),
     ("counters:\n  ib.symbol_error: {allow: 3/hour, source: s}\n", "allow", 2),
     ("counters:\n  ib.symbol_error: {allow: " + "9" * 400 + "/min, source: s}\n", "allow", 2),  # inf: crashed judging

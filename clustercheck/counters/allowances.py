@@ -13,6 +13,7 @@ allowances with their public sources; a profile's entries replace or refine them
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Mapping
 
 from clustercheck.counters.delta import Delta, Increase
 from clustercheck.counters.facts import ReadError
+from clustercheck.counters.nvml_counters import NVLINK_COUNTERS, PRESENT
+from clustercheck.counters.sysfs import IB_ERROR_BITS
 from clustercheck.errors import show
 from clustercheck.schema import Fields
 
@@ -101,6 +104,47 @@ DEFAULTS: dict[str, Allowance] = {a.counter: a for a in (
 NONE = Allowance("", 0, False, "clustercheck's rule: an error counter no allowance names may not rise", "built in")
 
 
+# Every counter the readers give, by name: sysfs.py (pcie.aer, ib, cpu.throttle, amdgpu), nvml_counters.py (gpu,
+# nvlink), kernel_log.py (kernel.*: KernelLine.counter). `<n>` is a number (an Xid code), `<block>` an amdgpu RAS
+# block (umc, gfx, ...). An allowance must name one of them or a dotted prefix of some: any other name is a
+# typo that would never apply, and the counter it meant would stay at the built-in allowance.
+_AER_KINDS = ("correctable", "nonfatal", "fatal")
+COUNTER_NAMES: tuple[str, ...] = (
+    *(f"pcie.aer.{k}" for k in _AER_KINDS), *(f"pcie.aer.rootport.{k}" for k in _AER_KINDS),
+    *(f"ib.{name}" for name in IB_ERROR_BITS),
+    PRESENT, "gpu.ecc.corrected", "gpu.ecc.uncorrected",
+    *(f"gpu.remap.{k}" for k in ("correctable", "uncorrectable", "pending", "failure")),
+    *(f"gpu.retired_pages.{k}" for k in ("sbe", "dbe", "pending")),
+    *(f"nvlink.{name}" for name in NVLINK_COUNTERS),
+    "kernel.xid.<n>", "kernel.sxid.<n>", "kernel.gpu_lost", "kernel.aer.corrected", "kernel.aer.nonfatal",
+    "kernel.aer.fatal", "kernel.mce", "kernel.edac.ce", "kernel.edac.ue", "kernel.hardware_error",
+    *(f"kernel.amdgpu.{k}" for k in ("ue", "de", "ce", "reset")),
+    *(f"amdgpu.{k}.<block>" for k in ("ue", "ce", "de")),
+    "cpu.throttle.core", "cpu.throttle.package",
+)
+_PLACES = {"<n>": re.compile(r"\d+"), "<block>": re.compile(r"[a-z0-9_]+")}
+
+
+def names_a_counter(name: str) -> bool:
+    """`name` is a counter the readers give, or a dotted prefix of one (kernel.xid, pcie.aer, nvlink)."""
+    parts = name.split(".")
+    for known in COUNTER_NAMES:
+        want = known.split(".")
+        if len(parts) <= len(want) and all(
+                _PLACES[w].fullmatch(p) if w in _PLACES else p == w for p, w in zip(parts, want)):
+            return True
+    return False
+
+
+def _unknown_counter(name: str) -> str:
+    """Why `name` is refused, with the nearest counter names (difflib) as a hint."""
+    known = sorted({".".join(k.split(".")[:n]) for k in COUNTER_NAMES for n in range(1, len(k.split(".")) + 1)})
+    hint = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    also = f"; did you mean {hint[0]!r}?" if hint else ""
+    return (f"no counter {name!r}: an allowance names a counter or a dotted prefix of one (e.g. pcie.aer.correctable, "
+            f"kernel.xid.79, nvlink, amdgpu.ce.umc){also}")
+
+
 def parse(raw: object, file: str, line: int = 0, key: str = "counters") -> dict[str, Allowance]:
     """A profile's `counters:` block, checked (UserError naming file, line and key), over DEFAULTS."""
     top = Fields(raw, file, key, line)
@@ -109,6 +153,8 @@ def parse(raw: object, file: str, line: int = 0, key: str = "counters") -> dict[
         if not isinstance(name, str) or not _NAME.match(name) or name.split(".")[0] not in FAMILIES:
             raise top.error(str(name), f"not a counter name: expected a dotted name starting with one of "
                                        f"{', '.join(FAMILIES)} (e.g. pcie.aer.correctable, kernel.xid.79)")
+        if not names_a_counter(name):
+            raise top.error(name, _unknown_counter(name))
         f = Fields(top.get(name, dict), file, top.key_path(name), top.line_of(name))
         allow = f.get("allow", (int, str))
         source = f.get("source", str)

@@ -4,6 +4,8 @@ its limits use with their sources, expectations and every limit resolved."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from clustercheck.judging.profiles import SearchPath
 from clustercheck.judging.thresholds import load_profile
 from clustercheck.paths import display
@@ -50,11 +52,25 @@ def show_lines(search: SearchPath, name: str) -> list[str]:
         lines += [f"      {src}" for src in limit.spec_sources]
         if limit.source:
             lines.append(f"      source: {limit.source}")
+    lines += _counter_lines(profile.counters)
     from clustercheck.judging.fabric import FabricRule
 
     fabric = profile.fabric or FabricRule()  # multi-node busbw: a fraction of the nodes' line rate
     lines.append(f"  fabric (multi-node) {fabric.describe()} ({fabric.origin})")
     lines.append(f"      source: {fabric.source}")
+    return lines
+
+
+def _counter_lines(counters: dict[str, Any]) -> list[str]:
+    """The counter allowances in force: the profile's `counters:` over the built-in ones ({}: those alone)."""
+    from clustercheck.counters.allowances import DEFAULTS, NONE
+
+    lines = ["  counters (the most each may rise during one check; the longest dotted prefix names it):"]
+    for name, allowance in sorted((counters or DEFAULTS).items()):
+        amount = f"{allowance.amount:g}/min" if allowance.per_minute else f"{allowance.amount:g}"
+        lines.append(f"    {name} <= {amount} ({allowance.origin})")
+        lines.append(f"        source: {allowance.source}")
+    lines.append(f"    any other error counter <= 0 ({NONE.origin})")
     return lines
 
 
