@@ -41,15 +41,18 @@ class Record:
     lines: Lines = Lines()
 
     def not_run(self) -> list[PlanItem]:
-        """Planned items without a result: never started, or cut off by an interruption or a kill (in a
-        repeated run: in the last repetition that started, each named with it, `<check>[<where>]#<k>`, and
-        carrying it as `repeat`: the item ran in the repetitions before)."""
-        last = max((r.get("repeat") or 0 for r in self.results), default=0)
-        done = {item_id(r) for r in self.results if (r.get("repeat") or 0) == last}
-        missing = [p for p in self.plan or [] if item_id(p) not in done]
+        """Planned items without a result: never started, or cut off by an interruption or a kill. In a
+        repeated run each is an item-repetition, named `<check>[<where>]#<k>` and carrying `repeat: k`, and
+        every repetition from 1 to the last that started is checked: a result missing in the middle (a line
+        lost, the later repetitions whole) is as much not run as one cut off at the end."""
+        plan = self.plan or []
+        last = max((int(r.get("repeat") or 0) for r in self.results), default=0)
         if not last:
-            return missing
-        return [{**p, "name": f"{p['name']}#{last}", "repeat": last} for p in missing]  # type: ignore[typeddict-unknown-key]
+            done = {item_id(r) for r in self.results}
+            return [p for p in plan if item_id(p) not in done]
+        ran = {(item_id(r), int(r.get("repeat") or 0)) for r in self.results}
+        return [{**p, "name": f"{p['name']}#{k}", "repeat": k}  # type: ignore[typeddict-unknown-key]
+                for k in range(1, last + 1) for p in plan if (item_id(p), k) not in ran]
 
     def repeated_result(self) -> str | None:
         """`line N: a second result for ITEM (the first is line M)`, where two results have one (item,
