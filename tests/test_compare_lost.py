@@ -71,3 +71,41 @@ def test_a_verdict_the_baseline_judged_and_this_run_lacks_is_never_a_pass(tmp_pa
     c = compare(load_run(base), load_run(bare))
     assert ("gate::h2d[n1]", "no measurement in this run (passed)") in c.lost
     assert cc(str(base), str(bare), cwd=tmp_path).returncode == 3
+
+
+def _cards(values: dict[str, tuple[str, float]], limit: float = 1) -> dict:
+    """One item of per-GPU busbw verdicts, each GPU's row naming its card's PCI bus id: {GPU: (bus id, GB/s)}."""
+    vs = [{**verdict("busbw", value, ">=", limit, "GB/s"), "subject": gpu} for gpu, (_, value) in values.items()]
+    rows = [{"subject": gpu, "metric": "busbw", "min": value, "max": value, "median": value, "bus_id": bus}
+            for gpu, (bus, value) in values.items()]
+    return {**result("h2d", "n1", vs), "rows": rows}
+
+
+A, B, C = "0000:19:00.0", "0000:3b:00.0", "0000:5e:00.0"
+
+
+def test_per_gpu_verdicts_are_matched_by_the_cards_bus_id(tmp_path: Path) -> None:
+    """With CUDA_VISIBLE_DEVICES reordered, GPU0 and GPU1 are other cards: matched by index, card A falling from
+    100 to 80 GB/s read `same` twice, exit 0."""
+    base = save(tmp_path / "b", [_cards({"GPU0": (A, 100.0), "GPU1": (B, 80.0)})])
+    swapped = save(tmp_path / "s", [_cards({"GPU0": (B, 100.0), "GPU1": (A, 80.0)})])
+    c = compare(load_run(base), load_run(swapped))
+    assert sorted((ch.metric, ch.baseline, ch.current, ch.kind) for ch in c.changes) == [
+        (f"busbw[GPU0 = {B}, GPU1 in the baseline]", 80.0, 100.0, "improvement"),
+        (f"busbw[GPU1 = {A}, GPU0 in the baseline]", 100.0, 80.0, "regression")]
+    assert cc(str(base), str(swapped), cwd=tmp_path).returncode == 1
+    # a verdict that passed for card A and fails for it now is FAILED NOW whatever index it has
+    failing = save(tmp_path / "f", [_cards({"GPU0": (B, 100.0), "GPU1": (A, 80.0)}, limit=90)])
+    assert compare(load_run(base), load_run(failing)).failed_now == [
+        ("gate::h2d[n1]", f"busbw[GPU1 = {A}, GPU0 in the baseline] passed in the baseline (100), fails now "
+                          "(80 GB/s, >= 90)")]
+    # a card the baseline measured and this run did not: never a pass, both bus ids named
+    other = save(tmp_path / "o", [_cards({"GPU0": (A, 100.0), "GPU1": (C, 80.0)})])
+    c = compare(load_run(base), load_run(other))
+    assert c.lost == [("gate::h2d[n1]", f"busbw[GPU1]: card {B} not in this run (GPU1 is {C} now)")]
+    assert ("gate::h2d[n1]", f"busbw[GPU1]: not judged in the baseline (card {C})") in c.not_compared
+    assert [(ch.metric, ch.kind) for ch in c.changes] == [("busbw[GPU0]", "same")]
+    assert cc(str(base), str(other), cwd=tmp_path).returncode == 3
+    # a run whose rows name no bus id is matched by index, as before
+    bare = save(tmp_path / "n", [_gpus({"GPU0": 100.0, "GPU1": 80.0})])
+    assert [ch.kind for ch in compare(load_run(base), load_run(bare)).changes] == ["same", "same"]

@@ -188,23 +188,82 @@ def _key(v: Mapping[str, Any]) -> str:
     return v["metric"] + (f"[{v['subject']}]" if v.get("subject") else "")
 
 
+def bus_ids(entry: Mapping[str, Any]) -> dict[str, str]:
+    """Each per-GPU subject's PCI bus id, as its rows give it (the first row of the subject that has one)."""
+    out: dict[str, str] = {}
+    for row in entry.get("rows") or []:
+        if isinstance(row, dict) and isinstance(row.get("subject"), str) and isinstance(row.get("bus_id"), str) \
+                and row["bus_id"]:
+            out.setdefault(row["subject"], row["bus_id"])
+    return out
+
+
+@dataclass(frozen=True)
+class Cards:
+    """Which of the baseline's subjects a subject of this run is: the same card, by its PCI bus id where both runs
+    give one (GPU<local_rank> is an index: with CUDA_VISIBLE_DEVICES reordered, GPU0 now is another card than GPU0
+    in the baseline, and two swapped cards compared by index read `same`), else by index."""
+    before: dict[str, str]  # subject -> bus id, the baseline's
+    now: dict[str, str]  # this run's
+    card: dict[str, str]  # bus id -> the baseline's subject: one look-up a verdict, linear in an item's GPUs
+
+    @classmethod
+    def of(cls, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> Cards:
+        before = bus_ids(baseline)
+        return cls(before, bus_ids(current), {bus: subject for subject, bus in reversed(before.items())})
+
+    def subject(self, subject: Any) -> Any:
+        """The baseline's subject of the card `subject` names now; None where the baseline did not measure that
+        card (its bus id is not in the baseline, whose subject of that index has another)."""
+        bus = self.now.get(subject) if isinstance(subject, str) else None
+        if bus is None:
+            return subject
+        there = self.card.get(bus)
+        if there is not None:
+            return there
+        return None if self.before.get(subject) is not None else subject  # no bus id there: by index
+
+    def key(self, v: Mapping[str, Any]) -> str | None:
+        """The baseline's key (`busbw[GPU0]`) of the verdict `v` of this run, None for a card it did not measure."""
+        if not v.get("subject"):
+            return _key(v)
+        there = self.subject(v["subject"])
+        return None if there is None else _key({**v, "subject": there})
+
+    def named(self, v: Mapping[str, Any]) -> str:
+        """`busbw[GPU1]`, or `busbw[GPU1 = 0000:19:00.0, GPU0 in the baseline]` for a card at another index now."""
+        there = self.subject(v.get("subject")) if v.get("subject") else None
+        if there is None or there == v["subject"]:
+            return _key(v)
+        return f"{v['metric']}[{v['subject']} = {self.now[v['subject']]}, {there} in the baseline]"
+
+    def gone(self, key: str, v: Mapping[str, Any]) -> str:
+        """Why the baseline's verdict `v` (its key `key`) has none now: `not in this run`, naming the card."""
+        bus = self.before.get(str(v.get("subject")))
+        if bus is None or not self.now:
+            return f"{key}: not in this run"
+        here = self.now.get(v["subject"])
+        return f"{key}: card {bus} not in this run" + (f" ({v['subject']} is {here} now)" if here else "")
+
+
 def failed_now(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What got worse whatever the tolerance: a verdict that passed in the baseline and fails now (an `==`
     limit too), a `#wrong` count that rose, or an item that passed and now fails."""
     old = {_key(v): v for v in baseline.get("verdicts") or [] if isinstance(v.get("metric"), str)}
+    cards = Cards.of(baseline, current)
     out = []
     for v in current.get("verdicts") or []:
         if not isinstance(v.get("metric"), str):
             continue
-        o = old.get(_key(v))
+        o = old.get(cards.key(v) or "")  # the same card's verdict, by its bus id where both runs give one
         if o is None:
             continue
         before, now = _number(o.get("measured")), _number(v.get("measured"))
         if o.get("passed") is True and v.get("passed") is not True:
-            out.append((item, f"{_key(v)} passed in the baseline ({fmt(o.get('measured'))}), fails now "
+            out.append((item, f"{cards.named(v)} passed in the baseline ({fmt(o.get('measured'))}), fails now "
                               f"({fmt(v.get('measured'))} {v.get('unit', '')}, {v.get('expression') or v.get('op')})"))
         elif v["metric"] == "wrong" and before is not None and now is not None and now > before:
-            out.append((item, f"{_key(v)} rose: {fmt(before)} -> {fmt(now)} wrong element(s)"))
+            out.append((item, f"{cards.named(v)} rose: {fmt(before)} -> {fmt(now)} wrong element(s)"))
     if not out and baseline.get("outcome") == "passed" and current.get("outcome") == "failed":
         out.append((item, "passed in the baseline, fails now"))
     return out
@@ -234,16 +293,20 @@ def matched(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any], 
     old_v, new_v = _directional(baseline.get("verdicts")), _directional(current.get("verdicts"))
     changes: list[Change] = []
     skipped: list[tuple[str, str]] = []
+    cards = Cards.of(baseline, current)  # a GPU is the card its bus id names, where both runs give one
     # a verdict (a metric, a GPU's) the baseline had and this run has not: named, never silence, never a pass
-    now_keys = {_key(v) for v in _own(current.get("verdicts"))}
-    lost = [(item, f"{key}: not in this run")
-            for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts")))) if key not in now_keys]
+    now_keys = {cards.key(v) for v in _own(current.get("verdicts"))}
+    had = {_key(v): v for v in reversed(_own(baseline.get("verdicts")))}
+    lost = [(item, cards.gone(key, had[key])) for key in dict.fromkeys(map(_key, _own(baseline.get("verdicts"))))
+            if key not in now_keys]
     otherwise = judged_otherwise(baseline, current)  # another size or other params: nothing is comparable
     rows_before, rows_now = spreads(baseline), spreads(current)  # once per entry: linear in its verdicts
-    for key, v in new_v.items():
-        o = old_v.get(key)
+    for v in new_v.values():
+        there, key = cards.key(v), cards.named(v)
+        o = old_v.get(there) if there is not None else None
         if o is None:
-            skipped.append((item, f"{key}: not judged in the baseline"))
+            card = f" (card {cards.now.get(str(v['subject']))})" if there is None else ""
+            skipped.append((item, f"{key}: not judged in the baseline{card}"))
             continue
         if otherwise:
             skipped.append((item, f"{key}: {otherwise}"))
