@@ -76,6 +76,9 @@ Judge = Callable[[Answers, Rules], "tuple[Measurement, list[Verdict]]"]
 # A kind's memory need: (bytes per rank in the memory it measures, host bytes per node, the size that sets
 # it), from its parameters, the ranks per node and whether the ranks are on GPUs (run/fit.py judges it).
 Need = Callable[[Mapping[str, Any], int, bool], "tuple[int, int, int]"]
+# A kind whose parameters plan a time (a burn's `duration`): given them and the check's timeout, the parameter
+# and why that time cannot fit in it, or None. suite/load.py refuses such a check: it could only time out.
+Fits = Callable[[Mapping[str, Any], float], "tuple[str, str] | None"]
 
 
 def _no_group_check(check: CheckSpec, nranks: int) -> None:
@@ -112,6 +115,7 @@ class Kind:
     # port the node lacks); a skip of any other kind is the run's layout's alone (run/applies.py)
     domains: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (lowest, highest) it can
     # take, in its unit; a metric not named: its unit's (units.unit_domain: [0, inf) for a bandwidth, a time...)
+    fits: Fits | None = None  # (parameter, why) when the time its parameters plan cannot fit a check's timeout
 
     def domain(self, metric: str) -> tuple[float, float]:
         """The values `metric` can take: a limit that passes all of them judges nothing (refused at load)."""

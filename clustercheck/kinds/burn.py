@@ -49,6 +49,16 @@ def burn_params(f: Fields) -> dict[str, Any]:
     return params
 
 
+def fits(params: Mapping[str, Any], timeout: float) -> tuple[str, str] | None:
+    """Each repetition of a burn is one task of its ranks under the check's timeout (run/pool.py, per task, as
+    --repeat and --duration run it again): the operands, the known answer, `warmup` GEMMs (a count, with no
+    seconds to add here), then `duration` seconds of load and the chunk that crosses it. A load as long as
+    the timeout can only end as 'a rank hung', after the whole timeout."""
+    if params["duration"] >= timeout:
+        return "duration", f"{params['duration']:g} s of load does not fit timeout {timeout:g} s"
+    return None
+
+
 def memory(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
     """a, b, c and the known answer in their dtype, plus the float64 operands and product that make it.
     fp8: a and b of 1 byte, c and the known answer in float32."""
@@ -100,4 +110,4 @@ PROVIDES = (Kind("burn", ("node",), METRICS, burn_params,
               "GEMM on every GPU of the node at once for `duration` seconds, watched (temperature, clocks, power, "
               "throttle reasons) and checked against a known answer; each GPU judged against the best of its node",
               "clustercheck.measure.burn:burn", judge_burn, memory=memory,
-                 domains={"relative": FRACTION, "clock_drop": FRACTION}),)
+                 domains={"relative": FRACTION, "clock_drop": FRACTION}, fits=fits),)

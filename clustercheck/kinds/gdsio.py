@@ -48,6 +48,17 @@ def parse(f: Fields) -> dict[str, Any]:
     return params
 
 
+def fits(params: Mapping[str, Any], timeout: float) -> tuple[str, str] | None:
+    """The rank runs gdsio for each I/O on each GPU in turn, each within its share of the tool's timeout
+    (measure/native_io.py); the GPUs are counted on the node when `gpus` is not given: one at the least."""
+    runs, share = len(params["io"]) * (params["gpus"] or 1), tool_timeout(timeout)
+    if params["duration"] * runs >= share:
+        where = f"on {params['gpus']} GPU(s)" if params["gpus"] else "on one GPU, and as many more as the node has"
+        return "duration", (f"{params['duration']} s does not fit timeout {timeout:g} s: {runs} gdsio run(s) "
+                            f"({', '.join(params['io'])} {where}) within {share:g} s of it for the tool")
+    return None
+
+
 def argv(params: Mapping[str, Any], directory: str, gpu: int, io: str) -> list[str]:
     """gdsio's flags (NVIDIA GDS benchmarking guide): -D dir, -d GPU, -w threads, -s file size, -i IO size,
     -x 0 (GPUDirect), -I 0 read / 1 write, -T seconds."""
@@ -140,4 +151,5 @@ def _unmeasured(a: Answers, runs: list[dict[str, Any]]) -> list[Verdict]:
 PROVIDES = (Kind("gdsio", ("node",), METRICS, parse,
                  "NVIDIA gdsio per GPU on each node's first rank: GPUDirect Storage write and read throughput in "
                  "$CLUSTERCHECK_GDS_DIR, judged against gdsio_write_min / gdsio_read_min", "clustercheck.measure.native_io:gdsio",
-                 judge, gpu_only=True, limited=False, task_params=task_params, skips_on_answers=True),)
+                 judge, gpu_only=True, limited=False, task_params=task_params, skips_on_answers=True,
+                 fits=fits),)

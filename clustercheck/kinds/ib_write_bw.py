@@ -50,6 +50,15 @@ def parse(f: Fields) -> dict[str, Any]:
     return params
 
 
+def fits(params: Mapping[str, Any], timeout: float) -> tuple[str, str] | None:
+    """The rank runs one client per port in turn, each within its share of the tool's timeout
+    (measure/native_io.py): one port at the least, as the ports are found on the node."""
+    if params["duration"] >= (share := tool_timeout(timeout)):
+        return "duration", (f"{params['duration']} s does not fit timeout {timeout:g} s: an ib_write_bw run per "
+                            f"port within {share:g} s of it for the tool")
+    return None
+
+
 def argv(params: Mapping[str, Any], device: str, port: int, ib_port: int = 1) -> list[str]:
     """perftest's flags (ib_write_bw --help): -d device, -i the device's IB port (perftest's default is 1, so
     without it port 2 of a dual-port HCA is never measured), -p TCP port, -s size, -D seconds, -q QPs, -F (no
@@ -195,4 +204,4 @@ PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
                  "perftest ib_write_bw, a loopback run per ACTIVE RDMA NIC on each node's first rank, judged per NIC "
                  "against 0.9 of its port rate or ib_write_bw_min", "clustercheck.measure.native_io:ib_write_bw", judge,
                  limited=False, task_params=task_params, skips_on_answers=True,
-                 domains={"line_fraction": NON_NEGATIVE}),)
+                 domains={"line_fraction": NON_NEGATIVE}, fits=fits),)

@@ -59,6 +59,11 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         env = _env(f, default_env)
         params_f = Fields(f.get("params", dict, {}), name, f.key_path("params"), f.line_of("params"))
         params = kind.parse(params_f)
+        if kind.fits is not None and (misfit := kind.fits(params, timeout)) is not None:
+            key, why = misfit  # a time that cannot fit could only end as 'a rank hung', after the whole timeout
+            given = f"line {f.line_of('timeout')}" if "timeout" in f.data else \
+                f"defaults.timeout, line {defaults.line_of('timeout')}" if "timeout" in defaults.data else "the default"
+            raise params_f.error(key, f"{why} ({given}); raise timeout")
         limits = f.get("limits", str, "", check=_valid_id)
         if limits and not kind.limited:
             raise f.error("limits", f"{measure} is judged against the profile's expect: block, not by limits")
