@@ -109,3 +109,18 @@ def test_per_gpu_verdicts_are_matched_by_the_cards_bus_id(tmp_path: Path) -> Non
     # a run whose rows name no bus id is matched by index, as before
     bare = save(tmp_path / "n", [_gpus({"GPU0": 100.0, "GPU1": 80.0})])
     assert [ch.kind for ch in compare(load_run(base), load_run(bare)).changes] == ["same", "same"]
+
+
+def test_a_latency_alone_compares_nothing(tmp_path: Path) -> None:
+    """The only metric compared was a latency, which compare leaves to its limit: exit 0, not 5."""
+    def small(time_us: float) -> dict:
+        return {**result("lat", "n1", [verdict("time_us", time_us, "<=", 5000, "us")]), "judged_at": 8}
+
+    base, now = save(tmp_path / "b", [small(600.0)]), save(tmp_path / "n", [small(300.0)])
+    c = compare(load_run(base), load_run(now))
+    assert [ch.kind for ch in c.changes] == ["latency"] and not c.compared
+    out = cc(str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 5, out.stdout + out.stderr
+    both = save(tmp_path / "m", [small(300.0), _node("n1")])
+    base2 = save(tmp_path / "b2", [small(600.0), _node("n1")])
+    assert cc(str(base2), str(both), cwd=tmp_path).returncode == 0  # a busbw beside it was compared

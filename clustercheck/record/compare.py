@@ -93,8 +93,9 @@ class Comparison:
 
     @property
     def compared(self) -> bool:
-        """Anything at all was compared (compare exits 5 otherwise)."""
-        return bool(self.changes or self.failed_now)
+        """Anything was judged against the baseline (compare exits 5 otherwise): a change of a metric that is
+        not a latency (a latency-bound time is left to its limit, so it judges nothing here), or a failure now."""
+        return any(c.kind != "latency" for c in self.changes) or bool(self.failed_now or self.failing)
 
     @property
     def improvements(self) -> list[Change]:
