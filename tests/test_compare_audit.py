@@ -64,7 +64,7 @@ def test_the_baselines_noise_excuses_at_most_the_cap(tmp_path: Path) -> None:
     base = save(tmp_path / "b", [_timed("ar", 200.0, 0.5)])
     now = save(tmp_path / "n", [_timed("ar", 100.0, 0.01)])
     (ch,) = compare(load_run(base), load_run(now)).changes
-    assert ch.kind == "regression" and "the baseline's own spread +-100.0%, counted up to +-25%" in ch.why()
+    assert ch.kind == "regression" and "the baseline's own spread +-100.0%, counted as a factor up to 1.25x: -20.0%..+25.0%" in ch.why()
     within = save(tmp_path / "w", [_timed("ar", 170.0, 0.01)])  # -15%: within the 25% it excuses
     assert [ch.kind for ch in compare(load_run(base), load_run(within)).changes] == ["noise"]
 

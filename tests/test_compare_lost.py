@@ -124,3 +124,26 @@ def test_a_latency_alone_compares_nothing(tmp_path: Path) -> None:
     both = save(tmp_path / "m", [small(300.0), _node("n1")])
     base2 = save(tmp_path / "b2", [small(600.0), _node("n1")])
     assert cc(str(base2), str(both), cwd=tmp_path).returncode == 0  # a busbw beside it was compared
+
+
+def test_the_noise_band_printed_is_the_one_applied(tmp_path: Path) -> None:
+    """A -24.4% drop read REGRESSION next to `spread +-56.6%, counted up to +-25%`: the band is a factor (1.25x,
+    -20%..+25%), and the line now says so; -20% is within it, -24.4% is not, +25% is."""
+    def timed(busbw: float, cv: float) -> dict:
+        return {**result("ar", "n1", [verdict("busbw", busbw, ">=", 1, "GB/s")]),
+                "metrics": {"busbw": {"value": busbw, "unit": "GB/s"}, "iter_cv": {"value": cv, "unit": "ratio"}}}
+
+    base = save(tmp_path / "b", [timed(100.0, 0.283)])  # spread 2 x 0.283 = +-56.6%
+    kinds = {}
+    for now in (75.6, 80.0, 125.0):
+        run = save(tmp_path / f"n{now}", [timed(now, 0.01)])
+        (ch,) = compare(load_run(base), load_run(run)).changes
+        kinds[now] = ch.kind
+        assert ch.why() == "; the baseline's own spread +-56.6%, counted as a factor up to 1.25x: -20.0%..+25.0%"
+    assert kinds == {75.6: "regression", 80.0: "noise", 125.0: "noise"}
+    out = cc(str(base), str(tmp_path / "n75.6"), cwd=tmp_path)
+    assert "-24.4%" in out.stdout and "counted as a factor up to 1.25x: -20.0%..+25.0%" in out.stdout, out.stdout
+    # a spread under the cap is printed as the band it excuses too
+    small = save(tmp_path / "s", [timed(100.0, 0.101)])
+    (ch,) = compare(load_run(small), load_run(save(tmp_path / "m", [timed(90.0, 0.01)]))).changes
+    assert ch.kind == "noise" and ch.why().endswith("+-20.2%, counted as a factor: -16.8%..+20.2%")

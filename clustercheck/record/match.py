@@ -56,15 +56,26 @@ class Change:
             return f"; not judged: the run's own spread +-{self.own * 100:.1f}% is too wide to tell a regression"
         if not self.noise:
             return ""
-        capped = f", counted up to +-{NOISE_CAP * 100:g}%" if self.noise > NOISE_CAP else ""
-        return f"; the baseline's own spread +-{self.noise * 100:.1f}%{capped}"
+        capped = f" up to {1 + NOISE_CAP:g}x" if self.noise > NOISE_CAP else ""
+        return f"; the baseline's own spread +-{self.noise * 100:.1f}%, counted as a factor{capped}: {band(self.noise)}"
+
+
+def band(spread: float) -> str:
+    """The changes a spread excuses, as classify applies it (`-20.0%..+25.0%` for a spread of 25% or more): a
+    factor either way, so a drop is excused down to 1/(1 + spread), a rise up to 1 + spread."""
+    factor = 1 + min(max(spread, 0.0), NOISE_CAP)
+    return f"{(1 / factor - 1) * 100:.1f}%..+{(factor - 1) * 100:.1f}%"
 
 
 def classify(direction: str, change: float, tolerance: float, noise: float = 0.0, own: float = 0.0) -> str:
     """A change at least `tolerance` (the boundary counts) and beyond `noise`, the baseline's own spread
     (NOISE_CAP at most), is a regression or an improvement by its direction; one within that spread is
     "noise". The spread is compared as a factor either way (a time 1.9x as long is a bandwidth 1/1.9 as
-    high): a spread of 0.9 covers changes from /1.9 to x1.9. This run's own spread (`own`) never excuses a
+    high): a spread of 0.9 covers changes from /1.9 to x1.9, and NOISE_CAP's 25% from -20% to +25% (band()
+    prints it so). Why a factor, not +-25% linearly: the metrics are ratios (bytes over time), whose noise is
+    multiplicative, and one slowdown is a time +25% and a bandwidth -20%; a linear band would excuse a drop
+    of the bandwidth up to -25% and the same slowdown read off the time only up to +25% (-20% of bandwidth):
+    symmetric in log space, the band excuses the same slowdown whichever of the two the limit is on. This run's own spread (`own`) never excuses a
     change: where it is wider than NOISE_CAP, a change for the worse within it cannot be told from its noise
     and is UNJUDGED (never a pass); one that stands out even of it is a regression."""
     worse = -change if direction == HIGHER else change
