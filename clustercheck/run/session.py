@@ -73,7 +73,7 @@ class CheckSession:
         self.nranks = 2
         self.per_node = 2
         self.nodes: list[str] = list(self.launcher.nodes)
-        self._cache: dict[str, Found | Exception] = {}  # this repetition's (`_cached_in`)
+        self._cache: dict[str, Found | Exception] = {}  # check.where -> this repetition's (`_cached_in`)
         self.exclusion: ExcludeEntry = {}
         self.baseline: Baseline | None = None
         self.expect: dict[str, Any] = {}  # the profile's expect: block with --expect over it
@@ -209,16 +209,16 @@ class CheckSession:
             raise lost
         if (repetition := getattr(self.runner, "repetition", 1)) != self._cached_in:  # a burn-in's next one:
             self._cache, self._cached_in = {}, repetition  # each check is measured again, an error included
-        if check.id not in self._cache:
+        if (key := check.where) not in self._cache:  # not its id alone: two suites may each have a check `ar`
             if self.runner is not None:
                 self.runner.windows_of = None  # no window is this check's until its ranks ran (run, localize)
             try:
-                self._cache[check.id] = self._measure_all(check)
+                self._cache[key] = self._measure_all(check)
             except Exception as exc:  # every item of the check gets the same error or skip
-                self._cache[check.id] = exc
-            if self.over is None and (over := self.launcher.over(settle=lost_any(self._cache[check.id]))) is not None:
+                self._cache[key] = exc
+            if self.over is None and (over := self.launcher.over(settle=lost_any(self._cache[key]))) is not None:
                 self.over, self.stopped = (check.id, over), self.stopped or over.why  # plugin: the run stops
-        found = self._cache[check.id]
+        found = self._cache[key]
         if isinstance(found, ClusterCheckError) and self.runner is not None and self.runner.windows_of == check.id:
             if isinstance(failed := self._with_counters(check, where, copy.copy(found)), Outcome):
                 return failed  # the whole check errored, and a window of this item's nodes failed (an Xid)
@@ -226,7 +226,7 @@ class CheckSession:
             raise self._unmeasured(item_id, self._ended(check, where, copy.copy(found)))
         outcome = found.pop(where, None)  # each item reads its outcome once; nothing stays for the session
         if not found:
-            del self._cache[check.id]
+            del self._cache[key]
         if outcome is None:
             raise HarnessError(f"{check.id}: no result for {where} (its ranks took no part)")
         if isinstance(outcome, Exception):  # this node's or pair's ranks failed (or its own judging did)
