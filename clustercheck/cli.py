@@ -341,7 +341,10 @@ def _platforms(args: argparse.Namespace) -> int:
     elif not args.name:
         raise UserError("platforms show needs a profile name (clustercheck platforms lists them)")
     else:
+        from clustercheck.run.judge import check_profile
+
         lines = catalog.show_lines(search, args.name)
+        check_profile(search.load(args.name))  # what `run` refuses before any check (exit 4), refused here too
     for line in lines:
         print(line)
     return 0

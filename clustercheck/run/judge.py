@@ -3,6 +3,7 @@ and, with `--compare`, one verdict per metric against the same item of a saved r
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
@@ -55,17 +56,43 @@ def _unknown_limits(check: CheckSpec, profile: Profile) -> UserError:
                      file=check.file, line=check.limits_line or check.line, key="limits")
 
 
-def check_metrics(check: CheckSpec, profile: Profile) -> None:
-    """Every limit that judges `check`, and every `defaults:` entry of the profile, names a metric its kind
-    reports, in a compatible unit; a suite's `limits:` names an entry the profile has."""
+def check_profile(profile: Profile) -> None:
+    """What can be checked of a profile without a suite (`run` before any check, `platforms show`): every
+    `defaults.<kind>` names a measure kind, and metrics it reports in a fitting unit and domain; every
+    `checks.<id>.<metric>` is a metric some kind reports (which kind a check id is, only a suite says)."""
+    _check_defaults(profile)
+    _check_reported(profile)
+
+
+def _check_defaults(profile: Profile) -> None:
     for kind, default in profile.defaults.items():
         if kind not in KINDS:
-            raise UserError(f"no measure kind {kind!r} (known: {', '.join(sorted(KINDS))})",
+            hint = difflib.get_close_matches(kind, sorted(KINDS), n=1)
+            raise UserError(f"no measure kind {kind!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
+                            + f" (known: {', '.join(sorted(KINDS))})",
                             file=profile.file, line=default.line or None, key=f"defaults.{kind}")
         _fits(kind, default.limits)
+
+
+def _check_reported(profile: Profile) -> None:
+    reported = sorted({metric for kind in KINDS.values() for metric in kind.metrics})
+    for limits in profile.limits.values():
+        for metric, limit in limits.items():
+            if metric not in reported:  # `bsubw` would never judge anything, and no check would say so
+                hint = difflib.get_close_matches(metric, reported, n=1)
+                raise UserError(f"no measure kind reports a metric {metric!r}"
+                                + (f"; did you mean {hint[0]!r}?" if hint else ""),
+                                file=limit.file or None, line=limit.line or None, key=limit.key or None)
+
+
+def check_metrics(check: CheckSpec, profile: Profile) -> None:
+    """Every limit that judges `check`, and every `defaults:` entry of the profile, names a metric its kind
+    reports, in a compatible unit; a suite's `limits:` names an entry the profile has; and `check_profile`."""
+    _check_defaults(profile)
     limits, _ = applicable_limits(check, profile)
     borrowed = check.limits and profile.limits_for(check.id) is None
     _fits(check.measure, limits, f" (check {check.id!r} of {check.where} names it in limits:)" if borrowed else "")
+    _check_reported(profile)  # after the check's own limits: those are named with their kind's metrics
 
 
 def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
