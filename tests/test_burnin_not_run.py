@@ -1,17 +1,26 @@
 """A repeated run's planned items without a result, read back from a record the run's own writer wrote and
-rendered by `clustercheck report`: a result missing in any repetition from the first to the last that ran
-(not only the last) is not run, and the run is INCOMPLETE, never PASS."""
+rendered by `clustercheck report`, or from a real run stopped by SIGTERM: a result missing in any repetition
+from the first to the last that ran (not only the last) is not run, and the run is INCOMPLETE, never PASS;
+the repetitions of `--repeat N` it never started are counted and named as not run."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from clustercheck.record.io import RunWriter
+import pytest
+
+from helpers import write_suite
+from test_faults import RUN, THRESHOLDS, _wait_for_results, check, record
+
+from clustercheck.record.io import Record, RunWriter, load
+from clustercheck.report.terminal import incomplete_line
 
 NODE = "h1"
 PLAN = [{"name": f"{c}[{NODE}]", "nodeid": f"suites/s.yaml::{c}[{NODE}]", "check": c, "measure": "all_reduce",
@@ -70,3 +79,71 @@ def test_a_repetition_missing_in_the_middle_is_not_run_and_the_run_incomplete(tm
     assert not_run == ["b[h1]#2", "INCOMPLETE"]
     ctrf = json.loads((tmp_path / "ctrf.json").read_text())["results"]["tests"]
     assert [t["name"] for t in ctrf if t.get("rawStatus") == "not run"] == ["s::b[h1]#2"]
+
+
+def test_sigterm_in_repetition_2_of_10_counts_the_9_repetitions_never_started(project: pytest.Pytester) -> None:
+    """`--repeat 10` stopped by SIGTERM after repetition 1 said `0 of 2 planned item(s) not run` (results.json
+    not_run 0, planned 2, JUnit no not-run testcase): only the last repetition that started was checked, though
+    the header's repeat.count says 9 more were asked for. A real controller, real gloo ranks, a real signal."""
+    (project.path / "thresholds" / "cpu.yaml").write_text(THRESHOLDS)
+    write_suite(project, "checks:\n" + check("a", timeout=120) + check("b"))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "suites/s.yaml", *RUN, "--repeat", "10",
+                             "--cc-inject-fault", "a:hang#2"], cwd=project.path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        _wait_for_results(project.path, 2)  # repetition 1 whole; a hangs in repetition 2 and writes nothing
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0].decode()
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, out
+    assert "INCOMPLETE: interrupted (SIGTERM); 9 of 10 repetitions not run; 18 of 20 planned item repetition(s) " \
+           "not run" in out, out
+    lines = record(project.path)
+    assert [x.get("repeat") for x in lines if x["type"] == "result"] == [1, 1]
+    node = lines[0]["nodes"][0]
+    run = project.path / "out" / "latest"
+    data = json.loads((run / "results.json").read_text())
+    assert data["verdict"] == "INCOMPLETE"
+    assert {k: data["incomplete"][k] for k in ("not_run", "planned", "items", "repetitions")} == {
+        "not_run": 18, "planned": 20, "items": [f"s::a[{node}]#2-10", f"s::b[{node}]#2-10"],
+        "repetitions": {"asked": 10, "started": 1, "not_run": 9}}
+    errors = [c for c in ET.parse(run / "junit.xml").getroot().iter("testcase") if c.find("error") is not None]
+    assert [(c.get("name"), c.find("error").get("message")) for c in errors] == [
+        (f"a[{node}]#2-10", "not run: interrupted (SIGTERM)"), (f"b[{node}]#2-10", "not run: interrupted (SIGTERM)"),
+        ("INCOMPLETE", "INCOMPLETE: interrupted (SIGTERM)")]
+    ctrf = json.loads((run / "ctrf.json").read_text())["results"]["tests"]
+    assert [t["name"] for t in ctrf if t.get("rawStatus") == "not run"] == [f"s::a[{node}]#2-10", f"s::b[{node}]#2-10"]
+    assert "9 of 10 repetitions not run; 18 of 20 planned item repetition(s) not run" in (run / "report.html").read_text()
+
+
+def _stopped(tmp_path: Path, repeat: dict[str, Any], report_format: int | None) -> Record:
+    """Repetition 1 of 2 planned items whole, then SIGTERM: the end line says interrupted."""
+    _write(tmp_path, _header(repeat, report_format), [_result(p, 1) for p in PLAN],
+           {"type": "end", "finished": "2026-01-01T00:02:00+00:00",
+            "counts": {"passed": 2, "failed": 0, "error": 0, "skipped": 0}, "pool_starts": 1,
+            "interrupted": True, "signal": "SIGTERM", "repetitions": 1})
+    return load(tmp_path / "run.jsonl")
+
+
+def test_a_duration_run_says_the_repetition_it_stopped_at(tmp_path: Path) -> None:
+    """--duration knows no count of repetitions: the line says where it stopped, not how many were missed."""
+    rec = _stopped(tmp_path, {"duration_s": 3600}, 10)
+    assert incomplete_line(rec) == ("INCOMPLETE: interrupted (SIGTERM); stopped at repetition 1 (--duration: how "
+                                    "many more were to come is not known); 0 of 2 planned item repetition(s) not run")
+    out, summary = _report(tmp_path)
+    assert out.returncode == 2 and summary["incomplete"]["repetitions"] == {"asked": None, "started": 1,
+                                                                           "not_run": None}
+
+
+def test_a_record_of_an_older_format_renders_its_reports_as_before(tmp_path: Path) -> None:
+    """A signed run must re-render byte for byte: a format-9 record's reports still count the started
+    repetitions alone (its terminal line says all it knows)."""
+    rec = _stopped(tmp_path, {"count": 10}, 9)
+    assert rec.not_run() == [] and rec.not_run_count(unstarted=True) == 18
+    out, summary = _report(tmp_path)
+    assert out.returncode == 2
+    assert summary["incomplete"] == {"reason": "interrupted (SIGTERM)", "not_run": 0, "planned": 2, "items": [],
+                                     "never_joined": {}}
+    assert "9 of 10 repetitions not run; 18 of 20 planned item repetition(s) not run" in out.stderr

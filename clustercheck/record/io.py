@@ -16,6 +16,9 @@ from clustercheck.errors import ClusterCheckError
 from clustercheck.record.lines import NotText, RecordError, check, check_schema, parse  # noqa: F401 (re-exported)
 from clustercheck.record.schema import EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, item_id
 
+# the report format from which not_run() lists the items of the repetitions a run never started as well
+REPETITIONS_NOT_RUN = 10
+
 
 @dataclass(frozen=True)
 class Lines:
@@ -40,19 +43,54 @@ class Record:
     plan: list[PlanItem] | None = None  # None in records written before plans
     lines: Lines = Lines()
 
-    def not_run(self) -> list[PlanItem]:
+    def not_run(self, unstarted: bool | None = None) -> list[PlanItem]:
         """Planned items without a result: never started, or cut off by an interruption or a kill. In a
         repeated run each is an item-repetition, named `<check>[<where>]#<k>` and carrying `repeat: k`, and
         every repetition from 1 to the last that started is checked: a result missing in the middle (a line
-        lost, the later repetitions whole) is as much not run as one cut off at the end."""
+        lost, the later repetitions whole) is as much not run as one cut off at the end. `unstarted`: also
+        each planned item once for the repetitions a `--repeat N` run never started (unstarted()), named
+        `<check>[<where>]#<first>-<last>` with `repeat: first` and `repetitions`: how many (one entry per item,
+        not per repetition: a --repeat 1000000 stopped early must not list millions); None: as the record's
+        report format says (from 10; the reports of older formats render as they did)."""
         plan = self.plan or []
-        last = max((int(r.get("repeat") or 0) for r in self.results), default=0)
-        if not last:
+        if unstarted is None:
+            unstarted = self.report_format() >= REPETITIONS_NOT_RUN
+        last, never = self.started(), self.unstarted() if unstarted else []
+        if not last and not never:  # a run that did not repeat (or, before format 10, one that ran nothing)
             done = {item_id(r) for r in self.results}
             return [p for p in plan if item_id(p) not in done]
         ran = {(item_id(r), int(r.get("repeat") or 0)) for r in self.results}
-        return [{**p, "name": f"{p['name']}#{k}", "repeat": k}  # type: ignore[typeddict-unknown-key]
-                for k in range(1, last + 1) for p in plan if (item_id(p), k) not in ran]
+        out: list[PlanItem] = [{**p, "name": f"{p['name']}#{k}", "repeat": k}  # type: ignore[typeddict-unknown-key]
+                               for k in range(1, last + 1) for p in plan if (item_id(p), k) not in ran]
+        if never:
+            which = f"{never[0]}-{never[-1]}" if len(never) > 1 else f"{never[0]}"
+            out += [{**p, "name": f"{p['name']}#{which}", "repeat": never[0],  # type: ignore[typeddict-unknown-key]
+                     "repetitions": len(never)} for p in plan]
+        return out
+
+    def not_run_count(self, unstarted: bool | None = None) -> int:
+        """The item-repetitions not_run() stands for (an entry for the repetitions never started counts each)."""
+        return sum(int(p.get("repetitions") or 1) for p in self.not_run(unstarted))  # type: ignore[call-overload]
+
+    def started(self) -> int:
+        """The last repetition with a result (0: none, or a run that did not repeat)."""
+        return max((int(r.get("repeat") or 0) for r in self.results), default=0)
+
+    def asked(self) -> int | None:
+        """The repetitions a `--repeat N` run was asked for (the header's repeat.count); None otherwise (a
+        `--duration` run knows no count)."""
+        count = (self.header.get("repeat") or {}).get("count")
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    def unstarted(self) -> list[int]:
+        """The repetitions of a `--repeat N` run that never started (an interruption, a kill, a stop between
+        repetitions): they are not run as much as an item cut off is."""
+        asked = self.asked()
+        return list(range(self.started() + 1, asked + 1)) if asked else []
+
+    def report_format(self) -> int:
+        made_as = self.header.get("report_format", 1)  # records before formats were numbered: 1
+        return made_as if isinstance(made_as, int) else 1
 
     def repeated_result(self) -> str | None:
         """`line N: a second result for ITEM (the first is line M)`, where two results have one (item,
@@ -78,7 +116,7 @@ class Record:
             return f"interrupted ({self.end.get('signal') or 'SIGINT'})"
         if absent := self.header.get("absent"):  # nodes of the run whose agent never joined
             return f"{len(absent)} node(s) never joined: {', '.join(sorted(absent))}"
-        missing = len(self.not_run())
+        missing = len(self.not_run(unstarted=False))  # (the repetitions that never started: counted below)
         if missing:
             return f"{missing} planned item(s) never ran"
         wanted, ran = (self.header.get("repeat") or {}).get("count"), self.end.get("repetitions")

@@ -30,7 +30,11 @@ SCHEMA_VERSION = 1
 #    report.html's SLA table names it ("GPU4 h2d")
 # 9: report.html draws a NaN p2p cell, per-GPU bar or sweep size as "NaN: measured nothing" (failed where its
 #    verdict failed), never as a grey "not measured" cell or left out
-REPORT_FORMAT = 9
+# 10: a `--repeat N` run counts what it did not run in item-repetitions, the repetitions it never started among
+#    them: results.json's (and sla.json's) `incomplete` has `repetitions` ({asked, started, not_run}) and `planned`
+#    counts the plan once per repetition; their `items`, JUnit's and CTRF's not-run testcases and the statement's
+#    failedTests list each item of each repetition never started (`<id>#<k>`); report.html's banner says so
+REPORT_FORMAT = 10
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

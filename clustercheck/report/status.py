@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from clustercheck.record.burnin import folded
 from clustercheck.record.exclude import untested
-from clustercheck.record.io import Record
+from clustercheck.record.io import REPETITIONS_NOT_RUN, Record
 from clustercheck.record.schema import counts, item_id
 
 
@@ -37,13 +37,34 @@ def run_status(rec: Record) -> dict[str, Any]:
     not_run = rec.not_run()
     return {
         "verdict": verdict,
-        "incomplete": None if why is None else {"reason": why, "not_run": len(not_run),
-                                                "planned": len(rec.plan or []),
+        "incomplete": None if why is None else {"reason": why, "not_run": rec.not_run_count(),
+                                                "planned": planned(rec) if whole(rec) else len(rec.plan or []),
                                                 "items": [item_id(p) for p in not_run],
-                                                "never_joined": never_joined(rec)},
+                                                "never_joined": never_joined(rec),
+                                                **({"repetitions": repetitions(rec)} if whole(rec) else {})},
         "untested": unmeasured,
         **({"lost": gone} if (gone := lost(rec)) else {}),
     }
+
+
+def whole(rec: Record) -> bool:
+    """Whether the record's reports count a repeated run in item-repetitions, the repetitions it never
+    started among them (report format 10 on; before, `planned` was the plan's items and the repetitions a
+    run never started went unnamed: `0 of 4 planned item(s) not run` of a run that stopped in 1 of 10)."""
+    return bool(rec.header.get("repeat")) and rec.report_format() >= REPETITIONS_NOT_RUN
+
+
+def planned(rec: Record) -> int:
+    """What `not_run` is counted out of: the plan's items, in a repeated run once per repetition asked for
+    (--repeat N), or per repetition it started (--duration: how many more were to come is not known)."""
+    return len(rec.plan or []) * (rec.asked() or max(rec.started(), 1) if rec.header.get("repeat") else 1)
+
+
+def repetitions(rec: Record) -> dict[str, Any]:
+    """A repeated run's repetitions: asked for (None for --duration), started (the last with a result), and
+    not run (those of --repeat N it never started; None for --duration: no count to miss)."""
+    asked = rec.asked()
+    return {"asked": asked, "started": rec.started(), "not_run": len(rec.unstarted()) if asked else None}
 
 
 def lost(rec: Record) -> dict[str, list[str]]:

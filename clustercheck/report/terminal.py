@@ -15,7 +15,7 @@ from clustercheck.record.exclude import as_hostlist, unblamed
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
-from clustercheck.report.status import never_joined
+from clustercheck.report.status import never_joined, planned
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", *REPORTS.values(), "exclude.txt")
@@ -104,13 +104,26 @@ def incomplete_line(rec: Record) -> str | None:
         return None
     if not rec.plan:  # killed while collecting or starting its ranks: "0 of 0 not run" would read as nothing lost
         return f"INCOMPLETE: {why}; it stopped before it planned its items: nothing was measured"
-    lines = [f"INCOMPLETE: {why}; {len(rec.not_run())} of {len(rec.plan)} planned item(s) not run"]
+    lines = [f"INCOMPLETE: {why}; {_not_run(rec)}"]
     for node, items in never_joined(rec).items():  # by name: each item (a pair: its link) the node cost
         names = [i.partition("::")[2] for i in items]
         said = ", ".join(names[:MOST_NAMED]) + (f" and {len(names) - MOST_NAMED} more (results.json: "
                                                  "incomplete.never_joined)" if len(names) > MOST_NAMED else "")
         lines.append(f"  {node} never joined; not measured: {said or 'no item of this run covers it'}")
     return "\n".join(lines)
+
+
+def _not_run(rec: Record) -> str:
+    """`N of M planned item(s) not run`; a repeated run counts item-repetitions, and says how many of the
+    repetitions asked for never started (`9 of 10 repetitions not run`: the last that started may have run
+    whole), or, with --duration, which it stopped at (no count says how many more were to come)."""
+    missing = rec.not_run_count(unstarted=True)  # whatever the record's format: the terminal says it all
+    if not rec.header.get("repeat"):
+        return f"{missing} of {len(rec.plan or [])} planned item(s) not run"
+    asked = rec.asked()
+    head = (f"{len(rec.unstarted())} of {asked} repetitions not run; " if asked and rec.unstarted() else "" if asked
+            else f"stopped at repetition {max(rec.started(), 1)} (--duration: how many more were to come is not known); ")
+    return f"{head}{missing} of {planned(rec)} planned item repetition(s) not run"
 
 
 MOST_NAMED = 8  # items named per node that never joined: the rest are counted (a pair check has one per node)
