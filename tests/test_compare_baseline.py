@@ -100,6 +100,14 @@ def test_a_metric_or_gpu_the_baseline_had_and_this_run_has_not_is_named(project:
     assert any(l.startswith("NOT COMPARED  s::ok[") and l.endswith("time_us: not in this run") for l in lines)
     assert lines[-1].endswith("2 not compared (2 judged in the baseline, not now)")
     assert out.returncode == 3, out.stdout
+    # `run --compare` holds the run to the same: never a pass of the item, naming what it lacks (it was a note on a
+    # passed item, exit 0): not judged (exit 3), or a `not judged` verdict beside a regression this CPU measured
+    again = project.runpytest(*RUN, "--compare", str(b_subj))
+    ok = item([json.loads(x) for x in (project.path / "out" / "latest" / "run.jsonl").read_text().splitlines()], "ok")
+    said = [ok.get("message") or "", *(v.get("detail") or "" for v in ok.get("verdicts") or ())]
+    assert again.ret in (1, 3) and ok["outcome"] != "passed", again.stdout.str()[-3000:]
+    assert any("busbw[GPU3]: not in this run (judged in the baseline)" in s for s in said), said
+    assert any("time_us: not in this run (judged in the baseline)" in s for s in said), said
 
 
 def test_runs_judged_at_another_size_are_not_compared(project: pytest.Pytester) -> None:
@@ -159,7 +167,7 @@ def test_a_change_beyond_the_tolerance_within_the_runs_spread_says_so_in_its_row
     now = Outcome(Measurement({"busbw": 0.4067, "iter_cv": 0.01}, {"busbw": "GB/s", "iter_cv": "ratio"}),
                   [Verdict("busbw", 0.4067, "GB/s", limit, True, 1.0)], {})
     (v,) = Baseline(str(base), tmp_path, 0.05).regressions(check, "gate::ok[vm]", now)[0]
-    assert v.detail and v.detail.startswith("0.4506 -> 0.4067 GB/s, within the baseline's spread +-25.0% (-9.7%")
+    assert v.detail and v.detail.startswith("0.4506 -> 0.4067 GB/s, within the baseline's spread (-20.0%..+25.0%) (-9.7%")
     assert v.passed and (v.margin is None or v.margin >= 0), v  # no "-94.8% pass"
 
 

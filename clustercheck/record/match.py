@@ -290,13 +290,6 @@ class Matched:
     lost: list[tuple[str, str]]
 
 
-def match(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any],
-          tolerance: float) -> tuple[list[Change], list[tuple[str, str]]]:
-    """matched()'s changes, and all it did not compare (`--compare` notes each on its item)."""
-    m = matched(item, baseline, current, tolerance)
-    return m.changes, m.lost + m.skipped
-
-
 def matched(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any], tolerance: float) -> Matched:
     """One item's result against the baseline's (each a result line, or its verdicts, metrics, rows and
     judged size): a Change per metric judged the same way in both, and (item, why) for each that cannot

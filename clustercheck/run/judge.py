@@ -21,7 +21,7 @@ from clustercheck.paths import display
 from clustercheck.record.burnin import folded
 from clustercheck.record.compare import REPEATED, load_run
 from clustercheck.record.likeness import measured_elsewhere
-from clustercheck.record.match import HIGHER, NOISE_CAP, UNJUDGED, Change, match
+from clustercheck.record.match import HIGHER, UNJUDGED, Change, band, matched
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, convert, fmt
@@ -268,28 +268,32 @@ class Baseline:
                "measure": check.measure,
                "params": dict(check.params),
                "metrics": {k: {"value": v, "unit": m.units.get(k, "")} for k, v in m.metrics.items()}}
-        changes, skipped = match(item, old, now, self.tolerance)
+        seen = matched(item, old, now, self.tolerance)
         # a latency-bound time is judged by its limit only: said on the item, as compare counts it, never dropped
         latency = [f"{c.metric}: latency-bound size ({c.percent()}), judged by its limit only"
-                   for c in changes if c.kind == "latency"]
-        notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for why in [*(w for _, w in skipped),
+                   for c in seen.changes if c.kind == "latency"]
+        notes = tuple(dict.fromkeys(f"not compared with the baseline: {why}" for why in [*(w for _, w in seen.skipped),
                                                                                             *latency]))
-        verdicts = [self._verdict(check, c) for c in changes if c.kind not in ("latency", UNJUDGED)]
-        return verdicts + self._unjudged(check, item, outcome, verdicts, changes), notes
+        verdicts = [self._verdict(check, c) for c in seen.changes if c.kind not in ("latency", UNJUDGED)]
+        return verdicts + self._unjudged(check, item, outcome, verdicts, seen.changes, [w for _, w in seen.lost]), notes
 
     def _unjudged(self, check: CheckSpec, item: str, outcome: Outcome, verdicts: list[Verdict],
-                  changes: list[Change]) -> list[Verdict]:
-        """A change for the worse within the run's own spread, too wide to tell a regression: never a pass.
-        The item is a harness error (`not judged: ...`, as `clustercheck compare` exits 3 for it), unless
-        it fails already: then a `not judged` verdict says so beside the failure."""
-        said = [f"{c.metric}: {fmt(c.baseline)} -> {fmt(c.current)} {c.unit} ({c.percent()}){c.why()}"
-                for c in changes if c.kind == UNJUDGED]
-        if not said:
+                  changes: list[Change], lost: list[str]) -> list[Verdict]:
+        """A change for the worse within the run's own spread, too wide to tell a regression, and what the
+        baseline judged that this run cannot be held to (a metric or GPU missing now, another unit family):
+        never a pass. The item is a harness error (`not judged: ...`, as `clustercheck compare` exits 3 for
+        either), unless it fails already: then a `not judged` verdict says so beside the failure."""
+        noisy = [f"{c.metric}: {fmt(c.baseline)} -> {fmt(c.current)} {c.unit} ({c.percent()}){c.why()}"
+                 for c in changes if c.kind == UNJUDGED]
+        gone = [f"{why} (judged in the baseline)" for why in lost]
+        if not noisy and not gone:
             return []
         if all(v.passed for v in [*outcome.verdicts, *verdicts]):
-            raise HarnessError(f"{item}: not judged against the baseline ({self.origin}): {'; '.join(said)}")
-        rule = Expectation(check.id, "vs baseline", "a change told from the run's own noise", self.origin)
-        return [Verdict("vs baseline", "not judged", "", rule, False, detail=why) for why in said]
+            raise HarnessError(f"{item}: not judged against the baseline ({self.origin}): {'; '.join(noisy + gone)}")
+        told = Expectation(check.id, "vs baseline", "a change told from the run's own noise", self.origin)
+        held = Expectation(check.id, "vs baseline", "what the baseline judged, judged now", self.origin)
+        return [Verdict("vs baseline", "not judged", "", rule, False, detail=why)
+                for rule, said in ((told, noisy), (held, gone)) for why in said]
 
     def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
         op, bound = (">=", -self.tolerance * 100) if c.direction == HIGHER else ("<=", self.tolerance * 100)
@@ -299,7 +303,7 @@ class Baseline:
         # the tolerance is the boundary itself: exactly 5% worse is a regression (match.classify); a change
         # within the baseline's own spread is noise, not a regression, and its row says so (the terminal shows
         # the detail up to its first " (": the spread goes before it)
-        noise = f", within the baseline's spread +-{min(c.noise, NOISE_CAP) * 100:.1f}%" if c.kind == "noise" else ""
+        noise = f", within the baseline's spread ({band(c.noise)})" if c.kind == "noise" else ""
         return Verdict(verdict.metric, verdict.measured, verdict.unit, limit, c.kind != "regression",
                        None if noise and (verdict.margin or 0) < 0 else verdict.margin,  # none beyond the bound
                        subject=c.subject,
