@@ -68,8 +68,8 @@ def test_8192_nodes_80_bad_within_4_rounds() -> None:
 
 @pytest.mark.parametrize("bad_nodes, bad_links, named", [
     ({"n00002": 0.4, "n00003": 0.4}, {}, {("node", "n00002"), ("node", "n00003")}),
-    ({"n00003": 0.4}, {("n00001", "n00002"): 0.4}, {("link", "n00001-n00002"), ("node", "n00003")}),
-    ({"n00002": 0.4}, {("n00003", "n00004"): 0.4}, {("link", "n00003-n00004"), ("node", "n00002")}),
+    ({"n00003": 0.4}, {("n00001", "n00002"): 0.4}, {("link", "n00001 <-> n00002"), ("node", "n00003")}),
+    ({"n00002": 0.4}, {("n00003", "n00004"): 0.4}, {("link", "n00003 <-> n00004"), ("node", "n00002")}),
 ])
 def test_two_faults_in_one_round_2_pair_tie_after_3_rounds_and_round_4_tells_them_apart(
         bad_nodes: dict[str, float], bad_links: dict[tuple[str, str], float], named: set[tuple[str, str]]) -> None:

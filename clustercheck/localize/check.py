@@ -103,8 +103,8 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: 
                 "no test both exercised and cleared it"
             out[node] = ([], f"not localized: {why} (rounds {v.rounds}, tests {v.tests})")
     parts = [f for f in v.findings if f.kind != "node"]
-    cluster = [Verdict("localized", "bad", "", rule, False, subject=f"{f.kind} {' <-> '.join(f.nodes)}",
-                       detail=f"{f.kind} {f.name} ({', '.join(f.nodes)}) named bad, confidence {f.confidence:.3f}: "
+    cluster = [Verdict("localized", "bad", "", rule, False, subject=f"{f.kind} {f.name}",
+                       detail=f"{f.kind} {f.name} ({'nodes below it: ' * (f.kind == 'switch')}{', '.join(f.nodes)}) named bad, confidence {f.confidence:.3f}: "
                               + "; ".join(f"round {e.round} {'+'.join(e.members)} {_value(e.outcome, unit)}"
                                           for e in f.evidence[:4]))
                for f in parts]

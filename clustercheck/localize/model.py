@@ -43,7 +43,8 @@ class Part(NamedTuple):
 
     @property
     def name(self) -> str:
-        return "-".join(self.key)
+        """A link's two nodes joined by " <-> ": hostnames hold dashes, so "a-b-c" would not say which."""
+        return " <-> ".join(self.key)
 
 
 def node(n: str) -> Part:

@@ -203,10 +203,11 @@ class Planner:
         return value >= self.threshold * (1 - self.marginal)
 
     def _nodes_of(self, p: Part) -> tuple[str, ...]:
+        """A node or link: its nodes; a switch uplink: the nodes below that switch (whose path up crosses it).
+        Not those whose path shares a switch above it: under one spine that is every node."""
         if p.kind != "switch":
             return p.key
-        below = set(self.topology.up(p.key[0]))
-        return tuple(n for n in self.nodes if below & set(self.topology.up(self.topology.leaf(n))))
+        return tuple(n for n in self.nodes if p.key[0] in self.topology.up(self.topology.leaf(n)))
 
     def _failed_rings(self) -> list[Ring]:
         return [ring for ring, t in zip(self.rings, self._tests) if not t.passed]
