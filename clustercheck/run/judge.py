@@ -169,8 +169,18 @@ def _fabric_floor(check: CheckSpec, profile: Profile, run: RunFabric) -> Limit:
     return limit
 
 
+# What a kind's judge raises on answers it cannot read (a rank's answer without a key, a string for a number,
+# no first answer for next()): evidence/rejudge.py catches the same on a recorded run
+UNREADABLE = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError, StopIteration)
+
+
 def judge(answers: Answers, rules: Rules, pool: dict[str, Any]) -> Outcome:
-    measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
+    try:
+        measurement, verdicts = KINDS[answers.check.measure].judge(answers, rules)
+    except UNREADABLE as exc:  # one line for this item, never a traceback in every report: the harness could not judge
+        where = hostlist.collect_hostlist(sorted(set(answers.hosts))) or "no host"
+        raise HarnessError(f"{answers.check.id} on {where}: the ranks' answers cannot be judged "
+                           f"({type(exc).__name__}: {str(exc)[:80]})") from None
     verdicts = [_in_domain(answers.check.measure, v) for v in verdicts]
     hosts = hostlist.collect_hostlist(sorted(set(answers.hosts))) if measurement.notes else ""
     return Outcome(measurement, verdicts, pool, answers.per_rank, tuple(f"{hosts}: {n}" for n in measurement.notes))
