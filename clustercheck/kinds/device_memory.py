@@ -1,5 +1,6 @@
 """`measure: device_memory`: a device-to-device copy within each GPU, all GPUs at once; the figure is the
-bytes copied per second (memory traffic is twice that). Ranks: clustercheck.measure.copies:device_memory."""
+memory traffic per second: 2 x the bytes copied (each byte read and written), as the HBM spec counts
+(clustercheck/measure/copies.py device_memory). Ranks: clustercheck.measure.copies:device_memory."""
 
 from __future__ import annotations
 
