@@ -81,8 +81,10 @@ def unit_domain(unit: str) -> tuple[float, float]:
 
 
 def out_of_domain(value: float, unit: str) -> str | None:
-    """Why `value` cannot be a measurement in `unit` (not a finite number; negative in a family that never
-    is), or None when it can."""
+    """Why `value` cannot be a measurement in `unit` (not a number at all: a bool, where True would read as 1,
+    or a string; not a finite number; negative in a family that never is), or None when it can."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{show(value, 40)} is not a number"
     if not math.isfinite(value):
         return f"{fmt(value)} is not a finite number"
     if value < 0 and UNITS.get(unit, ("", 1.0))[0] in NON_NEGATIVE:

@@ -37,3 +37,16 @@ def test_an_answer_a_judge_cannot_read_is_one_harness_error_line_naming_the_chec
     with pytest.raises(HarnessError) as caught:
         judge(answers, Rules({}), {})
     assert str(caught.value) == "x on node[7-8]: the ranks' answers cannot be judged (KeyError: 'truncated')"
+
+
+# -- 2. a bool or a string is no measurement -------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [True, False, "1", None])
+def test_a_bool_or_a_string_is_not_a_number_and_passes_no_limit(value: Any) -> None:
+    from clustercheck import units
+    from clustercheck.judging.limits import Limit
+
+    assert units.out_of_domain(value, "GB/s") == f"{value!r} is not a number"
+    assert units.out_of_domain(value, "ratio") == f"{value!r} is not a number"  # a family with any sign
+    at_least = Limit("x", "h2d", ">=", 0.5, "GB/s", ">= 0.5", "test", "test")
+    assert at_least.passes(value) is False  # True >= 0.5 held; "1" >= 0.5 raised TypeError
