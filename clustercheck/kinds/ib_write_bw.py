@@ -13,6 +13,7 @@ the server's failure line, exit status or lower reading is judged beside the cli
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Mapping, Sequence
 
@@ -143,7 +144,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                           f"{SOURCE}; {used}", BUILT_IN)
             verdicts.append(of_limit("bw_gbps", value, limit, worst, subject=dev))
         else:
-            unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: the port's rate is unknown and "
+            unjudged.append(f"ib_write_bw on {result['host']} ({dev}): not judged: {used} and "
                             f"no ib_write_bw_min is given")
     # nothing failed: what could not be read or judged (no verdict at all included) is the item's error, never
     # a pass on the rest (judging/unjudged.py); beside a failure, the NICs measured with no floor are its notes
@@ -186,18 +187,34 @@ def _server(server: Mapping[str, Any]) -> tuple[str, tuple[reader.Row, ...]]:
 def _line_rate(run: Mapping[str, Any], peers: Mapping[str, Any] | None) -> tuple[float | None, str]:
     """The rate a NIC's bandwidth is a fraction of: the fastest rate of its sibling ports on the node (the
     ACTIVE ports of its HCA model, clustercheck/fabric/rdma.py peers), never only its own, so a port trained
-    down to half its rate reads half; its own rate where it has no sibling or the rank did not say."""
-    own = run.get("rate_gbps")
+    down to half its rate reads half; its own rate where it has no sibling or the rank did not say. A rate is
+    known only as a finite number above 0: a -400 (or NaN, or text) would be a floor every NIC passes, so
+    without a known rate of its own the NIC is not judged (None, and why, naming the value)."""
+    raw = run.get("rate_gbps")
+    own = _rate(raw)
     peer = (peers or {}).get(f"{run['device']}/{run.get('port', 1)}")
-    if own and peer and float(peer["fastest_gbps"]) > float(own):
-        return float(peer["fastest_gbps"]), (f"the fastest rate of its {peer['others']} sibling {peer['model']} "
-                                             f"port(s) on the node, {float(peer['fastest_gbps']):g} Gb/s from sysfs "
-                                             f"(its own rate: {float(own):g} Gb/s, trained down)")
-    if own and peer:
-        return float(own), (f"the port's rate {float(own):g} Gb/s from sysfs, the fastest of its "
-                            f"{peer['others']} sibling {peer['model']} port(s) on the node")
-    return (float(own), f"the port's own rate {float(own):g} Gb/s from sysfs (no sibling port of its "
-                        f"model to compare with)") if own else (None, "")
+    peer = peer if isinstance(peer, Mapping) else None
+    fastest = _rate(peer.get("fastest_gbps")) if peer else None
+    if own is None:
+        return None, ("the port's rate is unknown" if raw is None else
+                      f"the port's rate from sysfs ({repr(raw)[:40]} Gb/s) is not a rate")
+    if peer and fastest is None:  # the siblings' figure is not a rate: never a floor, the port's own is
+        return own, (f"the port's own rate {own:g} Gb/s from sysfs (its sibling ports' fastest rate "
+                     f"{repr(peer.get('fastest_gbps'))[:40]} is not a rate)")
+    if peer and fastest is not None and fastest > own:
+        return fastest, (f"the fastest rate of its {peer['others']} sibling {peer['model']} "
+                         f"port(s) on the node, {fastest:g} Gb/s from sysfs (its own rate: {own:g} Gb/s, trained down)")
+    if peer:
+        return own, (f"the port's rate {own:g} Gb/s from sysfs, the fastest of its "
+                     f"{peer['others']} sibling {peer['model']} port(s) on the node")
+    return own, f"the port's own rate {own:g} Gb/s from sysfs (no sibling port of its model to compare with)"
+
+
+def _rate(value: Any) -> float | None:
+    """A port rate in Gb/s when `value` is one: a number (not a bool or text), finite and above 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
