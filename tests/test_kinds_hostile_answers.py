@@ -50,3 +50,53 @@ def test_a_bool_or_a_string_is_not_a_number_and_passes_no_limit(value: Any) -> N
     assert units.out_of_domain(value, "ratio") == f"{value!r} is not a number"  # a family with any sign
     at_least = Limit("x", "h2d", ">=", 0.5, "GB/s", ">= 0.5", "test", "test")
     assert at_least.passes(value) is False  # True >= 0.5 held; "1" >= 0.5 raised TypeError
+
+
+# -- 3. per-subject kinds: every rank answers its own subjects, in full ---------------------------------
+
+def spread(value: Any) -> dict[str, Any]:
+    return {"median": value, "min": value, "max": value}
+
+
+TWO_GPUS = [{"host": "n1", "rank": 0, "device": "cuda:0"}, {"host": "n1", "rank": 1, "device": "cuda:1"}]
+BOTH = {"h2d": spread(20.0), "d2h": spread(20.0)}
+
+
+def host_device(per_rank: list[Any], ranks: list[dict[str, Any]] = TWO_GPUS) -> Any:
+    from clustercheck.judging.limits import Limit
+
+    limits = {m: Limit("x", m, ">=", 10.0, "GB/s", ">= 10", "test", "test") for m in ("h2d", "d2h")}
+    return judge(Answers(spec("host_device", {"size": "1MiB"}, "gpu"), per_rank, ranks, "nccl"), Rules(limits), {})
+
+
+def test_two_healthy_gpus_each_answering_their_own_subject_pass() -> None:
+    out = host_device([{"subjects": {"GPU0": BOTH}}, {"subjects": {"GPU1": BOTH}}])
+    assert sorted((v.subject, v.metric, v.passed) for v in out.verdicts) == [
+        ("GPU0", "d2h", True), ("GPU0", "h2d", True), ("GPU1", "d2h", True), ("GPU1", "h2d", True)]
+
+
+@pytest.mark.parametrize("per_rank, ranks, message", [
+    # two ranks answering GPU0: the merge kept the second (good) and hid the first's 1e-9 GB/s; the run passed
+    ([{"subjects": {"GPU0": {"h2d": spread(1e-9), "d2h": spread(1e-9)}}}, {"subjects": {"GPU0": BOTH}}], TWO_GPUS,
+     "host_device x: GPU0 answered by rank 0 on n1 and by rank 1 on n1: two ranks bound to one device"),
+    ([{"subjects": {"GPU0": BOTH}}, {"subjects": {}}], TWO_GPUS, "rank 1 on n1 answered no subject"),
+    ([{"subjects": {"GPU0": BOTH}}], TWO_GPUS, "1 answer\\(s\\) from the 2 rank\\(s\\) on n1"),
+    ([{"subjects": {"GPU0": BOTH}}, {"subjects": {"GPU1": {"h2d": spread(20.0)}}}], TWO_GPUS,
+     "rank 1 on n1 answered no number for GPU1 d2h \\(no d2h\\)"),
+    ([{"subjects": {"GPU0": BOTH}}, {"subjects": {"GPU1": {**BOTH, "d2h": 20.0}}}], TWO_GPUS,
+     "rank 1 on n1 answered no number for GPU1 d2h \\(20.0\\)"),
+    ([{"subjects": {"GPU0": BOTH}}, {"subjects": {"GPU1": {**BOTH, "h2d": spread(True)}}}], TWO_GPUS,
+     "rank 1 on n1 answered no number for GPU1 h2d \\(median True\\)"),
+])
+def test_a_subject_answered_twice_missing_or_without_a_number_is_a_harness_error_naming_rank_host_and_gpu(
+        per_rank: list[Any], ranks: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(HarnessError, match=message):
+        host_device(per_rank, ranks)
+
+
+def test_one_subject_on_two_nodes_cannot_be_judged_apart() -> None:
+    gemm = spec("gemm", {"m": 64})
+    ranks = [{"host": "n1", "rank": 0}, {"host": "n2", "rank": 1}]
+    answers = [{"subjects": {"GPU0": {"tflops": spread(1.0)}}}, {"subjects": {"GPU0": {"tflops": spread(90.0)}}}]
+    with pytest.raises(HarnessError, match="GPU0 answered by rank 0 on n1 and by rank 1 on n2: one subject on two"):
+        KINDS["gemm"].judge(Answers(gemm, answers, ranks, "nccl"), Rules({}))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from clustercheck.errors import HarnessError, show
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.kinds.base import Answers, Judge, Rules
@@ -39,10 +40,48 @@ def reduce_subjects(per_rank: list[dict[str, Any]], units_of: dict[str, str]) ->
     return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects)
 
 
+def checked(a: Answers, units_of: dict[str, str]) -> None:
+    """Every rank of the item answered, for subjects of its own, a number (the median) for every metric of the
+    kind; else a HarnessError naming the rank, its host and the subject. merged() keeps one of two ranks that
+    answered for one GPU (a rank that measured 1e-9 GB/s, hidden behind the other's good number), and a rank
+    or a metric missing would leave that GPU unjudged, silently (the fail-closed rule)."""
+    what = f"{a.check.measure} {a.check.id}"
+    if len(a.per_rank) != len(a.ranks):
+        raise HarnessError(f"{what}: {len(a.per_rank)} answer(s) from the {len(a.ranks)} rank(s) on "
+                           f"{', '.join(sorted({str(r.get('host')) for r in a.ranks})) or 'no host'}: "
+                           f"a rank's measurements are missing, not judged")
+    owner: dict[str, tuple[str, str]] = {}  # subject -> (the rank that answered it, its host)
+    for i, (answer, rank) in enumerate(zip(a.per_rank, a.ranks)):
+        host = str(rank.get("host", "?"))
+        who = f"rank {rank.get('rank', i)} on {host}"
+        subjects = answer.get("subjects") if isinstance(answer, dict) else None
+        if not isinstance(subjects, dict) or not subjects:
+            raise HarnessError(f"{what}: {who} answered no subject ({show(subjects, 40)}): nothing of it judged")
+        for subject, values in subjects.items():
+            if not isinstance(subject, str):
+                raise HarnessError(f"{what}: {who} answered a subject that is no name ({show(subject, 40)})")
+            if subject in owner:
+                first, at = owner[subject]
+                why = ("two ranks bound to one device (a binding fault: each rank needs a GPU of its own)"
+                       if at == host else "one subject on two nodes cannot be judged apart")
+                raise HarnessError(f"{what}: {subject} answered by {first} and by {who}: {why}; "
+                                   f"neither is judged")
+            owner[subject] = (who, host)
+            for metric in units_of:
+                value = values.get(metric) if isinstance(values, dict) else None
+                median = value.get("median") if isinstance(value, dict) else None
+                if isinstance(median, bool) or not isinstance(median, (int, float)):
+                    said = (f"no {metric}" if value is None else f"median {show(median, 40)}"
+                            if isinstance(value, dict) else show(value, 40))
+                    raise HarnessError(f"{what}: {who} answered no number for {subject} {metric} ({said}): "
+                                       f"not judged")
+
+
 def per_subject(units_of: dict[str, str]) -> Judge:
     """The judge of a kind whose ranks answer per subject, with these metrics and units: every limit judged
-    per subject that carries its metric."""
+    per subject that carries its metric, once every rank answered its own subjects in full (checked)."""
     def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+        checked(a, units_of)
         m = reduce_subjects(a.per_rank, units_of)
         return m, evaluate(m, dict(rules.limits))
     return judge
