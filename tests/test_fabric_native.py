@@ -142,7 +142,7 @@ def _gds_runs(path: Path) -> list[dict[str, Any]]:
 
 
 def test_gdsio_kind_judges_each_gpu_against_the_storage_floor_and_never_passes_without_one():
-    result = {"host": "n1", "binary": "gdsio", "outcome": "ran",
+    result = {"host": "n1", "binary": "gdsio", "outcome": "ran", "gpus": 2,
               "runs": _gds_runs(GDS / "wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt")}
     m, verdicts = judge_gdsio(_answers("gdsio", result), Rules({}, expect={"gdsio_write_min": 25.05}))
     assert [(v.subject, v.passed) for v in verdicts] == [("GPU0", True), ("GPU1", False)]
@@ -160,7 +160,7 @@ def test_a_gpu_whose_gdsio_run_moved_nothing_gpudirect_fails_by_name_never_left_
     through_cpu = next(line for line in capture.read_text().splitlines()
                        if line.startswith("IoType: WRITE XferType: CPUONLY"))
     runs[1] = {**runs[1], "stdout": through_cpu + "\n"}  # GPU1 ran, exit 0, but through host memory
-    result = {"host": "n1", "binary": "gdsio", "outcome": "ran", "runs": runs}
+    result = {"host": "n1", "binary": "gdsio", "outcome": "ran", "runs": runs, "gpus": 2}
     m, verdicts = judge_gdsio(_answers("gdsio", result), Rules({}, expect={"gdsio_write_min": 5}))
     assert [(v.subject, v.metric, v.passed) for v in verdicts] == [("GPU0", "write_gibs", True),
                                                                    ("GPU1", "transfer", False)]

@@ -57,3 +57,53 @@ def test_a_sibling_rate_that_is_no_rate_leaves_the_ports_own_rate_as_the_floor()
     assert [(v.subject, v.passed) for v in out.verdicts] == [("mlx5_0", False)]  # 92.4 of 400 Gb/s
     assert out.verdicts[0].rule.value == pytest.approx(360.0)  # type: ignore[union-attr]
     assert "its sibling ports' fastest rate -1 is not a rate" in out.verdicts[0].rule.source
+
+
+# -- gdsio: the node's last GPU never run ------------------------------------------------------------------
+
+def _gdsio(gpus_run: list[int], **result: Any) -> Answers:
+    lines = text("gdsio", "wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt").split("\n")
+    line = next(x for x in lines if x.startswith("IoType: WRITE XferType: GPUD"))
+    runs = [{"gpu": g, "io": "write", "outcome": "ran", "stdout": line + "\n", "returncode": 0, "timed_out": False}
+            for g in gpus_run]
+    answer = {"host": "n1", "binary": "gdsio", "outcome": "ran", "runs": runs, **result}
+    return Answers(spec("gdsio", {"io": ["write"]}), [answer, {}, {}, {}], [{"host": "n1"}] * 4, "nccl")
+
+
+def test_the_last_gpu_of_the_count_the_rank_ran_for_without_a_run_fails_by_name() -> None:
+    """A 4-GPU node whose rank ran GPU0-2 only: the count came from the highest GPU seen (3), so GPU3 passed
+    unnoticed."""
+    out = judge(_gdsio([0, 1, 2], gpus=4), Rules({}, expect={"gdsio_write_min": 0.1}), {})
+    assert [(v.subject, v.metric, v.passed) for v in out.verdicts] == [
+        ("GPU3", "run", False), ("GPU0", "write_gibs", True), ("GPU1", "write_gibs", True), ("GPU2", "write_gibs", True)]
+    assert out.verdicts[0].detail == "write: no gdsio run of GPU3 in the answer: never measured"
+
+
+@pytest.mark.parametrize("gpus", [None, True, "4", -1])
+def test_a_rank_that_does_not_say_how_many_gpus_it_ran_for_is_a_harness_error(gpus: Any) -> None:
+    result = {} if gpus is None else {"gpus": gpus}
+    with pytest.raises(HarnessError, match=r"gdsio on n1: the rank did not say how many GPUs it ran gdsio for"):
+        judge(_gdsio([0, 1, 2], **result), Rules({}, expect={"gdsio_write_min": 0.1}), {})
+
+
+def test_the_rank_side_says_the_count_it_ran_gdsio_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure/native_io.py gdsio with a stand-in gdsio on PATH (the rank runs tools from an argument list)."""
+    import os
+    import stat
+
+    import torch
+
+    from clustercheck.measure import RankContext, native_io
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    tool = bin_ / "gdsio"
+    tool.write_text("#!/bin/sh\necho 'IoType: WRITE XferType: GPUD Threads: 1 DataSetSize: 1024/1024(KiB) "
+                    "IOSize: 1024(KiB) Throughput: 1.0 GiB/sec, Avg_Latency: 1.0 usecs ops: 1 total_time 1.0 secs'\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(native_io.GDS_DIR, str(tmp_path))
+    ctx = RankContext(0, 1, 0, "gloo", torch.device("cpu"), "n1")
+    params = {**spec("gdsio", {"io": ["write"], "gpus": 3}).params, "tool_timeout": 30.0}
+    out = native_io.gdsio(ctx, params)
+    assert out["outcome"] == "ran" and out["gpus"] == 3 and [r["gpu"] for r in out["runs"]] == [0, 1, 2]

@@ -79,7 +79,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     if result["outcome"] != "ran":
         raise HarnessError(result["reason"])
     subjects: dict[str, dict[str, float]] = {}
-    verdicts: list[Verdict] = _unmeasured(a, result["runs"])
+    verdicts: list[Verdict] = _unmeasured(a, result["runs"], _gpu_count(a, result))
     open_: list[str] = []
     seen: set[tuple[int, str]] = set()
     for run in result["runs"]:
@@ -126,9 +126,20 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     return Measurement(metrics={}, units=dict(METRICS), rows=rows, subjects=subjects), verdicts
 
 
-def _unmeasured(a: Answers, runs: list[dict[str, Any]]) -> list[Verdict]:
-    """A GPU and direction the rank ran twice, or never (a GPU below the highest, or of the count `gpus`
-    names, without a run; a GPU run in one direction of `io` only): failed by name, never a pass."""
+def _gpu_count(a: Answers, result: Mapping[str, Any]) -> int:
+    """The GPUs the node's rank was to run: the check's `gpus`, else the count the rank ran for (it counts
+    the node's GPUs, measure/native_io.py). Never the highest GPU seen: the node's last GPU, never run, would
+    go unnoticed. A rank that did not say is the harness's error, naming its host."""
+    gpus = a.check.params.get("gpus") or result.get("gpus")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise HarnessError(f"gdsio on {result.get('host')}: the rank did not say how many GPUs it ran gdsio for "
+                           f"(gpus: {gpus!r}): which GPUs went unmeasured cannot be told")
+    return gpus
+
+
+def _unmeasured(a: Answers, runs: list[dict[str, Any]], gpus: int) -> list[Verdict]:
+    """A GPU and direction the rank ran twice, or never (a GPU of the count `gpus` without a run; a GPU run
+    in one direction of `io` only): failed by name ("no gdsio run of GPU3"), never a pass."""
     out = []
     rule = Expectation(a.check.id, "run", "one run per GPU and direction", BUILT_IN,
                        "one gdsio result per GPU and direction the check asks for")
@@ -139,7 +150,6 @@ def _unmeasured(a: Answers, runs: list[dict[str, Any]]) -> list[Verdict]:
         if k > 1:
             out.append(Verdict("run", f"{k} runs", "", rule, False, subject=f"GPU{gpu}",
                                detail=f"{io}: {k} runs of GPU{gpu} in the answer: one GPU measured twice"))
-    gpus = a.check.params.get("gpus") or max((g + 1 for g, _ in count), default=0)
     for gpu in range(gpus):
         for io in a.check.params.get("io") or sorted({io for _, io in count}):
             if (gpu, io) not in count:

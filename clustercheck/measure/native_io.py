@@ -77,7 +77,8 @@ def gdsio(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
             runs.append({"gpu": gpu, "io": io, **result})
             if result["outcome"] == "missing":
                 return {**base, **result}
-    return {**base, "outcome": "ran", "runs": runs}
+    # the count it ran for: the judge fails a GPU of it without a run (the highest GPU seen would hide the last)
+    return {**base, "outcome": "ran", "runs": runs, "gpus": gpus}
 
 
 def _gpus(ctx: RankContext) -> int:
