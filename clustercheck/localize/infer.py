@@ -4,13 +4,15 @@ A test that gave no result (outcome None) is no evidence either way. A passing t
 is left of a failed test are its candidates; the explanation picks parts until each failed test holds
 one (a hitting set), taking first any part that is the only candidate of some test, then the part in
 the most open failed tests. Two parts that sit in exactly the same failed tests cannot be told apart
-by them: both are left as suspects (never blamed) and the planner tests them apart in the next round.
+by them: both are left as suspects (never blamed) and the planner tests them apart in the next round; so is
+a chosen part that an explanation as short could do without (`_replaceable`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from clustercheck.localize.model import Group, Outcome, Part
 
@@ -53,8 +55,12 @@ def explain(tests: list[Test]) -> Explanation:
     chosen: list[Part] = []
     suspects: list[tuple[Part, ...]] = []
     for component in _components({i: c for i, c in cands.items() if c}, of_part):
-        _cover(component, of_part, chosen, suspects)
-    chosen = _prune(chosen, of_part)
+        picked: list[Part] = []
+        tied: list[tuple[Part, ...]] = []
+        _cover(component, of_part, picked, tied)
+        kept, replaceable = _replaceable(component, of_part, _prune(picked, of_part), len(tied))
+        chosen += kept
+        suspects += _merged(tied + replaceable)
     support: dict[Part, tuple[Test, ...]] = {}
     implicated: dict[Part, tuple[Test, ...]] = {}
     chosen_set = set(chosen)
@@ -85,6 +91,63 @@ def _entangled(alone: dict[Part, list[int]], cands: dict[int, frozenset[Part]],
         if not rest or stand_ins:
             out[p] = (touching[0], tuple(sorted(stand_ins)))
     return out
+
+
+def _replaceable(component: dict[int, frozenset[Part]], of_part: dict[Part, set[int]], chosen: list[Part],
+                 tied: int) -> tuple[list[Part], list[tuple[Part, ...]]]:
+    """Split a cluster's chosen parts into those every explanation as short needs and the others, each of
+    those with the parts that stand in for it (a suspect group, never blamed). The greedy cover takes one of
+    two equally short explanations by its order alone: a bad node h0 and a slow uplink L2 fail the same
+    tests as h1 and L1 when each node met the other leaves once. So each chosen part is forbidden in turn:
+    if the cover then finds an explanation no larger (a tied suspect group counts as one part), the part is
+    replaceable."""
+    size = len(chosen) + tied
+    kept: list[Part] = []
+    replaceable: list[tuple[Part, ...]] = []
+    for p in chosen:
+        without = {i: c - {p} for i, c in component.items()}
+        if any(not c for c in without.values()):  # the only candidate of some test: no explanation lacks it
+            kept.append(p)
+            continue
+        alt: list[Part] = []
+        alt_tied: list[tuple[Part, ...]] = []
+        _cover(without, of_part, alt, alt_tied)
+        alt = _prune(alt, of_part)
+        if len(alt) + len(alt_tied) > size:
+            kept.append(p)
+            continue
+        stand_ins = dict.fromkeys(q for q in [*alt, *(q for g in alt_tied for q in g)] if q not in chosen)
+        replaceable.append((p, *sorted(stand_ins, key=_key)))
+    return kept, replaceable
+
+
+def _merged(groups: list[tuple[Part, ...]]) -> list[tuple[Part, ...]]:
+    """Suspect groups that share a part are one tie, however many parts it spans."""
+    out: list[tuple[Part, ...]] = []
+    for group in groups:
+        parts = dict.fromkeys(group)
+        for other in [g for g in out if parts.keys() & set(g)]:
+            out.remove(other)
+            parts.update(dict.fromkeys(other))
+        out.append(tuple(parts))
+    return out
+
+
+def readings(p: Part, ex: Explanation, marginal: Callable[[Outcome], bool]) -> tuple[int, int]:
+    """How many independent failed readings name `p` alone, as (far under the threshold, just under it): for
+    a node, its distinct partners; for a link or an uplink, its tests. A screening ring of three or more
+    repeats what its pairs read (a pair inside it is no second reading); a test with a partner that is
+    itself chosen or a suspect says nothing of `p` alone; a reading just under the threshold (`marginal`) is
+    one noise makes in a large run, and is counted apart."""
+    doubtful = {q.key[0] for q in (*ex.chosen, *(q for g in ex.suspects for q in g)) if q.kind == "node"}
+    doubtful.discard(p.key[0])
+    tests = [t for t in ex.support[p] if (t.group.purpose != "screen" or len(t.group.members) == 2)
+             and not doubtful & set(t.group.members)]
+    out = []
+    for low in (False, True):
+        some = [t for t in tests if marginal(t.outcome) is low]
+        out.append(len({m for t in some for m in t.group.members} - set(p.key)) if p.kind == "node" else len(some))
+    return out[0], out[1]
 
 
 def _components(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]]) -> list[dict[int, frozenset[Part]]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from clustercheck.errors import UserError
-from clustercheck.localize.infer import Explanation, Test, confidence, explain
+from clustercheck.localize.infer import Explanation, Test, confidence, explain, readings
 from clustercheck.localize.model import (
     Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, uplink, usable,
 )
@@ -152,8 +152,10 @@ class Planner:
         suspects = [list(group) for group in ex.suspects]
         for p, (k, stand_ins) in ex.entangled.items():  # still tied when the rounds ran out: never blamed
             suspects[k] += [p, *(q for q in stand_ins if q not in suspects[k])]
+        weak = [p for p in ex.chosen if p not in ex.entangled and self._weak(p, ex)]
+        suspects += [[p] for p in weak]  # named from too little: tested again had a round been left
         if not every_failed:  # nothing ever passed: a shared cause (threshold, software), not these parts
-            for p in (p for p in ex.chosen if p not in ex.entangled):
+            for p in (p for p in ex.chosen if p not in ex.entangled and p not in weak):
                 evidence = tuple(Evidence(t.group.id, t.group.round, t.group.members, t.outcome)
                                  for t in ex.implicated[p])
                 findings.append(Finding(p.kind, p.name, self._nodes_of(p), evidence, confidence(len(ex.support[p]))))
@@ -201,6 +203,14 @@ class Planner:
         if self.threshold is None or value is None or isinstance(value, bool):
             return False
         return value >= self.threshold * (1 - self.marginal)
+
+    def _weak(self, p: Part, ex: Explanation) -> bool:
+        """Too little to name `p`: a node that failed with fewer than two distinct partners on readings noise
+        does not make (one partner's fault, or one transient, reads the same); with `confirm`, any part with
+        fewer than two such readings; else a link or uplink with none. One marginal reading beside them is
+        noise a large run makes; two or more (distinct partners, for a node) are a part just under the floor."""
+        far, near = readings(p, ex, self._marginal)
+        return far < (2 if p.kind == "node" or self.confirm else 1) and near < 2
 
     def _nodes_of(self, p: Part) -> tuple[str, ...]:
         """A node or link: its nodes; a switch uplink: the nodes below that switch (whose path up crosses it).
@@ -260,9 +270,9 @@ class Planner:
         targets += list(ex.entangled)  # chosen partly by the greedy order: judged again on new partners
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
         if last:
-            targets += [p for p in ex.chosen if len(ex.support[p]) < 2
-                        and (self.confirm or all(self._marginal(t.outcome) for t in ex.support[p]))]
-        for p in dict.fromkeys(targets):
+            targets += [p for p in ex.chosen if self._weak(p, ex)]
+        # nodes first: a switch probe takes two cleared helpers, and a node left without one stays a suspect
+        for p in sorted(dict.fromkeys(targets), key=lambda p: p.kind != "node"):
             if p.kind == "node":
                 b.with_helper(p.key[0], "helper")
             elif p.kind == "link":
