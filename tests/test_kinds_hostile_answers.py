@@ -100,3 +100,43 @@ def test_one_subject_on_two_nodes_cannot_be_judged_apart() -> None:
     answers = [{"subjects": {"GPU0": {"tflops": spread(1.0)}}}, {"subjects": {"GPU0": {"tflops": spread(90.0)}}}]
     with pytest.raises(HarnessError, match="GPU0 answered by rank 0 on n1 and by rank 1 on n2: one subject on two"):
         KINDS["gemm"].judge(Answers(gemm, answers, ranks, "nccl"), Rules({}))
+
+
+# -- 4. burn: every rank's answer, once per GPU; a temperature within what a GPU can read -----------------
+
+def burned(host: str, subject: str, rank: int, **over: Any) -> dict[str, Any]:
+    """A rank's answer as measure.burn returns it (a healthy GPU, watched), with `over` on top."""
+    watch = {"samples": 10, "errors": [], "error_count": 0, "temp_max": 71.0, "throttled_s": 0.0, "clock_drop": 0.02}
+    return {"subject": subject, "bus_id": "", "host": host, "dtype": "bfloat16", "m": 8192, "gemms": 100,
+            "checked": 10, "wrong": 0, "seconds": 60.0, "tflops": 700.0, "tflops_min": 690.0, "tflops_max": 710.0,
+            "watch": watch, "watch_error": "", "interval": 1.0, **over}
+
+
+def burn(per_rank: list[Any], n: int | None = None, limits: dict[str, Any] | None = None) -> Any:
+    ranks = [{"host": "n1", "rank": i} for i in range(len(per_rank) if n is None else n)]
+    return judge(Answers(spec("burn", {"duration": 1}), per_rank, ranks, "nccl"), Rules(limits or {}), {})
+
+
+def test_a_healthy_burn_of_two_gpus_passes() -> None:
+    out = burn([burned("n1", "GPU0", 0), burned("n1", "GPU1", 1)])
+    assert {(v.subject, v.metric) for v in out.verdicts if v.passed} == {
+        ("GPU0", "relative"), ("GPU1", "relative"), ("GPU0", "wrong"), ("GPU1", "wrong")}
+    assert all(v.passed for v in out.verdicts)
+
+
+@pytest.mark.parametrize("per_rank, n, message", [
+    # GPU0 answered twice: the second (clean) answer hid the first's 7 wrong elements, and the run passed
+    ([burned("n1", "GPU0", 0, wrong=7), burned("n1", "GPU0", 1)], None,
+     "burn x: n1 GPU0 answered by rank 0 on n1 and by rank 1 on n1: two ranks bound to one device"),
+    # a rank without tflops was dropped: its 9 wrong elements never judged
+    ([burned("n1", "GPU0", 0), {k: v for k, v in burned("n1", "GPU1", 1, wrong=9).items() if k != "tflops"}], None,
+     "rank 1 on n1 answered no number of tflops for n1 GPU1 \\(None\\)"),
+    ([burned("n1", "GPU0", 0), {}], None, "rank 1 on n1 answered no GPU and node"),
+    ([burned("n1", "GPU0", 0, wrong="0"), burned("n1", "GPU1", 1)], None,
+     "rank 0 on n1 answered no number of wrong for n1 GPU0 \\('0'\\)"),
+    ([burned("n1", "GPU0", 0)], 2, "1 answer\\(s\\) from the 2 rank\\(s\\) on n1"),
+])
+def test_a_burn_answer_missing_twice_or_without_a_number_is_a_harness_error_naming_rank_node_and_gpu(
+        per_rank: list[Any], n: int | None, message: str) -> None:
+    with pytest.raises(HarnessError, match=message):
+        burn(per_rank, n)
