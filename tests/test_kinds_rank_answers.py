@@ -107,3 +107,42 @@ def test_the_rank_side_says_the_count_it_ran_gdsio_for(tmp_path: Path, monkeypat
     params = {**spec("gdsio", {"io": ["write"], "gpus": 3}).params, "tool_timeout": 30.0}
     out = native_io.gdsio(ctx, params)
     assert out["outcome"] == "ran" and out["gpus"] == 3 and [r["gpu"] for r in out["runs"]] == [0, 1, 2]
+
+
+# -- p2p: a pair that is no bandwidth, or no pair at all ------------------------------------------------------
+
+def _p2p(bandwidths: dict[str, Any]) -> Answers:
+    """Three GPUs of n1, each rank answering its own row of the matrix (measure/copies.py p2p)."""
+    per_rank: list[dict[str, Any]] = [{"subjects": {}} for _ in range(3)]
+    for pair, b in bandwidths.items():
+        per_rank[int(pair[3])]["subjects"][pair] = {"unidirectional": {"median": b, "min": b, "max": b},
+                                                    "peer_access": True}
+    return Answers(spec("p2p", {}, "gpu-pair"), per_rank, [{"host": "n1"}] * 3, "nccl")
+
+
+FULL = {f"GPU{a}->GPU{b}": 100.0 for a in range(3) for b in range(3) if a != b}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -100.0, "100", True])
+@pytest.mark.parametrize("metric", ["p2p_min", "p2p_min_ratio", "asymmetry_max"])
+def test_a_pair_that_is_no_bandwidth_fails_the_node_wide_figures_naming_that_pair(bad: Any, metric: str) -> None:
+    """A NaN pair passed p2p_min and p2p_min_ratio (min() and median() skip a NaN by where it stands); an inf
+    pair passed p2p_min_ratio; a 0 divided by zero."""
+    unit = {"p2p_min": "GB/s"}.get(metric, "ratio")
+    op, value = ("<=", 0.2) if metric == "asymmetry_max" else (">=", 0.5 if unit == "ratio" else 50.0)
+    out = judge(_p2p({**FULL, "GPU2->GPU0": bad}), Rules({metric: limit(metric, op, value, unit)}), {})
+    assert [(v.metric, v.passed, v.worst) for v in out.verdicts] == [(metric, False, "GPU2->GPU0")]
+    assert math.isnan(float(out.verdicts[0].measured))
+
+
+def test_one_dead_pair_fails_its_own_ratio_to_median_not_the_healthy_pairs() -> None:
+    out = judge(_p2p({**FULL, "GPU2->GPU0": 0.0}), Rules({"ratio_to_median": limit("ratio_to_median", ">=", 0.8, "ratio")}), {})
+    assert [v.subject for v in out.verdicts if not v.passed] == ["GPU2->GPU0"]
+    assert len(out.verdicts) == 6
+
+
+@pytest.mark.parametrize("gone", [["GPU2->GPU0", "GPU0->GPU2"], list(FULL)])
+def test_a_pair_missing_from_the_answers_is_a_harness_error_naming_it(gone: list[str]) -> None:
+    with pytest.raises(HarnessError, match=rf"p2p x on n1: no bandwidth of {len(gone)} of the 6 ordered pair\(s\) of 3 "
+                                           rf"GPU\(s\) in the ranks' answers \(.*GPU0->GPU2, .*GPU2->GPU0.*\)"):
+        judge(_p2p({k: v for k, v in FULL.items() if k not in gone}), Rules({"p2p_min": limit("p2p_min", ">=", 1, "GB/s")}), {})

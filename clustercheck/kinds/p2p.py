@@ -6,9 +6,11 @@ the worst asymmetry. Ranks: clustercheck.measure.copies:p2p."""
 
 from __future__ import annotations
 
+import math
 from statistics import median
 from typing import Any, Mapping
 
+from clustercheck.errors import HarnessError
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.kinds.base import FRACTION, NON_NEGATIVE, Answers, Kind, Rules, device_need
@@ -28,33 +30,62 @@ def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
     return device_need(n * params["size"], params["size"], n, gpu)  # its source and one target per other rank
 
 
-def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str]) -> Measurement:
+def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str], gpus: int | None = None,
+               where: str = "p2p") -> Measurement:
     """The p2p matrix: per ordered pair its bandwidth and ratio to the node median, per unordered pair the
-    bidirectional sum and asymmetry; node-wide min, median, min/median and the worst asymmetry."""
+    bidirectional sum and asymmetry; node-wide min, median, min/median and the worst asymmetry.
+
+    Every ordered pair of the item's `gpus` GPUs (GPU<i>->GPU<j>, the ranks' local ranks; the ranks answering
+    when not given) must be there: a pair missing is a HarnessError naming it, never a matrix judged without
+    it (`where` names the item). A pair that is no bandwidth (NaN, infinite, 0 or below, not a number) makes the node-wide figures NaN
+    with that pair the worst: min() and median() skip a NaN by where it stands, and a 0 divides by zero."""
     found = merged(per_rank)
-    uni = {s: v["unidirectional"]["median"] for s, v in found.items() if "unidirectional" in v}
-    mid = median(uni.values())
-    subjects: dict[str, dict[str, float]] = {s: {"unidirectional": b, "ratio_to_median": b / mid} for s, b in uni.items()}
+    uni = {s: _bandwidth(v["unidirectional"]) for s, v in found.items() if "unidirectional" in v}
+    n = len(per_rank) if gpus is None else gpus
+    wanted = [f"GPU{i}->GPU{j}" for i in range(n) for j in range(n) if i != j]
+    missing = [pair for pair in wanted if pair not in uni]
+    if missing or not uni:
+        raise HarnessError(f"{where}: no bandwidth of {len(missing)} of the {len(wanted)} ordered pair(s) of {n} GPU(s) "
+                           f"in the ranks' answers ({', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}): "
+                           f"the matrix is not judged without them")
+    bad = [s for s, b in uni.items() if not (math.isfinite(b) and b > 0)]
+    good = [b for s, b in uni.items() if s not in bad]
+    # a pair's ratio is to the median of the pairs that gave a bandwidth, so one dead pair fails itself
+    # (its own ratio NaN) and not every healthy pair beside it
+    mid = median(good) if good else math.nan
+    subjects: dict[str, dict[str, float]] = {
+        s: {"unidirectional": b, "ratio_to_median": b / mid if s not in bad else math.nan} for s, b in uni.items()}
     asym = []
     for s, b in uni.items():
         a, _, c = s.partition("->")
         back = uni.get(f"{c}->{a}")
         if back is not None and natural(a) < natural(c):
-            asym.append(abs(b - back) / max(b, back))
+            asym.append(abs(b - back) / max(b, back) if s not in bad and f"{c}->{a}" not in bad else math.nan)
             share = found.get(f"{a}->{c}:bidir", {}).get("share", {}).get("median")
             share_back = found.get(f"{c}->{a}:bidir", {}).get("share", {}).get("median")
             if share is not None and share_back is not None:
                 subjects[f"{a}<->{c}"] = {"bidirectional": share + share_back}
     rows = [{"subject": s, "metric": "unidirectional", **v["unidirectional"],
              "peer_access": v.get("peer_access")} for s, v in found.items() if "unidirectional" in v]
-    worst = min(uni, key=uni.__getitem__)
-    metrics = {"p2p_min": uni[worst], "p2p_median": mid, "p2p_min_ratio": uni[worst] / mid,
-               "asymmetry_max": max(asym, default=0.0)}
+    if bad:
+        worst, nan = bad[0], math.nan
+        metrics = {"p2p_min": nan, "p2p_median": nan, "p2p_min_ratio": nan, "asymmetry_max": nan}
+    else:
+        worst = min(uni, key=uni.__getitem__)
+        metrics = {"p2p_min": uni[worst], "p2p_median": mid, "p2p_min_ratio": uni[worst] / mid,
+                   "asymmetry_max": max(asym, default=0.0)}
     return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects)
 
 
+def _bandwidth(value: Any) -> float:
+    """A pair's median bandwidth, or NaN where the rank gave no number for it (a bool and text are none)."""
+    median_ = value.get("median") if isinstance(value, Mapping) else None
+    return float(median_) if isinstance(median_, (int, float)) and not isinstance(median_, bool) else math.nan
+
+
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
-    m = reduce_p2p(a.per_rank, METRICS)
+    hosts = ", ".join(sorted(set(a.hosts)))
+    m = reduce_p2p(a.per_rank, METRICS, len(a.ranks), f"p2p {a.check.id} on {hosts}")
     return m, evaluate(m, dict(rules.limits))
 
 
