@@ -23,7 +23,8 @@ GOOD, SLOW, FLOOR = 2.0, 0.3, 1.0
 
 def fabric(nodes: list[str], leaf_of: dict[str, str], bad_nodes: Iterable[str] = (),
            bad_links: Iterable[tuple[str, str]] = (), bad_uplinks: Iterable[str] = (),
-           noisy: dict[tuple[int, frozenset[str]], float] | None = None) -> tuple[dict, list[dict[str, Any]]]:
+           noisy: dict[tuple[int, frozenset[str]], float] | None = None, max_rounds: int = 4
+           ) -> tuple[dict, list[dict[str, Any]]]:
     """Run the check's localization over `nodes` (one rank each) under leaves `leaf_of` (one spine above them
     when there are several): a group reads SLOW when it holds a bad node, sends over a bad link or crosses a bad
     uplink, else GOOD; `noisy[(round, members)]` overrides one group's reading (NaN: no result)."""
@@ -47,7 +48,8 @@ def fabric(nodes: list[str], leaf_of: dict[str, str], bad_nodes: Iterable[str] =
         round_[0] += 1
         return answers(groups, lambda g: gbps([nodes[r] for r in g]))
 
-    return localize(nodes, {n: [i] for i, n in enumerate(nodes)}, FLOOR, run, "fabric", topology=topo)
+    return localize(nodes, {n: [i] for i, n in enumerate(nodes)}, FLOOR, run, "fabric", topology=topo,
+                    max_rounds=max_rounds)
 
 
 def record(items: dict, nodes: list[str]) -> Any:
@@ -125,3 +127,23 @@ def test_a_ring_and_a_marginal_reading_are_not_a_second_partner() -> None:
     assert named_nodes(items, nodes) == set()
     assert all(items[n][0][0].passed for n in nodes)
     assert not items[None][0][0].passed and "link h0 <-> h1" in str(cluster_subjects(items))
+
+
+def test_an_uplink_masked_by_a_bad_node_is_probed_apart() -> None:
+    """h1 bad, L1's uplink (h3-h5) slow, three leaves of three: only the screening ring crossed L1 and
+    failed, and h1 explains it, so L1 was never probed and the cluster item passed ('no link or uplink
+    named'). Round 4 probes it from L1's cleared nodes with helpers of other leaves."""
+    nodes = [f"h{i}" for i in range(9)]
+    items, _ = fabric(nodes, {n: f"L{i // 3}" for i, n in enumerate(nodes)}, bad_nodes=["h1"], bad_uplinks=["L1"])
+    assert named_nodes(items, nodes) == {"h1"}
+    assert cluster_subjects(items) == ["switch L1"]
+
+
+def test_an_uplink_never_tested_apart_is_not_judged() -> None:
+    """The same fabric with 3 rounds: no round is left to probe L1, and the cluster item is an error naming
+    it, never a pass."""
+    nodes = [f"h{i}" for i in range(9)]
+    items, _ = fabric(nodes, {n: f"L{i // 3}" for i, n in enumerate(nodes)}, bad_nodes=["h1"], bad_uplinks=["L1"],
+                      max_rounds=3)
+    verdicts, message = items[None]
+    assert verdicts == [] and message.startswith("not judged: uplink(s) L1 never tested apart from a failed part")

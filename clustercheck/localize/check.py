@@ -122,8 +122,13 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: 
                                       "software, the whole fabric), so no part is named"))
     none = (f"{len(v.no_result)} group(s) gave no result ({_said(list(v.no_result), reasons)}): "
             f"{', '.join(e.group for e in v.no_result[:8])}") if v.no_result else ""
+    if v.masked:  # crossed only by groups another part failed: never measured apart, never a pass
+        masked = f"uplink(s) {', '.join(v.masked[:8])} never tested apart from a failed part"
+        none = f"{masked}; {none}" if none else masked
     if cluster:
         out[None] = (cluster, none)
+    elif v.masked:
+        out[None] = ([], f"not judged: {none}")
     elif v.unexplained:  # failed groups whose every part passed elsewhere: a transient, never a clean pass
         out[None] = ([], f"not judged: {len(v.unexplained)} failed group(s) that no part explains (a transient or "
                          f"a noisy reading): {', '.join(v.unexplained[:8])}" + (f"; {none}" if none else ""))

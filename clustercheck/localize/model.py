@@ -119,7 +119,8 @@ class Verdicts:
     could not tell apart from another part (never blamed); `unexplained` are failed groups every part
     of which passed elsewhere (a transient or a noisy reading); `cleared` are nodes a passing test
     exercised; `untested` are nodes neither cleared nor named; `no_result` are the groups that gave no
-    measurement (neither passed nor failed: they clear and blame nobody)."""
+    measurement (neither passed nor failed: they clear and blame nobody); `masked` are switches whose uplink
+    no passing test cleared and no finding or suspect holds: never judged."""
 
     rounds: int
     tests: int
@@ -130,6 +131,7 @@ class Verdicts:
     untested: tuple[str, ...]
     every_test_failed: bool
     no_result: tuple[Evidence, ...] = ()
+    masked: tuple[str, ...] = ()  # switches whose uplink only failed groups crossed, never tested apart
 
     def named(self, kind: Kind) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -167,6 +167,8 @@ class Planner:
             unexplained=tuple(t.group.id for t in ex.unexplained), cleared=cleared,
             untested=tuple(n for n in self.nodes if n not in cleared and n not in named),
             every_test_failed=every_failed,
+            masked=tuple(sorted(p.key[0] for p in ex.open_parts if p.kind == "switch" and p not in ex.chosen
+                                and not any(p in group for group in suspects))),
             no_result=tuple(Evidence(t.group.id, t.group.round, t.group.members, None)
                             for t in self._tests if t.outcome is None))
 
@@ -271,6 +273,8 @@ class Planner:
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
         if last:
             targets += [p for p in ex.chosen if self._weak(p, ex)]
+            # an uplink only failed groups crossed, each explained by another part: probe it apart
+            targets += sorted(p for p in ex.open_parts if p.kind == "switch" and p not in chosen)
         # nodes first: a switch probe takes two cleared helpers, and a node left without one stays a suspect
         for p in sorted(dict.fromkeys(targets), key=lambda p: p.kind != "node"):
             if p.kind == "node":
