@@ -140,3 +140,15 @@ def test_a_burn_answer_missing_twice_or_without_a_number_is_a_harness_error_nami
         per_rank: list[Any], n: int | None, message: str) -> None:
     with pytest.raises(HarnessError, match=message):
         burn(per_rank, n)
+
+
+@pytest.mark.parametrize("temp", [-300.0, 250.0])
+def test_a_burn_temperature_no_gpu_can_read_fails_its_limit(temp: float) -> None:
+    from clustercheck.judging.limits import Limit
+
+    hot = Limit("x", "temp_max", "<=", 84.0, "C", "<= 84", "test", "test")
+    watch = {**burned("n1", "GPU0", 0)["watch"], "temp_max": temp}
+    out = burn([burned("n1", "GPU0", 0, watch=watch), burned("n1", "GPU1", 1)], limits={"temp_max": hot})
+    temps = [(v.subject, v.passed) for v in out.verdicts if v.metric == "temp_max"]
+    assert temps == [("GPU0", False), ("GPU1", True)]
+    assert "out of the domain of temp_max" in next(v.detail for v in out.verdicts if not v.passed)

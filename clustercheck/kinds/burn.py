@@ -14,6 +14,7 @@ from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.kinds.base import FRACTION, Answers, Kind, Rules, device_need, wrong_limit
+from clustercheck.probes.throttle import TEMP_DOMAIN
 from clustercheck.schema import Fields, between, one_of
 
 METRICS = {"tflops": "TFLOP/s", "relative": "ratio", "wrong": "count", "temp_max": "C", "throttled_s": "s",
@@ -135,4 +136,6 @@ PROVIDES = (Kind("burn", ("node",), METRICS, burn_params,
               "GEMM on every GPU of the node at once for `duration` seconds, watched (temperature, clocks, power, "
               "throttle reasons) and checked against a known answer; each GPU judged against the best of its node",
               "clustercheck.measure.burn:burn", judge_burn, memory=memory,
-                 domains={"relative": FRACTION, "clock_drop": FRACTION}, fits=fits),)
+                 # a temp_max below absolute zero or at 200 C is a broken reading, never a cool or a hot GPU
+                 # (probes/throttle.py): -300 C passed `<= 84`
+                 domains={"relative": FRACTION, "clock_drop": FRACTION, "temp_max": TEMP_DOMAIN}, fits=fits),)
