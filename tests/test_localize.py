@@ -181,9 +181,12 @@ def test_two_nodes() -> None:
     silent = Planner(["a", "b"])
     silent.next_round()
     silent.record({"r1-g0": None})  # no measurement: no evidence about a, b or their link
+    assert [g.members for g in silent.next_round()] == [("a", "b")]  # a pair with no result runs again
+    while silent.next_round():
+        silent.record({})  # a group left out: no result again
     v = silent.verdicts()
-    assert silent.next_round() == [] and v.findings == () and v.suspects == () and v.cleared == frozenset()
-    assert v.untested == ("a", "b") and [e.group for e in v.no_result] == ["r1-g0"]
+    assert v.findings == () and v.suspects == () and v.cleared == frozenset()
+    assert v.untested == ("a", "b") and [e.group for e in v.no_result] == ["r1-g0", "r2-g0", "r3-g0", "r4-g0"]
 
 
 def test_three_nodes_one_bad() -> None:

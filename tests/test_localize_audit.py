@@ -147,3 +147,17 @@ def test_an_uplink_never_tested_apart_is_not_judged() -> None:
                       max_rounds=3)
     verdicts, message = items[None]
     assert verdicts == [] and message.startswith("not judged: uplink(s) L1 never tested apart from a failed part")
+
+
+def test_a_pair_that_gave_no_result_runs_again_and_no_healthy_node_is_named() -> None:
+    """h0 and h1 bad, one leaf of three; the round-2 pair h0+h1 gives no result (NaN). It was never run
+    again, so {h2} explained every failure (h2 met both bad nodes) and the healthy h2 was named and
+    excluded; h0 and h1, whose ring gave a result, read 'its groups gave no result'."""
+    nodes = ["h0", "h1", "h2"]
+    items, rows = fabric(nodes, {n: "L0" for n in nodes}, bad_nodes=["h0", "h1"],
+                         noisy={(2, frozenset({"h0", "h1"})): float("nan")})
+    assert [r["members"] for r in rows if r["round"] > 2].count(["h0", "h1"]) == 1  # run again
+    assert named_nodes(items, nodes) <= {"h0", "h1"}
+    for n in ("h0", "h2"):
+        assert not items[n][0] or items[n][0][0].passed
+        assert "its groups gave no result" not in items[n][1]  # a group with it gave one

@@ -95,7 +95,7 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: 
             out[node] = ([Verdict("localized", "cleared", "", rule, True, subject=node,
                                   detail="a passing group exercised it")],
                          f"{len(silent)} group(s) with it gave no result ({_said(silent, reasons)})" if silent else "")
-        elif node not in suspects and silent:
+        elif node not in suspects and silent and node not in v.measured:  # every group with it: no result
             out[node] = ([], f"not judged: its groups gave no result ({_said(silent, reasons)}): "
                              f"{', '.join(e.group for e in silent[:8])}")
         else:

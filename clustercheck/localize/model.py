@@ -131,7 +131,8 @@ class Verdicts:
     untested: tuple[str, ...]
     every_test_failed: bool
     no_result: tuple[Evidence, ...] = ()
-    masked: tuple[str, ...] = ()  # switches whose uplink only failed groups crossed, never tested apart
+    masked: tuple[str, ...] = ()
+    measured: frozenset[str] = frozenset()  # nodes some group that gave a result held  # switches whose uplink only failed groups crossed, never tested apart
 
     def named(self, kind: Kind) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

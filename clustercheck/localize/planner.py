@@ -167,6 +167,7 @@ class Planner:
             unexplained=tuple(t.group.id for t in ex.unexplained), cleared=cleared,
             untested=tuple(n for n in self.nodes if n not in cleared and n not in named),
             every_test_failed=every_failed,
+            measured=frozenset(n for t in self._tests if t.outcome is not None for n in t.group.members),
             masked=tuple(sorted(p.key[0] for p in ex.open_parts if p.kind == "switch" and p not in ex.chosen
                                 and not any(p in group for group in suspects))),
             no_result=tuple(Evidence(t.group.id, t.group.round, t.group.members, None)
@@ -258,6 +259,10 @@ class Planner:
             b.reserve(*(e for e in ends if e not in b.busy))
             for n in list(b.reserved):
                 b.with_helper(n, "helper" if n in suspects else "probe", other_leaf=n not in suspects)
+        got = {frozenset(t.group.members) for t in self._tests if t.outcome is not None}
+        for t in self._tests:  # a pair that gave no result runs again: it alone may contradict the explanation
+            if t.outcome is None and len(t.group.members) == 2 and frozenset(t.group.members) not in got:
+                b.add(t.group.members, "retest")
         self._resolve(b, ex, last=r > 3)
         b.pair_orphans()
         return b.groups
