@@ -357,12 +357,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not cs.started or cs.run_dir is None:
         return
     from clustercheck.record.compare import software_since
-    from clustercheck.report.terminal import run_summary
+    from clustercheck.report.terminal import lines_shown, run_summary
 
     terminalreporter.section("clustercheck")
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
-        terminalreporter.write_line(line, **({colour: True} if colour else {}))
+        terminalreporter.write_line(lines_shown(line), **({colour: True} if colour else {}))  # whatever built it
     if cs.baseline is not None:  # --compare: what the baseline is, where it is no like-for-like reference
         for line in cs.baseline.said(cs.profile.name if cs.profile else "", cs.results):
             terminalreporter.write_line(line, yellow=True)

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import hostlist
 
+from clustercheck.errors import escape
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.exclude import as_hostlist, unblamed
 from clustercheck.record.io import Record
@@ -32,14 +33,17 @@ def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
         verdicts = r.get("verdicts") or []
         if not verdicts:
             reason = (r.get("message") or "").strip().splitlines()[0:1]  # whole: wrapped, never cut
-            rows.append((r["name"], "-", "-", "-", "-", r["outcome"].upper() + (f": {reason[0]}" if reason else "")))
+            rows.append((escape(r["name"]), "-", "-", "-", "-",
+                         r["outcome"].upper() + (f": {escape(reason[0])}" if reason else "")))
             continue
         for v in verdicts:
             metric = f"{v['subject']} {v['metric']}" if v.get("subject") else v["metric"]  # GPU3 h2d
             measured = vt.measured_text(v)
             if v.get("detail") and v["metric"].endswith(" vs baseline"):  # the baseline's value beside the change
                 measured += f" ({str(v['detail']).split(' (')[0]})"
-            rows.append((r["name"], metric, measured, vt.rule_text(v), vt.margin_text(v), vt.word(v)))
+            # a subject or a message may be a tool's or a rank's text: escaped, it cannot drive the terminal
+            cells = (r["name"], metric, measured, vt.rule_text(v), vt.margin_text(v), vt.word(v))
+            rows.append(tuple(escape(cell) for cell in cells))
     return rows
 
 
@@ -139,14 +143,14 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
     said = f"{', '.join(f'{b} failed' for b in blank)}; {'it names' if len(blank) == 1 else 'they name'} no node"
     if ex.get("hostlist"):
         out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
-        out += [(f"  {node}: {why}", "") for node, why in (ex.get("reasons") or {}).items()]
+        out += [(escape(f"  {node}: {why}"), "") for node, why in (ex.get("reasons") or {}).items()]
         for act, done in (("drain", ex.get("drain")), ("taint", ex.get("taint"))):  # rc None: a dry run, or a
             for d in done or []:  # node someone else drained or tainted (left alone)
                 said = (d["output"].splitlines() or [""])[0][:200]  # scontrol's first line (the record keeps all)
                 state = ("would run" if d["output"] == "dry run" else d["output"]) if d["rc"] is None else \
                     "done" if d["rc"] == 0 else f"failed (exit {d['rc']}: {said})" if act == "drain" else \
                     f"failed ({d['output']})"
-                out.append((f"  {act} {state}: {shlex.join(d['command'])}", ""))
+                out.append((escape(f"  {act} {state}: {shlex.join(d['command'])}"), ""))  # scontrol's words
         if ex.get("breaker"):
             out.append((f"  {ex['breaker']}", "yellow"))
         if blank:
@@ -193,8 +197,17 @@ def notes(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
                 by_note.setdefault(text, []).extend(hostlist.expand_hostlist(hosts))
             except hostlist.BadHostlist:  # a record not written by a run: say the note as it stands
                 by_note.setdefault(note, [])
-    lines = [f"{as_hostlist(sorted(set(hosts)))}: {text}" if hosts else text for text, hosts in by_note.items()]
+    lines = [escape(f"{as_hostlist(sorted(set(hosts)))}: {text}" if hosts else text)  # a rank's or a tool's words
+             for text, hosts in by_note.items()]
     return lines[:most] + ([f"and {len(lines) - most} more (report.html, each item)"] if len(lines) > most else [])
+
+
+def lines_shown(text: str) -> str:
+    """Text for the terminal, each of its lines escaped (errors.escape: ESC, BEL, CR ... as backslash text)
+    and its line breaks kept: a rank's exception or a tool's output can neither move the cursor, hide a
+    line nor write the clipboard. Escaping is idempotent on printable text, so text escaped where it was
+    built passes through unchanged."""
+    return "\n".join(escape(line) for line in text.split("\n"))
 
 
 def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: int, incomplete: str | None,
@@ -206,7 +219,7 @@ def run_summary(results: Sequence[ResultEntry], exclusion: ExcludeEntry, nodes: 
     out = [(line, "") for line in summary_lines(burnin.folded(results))] + [("", "")]
     if burnin.repeated(results):
         out += [(line, "") for line in burnin.lines(burnin.summarize(results), incomplete is not None)] + [("", "")]
-    out += exclusion_lines(exclusion, nodes, incomplete, results)
+    out += [(lines_shown(line), colour) for line, colour in exclusion_lines(exclusion, nodes, incomplete, results)]
     if counters:
         out.append(("counters: read on every node before and after each check (--counters); a rise beyond its "
                     "allowance fails the item, an unreadable counter is an error", ""))
