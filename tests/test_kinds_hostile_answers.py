@@ -152,3 +152,55 @@ def test_a_burn_temperature_no_gpu_can_read_fails_its_limit(temp: float) -> None
     temps = [(v.subject, v.passed) for v in out.verdicts if v.metric == "temp_max"]
     assert temps == [("GPU0", False), ("GPU1", True)]
     assert "out of the domain of temp_max" in next(v.detail for v in out.verdicts if not v.passed)
+
+
+# -- 5. probe: an outcome that judged the node, or a harness error naming probe and node -----------------
+
+def probed(verdicts: Any = None, **over: Any) -> list[dict[str, Any]]:
+    """The node's two ranks' answers (measure.probe: the first rank runs it, the other answers {})."""
+    one = {"subject": "node7", "what": "gpus", "passed": True, "judged": True, "detail": "8 GPUs", "measured": "8",
+           "expected": "8"}
+    return [{"outcome": "passed", "reason": "", "host": "node7",
+             "verdicts": [one] if verdicts is None else [{**one, **v} for v in verdicts], **over}, {}]
+
+
+def probe(per_rank: list[Any]) -> Any:
+    ranks = [{"host": "node7", "rank": 0}, {"host": "node7", "rank": 1}]
+    return judge(Answers(spec("probe", {"probe": "ecc"}), per_rank, ranks, "gloo"), Rules({}), {})
+
+
+def test_a_probe_that_judged_the_node_passes() -> None:
+    assert [(v.subject, v.passed) for v in probe(probed()).verdicts] == [("node7", True)]
+
+
+@pytest.mark.parametrize("per_rank, message", [
+    (probed([{"passed": "false"}]), "probe ecc on node7: node7 gpus: passed is 'false', not true or false"),
+    (probed([{"passed": None}]), "probe ecc on node7: node7 gpus: passed is None"),
+    (probed([{"judged": "no"}]), "probe ecc on node7: node7 gpus: judged is 'no'"),
+    (probed([]), "probe ecc on node7: answered passed with no verdict"),
+    ([{}, {}], "probe ecc on node7: no rank answered the probe's outcome"),
+    (probed(outcome="crashed"), "probe ecc on node7: answered outcome 'crashed', which no probe gives"),
+    (probed(outcome="skipped", reason=None), "probe ecc on node7: skipped without a reason"),
+])
+def test_a_probe_answer_that_judged_nothing_is_a_harness_error_naming_probe_and_node(per_rank: list[Any],
+                                                                                    message: str) -> None:
+    with pytest.raises(HarnessError, match=message):
+        probe(per_rank)
+
+
+# -- 6. native tools: no exit status read is no clean exit ----------------------------------------------
+
+@pytest.mark.parametrize("returncode, said", [(None, "no exit status (None)"), ("0", "no exit status ('0')"),
+                                              (False, "no exit status (False)")])
+def test_a_tool_run_without_an_exit_status_fails_its_run_verdict(returncode: Any, said: str) -> None:
+    from evidence import text
+
+    body = "\n".join(text("nccl-tests", "allreduce-h100-2node-16rank-mpirun.txt").split("\n")[2:])
+    ran = nccl_ran(stdout=body, stdout_bytes=len(body))
+    clean = judge(Answers(spec("nccl_tests", {}), [ran, {}], [{"host": "node7"}] * 2, "nccl"), Rules({}), {})
+    assert [(v.metric, v.passed) for v in clean.verdicts if v.metric == "run"] == [("run", True)]
+    out = judge(Answers(spec("nccl_tests", {}), [{**ran, "returncode": returncode}, {}], [{"host": "node7"}] * 2,
+                        "nccl"), Rules({}), {})
+    run = next(v for v in out.verdicts if v.metric == "run")
+    assert (run.measured, run.passed) == ("failed", False)
+    assert (run.detail or "").startswith(said)

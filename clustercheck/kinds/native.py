@@ -72,11 +72,14 @@ def result_of(a: Answers) -> dict[str, Any]:
 
 
 def _ended(result: Mapping[str, Any]) -> str | None:
-    """How the tool ended when that was not a clean exit; None for exit status 0."""
+    """How the tool ended when that was not a clean exit; None for exit status 0 only (a returncode of None,
+    no exit status read, is no clean exit)."""
     rc = result["returncode"]
     if result["timed_out"]:
         return f"stopped after {result['timeout']:g} s (its timeout, 10% or 10 s below the check's)"
-    if rc is not None and rc < 0:
+    if isinstance(rc, bool) or not isinstance(rc, int):
+        return f"no exit status ({show(rc, 40)})"
+    if rc < 0:
         try:
             return f"killed by {signal.Signals(-rc).name}"
         except ValueError:
