@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clustercheck.errors import HarnessError, Skip
+from clustercheck.errors import HarnessError, Skip, show
 from clustercheck.judging.expect import check_expect
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.unjudged import notes_or_error
@@ -34,8 +34,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     `not judged: ...` when it judged nothing at all (no expectation given, nothing in the output to judge),
     or naming what went unjudged when it judged only a part. Only a probe that raised ProbeSkip on the rank
     (the tool or hardware it needs is absent there: outcome `skipped`) is a skip, with its reason."""
-    result = next(r for r in a.per_rank if "outcome" in r)
-    name = a.check.params["probe"]
+    result, name = answered(a), a.check.params["probe"]
     if result["outcome"] == "skipped":
         raise Skip(result["reason"])
     if result["outcome"] == "error":
@@ -55,6 +54,39 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                 for v in judged]
     worst = next((v.subject for v in verdicts if not v.passed), None)
     return Measurement(metrics={}, units={}, worst=worst, notes=notes), verdicts
+
+
+OUTCOMES = ("passed", "failed", "not judged")  # with verdicts; `skipped` and `error` with a reason (ProbeOutcome)
+VERDICT_KEYS = ("subject", "what", "detail", "measured", "expected")
+
+
+def answered(a: Answers) -> dict[str, Any]:
+    """The node's first rank's outcome, as measure.probe writes it; else a HarnessError naming the probe and
+    the node. A `passed` of 'false' (a string: truthy) passed, an empty verdict list passed (nothing failed),
+    and no outcome at all was a StopIteration: none of them is a probe that judged the node."""
+    name = a.check.params["probe"]
+    result = next((r for r in a.per_rank if isinstance(r, dict) and "outcome" in r), None)
+    if result is None:
+        raise HarnessError(f"probe {name} on {', '.join(sorted(set(a.hosts))) or 'no host'}: no rank answered the "
+                           f"probe's outcome: not judged")
+    where = f"probe {name} on {result.get('host') if isinstance(result.get('host'), str) else '?'}"
+    if result["outcome"] in ("skipped", "error"):
+        if not isinstance(result.get("reason"), str) or not isinstance(result.get("host"), str):
+            raise HarnessError(f"{where}: {result['outcome']} without a reason ({show(result.get('reason'), 40)})")
+        return result
+    if result["outcome"] not in OUTCOMES or not isinstance(result.get("host"), str):
+        raise HarnessError(f"{where}: answered outcome {show(result['outcome'], 40)}, which no probe gives: not judged")
+    verdicts = result.get("verdicts")
+    if not isinstance(verdicts, list) or not verdicts:
+        raise HarnessError(f"{where}: answered {result['outcome']} with no verdict ({show(verdicts, 40)}): not judged")
+    for v in verdicts:
+        if not isinstance(v, dict) or not all(k in v for k in VERDICT_KEYS):
+            raise HarnessError(f"{where}: a verdict without {', '.join(VERDICT_KEYS)} ({show(v, 60)}): not judged")
+        for key in ("passed", "judged"):  # 'false' is truthy: a pass
+            if not isinstance(v.get(key, True), bool):
+                raise HarnessError(f"{where}: {v['subject']} {v['what']}: {key} is {show(v.get(key), 40)}, not true "
+                                   f"or false: not judged")
+    return result
 
 
 PROVIDES = (Kind("probe", ("node",), {}, parse,
