@@ -145,7 +145,7 @@ class CheckItem(pytest.Item):
         self.outcome = None  # reported and recorded by now; a long burn-in must not keep every measurement
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CheckFailed):
+        if isinstance(excinfo.value, CheckFailed):  # the record keeps it as is; makereport escapes what is shown
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
 
@@ -243,6 +243,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                 item.session.shouldstop = f"the run record cannot be written: {exc}"
                 cs.kill_ranks()
         item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
+    from clustercheck.report.terminal import lines_shown
+
+    # recorded as said; shown (FAILURES, ERRORS, the short summary, -rs) with each line escaped: a tool's or a
+    # rank's text (a NIC name, a profile's source) cannot drive the terminal, as `clustercheck probe` shows it
+    if isinstance(report.longrepr, str):
+        report.longrepr = lines_shown(report.longrepr)
+    elif isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        report.longrepr = (*report.longrepr[:2], lines_shown(str(report.longrepr[2])))
     return report
 
 

@@ -72,8 +72,9 @@ KIND = Kind("hostile_kind", ("node",), {"answer": "count"}, _parse, "rank 0 rais
 ''' % HOSTILE
 
 
-@pytest.mark.pool
-def test_a_ranks_hostile_exception_reaches_the_summary_escaped(tmp_path: Path) -> None:
+def _run_hostile_kind(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`clustercheck run` of a kind whose rank 0 raises HOSTILE, in a process of its own (a kind from an
+    entry point), its stdout UTF-8 (pytest would write an unencodable line as backslash text itself)."""
     (tmp_path / "hostilekind.py").write_text(PLUGIN)
     info = tmp_path / "hostilekind-1.0.dist-info"
     info.mkdir()
@@ -88,8 +89,38 @@ def test_a_ranks_hostile_exception_reaches_the_summary_escaped(tmp_path: Path) -
     res = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "thresholds",
                           "--out", "out"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
     assert res.returncode == 3, res.stdout + res.stderr
+    return res
+
+
+@pytest.mark.pool
+def test_a_ranks_hostile_exception_reaches_the_summary_escaped(tmp_path: Path) -> None:
+    res = _run_hostile_kind(tmp_path)
     summary = res.stdout.partition(" clustercheck ===")[2].partition("short test summary")[0]
     assert "ERROR:" in summary and "\x1b" not in summary and "\x07" not in summary, summary
     assert "\\x1b]52;c;cHduZWQ=\\x07\\x1b[1A\\x1b[2K" in summary.replace("\n", "").replace(" ", ""), summary
     message = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["results"][0]["message"]
     assert HOSTILE in message  # the record keeps what the rank said
+
+
+@pytest.mark.pool
+def test_a_ranks_hostile_exception_reaches_errors_and_short_summary_escaped(tmp_path: Path) -> None:
+    res = _run_hostile_kind(tmp_path)
+    errors = res.stdout.partition("= ERRORS =")[2].partition(" clustercheck ===")[0]
+    assert "raised RuntimeError" in errors and SHOWN in errors, errors
+    assert "\n--- rank 0 last output" in errors  # each line escaped, the lines kept
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout, res.stdout
+
+
+def test_a_profiles_hostile_source_reaches_failures_escaped(project: pytest.Pytester) -> None:
+    (project.path / "thresholds" / "cpu.yaml").write_text(cpu_profile(
+        f'  too-fast:\n    busbw: {{limit: ">= 1000000", unit: GB/s, source: {json.dumps(HOSTILE)}}}\n'))
+    write_suite(project, "checks:\n" + small_check("too-fast"))
+    res = project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "-p",
+                            "no:cacheprovider", "-rA")
+    assert res.ret == 1
+    out = res.stdout.str()
+    assert "\x1b" not in out and "\x07" not in out, out
+    failure = res.stdout.str().partition("= FAILURES =")[2].partition(" clustercheck ===")[0]
+    assert "busbw" in failure and SHOWN in failure, failure
+    message = json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"][0]["message"]
+    assert HOSTILE in message  # the record keeps what the profile said
