@@ -91,11 +91,16 @@ def test_compare_regression_1_nothing_compared_5_bad_baseline_4(project: pytest.
     second = (project.path / "out" / "latest").resolve()
     out = cli("compare", str(first), str(second), "--out", str(project.path / "out"))
     assert out.returncode == Exit.FAILED, out.stdout + out.stderr  # too-fast fails: never a pass, nor nothing
-    write_suite(project, "checks:\n" + small_check("ok2", limits="ok"))  # another item that passes
+    write_suite(project, "checks:\n" + small_check("ok2", limits="ok"))  # the suite's passed item gone, another
     project.runpytest("suites/s.yaml", *RUN)
     third = (project.path / "out" / "latest").resolve()
     out = cli("compare", str(first), str(third), "--out", str(project.path / "out"))
-    assert out.returncode == Exit.NOTHING, out.stdout + out.stderr
+    assert out.returncode == Exit.ERROR, out.stdout + out.stderr  # s::ok passed there, not measured now: never 5
+    write_suite(project, "checks:\n" + small_check("ok2", limits="ok"), name="t.yaml")  # another suite alone
+    project.runpytest("suites/t.yaml", *RUN)
+    fourth = (project.path / "out" / "latest").resolve()
+    out = cli("compare", str(first), str(fourth), "--out", str(project.path / "out"))
+    assert out.returncode == Exit.NOTHING, out.stdout + out.stderr  # nothing in common: nothing compared
     (project.path / "bad.jsonl").write_text("not json\n")
     assert cli("compare", str(project.path / "bad.jsonl"), str(first)).returncode == Exit.BAD_INPUT
     res = project.runpytest("suites/s.yaml", *RUN, "--compare", str(project.path / "bad.jsonl"))
