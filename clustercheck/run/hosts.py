@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Collection, Mapping
 
-from clustercheck.errors import ClusterCheckError, HarnessError, UserError
+from clustercheck.errors import ClusterCheckError, HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit
 from clustercheck.run.gang import NOT_THE_NODE
 from clustercheck.run.join import JoinLauncher
@@ -276,9 +276,11 @@ def start_agent(argv: list[str], log: Path, token: str, env: Mapping[str, str] |
 
 
 def last_words(log: Path) -> str:
-    """The last line a failed agent (or its ssh) printed, cut to LAST_WORDS characters."""
+    """The last line a failed agent (or its ssh) printed, cut to LAST_WORDS characters and escaped
+    (errors.escape): it is quoted on the terminal and in the run's error, where an ESC sequence it
+    holds would drive the terminal (hide a line, write the clipboard)."""
     lines = [ln.strip() for ln in tail(log).splitlines() if ln.strip()]
-    return lines[-1][:LAST_WORDS] if lines else ""
+    return escape(lines[-1][:LAST_WORDS]) if lines else ""
 
 
 def tail(log: Path) -> str:
