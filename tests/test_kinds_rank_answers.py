@@ -146,3 +146,120 @@ def test_a_pair_missing_from_the_answers_is_a_harness_error_naming_it(gone: list
     with pytest.raises(HarnessError, match=rf"p2p x on n1: no bandwidth of {len(gone)} of the 6 ordered pair\(s\) of 3 "
                                            rf"GPU\(s\) in the ranks' answers \(.*GPU0->GPU2, .*GPU2->GPU0.*\)"):
         judge(_p2p({k: v for k, v in FULL.items() if k not in gone}), Rules({"p2p_min": limit("p2p_min", ">=", 1, "GB/s")}), {})
+
+
+# -- collectives: rows paired by position, a `wrong` that cancels, a spread that is not known -------------------
+
+def _coll_rank(t: float = 1e-3, wrong: Any = 0, sizes: tuple[int, ...] = (MiB, 4 * MiB),
+               iters: list[Any] | None = None) -> dict[str, Any]:
+    return {"dtype": "float32", "rows": [{"size": s, "count": s // 4, "bytes": s, "placement": "in", "seconds": t,
+                                          "wrong": wrong, "iter_seconds": [t] * 5 if iters is None else iters}
+                                         for s in sizes]}
+
+
+def _coll(*per_rank: dict[str, Any]) -> Answers:
+    check = spec("all_reduce", {"sizes": [MiB, 4 * MiB], "iters": 5}, "cluster")
+    return Answers(check, list(per_rank), [{"host": "n1"}, {"host": "n2"}], "gloo")
+
+
+BUSBW = Rules({"busbw": limit("busbw", ">=", 1.0, "GB/s")})
+
+
+def _short(r: dict[str, Any]) -> dict[str, Any]:
+    return {**r, "rows": r["rows"][:1]}
+
+
+def _reversed(r: dict[str, Any]) -> dict[str, Any]:
+    rows = list(reversed(r["rows"]))
+    return {**r, "rows": [{**rows[0], "seconds": 10.0}, rows[1]]}  # its 4 MiB row took 10 s
+
+
+@pytest.mark.parametrize(("rank1", "said"), [
+    (_short(_coll_rank()), r"rank 1 \(n2\) answered rows for 1MiB in; the suite asks 1MiB in, 4MiB in"),
+    (_reversed(_coll_rank()), r"rank 1 \(n2\) answered rows for 4MiB in, 1MiB in; the suite asks 1MiB in, 4MiB in"),
+    (_coll_rank(sizes=(2 * MiB, 8 * MiB)), r"rank 1 \(n2\) answered rows for 2MiB in, 8MiB in"),
+    ({"dtype": "float32", "rows": []}, r"rank 1 \(n2\) answered rows for none"),
+])
+def test_a_rank_whose_rows_are_not_the_suites_sizes_in_order_is_a_harness_error_naming_it(rank1: dict[str, Any],
+                                                                                          said: str) -> None:
+    """The rows were paired by position: zip() cut the longer rank short (the judged size fell back to the
+    last one left), and a rank's rows in another order paired its 10 s at 4 MiB with rank 0's 1 MiB."""
+    with pytest.raises(HarnessError, match=rf"^x: {said}"):
+        judge(_coll(_coll_rank(), rank1), BUSBW, {})
+
+
+def test_ranks_that_agree_on_rows_the_suite_did_not_ask_for_are_a_harness_error() -> None:
+    with pytest.raises(HarnessError, match=r"^x: rank 0 \(n1\) answered rows for 1MiB in; the suite asks"):
+        judge(_coll(_short(_coll_rank()), _short(_coll_rank())), BUSBW, {})
+
+
+def test_a_missing_judged_row_is_not_measured_never_the_last_size_instead() -> None:
+    from clustercheck.kinds.collectives import reduce_collective
+
+    with pytest.raises(NotMeasured, match=r"no row at the judged size 4MiB \(rows at 1MiB\)"):
+        reduce_collective("all_reduce", [_short(_coll_rank()), _short(_coll_rank())], ["n1", "n2"], 4 * MiB)
+
+
+@pytest.mark.parametrize("bad", [-5, True, 1.5, math.nan, "3", None])
+def test_a_wrong_that_is_no_count_fails_wrong_naming_the_rank(bad: Any) -> None:
+    """+5 on rank 0 and -5 on rank 1 summed to 0: a pass."""
+    out = judge(_coll(_coll_rank(wrong=5 if bad == -5 else 0), _coll_rank(wrong=bad)), BUSBW, {})
+    wrong = next(v for v in out.verdicts if v.metric == "wrong")
+    assert not wrong.passed and math.isnan(float(wrong.measured))
+    assert f"rank 1 (n2): wrong {bad!r}"[:20] in (wrong.worst or "") and "no count" in (wrong.worst or ""), wrong.worst
+
+
+def test_iteration_stats_of_unequal_counts_or_a_broken_timer_have_no_spread() -> None:
+    from clustercheck.kinds.collectives import iteration_stats
+
+    spike = [1e-6, 1e-6, 1e-6, 1e-6, 9.0]
+    assert math.isnan(iteration_stats([spike, [1e-6] * 4])["iter_cv"])  # zip() dropped the spike: cv 0
+    assert math.isnan(iteration_stats([[1e-6] * 5, [1e-6, math.nan, 1e-6, 1e-6, 1e-6]])["iter_cv"])  # read 0
+    assert math.isnan(iteration_stats([[0.0] * 5, [0.0] * 5])["iter_cv"])  # read 0 (mean 0)
+    assert math.isnan(iteration_stats([[-1.0, 1.0] * 2, [-1.0, 1.0] * 2])["iter_cv"])
+    assert math.isnan(iteration_stats([spike, []])["iter_cv"])  # one rank kept none: it failed iter_cv NaN...
+    assert iteration_stats([[], []]) == {}  # none kept (per_iteration: false): no spread row at all
+
+
+def test_a_spread_that_is_not_known_is_not_judged_and_never_fails_a_healthy_busbw() -> None:
+    uneven = _coll(_coll_rank(iters=[1e-3] * 4 + [9.0]), _coll_rank(iters=[1e-3] * 4))
+    out = judge(uneven, BUSBW, {})  # no limit on iter_cv: the busbw passes, the note says the spread is not known
+    assert [(v.metric, v.passed) for v in out.verdicts] == [("busbw", True), ("wrong", True)]
+    assert math.isnan(out.measurement.metrics["iter_cv"])
+    assert any("iter_cv at 4MiB (in-place) is not known: rank 1 (n2) kept 4 per-iteration time(s), rank 0 (n1) 5"
+               in n for n in out.notes), out.notes
+    cv = Rules({"busbw": limit("busbw", ">=", 1.0, "GB/s"), "iter_cv": limit("iter_cv", "<=", 0.5, "ratio")})
+    with pytest.raises(HarnessError, match=r"^x: iter_cv at 4MiB \(in-place\) is not judged: rank 1 \(n2\) kept 4"):
+        judge(uneven, cv, {})  # read 0 before: a pass on a spread no one measured
+    slow = Rules({"busbw": limit("busbw", ">=", 1e6, "GB/s"), "iter_cv": limit("iter_cv", "<=", 0.5, "ratio")})
+    out = judge(uneven, slow, {})  # beside a failure, the failure stands and the spread is the item's note
+    assert [(v.metric, v.passed) for v in out.verdicts] == [("busbw", False), ("wrong", True)]
+    assert any("iter_cv at 4MiB (in-place) is not judged" in n for n in out.notes), out.notes
+
+
+def test_a_judged_size_the_ranks_round_is_judged_at_its_rounded_size_on_real_gloo_ranks(project: Any) -> None:
+    """all_gather of 100000 B over 3 ranks moves 99984 B (per-rank counts rounded down to 16 B, nccl-tests):
+    judge_at 100000 matched no row and the headline fell back to the last size, 1 MiB."""
+    import json
+
+    from helpers import write_suite
+
+    write_suite(project, "checks:\n  - id: ag\n    measure: all_gather\n    params: {sizes: [100000, 1MiB], "
+                         "judge_at: 100000, iters: 2, warmup: 1, placements: [out]}\n")
+    (project.path / "thresholds" / "cpu.yaml").write_text(
+        "platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n  ag: {busbw: {limit: '>= 0.000001', unit: GB/s}}\n")
+    project.runpytest("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out", "--ranks", "3")
+    result = json.loads((project.path / "out" / "latest" / "results.json").read_text())["results"][0]
+    assert result["outcome"] == "passed", result.get("message")
+    assert result["judged_at"] == 8332 * 4 * 3
+
+
+def test_a_wrong_that_was_no_count_fails_again_when_verify_rebuilds_the_answers_from_the_record() -> None:
+    from clustercheck.kinds.collectives import judge as judge_collective
+    from clustercheck.record.rebuild import answers
+
+    a = _coll(_coll_rank(wrong=5), _coll_rank(wrong=-5))
+    m, _ = judge_collective(a, BUSBW)
+    entry: Any = {"rows": m.rows, "nodes": ["n1", "n2"]}
+    again = judge(Answers(a.check, answers(entry, a.check, {}), a.ranks, "gloo"), BUSBW, {})  # int(NaN) raised
+    assert [(v.metric, v.passed) for v in again.verdicts] == [("busbw", True), ("wrong", False)]

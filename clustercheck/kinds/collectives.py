@@ -11,7 +11,7 @@ from statistics import fmean, median, pstdev
 from typing import Any, Callable, Mapping, Sequence
 
 from clustercheck import formulas, units
-from clustercheck.errors import SizeTooSmall, show
+from clustercheck.errors import HarnessError, NotMeasured, SizeTooSmall, show
 from clustercheck.fabric.comm import describe, tag_rows
 from clustercheck.formulas import PLACEMENTS, check_temporaries, layout
 from clustercheck.judging.measurement import Measurement, evaluate
@@ -114,58 +114,142 @@ def need(measure: str, in_place_send: bool = False) -> Need:
 
 # -- reduction -------------------------------------------------------------------------------------
 
-def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, float]:
+def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, Any]:
     """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
-    (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept."""
-    if not per_rank_iters or not all(per_rank_iters):
+    (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept. Ranks that kept
+    different counts, or a time that is no positive number (a broken timer), leave only iter_cv, NaN: the
+    spread is not known (iteration_problem says why), never 0 and never read from a truncated column."""
+    if not any(per_rank_iters):
         return {}
+    if iteration_problem(per_rank_iters):
+        return {"iter_cv": math.nan}
     times = [max(column) * 1e6 for column in zip(*per_rank_iters)]
     mean = fmean(times)
     return {"iter_us_min": min(times), "iter_us_median": median(times), "iter_us_max": max(times),
-            "iter_cv": pstdev(times) / mean if mean else 0.0, "iter_us": times}
+            "iter_cv": pstdev(times) / mean, "iter_us": times}
+
+
+def iteration_problem(per_rank_iters: list[list[float]], hosts: Sequence[str] = ()) -> str | None:
+    """Why the ranks' per-iteration times give no spread (None when they do, or none were kept)."""
+    def who(i: int) -> str:
+        return f"rank {i}" + (f" ({hosts[i]})" if i < len(hosts) else "")
+
+    if not any(per_rank_iters):
+        return None
+    counts = [len(times) if isinstance(times, list) else -1 for times in per_rank_iters]
+    if len(set(counts)) > 1:
+        i = next(i for i, n in enumerate(counts) if n != counts[0])
+        return f"{who(i)} kept {max(counts[i], 0)} per-iteration time(s), {who(0)} {counts[0]}"
+    for i, times in enumerate(per_rank_iters):
+        for t in times:
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
+                return f"{who(i)} timed an iteration at {t!r} s"
+    return None
+
+
+def _count(value: Any) -> bool:
+    """A `wrong` a rank can have counted: an int (not a bool) >= 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_rows(per_rank: list[dict[str, Any]], hosts: Sequence[str],
+               expected: Sequence[tuple[int, str]] | None = None, where: str = "") -> None:
+    """Every rank answered one row per (size, placement), in one order: rank 0's, and the suite's sizes x
+    placements when given (sizes as the ranks' layout reports them). The rows are paired by position: a rank
+    short of a row, or with its rows in another order, would pair one size's time with another's (zip() cut
+    the longer short), so it is a HarnessError naming the rank and its host (`where`: the check, first)."""
+    at = f"{where}: " if where else ""
+
+    def keys(i: int) -> list[tuple[Any, Any]]:
+        rows = per_rank[i].get("rows") if isinstance(per_rank[i], dict) else None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise HarnessError(f"{at}rank {i} ({host(i)}) answered no rows ({show(rows, 40)})")
+        return [(r.get("size"), r.get("placement")) for r in rows]
+
+    def host(i: int) -> str:
+        return hosts[i] if i < len(hosts) else "no host"
+
+    def text(rows: Sequence[tuple[Any, Any]]) -> str:
+        shown = [f"{units.format_size(z) if isinstance(z, int) else show(z, 20)} {p}" for z, p in rows[:6]]
+        return ", ".join(shown) + (f" ... ({len(rows)} rows)" if len(rows) > 6 else "") if rows else "none"
+
+    if not per_rank:
+        raise HarnessError(f"{at}no rank answered")
+    want = list(expected) if expected is not None else keys(0)
+    if not want:
+        raise HarnessError(f"{at}rank 0 ({host(0)}) answered no rows: nothing measured")
+    for i in range(len(per_rank)):
+        got = keys(i)
+        if got != want:
+            raise HarnessError(f"{at}rank {i} ({host(i)}) answered rows for {text(got)}; "
+                               f"{'the suite asks' if expected is not None else 'rank 0 answered'} {text(want)}: "
+                               f"its times cannot be paired with the other ranks', not judged")
 
 
 def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
-                      judge_at: int) -> Measurement:
+                      judge_at: int, expected: Sequence[tuple[int, str]] | None = None,
+                      where: str = "") -> Measurement:
     """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it);
-    the headline metrics come from the judged size, the worse placement where there are two."""
+    the headline metrics come from the judged size, the worse placement where there are two. `expected`:
+    the (size, placement) rows the suite asks for (check_rows). A `wrong` that is no count (-5, NaN, text)
+    makes the row's and the metric's `wrong` NaN, a failed verdict naming the rank."""
+    check_rows(per_rank, hosts, expected, where)
     rows = []
+    notes: list[str] = []
     for by_rank in zip(*[r["rows"] for r in per_rank]):
         first = by_rank[0]
         seconds = [r["seconds"] for r in by_rank]
         t, alg, bus = formulas.bandwidths(collective, first["bytes"], seconds)
+        wrongs = [r.get("wrong") for r in by_rank]
+        iters = [r.get("iter_seconds") or [] for r in by_rank]
         rows.append({"size": first["size"], "count": first["count"], "bytes": first["bytes"],
                      "placement": first["placement"], "dtype": per_rank[0]["dtype"], "time_us": t * 1e6,
-                     "algbw": alg, "busbw": bus, "wrong": sum(r["wrong"] for r in by_rank),
-                     "wrong_ranks": [i for i, r in enumerate(by_rank) if r["wrong"]],
+                     "algbw": alg, "busbw": bus,
+                     "wrong": sum(wrongs) if all(map(_count, wrongs)) else math.nan,  # +5 and -5 cancelled
+                     "wrong_ranks": [i for i, w in enumerate(wrongs) if not _count(w) or w],
                      "rank_time_us": [s * 1e6 for s in seconds],
                      "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
-                     **iteration_stats([r["iter_seconds"] for r in by_rank])})
-    judged = [r for r in rows if r["size"] == judge_at] or [r for r in rows if r["size"] == rows[-1]["size"]]
+                     **iteration_stats(iters)})
+        why = iteration_problem(iters, hosts) if first["size"] == judge_at else None
+        if why:
+            notes.append(f"iter_cv at {units.format_size(first['size'])} ({first['placement']}-place) is not known: {why}")
+    judged = [r for r in rows if r["size"] == judge_at]
+    if not judged:  # never the last size instead: a headline of a size no limit was written for
+        raise NotMeasured(f"{where or collective}: no row at the judged size {units.format_size(judge_at)} (rows at "
+                          f"{', '.join(dict.fromkeys(units.format_size(r['size']) for r in rows))})")
     # The worse placement, where a NaN (a time of 0: a broken timer) is worst of all: min() and max() keep the
     # first row against a NaN, which would let a placement that measured nothing pass behind the other
     worst_row = min(judged, key=lambda r: (math.isfinite(r["busbw"]), r["busbw"]))
     worst = worst_row["slowest_rank"]
+    cvs = [r.get("iter_cv", math.nan) for r in judged]  # NaN where any placement's spread is not known
     return Measurement(
         metrics={"busbw": worst_row["busbw"], "algbw": worst_row["algbw"],
                  "time_us": max((r["time_us"] for r in judged), key=lambda t: (not math.isfinite(t), t)),
                  "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
-                 "iter_cv": max((r.get("iter_cv", float("nan")) for r in judged), default=float("nan"))},
+                 "iter_cv": max(cvs) if all(math.isfinite(c) for c in cvs) else math.nan},
         units=dict(UNITS),
         rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"],
-        worst_of={"wrong": _wrong_ranks(rows, per_rank, hosts)} if any(r["wrong"] for r in rows) else {})
+        worst_of={"wrong": _wrong_ranks(rows, per_rank, hosts)} if any(r["wrong_ranks"] for r in rows) else {},
+        notes=tuple(notes))
 
 
 def _wrong_ranks(rows: list[dict[str, Any]], per_rank: list[dict[str, Any]], hosts: list[str]) -> str:
-    """The ranks whose results were wrong (not the slowest one), with their counts and the sizes."""
+    """The ranks whose results were wrong (not the slowest one), with their counts and the sizes; a rank
+    whose `wrong` is no count, with what it answered."""
     counts: dict[int, int] = {}
     sizes: dict[int, list[int]] = {}
+    said: dict[int, str] = {}
     for row, by_rank in zip(rows, zip(*[r["rows"] for r in per_rank])):
         for rank in row["wrong_ranks"]:
-            counts[rank] = counts.get(rank, 0) + by_rank[rank]["wrong"]
+            value = by_rank[rank].get("wrong")
+            if not _count(value):
+                said.setdefault(rank, f"wrong {show(value, 20)} at {units.format_size(row['size'])}, no count")
+                continue
+            counts[rank] = counts.get(rank, 0) + value
             sizes.setdefault(rank, []).append(row["size"])
-    named = [f"rank {r} ({hosts[r]}): {n} wrong at {', '.join(units.format_size(z) for z in dict.fromkeys(sizes[r]))}"
-             for r, n in sorted(counts.items())]
+    named = [f"rank {r} ({hosts[r]}): {said[r]}" if r in said else
+             f"rank {r} ({hosts[r]}): {counts[r]} wrong at {', '.join(units.format_size(z) for z in dict.fromkeys(sizes[r]))}"
+             for r in sorted(counts.keys() | said.keys())]
     return "; ".join(named[:8]) + (f"; and {len(named) - 8} more rank(s)" if len(named) > 8 else "")
 
 
@@ -173,7 +257,14 @@ def _wrong_ranks(rows: list[dict[str, Any]], per_rank: list[dict[str, Any]], hos
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     check = a.check
-    m = reduce_collective(check.measure, a.per_rank, a.hosts, check.params["judge_at"])
+    if len(a.per_rank) != len(a.ranks):
+        raise HarnessError(f"{check.id}: {len(a.per_rank)} answer(s) from {len(a.ranks)} rank(s) on "
+                           f"{', '.join(sorted(set(a.hosts)))}: a rank's times are missing, not judged")
+    elt = units.DTYPE_BYTES[check.params.get("dtype", "float32")]
+    size = lambda s: layout(check.measure, s, elt, len(a.per_rank)).size  # noqa: E731 (the `size` the ranks report)
+    expected = [(size(s), p) for s in check.params["sizes"]
+                for p in check.params.get("placements", PLACEMENTS[check.measure])]
+    m = reduce_collective(check.measure, a.per_rank, a.hosts, size(check.params["judge_at"]), expected, check.id)
     comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
     tag_rows(m.rows, comm.get("algorithms", {}))
     m = dataclasses.replace(m, comm=comm)
@@ -183,15 +274,26 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     else:  # no element was compared: a `wrong == 0` verdict would be a pass on nothing
         m = dataclasses.replace(m, metrics={k: v for k, v in m.metrics.items() if k != "wrong"},
                                 notes=(*m.notes, "correctness not checked (check_iters: 0)"))
+    unjudged: list[str] = []
+    if "iter_cv" in limits and not math.isfinite(m.metrics["iter_cv"]):
+        # a spread that is not known is not judged: never a pass, and never a failed verdict the hardware
+        # did not earn (ranks that kept per-iteration times differently, a broken timer, none kept)
+        del limits["iter_cv"]
+        said = [n for n in m.notes if n.startswith("iter_cv ")]
+        m = dataclasses.replace(m, notes=tuple(n for n in m.notes if n not in said))
+        unjudged += [n.replace(" is not known: ", " is not judged: ", 1) for n in said] or [
+            "iter_cv is not judged: no per-iteration times were kept (per_iteration: false, or a CUDA graph)"]
     verdicts = evaluate(m, limits)
     if a.backend == "nccl":
-        said, unjudged = nccl_verdicts(check.id, comm, rules, a.hosts)
-        verdicts += said
-        # nothing failed: what the logs could not say is the item's error; beside a failure (the busbw it
-        # measured, NCCL's errors) the failure stands and it goes in the item's notes (judging/unjudged.py)
-        notes = notes_or_error((v.passed for v in verdicts), unjudged, lambda: f"{check.id}: {'; '.join(unjudged)}")
-        if notes:
-            m = dataclasses.replace(m, notes=(*m.notes, *notes))
+        said_by_nccl, more = nccl_verdicts(check.id, comm, rules, a.hosts)
+        verdicts += said_by_nccl
+        unjudged += more
+    # nothing failed: what could not be judged (what the logs could not say, a spread not known) is the item's
+    # error; beside a failure (the busbw it measured, NCCL's errors) the failure stands and it goes in the
+    # item's notes (judging/unjudged.py)
+    notes = notes_or_error((v.passed for v in verdicts), unjudged, lambda: f"{check.id}: {'; '.join(unjudged)}")
+    if notes:
+        m = dataclasses.replace(m, notes=(*m.notes, *notes))
     return m, verdicts
 
 

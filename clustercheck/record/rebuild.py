@@ -7,6 +7,7 @@ nccl-tests' layout, never from the record. Every other kind keeps its answers in
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from clustercheck import units
@@ -68,7 +69,9 @@ def _collective(r: ResultEntry, check: CheckSpec) -> list[dict[str, Any]]:
     for row, (size, placement) in zip(rows, plan):
         lay = layout(check.measure, size, elt, n)
         iters = [t / 1e6 for t in row.get("iter_us") or ()]
-        wrong = int(row.get("wrong") or 0)
+        # a NaN (a rank's `wrong` that was no count, kinds/collectives.py) stays NaN: judged again it fails again
+        raw = row.get("wrong") or 0
+        wrong = int(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else math.nan
         culprits = [i for i in row.get("wrong_ranks") or () if isinstance(i, int) and 0 <= i < n] or [0]
         for rank, seconds in enumerate(row["rank_time_us"]):
             per_rank[rank]["rows"].append({
