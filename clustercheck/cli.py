@@ -202,23 +202,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The `clustercheck` command (and `python -m clustercheck`): main(), then the process ends at once where
-    main() imported torch. Tearing the interpreter down with torch and a c10d store loaded took 1.3 s on a
-    2-vCPU VM and is slower still with CUDA, after the last report was written; it measures nothing. By
-    then every file is closed and every rank has exited, so only the standard streams need flushing.
-    A reader that leaves (`clustercheck run | head -1`) changes no exit code (clustercheck/streams.py)."""
+    """The `clustercheck` command (and `python -m clustercheck`): main(), then os._exit with its code. Tearing
+    the interpreter down with torch and a c10d store loaded took 1.3 s (2 vCPUs), after the last report was
+    written; and under `python -m` the interpreter's exit ended by SIGINT (130, not 2) once a Ctrl-C had left
+    an exec() of source text (dataclasses and jinja2 build code so at import), though caught and said. By
+    then every file is closed, every rank has exited, clustercheck registers no atexit handler and starts
+    daemon threads only: only the standard streams need flushing. A reader that leaves (`clustercheck run |
+    head -1`) changes no exit code (clustercheck/streams.py)."""
     from clustercheck.streams import guard
 
     guard()
-    code = main()
-    if "torch" not in sys.modules:
-        sys.exit(code)
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's (--help, a usage error), which said what it had to
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`clustercheck run | head`): nothing left to say
             pass
-    os._exit(code)
+    os._exit(int(code))
 
 
 def _run(args: argparse.Namespace, rest: list[str], argv: list[str]) -> int:
