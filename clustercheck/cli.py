@@ -209,12 +209,14 @@ def entry() -> NoReturn:
     then every file is closed, every rank has exited, clustercheck registers no atexit handler and starts
     daemon threads only: only the standard streams need flushing. A reader that leaves (`clustercheck run |
     head -1`) changes no exit code (clustercheck/streams.py)."""
+    from clustercheck.run.signals import the_run_from_its_first_line
     from clustercheck.streams import guard
 
     guard()
     try:
-        code = main()
-    except SystemExit as exc:  # argparse's (--help, a usage error), which said what it had to
+        with the_run_from_its_first_line(sys.argv[1:2] == ["run"]):  # argparse's parser takes 0.2 s
+            code = main()
+    except SystemExit as exc:  # argparse's (--help, a usage error), which said what it had to, or a signal's
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _python_m(tmp_path: Path, module: str, source: str) -> subprocess.CompletedProcess[str]:
     """`python -m MODULE` (as `python -m clustercheck` runs), MODULE written into `tmp_path`."""
@@ -19,6 +21,8 @@ def _python_m(tmp_path: Path, module: str, source: str) -> subprocess.CompletedP
 
 CAUGHT_IN_EXEC = """
 import sys
+
+import pytest
 from clustercheck import cli
 
 
@@ -42,3 +46,34 @@ def test_a_ctrl_c_caught_after_an_exec_keeps_the_exit_code(tmp_path: Path) -> No
     out = _python_m(tmp_path, "caught_in_exec", CAUGHT_IN_EXEC)
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert out.stderr.strip().splitlines() == ["clustercheck: INCOMPLETE: interrupted: stopped before any check ran"]
+
+
+SIGNAL_WHILE_PARSING = """
+import signal, sys
+from clustercheck import cli
+
+
+def parser():  # argparse's parser is built (0.2 s of imports) before `run` has a handler of its own
+    {how}
+    raise AssertionError("the signal did not stop the run")
+
+
+cli._parser = parser
+sys.argv = ["clustercheck", "run", "cpu-smoke", "--out", "out"]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("how, why", [
+    ("raise KeyboardInterrupt", "interrupted"),
+    ("signal.raise_signal(signal.SIGINT)", "interrupted"),
+    ("signal.raise_signal(signal.SIGTERM)", "SIGTERM while the run was starting"),
+], ids=["KeyboardInterrupt", "SIGINT", "SIGTERM"])
+def test_a_signal_while_the_arguments_are_parsed_is_one_line(tmp_path: Path, how: str, why: str) -> None:
+    """`clustercheck run` signalled before main() had parsed its arguments: a Ctrl-C was a traceback
+    (exit 130), a SIGTERM death by the signal (143) with nothing said. Now the one INCOMPLETE line, exit 2."""
+    out = _python_m(tmp_path, "parsing", SIGNAL_WHILE_PARSING.format(how=how))
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert out.stderr.strip().splitlines() == [f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; "
+                                               "nothing was measured and no node is cleared"]
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ once so that what is left takes a moment, and the record stays whole."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from types import FrameType
@@ -43,14 +44,38 @@ class Stopper:
 
 
 @contextmanager
+def the_run_from_its_first_line(running: bool) -> Iterator[None]:
+    """cli.entry's, for `clustercheck run` (`running`): SIGTERM stops it as Ctrl-C does from the first line,
+    and a Ctrl-C that reaches entry() is the one INCOMPLETE line and exit 2 (SystemExit). Argument parsing
+    (argparse's parser imports the subcommands' modules: 0.2 s) came before any handler: a Ctrl-C there was
+    a traceback, a SIGTERM death by the signal. Other commands end by a signal as ever. The handler is
+    never restored: entry() ends the process (os._exit)."""
+    if not running:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raising("while the run was starting"))
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        from clustercheck.exitcodes import Exit
+
+        print(not_started(stopped_by(exc)), file=sys.stderr)
+        raise SystemExit(Exit.INCOMPLETE) from None
+
+
+def _raising(during: str) -> Callable[[int, FrameType | None], None]:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"clustercheck: {signal.Signals(signum).name} {during}")
+
+    return stop
+
+
+@contextmanager
 def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
     """Before pytest's own handling (while the node agents are awaited, or objects made for them), SIGTERM
     ends the wait as Ctrl-C does, so that what was opened or made is closed and the run says why it stopped
     instead of dying by the signal."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"clustercheck: {signal.Signals(signum).name} {during}")
-
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGTERM, _raising(during))
     try:
         yield
     finally:
