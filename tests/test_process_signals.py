@@ -3,6 +3,7 @@ returned and said, whatever signal or caught Ctrl-C came before. Real processes,
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,3 +78,48 @@ def test_a_signal_while_the_arguments_are_parsed_is_one_line(tmp_path: Path, how
     assert out.stderr.strip().splitlines() == [f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; "
                                                "nothing was measured and no node is cleared"]
     assert not (tmp_path / "out").exists()
+
+
+SIGNALS_AFTER_THE_RUN = """
+import signal, sys
+from clustercheck import cli
+from clustercheck.run import prestart
+
+ended, ran = prestart.end, cli.main
+
+
+def end():  # command.run's `finally`: the record and reports are written, the code is known
+    if sys._getframe(1).f_code.co_name == "run":
+        signal.raise_signal(signal.SIGTERM)
+    ended()
+
+
+def main(argv=None):
+    code = ran(argv)
+    signal.raise_signal(signal.SIGINT)  # main() has returned; entry() is about to end the process
+    signal.raise_signal(signal.SIGTERM)
+    return code
+
+
+prestart.end, cli.main = end, main
+sys.argv = ["clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out"]
+cli.entry()
+"""
+
+
+def test_a_signal_after_the_run_had_finished_leaves_its_code(tmp_path: Path) -> None:
+    """A run that passed, its record and reports written, then SIGTERM in command.run's last step (ending
+    the pool nobody took), then SIGINT and SIGTERM after main() returned: it died by the signal (exit 143)
+    or said 'stopped before any check ran' (exit 2) where results.json says PASS. Now each signal is one
+    line and the exit code is the run's."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text("platform: cpu\ndetect: {gpu_count: 0}\nchecks:\n"
+                                              "  a: {busbw: {limit: '>= 0.000001', unit: GB/s}}\n")
+    (tmp_path / "s.yaml").write_text("checks:\n  - id: a\n    measure: all_reduce\n    params: {sizes: [1KiB], iters: 2}\n")
+    out = _python_m(tmp_path, "after_the_run", SIGNALS_AFTER_THE_RUN)
+    assert json.loads((tmp_path / "out" / "latest" / "results.json").read_text())["verdict"] == "PASS"
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    said = [f"clustercheck: {name} after the run had finished: its record and reports stand (exit 0)"
+            for name in ("SIGTERM", "SIGINT", "SIGTERM")]
+    assert [line for line in out.stderr.splitlines() if "after the run" in line] == said, out.stderr
+    assert "before any check ran" not in out.stderr and "Traceback" not in out.stdout + out.stderr

@@ -168,8 +168,11 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         TIMINGS.mark("suites and profiles checked")
         os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
         witness = SessionEnd()
+        from clustercheck.run.signals import after_the_run, finished, stopped_by
+
         try:  # the plugin sets the code from the verdict
             code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), witness]))
+            finished(code, record=witness.code is not None)  # a signal from here on leaves it (prestart.end)
             if code == 0 and (listed := sorted(LISTING & {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))})):
                 print(f"clustercheck: {listed[0]}: listed only; nothing was measured, no record was written and no "
                       "node is cleared (exit 0)", file=sys.stderr)
@@ -177,10 +180,10 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         except KeyboardInterrupt as exc:  # pytest's session had ended (its unconfigure): the record stands
             if witness.code is None:
                 raise  # before any record: the caller's one line
-            from clustercheck.run.signals import stopped_by
-
-            print(f"clustercheck: {stopped_by(exc)} after the run had finished: its record and reports stand "
-                  f"(exit {witness.code})", file=sys.stderr)
+            finished(witness.code, record=True)
+            why = stopped_by(exc)  # the signal's name (a handler's words name the phase it was set for)
+            print(after_the_run(why.split()[0].rstrip(":") if why.startswith("SIG") else why, witness.code, True),
+                  file=sys.stderr)
             return witness.code
     finally:
         prestart.end()  # the session took it, or nothing ran

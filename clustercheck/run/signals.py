@@ -6,6 +6,7 @@ once so that what is left takes a moment, and the record stays whole."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ from types import FrameType
 from typing import Any, Callable, Iterator
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
+_OWNED: list[bool] = []  # once `clustercheck run` owns its process (entry()): finished() may keep handlers
 
 
 class Stopper:
@@ -53,6 +55,7 @@ def the_run_from_its_first_line(running: bool) -> Iterator[None]:
     if not running:
         yield
         return
+    _OWNED.append(True)
     signal.signal(signal.SIGTERM, _raising("while the run was starting"))
     try:
         yield
@@ -60,7 +63,41 @@ def the_run_from_its_first_line(running: bool) -> Iterator[None]:
         from clustercheck.exitcodes import Exit
 
         print(not_started(stopped_by(exc)), file=sys.stderr)
+        finished(Exit.INCOMPLETE, record=False)
         raise SystemExit(Exit.INCOMPLETE) from None
+
+
+class _Said:
+    """The handler of SIGINT and SIGTERM once the run's code is known: one line, and nothing else."""
+
+    def __init__(self, code: int, record: bool) -> None:
+        self.code, self.record = int(code), record
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        line = after_the_run(signal.Signals(signum).name, self.code, self.record)
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (RuntimeError, OSError, ValueError):  # the signal cut a write to stderr in two (reentrant call)
+            try:
+                os.write(2, f"{line}\n".encode())
+            except OSError:
+                pass
+
+
+def finished(code: int, record: bool) -> None:
+    """The run's exit code is known (pytest.main returned; `record`: its session ended, its record and
+    reports are written): from here to the process's exit, SIGINT and SIGTERM say so in one line and leave
+    the code (were: 143 or 130 and nothing said, for a run that had passed). Only where `clustercheck run`
+    owns its process (entry()): the handlers stay until it exits; a run inside a test leaves them alone."""
+    if _OWNED and threading.current_thread() is threading.main_thread():
+        for sig in STOPPING:
+            signal.signal(sig, _Said(code, record))
+
+
+def after_the_run(why: str, code: int, record: bool) -> str:
+    if record:
+        return f"clustercheck: {why} after the run had finished: its record and reports stand (exit {code})"
+    return f"clustercheck: {why} after the run had ended: its exit code stands (exit {code})"
 
 
 def _raising(during: str) -> Callable[[int, FrameType | None], None]:
@@ -79,7 +116,8 @@ def term_stops_like_ctrl_c(during: str) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not isinstance(signal.getsignal(signal.SIGTERM), _Said):  # finished(): it stays to the exit
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager
