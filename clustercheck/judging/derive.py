@@ -155,6 +155,16 @@ def model_of(device_id: int) -> Model | None:
     return _BY_ID.get(device_id)
 
 
+def integral_nvlink(device_ids: tuple[int, ...]) -> int:
+    """The NVLinks per GPU that every model of `device_ids` has on its board (the SXM parts: 18 on H100, 12
+    on A100), 0 when one of them has none built in or is not in the table. Such a GPU with fewer links is
+    that board with links disabled or gone, never a smaller platform (platform.matches)."""
+    models = [_BY_ID.get(i) for i in device_ids]
+    if not models or any(m is None or m.fabric != "nvlink" or not m.links for m in models):
+        return 0
+    return min(m.links for m in models if m is not None)
+
+
 def _links(model: Model, gpu_count: int, nvlinks_per_gpu: int | None) -> int:
     """NVLinks per GPU the profile assumes: what NVML found, else the usual board's; none for one GPU."""
     if gpu_count < 2 or model.fabric != "nvlink":

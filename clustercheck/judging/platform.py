@@ -234,6 +234,13 @@ def matches(profile: Profile, facts: Facts) -> bool:
         # links unknown (NVML down): a device id names the platform, and the probes fail the node; without
         # one nothing does, and unknown is no match (fail closed: never the profile whose limits are looser)
         return isinstance(ids, tuple)
+    if isinstance(ids, tuple) and isinstance(links, int) and facts.nvlinks_per_gpu < links:
+        # an SXM part's NVLinks are built into its board: fewer (NVLink disabled, links NVML reports absent)
+        # is that board with links gone, as fewer GPUs is, and its nvlink probe fails each GPU; never a
+        # "-nvl0" platform judged at PCIe speed
+        from clustercheck.judging.derive import integral_nvlink
+
+        return integral_nvlink(ids) > 0
     return facts.nvlinks_per_gpu == links
 
 
@@ -282,12 +289,15 @@ def detect(where: SearchPath | Path, facts: Facts, profiles: list[Profile] | Non
 
 
 def _derived(facts: Facts) -> Profile | None:
-    from clustercheck.judging.derive import derived_profile
+    from clustercheck.judging.derive import derived_profile, integral_nvlink
 
     ids = set(facts.device_ids)
     if len(ids) != 1 or not facts.accelerator_count:
         return None
-    return derived_profile(ids.pop(), facts.accelerator_count, facts.nvlinks_per_gpu)
+    links = facts.nvlinks_per_gpu
+    if links is not None and links < integral_nvlink(tuple(ids)):
+        links = None  # fewer than its board has: the usual board's profile, whose nvlink probe fails it (matches)
+    return derived_profile(ids.pop(), facts.accelerator_count, links)
 
 
 def detect_nodes(where: SearchPath | Path, nodes: Mapping[str, Facts]) -> Profile:

@@ -1,0 +1,60 @@
+"""Detection and the GPU probes where NVML's answer misleads: an HGX board whose NVLinks NVML reports absent
+is still that board (never a "-nvl0" platform judged at PCIe speed), an NVML that proves a driver is there
+but broken is never a CPU-only machine, and nvidia-smi or NVML missing is `not judged`, never a skip or a
+failed GPU count.
+
+No GPU here: NVML is the real pynvml over the stand-in library (tests/nvml_standin/) answering from the
+8 x H100 SXM5 capture (tests/nvml_capture.py); the PCI bus is a sysfs tree of class/vendor/device files."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercheck.judging.platform import detect, read_facts
+from nvml_capture import h100_node, in_process
+
+THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
+
+
+def pci_bus(root: Path, bus_ids: list[str], device: str = "0x2330") -> Path:
+    """A sysfs PCI tree holding one NVIDIA 3D controller per bus id (class, vendor, device as the kernel writes)."""
+    for bus in bus_ids:
+        d = root / bus.lower()[4:]  # NVML's 00000000:18:00.0 in sysfs's form 0000:18:00.0
+        d.mkdir(parents=True)
+        for name, value in (("class", "0x030200"), ("vendor", "0x10de"), ("device", device)):
+            (d / name).write_text(value + "\n")
+    return root
+
+
+def no_nvlinks(scenario: dict[str, Any]) -> dict[str, Any]:
+    """NVLink disabled: every link answers as absent (state and capability), so NVML counts 0 per GPU."""
+    out = copy.deepcopy(scenario)
+    for gpu in out["gpus"]:
+        gpu["links"] = 0
+    return out
+
+
+def test_an_hgx_board_whose_nvlinks_nvml_reports_absent_is_still_h100_sxm_8x(monkeypatch, tmp_path):
+    """Was h100-sxm-8x-nvl0, derived with PCIe-level limits and no NVLink expectation: the nvlink probe
+    skipped and the run passed an HGX board at PCIe speed."""
+    node = no_nvlinks(h100_node())
+    in_process(monkeypatch, node)
+    facts = read_facts(pci_root=pci_bus(tmp_path / "pci", [g["bus_id"] for g in node["gpus"]]))
+    assert (facts.gpu_count, facts.pci_device_ids, facts.nvlinks_per_gpu) == (8, (0x2330,), 0)
+    profile = detect(THRESHOLDS, facts)
+    assert profile.name == "h100-sxm-8x" and profile.expect["nvlinks_per_gpu"] == 18
+    # without the hand-written profiles the derived one is the usual board's, never -nvl0
+    derived = detect(THRESHOLDS, facts, profiles=[])
+    assert derived.name == "h100-sxm-8x" and derived.expect["nvlinks_per_gpu"] == 18
+
+
+def test_one_sxm_gpu_without_nvlinks_is_still_the_one_gpu_platform(monkeypatch, tmp_path):
+    node = no_nvlinks(h100_node())
+    node["gpus"] = node["gpus"][:1]
+    in_process(monkeypatch, node)
+    facts = read_facts(pci_root=pci_bus(tmp_path / "pci", [node["gpus"][0]["bus_id"]]))
+    assert detect(THRESHOLDS, facts).name == "h100-sxm-1x"
