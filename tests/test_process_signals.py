@@ -123,3 +123,22 @@ def test_a_signal_after_the_run_had_finished_leaves_its_code(tmp_path: Path) -> 
             for name in ("SIGTERM", "SIGINT", "SIGTERM")]
     assert [line for line in out.stderr.splitlines() if "after the run" in line] == said, out.stderr
     assert "before any check ran" not in out.stderr and "Traceback" not in out.stdout + out.stderr
+
+
+def test_a_signal_while_the_first_pool_connects_leaves_no_out_directory(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh --out (two levels made for the run), the run directory opened, and a signal while the session
+    waits for the pool started before pytest: the pool's discard tried to remove the --out it had made while
+    the run directory was still inside, then the run directory went: an empty --out was left behind."""
+    from clustercheck.run import prestart
+    from helpers import clustercheck_here
+
+    def signalled(self: prestart.Prestarted) -> None:
+        assert list((tmp_path / "out" / "new").glob("2*")), "the run directory was not made yet"
+        raise KeyboardInterrupt("clustercheck: SIGTERM while the run was starting")
+
+    monkeypatch.setattr(prestart.Prestarted, "ready", signalled)
+    res = clustercheck_here("run", "cpu-smoke", "--out", "out/new", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "INCOMPLETE: SIGTERM while the run was starting: stopped before any check ran" in res.stderr
+    assert not (tmp_path / "out").exists(), sorted(map(str, (tmp_path / "out").rglob("*")))

@@ -49,15 +49,19 @@ class Prestarted:
         self.discard()
         return None
 
-    def discard(self) -> None:
-        """End the pool now: its ranks are killed first, so that a start still under way ends at once."""
+    def discard(self, also: Path | None = None) -> None:
+        """End the pool now: its ranks are killed first, so that a start still under way ends at once. `also`
+        (the run directory a signal cut short) goes before the directories made for --out are removed: it
+        is inside them, and its removal after left an empty --out behind."""
         for proc in self.pool.procs:
             if proc.poll() is None:
                 proc.kill()
         if self.thread is not None:
             self.thread.join()
         self.pool.close(kill=True)
-        shutil.rmtree(self.starting, ignore_errors=True)
+        for gone in (self.starting, also):
+            if gone is not None:
+                shutil.rmtree(gone, ignore_errors=True)
         for directory in self.made:  # a run that never started leaves no --out behind
             try:
                 directory.rmdir()

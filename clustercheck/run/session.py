@@ -389,8 +389,8 @@ def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None, r
     a signal the zygote goes too, even mid-import (it would outlive the run by its torch import), and so
     does a run directory just opened: a signal before any check ran leaves no record (README)."""
     for pool in pools:
-        if isinstance(pool, prestart.Prestarted):
-            pool.discard()
+        if isinstance(pool, prestart.Prestarted):  # the run directory goes before the --out it made, if any
+            pool.discard(also=run_dir if isinstance(exc, KeyboardInterrupt) else None)
         elif pool is not None:
             pool.close(kill=True)
             shutil.rmtree(pool.log_dir.parent, ignore_errors=True)
