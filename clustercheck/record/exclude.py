@@ -262,6 +262,10 @@ def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
     overwrite their reason and let `clustercheck resume` bring back a node they took out."""
     out: list[DrainEntry] = []
     for cmd, node in zip(drain_commands(nodes), nodes):
+        if node.upper() == "ALL":  # a node list's reserved word: `scontrol update NodeName=ALL` takes every node
+            out.append({"command": cmd, "rc": None, "output": "refused: ALL is Slurm's word for every node, "
+                        "never drained by name (drain this node by hand)"})
+            continue
         if dry_run:
             out.append({"command": cmd, "rc": None, "output": "dry run"})
             continue

@@ -197,6 +197,19 @@ def slurm_place(env: Mapping[str, str]) -> tuple[str, str]:
     return str(nodes.index(node)), node
 
 
+# --hosts' rule (run/hosts.py host_names): a node name is printed, named in a log file's name and passed to
+# scontrol, so it holds no control character, space, comma, bracket or '=' and never starts with '-'
+NODE_NAME = re.compile(r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,252}")
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why `name` is no node name (None where it is one): the one rule of an agent's name, checked by the
+    agent before it joins and by the controller for every join it reads (an agent not of this version)."""
+    if NODE_NAME.fullmatch(name):
+        return None
+    return "is no host name (letters, digits and . - _ : @ only, at most 253, not starting with '-')"
+
+
 def identity(index: str | None, node: str | None, controller: str | None, hostname: str) -> Identity:
     """From the flags, else JOB_COMPLETION_INDEX, NODE_NAME (else the hostname) and
     CLUSTERCHECK_CONTROLLER; UserError naming what is missing or malformed."""
@@ -213,9 +226,8 @@ def identity(index: str | None, node: str | None, controller: str | None, hostna
                         f"`clustercheck run --launcher join`), or --controller")
     where = "--controller" if controller is not None else CONTROLLER_ENV
     name = (node if node is not None else env.get(NODE_ENV, "")).strip() or hostname
-    if any(c.isspace() or c in ",[]" for c in name) or len(name) > 253:
-        raise UserError(f"node name {name!r} ({'--node' if node is not None else NODE_ENV}): a host name "
-                        "without spaces, commas or brackets")
+    if (why := node_name_problem(name)) is not None:
+        raise UserError(f"node name {name!r} ({'--node' if node is not None else NODE_ENV}): {why}")
     return Identity(int(raw_index), name, split_addr(addr, where, default_port=None))
 
 

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
-from clustercheck.errors import ClusterCheckError, UserError
+from clustercheck.errors import ClusterCheckError, UserError, show
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
@@ -200,6 +200,9 @@ class JoinLauncher(Launcher):
                 continue
             if info.get("index") != i:
                 bad[i] = f"a join for index {i} named index {info.get('index')!r}"
+                continue
+            if (why := gang.node_name_problem(member.node)) is not None:  # it is printed and passed to scontrol
+                bad[i] = f"a join for index {i} named node {show(member.node)}, which {why}"
                 continue
             self.members[i] = member
             self._beats[i] = (0, time.monotonic())
