@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from clustercheck.judging.platform import detect, read_facts
+from clustercheck.judging.gpuless import DriverBroken
+from clustercheck.judging.platform import detect, detect_nodes, read_facts
 from nvml_capture import h100_node, in_process
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
@@ -58,3 +59,36 @@ def test_one_sxm_gpu_without_nvlinks_is_still_the_one_gpu_platform(monkeypatch, 
     in_process(monkeypatch, node)
     facts = read_facts(pci_root=pci_bus(tmp_path / "pci", [node["gpus"][0]["bus_id"]]))
     assert detect(THRESHOLDS, facts).name == "h100-sxm-1x"
+
+
+LIB_RM_VERSION_MISMATCH, UNKNOWN, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND = 18, 999, 9, 12  # nvml.h return codes
+
+
+@pytest.mark.parametrize("broken, says", [
+    ({"init_error": LIB_RM_VERSION_MISMATCH}, "NVML unavailable: NVML_ERROR_LIB_RM_VERSION_MISMATCH"),  # driver upgraded
+    ({"count_error": UNKNOWN}, "node: nvmlDeviceGetCount failed: NVML_ERROR_UNKNOWN"),
+])
+def test_a_failing_driver_in_a_container_without_the_pci_bus_is_refused_not_cpu(monkeypatch, tmp_path, broken, says):
+    """Was `cpu`: cpu-smoke passed a GPU node whose driver NVML proves present and broken, and no line
+    mentioned NVML. Detection now refuses it in one line naming NVML's answer and the unread PCI bus."""
+    in_process(monkeypatch, {**h100_node(), **broken})
+    facts = read_facts(pci_root=tmp_path / "no-pci")  # a container without /sys/bus/pci
+    assert facts.accelerator_count == 0 and facts.pci_problem.startswith(f"{tmp_path / 'no-pci'} could not be read")
+    with pytest.raises(DriverBroken) as info:
+        detect(THRESHOLDS, facts, node="n7")
+    line = str(info.value)
+    assert "\n" not in line and line.startswith("n7 is no CPU-only machine") and says in line
+    assert "could not be read" in line
+    with pytest.raises(DriverBroken, match="n7"):
+        detect_nodes(THRESHOLDS, {"n7": facts})
+
+
+@pytest.mark.parametrize("scenario", [
+    {"init_error": LIBRARY_NOT_FOUND, "gpus": []},
+    {"init_error": DRIVER_NOT_LOADED, "gpus": []},
+    {"driver": "565.57.01", "cuda": 12070, "gpus": []},  # a driver that sees no GPU: NVML ok, count 0
+])
+def test_a_machine_nvml_shows_without_gpus_is_still_cpu(monkeypatch, tmp_path, scenario):
+    in_process(monkeypatch, scenario)
+    facts = read_facts(pci_root=tmp_path / "no-pci")
+    assert detect(THRESHOLDS, facts).name == "cpu"

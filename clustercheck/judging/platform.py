@@ -19,6 +19,9 @@ import hostlist
 from clustercheck import nvml
 from clustercheck.errors import UserError
 from clustercheck.nvml import Gpu, NvmlFault
+from clustercheck.judging.gpuless import DriverBroken, driver_fault
+from clustercheck.judging.pcibus import _pci_functions as _pci_functions, pci_read
+from clustercheck.judging.pcibus import pci_accelerators as pci_accelerators
 from clustercheck.judging.profiles import SearchPath, as_search
 from clustercheck.judging.thresholds import Profile
 
@@ -41,6 +44,7 @@ class Facts:
     # GPUs without a working driver, must not look like a CPU-only machine to detection.
     pci_accelerators: tuple[int, ...] = ()
     pci_gpus: tuple[str, ...] = ()       # bus ids of NVIDIA GPUs on the PCI bus: names a GPU NVML lost
+    pci_problem: str = ""                # why the PCI bus could not be read ("": read): none seen is then no proof
     gpus: tuple[Gpu, ...] = ()
     nvml_faults: tuple[NvmlFault, ...] = ()
     torch_gpus: int | None = None        # devices torch sees: read on the ranks, and wherever torch is ROCm's
@@ -98,36 +102,6 @@ def _versions() -> dict[str, str]:
     return out
 
 
-# PCI vendors whose display/processing-accelerator functions are accelerators we have profiles for:
-# NVIDIA, AMD, Habana (pci-ids database vendor ids 10de, 1002, 1da3).
-_ACCEL_VENDORS = (0x10DE, 0x1002, 0x1DA3)
-
-
-def _pci_functions(root: Path) -> list[tuple[str, int, int]]:
-    """(bus id, vendor, device) of accelerator functions in sysfs (display class 0x03 or processing
-    accelerator 0x12) of the vendors above."""
-    found = []
-    try:
-        devices = sorted(root.iterdir())
-    except OSError:
-        return []
-    for dev in devices:
-        try:
-            cls = int((dev / "class").read_text(), 16)
-            vendor = int((dev / "vendor").read_text(), 16)
-            device = int((dev / "device").read_text(), 16)
-        except (OSError, ValueError):
-            continue
-        if cls >> 16 in (0x03, 0x12) and vendor in _ACCEL_VENDORS:
-            found.append((dev.name.lower(), vendor, device))
-    return found
-
-
-def pci_accelerators(root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ...]:
-    """Device ids of the accelerators on the PCI bus."""
-    return tuple(device for _, _, device in _pci_functions(root))
-
-
 _AMD = 0x1002
 
 
@@ -157,8 +131,8 @@ def read_facts(torch_gpus: int | None = None, pci_root: Path = Path("/sys/bus/pc
     """This machine's facts. Never raises for the hardware's sake: a GPU NVML cannot reach is an
     `nvml_faults` entry, NVML missing altogether is `nvml_status`. Where NVML lists no GPU and torch is a
     ROCm build, HIP's count (through torch) is the GPU count and `hip` names the build."""
-    functions = _pci_functions(pci_root)
-    base = _read_nvml(torch_gpus, functions)
+    functions, problem = pci_read(pci_root)
+    base = dataclasses.replace(_read_nvml(torch_gpus, functions), pci_problem=problem)
     if base.gpu_count:
         return base
     counted, hip = _rocm_torch(torch_gpus, functions)
@@ -225,6 +199,8 @@ def matches(profile: Profile, facts: Facts) -> bool:
             return False
     elif want_count is not None and count != want_count:
         return False
+    elif want_count == 0 and _driver_fault(facts):  # no GPU seen is no proof where NVML says a driver fails
+        return False
     links = detect.get("nvlinks_per_gpu")
     if links is None:
         return True
@@ -280,12 +256,22 @@ def detect(where: SearchPath | Path, facts: Facts, profiles: list[Profile] | Non
         derived = _derived(facts)
         if derived is not None:
             return derived
+        fault = _driver_fault(facts) if not facts.accelerator_count else None
+        if fault:
+            pci = f" ({facts.pci_problem})" if facts.pci_problem else ""
+            raise DriverBroken(f"{node} is no CPU-only machine: no GPU seen{pci}, but NVML answers as only a present, "
+                               f"failing NVIDIA driver does: {fault}; fix the driver (nvidia-smi, dmesg): nothing "
+                               f"was measured and the node is not cleared")
         raise UserError(f"no threshold profile in {search.describe()} matches {node} ({describe(facts).strip()}); "
                         f"pick one with --platform")
     if len(found) > 1:
         raise AmbiguousPlatform(f"several profiles match {node} ({', '.join(p.name for p in found)}); "
                                 f"pick one with --platform")
     return found[0]
+
+
+def _driver_fault(facts: Facts) -> str | None:
+    return driver_fault(facts.nvml_status, facts.gpu_count, tuple(f.text() for f in facts.nvml_faults))
 
 
 def _derived(facts: Facts) -> Profile | None:
@@ -363,6 +349,7 @@ def describe(facts: Facts) -> str:
     names = ", ".join(sorted(set(facts.gpu_names)))
     faults = f", {len(facts.nvml_faults)} NVML error(s)" if facts.nvml_faults else ""
     status = f", {facts.nvml_status}" if facts.nvml_status.startswith("NVML unavailable") and facts.pci_gpus else ""
+    status += f", {facts.pci_problem}" if facts.pci_problem else ""
     return (f"{facts.accelerator_count} GPU(s){' ' + names if names else ''}, "
             f"pci ids {[f'0x{i:04x}' for i in facts.device_ids]}, nvlinks/GPU {facts.nvlinks_per_gpu}{faults}{status}")
 

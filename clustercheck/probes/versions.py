@@ -163,7 +163,8 @@ def collect() -> Inventory:
             nccl_v = version(torch.cuda.nccl.version())  # the library that runs, not torch's build-time figure
     return Inventory(facts.gpu_count, tuple(facts.gpu_names), facts.driver, facts.cuda_driver or cuda_v, nccl_v,
                      torch_v, _platform.python_version(), tuple(g.bus_id for g in facts.gpus),
-                     tuple(g.module_id for g in facts.gpus), facts.pci_gpus, facts.nvml_faults, facts.nvml_status)
+                     tuple(g.module_id for g in facts.gpus), None if facts.pci_problem else facts.pci_gpus,  # unread: not looked
+                     facts.nvml_faults, facts.nvml_status)
 
 
 PROBE = Probe(

@@ -35,7 +35,7 @@ _NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no GPU at that PCI bus id
 
 class _Library:
     """The C functions clustercheck's NVML reading calls. Scenario: {"driver", "cuda" (e.g. 12070),
-    "init_error" (a code nvmlInitWithFlags returns), "gpus": [{"name", "bus_id", "device_id" (the
+    "init_error" (a code nvmlInitWithFlags returns), "count_error" (one nvmlDeviceGetCount_v2 returns), "gpus": [{"name", "bus_id", "device_id" (the
     32-bit PCI id), "module_id", "links", "down_links", "fail": {C function name or "*": code},
     "link_fail": {"<link>": {C function name: code}} (one link's state, capability or error counters)}]}."""
 
@@ -61,6 +61,8 @@ class _Library:
         return _SUCCESS
 
     def nvmlDeviceGetCount_v2(self, count: Any) -> int:
+        if code := int(self.scenario.get("count_error", _SUCCESS)):
+            return code
         count._obj.value = len(self.gpus)
         return _SUCCESS
 
