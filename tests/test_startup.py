@@ -188,3 +188,23 @@ def test_no_ini_file_or_rootdir_comes_from_the_suites_folder_unless_asked(machin
     plain = subprocess.run([sys.executable, "-m", "pytest", "sub/s.yaml", "--co", "-p", "no:cacheprovider"], cwd=tmp,
                            env=env, capture_output=True, text=True, timeout=120)
     assert plain.returncode != 0 and "unrecognized arguments: --no-such-option" in plain.stderr  # pytest as usual
+
+
+@pytest.mark.parametrize("gpus, launcher, suite", [(0, "local", "cpu-smoke"), (8, "hosts", "quick-gate-nvlink8"),
+                                                   (0, "hosts", None), (0, "slurm", None)])
+def test_with_no_suite_named_a_gpu_less_controller_of_remote_nodes_asks_for_one(
+        monkeypatch: pytest.MonkeyPatch, gpus: int, launcher: str, suite: str | None) -> None:
+    """The default suite is chosen from the controller's hardware, before any node is read: a login node without
+    GPUs driving GPU nodes picked cpu-smoke, which the nodes' profile then judged by what it had (an audit's
+    run: h100-sxm-8x nodes, a lost GPU never named). A remote launcher on a GPU-less controller now asks for a
+    suite (exit 4); a local run, or a controller with GPUs (inside the allocation), picks as before."""
+    from clustercheck.errors import UserError
+    from clustercheck.judging import platform
+    from clustercheck.run import command
+
+    monkeypatch.setattr(platform, "read_facts", lambda *a, **k: platform.Facts(host="c", gpu_count=gpus))
+    if suite is None:
+        with pytest.raises(UserError, match=f"no suite named: with --launcher {launcher} .* name one: "):
+            command.default_suite(launcher)
+    else:
+        assert command.default_suite(launcher) == suite

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
 
     from clustercheck.run import prestart
 
-    names = args.suites or [default_suite()]
+    names = args.suites or [default_suite(args.launcher)]
     paths = [resolve_suite(n) for n in names]
     unwritable_junitxml(rest)
     saved = os.environ.get(AUTOLOAD)
@@ -323,14 +323,21 @@ class NoIniHeader:
         return headers
 
 
-def default_suite() -> str:
+def default_suite(launcher: str = "local") -> str:
     """The suite `clustercheck run` runs when none is named, from what this machine has: the NVLink quick
     gate on 8 NVIDIA GPUs, the MI300X one on AMD, a single-node GPU smoke test on fewer GPUs, else the
-    CPU suite (which measures for real with gloo)."""
+    CPU suite (which measures for real with gloo). The nodes of a remote launcher are read only once they
+    joined, after the suites are collected: a controller without GPUs (a login node) is no guide to them,
+    and the CPU suite it would pick could clear GPU nodes on a check or two (`name a suite`, exit 4)."""
     from clustercheck.judging.platform import read_facts
 
     facts = read_facts()
     if not facts.accelerator_count:
+        if launcher != "local":
+            raise UserError(f"no suite named: with --launcher {launcher} the default suite would be chosen from "
+                            f"this machine, which has no GPU, before the nodes are read; name one: "
+                            f"{DEFAULT_GPU_SUITE} (8 NVIDIA GPUs a node), gpu-smoke (fewer), quick-gate-mi300x "
+                            f"(AMD) or {DEFAULT_CPU_SUITE} (nodes without GPUs)")
         return DEFAULT_CPU_SUITE
     if facts.hip:
         return "quick-gate-mi300x"
