@@ -16,7 +16,8 @@ import pytest
 
 from clustercheck.judging.gpuless import DriverBroken
 from clustercheck.judging.platform import detect, detect_nodes, read_facts
-from nvml_capture import h100_node, in_process
+from clustercheck.probes import get, nvsmi, run_live
+from nvml_capture import h100_node, in_process, link_down
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
 
@@ -92,3 +93,24 @@ def test_a_machine_nvml_shows_without_gpus_is_still_cpu(monkeypatch, tmp_path, s
     in_process(monkeypatch, scenario)
     facts = read_facts(pci_root=tmp_path / "no-pci")
     assert detect(THRESHOLDS, facts).name == "cpu"
+
+
+@pytest.mark.parametrize("probe, expect, key", [
+    ("nvlink", {"nvlinks_per_gpu": 18, "gpu_count": 8}, "nvlinks_per_gpu: 18"),
+    ("fabric", {"nvswitch_fabric": True}, "nvswitch_fabric: True"),
+])
+def test_without_nvidia_smi_a_platform_with_nvlinks_is_not_judged_never_skipped(monkeypatch, tmp_path, probe, expect,
+                                                                                key):
+    """Was skipped ("no NVIDIA driver on this machine") while NVML answered and showed GPU2 with 17 of its 18
+    links up: a link known down passed the gate as a skip."""
+    in_process(monkeypatch, link_down(h100_node(), 2, 5))
+    monkeypatch.setattr(nvsmi, "DRIVER_SIGNS", ())  # a container: no driver files, NVML alone shows it
+    monkeypatch.setenv("PATH", str(tmp_path))       # an empty directory: no nvidia-smi anywhere on PATH
+    outcome = run_live(get(probe), expect)
+    assert outcome.outcome == "not judged", outcome
+    (verdict,) = outcome.verdicts
+    assert "nvidia-smi not found on PATH" in verdict.detail and key in verdict.detail
+    assert "no NVIDIA driver" not in verdict.detail and "NVML answers, driver 565.57.01" in verdict.detail
+    # a platform expecting neither (a PCIe card) still skips, with the driver named, never denied
+    skipped = run_live(get(probe), {})
+    assert skipped.outcome == "skipped" and "no NVIDIA driver" not in skipped.reason

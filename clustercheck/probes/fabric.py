@@ -39,6 +39,8 @@ def _read(g: nvsmi.NvsmiGpu) -> tuple[str | None, str | None]:
 
 
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    if report.missing:
+        return nvsmi.without(report.missing, expect, "nvswitch_fabric", "NVSwitch fabric")
     required = bool(expect.get("nvswitch_fabric", False))
     read = [(g, *_read(g)) for g in report.gpus]
     if not required and all(state is None or state in _ABSENT for _, state, _ in read):
@@ -69,8 +71,8 @@ def _verdict(g: nvsmi.NvsmiGpu, state: str | None, status: str | None, required:
                         expected=expected)
 
 
-def collect() -> str:
-    return nvsmi.collect_text()
+def collect() -> str | nvsmi.NvsmiReport:
+    return nvsmi.collect_report("-q")
 
 
 PROBE = Probe(

@@ -52,6 +52,7 @@ class NvlinkReport:
 
     gpus: tuple[NvlinkGpu, ...]
     elisions: tuple[int, ...] = ()
+    missing: str = ""  # live, nvidia-smi not on PATH: why nothing was read (nvsmi.without judges it)
 
 
 def parse(text: str) -> NvlinkReport:
@@ -105,6 +106,8 @@ def _speeds(links: tuple[tuple[int, float | None], ...]) -> str:
 def judge(report: NvlinkReport | tuple[NvlinkGpu, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     if not isinstance(report, NvlinkReport):
         report = NvlinkReport(tuple(report))
+    if report.missing:
+        return nvsmi.without(report.missing, expect, "nvlinks_per_gpu", "active NVLinks")
     gpus, elisions = report.gpus, report.elisions
     want = expect.get("nvlinks_per_gpu")
     per_node = expect.get("gpu_count")
@@ -231,7 +234,9 @@ def collect() -> str | NvlinkReport:
     nvidia-smi lists with no link: `judge` skips that without an NVLink expectation and fails each GPU of a
     platform that has NVLink, whose links a driver or fabric fault can hide just so. A non-zero exit was
     an error in run()."""
-    text = nvsmi.run("nvlink", "-s")
+    text = nvsmi.collect_report("nvlink", "-s")
+    if not isinstance(text, str):
+        return NvlinkReport((), missing=text.missing)
     if re.search(r"^\s*Link \d+:|all links are inactive", text, re.MULTILINE | re.IGNORECASE):
         return text
     listed = nvsmi.run("--query-gpu=index,name", "--format=csv,noheader")

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
@@ -51,6 +54,7 @@ class NvsmiGpu:
 class NvsmiReport:
     header: tuple[tuple[str, str], ...]
     gpus: tuple[NvsmiGpu, ...]
+    missing: str = ""  # live, nvidia-smi not on PATH: why nothing was read (collect_report); judged by `without`
 
     def head(self, key: str) -> str | None:
         return dict(self.header).get(key)
@@ -115,10 +119,65 @@ def parse(text: str) -> NvsmiReport:
     return NvsmiReport(tuple(header), tuple(gpus))
 
 
+class SmiMissing(ProbeSkip):
+    """nvidia-smi is not on PATH. A skip only where the platform expects nothing that only nvidia-smi reads
+    here (`without`): a container given NVML but not nvidia-smi still has the NVLinks its platform expects."""
+
+
+# Where the kernel shows the NVIDIA driver loaded (a container shares the host's /proc and /sys/module)
+DRIVER_SIGNS = (Path("/proc/driver/nvidia/version"), Path("/sys/module/nvidia"))
+
+
+def driver_seen() -> str | None:
+    """What shows an NVIDIA driver here without nvidia-smi (the kernel's files, else NVML answering with
+    its version), None when nothing does: a container given NVML but not nvidia-smi has a driver."""
+    loaded = next((str(p) for p in DRIVER_SIGNS if p.exists()), None)
+    if loaded:
+        return loaded
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, or it failing: nothing here shows one
+        return None
+    return f"NVML answers, driver {version.decode() if isinstance(version, bytes) else version}"
+
+
 def run(*args: str) -> str:
-    """stdout of `nvidia-smi ARGS`: ProbeSkip only without the binary (no NVIDIA driver here); a non-zero
-    exit, e.g. a GPU lost from the bus, is a ToolError naming the command, its status and its stderr."""
-    return tool.run(["nvidia-smi", *args], missing="nvidia-smi not found: no NVIDIA driver on this machine")
+    """stdout of `nvidia-smi ARGS`: SmiMissing (a ProbeSkip) only without the binary; a non-zero exit, e.g. a
+    GPU lost from the bus, is a ToolError naming the command, its status and its stderr."""
+    if shutil.which("nvidia-smi") is None:
+        seen = driver_seen()
+        raise SmiMissing(f"nvidia-smi not found on PATH, though an NVIDIA driver is here ({seen})" if seen else
+                         "nvidia-smi not found: no NVIDIA driver on this machine")
+    try:
+        return tool.run(["nvidia-smi", *args], missing="nvidia-smi not found")
+    except ProbeSkip as exc:  # gone between the two looks
+        raise SmiMissing(exc.reason) from None
+
+
+def collect_report(*args: str) -> str | NvsmiReport:
+    """`run(ARGS)`'s text, or without nvidia-smi an empty report saying so, for the probe's judge to decide
+    with the platform's expectations (`without`) whether that is a skip."""
+    try:
+        return run(*args)
+    except SmiMissing as exc:
+        return NvsmiReport((), (), missing=exc.reason)
+
+
+def without(missing: str, expect: Mapping[str, Any], key: str, what: str) -> list[ProbeVerdict]:
+    """A probe that could not run nvidia-smi: `not judged`, naming it and what the platform expects, where
+    the expectation `key` asks for what only nvidia-smi reads here (NVLinks, an NVSwitch fabric), so that a
+    link known down never passes as a skip; a skip otherwise."""
+    want = expect.get(key)
+    if not want:
+        raise ProbeSkip(missing)
+    return [not_judged("node", what, f"{missing}; the platform expects {key}: {want}, and nothing here reads it "
+                       f"without nvidia-smi", expected=want)]
 
 
 def bus_ids() -> dict[int, str]:
