@@ -114,3 +114,36 @@ def test_without_nvidia_smi_a_platform_with_nvlinks_is_not_judged_never_skipped(
     # a platform expecting neither (a PCIe card) still skips, with the driver named, never denied
     skipped = run_live(get(probe), {})
     assert skipped.outcome == "skipped" and "no NVIDIA driver" not in skipped.reason
+
+
+def test_a_local_run_without_nvml_asks_cuda_and_its_versions_check_does_not_fail_the_count(monkeypatch, tmp_path):
+    """NVML's library missing (a container given the GPUs and their compute capability alone) while CUDA sees 8
+    and sysfs shows 8: was gloo ranks and a hardware FAIL `GPU count 0` (node excluded, exit 1), the harness's
+    view blamed on the node. Now a local run counts with CUDA (NCCL, 8 ranks) and `versions` does not judge
+    what NVML could not read, naming why."""
+    import torch
+
+    from clustercheck.judging.platform import layout
+    from clustercheck.probes import versions
+    from clustercheck.run.launch import LocalLauncher
+    from clustercheck.run.nodefacts import node_facts
+
+    node = {**h100_node(), "init_error": LIBRARY_NOT_FOUND}
+    in_process(monkeypatch, node)
+    pci = pci_bus(tmp_path / "pci", [g["bus_id"] for g in node["gpus"]])
+    facts = read_facts(pci_root=pci)
+    assert facts.gpu_count == 0 and len(facts.pci_gpus) == 8 and facts.torch_gpus is None
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)  # the CUDA runtime's answer (no GPU on this machine)
+    launcher = LocalLauncher()
+    nodes, pool = node_facts(launcher, list(launcher.nodes), None, facts)  # type: ignore[arg-type]
+    assert pool is None and [f.torch_gpus for f in nodes.values()] == [8]
+    assert layout("auto", None, nodes) == ("nccl", 8)
+    assert detect(THRESHOLDS, next(iter(nodes.values()))).name == "h100-sxm-8x"
+
+    verdicts = {v.what: v for v in versions.judge(versions.collect(pci), {"gpu_count": 8, "gpu_model": "H100",
+                                                                      "driver_min": "535.0"})}
+    for what in ("GPU count", "GPU model", "driver version"):
+        assert not verdicts[what].judged, verdicts[what]
+        assert "NVML unavailable: NVML_ERROR_LIBRARY_NOT_FOUND" in verdicts[what].detail
+    assert "8 NVIDIA GPU(s) on the PCI bus" in verdicts["GPU count"].detail
+    assert not [v for v in verdicts.values() if v.judged and not v.passed]

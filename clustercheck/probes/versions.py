@@ -15,6 +15,7 @@ from __future__ import annotations
 import platform as _platform
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.errors import show
@@ -25,6 +26,8 @@ from clustercheck.probes.base import Probe, ProbeParseError, ProbeVerdict, not_j
 from clustercheck.toolout import count, evidence_lines
 
 _NVSMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.MULTILINE)
+# nvml_status (judging/platform.py) where NVML's library, not the node, is missing: GPUs are then uncounted
+NO_LIBRARY = ("NVML unavailable: NVML_ERROR_LIBRARY_NOT_FOUND", "NVML unavailable: pynvml is not installed")
 _KV = re.compile(r"^\s*(torch|nccl|python|cuda|driver|gpu_count|gpu_model)\s*[:=]\s*(\S.*)$", re.IGNORECASE)
 
 
@@ -109,7 +112,14 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     out = nvsmi.coverage(inv.report, "versions") if inv.report is not None else []
     models = ", ".join(sorted(set(inv.gpu_models))) or "no model listed"
     want = expect.get("gpu_count")
-    if want is not None:
+    # NVML's library is not here (a container given the GPUs alone): nothing read the GPUs' count, model or
+    # driver, which says nothing of the node's GPUs; the ranks bind what CUDA sees, and their checks judge those
+    unread = "" if inv.listed or inv.nvml_status not in NO_LIBRARY else (
+        f"{inv.nvml_status}: nothing here reads the GPUs" +
+        (f" ({len(inv.on_bus)} NVIDIA GPU(s) on the PCI bus)" if inv.on_bus else ""))
+    if want and unread:
+        out.append(not_judged("node", "GPU count", f"{unread}; platform expects {want}", inv.gpu_count, want))
+    elif want is not None:
         detail = f"{inv.gpu_count} GPU(s) ({models}), platform expects {want}"
         if inv.gpu_count is not None and inv.gpu_count < want:
             detail += f"; missing: {_missing(inv, want)}"
@@ -117,7 +127,10 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     for fault in inv.faults:
         out.append(ProbeVerdict(fault.subject, "NVML", False, fault.detail, fault.error, "NVML_SUCCESS"))
     want_model = expect.get("gpu_model")
-    if want_model:
+    if want_model and unread:
+        out.append(not_judged("node", "GPU model", f"{unread}; expected every GPU to be a {want_model}", None,
+                              want_model))
+    elif want_model:
         wrong = [m for m in inv.gpu_models if want_model not in m]
         ok = bool(inv.gpu_models) and not wrong
         out.append(ProbeVerdict("node", "GPU model", ok, f"{models}; expected every GPU to be a {want_model}",
@@ -127,6 +140,9 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         if not minimum:
             continue
         have = getattr(inv, key)
+        if key == "driver" and have is None and unread:  # the driver's version is NVML's to say
+            out.append(not_judged("node", "driver version", f"{unread}; minimum {minimum}", None, minimum))
+            continue
         if not VERSION.fullmatch(str(minimum)):  # refused at load; a caller past it: "banana" is below everything
             out.append(not_judged("node", f"{key} version", f"minimum {show(minimum, 40)} is no version (digits "
                                   f"separated by dots)", have, minimum))
@@ -142,12 +158,12 @@ def judge(inv: Inventory, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     return out
 
 
-def collect() -> Inventory:
+def collect(pci_root: Path = Path("/sys/bus/pci/devices")) -> Inventory:
     from importlib import metadata
 
     from clustercheck.judging.platform import read_facts
 
-    facts = read_facts()
+    facts = read_facts(pci_root=pci_root)
     torch_v = nccl_v = cuda_v = None
     try:
         torch_v = metadata.version("torch")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -26,7 +27,7 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
     here = socket.gethostname()
     if not launcher.remote or nodes in ([here], [here.split(".")[0]]):
-        return {nodes[0]: here_facts or platform_mod.read_facts()}, None
+        return {nodes[0]: cuda_counted(here_facts or platform_mod.read_facts())}, None
     logs = options.out / f".starting-{os.getpid()}" / "logs"
     make_dir(options.out, logs)
     number = 0
@@ -56,6 +57,20 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
         pool.close(kill=True)
         raise
     return facts, pool
+
+
+def cuda_counted(facts: platform_mod.Facts) -> platform_mod.Facts:
+    """`facts` with the GPUs CUDA sees (torch) where NVML lists none and the PCI bus shows NVIDIA GPUs: a
+    container given the GPUs but not NVML's library. A rank reads that count itself; a local run has no rank
+    yet, and judged by NVML alone its GPUs ran as gloo ranks and failed `GPU count 0`, the harness's view
+    blamed on the node. torch is imported only then (the controller otherwise never pays for it)."""
+    if facts.gpus or not facts.pci_gpus or facts.torch_gpus is not None:
+        return facts
+    try:
+        import torch
+    except ImportError:  # no torch here: nothing but NVML to count with, and the ranks will say so
+        return facts
+    return dataclasses.replace(facts, torch_gpus=torch.cuda.device_count())
 
 
 def _lost(launcher: Launcher, nodes: list[str], exc: HarnessError, nranks: int) -> list[str]:
