@@ -228,7 +228,7 @@ def test_a_check_that_errored_whole_fails_the_items_whose_window_failed_and_only
         session.launcher = Launcher()  # the local launcher: its plane never ends, no node is absent
         session.runner = SimpleNamespace(windows={"n1": xid, "n2": quiet}, windows_of=windows_of,
                                          live=lambda: ["n1", "n2"])  # type: ignore[assignment]
-        session._cache = {"b": HarnessError("b: answers failed verification; counters in the check's window: ...")}
+        session._cache = {check.where: HarnessError("b: answers failed verification; counters in the check's window: ...")}
         got = {}
         for node in ("n1", "n2"):
             try:

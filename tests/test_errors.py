@@ -60,7 +60,7 @@ def test_an_error_every_item_of_a_check_gets_keeps_its_fields() -> None:
         from clustercheck.run.launcher import Launcher
 
         session = CheckSession.__new__(CheckSession)
-        session._cache, session.baseline, session.runner, session.over = {check.id: original}, None, None, None
+        session._cache, session.baseline, session.runner, session.over = {check.where: original}, None, None, None
         session.launcher = Launcher()  # the local launcher: its plane never ends, no node is absent
         seen = []
         for _ in range(2):
