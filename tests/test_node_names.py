@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from clustercheck import __version__
 from clustercheck.errors import UserError
 from clustercheck.record import exclude
 from clustercheck.run import gang, wire
@@ -42,7 +43,7 @@ def test_the_controller_refuses_a_join_naming_a_bad_node() -> None:
     for index, node in ((0, HOSTILE), (1, "n1")):
         nonce = "ab" * (gang.NONCE // 2)
         key = gang.agent_key(launcher.token, launcher.nonce, nonce)
-        info = {"index": index, "node": node, "local_ranks": None, "host": "pod", "pid": 1}
+        info = {"index": index, "node": node, "local_ranks": None, "host": "pod", "pid": 1, "version": __version__}
         launcher.store.set(gang.join_key(index), nonce + wire.seal(key, info))
     bad = launcher._read_joins()
     assert list(launcher.members) == [1] and launcher.members[1].node == "n1"

@@ -30,7 +30,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from clustercheck import argtypes
+from clustercheck import __version__, argtypes
 from clustercheck.errors import UserError
 from clustercheck.run import gang, wire
 from clustercheck.run.launch import WORKER
@@ -150,7 +150,7 @@ class Agent:
         self.key = gang.agent_key(self.token, str(hello["nonce"]), self.nonce)
         self.hello_nonce = str(hello["nonce"])
         info = {"index": self.me.index, "node": self.me.node, "local_ranks": self.local_ranks,
-                "host": socket.gethostname(), "pid": os.getpid()}
+                "host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
         self.store.set(gang.join_key(self.me.index), self.nonce + wire.seal(self.key, info))
         self.store.add(gang.JOINS, 1)
         self.say(f"joined the controller at {self.me.controller[0]}:{self.me.controller[1]}")

@@ -25,6 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
+from clustercheck import __version__
 from clustercheck.errors import ClusterCheckError, UserError, show
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
@@ -203,6 +204,11 @@ class JoinLauncher(Launcher):
                 continue
             if (why := gang.node_name_problem(member.node)) is not None:  # it is printed and passed to scontrol
                 bad[i] = f"a join for index {i} named node {show(member.node)}, which {why}"
+                continue
+            if (version := info.get("version")) != __version__:  # the wire, and how answers are read, are one version's
+                runs = f"clustercheck {show(version)}" if version else "an earlier clustercheck"
+                bad[i] = (f"its agent on {member.node} runs {runs}, the controller {__version__}: one clustercheck "
+                          "across the run")
                 continue
             self.members[i] = member
             self._beats[i] = (0, time.monotonic())
