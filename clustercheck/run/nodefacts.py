@@ -46,7 +46,13 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
                 raise HarnessError(f"could not read the nodes' platform facts: {str(exc).splitlines()[0]} "
                                    f"(the ranks' output: {pool.log_dir})") from None
             nodes = [n for n in nodes if n not in lost]
-    facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
+    try:
+        facts = {a["host"]: platform_mod.Facts.from_dict(a["facts"]) for a in answers if "facts" in a}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a rank's facts of another shape: no traceback
+        pool.close(kill=True)
+        raise HarnessError(f"could not read the nodes' platform facts: a rank's answer is not of this clustercheck's "
+                           f"shape ({type(exc).__name__}: {str(exc)[:120]}); one clustercheck across the run "
+                           f"(the ranks' output: {pool.log_dir})") from None
     silent = [n for n in nodes if n not in facts]
     if silent:  # a launcher that gave a node no local rank 0: nothing was read there
         pool.close(kill=True)
