@@ -373,9 +373,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(lines_shown(line), **({colour: True} if colour else {}))  # whatever built it
     if cs.baseline is not None:  # --compare: what the baseline is, where it is no like-for-like reference
         for line in cs.baseline.said(cs.profile.name if cs.profile else "", cs.results):
-            terminalreporter.write_line(line, yellow=True)
+            terminalreporter.write_line(lines_shown(line), yellow=True)  # a path, a platform: the user's text
         if software := software_since(cs.baseline.run, cs.run_dir / "run.jsonl"):
-            terminalreporter.write_line(software)  # a regression that comes with a new NCCL is that first
+            terminalreporter.write_line(lines_shown(software))  # a regression that comes with a new NCCL is that first
     if wanted(cs.options.timings):
         terminalreporter.section("clustercheck timings")
         for line in TIMINGS.lines():

@@ -200,3 +200,21 @@ def test_every_agent_silent_at_once_while_srun_runs_on_stops_the_run(tmp_path, m
     finally:
         srun.kill()
         srun.wait()
+
+
+def test_an_agents_last_words_through_srun_are_escaped(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an agent printed (srun --label's `0: ...`) is quoted in why its node never joined or ended: a
+    terminal escape in it (an OSC 52 clipboard write, a cursor move that hides a line) reached the terminal raw."""
+    from clustercheck.run import slurm
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    launcher = slurm.SlurmLauncher("127.0.0.1")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agents.log").write_text("0: boom\x1b]52;c;cHduZWQ=\x07\x1b[1A\x1b[2K\n"
+                                         "srun: error: ccnode1: task 0: Exited with exit code 1\n")
+    said = launcher._said().words["ccnode1"]
+    assert "\x1b" not in said and said.startswith("boom\\x1b]52"), said

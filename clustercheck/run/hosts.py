@@ -18,7 +18,6 @@ are laid over the agent's own (remote login) environment, as they were over a ra
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shlex
 import shutil
@@ -33,7 +32,7 @@ from typing import Collection, Mapping
 
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit
-from clustercheck.run.gang import NOT_THE_NODE
+from clustercheck.run.gang import NOT_THE_NODE, node_name_problem
 from clustercheck.run.join import JoinLauncher
 from clustercheck.run.launcher import Loss, advertised, here, loopback
 from clustercheck.run.signals import term_stops_like_ctrl_c
@@ -239,9 +238,8 @@ def host_names(text: str, what: str) -> list[str]:
     except hostlist.BadHostlist as exc:
         raise UserError(f"{what} {text!r}: {exc}") from None
     for name in names:  # a host name is a file name of its agent's log and a word of its command
-        if not re.fullmatch(r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,252}", name):
-            raise UserError(f"{what} {text!r}: {name!r} is no host name (letters, digits and . - _ : @ only, at "
-                            "most 253, not starting with '-')")
+        if (why := node_name_problem(name)) is not None:  # the one rule of a node's name (an agent's too)
+            raise UserError(f"{what} {text!r}: {name!r} {why}")
     same = Counter(same_host(n) for n in names)
     twice = list(dict.fromkeys(n for n in names if same[same_host(n)] > 1))
     if twice:

@@ -31,7 +31,7 @@ from typing import Collection, Mapping, NamedTuple
 
 from hostlist import collect_hostlist
 
-from clustercheck.errors import ClusterCheckError, UserError
+from clustercheck.errors import ClusterCheckError, UserError, escape
 from clustercheck.run.gang import SLURM_PLAN_ENV
 from clustercheck.run.launcher import Over
 from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
@@ -150,7 +150,7 @@ class SlurmLauncher(HostsLauncher):
             return Said.nothing()
         ends = srun_ends(text)
         labelled = _LABEL.findall(text)
-        last = {int(task): line.strip() for task, line in labelled if line.strip()}
+        last = {int(task): escape(line.strip()) for task, line in labelled if line.strip()}  # an agent's own words
         words = {node: last[t] for node, (tasks, _) in ends.items() for t in tasks[:1] if t in last}
         over = tuple(dict.fromkeys(m.group(1).strip()[:200] for m in _OVER.finditer(text)))
         failed = {m.group(1): m.group(0).strip() for m in _FAILED.finditer(text)}
