@@ -264,6 +264,8 @@ def test_a_non_utf8_byte_in_argv_still_renders_every_report(tmp_path: Path) -> N
     proc = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "x\\udcff" in (run.parent / "report.html").read_text(encoding="utf-8")
-    assert json.loads((run.parent / "results.json").read_text())["run"]["argv"][-1] == "x\udcff"
+    # as backslash text (b3371f9: a strict JSON reader refuses a lone surrogate); compared by ascii(): a failed
+    # assertion holding a surrogate cannot even be reported (xdist's worker dies encoding it)
+    assert ascii(json.loads((run.parent / "results.json").read_text())["run"]["argv"][-1]) == ascii("x\\udcff")
     listed = [line.split()[0] for line in file_lines(run.parent)]
     assert listed == ["run.jsonl", "results.json", "sla.json", "junit.xml", "ctrf.json", "report.html"]
