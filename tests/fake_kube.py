@@ -440,3 +440,12 @@ class FakeCluster:
             proc.wait()
         self.server.shutdown()
         self.server.server_close()
+
+
+def connect(cluster: FakeCluster, monkeypatch: Any) -> Any:
+    """The API client a controller outside the cluster would have (its kubeconfig), talking to `cluster`."""
+    from clustercheck.run.k8s import api
+
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return api.connect()

@@ -22,7 +22,7 @@ import yaml
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_kube import FakeCluster  # noqa: E402
+from fake_kube import FakeCluster, connect  # noqa: E402
 from joining import agent, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -353,11 +353,7 @@ def test_only_the_object_a_run_made_is_deleted(cluster: FakeCluster, monkeypatch
 
 @pytest.fixture
 def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from clustercheck.run.k8s import api
-
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return api.connect()
+    return connect(cluster, monkeypatch)
 
 
 def test_taint_marks_the_node_keeps_other_taints_and_the_dry_run_changes_nothing(cluster: FakeCluster, kube: Any) -> None:

@@ -13,7 +13,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_kube import FakeCluster, _now  # noqa: E402
+from fake_kube import FakeCluster, _now, connect  # noqa: E402
 from joining import finish, free_port, results, wait_for  # noqa: E402
 from test_k8s import k8s_run, own_address  # noqa: E402
 
@@ -31,11 +31,7 @@ def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
 
 @pytest.fixture
 def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from clustercheck.run.k8s import api
-
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return api.connect()
+    return connect(cluster, monkeypatch)
 
 
 def running_pod(cluster: FakeCluster, job: str, index: int, **status: Any) -> str:

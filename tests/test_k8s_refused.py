@@ -15,6 +15,7 @@ from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_kube import FakeCluster, _now  # noqa: E402
+from test_k8s_lost import cluster, kube  # noqa: E402,F401 (the fake cluster of three nodes, its client)
 from joining import finish, free_port, results  # noqa: E402
 from test_k8s import k8s_run, own_address  # noqa: E402
 
@@ -22,24 +23,6 @@ pytest.importorskip("kubernetes")
 
 QUOTA = ('is forbidden: exceeded quota: compute, requested: nvidia.com/gpu=8, used: nvidia.com/gpu=0, limited: '
          'nvidia.com/gpu=4')
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    c = FakeCluster(tmp_path, logs=tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from clustercheck.run.k8s import api
-
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return api.connect()
 
 
 def agents_job(kube: Any, nodes: int = 2) -> Any:

@@ -3,11 +3,47 @@ agent srun started finds its place in the allocation, and srun's reports of task
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
 import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.run.gang import slurm_place
 from clustercheck.run.slurm import srun_ends, srun_own
+
+
+def allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodelist: str) -> None:
+    """Inside a Slurm job of `nodelist` (SLURM_JOB_NODELIST, SLURM_JOB_ID), with an srun on PATH that no test
+    here runs: the launcher only looks it up."""
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+
+
+@contextlib.contextmanager
+def joined_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The Slurm launcher of a job of ccnode[1-2] whose two agents joined, its srun step running (a sleep)."""
+    from clustercheck.run import gang, slurm
+
+    allocation(tmp_path, monkeypatch, "ccnode[1-2]")
+    launcher = slurm.SlurmLauncher("127.0.0.1")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agents.log").write_text("0: joined\n1: joined\n")
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
+    try:
+        launcher.agents = [srun]
+        launcher.members = {i: gang.Member(i, f"ccnode{i + 1}", "k" * 64, None, f"ccnode{i + 1}", 1) for i in (0, 1)}
+        yield launcher
+    finally:
+        srun.kill()
+        srun.wait()
+
 
 
 def test_an_agent_takes_its_index_from_where_its_node_stands_in_the_job_nodelist() -> None:
@@ -49,11 +85,7 @@ def test_when_no_nodes_agent_joined_the_refusal_says_what_to_look_at(tmp_path, m
                                                                      addr: str, said: str) -> None:
     from clustercheck.run.slurm import SlurmLauncher
 
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    allocation(tmp_path, monkeypatch, "n[1-2]")
     launcher = SlurmLauncher(addr)
     assert launcher.nodes == ("n1", "n2")
     launcher.agent_dir = tmp_path  # what the step printed: an agent that started, said why, and ended
@@ -84,11 +116,7 @@ def test_a_step_srun_never_created_is_named_with_sruns_words_and_no_store_addr_h
     user after the controller's address (the hint a run gave before, which the real run above printed)."""
     from clustercheck.run.slurm import SlurmLauncher
 
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-3]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    allocation(tmp_path, monkeypatch, "ccnode[1-3]")
     launcher = SlurmLauncher("127.0.0.1")
     launcher.agent_dir = tmp_path
     (tmp_path / "agents.log").write_text(WAITING)
@@ -124,11 +152,7 @@ def test_join_timeout_sets_how_long_the_hosts_and_slurm_launchers_wait_for_their
 
     from clustercheck.run.launch import make_launcher
 
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    allocation(tmp_path, monkeypatch, "n[1-2]")
     options = SimpleNamespace(launcher=launcher, nodes=None, hosts="h[1-2]", host_command="env {python}",
                               store_addr="10.0.0.1", join_timeout=given)
     made = make_launcher(options)
@@ -140,24 +164,9 @@ def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_en
     """A rank seen dead before srun printed that the job's step ended (scancel) blamed its node and excluded it;
     after a check that lost nodes the launcher now waits up to SETTLE_S for srun's words. The words are those
     the real scancel test printed (tests/slurm/test_slurm_step_end.py)."""
-    import subprocess
-    import sys
     import threading
 
-    from clustercheck.run import gang, slurm
-
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
-    launcher = slurm.SlurmLauncher("127.0.0.1")
-    launcher.agent_dir = tmp_path
-    (tmp_path / "agents.log").write_text("0: joined\n1: joined\n")
-    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
-    try:
-        launcher.agents = [srun]  # type: ignore[list-item]
-        launcher.members = {i: gang.Member(i, f"ccnode{i + 1}", "k" * 64, None, f"ccnode{i + 1}", 1) for i in (0, 1)}
+    with joined_step(tmp_path, monkeypatch) as launcher:
         assert launcher.over() is None and launcher.over(settle=True) is None  # nothing said: no end, after 3 s
         late = threading.Timer(0.5, lambda: (tmp_path / "agents.log").write_text(
             "0: joined\n1: joined\nsrun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"))
@@ -166,40 +175,18 @@ def test_a_check_that_lost_nodes_waits_a_moment_for_sruns_words_that_the_step_en
         over = launcher.over(settle=True)
         assert over is not None and "srun: Job step aborted" in over.why and over.failed == {}, over
         late.join()
-    finally:
-        srun.kill()
-        srun.wait()
 
 
 def test_every_agent_silent_at_once_while_srun_runs_on_stops_the_run(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """srun runs on and says nothing, but every agent still in the run went silent in one check (the
     controller cut off from the nodes): as under --launcher join, the run stops naming none of them. Failed
     before the fix: the Slurm launcher's over() read only srun, so each node was blamed, and excluded."""
-    import subprocess
-    import sys
-
-    from clustercheck.run import gang, slurm
-
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
-    launcher = slurm.SlurmLauncher("127.0.0.1")
-    launcher.agent_dir = tmp_path
-    (tmp_path / "agents.log").write_text("0: joined\n1: joined\n")
-    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the step's srun, running
-    try:
-        launcher.agents = [srun]  # type: ignore[list-item]
-        launcher.members = {i: gang.Member(i, f"ccnode{i + 1}", "k" * 64, None, f"ccnode{i + 1}", 1) for i in (0, 1)}
+    with joined_step(tmp_path, monkeypatch) as launcher:
         assert launcher.over() is None  # both present
         launcher._silent = {i: f"its node's agent (ccnode{i + 1}), silent for 10 s" for i in (0, 1)}
         over = launcher.over()
         assert over is not None and "every node agent still in the run (2) stopped answering at once" in over.why
         assert over.failed == {} and launcher.over() is over, over
-    finally:
-        srun.kill()
-        srun.wait()
 
 
 def test_an_agents_last_words_through_srun_are_escaped(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,11 +194,7 @@ def test_an_agents_last_words_through_srun_are_escaped(tmp_path, monkeypatch: py
     terminal escape in it (an OSC 52 clipboard write, a cursor move that hides a line) reached the terminal raw."""
     from clustercheck.run import slurm
 
-    (tmp_path / "srun").write_text("#!/bin/sh\n")
-    (tmp_path / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "ccnode[1-2]")
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    allocation(tmp_path, monkeypatch, "ccnode[1-2]")
     launcher = slurm.SlurmLauncher("127.0.0.1")
     launcher.agent_dir = tmp_path
     (tmp_path / "agents.log").write_text("0: boom\x1b]52;c;cHduZWQ=\x07\x1b[1A\x1b[2K\n"
