@@ -89,3 +89,25 @@ def test_a_node_whose_rank_dies_reading_its_facts_is_absent_and_the_others_are_m
     assert outcome == {"cluster-ar": "passed", "node-ar[h1]": "passed", "node-ar[h2]": "error"}, outcome
     assert (tmp_path / "out" / "latest" / "exclude.txt").read_text() == ""  # untested, not failed
     assert "Traceback" not in out
+
+
+def test_a_signal_while_the_facts_are_read_leaves_no_out_behind(tmp_path: Path) -> None:
+    """Ctrl-C while h2's rank hangs reading its facts: exit 2, the INCOMPLETE line, and nothing left under --out
+    (a run stopped before any check has no record). Failed before the fix: out/.starting-<pid>/logs stayed,
+    with the facts pool's rank logs, named nowhere."""
+    import signal
+    import time
+
+    from test_hosts_agents import run
+
+    project(tmp_path)
+    ctl = run(tmp_path, "--cc-inject-fault=facts:hang@3")
+    end = time.monotonic() + 120
+    while len(list((tmp_path / "out").glob(".starting-*/logs/pool1-rank*.log"))) < 4 and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the ranks are up and rank 3 hangs in the facts read (FACTS_TIMEOUT is 120 s)
+    ctl.send_signal(signal.SIGINT)
+    out, _ = ctl.communicate(timeout=120)
+    assert ctl.returncode == Exit.INCOMPLETE, out[-3000:]
+    assert "INCOMPLETE: interrupted: stopped before any check ran" in out, out[-3000:]
+    assert not (tmp_path / "out").exists(), sorted(str(p) for p in (tmp_path / "out").rglob("*"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import socket
 import sys
 from typing import Mapping
@@ -29,6 +31,7 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     if not launcher.remote or nodes in ([here], [here.split(".")[0]]):
         return {nodes[0]: cuda_counted(here_facts or platform_mod.read_facts())}, None
     logs = options.out / f".starting-{os.getpid()}" / "logs"
+    fresh = not options.out.exists()
     make_dir(options.out, logs)
     number = 0
     while True:  # each try that fails without stopping the run loses a node, and the last node is never lost
@@ -39,6 +42,13 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
             pool.start()
             answers = pool.run("ping", {"facts": True, **_fault(options, key.nranks)}, FACTS_TIMEOUT)
             break
+        except KeyboardInterrupt:  # stopped before any check ran: no record, so no --out left behind (README)
+            pool.close(kill=True)
+            shutil.rmtree(logs.parent, ignore_errors=True)
+            if fresh:
+                with contextlib.suppress(OSError):  # only the --out this run made, and only while it is empty
+                    options.out.rmdir()
+            raise
         except HarnessError as exc:  # the ranks' own words stay in their logs, named here; a harness error (3)
             pool.close(kill=True)
             lost = _lost(launcher, nodes, exc, key.nranks)
