@@ -80,10 +80,15 @@ def unit_domain(unit: str) -> tuple[float, float]:
     return (0.0, math.inf) if UNITS.get(unit, ("", 1.0))[0] in NON_NEGATIVE else (-math.inf, math.inf)
 
 
+def is_number(value: object) -> bool:
+    """An int or a float, never a bool (True would read as 1): what a measurement, a count or a limit must be."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def out_of_domain(value: float, unit: str) -> str | None:
     """Why `value` cannot be a measurement in `unit` (not a number at all: a bool, where True would read as 1,
     or a string; not a finite number; negative in a family that never is), or None when it can."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return f"{show(value, 40)} is not a number"
     if not math.isfinite(value):
         return f"{fmt(value)} is not a finite number"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from clustercheck.errors import HarnessError
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Verdict
@@ -137,3 +138,16 @@ def wrong_limit(check_id: str) -> Limit:
 def device_need(per_rank: int, size: int, n: int, gpu: bool) -> tuple[int, int, int]:
     """Buffers on the rank's device: on a GPU, no host memory; on a CPU rank, host memory for every rank."""
     return per_rank, 0 if gpu else per_rank * n, size
+
+
+# a subject (a GPU) answered by two ranks of one node: neither answer can be told as that GPU's
+BOUND_TWICE = "two ranks bound to one device (a binding fault: each rank needs a GPU of its own)"
+
+
+def every_rank_answered(a: Answers, what: str) -> None:
+    """A HarnessError unless each of the item's ranks gave an answer: a rank's measurements missing would leave
+    its GPU unjudged, silently (the fail-closed rule)."""
+    if len(a.per_rank) != len(a.ranks):
+        raise HarnessError(f"{what}: {len(a.per_rank)} answer(s) from the {len(a.ranks)} rank(s) on "
+                           f"{', '.join(sorted({str(r.get('host')) for r in a.ranks})) or 'no host'}: "
+                           f"a rank's measurements are missing, not judged")

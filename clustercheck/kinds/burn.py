@@ -13,7 +13,8 @@ from clustercheck.errors import HarnessError, NotMeasured, show
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
-from clustercheck.kinds.base import FRACTION, Answers, Kind, Rules, device_need, wrong_limit
+from clustercheck.kinds.base import (BOUND_TWICE, FRACTION, Answers, Kind, Rules, device_need,
+                                     every_rank_answered, wrong_limit)
 from clustercheck.probes.throttle import TEMP_DOMAIN
 from clustercheck.schema import Fields, between, one_of
 
@@ -75,23 +76,19 @@ def checked(a: Answers) -> list[dict[str, Any]]:
     """Every rank's answer, each a number of TFLOP/s and of wrong elements for a GPU of its own; else a
     HarnessError naming the rank, its node and GPU. A rank without `tflops` was dropped, and a GPU answered
     twice kept the last answer: a GPU with wrong elements behind a clean one, and the run passed."""
-    if len(a.per_rank) != len(a.ranks):
-        raise HarnessError(f"burn {a.check.id}: {len(a.per_rank)} answer(s) from the {len(a.ranks)} rank(s) on "
-                           f"{', '.join(sorted({str(r.get('host')) for r in a.ranks})) or 'no host'}: a rank's "
-                           f"burn is missing, not judged")
+    every_rank_answered(a, f"burn {a.check.id}")
     owner: dict[str, str] = {}  # subject -> the rank that answered it
     for i, (r, rank) in enumerate(zip(a.per_rank, a.ranks)):
         who = f"rank {rank.get('rank', i)} on {rank.get('host', '?')}"
         if not isinstance(r, dict) or not isinstance(r.get("subject"), str) or not isinstance(r.get("host"), str):
             raise HarnessError(f"burn {a.check.id}: {who} answered no GPU and node ({show(r, 60)}): not judged")
         for key in ("tflops", "wrong"):
-            if isinstance(r.get(key), bool) or not isinstance(r.get(key), (int, float)):
+            if not units.is_number(r.get(key)):
                 raise HarnessError(f"burn {a.check.id}: {who} answered no number of {key} for {r['host']} "
                                    f"{r['subject']} ({show(r.get(key), 40)}): not judged")
         if r["subject"] in owner:  # one node's item: the same GPU twice is two ranks on one device
             raise HarnessError(f"burn {a.check.id}: {r['host']} {r['subject']} answered by {owner[r['subject']]} "
-                               f"and by {who}: two ranks bound to one device (a binding fault: each rank needs a "
-                               f"GPU of its own); neither is judged")
+                               f"and by {who}: {BOUND_TWICE}; neither is judged")
         owner[r["subject"]] = who
     return list(a.per_rank)
 

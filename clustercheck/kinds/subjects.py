@@ -10,7 +10,8 @@ from typing import Any
 from clustercheck.errors import HarnessError, show
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
-from clustercheck.kinds.base import Answers, Judge, Rules
+from clustercheck.kinds.base import BOUND_TWICE, Answers, Judge, Rules, every_rank_answered
+from clustercheck.units import is_number
 
 
 def merged(per_rank: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -46,10 +47,7 @@ def checked(a: Answers, units_of: dict[str, str]) -> None:
     answered for one GPU (a rank that measured 1e-9 GB/s, hidden behind the other's good number), and a rank
     or a metric missing would leave that GPU unjudged, silently (the fail-closed rule)."""
     what = f"{a.check.measure} {a.check.id}"
-    if len(a.per_rank) != len(a.ranks):
-        raise HarnessError(f"{what}: {len(a.per_rank)} answer(s) from the {len(a.ranks)} rank(s) on "
-                           f"{', '.join(sorted({str(r.get('host')) for r in a.ranks})) or 'no host'}: "
-                           f"a rank's measurements are missing, not judged")
+    every_rank_answered(a, what)
     owner: dict[str, tuple[str, str]] = {}  # subject -> (the rank that answered it, its host)
     for i, (answer, rank) in enumerate(zip(a.per_rank, a.ranks)):
         host = str(rank.get("host", "?"))
@@ -62,15 +60,14 @@ def checked(a: Answers, units_of: dict[str, str]) -> None:
                 raise HarnessError(f"{what}: {who} answered a subject that is no name ({show(subject, 40)})")
             if subject in owner:
                 first, at = owner[subject]
-                why = ("two ranks bound to one device (a binding fault: each rank needs a GPU of its own)"
-                       if at == host else "one subject on two nodes cannot be judged apart")
+                why = BOUND_TWICE if at == host else "one subject on two nodes cannot be judged apart"
                 raise HarnessError(f"{what}: {subject} answered by {first} and by {who}: {why}; "
                                    f"neither is judged")
             owner[subject] = (who, host)
             for metric in units_of:
                 value = values.get(metric) if isinstance(values, dict) else None
                 median = value.get("median") if isinstance(value, dict) else None
-                if isinstance(median, bool) or not isinstance(median, (int, float)):
+                if not is_number(median):
                     said = (f"no {metric}" if value is None else f"median {show(median, 40)}"
                             if isinstance(value, dict) else show(value, 40))
                     raise HarnessError(f"{what}: {who} answered no number for {subject} {metric} ({said}): "
