@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
 from clustercheck.errors import show  # a user's value quoted briefly, whatever its size
+
+if TYPE_CHECKING:  # for mypy only (annotations are strings here): what is_number tells it of its argument
+    from typing_extensions import TypeIs
 
 # nccl-tests reads "16M" as 16 MiB; we accept that and the explicit KiB/MiB/GiB forms.
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -80,7 +84,7 @@ def unit_domain(unit: str) -> tuple[float, float]:
     return (0.0, math.inf) if UNITS.get(unit, ("", 1.0))[0] in NON_NEGATIVE else (-math.inf, math.inf)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeIs[int | float]:
     """An int or a float, never a bool (True would read as 1): what a measurement, a count or a limit must be."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from clustercheck.errors import UserError, show
-from clustercheck.units import fmt
+from clustercheck.units import fmt, is_number
 
 # key -> (accepted types, help). Nested `topology` keys are in TOPOLOGY_KEYS.
 EXPECT_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -136,7 +136,7 @@ def _refuse_version_number(f: Any, key: str) -> None:
     from clustercheck.yamlfile import Mapping
 
     raw = f.data.get(key)
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+    if not is_number(raw):
         return
     written = f.data.texts.get(key) if isinstance(f.data, Mapping) else None
     written = written or fmt(raw)
@@ -170,7 +170,7 @@ def _number_problem(key: str, number: object) -> str | None:
     """Why a numeric expectation cannot judge anything: too large for a float, not finite (an infinite
     temperature ceiling passes every GPU), negative (a negative floor passes everything), or 0 where
     the key needs a positive number (a line rate of 0 would pass anything). None for other types."""
-    if isinstance(number, bool) or not isinstance(number, (int, float)):
+    if not is_number(number):
         return None
     try:
         value = float(number)
@@ -190,7 +190,7 @@ def _number_problem(key: str, number: object) -> str | None:
 
 def _range_problem(key: str, number: object) -> str | None:
     """Why a count or ceiling in _RANGES is outside what any node has (after _number_problem)."""
-    if key not in _RANGES or isinstance(number, bool) or not isinstance(number, (int, float)):
+    if key not in _RANGES or not is_number(number):
         return None
     lo, hi, what = _RANGES[key]
     return None if lo <= number <= hi else f"expected {what} from {lo} to {hi}, got {fmt(number)}"
@@ -212,7 +212,7 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
             parsed = value  # not YAML at all ([H100): the text as given
         except UserError as exc:
             raise UserError(exc.message, file="--expect", key=key) from None
-        if key in VERSION_KEYS and isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+        if key in VERSION_KEYS and is_number(parsed):
             parsed = value.strip()  # driver_min=535.10: the text as typed, before YAML's float drops the 0
         problem = number_form(value, parsed)
         if problem:
@@ -236,6 +236,6 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
     for name, floor in value.items():
         if name not in NCCL_TESTS_COLLECTIVES:
             return f"{show(name, 40)} is not a collective (one of {', '.join(NCCL_TESTS_COLLECTIVES)})"
-        if isinstance(floor, bool) or not isinstance(floor, (int, float)):  # the type first: str() of a list
+        if not is_number(floor):  # the type first: str() of a list
             return f"{name}: expected a number of GB/s, got {show(floor, 40)}"  # nested by aliases is gigabytes
     return None

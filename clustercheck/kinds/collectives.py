@@ -142,7 +142,7 @@ def iteration_problem(per_rank_iters: list[list[float]], hosts: Sequence[str] = 
         return f"{who(i)} kept {max(counts[i], 0)} per-iteration time(s), {who(0)} {counts[0]}"
     for i, times in enumerate(per_rank_iters):
         for t in times:
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
+            if not units.is_number(t) or not (math.isfinite(t) and t > 0):
                 return f"{who(i)} timed an iteration at {t!r} s"
     return None
 

@@ -29,6 +29,7 @@ from clustercheck.kinds.base import CheckSpec
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import ib_write_bw as reader
+from clustercheck.units import is_number
 
 METRICS = {"bw_gbps": "Gb/s", "line_fraction": "ratio"}
 FRACTION = 0.9
@@ -212,7 +213,7 @@ def _line_rate(run: Mapping[str, Any], peers: Mapping[str, Any] | None) -> tuple
 
 def _rate(value: Any) -> float | None:
     """A port rate in Gb/s when `value` is one: a number (not a bool or text), finite and above 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if math.isfinite(value) and value > 0 else None
 

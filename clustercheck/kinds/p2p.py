@@ -17,6 +17,7 @@ from clustercheck.kinds.base import FRACTION, NON_NEGATIVE, Answers, Kind, Rules
 from clustercheck.kinds.params import copy_parser
 from clustercheck.kinds.subjects import merged, natural
 from clustercheck.schema import Fields
+from clustercheck.units import is_number
 
 METRICS = {"unidirectional": "GB/s", "bidirectional": "GB/s", "p2p_min": "GB/s", "p2p_median": "GB/s",
            "p2p_min_ratio": "ratio", "asymmetry_max": "ratio", "ratio_to_median": "ratio"}
@@ -80,7 +81,7 @@ def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str], gpus: i
 def _bandwidth(value: Any) -> float:
     """A pair's median bandwidth, or NaN where the rank gave no number for it (a bool and text are none)."""
     median_ = value.get("median") if isinstance(value, Mapping) else None
-    return float(median_) if isinstance(median_, (int, float)) and not isinstance(median_, bool) else math.nan
+    return float(median_) if is_number(median_) else math.nan
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
