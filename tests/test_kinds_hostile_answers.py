@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clustercheck.errors import HarnessError
+from clustercheck.errors import HarnessError, NotMeasured
 from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, CheckSpec, Rules
 from clustercheck.run.judge import judge
@@ -140,6 +140,21 @@ def test_a_burn_answer_missing_twice_or_without_a_number_is_a_harness_error_nami
         per_rank: list[Any], n: int | None, message: str) -> None:
     with pytest.raises(HarnessError, match=message):
         burn(per_rank, n)
+
+
+@pytest.mark.parametrize("over, error, message", [
+    # a burn that compared nothing with the known answer has wrong == 0 by construction: it passed
+    ({"checked": 0}, NotMeasured, "burn x: not judged: rank 0 on n1 compared no result with the known answer on "
+                                  "n1 GPU0 \\(checked 0\\)"),
+    ({"gemms": 0}, NotMeasured, "burn x: not judged: rank 0 on n1 ran no GEMM on n1 GPU0 \\(gemms 0\\)"),
+    ({"checked": True}, HarnessError, "rank 0 on n1 answered no count of checked for n1 GPU0 \\(True\\)"),
+    ({"gemms": None}, HarnessError, "rank 0 on n1 answered no count of gemms for n1 GPU0 \\(None\\)"),
+    ({"checked": -1}, HarnessError, "rank 0 on n1 answered no count of checked for n1 GPU0 \\(-1\\)"),
+])
+def test_a_burn_that_ran_or_compared_nothing_is_not_judged_naming_rank_node_and_gpu(
+        over: dict[str, Any], error: type[HarnessError], message: str) -> None:
+    with pytest.raises(error, match=message):
+        burn([burned("n1", "GPU0", 0, **over), burned("n1", "GPU1", 1)])
 
 
 @pytest.mark.parametrize("temp", [-300.0, 250.0])

@@ -86,6 +86,15 @@ def checked(a: Answers) -> list[dict[str, Any]]:
             if not units.is_number(r.get(key)):
                 raise HarnessError(f"burn {a.check.id}: {who} answered no number of {key} for {r['host']} "
                                    f"{r['subject']} ({show(r.get(key), 40)}): not judged")
+        for key in ("gemms", "checked"):  # a burn that ran no GEMM, or compared none with the known answer, says
+            n = r.get(key)                 # nothing of the GPU: its wrong == 0 and TFLOP/s read as a pass
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise HarnessError(f"burn {a.check.id}: {who} answered no count of {key} for {r['host']} "
+                                   f"{r['subject']} ({show(n, 40)}): not judged")
+            if n == 0:
+                did = "ran no GEMM" if key == "gemms" else "compared no result with the known answer"
+                raise NotMeasured(f"burn {a.check.id}: not judged: {who} {did} on {r['host']} {r['subject']} "
+                                  f"({key} 0)")
         if r["subject"] in owner:  # one node's item: the same GPU twice is two ranks on one device
             raise HarnessError(f"burn {a.check.id}: {r['host']} {r['subject']} answered by {owner[r['subject']]} "
                                f"and by {who}: {BOUND_TWICE}; neither is judged")
