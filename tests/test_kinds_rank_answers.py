@@ -5,6 +5,7 @@ a NaN pair, a port rate of -400, a GPU never run. Each is a named harness error,
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,15 @@ def test_a_wrong_that_is_no_count_fails_wrong_naming_the_rank(bad: Any) -> None:
     wrong = next(v for v in out.verdicts if v.metric == "wrong")
     assert not wrong.passed and math.isnan(float(wrong.measured))
     assert f"rank 1 (n2): wrong {bad!r}"[:20] in (wrong.worst or "") and "no count" in (wrong.worst or ""), wrong.worst
+
+
+@pytest.mark.parametrize("bad", [True, False, -1e-3, 0.0, math.nan, math.inf, "1", None])
+def test_a_time_that_is_no_time_is_a_harness_error_naming_the_rank_and_row(bad: Any) -> None:
+    """True read as 1 s and was judged as a time; a NaN or negative time made a NaN busbw, a failed verdict the
+    hardware never earned; a string raised TypeError inside the formula."""
+    with pytest.raises(HarnessError, match=rf"^x: rank 1 \(n2\) answered {re.escape(repr(bad))} s for 1MiB in: no "
+                                           r"time \(a broken timer\), not judged"):
+        judge(_coll(_coll_rank(), _coll_rank(t=bad)), BUSBW, {})
 
 
 def test_iteration_stats_of_unequal_counts_or_a_broken_timer_have_no_spread() -> None:

@@ -184,6 +184,10 @@ def check_rows(per_rank: list[dict[str, Any]], hosts: Sequence[str],
             raise HarnessError(f"{at}rank {i} ({host(i)}) answered rows for {text(got)}; "
                                f"{'the suite asks' if expected is not None else 'rank 0 answered'} {text(want)}: "
                                f"its times cannot be paired with the other ranks', not judged")
+        for r in per_rank[i]["rows"]:  # True read as 1 s; a NaN, 0 or negative time made a NaN busbw, failed
+            if not units.is_number(r.get("seconds")) or not (math.isfinite(r["seconds"]) and r["seconds"] > 0):
+                raise HarnessError(f"{at}rank {i} ({host(i)}) answered {show(r.get('seconds'), 40)} s for "
+                                   f"{text([(r['size'], r['placement'])])}: no time (a broken timer), not judged")
 
 
 def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
