@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -196,11 +195,12 @@ def judge(parsed: GdsCheck | NvfsStats | Absent, expect: Mapping[str, Any]) -> l
 
 
 def collect() -> str | Absent:
-    tool = str(GDSCHECK) if GDSCHECK.is_file() else shutil.which("gdscheck")
+    found = str(GDSCHECK) if GDSCHECK.is_file() else shutil.which("gdscheck")
     loaded = Path("/sys/module/nvidia_fs").is_dir()
-    if tool:
-        out = subprocess.run([tool, "-p"], capture_output=True, text=True, timeout=120, check=False)
-        return out.stdout
+    if found:
+        # through tool.run: a gdscheck that printed its report and then crashed or exited non-zero is an
+        # error naming it, never judged on the report it printed before dying
+        return tool.run([found, "-p"], missing="gdscheck is gone (it was there a moment ago)")
     if loaded and STATS.is_file():
         return STATS.read_text()
     return Absent("GPUDirect Storage is not installed: no nvidia_fs module and no gdscheck")

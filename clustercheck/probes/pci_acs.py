@@ -13,8 +13,6 @@ or absent from its ACSCtl line): a bit nobody can read is not off. A device with
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -279,13 +277,11 @@ def _iommu_state() -> str:
 
 
 def _lspci_fallback(why: str) -> str:
-    lspci = shutil.which("lspci")
-    if not lspci:
-        raise ProbeSkip(f"{why}, and lspci is not installed")
-    out = subprocess.run([lspci, "-vvv"], capture_output=True, text=True, timeout=60, check=False)
-    if "access denied" in out.stdout:
+    # through tool.run: an lspci killed or failing part way is an error, never judged on what it printed
+    out = tool.run(["lspci", "-vvv"], missing=f"{why}, and lspci is not installed", timeout=60)
+    if "access denied" in out:
         raise ProbeSkip(f"{why} (lspci shows '<access denied>')")
-    return out.stdout
+    return out
 
 
 PROBE = Probe(
