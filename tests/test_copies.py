@@ -4,6 +4,8 @@ p2p matrix arithmetic on hand-made per-rank results."""
 from __future__ import annotations
 
 import json
+import math
+from typing import Any
 
 import pytest
 
@@ -90,3 +92,17 @@ def test_a_group_of_one_rank_waits_for_nobody(monkeypatch: pytest.MonkeyPatch) -
     pair = RankContext(rank=0, world_size=2, local_rank=0, backend="gloo", device=torch.device("cpu"), host="n0")
     collectives._barrier(pair)
     assert called == [{"group": None}]
+
+
+@pytest.mark.parametrize("share", [-5.0, 0.0, math.nan, math.inf, True, "90", None, "missing"])
+def test_a_bidirectional_share_that_is_no_bandwidth_fails_the_pairs_limit_naming_it(share: Any) -> None:
+    """-5 beside 90 summed to 85 and True to 91, passing `>= 80`; "90" raised TypeError; a pair with one
+    share missing was left out of the bidirectional verdicts, unjudged."""
+    back = _rank(1, {0: 100.0}, {} if share == "missing" else {0: share})
+    m = reduce_p2p([_rank(0, {1: 100.0}, {1: 90.0}), back], KINDS["p2p"].metrics)
+    assert math.isnan(m.subjects["GPU0<->GPU1"]["bidirectional"])
+    said = "none" if share == "missing" else "nan" if share != share else repr(share)
+    assert m.notes == ("bidirectional NaN (failing any limit) where a direction's share is no bandwidth: "
+                       f"GPU1->GPU0 {said}",)
+    floor = Limit("p2p", "bidirectional", ">=", 80.0, "GB/s", ">= 80", "", "t.yaml:1")
+    assert [(v.subject, v.passed) for v in evaluate(m, {"bidirectional": floor})] == [("GPU0<->GPU1", False)]

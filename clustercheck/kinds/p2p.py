@@ -10,7 +10,7 @@ import math
 from statistics import median
 from typing import Any, Mapping
 
-from clustercheck.errors import HarnessError
+from clustercheck.errors import HarnessError, show
 from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.verdicts import Verdict
 from clustercheck.kinds.base import FRACTION, NON_NEGATIVE, Answers, Kind, Rules, device_need
@@ -56,16 +56,20 @@ def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str], gpus: i
     mid = median(good) if good else math.nan
     subjects: dict[str, dict[str, float]] = {
         s: {"unidirectional": b, "ratio_to_median": b / mid if s not in bad else math.nan} for s, b in uni.items()}
+    # -5 beside 90 summed to 85 and True to 91, both passing; a pair missing a share was left out unjudged
+    shares = {s[:-len(":bidir")]: _bandwidth(v.get("share")) for s, v in found.items() if s.endswith(":bidir")}
+    unshared = [f"{s} {show(_median(found[f'{s}:bidir'].get('share')), 40) if f'{s}:bidir' in found else 'none'}"
+                for s in uni if shares and not (math.isfinite(shares.get(s, math.nan)) and shares.get(s, math.nan) > 0)]
     asym = []
     for s, b in uni.items():
         a, _, c = s.partition("->")
         back = uni.get(f"{c}->{a}")
         if back is not None and natural(a) < natural(c):
             asym.append(abs(b - back) / max(b, back) if s not in bad and f"{c}->{a}" not in bad else math.nan)
-            share = found.get(f"{a}->{c}:bidir", {}).get("share", {}).get("median")
-            share_back = found.get(f"{c}->{a}:bidir", {}).get("share", {}).get("median")
-            if share is not None and share_back is not None:
-                subjects[f"{a}<->{c}"] = {"bidirectional": share + share_back}
+            if shares:  # a bidirectional run: every pair's sum, NaN (a failed verdict) where a share is no bandwidth
+                both = [shares.get(f"{a}->{c}", math.nan), shares.get(f"{c}->{a}", math.nan)]
+                ok = all(math.isfinite(x) and x > 0 for x in both)
+                subjects[f"{a}<->{c}"] = {"bidirectional": sum(both) if ok else math.nan}
     rows = [{"subject": s, "metric": "unidirectional", **v["unidirectional"],
              "peer_access": v.get("peer_access")} for s, v in found.items() if "unidirectional" in v]
     if bad:
@@ -75,13 +79,20 @@ def reduce_p2p(per_rank: list[dict[str, Any]], units_of: dict[str, str], gpus: i
         worst = min(uni, key=uni.__getitem__)
         metrics = {"p2p_min": uni[worst], "p2p_median": mid, "p2p_min_ratio": uni[worst] / mid,
                    "asymmetry_max": max(asym, default=0.0)}
-    return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects)
+    notes = (f"bidirectional NaN (failing any limit) where a direction's share is no bandwidth: "
+             f"{'; '.join(unshared[:4])}{' ...' if len(unshared) > 4 else ''}",) if unshared else ()
+    return Measurement(metrics=metrics, units=dict(units_of), rows=rows, worst=worst, subjects=subjects,
+                       notes=notes)
+
+
+def _median(value: Any) -> Any:
+    return value.get("median") if isinstance(value, Mapping) else value
 
 
 def _bandwidth(value: Any) -> float:
     """A pair's median bandwidth, or NaN where the rank gave no number for it (a bool and text are none)."""
-    median_ = value.get("median") if isinstance(value, Mapping) else None
-    return float(median_) if is_number(median_) else math.nan
+    median_ = _median(value)
+    return float(median_) if is_number(median_) and isinstance(value, Mapping) else math.nan
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
