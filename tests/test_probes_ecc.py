@@ -100,6 +100,18 @@ def test_h100_capture_rewritten_to_the_split_layout_is_judged_by_the_new_keys():
     assert not v.passed and "volatile SRAM Uncorrectable SEC-DED = 4" in v.detail
 
 
+def test_an_ecc_mode_nvidia_smi_could_not_read_fails_naming_the_gpu(tmp_path, capsys):
+    """`ECC Mode/Current` lies outside the counter sections: 'Unknown Error' there must not read as ECC on."""
+    raw = text(Q, A10G)
+    line = "        Current                           : Enabled\n"
+    assert raw.count(line) == 1
+    f = tmp_path / "q.txt"
+    f.write_text(raw.replace(line, line.replace("Enabled", "Unknown Error")))
+    assert main(["probe", "ecc", "--input", str(f)]) == 1
+    assert "FAIL GPU0 (0000:00:1e.0): ECC and row remap: counter unreadable: ECC Mode/Current = 'Unknown Error'" \
+        in capsys.readouterr().out
+
+
 def test_a_gpu_without_ecc_counters_is_a_skip_and_says_why(tmp_path, capsys):
     raw = text(Q, A10G)
     section = raw[raw.index("    ECC Mode\n"):raw.index("    Temperature\n")]
@@ -173,6 +185,24 @@ def test_nvml_failing_the_sram_call_is_an_unreadable_counter(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({}, sram_call_fails=True))
     verdicts = ecc.judge(ecc_nvml.read(), {})
     assert not any(v.passed for v in verdicts) and "counter unreadable" in verdicts[0].detail
+
+
+def test_nvml_failing_the_ecc_mode_call_is_an_unreadable_mode(monkeypatch):
+    """nvmlDeviceGetEccMode failing with anything but NOT_SUPPORTED, every counter clean: ECC may be off."""
+    nv = fake_nvml(None)
+    nv.nvmlDeviceGetMemoryErrorCounter = lambda *_: 0
+
+    def mode_fails(h: int) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+    nv.nvmlDeviceGetEccMode = mode_fails
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    outcome = run_live(get("ecc"), {})
+    assert outcome.outcome == "failed" and [v.subject for v in outcome.failures] == [
+        "GPU0 (0000:19:00.0)", "GPU1 (0000:1a:00.0)"]
+    assert "counter unreadable: ECC Mode/Current = 'Unknown Error" in outcome.failures[0].detail
+    nv.nvmlDeviceGetEccMode = lambda h: [7, 7]  # a state NVML does not define is no "Disabled" or "Enabled"
+    assert "ECC Mode/Current = 'unknown state 7'" in run_live(get("ecc"), {}).failures[0].detail
 
 
 def test_a_gpu_nvml_cannot_reach_is_an_error_not_a_skip(monkeypatch):

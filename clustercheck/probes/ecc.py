@@ -10,7 +10,7 @@ nvidia-smi prints SRAM uncorrectable errors in two layouts: one `SRAM Uncorrecta
 Uncorrectable SEC-DED` plus `SRAM Threshold Exceeded` (driver 535.247 on an A10G, NVIDIA/DCGM#232, and
 later drivers). Any counter whose name starts with "SRAM Uncorrectable" counts, so a third spelling still
 fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GPU instead of reading clean,
-and so does one that is no count ("-1", "2.5", "1e400"); a counter a rule here judges that reads N/A while
+and so does an ECC mode neither Enabled, Disabled nor N/A (ECC may be off), and one that is no count ("-1", "2.5", "1e400"); a counter a rule here judges that reads N/A while
 the rest of its section reads (one SRAM or DRAM count, a remap or retired-page field) is not judged, naming
 the GPU and counter: all N/A is a GPU without ECC, one N/A among numbers was not read. A GPU section missing
 from the capture (fewer sections than the header's `Attached GPUs`) or listed twice fails the node.
@@ -30,6 +30,7 @@ RETIRED_PAGES_MAX = 10
 _SECTIONS = ("ECC Errors", "Retired Pages", "Remapped Rows")
 _UNSUPPORTED = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
 _FLAGS = {"Yes", "No"}
+_MODES = {"Enabled", "Disabled"}  # ECC Mode/Current as nvidia-smi prints it when read
 
 
 def parse(text: str) -> nvsmi.NvsmiReport:
@@ -41,7 +42,19 @@ def parse(text: str) -> nvsmi.NvsmiReport:
 
 
 def _has_counters(g: nvsmi.NvsmiGpu) -> bool:
-    return any(v not in _UNSUPPORTED for s in _SECTIONS for v in g.under(s).values())
+    """Counters to judge, or an ECC mode that could not be read: that GPU is no proof of "no ECC here"."""
+    return any(v not in _UNSUPPORTED for s in _SECTIONS for v in g.under(s).values()) or _mode_unreadable(g)
+
+
+def _mode(g: nvsmi.NvsmiGpu) -> str | None:
+    return g.get("ECC Mode/Current", "Ecc Mode/Current")
+
+
+def _mode_unreadable(g: nvsmi.NvsmiGpu) -> bool:
+    """ECC Mode/Current that is neither Enabled, Disabled nor N/A ("Unknown Error", NVML's failed call):
+    ECC could be off, and an unread mode is never clean."""
+    mode = _mode(g)
+    return mode is not None and mode not in _MODES and mode not in _UNSUPPORTED
 
 
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
@@ -72,9 +85,11 @@ def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
     # counter nvidia-smi could not read, and an unread counter must not pass as zero
     unreadable = [f"{s}/{k} = {v!r}" for s in _SECTIONS for k, v in g.under(s).items()
                   if v not in _UNSUPPORTED and v not in _FLAGS and not _is_count(v)]
+    mode = _mode(g)
+    if _mode_unreadable(g):  # outside _SECTIONS, so checked by itself: ECC may be off
+        unreadable.insert(0, f"ECC Mode/Current = {mode!r}")
     if unreadable:
         problems.append(f"counter unreadable: {', '.join(unreadable[:3])}")
-    mode = g.get("ECC Mode/Current", "Ecc Mode/Current")
     if mode == "Disabled":
         problems.append("ECC is disabled")
     remap = g.under("Remapped Rows")

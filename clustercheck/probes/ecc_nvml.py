@@ -58,11 +58,16 @@ def _call(nv: Any, fn: Callable[..., Any], *args: Any, attr: str = "") -> Any:
     return getattr(value, attr) if attr else value
 
 
+def _mode(nv: Any, state: Any) -> str:
+    return {nv.NVML_FEATURE_ENABLED: "Enabled", nv.NVML_FEATURE_DISABLED: "Disabled"}.get(state, f"unknown state {state!r}")
+
+
 def _fields(nv: Any, h: Any) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     mode = _call(nv, nv.nvmlDeviceGetEccMode, h)
-    if isinstance(mode, (tuple, list)):
-        out.append(("ECC Mode/Current", "Enabled" if mode[0] == nv.NVML_FEATURE_ENABLED else "Disabled"))
+    # a failed call is "Unknown Error (...)" and a state NVML does not define its number: both read as an
+    # unreadable ECC mode (the judge fails them), never dropped, which read as ECC on
+    out.append(("ECC Mode/Current", _mode(nv, mode[0]) if isinstance(mode, (tuple, list)) else str(mode)))
     sram = nv.c_nvmlEccSramErrorStatus_v1_t()
     status = _call(nv, nv.nvmlDeviceGetSramEccErrorStatus, h, ctypes.byref(sram))
     for scope, counter, prefix in (("Volatile", nv.NVML_VOLATILE_ECC, "volatile"),
