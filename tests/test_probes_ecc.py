@@ -13,7 +13,7 @@ import pytest
 from clustercheck.cli import main
 from clustercheck.probes import ecc, ecc_nvml, nvsmi
 from clustercheck.probes import get, run_live
-from clustercheck.probes.base import ProbeSkip
+from clustercheck.probes.base import ProbeParseError, ProbeSkip
 from evidence import TOOLS, text
 
 Q = "nvidia-smi-q"
@@ -209,6 +209,19 @@ def test_a_gpu_nvml_cannot_reach_is_an_error_not_a_skip(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({}, lost=1))
     outcome = run_live(get("ecc"), {})
     assert outcome.outcome == "error" and "nvmlDeviceGetHandleByIndex(1)" in outcome.reason
+
+
+def test_nvml_that_starts_and_lists_no_gpu_is_an_error_never_gpus_without_ecc(monkeypatch, capsys):
+    nv = fake_nvml(None)
+    nv.nvmlDeviceGetCount = lambda: 0
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    outcome = run_live(get("ecc"), {"gpu_count": 8})
+    assert outcome.outcome == "error" and "nvmlDeviceGetCount lists no GPU" in outcome.reason, outcome.reason
+    assert main(["probe", "ecc", "--platform", "cpu"]) == 3
+    out = capsys.readouterr().out
+    assert "ERROR: ecc: ToolError: NVML started (driver 550.54.15) but nvmlDeviceGetCount lists no GPU" in out, out
+    with pytest.raises(ProbeParseError, match="no GPU listed"):  # nor from any other reader's empty report
+        ecc.judge(nvsmi.NvsmiReport((("Driver Version", "550.54.15"),), ()), {})
 
 
 def test_live_prefers_nvml_over_the_text(monkeypatch, tmp_path):

@@ -58,6 +58,8 @@ def _mode_unreadable(g: nvsmi.NvsmiGpu) -> bool:
 
 
 def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    if not report.gpus:  # nothing listed is no proof that the GPUs lack ECC
+        raise ProbeParseError("no GPU listed, so no GPU's ECC counters could be read")
     if not any(_has_counters(g) for g in report.gpus):
         raise ProbeSkip("no GPU reports ECC counters (every ECC value is N/A: GPUs without ECC)")
     out: list[ProbeVerdict] = nvsmi.coverage(report, "ecc")

@@ -2,7 +2,8 @@
 
 Live, NVML is read in preference to text: its SRAM status is a struct (nvmlDeviceGetSramEccErrorStatus,
 with parity, SEC-DED and threshold-exceeded fields), so no renamed text key can turn an error into
-"clean". Only "NVML cannot start here" falls back to nvidia-smi; a GPU NVML cannot reach is an error.
+"clean". Only "NVML cannot start here" falls back to nvidia-smi; a GPU NVML cannot reach is an error,
+and so is NVML that starts and lists no GPU (never "GPUs without ECC").
 Needs a GPU to verify: the values and NOT_SUPPORTED answers of each call on real A100/H100 drivers
 (tests drive this mapping through a stand-in pynvml module).
 """
@@ -29,9 +30,14 @@ def read() -> nvsmi.NvsmiReport:
     except pynvml.NVMLError as exc:
         raise NvmlUnavailable(f"nvmlInit: {exc}") from None
     try:
-        header = (("Driver Version", _text(pynvml.nvmlSystemGetDriverVersion())),)
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        header = (("Driver Version", driver),)
+        count = pynvml.nvmlDeviceGetCount()
+        if not count:  # a driver that sees no GPU is no "GPU without ECC": the probe cannot judge this node
+            raise tool.ToolError(f"NVML started (driver {driver}) but nvmlDeviceGetCount lists no GPU: the driver "
+                                 f"sees none (fallen off the bus, or a container given no GPU device)")
         gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
+        for i in range(count):
             try:
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
             except pynvml.NVMLError as exc:  # a GPU fallen off the bus: never a skip, never clean
