@@ -58,3 +58,66 @@ def test_an_lspci_fallback_that_succeeds_returns_its_text_and_access_denied_stil
     fake_tool(tmp_path, monkeypatch, "lspci", "echo '00:01.0 PCI bridge: x'; echo '\tCapabilities: <access denied>'")
     with pytest.raises(pci_acs.ProbeSkip, match="access denied"):
         pci_acs._lspci_fallback("why")
+
+
+# -- pci-acs live: a PCIe device whose extended config space sysfs does not give ------------------------------
+
+def _config(pcie: bool, size: int, acs_ctl: int | None = None) -> bytes:
+    """A type-1 header with a power-management capability at 0x40 and, where `pcie`, the PCI Express
+    capability (ID 0x10) after it at 0x50; `acs_ctl` adds an ACS extended capability at 0x100."""
+    config = bytearray(size)
+    config[0x00:0x04] = (0x10DE).to_bytes(2, "little") + (0x1AD0).to_bytes(2, "little")
+    config[0x06] = 0x10                            # Status: capabilities list present
+    config[0x34] = 0x40
+    config[0x40:0x42] = bytes([0x01, 0x50 if pcie else 0x00])
+    if pcie:
+        config[0x50:0x52] = bytes([0x10, 0x00])
+    if acs_ctl is not None:
+        config[0x100:0x104] = (0x0001_000D).to_bytes(4, "little")   # ACS, version 1, no next
+        config[0x106:0x108] = acs_ctl.to_bytes(2, "little")
+    return bytes(config)
+
+
+def acs_sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configs: dict[str, bytes]) -> None:
+    """A sysfs tree of PCI bridges below one host bridge (tests/sysfs_tree.py), each with the given config."""
+    from sysfs_tree import Dev, Tree
+
+    tree = Tree({bdf: Dev(bdf, "PCI bridge", "pci0000:00", files={"class": "0x060400", "vendor": "0x10b5",
+                                                                     "device": "0x8747"}) for bdf in configs})
+    root = tree.write(tmp_path / "sys")
+    for bdf, config in configs.items():
+        (root / "bus" / "pci" / "devices" / bdf / "config").write_bytes(config)
+    monkeypatch.setattr(pci_acs, "SYSFS", root / "bus" / "pci" / "devices")
+
+
+def test_a_pcie_bridge_whose_extended_config_space_is_unreadable_is_not_judged_by_bdf(tmp_path, monkeypatch):
+    acs_sysfs(tmp_path, monkeypatch, {"0000:00:01.0": _config(pcie=True, size=256)})
+    outcome = run_live(get("pci-acs"), {})
+    assert outcome.outcome == "not judged", outcome
+    [verdict] = outcome.verdicts
+    assert verdict.subject == "0000:00:01.0"
+    assert "PCIe extended config space not readable: ACS state unknown" in verdict.detail
+
+
+def test_one_unreadable_bridge_beside_a_clean_one_is_never_a_pass(tmp_path, monkeypatch):
+    """Judged in part, the rest not: an error (probes/base.py outcome_of) naming the unread bridge."""
+    acs_sysfs(tmp_path, monkeypatch, {"0000:00:01.0": _config(pcie=True, size=4096, acs_ctl=0x0001),
+                                      "0000:00:02.0": _config(pcie=True, size=256)})
+    outcome = run_live(get("pci-acs"), {})
+    assert outcome.outcome == "error" and "0000:00:02.0" in outcome.reason, outcome
+    assert {v.subject: v.word for v in outcome.verdicts} == {"0000:00:01.0": "PASS", "0000:00:02.0": "NOT JUDGED"}
+
+
+@pytest.mark.parametrize("pcie, size", [(True, 4096), (False, 256)], ids=["pcie-4096-bytes", "conventional-pci"])
+def test_a_readable_bridge_without_acs_still_passes(tmp_path, monkeypatch, pcie, size):
+    """The controls: a full 4 KiB config without ACS, and a conventional PCI device (no extended space at all)."""
+    acs_sysfs(tmp_path, monkeypatch, {"0000:00:01.0": _config(pcie=pcie, size=size)})
+    assert run_live(get("pci-acs"), {}).outcome == "passed"
+
+
+def test_the_standard_capability_walk_finds_pcie_only_in_the_list():
+    assert pci_acs.is_pcie(_config(pcie=True, size=256))
+    assert not pci_acs.is_pcie(_config(pcie=False, size=256))
+    looped = bytearray(_config(pcie=False, size=256))
+    looped[0x41] = 0x40                            # a list that points at itself ends, not loops
+    assert not pci_acs.is_pcie(bytes(looped))

@@ -7,7 +7,8 @@ fails and is named, and so does one whose ReqRedir or CmpltRedir is neither + no
 or absent from its ACSCtl line): a bit nobody can read is not off. A device with an ACS capability
 (`Access Control Services`, `ACSCap:`) and no ACSCtl line under it is not judged, named. Evidence:
 `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended capability read from
-/sys/bus/pci/devices/*/config, falling back to lspci.
+/sys/bus/pci/devices/*/config, falling back to lspci; a PCIe device whose config there is only the 256-byte
+standard space (no MMCONFIG, some hypervisors) has an ACS state nobody read: not judged, named.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class AcsScan:
     origin: str                       # "lspci" or "sysfs"
     note: str = ""                    # scope and IOMMU state, for the report
     denied: tuple[str, ...] = ()      # devices whose capabilities lspci could not read (`<access denied>`)
+    # PCIe devices whose sysfs config holds only the 256-byte standard space: (BDF, description)
+    unreadable: tuple[tuple[str, str], ...] = ()
 
 
 def parse(text: str) -> AcsScan:
@@ -154,6 +157,9 @@ def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
                          f"device(s) ({', '.join(scan.denied[:8])}{' ...' if len(scan.denied) > 8 else ''}) read "
                          f"'<access denied>'; capture with sudo lspci -vvv", len(scan.denied),
                          "ReqRedir- CmpltRedir-")] if scan.denied else []
+    unread += [not_judged(bdf, "ACS redirect", f"PCIe extended config space not readable: ACS state unknown "
+                          f"({desc}: sysfs config holds only the 256-byte standard space, as without MMCONFIG/ECAM or "
+                          f"under some hypervisors)", expected="ReqRedir- CmpltRedir-") for bdf, desc in scan.unreadable]
     if not scan.devices and unread:
         return unread
     if not scan.devices:
@@ -201,10 +207,15 @@ def collect() -> AcsScan | str:
     names = sorted(p.name for p in SYSFS.iterdir())
     keep = _on_accelerator_paths(names)
     devices: list[AcsDevice] = []
+    unreadable: list[tuple[str, str]] = []
     for name in keep:
         config = (SYSFS / name / "config").read_bytes()
         if len(config) == 64 and (SYSFS / name / "config").stat().st_size > 64:
             return _lspci_fallback("reading PCIe extended config space needs root")
+        if len(config) <= 0x100 and is_pcie(config):
+            # ACS lives in the extended space past 0x100: a PCIe device without it has an ACS state nobody read
+            unreadable.append((name, _sysfs_desc(name, _class_of(name))))
+            continue
         ctl = acs_control(config)
         if ctl is not None:
             cls = int((SYSFS / name / "class").read_text(), 16)
@@ -212,7 +223,24 @@ def collect() -> AcsScan | str:
                                      tuple((f, bool(ctl >> i & 1)) for i, f in enumerate(FLAGS))))
     scope = (f"bridges above GPUs/NICs ({len(keep)} of {len(names)} devices)" if len(keep) != len(names)
              else "all devices (no GPU or NIC found)")
-    return AcsScan(tuple(devices), len(keep), "sysfs", f"{scope}; IOMMU: {_iommu_state()}")
+    return AcsScan(tuple(devices), len(keep), "sysfs", f"{scope}; IOMMU: {_iommu_state()}",
+                   unreadable=tuple(unreadable))
+
+
+_PCIE_CAP_ID = 0x10
+
+
+def is_pcie(config: bytes) -> bool:
+    """Whether the standard capability list (Status bit 4 says there is one; its pointer at 0x34, each entry
+    ID then next pointer) holds the PCI Express capability: a conventional PCI device has no extended space."""
+    if len(config) < 0x40 or not config[0x06] & 0x10:
+        return False
+    offset, seen = config[0x34] & 0xFC, 0
+    while 0x40 <= offset and offset + 2 <= len(config) and seen < 48:
+        if config[offset] == _PCIE_CAP_ID:
+            return True
+        offset, seen = config[offset + 1] & 0xFC, seen + 1
+    return False
 
 
 def acs_control(config: bytes) -> int | None:
