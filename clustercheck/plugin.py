@@ -22,7 +22,7 @@ from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name
 from clustercheck.run.session import CheckSession
-from clustercheck.run.guards import InterruptWitness, RecordCloser, nothing_measured
+from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, nothing_measured
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite, one_stem_each
@@ -242,7 +242,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             if not item.session.shouldstop:
                 item.session.shouldstop = f"the run record cannot be written: {exc}"
                 cs.kill_ranks()
-        item.config.hook.pytest_clustercheck_result(entry=entry, config=item.config)
+        call_each(item.config, "pytest_clustercheck_result", entry=entry, config=item.config)
     from clustercheck.report.terminal import lines_shown
 
     # recorded as said; shown (FAILURES, ERRORS, the short summary, -rs) with each line escaped: a tool's or a

@@ -28,6 +28,44 @@ class InterruptWitness:
         self.stash[self.key] = stopped_by(exc) if isinstance(exc, KeyboardInterrupt) else "interrupted"
 
 
+hook_raised_key = pytest.StashKey[set[tuple[str, str]]]()  # (plugin, hook) whose implementation raised, said once
+
+
+def call_each(config: pytest.Config, name: str, /, **kwargs: object) -> None:
+    """Call clustercheck's hook `name` plugin by plugin, in pluggy's order: one plugin's exception neither
+    stops the run (pytest's INTERNALERROR, every item after it never run) nor the plugins after it (a
+    Prometheus file never written). Each plugin that raised is said once per hook, not once per item, in
+    one line naming it and where it raised; the run then exits with at least a harness error's code
+    (RecordCloser), as for a plugin's sessionfinish that raised."""
+    pm = config.pluginmanager
+    plugins: list[object] = []
+    for impl in reversed(getattr(pm.hook, name).get_hookimpls()):  # pluggy calls the last of the list first
+        if not any(impl.plugin is p for p in plugins):
+            plugins.append(impl.plugin)
+    said = config.stash.setdefault(hook_raised_key, set())
+    for plugin in plugins:
+        try:
+            pm.subset_hook_caller(name, [p for p in plugins if p is not plugin])(**kwargs)
+        except Exception as exc:
+            who = pm.get_name(plugin) or repr(plugin)
+            if (who, name) not in said:
+                said.add((who, name))
+                print(f"clustercheck: ERROR: plugin {escape(who)}'s {name} raised ({_where(exc)})", file=sys.stderr,
+                      flush=True)
+
+
+def _where(exc: BaseException) -> str:
+    """`file:line: Type: message` of the frame that raised, the message escaped (a plugin's text)."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{frame.filename}:{frame.lineno}: {type(exc).__name__}: {escape(str(exc))}"
+
+
+def harness_error(session: pytest.Session) -> None:
+    """The run's code becomes the worse of its own and a harness error's: a FAIL or INCOMPLETE run never reads as 3."""
+    now = Exit(session.exitstatus) if session.exitstatus in list(SEVERITY) else Exit.PASSED
+    session.exitstatus = int(worst(now, Exit.ERROR))
+
+
 class RecordCloser:
     """The run record gets its end line and the reports are written even where another plugin's
     sessionfinish, called before clustercheck's, raises: this wrapper finishes the run then. Another
@@ -48,12 +86,11 @@ class RecordCloser:
             if not session.config.stash.get(self.done, False):
                 self.finish(session, exitstatus)
         if raised is not None:
-            frame = traceback.extract_tb(raised.__traceback__)[-1]
-            print(f"clustercheck: ERROR: a plugin's pytest_sessionfinish raised ({frame.filename}:{frame.lineno}: "
-                  f"{type(raised).__name__}: {escape(str(raised))}); the run's record and reports stand",
-                  file=sys.stderr)
-            now = Exit(session.exitstatus) if session.exitstatus in list(SEVERITY) else Exit.PASSED
-            session.exitstatus = int(worst(now, Exit.ERROR))
+            print(f"clustercheck: ERROR: a plugin's pytest_sessionfinish raised ({_where(raised)}); the run's record "
+                  "and reports stand", file=sys.stderr)
+            harness_error(session)
+        elif session.config.stash.get(hook_raised_key, None):  # said where it raised (call_each)
+            harness_error(session)
 
 
 class NothingMeasured(PytestExit):

@@ -1,0 +1,61 @@
+"""Third-party plugins that misbehave in clustercheck's hooks (clustercheck/hookspecs.py): one plugin's
+exception neither stops the run nor the plugins after it, is said in one line, and the run's code is at
+least a harness error's; real runs with pytester, the plugins as conftest or `-p` modules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import small_check, write_suite
+
+RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
+
+RAISES_IN_RESULT = """
+def pytest_clustercheck_result(entry, config):
+    raise RuntimeError("boom in result hook")
+"""
+
+HEARS_RESULTS = """
+import json
+
+def pytest_clustercheck_result(entry):
+    with open("heard.jsonl", "a") as fh:
+        fh.write(json.dumps(entry["name"]) + "\\n")
+"""
+
+
+def results(p: Path) -> list[dict]:
+    lines = (p / "out" / "latest" / "run.jsonl").read_text().splitlines()
+    return [x for x in map(json.loads, lines) if x["type"] == "result"]
+
+
+def with_plugins(p: pytest.Pytester, **plugins: str) -> list[str]:
+    """`-p NAME` for each plugin module written in the project; a check `also` that passes as `ok` does."""
+    for name, text in plugins.items():
+        (p.path / f"{name}.py").write_text(text)
+    p.syspathinsert()
+    with (p.path / "thresholds" / "cpu.yaml").open("a") as fh:
+        fh.write("  also:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
+    return [arg for name in plugins for arg in ("-p", name)]
+
+
+@pytest.mark.parametrize(("second", "code"), [("also", 3), ("too-fast", 1)])
+def test_a_result_hook_that_raises_stops_neither_the_run_nor_other_plugins(
+        project: pytest.Pytester, second: str, code: int) -> None:
+    """It stopped the run after the first item: a 99-line INTERNALERROR, no summary, exit 2 INCOMPLETE."""
+    plugins = with_plugins(project, hears_results=HEARS_RESULTS, raises_in_result=RAISES_IN_RESULT)
+    write_suite(project, "checks:\n" + small_check("ok") + small_check(second))
+    res = project.runpytest("suites/s.yaml", *RUN, *plugins)
+    out = res.stdout.str() + res.stderr.str()
+    assert "INTERNALERROR" not in out and "never ran" not in out, out
+    recorded = results(project.path)
+    assert [r["check"] for r in recorded] == ["ok", second]
+    assert (project.path / "heard.jsonl").read_text().split() == [json.dumps(r["name"]) for r in recorded]
+    said = [x for x in res.stderr.lines if "raised" in x]
+    assert said == [f"clustercheck: ERROR: plugin raises_in_result's pytest_clustercheck_result raised "
+                    f"({project.path / 'raises_in_result.py'}:3: RuntimeError: boom in result hook)"], said
+    res.stdout.fnmatch_lines(["*= clustercheck =*"])
+    assert res.ret == code  # a FAIL stays 1: the worse of the verdict's code and a harness error's
