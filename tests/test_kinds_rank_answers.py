@@ -273,3 +273,22 @@ def test_a_wrong_that_was_no_count_fails_again_when_verify_rebuilds_the_answers_
     entry: Any = {"rows": m.rows, "nodes": ["n1", "n2"]}
     again = judge(Answers(a.check, answers(entry, a.check, {}), a.ranks, "gloo"), BUSBW, {})  # int(NaN) raised
     assert [(v.metric, v.passed) for v in again.verdicts] == [("busbw", True), ("wrong", False)]
+
+
+@pytest.mark.parametrize("returncode", [None, False, "0"])
+def test_a_gdsio_run_without_an_exit_status_fails_its_run_verdict_by_gpu(returncode: Any) -> None:
+    """A returncode of None or False (no exit status read) was taken for a clean exit: both GPUs passed."""
+    a = _gdsio([0, 1], gpus=2)
+    a.per_rank[0]["runs"] = [{**run, "returncode": returncode} for run in a.per_rank[0]["runs"]]
+    out = judge(a, Rules({}, expect={"gdsio_write_min": 0.1}), {})
+    runs = [(v.subject, v.passed, v.detail) for v in out.verdicts if v.metric == "run"]
+    assert runs == [(f"GPU{g}", False, f"no exit status ({returncode!r})") for g in (0, 1)]
+
+
+@pytest.mark.parametrize("gpu", [True, "1", -1, None])
+def test_a_gdsio_run_whose_gpu_is_no_index_is_a_harness_error_naming_the_node(gpu: Any) -> None:
+    """gpu True counted as GPU1 (True == 1): GPU1, never run, passed behind it."""
+    a = _gdsio([0, 1], gpus=2)
+    a.per_rank[0]["runs"][1]["gpu"] = gpu
+    with pytest.raises(HarnessError, match=rf"^gdsio on n1: a run answered gpu {re.escape(repr(gpu))}, no GPU index"):
+        judge(a, Rules({}, expect={"gdsio_write_min": 0.1}), {})

@@ -17,7 +17,7 @@ from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
-from clustercheck.kinds.native import BUILT_IN, tool_timeout
+from clustercheck.kinds.native import BUILT_IN, tool_timeout, unclean_end
 from clustercheck.schema import Fields, between, one_of
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import gdsio as reader
@@ -78,6 +78,10 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         raise Skip(result["reason"])
     if result["outcome"] != "ran":
         raise HarnessError(result["reason"])
+    for run in result["runs"]:  # a gpu of True counted as GPU1 (True == 1) and stood in for it, never run
+        if isinstance(run.get("gpu"), bool) or not isinstance(run.get("gpu"), int) or run["gpu"] < 0:
+            raise HarnessError(f"gdsio on {result['host']}: a run answered gpu {show(run.get('gpu'), 40)}, no GPU "
+                               f"index: which GPU it measured cannot be told, not judged")
     subjects: dict[str, dict[str, float]] = {}
     verdicts: list[Verdict] = _unmeasured(a, result["runs"], _gpu_count(a, result))
     open_: list[str] = []
@@ -94,8 +98,8 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
         except NotToolOutput as exc:
             raise HarnessError(f"gdsio on {result['host']} ({subject}, {run['io']}) ended with exit status "
                                f"{run['returncode']} without a result line ({exc})") from None
-        problem = parsed.failure or (f"exit status {run['returncode']}" if run["returncode"] else "") or \
-            ("stopped at its timeout" if run["timed_out"] else "")
+        # a returncode of None or False (no exit status read) was no problem: never a clean exit (native.py)
+        problem = parsed.failure or unclean_end(run)
         if problem:
             rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN, "a result line, no error, exit status 0")
             verdicts.append(Verdict("run", "failed", "", rule, False, subject=subject, detail=problem))

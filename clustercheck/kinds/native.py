@@ -71,7 +71,7 @@ def result_of(a: Answers) -> dict[str, Any]:
     return result
 
 
-def _ended(result: Mapping[str, Any]) -> str | None:
+def unclean_end(result: Mapping[str, Any]) -> str | None:
     """How the tool ended when that was not a clean exit; None for exit status 0 only (a returncode of None,
     no exit status read, is no clean exit)."""
     rc = result["returncode"]
@@ -96,7 +96,7 @@ def parse_output(parse: Callable[[str], T], result: Mapping[str, Any]) -> T:
     try:
         return parse(result["stdout"])
     except NotToolOutput as exc:
-        ended = _ended(result) or "exited with status 0"
+        ended = unclean_end(result) or "exited with status 0"
         raise HarnessError(f"{result['binary']} on {result['host']} {ended} without output clustercheck can read "
                            f"({exc}){_stderr_line(result)}") from None
 
@@ -104,7 +104,7 @@ def parse_output(parse: Callable[[str], T], result: Mapping[str, Any]) -> T:
 def run_verdict(check_id: str, result: Mapping[str, Any], failure: str | None, summary: str,
                  exit_hint: str = "") -> Verdict:
     problems = [failure] if failure else []
-    ended = _ended(result)
+    ended = unclean_end(result)
     if ended:
         problems.append(ended + ("" if failure else exit_hint + _stderr_line(result)))
     passed = not problems
