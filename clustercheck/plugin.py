@@ -355,9 +355,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if unwritten or broken:
             code = Exit.INCOMPLETE  # evidence that could not be written is not a finished run
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
-        session.config.hook.pytest_clustercheck_run_finished(run_dir=cs.run_dir, results=cs.results,
-                                                             exclusion=cs.exclusion, incomplete=rec.incomplete(),
-                                                             config=session.config)
+        call_each(session.config, "pytest_clustercheck_run_finished", run_dir=cs.run_dir, results=cs.results,
+                  exclusion=cs.exclusion, incomplete=rec.incomplete(), config=session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -59,3 +59,30 @@ def test_a_result_hook_that_raises_stops_neither_the_run_nor_other_plugins(
                     f"({project.path / 'raises_in_result.py'}:3: RuntimeError: boom in result hook)"], said
     res.stdout.fnmatch_lines(["*= clustercheck =*"])
     assert res.ret == code  # a FAIL stays 1: the worse of the verdict's code and a harness error's
+
+
+RAISES_AT_END = """
+def pytest_clustercheck_run_finished(run_dir, results):
+    raise RuntimeError("boom in finished hook")
+"""
+
+
+def test_an_end_hook_that_raises_stops_no_other_plugins_end_hook(project: pytest.Pytester) -> None:
+    """It stopped the implementations after it: the Prometheus file lost the run (only `clustercheck_incomplete
+    1`), and the line named pytest_sessionfinish, not the hook that raised."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    plugins = with_plugins(project, raises_at_end=RAISES_AT_END)
+    write_suite(project, "checks:\n" + small_check("ok"))
+    prom = project.path / "cc.prom"
+    # the plugin named last is called first (pluggy's order): prometheus comes after the one that raised
+    res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}",
+                            *plugins)
+    said = [x for x in res.stderr.lines if "raised" in x]
+    assert said == ["clustercheck: ERROR: plugin raises_at_end's pytest_clustercheck_run_finished raised "
+                    f"({project.path / 'raises_at_end.py'}:3: RuntimeError: boom in finished hook)"], said
+    samples = {(s.name, s.labels.get("check"), s.labels.get("outcome")): s.value
+               for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+    assert samples[("clustercheck_outcome", "ok", "passed")] == 1 and samples[("clustercheck_incomplete", None, None)] == 0
+    res.stdout.fnmatch_lines(["*= clustercheck =*"])
+    assert res.ret == 3
