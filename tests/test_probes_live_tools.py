@@ -121,3 +121,40 @@ def test_the_standard_capability_walk_finds_pcie_only_in_the_list():
     looped = bytearray(_config(pcie=False, size=256))
     looped[0x41] = 0x40                            # a list that points at itself ends, not loops
     assert not pci_acs.is_pcie(bytes(looped))
+
+
+# -- a tool on PATH that cannot be executed is installed and broken, not absent -------------------------------
+
+def _not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / name
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    return script
+
+
+def test_a_non_executable_nvidia_smi_is_an_error_naming_where_it_is_never_no_driver(tmp_path, monkeypatch):
+    script = _not_executable(tmp_path, monkeypatch, "nvidia-smi")
+    outcome = run_live(get("nvlink"), {})
+    assert outcome.outcome == "error", outcome
+    assert f"`nvidia-smi` is at {script} but not executable" in outcome.reason
+
+
+def test_a_non_executable_tool_exits_3_from_the_cli(tmp_path, monkeypatch, capsys):
+    from clustercheck.cli import main
+
+    _not_executable(tmp_path, monkeypatch, "nvidia-smi")
+    assert main(["probe", "nvlink"]) == 3
+    assert "but not executable" in capsys.readouterr().out
+
+
+def test_tool_run_of_a_non_executable_file_is_a_tool_error_and_of_none_a_skip(tmp_path, monkeypatch):
+    script = _not_executable(tmp_path, monkeypatch, "gdscheck")
+    with pytest.raises(tool.ToolError, match="but not executable"):
+        tool.run(["gdscheck", "-p"], missing="absent")
+    with pytest.raises(tool.ToolError, match="but not executable"):
+        tool.run([str(script), "-p"], missing="absent")
+    with pytest.raises(tool.ProbeSkip, match="absent"):
+        tool.run(["no-such-tool-here"], missing="absent")

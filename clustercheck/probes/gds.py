@@ -14,7 +14,6 @@ err= counter is 0.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -195,7 +194,7 @@ def judge(parsed: GdsCheck | NvfsStats | Absent, expect: Mapping[str, Any]) -> l
 
 
 def collect() -> str | Absent:
-    found = str(GDSCHECK) if GDSCHECK.is_file() else shutil.which("gdscheck")
+    found = str(GDSCHECK) if GDSCHECK.is_file() else tool.locate("gdscheck")
     loaded = Path("/sys/module/nvidia_fs").is_dir()
     if found:
         # through tool.run: a gdscheck that printed its report and then crashed or exited non-zero is an

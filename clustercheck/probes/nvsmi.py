@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -150,7 +149,7 @@ def driver_seen() -> str | None:
 def run(*args: str) -> str:
     """stdout of `nvidia-smi ARGS`: SmiMissing (a ProbeSkip) only without the binary; a non-zero exit, e.g. a
     GPU lost from the bus, is a ToolError naming the command, its status and its stderr."""
-    if shutil.which("nvidia-smi") is None:
+    if tool.locate("nvidia-smi") is None:  # a non-executable nvidia-smi is a ToolError there, never "no driver"
         seen = driver_seen()
         raise SmiMissing(f"nvidia-smi not found on PATH, though an NVIDIA driver is here ({seen})" if seen else
                          "nvidia-smi not found: no NVIDIA driver on this machine")

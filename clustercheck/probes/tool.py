@@ -1,6 +1,7 @@
 """Running a probe's tool, and refusing a capture of a tool that crashed: where skip and error are decided.
 
-Only an absent binary is a skip (the driver or package is not installed on this machine). A tool that
+Only an absent binary is a skip (the driver or package is not installed on this machine); a file of that
+name on PATH that cannot be executed is there, broken, and an error. A tool that
 exits non-zero, is killed, times out or cannot start is an error naming the command, its exit status and
 the first line of its stderr: nvidia-smi exits non-zero when a GPU has fallen off the bus ("Unable to
 determine the device handle for GPU0000:1B:00.0: Unknown Error"), and that must never read as "not
@@ -9,6 +10,7 @@ applicable here".
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -24,7 +26,7 @@ class ToolError(RuntimeError):
 
 def run(argv: Sequence[str], missing: str, timeout: float = 120.0) -> str:
     """stdout of `argv`; ProbeSkip(missing) when argv[0] is not on PATH, ToolError when it fails."""
-    path = shutil.which(argv[0])
+    path = locate(argv[0])
     if path is None:
         raise ProbeSkip(missing)
     shown = " ".join(argv)
@@ -38,6 +40,20 @@ def run(argv: Sequence[str], missing: str, timeout: float = 120.0) -> str:
     if out.returncode != 0:
         raise ToolError(f"`{shown}` {_status(out.returncode)}: {_first_line(out.stderr, out.stdout)}")
     return out.stdout
+
+
+def locate(name: str) -> str | None:
+    """The executable `name` on PATH (or at `name` itself, when it holds a slash); None only where no file of
+    that name is there. A file that is there but not executable (a lost mode bit, a noexec mount seen by
+    shutil.which as absent) is a ToolError: the tool is installed and broken, never "not installed here"."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    places = [name] if os.sep in name else [os.path.join(d or os.curdir, name) for d in os.get_exec_path()]
+    for place in places:
+        if os.path.isfile(place):
+            raise ToolError(f"`{name}` is at {place} but not executable")
+    return None
 
 
 def _status(code: int) -> str:
