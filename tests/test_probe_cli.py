@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,21 @@ def test_platforms_show_gives_spec_values_and_sources():
     show = cc("platforms", "show", "h100-sxm-8x").stdout
     assert "spec.nvlink = nvlink4: links 18 count" in show and "unidirectional 450 GB/s" in show
     assert "p2p-matrix.p2p_min >= 333 GB/s" in show and "expect (probes): gpu_count=8" in show
+
+
+def test_probe_all_with_a_probe_not_judged_beside_passes_is_an_error_exit_3(monkeypatch, tmp_path, capsys):
+    """docs/probe-rules.md: judged in part is an error (exit 3), as one probe with such verdicts is. Real
+    probes: env passes (no NCCL variable set), nvlink cannot read the 12 NVLinks --expect asks for without
+    nvidia-smi (PATH holds none). Only the list of probes is cut to those two, so no other probe's view
+    of this machine decides the exit code."""
+    from clustercheck.cli import main
+    from clustercheck.probes import run_all
+
+    monkeypatch.setattr(run_all, "NAMES", ("env", "nvlink"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in [k for k in os.environ if k.startswith(("NCCL_", "CUDA_"))]:
+        monkeypatch.delenv(name)
+    assert main(["probe", "all", "--platform", "cpu", "--expect", "nvlinks_per_gpu=12"]) == 3
+    out = capsys.readouterr().out
+    assert "1 passed; 0 failed; 1 not judged; 0 skipped; 0 error" in out, out
+    assert "not all judged: nvlink judged nothing beside the probes that passed" in out

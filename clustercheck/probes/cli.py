@@ -1,7 +1,8 @@
 """`clustercheck probe NAME [--input FILE] [--expect K=V ...] [--platform P]` and `probe all` / `--list`.
 
 Exit codes (clustercheck.exitcodes): 0 every verdict that judged something passed; 1 a verdict failed; 3 the
-probe could not run here (error: it crashed or could not parse the live tool's output); 4 bad input (an
+probe could not run here (error: it crashed or could not parse the live tool's output), or it judged a part
+and not the rest (`probe all`: a probe NOT JUDGED beside probes that passed); 4 bad input (an
 unreadable or unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe
 was skipped: "SKIPPED: reason", e.g. its tool is not installed; or every verdict reads "NOT JUDGED ...: not
 judged: <why>", e.g. a capture that holds no result).
@@ -26,7 +27,7 @@ examples:
   clustercheck probe topo --input topo.txt --platform h100-sxm-8x
   clustercheck probe nvlink --input nvlink-s.txt --expect nvlinks_per_gpu=18
 
-exit codes: 0 passed; 1 a verdict failed; 3 the probe could not run (error); 4 bad input;
+exit codes: 0 passed; 1 a verdict failed; 3 the probe could not run, or judged only a part (error); 4 bad input;
 5 nothing judged (skipped: the tool is absent here; or every verdict NOT JUDGED).
 """
 
@@ -185,6 +186,10 @@ def _all(expect: dict[str, Any]) -> int:
     if "failed" in outcomes:
         return Exit.FAILED
     if "error" in outcomes:
+        return Exit.ERROR
+    open_ = [name for name, o, _ in results if o == "not judged"]
+    if open_ and "passed" in outcomes:  # judged in part, as one probe's verdicts (docs/probe-rules.md): never a pass
+        print(f"not all judged: {', '.join(open_)} judged nothing beside the probes that passed (exit 3, never 0)")
         return Exit.ERROR
     return Exit.PASSED if "passed" in outcomes else Exit.NOTHING
 
