@@ -292,3 +292,12 @@ def test_a_gdsio_run_whose_gpu_is_no_index_is_a_harness_error_naming_the_node(gp
     a.per_rank[0]["runs"][1]["gpu"] = gpu
     with pytest.raises(HarnessError, match=rf"^gdsio on n1: a run answered gpu {re.escape(repr(gpu))}, no GPU index"):
         judge(a, Rules({}, expect={"gdsio_write_min": 0.1}), {})
+
+
+@pytest.mark.parametrize("returncode", [None, False, "0"])
+def test_an_ib_write_bw_client_without_an_exit_status_fails_its_run_verdict_by_nic(returncode: Any) -> None:
+    """A client returncode of None or False (no exit status read) was taken for a clean exit: the NIC passed."""
+    a = _ib(100.0)
+    a.per_rank[0]["runs"][0]["client"]["returncode"] = returncode
+    runs = [(v.subject, v.passed, v.detail) for v in judge(a, Rules({}), {}).verdicts if v.metric == "run"]
+    assert runs == [("mlx5_0", False, f"no exit status ({returncode!r})")]

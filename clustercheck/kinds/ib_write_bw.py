@@ -24,7 +24,7 @@ from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict, of_limit
 from clustercheck.kinds import params as shared
 from clustercheck.kinds.base import NON_NEGATIVE, Answers, Kind, Rules
-from clustercheck.kinds.native import BUILT_IN, tool_timeout
+from clustercheck.kinds.native import BUILT_IN, tool_timeout, unclean_end
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.schema import Fields, between
 from clustercheck.toolout import NotToolOutput
@@ -118,9 +118,8 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
             unread.append((dev, f"ib_write_bw on {result['host']} ({dev}) ended with {ended} without a bandwidth "
                                 f"table ({exc}){'; server: ' + server[0][:160] if server else ''}"))
             continue
-        problem = parsed.failure or ("" if parsed.complete else "the table was cut off") or \
-            (f"exit status {client['returncode']}" if client["returncode"] else "") or \
-            ("stopped at its timeout" if client["timed_out"] else "")
+        # a returncode of None or False (no exit status read) was no problem: never a clean exit (native.py)
+        problem = parsed.failure or ("" if parsed.complete else "the table was cut off") or unclean_end(client) or ""
         server_problem, server_rows = _server(run.get("server") or {})
         problem = "; ".join(p for p in (problem, server_problem) if p)
         if problem:
