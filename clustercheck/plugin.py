@@ -343,8 +343,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         TIMINGS.mark("reports")
         cs.release()
         TIMINGS.mark("ranks stopped")
+        # why it did not finish, the same for the terminal, the user's --junitxml and the end hook's plugins
+        unfinished = broken or rec.incomplete() or (f"the reports could not be written ({unwritten})" if unwritten
+                                                    else None)
         session.config.stash[incomplete_key] = (f"INCOMPLETE: {broken}" if broken else incomplete_line(rec)) or (
-            f"INCOMPLETE: the reports could not be written ({unwritten})" if unwritten else None)
+            f"INCOMPLETE: {unfinished}" if unfinished else None)
         if said := session.config.stash[incomplete_key]:  # the user's own --junitxml says it too
             from clustercheck.report.user_junit import mark_incomplete
 
@@ -356,7 +359,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             code = Exit.INCOMPLETE  # evidence that could not be written is not a finished run
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
         call_each(session.config, "pytest_clustercheck_run_finished", run_dir=cs.run_dir, results=cs.results,
-                  exclusion=cs.exclusion, incomplete=rec.incomplete(), config=session.config)
+                  exclusion=cs.exclusion, incomplete=unfinished, config=session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

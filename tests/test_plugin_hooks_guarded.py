@@ -86,3 +86,26 @@ def test_an_end_hook_that_raises_stops_no_other_plugins_end_hook(project: pytest
     assert samples[("clustercheck_outcome", "ok", "passed")] == 1 and samples[("clustercheck_incomplete", None, None)] == 0
     res.stdout.fnmatch_lines(["*= clustercheck =*"])
     assert res.ret == 3
+
+
+BLOCKS_THE_REPORTS = """
+import json, pathlib
+
+def pytest_clustercheck_result():  # a directory where results.json goes: the reports cannot be written
+    (pathlib.Path("out/latest/results.json") / "in-the-way").mkdir(parents=True, exist_ok=True)
+
+def pytest_clustercheck_run_finished(incomplete):
+    pathlib.Path("heard-incomplete.json").write_text(json.dumps(incomplete))
+"""
+
+
+def test_the_end_hook_hears_a_run_whose_reports_could_not_be_written_as_incomplete(project: pytest.Pytester) -> None:
+    """Exit 2 and the terminal said INCOMPLETE, but the end hook got incomplete=None: Prometheus wrote
+    `clustercheck_incomplete 0` with every item passed."""
+    plugins = with_plugins(project, blocks_the_reports=BLOCKS_THE_REPORTS)
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest("suites/s.yaml", *RUN, *plugins)
+    assert res.ret == 2
+    heard = json.loads((project.path / "heard-incomplete.json").read_text())
+    assert heard and heard.startswith("the reports could not be written (") and "results.json" in heard, heard
+    res.stdout.fnmatch_lines([f"*INCOMPLETE: {heard}*"])
