@@ -6,6 +6,7 @@ and an unreadable or inconsistent tree is a problem of the node, never a pass.""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -180,6 +181,28 @@ def test_a_device_without_its_pci_function_and_an_unlistable_class_dir_are_probl
     (other / "class").mkdir(parents=True)
     (other / "class" / "infiniband").write_text("not a directory\n")
     assert any("cannot be listed" in p for p in rdma.read(other, kernel="6.8.0").problems)
+
+
+def test_an_rdma_device_whose_ports_dir_lists_no_port_fails_naming_it_never_no_device(tmp_path):
+    """An RDMA device with an empty ports/ directory added no port and no problem: the ib probe then
+    skipped with "no InfiniBand/RoCE device". It is a problem of the node naming the device, the probe's
+    FAIL, and run-side (the facts a rank records) the node's line rate is unknown, naming it."""
+    from clustercheck.judging import fabric
+
+    root = p5(tmp_path)
+    ports = root / "class" / "infiniband" / "rdmap79s0" / "ports"
+    shutil.rmtree(ports)
+    ports.mkdir()
+    net = rdma.read(root, proc_root=tmp_path / "proc", kernel="6.8.0")
+    said = f"rdmap79s0: {ports} lists no port"
+    assert net.ports == () and net.problems == (said,), net.problems
+    verdicts = ib.judge(ib.collect(root), {})
+    assert [(v.word, v.subject, v.detail) for v in verdicts] == [
+        ("FAIL", "node", f"{said}: the node's RDMA facts cannot be trusted")]
+    recorded = rdma.NetFacts.from_dict(net.as_dict())  # as judging/platform.py records it and a run reads it
+    assert recorded.problems == (said,) and linerate.of_node(recorded).gbps is None
+    run = fabric.run_fabric({"node1": {"network": net.as_dict()}}, "nccl", {}, fabric.FabricRule())
+    assert run.node_rate is not None and run.node_rate[0] is None and said in run.node_rate[1], run.node_rate
 
 
 def test_the_run_line_rate_is_the_most_any_node_has(tmp_path):

@@ -12,7 +12,7 @@ whether GPUDirect RDMA can work, and the PCIe path from each NIC and NVMe drive 
 
 An unreadable or inconsistent tree never reads as healthy: each such finding is a `problem` of the node
 (a port ACTIVE while its physical link is not LinkUp, a rate the kernel would not write, a device whose
-PCI function is missing), which the `ib` probe turns into a failed verdict on that node. Pure standard
+PCI function is missing or whose ports/ directory lists no port), which the `ib` probe turns into a failed verdict on that node. Pure standard
 library; never raises for the hardware's sake.
 """
 
@@ -161,6 +161,8 @@ def _ports(root: Path, problems: list[str]) -> list[Port]:
         except OSError as exc:
             problems.append(f"{dev}: {ports_dir} cannot be listed ({exc.strerror or exc})")
             continue
+        if not numbers:  # the kernel gives every RDMA device a port: none read is no "no RDMA device here"
+            problems.append(f"{dev}: {ports_dir} lists no port")
         pci = _pci_of(root / dev)
         netdevs = _list(root / dev / "device" / "net")
         model = (_text(root / dev / "hca_type"), _text(root / dev / "board_id"))
