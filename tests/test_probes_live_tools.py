@@ -4,6 +4,7 @@ died is an error naming the command and how it died, never a pass judged on the 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,56 @@ def test_tool_run_of_a_non_executable_file_is_a_tool_error_and_of_none_a_skip(tm
         tool.run([str(script), "-p"], missing="absent")
     with pytest.raises(tool.ProbeSkip, match="absent"):
         tool.run(["no-such-tool-here"], missing="absent")
+
+
+# -- a runaway tool: output read with a cap, and a timeout that kills what the tool started ----------------
+
+def test_a_tool_printing_more_than_64_mib_is_stopped_with_an_error(tmp_path, monkeypatch):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", 'yes "GPU 00000000:19:00.0" | head -c 70000000')
+    with pytest.raises(tool.ToolError, match=r"`nvidia-smi -q` printed more than 64 MiB"):
+        tool.run(["nvidia-smi", "-q"], missing="absent")
+
+
+def test_the_output_cap_is_the_input_cap():
+    from clustercheck.probes import cli
+
+    assert tool.MAX_OUTPUT == cli.MAX_INPUT == 64 << 20
+
+
+def test_a_tool_just_under_the_cap_is_read_whole(tmp_path, monkeypatch):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", f"head -c {tool.MAX_OUTPUT} /dev/zero | tr '\\0' x; echo 'oops' >&2")
+    assert len(tool.run(["nvidia-smi"], missing="absent")) == tool.MAX_OUTPUT
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie left for init to reap (a container's init may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def test_a_timeout_kills_the_tools_children_too(tmp_path, monkeypatch):
+    pidfile = tmp_path / "child.pid"
+    fake_tool(tmp_path, monkeypatch, "gdscheck", f"sleep 1000 &\necho $! > {pidfile}\nwait")
+    with pytest.raises(tool.ToolError, match=r"`gdscheck -p` did not finish within 3 s"):
+        tool.run(["gdscheck", "-p"], missing="absent", timeout=3)
+    pid = int(pidfile.read_text())
+    # SIGKILL is sent before run returns, but the child dies when next scheduled: look again for a while
+    # (a bound for a slow machine, not a speed asserted)
+    for _ in range(200):
+        if _gone(pid):
+            break
+        time.sleep(0.05)
+    try:
+        assert _gone(pid), f"the tool's child {pid} outlived the timeout"
+    finally:
+        if not _gone(pid):
+            os.kill(pid, 9)
+
+
+def test_a_tool_that_closes_its_output_and_lingers_is_a_timeout(tmp_path, monkeypatch):
+    fake_tool(tmp_path, monkeypatch, "gdscheck", "exec >/dev/null 2>&1\nsleep 1000")
+    with pytest.raises(tool.ToolError, match="did not finish within 1 s"):
+        tool.run(["gdscheck"], missing="absent", timeout=1)

@@ -5,16 +5,19 @@ name on PATH that cannot be executed is there, broken, and an error. A tool that
 exits non-zero, is killed, times out or cannot start is an error naming the command, its exit status and
 the first line of its stderr: nvidia-smi exits non-zero when a GPU has fallen off the bus ("Unable to
 determine the device handle for GPU0000:1B:00.0: Unknown Error"), and that must never read as "not
-applicable here".
+applicable here". So is one that prints more than MAX_OUTPUT on stdout (read with that cap, never
+whole): it is stopped, and on a timeout too the whole session it started is killed, not the tool alone.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from typing import Sequence
 
 from clustercheck.probes.base import ProbeParseError, ProbeSkip
@@ -24,22 +27,81 @@ class ToolError(RuntimeError):
     """The tool is installed but did not answer: a harness error for the probe, never a pass or a skip."""
 
 
+# The most stdout a tool may print, the same cap as `probe --input` (cli.MAX_INPUT; cli imports the probes,
+# so tool cannot import it back): a report is kilobytes, and past this it is a runaway, not a report.
+MAX_OUTPUT = 64 << 20
+_STDERR_KEPT = 1 << 20  # the error names stderr's first line; the rest is drained, not kept
+
+
 def run(argv: Sequence[str], missing: str, timeout: float = 120.0) -> str:
-    """stdout of `argv`; ProbeSkip(missing) when argv[0] is not on PATH, ToolError when it fails."""
+    """stdout of `argv`; ProbeSkip(missing) when argv[0] is not on PATH, ToolError when it fails.
+
+    The tool runs in a session of its own, so a timeout or a runaway output kills what it started too (a
+    wrapper script's child would otherwise keep the GPU busy, or the pipe open, after the wrapper is gone)."""
     path = locate(argv[0])
     if path is None:
         raise ProbeSkip(missing)
     shown = " ".join(argv)
     try:
-        out = subprocess.run([path, *argv[1:]], capture_output=True, text=True, errors="replace",
-                             timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"`{shown}` did not finish within {timeout:g} s") from None
+        proc = subprocess.Popen([path, *argv[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, bufsize=0, start_new_session=True)
     except OSError as exc:
         raise ToolError(f"`{shown}` could not start: {exc.strerror or exc}") from None
-    if out.returncode != 0:
-        raise ToolError(f"`{shown}` {_status(out.returncode)}: {_first_line(out.stderr, out.stdout)}")
-    return out.stdout
+    deadline = time.monotonic() + timeout
+    try:
+        stdout, stderr = _read(proc, shown, deadline, timeout)
+        code = proc.wait(max(deadline - time.monotonic(), 0))  # both pipes closed; the tool itself may linger
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise ToolError(f"`{shown}` did not finish within {timeout:g} s") from None
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    out = stdout.decode("utf-8", errors="replace")
+    if code != 0:
+        raise ToolError(f"`{shown}` {_status(code)}: {_first_line(stderr.decode('utf-8', errors='replace'), out)}")
+    return out
+
+
+def _read(proc: subprocess.Popen[bytes], shown: str, deadline: float, timeout: float) -> tuple[bytes, bytes]:
+    """stdout (at most MAX_OUTPUT bytes) and the head of stderr, read together until both close: a tool
+    that fills the stderr pipe while stdout is read would otherwise block for ever."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(shown, timeout)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.data is out:
+                    out += chunk
+                    if len(out) > MAX_OUTPUT:
+                        raise ToolError(f"`{shown}` printed more than {MAX_OUTPUT >> 20} MiB: a runaway, not one "
+                                        f"tool's report; it was stopped")
+                elif len(err) < _STDERR_KEPT:
+                    err += chunk
+    return bytes(out), bytes(err)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the tool's whole session (its children with it), then reap the tool. Its process group
+    outlives the tool while a child is in it, and the tool is not reaped before this, so the group id
+    cannot name anyone else's processes."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def locate(name: str) -> str | None:
