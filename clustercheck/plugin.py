@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     TIMINGS.mark("pytest start-up and plugins")
     refuse_parallel_workers(config)
     config.pluginmanager.register(InterruptWitness(config.stash, interrupt_key), "clustercheck-interrupt-witness")
-    config.pluginmanager.register(RecordCloser(pytest_sessionfinish, finishing_key), "clustercheck-record-closer")
+    RecordCloser(pytest_sessionfinish, finishing_key).register(config.pluginmanager)
     try:
         options = run_options.resolve(config.getoption)
         # the private key's path never reaches the record, nor so any report

@@ -109,3 +109,22 @@ def test_the_end_hook_hears_a_run_whose_reports_could_not_be_written_as_incomple
     heard = json.loads((project.path / "heard-incomplete.json").read_text())
     assert heard and heard.startswith("the reports could not be written (") and "results.json" in heard, heard
     res.stdout.fnmatch_lines([f"*INCOMPLETE: {heard}*"])
+
+
+@pytest.mark.parametrize("order", ["tryfirst", "trylast"])
+def test_a_sessionfinish_that_raises_leaves_the_clustercheck_summary(project: pytest.Pytester, order: str) -> None:
+    """RecordCloser caught it outside the terminal reporter's wrapper: the verdict table, exclude:, FAILURES,
+    the list of reports and the counts were lost; the one ERROR line and the code stayed."""
+    plugins = with_plugins(project, raises_at_end=f"import pytest\n\n\n@pytest.hookimpl({order}=True)\n"
+                                                  "def pytest_sessionfinish():\n    raise RuntimeError('boom')\n")
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    res = project.runpytest("suites/s.yaml", *RUN, *plugins)
+    res.stdout.fnmatch_lines(["*= FAILURES =*", "*too-fast*", "*= clustercheck =*", "check * verdict",
+                              "ok[[]*pass", "too-fast[[]*FAIL", "exclude: *", "  results.json *",
+                              "*1 failed, 1 passed*"])
+    said = [x for x in res.stderr.lines if "raised" in x]
+    assert said == ["clustercheck: ERROR: a plugin's pytest_sessionfinish raised "
+                    f"({project.path / 'raises_at_end.py'}:6: RuntimeError: boom); the run's record and reports "
+                    "stand"], said
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
+    assert res.ret == 1  # FAIL: the worse of the verdict's code and a harness error's

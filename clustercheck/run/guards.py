@@ -66,31 +66,63 @@ def harness_error(session: pytest.Session) -> None:
     session.exitstatus = int(worst(now, Exit.ERROR))
 
 
+sessionfinish_raised_key = pytest.StashKey[Exception]()  # another plugin's sessionfinish raised: said at the end
+
+
 class RecordCloser:
     """The run record gets its end line and the reports are written even where another plugin's
     sessionfinish, called before clustercheck's, raises: this wrapper finishes the run then. Another
     plugin's sessionfinish that raised (before or after clustercheck's) is said in one line, and the exit
-    code is the worse of the run's and a harness error's: a FAIL or INCOMPLETE run never reads as 3."""
+    code is the worse of the run's and a harness error's: a FAIL or INCOMPLETE run never reads as 3.
+
+    Two wrappers: `inner` (trylast, inside every other wrapper) catches what a plain sessionfinish raised and
+    finishes the run, so that the terminal reporter's wrapper, around it, still prints clustercheck's summary
+    (an exception through it loses the verdict table, FAILURES and the list of reports); this one
+    (tryfirst, outside all) catches what another wrapper raised, says it and sets the code."""
 
     def __init__(self, finish: Callable[[pytest.Session, int], None], done: pytest.StashKey[bool]) -> None:
         self.finish, self.done = finish, done
+        self.inner = _Innermost(self)
+
+    def register(self, pm: pytest.PytestPluginManager) -> None:
+        pm.register(self, "clustercheck-record-closer")
+        pm.register(self.inner, "clustercheck-sessionfinish-catcher")
+
+    def close(self, session: pytest.Session, exitstatus: int) -> None:
+        if not session.config.stash.get(self.done, False):
+            self.finish(session, exitstatus)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
-        raised: Exception | None = None
         try:
             yield
         except Exception as exc:  # pytest would end in an internal error, exit 3, whatever the run's verdict
-            raised = exc
+            session.config.stash.setdefault(sessionfinish_raised_key, exc)
         finally:
-            if not session.config.stash.get(self.done, False):
-                self.finish(session, exitstatus)
+            self.close(session, exitstatus)
+        raised = session.config.stash.get(sessionfinish_raised_key, None)
         if raised is not None:
             print(f"clustercheck: ERROR: a plugin's pytest_sessionfinish raised ({_where(raised)}); the run's record "
                   "and reports stand", file=sys.stderr)
             harness_error(session)
         elif session.config.stash.get(hook_raised_key, None):  # said where it raised (call_each)
             harness_error(session)
+
+
+class _Innermost:
+    """RecordCloser's inner wrapper: a plain sessionfinish's exception stops here, kept for the outer one."""
+
+    def __init__(self, closer: RecordCloser) -> None:
+        self.closer = closer
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        try:
+            yield
+        except Exception as exc:
+            session.config.stash.setdefault(sessionfinish_raised_key, exc)
+        finally:
+            self.closer.close(session, exitstatus)
 
 
 class NothingMeasured(PytestExit):
