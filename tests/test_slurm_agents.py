@@ -201,3 +201,27 @@ def test_an_agents_last_words_through_srun_are_escaped(tmp_path, monkeypatch: py
                                          "srun: error: ccnode1: task 0: Exited with exit code 1\n")
     said = launcher._said().words["ccnode1"]
     assert "\x1b" not in said and said.startswith("boom\\x1b]52"), said
+
+
+@pytest.mark.parametrize(("code", "blamed"), [(70, False), (4, False), (1, True)])
+def test_an_agent_srun_saw_exit_with_clustercheck_s_own_bug_does_not_blame_its_node(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, code: int, blamed: bool) -> None:
+    """One srun serves every agent, so its exit code is no one agent's: the hosts launcher's rule gave up and
+    ccnode3, whose agent exited 70 (clustercheck's own bug) mid-run, was excluded and drained as "stopped
+    answering". srun names the task's code: 70 or 4 excuse the node, any other code leaves it blamed."""
+    from clustercheck.run.losses import Losses
+
+    with joined_step(tmp_path, monkeypatch) as launcher:
+        (tmp_path / "agents.log").write_text(
+            "0: joined\n1: clustercheck: internal error: ValueError: boom\n"
+            f"srun: error: ccnode2: task 1: Exited with exit code {code}\n")
+        loss = launcher.disrupted(1, "ccnode2")
+        assert (loss is None) is blamed, loss
+        if not blamed:
+            assert loss.why == "its agent crashed: clustercheck: internal error: ValueError: boom", loss.why
+        losses = Losses(["ccnode1", "ccnode2"])
+        losses.ask(launcher, ["ccnode2"])
+        assert ("ccnode2" in losses.excused) is not blamed
+        said = losses.why(launcher, "ccnode2")
+        assert said.count("ValueError: boom") == 1 and f"Exited with exit code {code}" in said, said
+        assert launcher.disrupted(0, "ccnode1") is None  # srun said nothing of ccnode1's task: it stands

@@ -32,8 +32,8 @@ from typing import Collection, Mapping, NamedTuple
 from hostlist import collect_hostlist
 
 from clustercheck.errors import ClusterCheckError, UserError, escape
-from clustercheck.run.gang import SLURM_PLAN_ENV
-from clustercheck.run.launcher import Over
+from clustercheck.run.gang import NOT_THE_NODE, SLURM_PLAN_ENV
+from clustercheck.run.launcher import Loss, Over
 from clustercheck.run.hosts import (LAST_WORDS, REACH, HostsLauncher, bracketed, host_names, last_words,
                                     start_agent)
 
@@ -55,6 +55,7 @@ _OVER = re.compile(r"^(?: *\d+: )?(srun: (?:error: )?(?:Node failure on \S+|Job 
 # StepId=43.0 failed on node ccnode3: Socket timed out on send/recv operation" (tests/slurm: slurmd SIGSTOPped)
 _UNSTARTED = re.compile(r"^srun: error: Task launch for \S+ failed on node (\S+): .+$", re.MULTILINE)
 _FAILED = re.compile(r"^srun: error: Node failure on (\S+)\s*$", re.MULTILINE)  # a node srun names as failed
+_EXITED = re.compile(r"\bExited with exit code (\d+)\b")  # srun's words of a task that exited with a status
 
 
 class Said(NamedTuple):
@@ -188,6 +189,20 @@ class SlurmLauncher(HostsLauncher):
                                                         if code is not None and code < 0 else f"exited with {code}"))
         return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
 
+    def disrupted(self, index: int, node: str) -> Loss | None:
+        """How agent `index` (on `node`) was lost mid-run, as srun said its task ended: one srun serves every
+        agent, so its exit code is no one agent's (the hosts launcher's rule reads none), but srun names each
+        task's ("srun: error: ccnode3: task 2: Exited with exit code 70"). A bug of clustercheck's own
+        (AGENT_BUG) or input the agent refused (4) excuses the node, which is only not measured; any other end
+        (killed, a signal, another code, or no words of srun's yet) leaves the node's going standing."""
+        said = self._said()
+        exited = _EXITED.search(said.ended.get(node, ""))
+        if exited is None or int(exited.group(1)) not in NOT_THE_NODE:
+            return None
+        last = said.words.get(node, "")[:LAST_WORDS]
+        return Loss(f"its agent crashed: {last}" if last else f"its agent crashed (srun: {said.ended[node]})",
+                    blamed=False)
+
     def _read_joins(self) -> dict[int, str]:
         """As the join launcher's, and an agent that joined from another node than its index's planned host is
         refused: its ranks would be measured, and judged, as that host's."""
@@ -279,7 +294,8 @@ class SlurmLauncher(HostsLauncher):
                 self._silent[i] = f"its node's agent ({node}), " + (f"whose node failed ({over.failed[node]})"
                                                                     if node in over.failed else f"gone as {over.why}")
             elif i not in self._silent and node in ended:
-                last = words.get(node, "")[:LAST_WORDS]
+                # a crash's last words are said once, by disrupted(), which excuses the node (Losses.why)
+                last = words.get(node, "")[:LAST_WORDS] if self.disrupted(i, node) is None else ""
                 self._silent[i] = f"its node's agent ({node}), which ended (srun: {ended[node]})" + \
                     (f" ({last})" if last else "")
         return super(HostsLauncher, self).silent()
