@@ -18,6 +18,7 @@ from typing import Any
 
 from clustercheck.errors import UserError, escape
 from clustercheck.exitcodes import Exit
+from clustercheck.probes.tool import MAX_OUTPUT
 
 EPILOG = """\
 examples:
@@ -91,7 +92,8 @@ def main(args: argparse.Namespace) -> int:
     return _report(outcome_of(probe.name, verdicts))
 
 
-MAX_INPUT = 64 << 20  # bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB)
+# bytes; a tool capture is kilobytes (the largest in tests/fixtures is 11 KB): the cap a live tool's output has
+MAX_INPUT = MAX_OUTPUT
 
 
 def _read(path: Path) -> str:

@@ -27,8 +27,8 @@ class ToolError(RuntimeError):
     """The tool is installed but did not answer: a harness error for the probe, never a pass or a skip."""
 
 
-# The most stdout a tool may print, the same cap as `probe --input` (cli.MAX_INPUT; cli imports the probes,
-# so tool cannot import it back): a report is kilobytes, and past this it is a runaway, not a report.
+# The most stdout a tool may print, and the most `probe --input` reads (cli.MAX_INPUT): a report is kilobytes,
+# and past this it is a runaway, not a report.
 MAX_OUTPUT = 64 << 20
 _STDERR_KEPT = 1 << 20  # the error names stderr's first line; the rest is drained, not kept
 
