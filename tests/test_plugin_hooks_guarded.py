@@ -128,3 +128,15 @@ def test_a_sessionfinish_that_raises_leaves_the_clustercheck_summary(project: py
                     "stand"], said
     assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
     assert res.ret == 1  # FAIL: the worse of the verdict's code and a harness error's
+
+
+def test_an_unwritable_prometheus_textfile_of_a_run_that_never_reached_its_end_exits_3(
+        project: pytest.Pytester) -> None:
+    """`-k nomatch`: the end hook is never called, and the fallback file was written in pytest_unconfigure,
+    after the code was set: it could not be written and the run still exited 5, not 3 as README says."""
+    write_suite(project, "checks:\n" + small_check("ok"))
+    res = project.runpytest("suites/s.yaml", *RUN, "-k", "nomatch", "-p", "clustercheck_prometheus",
+                            "--prometheus-textfile=/proc/cc.prom")
+    assert [x for x in res.stderr.lines if "prometheus" in x] == [
+        "clustercheck: prometheus: cannot write /proc/cc.prom: No such file or directory"]
+    assert res.ret == 3

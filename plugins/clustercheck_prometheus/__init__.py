@@ -73,8 +73,11 @@ def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionfinish(session: pytest.Session) -> Any:
     """After clustercheck's own sessionfinish (which calls the end hook and sets the exit code from the
-    verdict): a run that passed, or judged nothing, but left no monitoring file is a harness error."""
+    verdict): a run that never reached the end hook (`-k nomatch`, a suite refused) replaces the file here,
+    while its code can still say so; a run that passed, or judged nothing, but left no monitoring file is a
+    harness error."""
     result = yield
+    fallback(session.config)
     if session.config.stash.get(unwritten_key, None) is not None:
         from clustercheck.exitcodes import Exit
 
@@ -84,8 +87,14 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """A session that never finished (pytest stopped while it configured) replaces the file too."""
+    fallback(config)
+
+
+def fallback(config: pytest.Config) -> None:
     """A run that never reached clustercheck's end hook (interrupted before any check ran, a suite refused,
-    its record unreadable) replaces the file too: INCOMPLETE, and nothing of the previous run left standing."""
+    nothing selected, its record unreadable) replaces the file too: INCOMPLETE, and nothing of the previous
+    run left standing."""
     path = config.stash.get(armed_key, None)
     if path is not None and not config.stash.get(ended_key, False):
         config.stash[ended_key] = True
