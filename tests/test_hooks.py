@@ -92,8 +92,10 @@ def test_prometheus_registry_counts_unmeasured_items_per_node() -> None:
 
     from clustercheck_prometheus import registry
 
-    results = [{"check": "a", "name": "a[h1,h3]", "nodes": ["h1", "h3"], "outcome": "error", "metrics": {}},
-               {"check": "a", "name": "a[h2,h3]", "nodes": ["h2", "h3"], "outcome": "error", "metrics": {}}]
+    results = [{"suite_file": "s.yaml", "check": "a", "name": "a[h1,h3]", "nodes": ["h1", "h3"], "outcome": "error",
+                "metrics": {}},
+               {"suite_file": "s.yaml", "check": "a", "name": "a[h2,h3]", "nodes": ["h2", "h3"], "outcome": "error",
+                "metrics": {}}]
     text = generate_latest(registry(results, {"reasons": {}, "unmeasured": {"h1": ["a[h1,h3]"],
                                                                              "h3": ["a[h1,h3]", "a[h2,h3]"]}}))
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -101,7 +103,7 @@ def test_prometheus_registry_counts_unmeasured_items_per_node() -> None:
     assert samples[("clustercheck_unmeasured", (("node", "h1"),))] == 1
     assert samples[("clustercheck_unmeasured", (("node", "h3"),))] == 2
     assert samples[("clustercheck_outcome", (("check", "a"), ("item", "a[h2,h3]"), ("nodes", "h2,h3"),
-                                             ("outcome", "error")))] == 1
+                                             ("outcome", "error"), ("suite", "s")))] == 1
 
 
 def samples_of(prom: Path) -> dict[str, list]:

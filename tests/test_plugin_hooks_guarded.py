@@ -140,3 +140,21 @@ def test_an_unwritable_prometheus_textfile_of_a_run_that_never_reached_its_end_e
     assert [x for x in res.stderr.lines if "prometheus" in x] == [
         "clustercheck: prometheus: cannot write /proc/cc.prom: No such file or directory"]
     assert res.ret == 3
+
+
+def test_prometheus_keeps_apart_two_suites_checks_of_one_id(project: pytest.Pytester) -> None:
+    """s.yaml and t.yaml each with a check `ok`, one passing and one skipped (min_nodes 2 on one node): the
+    samples had no suite label, so both outcomes stood on one label set (check="ok", item="ok[vm]") and
+    neither said which suite's was which."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    write_suite(project, "checks:\n" + small_check("ok"))
+    write_suite(project, "checks:\n" + small_check("ok", min_nodes="2"), name="t.yaml")
+    prom = project.path / "cc.prom"
+    res = project.runpytest("suites/s.yaml", "suites/t.yaml", *RUN, "-p", "clustercheck_prometheus",
+                            f"--prometheus-textfile={prom}")
+    res.assert_outcomes(passed=1, skipped=1)
+    outcomes = {(s.labels.get("suite"), s.labels["check"], s.labels["outcome"]): s.value
+                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples
+                if s.name == "clustercheck_outcome"}
+    assert outcomes == {("s", "ok", "passed"): 1, ("t", "ok", "skipped"): 1}

@@ -6,12 +6,14 @@ At the end of a run it writes (atomically: a temporary file renamed into place, 
 requires) one sample per item and outcome, one per measured metric, one per excluded node, one per node
 with items that could not be measured, and the run's time, so that dashboards and alerts see the last verdict of every node, GPU and link:
 
-    clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed"} 1.0
-    clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",unit="GB/s"} 1.1822587311617827
+    clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed",suite="cpu-smoke"} 1.0
+    clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",suite="cpu-smoke",unit="GB/s"} 1.1822587311617827
     clustercheck_excluded{node="node7"} 1.0
     clustercheck_last_run_timestamp_seconds 1.7953337201430738e+09
 
-(the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM.) Needs prometheus-client (`pip install 'clustercheck[prometheus]'`). Uses clustercheck's
+(the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM; `suite` is the suite
+file's stem, the first half of an item's id `<suite>::<check>[<node>]`, so that two suites' checks of one id
+stay apart.) Needs prometheus-client (`pip install 'clustercheck[prometheus]'`). Uses clustercheck's
 `pytest_clustercheck_run_finished` hook (clustercheck/hookspecs.py).
 
 Fail closed, as every report of clustercheck:
@@ -35,7 +37,7 @@ from typing import Any
 
 import pytest
 
-LABELS = ("check", "item", "nodes")
+LABELS = ("suite", "check", "item", "nodes")  # the suite file's stem: two suites' checks may share an id
 written_key = pytest.StashKey[Path]()  # where the text file went, for the terminal's list of files
 armed_key = pytest.StashKey[Path]()  # the text file to replace, once this plugin's own checks passed
 ended_key = pytest.StashKey[bool]()  # clustercheck's end hook ran: it wrote the file, or said why it could not
@@ -142,9 +144,10 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
                        "items never ran): its other samples are a partial picture", registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
     from clustercheck.record.burnin import folded
+    from clustercheck.record.schema import classname
 
     for r in folded(results):  # a repeated run: each item once, its worst repetition with its values
-        where = (r["check"], r["name"], ",".join(r.get("nodes") or []))
+        where = (classname(r), r["check"], r["name"], ",".join(r.get("nodes") or []))
         outcome.labels(*where, r["outcome"]).set(1)
         for metric, m in (r.get("metrics") or {}).items():
             if isinstance(m.get("value"), (int, float)):
