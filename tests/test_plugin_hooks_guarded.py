@@ -158,3 +158,33 @@ def test_prometheus_keeps_apart_two_suites_checks_of_one_id(project: pytest.Pyte
                 for f in text_string_to_metric_families(prom.read_text()) for s in f.samples
                 if s.name == "clustercheck_outcome"}
     assert outcomes == {("s", "ok", "passed"): 1, ("t", "ok", "skipped"): 1}
+
+
+@pytest.mark.parametrize(("plugin", "said"), [
+    ("def pytest_clustercheck_result(entry, config, extra):\n    pass\n",
+     "clustercheck: error: a plugin (-p NAME, a conftest.py) does not fit its hooks: Plugin 'bad_plugin' for hook "
+     "'pytest_clustercheck_result'; hookimpl definition: pytest_clustercheck_result(entry, config, extra); "
+     "Argument(s) {'extra'} are declared in the hookimpl but can not be found in the hookspec"),
+    ("raise ImportError('no such dependency xyz')\n",
+     "clustercheck: error: -p bad_plugin: the plugin raised while it was imported ({path}:1: ImportError: no such "
+     "dependency xyz)"),
+    ("raise RuntimeError('plugin module broke')\n",
+     "clustercheck: error: -p bad_plugin: the plugin raised while it was imported ({path}:1: RuntimeError: plugin "
+     "module broke)")])
+def test_a_plugin_that_cannot_load_is_bad_input_in_one_line(tmp_path: Path, plugin: str, said: str) -> None:
+    """A hook with an argument its hookspec has not was a 58-line traceback, 'internal error ... a bug in
+    clustercheck', exit 3; a plugin whose import raised, a 4-line block and exit 3: both are the user's input."""
+    import subprocess
+    import sys
+
+    from helpers import CPU_THRESHOLDS
+
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    (tmp_path / "bad_plugin.py").write_text(plugin)
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "-p", "bad_plugin"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.stderr.splitlines() == [said.replace("{path}", str(tmp_path / "bad_plugin.py"))], out.stderr
+    assert out.returncode == 4
+    assert not (tmp_path / "out").exists()

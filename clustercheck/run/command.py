@@ -14,7 +14,7 @@ from typing import Any, Generator
 
 import pluggy
 
-from clustercheck.errors import UserError, show
+from clustercheck.errors import UserError, escape, show
 from clustercheck.paths import data_dir, shown
 from clustercheck.run.timings import TIMINGS
 
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         from clustercheck.run.signals import after_the_run, finished, stopped_by
 
         try:  # the plugin sets the code from the verdict
-            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), witness]))
+            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), BadPlugin(), witness]))
             finished(code, record=witness.code is not None)  # a signal from here on leaves it (prestart.end)
             if code == 0 and (listed := sorted(LISTING & {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))})):
                 print(f"clustercheck: {listed[0]}: listed only; nothing was measured, no record was written and no "
@@ -308,6 +308,27 @@ class SessionEnd:
     @pluggy.HookimplMarker("pytest")(trylast=True)
     def pytest_sessionfinish(self, session: Any) -> None:
         self.code = int(session.exitstatus)
+
+
+class BadPlugin:
+    """A plugin named with `-p` that raised while it was imported, or whose hook does not fit its hookspec (an
+    argument clustercheck's or pytest's hook has not): the user's input, one line naming the plugin, exit 4;
+    pytest said the first in a traceback, exit 3, and the second reached main() as a bug of clustercheck's."""
+
+    @pluggy.HookimplMarker("pytest")(wrapper=True)
+    def pytest_cmdline_parse(self) -> Generator[None, Any, Any]:
+        from _pytest.config import PluginImportFailure
+
+        from clustercheck.run.guards import where_raised
+
+        try:
+            return (yield)
+        except PluginImportFailure as exc:  # its cause: what the plugin's module raised
+            cause = exc.__cause__ or exc
+            raise UserError(f"-p {exc}: the plugin raised while it was imported ({where_raised(cause)})") from None
+        except pluggy.PluginValidationError as exc:  # "Plugin 'x' for hook 'y'", its definition, the argument
+            said = "; ".join(escape(line) for line in str(exc).splitlines())
+            raise UserError(f"a plugin (-p NAME, a conftest.py) does not fit its hooks: {said}") from None
 
 
 class NoIniHeader:

@@ -50,11 +50,11 @@ def call_each(config: pytest.Config, name: str, /, **kwargs: object) -> None:
             who = pm.get_name(plugin) or repr(plugin)
             if (who, name) not in said:
                 said.add((who, name))
-                print(f"clustercheck: ERROR: plugin {escape(who)}'s {name} raised ({_where(exc)})", file=sys.stderr,
-                      flush=True)
+                print(f"clustercheck: ERROR: plugin {escape(who)}'s {name} raised ({where_raised(exc)})",
+                      file=sys.stderr, flush=True)
 
 
-def _where(exc: BaseException) -> str:
+def where_raised(exc: BaseException) -> str:
     """`file:line: Type: message` of the frame that raised, the message escaped (a plugin's text)."""
     frame = traceback.extract_tb(exc.__traceback__)[-1]
     return f"{frame.filename}:{frame.lineno}: {type(exc).__name__}: {escape(str(exc))}"
@@ -102,8 +102,8 @@ class RecordCloser:
             self.close(session, exitstatus)
         raised = session.config.stash.get(sessionfinish_raised_key, None)
         if raised is not None:
-            print(f"clustercheck: ERROR: a plugin's pytest_sessionfinish raised ({_where(raised)}); the run's record "
-                  "and reports stand", file=sys.stderr)
+            print(f"clustercheck: ERROR: a plugin's pytest_sessionfinish raised ({where_raised(raised)}); the run's "
+                  "record and reports stand", file=sys.stderr)
             harness_error(session)
         elif session.config.stash.get(hook_raised_key, None):  # said where it raised (call_each)
             harness_error(session)
