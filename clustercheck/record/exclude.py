@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import hostlist
 
@@ -25,6 +25,7 @@ from clustercheck.record.schema import DrainEntry, ResultEntry
 from clustercheck.judging.verdicts import brief
 
 PREFIX = "clustercheck:"
+NOT_RESPONDING = "Not responding"  # slurmctld's reason for a node it set DOWN when its slurmd stopped answering
 
 
 def _why(r: ResultEntry) -> str:
@@ -259,7 +260,9 @@ def spared(nodes: Mapping[str, str], commands: Sequence[list[str]]) -> list[Drai
 def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
     """--drain (or, with `dry_run`, what it would run): one entry per node. A node already drained,
     draining or down for a reason not ours is the admin's: left alone (rc None), since draining it would
-    overwrite their reason and let `clustercheck resume` bring back a node they took out."""
+    overwrite their reason and let `clustercheck resume` bring back a node they took out. One Slurm itself
+    set DOWN (its slurmd stopped answering) is drained: left DOWN, it returns to service when slurmd
+    registers again."""
     out: list[DrainEntry] = []
     for cmd, node in zip(drain_commands(nodes), nodes):
         if node.upper() == "ALL":  # a node list's reserved word: `scontrol update NodeName=ALL` takes every node
@@ -270,7 +273,7 @@ def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
             out.append({"command": cmd, "rc": None, "output": "dry run"})
             continue
         rc, shown = run(["scontrol", "show", "node", "-o", node])
-        theirs = _held_by_others(shown) if rc == 0 else None  # unreadable: the drain's own answer says why
+        theirs = _held_by_others(shown, slurm_user) if rc == 0 else None  # unreadable: the drain's own answer says why
         if theirs is not None:
             out.append({"command": cmd, "rc": None,
                         "output": f"left alone: already {theirs[0]} by someone else ({theirs[1]})"})
@@ -280,32 +283,63 @@ def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
     return out
 
 
-def _node_lines(show_node_output: str) -> list[tuple[str, str, str]]:
-    """(node, state, reason without its [user@time]) for each line of `scontrol show node -o`."""
+class NodeRow(NamedTuple):
+    """A line of `scontrol show node -o`: its node, state, reason without its `[user@time]`, and that user."""
+    node: str
+    state: str
+    reason: str
+    by: str | None
+
+
+def _node_lines(show_node_output: str) -> list[NodeRow]:
+    """A NodeRow for each line of `scontrol show node -o`."""
     rows = []
     for line in show_node_output.splitlines():
         name = re.search(r"\bNodeName=(\S+)", line)
         state = re.search(r"\bState=(\S+)", line)
         if not name or not state:
             continue
-        reason = re.search(r"\bReason=(.*?)(?: \[[^\]]+\])?\s*$", line)
-        rows.append((name.group(1), state.group(1), reason.group(1) if reason else ""))
+        reason = re.search(r"\bReason=(.*?)(?: \[([^\]@]*)@[^\]]*\])?\s*$", line)
+        rows.append(NodeRow(name.group(1), state.group(1), reason.group(1) if reason else "",
+                            reason.group(2) if reason else None))
     return rows
 
 
-def _held_by_others(show_node_output: str) -> tuple[str, str] | None:
-    """(how, reason) when the node is drained, draining or down for a reason that is not clustercheck's."""
-    for _, state, reason in _node_lines(show_node_output):
-        if ("DRAIN" in state or "DOWN" in state or "FAIL" in state) and not reason.startswith(PREFIX):
-            return ("down" if "DRAIN" not in state else "drained"), reason or "no reason given"
+def _held_by_others(show_node_output: str, slurm_user: Callable[[], str | None] = lambda: None
+                    ) -> tuple[str, str] | None:
+    """(how, reason) when the node is drained, draining or down for a reason that is not clustercheck's, nor
+    Slurm's own (`_slurms_down`): slurmctld's DOWN is no one's decision, and a node left DOWN comes back
+    by itself when its slurmd registers again (ReturnToService), where DOWN+DRAIN stays out."""
+    for row in _node_lines(show_node_output):
+        if ("DRAIN" in row.state or "DOWN" in row.state or "FAIL" in row.state) and \
+                not row.reason.startswith(PREFIX) and not _slurms_down(row, slurm_user):
+            return ("down" if "DRAIN" not in row.state else "drained"), row.reason or "no reason given"
     return None
+
+
+def _slurms_down(row: NodeRow, slurm_user: Callable[[], str | None]) -> bool:
+    """Whether slurmctld set the node DOWN itself: its reason is Slurm's own words for a node whose slurmd
+    stopped answering ("Not responding"), or was set by the SlurmUser where that is no admin's account too
+    (`slurm_user()`; under root, as admins act, only Slurm's words tell)."""
+    if "DOWN" not in row.state or "DRAIN" in row.state or "FAIL" in row.state:
+        return False
+    if row.reason == NOT_RESPONDING:
+        return True
+    return row.by not in (None, "root") and row.by == slurm_user()
+
+
+def slurm_user() -> str | None:
+    """The SlurmUser slurmctld runs as (`scontrol show config`), None where it cannot be read."""
+    rc, out = run(["scontrol", "show", "config"])
+    found = re.search(r"^SlurmUser\s*=\s*([^\s(]+)", out, re.MULTILINE) if rc == 0 else None
+    return found.group(1) if found else None
 
 
 def drained_by_us(show_node_output: str) -> tuple[list[str], list[tuple[str, str]]]:
     """From `scontrol show node -o`: (nodes drained with our prefix, [(node, reason)] drained otherwise)."""
     ours: list[str] = []
     others: list[tuple[str, str]] = []
-    for name, state, text in _node_lines(show_node_output):
+    for name, state, text, _ in _node_lines(show_node_output):
         if "DRAIN" not in state:
             continue
         (ours.append(name) if text.startswith(PREFIX) else others.append((name, text)))
