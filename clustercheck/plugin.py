@@ -354,12 +354,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             mark_incomplete(session.config, rec, said)
         # the run's verdict decides (clustercheck.exitcodes), whatever pytest made of it; a non-zero
         # pytest status of other items in the same session (plain Python tests) is never hidden
-        code = for_verdict(run_status(rec)["verdict"])
-        if unwritten or broken:
-            code = Exit.INCOMPLETE  # evidence that could not be written is not a finished run
+        # evidence that could not be written is not a finished run
+        verdict = "INCOMPLETE" if unwritten or broken else str(run_status(rec)["verdict"])
+        code = for_verdict(verdict)
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
         call_each(session.config, "pytest_clustercheck_run_finished", run_dir=cs.run_dir, results=cs.results,
-                  exclusion=cs.exclusion, incomplete=unfinished, config=session.config)
+                  exclusion=cs.exclusion, incomplete=unfinished, verdict=verdict, config=session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

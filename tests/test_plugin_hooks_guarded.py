@@ -188,3 +188,19 @@ def test_a_plugin_that_cannot_load_is_bad_input_in_one_line(tmp_path: Path, plug
     assert out.stderr.splitlines() == [said.replace("{path}", str(tmp_path / "bad_plugin.py"))], out.stderr
     assert out.returncode == 4
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("args", "verdict"), [((), "FAIL"), (("-k", "nomatch"), "INCOMPLETE")])
+def test_prometheus_exports_the_runs_verdict(project: pytest.Pytester, args: tuple[str, ...], verdict: str) -> None:
+    """The file had no run verdict: a dashboard had to fold the items' outcomes itself (and a run that never
+    reached its end said only clustercheck_incomplete 1)."""
+    write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
+    prom = project.path / "cc.prom"
+    project.runpytest("suites/s.yaml", *RUN, *args, "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    said = [(s.labels, s.value) for f in text_string_to_metric_families(prom.read_text()) for s in f.samples
+            if s.name == "clustercheck_verdict"]
+    assert said == [({"verdict": verdict}, 1.0)]
+    if not args:
+        assert json.loads((project.path / "out" / "latest" / "results.json").read_text())["verdict"] == verdict

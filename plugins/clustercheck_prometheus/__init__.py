@@ -4,11 +4,13 @@
 
 At the end of a run it writes (atomically: a temporary file renamed into place, as the collector
 requires) one sample per item and outcome, one per measured metric, one per excluded node, one per node
-with items that could not be measured, and the run's time, so that dashboards and alerts see the last verdict of every node, GPU and link:
+with items that could not be measured, the run's verdict and its time, so that dashboards and alerts see
+the last verdict of every node, GPU and link:
 
     clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed",suite="cpu-smoke"} 1.0
     clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",suite="cpu-smoke",unit="GB/s"} 1.1822587311617827
     clustercheck_excluded{node="node7"} 1.0
+    clustercheck_verdict{verdict="PASS"} 1.0
     clustercheck_last_run_timestamp_seconds 1.7953337201430738e+09
 
 (the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM; `suite` is the suite
@@ -21,8 +23,9 @@ Fail closed, as every report of clustercheck:
   repetition's values (clustercheck.record.burnin.folded, as junit.xml and the terminal), never one
   sample per repetition's outcome with the last repetition's values;
 - a run that never reached that hook (stopped before any check ran, a suite refused, the record unreadable)
-  still replaces the file: `clustercheck_incomplete 1`, its time, and no item, node or metric samples, so
-  that the previous run's verdict is not left standing as this run's;
+  still replaces the file: `clustercheck_incomplete 1`, `clustercheck_verdict{verdict="INCOMPLETE"} 1`, its
+  time, and no item, node or metric samples, so that the previous run's verdict is not left standing as
+  this run's;
 - a file that cannot be written (a full disk, a directory gone, a read-only file system) is one line on
   stderr, `clustercheck: prometheus: cannot write PATH: REASON`, never a traceback; the run's reports and
   verdict stand, and a run that would have exited 0 (or 5, nothing to judge) exits 3, a harness error:
@@ -65,11 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
-                                     incomplete: str | None, config: pytest.Config) -> None:
+                                     incomplete: str | None, verdict: str, config: pytest.Config) -> None:
     path = config.stash.get(armed_key, None)
     if path is not None:
         config.stash[ended_key] = True
-        write(config, path, registry(results, exclusion, incomplete))
+        write(config, path, registry(results, exclusion, incomplete, verdict))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -100,7 +103,7 @@ def fallback(config: pytest.Config) -> None:
     path = config.stash.get(armed_key, None)
     if path is not None and not config.stash.get(ended_key, False):
         config.stash[ended_key] = True
-        write(config, path, registry([], {}, "the run did not reach its end"))
+        write(config, path, registry([], {}, "the run did not reach its end", "INCOMPLETE"))
 
 
 def write(config: pytest.Config, path: Path, reg: Any) -> None:
@@ -124,8 +127,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"  {'prometheus':<16} {path}")
 
 
-def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None) -> Any:
-    """The samples of one run, in a registry of their own (never the process-wide default)."""
+def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None,
+             verdict: str | None = None) -> Any:
+    """The samples of one run, in a registry of their own (never the process-wide default); `verdict`, the
+    run's (clustercheck's end hook), None for none to say."""
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
@@ -142,6 +147,8 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
                      "covering it errored, was skipped or never ran): not cleared", ["node"], registry=reg)
     unfinished = Gauge("clustercheck_incomplete", "1 when the last run did not finish (interrupted, killed, or "
                        "items never ran): its other samples are a partial picture", registry=reg)
+    overall = Gauge("clustercheck_verdict", "1 for the last run's verdict, as its results.json and exit code say "
+                    "it (PASS, FAIL, ERROR, SKIPPED, INCOMPLETE)", ["verdict"], registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
     from clustercheck.record.burnin import folded
     from clustercheck.record.schema import classname
@@ -159,5 +166,7 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
     for node in exclusion.get("untested") or []:
         untested.labels(node).set(1)
     unfinished.set(1 if incomplete else 0)
+    if verdict is not None:
+        overall.labels(verdict).set(1)
     finished.set(time.time())
     return reg
