@@ -82,3 +82,16 @@ def test_drain_leaves_an_admins_down_alone(tmp_path: Path, monkeypatch: pytest.M
     [entry] = exclude.drain({"ccnode3": "ar-node: stopped answering"}, dry_run=False)
     assert entry["rc"] is None and entry["output"] == "left alone: already down by someone else (PSU swap)", entry
     assert updates(log) == []
+
+
+@pytest.mark.parametrize("rc", [1, 124])
+def test_a_node_whose_state_cannot_be_read_is_not_drained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          rc: int) -> None:
+    """`scontrol show node` failing (slurmctld not answering, a timeout) left --drain blind and it drained
+    anyway, overwriting an admin's drain reason it could not see. Now: no update, and an entry whose
+    status is the read's, said on the terminal as `drain failed`."""
+    log = scontrol(tmp_path, monkeypatch, "slurm_load_node error: Unable to contact slurm controller", show_rc=rc)
+    [entry] = exclude.drain({"ccnode3": "ar-node: stopped answering"}, dry_run=False)
+    assert updates(log) == [], log.read_text()
+    assert entry["rc"] == rc and entry["output"] == (
+        "not drained: its state could not be read (slurm_load_node error: Unable to contact slurm controller)"), entry

@@ -221,7 +221,8 @@ esac
 
 @pytest.mark.pool
 def test_a_drain_that_fails_never_costs_the_run_its_reports(tree: Path) -> None:
-    tool(tree, "scontrol", 'echo "slurm_update error: Invalid user id" >&2\nexit 1\n')
+    tool(tree, "scontrol", '[ "$1" = show ] && { echo "NodeName=$4 State=IDLE Reason=(null)"; exit 0; }\n'
+         'echo "slurm_update error: Invalid user id" >&2\nexit 1\n')  # the node is read; its drain fails
     out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", "--drain", cwd=tree,
              path=f"{tree / 'bin'}:{os.environ['PATH']}")
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]  # the check failed; the drain is a note

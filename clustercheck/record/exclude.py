@@ -273,7 +273,11 @@ def drain(nodes: dict[str, str], dry_run: bool) -> list[DrainEntry]:
             out.append({"command": cmd, "rc": None, "output": "dry run"})
             continue
         rc, shown = run(["scontrol", "show", "node", "-o", node])
-        theirs = _held_by_others(shown, slurm_user) if rc == 0 else None  # unreadable: the drain's own answer says why
+        if rc != 0:  # not known whose it is: draining could overwrite an admin's reason, so it is not drained
+            said = (shown.splitlines() or [f"exit {rc}"])[-1][:200]
+            out.append({"command": cmd, "rc": rc, "output": f"not drained: its state could not be read ({said})"})
+            continue
+        theirs = _held_by_others(shown, slurm_user)
         if theirs is not None:
             out.append({"command": cmd, "rc": None,
                         "output": f"left alone: already {theirs[0]} by someone else ({theirs[1]})"})
