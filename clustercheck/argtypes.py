@@ -19,15 +19,18 @@ def given(option: str) -> Callable[[str], str]:
 
 
 def hostlist_of(option: str) -> Callable[[str], str]:
-    """A Slurm hostlist (`node[01-04,07]`), checked as it is given: a malformed one is one line at the
-    command line, not a BadHostlist traceback from wherever it is first expanded."""
+    """A Slurm hostlist (`node[01-04,07]`), checked as it is given: a malformed one, or one that names no
+    host (`,`), is one line at the command line, not a BadHostlist traceback from wherever it is first
+    expanded, nor an empty list read as none given."""
     def check(text: str) -> str:
         import hostlist
 
         try:
-            hostlist.expand_hostlist(given(option)(text))
+            names = hostlist.expand_hostlist(given(option)(text))
         except hostlist.BadHostlist as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        if not names:  # `,` expands to nothing: read as no list at all, it meant every node
+            raise argparse.ArgumentTypeError(f"{text!r} names no host")
         return text
     return check
 

@@ -229,7 +229,7 @@ class HostsLauncher(JoinLauncher):
 
 def host_names(text: str, what: str) -> list[str]:
     """The hosts a hostlist names (`node[01-04],login1`), in order, for `what` (the option or variable it came
-    from): UserError in one line for a malformed one, a word that is no host name, or a host named twice (a
+    from): UserError in one line for a malformed one, one that names no host (`,`), a word that is no host name, or a host named twice (a
     host name ignores case and a trailing dot: n1, N1 and n1. are one host, which would get two agents)."""
     import hostlist
 
@@ -237,6 +237,8 @@ def host_names(text: str, what: str) -> list[str]:
         names = hostlist.expand_hostlist(text, allow_duplicates=True)
     except hostlist.BadHostlist as exc:
         raise UserError(f"{what} {text!r}: {exc}") from None
+    if not names and text:  # `,`: else refused further on as if no list were given, naming another option
+        raise UserError(f"{what} {text!r} names no host")
     for name in names:  # a host name is a file name of its agent's log and a word of its command
         if (why := node_name_problem(name)) is not None:  # the one rule of a node's name (an agent's too)
             raise UserError(f"{what} {text!r}: {name!r} {why}")
