@@ -13,6 +13,7 @@ import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.run.gang import slurm_place
+from clustercheck.run import slurm
 from clustercheck.run.slurm import srun_ends, srun_own
 
 
@@ -224,4 +225,25 @@ def test_an_agent_srun_saw_exit_with_clustercheck_s_own_bug_does_not_blame_its_n
         assert ("ccnode2" in losses.excused) is not blamed
         said = losses.why(launcher, "ccnode2")
         assert said.count("ValueError: boom") == 1 and f"Exited with exit code {code}" in said, said
+        monkeypatch.setattr(slurm, "SETTLE_S", 0.3)
         assert launcher.disrupted(0, "ccnode1") is None  # srun said nothing of ccnode1's task: it stands
+
+
+def test_srun_s_words_of_a_crashed_agent_that_come_after_its_loss_still_excuse_the_node(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun prints a task's end a moment after the agent's connection dropped: the controller that asked at
+    once read no words and blamed (excluded, drained) a node whose agent exited 70. It waits for them."""
+    import threading
+
+    monkeypatch.setattr(slurm, "SETTLE_S", 30.0)  # a bound for a slow machine; the words come after 0.3 s
+    with joined_step(tmp_path, monkeypatch) as launcher:
+        log = tmp_path / "agents.log"
+        log.write_text("0: joined\n1: clustercheck: internal error: ValueError: boom\n")
+        late = threading.Timer(0.3, lambda: log.write_text(
+            log.read_text() + "srun: error: ccnode2: task 1: Exited with exit code 70\n"))
+        late.start()
+        try:
+            loss = launcher.disrupted(1, "ccnode2")
+        finally:
+            late.join()
+        assert loss is not None and not loss.blamed, loss

@@ -194,8 +194,12 @@ class SlurmLauncher(HostsLauncher):
         agent, so its exit code is no one agent's (the hosts launcher's rule reads none), but srun names each
         task's ("srun: error: ccnode3: task 2: Exited with exit code 70"). A bug of clustercheck's own
         (AGENT_BUG) or input the agent refused (4) excuses the node, which is only not measured; any other end
-        (killed, a signal, another code, or no words of srun's yet) leaves the node's going standing."""
-        said = self._said()
+        (killed, a signal, another code, or no words of srun's) leaves the node's going standing. srun prints a
+        task's end a moment after the agent's connection drops: it is given SETTLE_S to say it (once a lost node)."""
+        said, end = self._said(), time.monotonic() + SETTLE_S
+        while node not in said.ended and time.monotonic() < end:
+            time.sleep(0.1)
+            said = self._said()
         exited = _EXITED.search(said.ended.get(node, ""))
         if exited is None or int(exited.group(1)) not in NOT_THE_NODE:
             return None
