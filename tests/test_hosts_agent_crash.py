@@ -81,3 +81,25 @@ def test_an_agent_that_crashes_from_clustercheck_s_own_bug_leaves_its_node_an_er
     excluded = tmp_path / "out" / "latest" / "exclude.txt"
     assert not excluded.exists() or excluded.read_text().split() == [], excluded.read_text()
     assert data["verdict"] == "ERROR" and ctl.returncode == Exit.ERROR
+
+
+def test_an_agent_that_exits_a_moment_after_its_loss_is_read_by_its_code(tmp_path: Path) -> None:
+    """The controller asks how a node was lost as its agent's connection drops, before the agent's process (or
+    the ssh before it) has exited: poll() then read no code and a crash of clustercheck's own (70) blamed,
+    excluded and drained its node. disrupted() gives the process EXIT_WAIT to exit; one still running stands."""
+    from clustercheck.run.hosts import HostsLauncher
+
+    launcher = HostsLauncher(["h1", "h2"], "{python}")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agent-1-h2.log").write_text("clustercheck: internal error: ValueError: boom\n")
+    late = subprocess.Popen(["sh", "-c", "sleep 0.3; exit 70"])
+    running = subprocess.Popen(["sleep", "30"])
+    launcher.agents = [running, late]
+    try:
+        loss = launcher.disrupted(1, "h2")
+        assert loss is not None and not loss.blamed and "ValueError: boom" in loss.why, loss
+        assert launcher.disrupted(0, "h1") is None  # running on past EXIT_WAIT: its going stands
+    finally:
+        running.kill()
+        running.wait()
+        late.wait()

@@ -46,6 +46,7 @@ REACH = 10.0
 # seconds the controller waits for every agent to join or end: its start and one torch import, as long as a
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
+EXIT_WAIT = 3.0  # seconds a lost agent's process is given to exit, so that its code is read (once a lost node)
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
 # what an agent says once it tried the controller's address (agent.connect): before then the address is no cause
 TRIED = ("waiting for the controller", "could not reach the controller")
@@ -199,7 +200,10 @@ class HostsLauncher(JoinLauncher):
         proc = self.agents[index] if index < len(self.agents) else None
         if proc is None or sum(p is proc for p in self.agents) > 1:
             return None  # one process for every agent (the slurm launcher's srun step): its code is no one agent's
-        code = proc.poll()
+        try:  # asked as its connection dropped, the agent (and the ssh before it) may take a moment to exit
+            code: int | None = proc.wait(EXIT_WAIT)
+        except subprocess.TimeoutExpired:  # running on, or a host gone mid-ssh: its going stands
+            return None
         if code not in NOT_THE_NODE:
             return None
         said = last_words(self.agent_log(index))
