@@ -1,6 +1,9 @@
 """`measure: ib_write_bw`: perftest's RDMA write bandwidth per NIC, a loopback run on each node's first
 rank (clustercheck/measure/native_io.py), judged per NIC. Where perftest is not installed, or the node
-has no ACTIVE port, the check is skipped saying so.
+has no RDMA device (none in sysfs, and no problem of one in its facts), the check is skipped saying so. A
+device whose sysfs facts name a problem (fabric/rdma.py: a ports/ directory that lists no port, a state the
+kernel would not write, ACTIVE without LinkUp) fails naming the node and device; a sysfs file of one that
+could not be read leaves the item not judged naming it; never a skip, never a pass on the other NICs.
 
 Floor per NIC: `ib_write_bw_min` (Gb/s) from the profile's expect: block or --expect when given, else 0.9 of
 the fastest rate of the port's siblings (the node's ACTIVE ports of its HCA model, its own included) as
@@ -37,6 +40,7 @@ SOURCE = ("Azure gates ib_write_bw with GPUDirect at 380 of 400 Gb/s per NDR NIC
           "on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf, "
           "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the fastest rate of the port's sibling ports on its node")
 _DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PORT = re.compile(r"[A-Za-z0-9_.-]{1,64}(?:/\d{1,3})?")  # an RDMA device (mlx5_0) or one port of it (mlx5_0/1)
 
 
 def parse(f: Fields) -> dict[str, Any]:
@@ -81,6 +85,27 @@ def named_in(device: str, port: int, names: Sequence[str]) -> bool:
     return device in names or f"{device}/{port}" in names
 
 
+def rdma_problems(problems: Sequence[str]) -> list[tuple[str | None, str, bool]]:
+    """The problems of a node's network facts (clustercheck/fabric/rdma.py) that are its RDMA devices':
+    (the device or port each names, or None for the device directory as a whole; the problem; whether it is a
+    file or directory that could not be read). rdma.py begins each with the device (mlx5_0:) or port
+    (mlx5_0/1:) it is about, or with the path of /sys/class/infiniband when that cannot be listed; the PCI
+    tree's (fabric/pcitree.py) begin with a path under /sys/bus/pci and are not the NICs'. Nor is a device's
+    PCI function missing from the tree: perftest runs without it, and the placement checks and the `ib` probe
+    judge it (a soft RDMA device has none)."""
+    out: list[tuple[str | None, str, bool]] = []
+    for problem in problems:
+        head, _, body = str(problem).partition(": ")
+        if body.startswith(("no PCI device behind it", "its PCI function ")):
+            continue
+        unread = "cannot be read" in problem or "cannot be listed" in problem
+        if _PORT.fullmatch(head):
+            out.append((head, problem, unread))
+        elif head.rstrip("/").endswith("/class/infiniband"):
+            out.append((None, problem, unread))
+    return out
+
+
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     result = next((r for r in a.per_rank if r.get("binary")), None)
     if result is None:
@@ -95,14 +120,25 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     # A NIC whose run could not be read is the harness's word, not the hardware's: it must not discard the
     # verdicts of the NICs judged before or after it, so each is kept and decided on at the end
     unread: list[tuple[str, str]] = []  # (NIC, why its run gave no bandwidth)
-    unjudged: list[str] = []  # NICs measured but with no floor to judge them against
+    unjudged: list[str] = []  # NICs measured but with no floor to judge them against, sysfs files not read
     run_rule = Expectation(a.check.id, "run", "a complete run", BUILT_IN,
                            "the tool's whole table, no failure line, exit status 0")
     named_by = "the check's devices:" if a.check.params.get("devices") else "the expectation fabric_ports"
     present = Expectation(a.check.id, "device", "present", f"{a.check.file}:{a.check.line}" if a.check.params.get("devices") else
                           rules.expect_origin, f"named in {named_by}")
+    # a device whose sysfs facts name a problem (fabric/rdma.py) is there but unusable, the hardware's failure;
+    # a file of it that could not be read leaves it not judged: either names it, never "no RDMA port" nor a pass
+    problems = rdma_problems(result.get("problems") or ())
+    usable = Expectation(a.check.id, "device", "usable", BUILT_IN, "its sysfs tree as the kernel writes it: its "
+                         "ports listed, each port's state and rate readable and consistent (clustercheck/fabric/rdma.py)")
+    verdicts += [Verdict("device", "unusable", "", usable, False, subject=subject, detail=f"on {result['host']}: {problem}")
+                 for subject, problem, unread in problems if subject and not unread]
+    unjudged += [f"ib_write_bw on {result['host']}{f' ({subject})' if subject else ''}: not judged: {problem}"
+                 for subject, problem, unread in problems if unread or not subject]
+    broken = {subject.split("/")[0] for subject, _, _ in problems if subject}  # named in its problem, not "absent"
     verdicts += [Verdict("device", "absent", "", present, False, subject=name,
-                         detail=f"named in {named_by} and not on {result['host']}") for name in result.get("absent", ())]
+                         detail=f"named in {named_by} and not on {result['host']}")
+                 for name in result.get("absent", ()) if name.split("/")[0] not in broken]
     for run in result["runs"]:
         # a port of a multi-port HCA is its own subject (mlx4_0/2), one port's device keeps its name (mlx5_0)
         dev = f"{run['device']}/{run.get('port', 1)}" if run.get("device_ports", 1) > 1 else run["device"]

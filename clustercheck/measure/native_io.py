@@ -29,7 +29,7 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     if ctx.local_rank != 0:
         return {}
     from clustercheck.fabric import rdma
-    from clustercheck.kinds.ib_write_bw import argv, named_in
+    from clustercheck.kinds.ib_write_bw import argv, named_in, rdma_problems
 
     base = {"host": ctx.host, "binary": "ib_write_bw"}
     env = tool_env(ctx)
@@ -40,7 +40,9 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     ports = [p for p in net.ports if (named_in(p.device, p.port, named) if named else p.up)]
     # a device the check or fabric_ports names that is not here is the judge's to fail, never left out
     absent = [n for n in named if not any(named_in(p.device, p.port, [n]) for p in net.ports)]
-    if not ports and not named:
+    # a node with an RDMA device whose facts name a problem (a device listing no port, a state file that cannot
+    # be read) is no node without RDMA: the judge fails or leaves it not judged, naming the device
+    if not ports and not named and not rdma_problems(net.problems):
         return {**base, "outcome": "missing", "reason": f"no RDMA port is ACTIVE/LinkUp on {ctx.host} "
                                                        f"({len(net.ports)} port(s) in sysfs)"}
     runs = []
