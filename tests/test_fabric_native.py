@@ -126,7 +126,7 @@ def test_the_loopbacks_server_side_is_judged_beside_its_client_never_dropped():
     lost = judged({"outcome": "ran", "returncode": 1, "stdout": "",
                    "stderr_tail": " Couldn't read remote address\n Failed to exchange data between server and clients\n"})
     assert [(s, m, p) for s, m, p, _ in lost] == [("mlx5_0", "run", False), ("mlx5_0", "bw_gbps", True)]
-    assert lost[0][3] == "failed server: stderr: Couldn't read remote address, exit status 1"
+    assert lost[0][3] == "failed server: stderr: Couldn't read remote address, exited with status 1"
 
 
 def _gds_runs(path: Path) -> list[dict[str, Any]]:

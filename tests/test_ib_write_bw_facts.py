@@ -170,3 +170,44 @@ def test_only_the_rdma_devices_problems_are_the_checks() -> None:
             "mlx5_3/1: /sys/class/infiniband/mlx5_3/ports/1/phys_state cannot be read"]
     assert rdma_problems(said) == [(None, said[3], True), ("mlx5_1", said[4], False), ("mlx5_2/1", said[5], False),
                                    ("mlx5_3/1", said[6], True)]
+# -- the loopback's server side ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("returncode", [None, False, "0"])
+def test_a_server_without_an_exit_status_fails_its_nics_run_verdict(returncode: Any) -> None:
+    """A server returncode of None, False or text was taken for a clean exit, as the client's was before 60afdd6."""
+    client = {"outcome": "ran", "stdout": CAPTURE.read_text(), "returncode": 0, "timed_out": False}
+    server = {"outcome": "ran", "returncode": returncode, "timed_out": False, "timeout": 10.0, "stdout": "",
+              "stderr_tail": ""}
+    run = {"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True, "client": client, "server": server}
+    result = {"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": [run]}
+    _, verdicts = judge(_answers(result), Rules({}))
+    assert [(v.subject, v.metric, v.passed, v.detail) for v in verdicts if v.metric == "run"] == [
+        ("mlx5_0", "run", False, f"server: no exit status ({returncode!r})")]
+
+
+def test_a_server_still_running_after_its_client_is_killed_and_fails_the_run_saying_so() -> None:
+    """The rank's own _start/_finish on a real process that outlives its wait."""
+    from clustercheck.measure.native_io import _finish, _start
+
+    server = _finish(_start([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ)), 0.2)
+    assert server["timed_out"] is True and server["returncode"] is not None and server["returncode"] < 0
+    client = {"outcome": "ran", "stdout": CAPTURE.read_text(), "returncode": 0, "timed_out": False}
+    run = {"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True, "client": client, "server": server}
+    _, verdicts = judge(_answers({"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": [run]}), Rules({}))
+    assert [(v.metric, v.passed, v.detail) for v in verdicts if v.metric == "run"] == [
+        ("run", False, "server: still running 0.2 s after its client ended (killed by SIGKILL)")]
+
+
+def test_a_server_that_exited_cleanly_adds_nothing() -> None:
+    server = _finish_of([sys.executable, "-c", "pass"])
+    assert server["returncode"] == 0 and server["timed_out"] is False
+    client = {"outcome": "ran", "stdout": CAPTURE.read_text(), "returncode": 0, "timed_out": False}
+    run = {"device": "mlx5_0", "port": 1, "rate_gbps": 100.0, "up": True, "client": client, "server": server}
+    _, verdicts = judge(_answers({"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": [run]}), Rules({}))
+    assert [(v.metric, v.passed) for v in verdicts] == [("bw_gbps", True)]
+
+
+def _finish_of(argv: list[str]) -> dict[str, Any]:
+    from clustercheck.measure.native_io import _finish, _start
+
+    return _finish(_start(argv, dict(os.environ)), 30.0)

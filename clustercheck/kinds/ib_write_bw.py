@@ -197,7 +197,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 
 def _server(server: Mapping[str, Any]) -> tuple[str, tuple[reader.Row, ...]]:
     """What the loopback's server side said: a problem (its failure line on stdout or stderr, a cut-off table,
-    its exit status or why it never ran) and its table's rows. A server that printed no table and no failure
+    an end other than exit status 0, or why it never ran) and its table's rows. A server that printed no table and no failure
     line adds nothing: the client's table is the run's."""
     if not server:
         return "", ()
@@ -214,8 +214,13 @@ def _server(server: Mapping[str, Any]) -> tuple[str, tuple[reader.Row, ...]]:
         said.append(f"stdout: {out}" if out else "")
     err = reader.failure_in(str(server.get("stderr_tail") or ""))  # perftest prints its errors to stderr
     said.append(f"stderr: {err}" if err else "")
-    if server.get("returncode"):
-        said.append(f"exit status {server['returncode']}")
+    # a returncode of None or False (no exit status read) is no clean exit, as on the client's side (native.py);
+    # a server still running after its client ended was killed after the rank's wait, not the tool's timeout
+    if server.get("timed_out"):
+        said.append(f"still running {server.get('timeout', 0):g} s after its client ended "
+                    f"({unclean_end({**server, 'timed_out': False}) or 'exited with status 0'})")
+    else:
+        said.append(unclean_end({**server, "timed_out": False}) or "")
     said = [s for s in said if s]
     return (f"server: {', '.join(said)}" if said else ""), rows
 

@@ -105,10 +105,13 @@ def _finish(server: tuple[subprocess.Popen[bytes], _Reader, _Reader] | str, time
     if isinstance(server, str):
         return {"outcome": "unrunnable", "reason": server}
     proc, out, err = server
+    timed_out = False
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
+        timed_out = True  # the judge says it outlived its client, not only "killed by SIGKILL"
     out.join()
     err.join()
-    return {"outcome": "ran", "returncode": proc.returncode, "stdout": out.text(), "stderr_tail": err.text()}
+    return {"outcome": "ran", "returncode": proc.returncode, "timed_out": timed_out, "timeout": timeout,
+            "stdout": out.text(), "stderr_tail": err.text()}
