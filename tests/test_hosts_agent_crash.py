@@ -103,3 +103,27 @@ def test_an_agent_that_exits_a_moment_after_its_loss_is_read_by_its_code(tmp_pat
         running.kill()
         running.wait()
         late.wait()
+
+
+def test_nodes_lost_together_share_one_exit_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hundred hosts gone at once (their ssh hangs) must not cost EXIT_WAIT each: the losses asked together
+    share one window, and those asked once it ended are only looked at (a wait of 0)."""
+    from clustercheck.run import hosts
+
+    monkeypatch.setattr(hosts, "EXIT_WAIT", 0.3)
+    launcher = hosts.HostsLauncher([f"h{i}" for i in range(4)], "{python}")
+    launcher.agent_dir = tmp_path
+    asked: list[float | None] = []
+    procs = [subprocess.Popen(["sleep", "30"]) for _ in range(4)]
+    for proc in procs:
+        wait = proc.wait
+        proc.wait = lambda timeout=None, _wait=wait: (asked.append(timeout), _wait(timeout))[1]  # type: ignore
+    launcher.agents = procs
+    try:
+        assert all(launcher.disrupted(i, f"h{i}") is None for i in range(4))  # each still running: blamed
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert len(asked) >= 4 and sum(t or 0.0 for t in asked[:4]) <= 0.3 + 1e-6, asked
+    assert asked[1:4] == [0.0, 0.0, 0.0], asked

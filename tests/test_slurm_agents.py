@@ -4,6 +4,7 @@ agent srun started finds its place in the allocation, and srun's reports of task
 from __future__ import annotations
 
 import contextlib
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from clustercheck.errors import UserError
 from clustercheck.run.gang import slurm_place
-from clustercheck.run import slurm
+from clustercheck.run import hosts
 from clustercheck.run.slurm import srun_ends, srun_own
 
 
@@ -225,7 +226,8 @@ def test_an_agent_srun_saw_exit_with_clustercheck_s_own_bug_does_not_blame_its_n
         assert ("ccnode2" in losses.excused) is not blamed
         said = losses.why(launcher, "ccnode2")
         assert said.count("ValueError: boom") == 1 and f"Exited with exit code {code}" in said, said
-        monkeypatch.setattr(slurm, "SETTLE_S", 0.3)
+        monkeypatch.setattr(hosts, "EXIT_WAIT", 0.3)
+        launcher._settle_until = -math.inf  # a new window, of 0.3 s
         assert launcher.disrupted(0, "ccnode1") is None  # srun said nothing of ccnode1's task: it stands
 
 
@@ -235,7 +237,7 @@ def test_srun_s_words_of_a_crashed_agent_that_come_after_its_loss_still_excuse_t
     once read no words and blamed (excluded, drained) a node whose agent exited 70. It waits for them."""
     import threading
 
-    monkeypatch.setattr(slurm, "SETTLE_S", 30.0)  # a bound for a slow machine; the words come after 0.3 s
+    monkeypatch.setattr(hosts, "EXIT_WAIT", 30.0)  # a bound for a slow machine; the words come after 0.3 s
     with joined_step(tmp_path, monkeypatch) as launcher:
         log = tmp_path / "agents.log"
         log.write_text("0: joined\n1: clustercheck: internal error: ValueError: boom\n")

@@ -17,6 +17,7 @@ are laid over the agent's own (remote login) environment, as they were over a ra
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shlex
@@ -86,6 +87,7 @@ class HostsLauncher(JoinLauncher):
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
         self.pods = self  # whether every missing agent has ended, why, and how one was lost: their processes say
+        self._settle_until = -math.inf  # the end of the window the nodes lost together share to say how they ended
 
     def begin(self) -> None:
         """Start every host's agent and wait until each joined or ended; the nodes are then those that joined,
@@ -192,6 +194,15 @@ class HostsLauncher(JoinLauncher):
                     (f" ({said})" if said else "")
         return super().silent()
 
+    def settling(self) -> float:
+        """Seconds left for a lost agent to say how it ended: one EXIT_WAIT window shared by the nodes lost
+        together (a hundred hosts gone at once wait 3 s, not 300): those asked after it ended are only looked at,
+        until a quiet EXIT_WAIT opens the next."""
+        now = time.monotonic()
+        if now >= self._settle_until + EXIT_WAIT:
+            self._settle_until = now + EXIT_WAIT
+        return max(0.0, self._settle_until - now)
+
     def disrupted(self, index: int, node: str) -> Loss | None:
         """How agent `index` (on `node`) was lost mid-run, as its exit code tells (join.loss): a bug of
         clustercheck's own (AGENT_BUG) or input it refused (4) ended it, so the node is not blamed, only not
@@ -201,7 +212,7 @@ class HostsLauncher(JoinLauncher):
         if proc is None or sum(p is proc for p in self.agents) > 1:
             return None  # one process for every agent (the slurm launcher's srun step): its code is no one agent's
         try:  # asked as its connection dropped, the agent (and the ssh before it) may take a moment to exit
-            code: int | None = proc.wait(EXIT_WAIT)
+            code: int | None = proc.wait(self.settling())
         except subprocess.TimeoutExpired:  # running on, or a host gone mid-ssh: its going stands
             return None
         if code not in NOT_THE_NODE:

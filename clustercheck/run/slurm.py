@@ -195,8 +195,9 @@ class SlurmLauncher(HostsLauncher):
         task's ("srun: error: ccnode3: task 2: Exited with exit code 70"). A bug of clustercheck's own
         (AGENT_BUG) or input the agent refused (4) excuses the node, which is only not measured; any other end
         (killed, a signal, another code, or no words of srun's) leaves the node's going standing. srun prints a
-        task's end a moment after the agent's connection drops: it is given SETTLE_S to say it (once a lost node)."""
-        said, end = self._said(), time.monotonic() + SETTLE_S
+        task's end a moment after the agent's connection drops: it is given EXIT_WAIT to say it, a window the
+        nodes lost together share."""
+        said, end = self._said(), time.monotonic() + self.settling()
         while node not in said.ended and time.monotonic() < end:
             time.sleep(0.1)
             said = self._said()
