@@ -6,6 +6,7 @@ import difflib
 from typing import Any, Callable, TypeVar
 
 from clustercheck.errors import UserError, show
+from clustercheck.units import is_count, is_number
 from clustercheck.yamlfile import Mapping
 
 T = TypeVar("T")
@@ -55,7 +56,7 @@ class Fields:
             raise self.error(key, problem)
         kinds = kind if isinstance(kind, tuple) else (kind,)
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        if float in kinds and is_count(value):
             try:
                 ok, value = True, float(value)
             except OverflowError:  # e.g. 0x followed by a thousand digits
@@ -95,7 +96,7 @@ def number_form(text: str, value: object) -> str | None:
     """A number written in a form YAML 1.1 reads otherwise than it looks: `010` is 8 (octal), `1:30` 90
     (base 60), `1_0` 10, `0x10` 16, `0b11` 3; each would change what is measured without a word. `text` is the
     scalar as written, `value` what YAML made of it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     digits = text.strip().lstrip("+-")
     why = ("base 60" if ":" in digits else "'_' a digit separator" if "_" in digits else

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from clustercheck.errors import show  # a user's value quoted briefly, whatever its size
 
 if TYPE_CHECKING:  # for mypy only (annotations are strings here): what is_number tells it of its argument
-    from typing_extensions import TypeIs
+    from typing_extensions import TypeGuard, TypeIs
 
 # nccl-tests reads "16M" as 16 MiB; we accept that and the explicit KiB/MiB/GiB forms.
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
@@ -89,6 +89,18 @@ def is_number(value: object) -> TypeIs[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_count(value: object) -> TypeIs[int]:
+    """An int, never a bool (`true` is not one GPU). Any sign: a caller that needs a bound compares itself."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value: object) -> TypeGuard[int | float]:
+    """A number (is_number) that is neither NaN nor an infinity: what a limit or a comparable measurement must be.
+    An int too large for a float raises OverflowError, as float() of it does. A TypeGuard, not a TypeIs: a False
+    says nothing of the type (NaN is a float), so mypy must not narrow the other branch."""
+    return is_number(value) and math.isfinite(value)
+
+
 def out_of_domain(value: float, unit: str) -> str | None:
     """Why `value` cannot be a measurement in `unit` (not a number at all: a bool, where True would read as 1,
     or a string; not a finite number; negative in a family that never is), or None when it can."""
@@ -143,7 +155,7 @@ def fmt_unit(value: float | str | None, unit: str | None) -> str:
     """A value with its unit, formatted by the unit, the one place every report formats a number with one:
     bytes in KiB/MiB/GiB, a percentage as `+12.5%`, seconds and everything else to 4 significant digits
     (never `90.89299999999999 s`)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return f"{fmt(value)} {unit or ''}".rstrip()
     if unit in BYTES_UNITS:
         return format_bytes(value)

@@ -97,8 +97,7 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
         if key == "pci_device_ids":
             ids = detect_f.get(key, list, None, any_number_form=True)  # [0x2330]: hex is the way ids are written
             if ids is not None:
-                if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 0xFFFF
-                                      for i in ids):
+                if not ids or not all(units.is_count(i) and 0 <= i <= 0xFFFF for i in ids):
                     raise detect_f.error(key, "expected a list of PCI device ids (16 bits) such as [0x2330]")
                 if len(set(ids)) != len(ids):  # a copy-paste slip that hides the id meant
                     twice = next(i for n, i in enumerate(ids) if i in ids[:n])

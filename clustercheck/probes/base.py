@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
+from clustercheck.units import is_count
+
 
 class ProbeParseError(ValueError):
     """The text is not what the probe reads; the message says what was expected."""
@@ -47,7 +49,7 @@ def not_judged(subject: str, what: str, why: str, measured: object = None, expec
 
 def count_of(value: object) -> int | None:
     """A profile's count (`gpu_count`) as a promise: an int, never a bool (`true` is not one GPU)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_count(value) else None
 
 
 def gaps(numbers: Collection[int], top: int) -> list[int]:

@@ -282,7 +282,7 @@ def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple
         for name, value in raw.items():
             if name not in COLLECTIVES:
                 raise UserError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}", key=f"expect.{key}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not units.is_number(value):
                 raise UserError(f"expected a number of GB/s, got {type(value).__name__}", key=f"expect.{key}.{name}")
         if collective is None:
             return None, f"{key} names collectives, and this capture does not say which collective it ran"

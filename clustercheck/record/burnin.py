@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from clustercheck.record.schema import item_id
+from clustercheck.units import is_finite_number, is_number
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,7 @@ def _series(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, list[tu
     unit = ""
     for k, r in enumerate(runs, 1):  # the check's own verdict, else its worst subject's (per-GPU kinds judge each GPU)
         found = [v for v in r.get("verdicts") or ()
-                 if v.get("metric") == metric and isinstance(v.get("measured"), (int, float))
-                 and not isinstance(v.get("measured"), bool)]
+                 if v.get("metric") == metric and is_number(v.get("measured"))]
         if found:
             pick = next((v for v in found if not v.get("subject")), None) or _worst(found)
             values.append((int(r.get("repeat") or k), float(pick["measured"])))
@@ -151,8 +151,7 @@ def _measure(v: Mapping[str, Any]) -> bool:
 
     measured, metric = v.get("measured"), str(v.get("metric") or "")
     counter = "." in metric and metric.split(".")[0] in FAMILIES and v.get("unit") == "count" and bool(v.get("subject"))
-    return (v.get("kind") != "expect" and isinstance(measured, (int, float)) and not isinstance(measured, bool)
-            and not not_judged(v) and not counter)
+    return v.get("kind") != "expect" and is_number(measured) and not not_judged(v) and not counter
 
 
 def _worst(verdicts: list[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -322,7 +321,4 @@ _WORSE = {">=": min, ">": min, "<=": max, "<": max}  # a directional limit's ope
 
 
 def _worst_of(seen: list[Any], pick: Any) -> Any:
-    def number(x: Any) -> bool:
-        return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
-
-    return pick(seen) if all(map(number, seen)) else next(x for x in seen if not number(x))
+    return pick(seen) if all(map(is_finite_number, seen)) else next(x for x in seen if not is_finite_number(x))

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Mapping
 from clustercheck.errors import ClusterCheckError
 from clustercheck.record.lines import NotText, RecordError, check, check_schema, parse  # noqa: F401 (re-exported)
 from clustercheck.record.schema import EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, item_id
+from clustercheck.units import is_count
 
 # the report format from which not_run() lists the items of the repetitions a run never started as well
 REPETITIONS_NOT_RUN = 10
@@ -80,7 +81,7 @@ class Record:
         """The repetitions a `--repeat N` run was asked for (the header's repeat.count); None otherwise (a
         `--duration` run knows no count)."""
         count = (self.header.get("repeat") or {}).get("count")
-        return count if isinstance(count, int) and not isinstance(count, bool) else None
+        return count if is_count(count) else None
 
     def unstarted(self) -> list[int]:
         """The repetitions of a `--repeat N` run that never started (an interruption, a kill, a stop between

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from clustercheck.record.schema import OUTCOMES, SCHEMA_VERSION
+from clustercheck.units import is_finite_number
 
 
 class RecordError(ValueError):
@@ -197,7 +198,7 @@ def _verdict(v: dict[str, Any], where: str) -> None:
         if key not in v:
             raise RecordError(f"{where}: a limit's verdict without {key!r}")
     limit, measured = v["limit"], v["measured"]
-    if not isinstance(limit, (int, float)) or isinstance(limit, bool) or not math.isfinite(limit):
+    if not is_finite_number(limit):
         raise RecordError(f"{where}.limit: {str(limit)[:40]!r} is not a finite number")
     if v["passed"] and isinstance(measured, float) and not math.isfinite(measured):
         raise RecordError(f"{where}: passed with measured {json.dumps(measured)}, which judging never passes (a "
@@ -212,7 +213,7 @@ def _verdict(v: dict[str, Any], where: str) -> None:
 
 def _holds(measured: Any, op: str, limit: float) -> bool | None:
     """Whether a finite number meets `op limit`; None for what is no number (text, NaN: said above)."""
-    if isinstance(measured, bool) or not isinstance(measured, (int, float)) or not math.isfinite(measured):
+    if not is_finite_number(measured):
         return None
     return {">=": measured >= limit, ">": measured > limit, "<=": measured <= limit, "<": measured < limit,
             "==": measured == limit}[op]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from clustercheck.judging.verdicts import VerdictEntry
-from clustercheck.units import UNITS, convert, fmt, format_size
+from clustercheck.units import UNITS, convert, fmt, format_size, is_count, is_finite_number
 
 HIGHER, LOWER = "higher", "lower"
 _DIRECTION = {">=": HIGHER, ">": HIGHER, "<=": LOWER, "<": LOWER}
@@ -112,7 +112,7 @@ def _own(verdicts: list[VerdictEntry] | None) -> list[VerdictEntry]:
 
 
 def _size(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if is_count(value) and value >= 0:
         return re.sub(r"^(\d+)(\D+)$", r"\1 \2", format_size(value))  # 1 MiB
     return "no size" if value is None else fmt(value)
 
@@ -134,10 +134,7 @@ def judged_otherwise(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
 
 def _number(value: Any) -> float | None:
     """A measured value that can be compared: a finite number (not a bool, text, NaN or infinity)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return float(value) if is_finite_number(value) else None
 
 
 def spread(entry: Mapping[str, Any], v: Mapping[str, Any], rows: Mapping[tuple[str, str], float] | None = None) -> float:

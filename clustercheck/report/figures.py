@@ -9,7 +9,7 @@ import re
 import statistics
 from typing import Any, Mapping, Sequence
 
-from clustercheck.units import convert, fmt, format_size
+from clustercheck.units import convert, fmt, format_size, is_finite_number
 
 W, H = 420, 220
 PLACEMENT_ORDER = ("out", "in")
@@ -43,7 +43,7 @@ def _natural(text: str) -> list[Any]:
 
 
 def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return is_finite_number(v)
 
 
 def _nan(v: Any) -> bool:

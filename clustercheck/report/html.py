@@ -13,7 +13,7 @@ from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import counts
 from clustercheck.record.statement import versions
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
-from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, plural
+from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, is_number, plural
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
@@ -129,7 +129,7 @@ def environment(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]] 
                                         for v in value) or "-"))
         else:
             rows.append((key, "-" if value is None else format_bytes(value) if key in _BYTE_FACTS and
-                         isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)))
+                         is_number(value) else str(value)))
     return rows + [(f"ranks.{k}", str(loaded[k])) for k in ("cuda", "nccl") if loaded.get(k)]
 
 

@@ -12,6 +12,8 @@ import json
 import secrets
 from typing import Any, Mapping
 
+from clustercheck.units import is_count
+
 TOKEN_ENV = "CC_POOL_KEY"
 
 
@@ -89,7 +91,7 @@ def beat_of(key: str, value: str | bytes, **who: int) -> int | None:
     if not isinstance(beat, dict) or any(beat.get(k) != v for k, v in who.items()):
         return None
     count = beat.get("beat")
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    return count if is_count(count) else None
 
 
 def read_present(store: Any, keys: Mapping[int, str]) -> dict[int, Any]:

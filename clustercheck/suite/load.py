@@ -13,6 +13,7 @@ from clustercheck.suite import envpolicy
 from clustercheck.kinds.base import SCOPES, CheckSpec
 from clustercheck.errors import UserError, show
 from clustercheck.schema import Fields, between, one_of
+from clustercheck.units import is_number
 from clustercheck.yamlfile import Mapping
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # check ids; documented in docs/security.md
@@ -124,12 +125,12 @@ def _env(f: Fields, inherited: tuple[tuple[str, str], ...]) -> tuple[tuple[str, 
         if isinstance(value, (dict, list)) or isinstance(value, int) and value.bit_length() > 64:  # no int64 either
             raise entries.error(key, f"expected text or a number, got {show(value)}")
         text = texts[key] if key in texts else value if isinstance(value, str) else None
-        if text and "_" in text and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if text and "_" in text and is_number(value):
             # YAML's digit separators: 4_194_304 is 4194304 to YAML, 4 to NCCL's strtoll; neither reading is safe
             raise entries.error(key, f"{show(text)} is a number with '_' in it, which a program reads only up to "
                                      f"the '_'; write it without, or quote it to pass the text")
         if text is None:  # not from the YAML loader: a plain scalar's str(), never a list or a mapping's
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_number(value):
                 raise entries.error(key, f"expected text or a number, got {show(value)}")
             text = str(value)
         problem = envpolicy.value_problem(text)
