@@ -88,7 +88,7 @@ def checked(a: Answers) -> list[dict[str, Any]]:
                                    f"{r['subject']} ({show(r.get(key), 40)}): not judged")
         for key in ("gemms", "checked"):  # a burn that ran no GEMM, or compared none with the known answer, says
             n = r.get(key)                 # nothing of the GPU: its wrong == 0 and TFLOP/s read as a pass
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            if not units.is_count(n) or n < 0:
                 raise HarnessError(f"burn {a.check.id}: {who} answered no count of {key} for {r['host']} "
                                    f"{r['subject']} ({show(n, 40)}): not judged")
             if n == 0:

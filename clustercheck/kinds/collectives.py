@@ -149,7 +149,7 @@ def iteration_problem(per_rank_iters: list[list[float]], hosts: Sequence[str] = 
 
 def _count(value: Any) -> bool:
     """A `wrong` a rank can have counted: an int (not a bool) >= 0."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return units.is_count(value) and value >= 0
 
 
 def check_rows(per_rank: list[dict[str, Any]], hosts: Sequence[str],

@@ -79,7 +79,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     if result["outcome"] != "ran":
         raise HarnessError(result["reason"])
     for run in result["runs"]:  # a gpu of True counted as GPU1 (True == 1) and stood in for it, never run
-        if isinstance(run.get("gpu"), bool) or not isinstance(run.get("gpu"), int) or run["gpu"] < 0:
+        if not units.is_count(run.get("gpu")) or run["gpu"] < 0:
             raise HarnessError(f"gdsio on {result['host']}: a run answered gpu {show(run.get('gpu'), 40)}, no GPU "
                                f"index: which GPU it measured cannot be told, not judged")
     subjects: dict[str, dict[str, float]] = {}
@@ -135,7 +135,7 @@ def _gpu_count(a: Answers, result: Mapping[str, Any]) -> int:
     the node's GPUs, measure/native_io.py). Never the highest GPU seen: the node's last GPU, never run, would
     go unnoticed. A rank that did not say is the harness's error, naming its host."""
     gpus = a.check.params.get("gpus") or result.get("gpus")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+    if not units.is_count(gpus) or gpus < 0:
         raise HarnessError(f"gdsio on {result.get('host')}: the rank did not say how many GPUs it ran gdsio for "
                            f"(gpus: {gpus!r}): which GPUs went unmeasured cannot be told")
     return gpus

@@ -26,6 +26,7 @@ import re
 import signal
 from typing import Any, Callable, Mapping, TypeVar
 
+from clustercheck import units
 from clustercheck.errors import HarnessError, Skip, show
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement, evaluate
@@ -77,7 +78,7 @@ def unclean_end(result: Mapping[str, Any]) -> str | None:
     rc = result["returncode"]
     if result["timed_out"]:
         return f"stopped after {result['timeout']:g} s (its timeout, 10% or 10 s below the check's)"
-    if isinstance(rc, bool) or not isinstance(rc, int):
+    if not units.is_count(rc):
         return f"no exit status ({show(rc, 40)})"
     if rc < 0:
         try:
