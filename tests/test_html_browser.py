@@ -194,3 +194,43 @@ def test_gpu_figures_render_heatmap_overlay_and_bars(browser: Browser, tmp_path:
                                          captureBeyondViewport=True)["data"])
     (tmp_path / "heatmap.png").write_bytes(data)
     assert int.from_bytes(data[16:20], "big") >= 300
+
+
+def _long_message_record(path: Path) -> Path:
+    """A record whose items' messages are one long unbroken token each: a 120-character GID, an NCCL_IB_HCA
+    list, a 100k-character log line."""
+    import json
+
+    gid = "fe80:0000:0000:0000:" + "0123:4567:89ab:cdef:" * 5
+    hca = "NCCL_IB_HCA=" + ",".join(f"=mlx5_{i}:1" for i in range(40))
+    lines: list[dict[str, Any]] = [
+        {"type": "run", "schema": 1, "started": "2026-01-01T00:00:00+00:00", "argv": ["clustercheck", "run"],
+         "platform": "cpu", "platform_detected": True, "facts": {"host": "vm", "gpu_count": 0},
+         "thresholds": {"file": "thresholds/cpu.yaml", "sha256": "ab"},
+         "suites": [{"file": "suites/s.yaml", "sha256": "cd"}], "launcher": "local", "backend": "gloo", "ranks": 2}]
+    for i, (outcome, message) in enumerate([("error", f"no port with GID {gid}"), ("failed", hca),
+                                            ("error", "x" * 100_000), ("skipped", "short")]):
+        lines.append({"type": "result", "name": f"c{i}", "check": f"c{i}", "node": "vm", "measure": "all_reduce",
+                      "scope": "node", "suite_file": "suites/s.yaml", "line": 3 + i, "outcome": outcome,
+                      "duration": 0.1, "message": message})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_a_long_unbroken_message_keeps_every_verdict_on_screen(browser: Browser, tmp_path: Path) -> None:
+    """One long token in a message (a GID, an HCA list, a 100k-character log) neither widens the Checks table
+    past the window nor hides its verdicts; the table links to the whole message in the item's section."""
+    from helpers import render_all
+
+    report = render_all(_long_message_record(tmp_path / "run.jsonl"), tmp_path)["html"]
+    browser.load(report.as_uri())
+    edges = browser.js("[...document.querySelectorAll('#checks + table tr')].slice(1).map(tr => {"
+                       " const td = tr.querySelectorAll('td')[tr.querySelectorAll('td').length - 2];"
+                       " return [td.textContent, td.getBoundingClientRect().right]; })")
+    width = browser.js("window.innerWidth")
+    assert [t for t, _ in edges] == ["error", "failed", "error", "skipped"], edges
+    assert all(right <= width for _, right in edges), (width, edges)
+    assert browser.js("document.documentElement.scrollWidth") <= width
+    links = browser.js("[...document.querySelectorAll('#checks + table a')].map(a => a.getAttribute('href'))")
+    assert links == ["#check-2", "#check-3"]  # the messages cut there (the GID's line is whole)
+    assert browser.js("document.querySelector('#check-3 ~ pre').textContent.length") == 100_000

@@ -34,7 +34,9 @@ SCHEMA_VERSION = 1
 #    them: results.json's (and sla.json's) `incomplete` has `repetitions` ({asked, started, not_run}) and `planned`
 #    counts the plan once per repetition; their `items`, JUnit's and CTRF's not-run testcases and the statement's
 #    failedTests list each item of each repetition never started (`<id>#<k>`); report.html's banner says so
-REPORT_FORMAT = 10
+# 11: report.html breaks a long unbroken token in a table cell or message (overflow-wrap), and its Checks table
+#    shows a message's first line cut to 300 characters, linking to the whole message in the item's section
+REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 

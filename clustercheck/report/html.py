@@ -60,6 +60,18 @@ def verdict_summary(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+MESSAGE_LINE = 300  # the Checks table's cell: the message's first line up to this; the whole one is in the item's section
+
+
+def message_line(message: Any) -> tuple[str, bool]:
+    """The Checks table's short form of a message, and whether it is cut (then the cell links to the whole
+    message): a 100k-character NCCL log there made the table as wide as the log."""
+    text = "" if message is None else str(message)
+    first = text.strip().split("\n", 1)[0].rstrip()
+    cut = len(first) > MESSAGE_LINE or first != text.strip()
+    return first[:MESSAGE_LINE], cut
+
+
 def _who(v: dict[str, Any]) -> str:
     return f"{v['subject']} " if v.get("subject") else ""
 
@@ -153,7 +165,9 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         subject_rows = bool(rows) and "subject" in rows[0]
         figure = figure_of(r)
         env = (r.get("pool") or {}).get("env") or {}
+        line, cut = message_line(r.get("message"))
         checks.append({**r, "anchor": f"check-{i}", "verdict_summary": verdict_summary(r.get("verdicts") or []),
+                       "message_line": line, "message_cut": cut,
                        "comm_line": comm_line(r["comm"]) if r.get("comm") else "",
                        "pool_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())),
                        "plot": plot(rows, limit, metric, unit) if figure == "sweep" else None,
