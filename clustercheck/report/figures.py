@@ -54,6 +54,11 @@ def _nan(v: Any) -> bool:
 NAN_FILL, NAN_TEXT = "#f6d5d2", "NaN: measured nothing"
 
 
+def _nan_text(v: float) -> str:
+    """A non-finite value as the JSON reports spell it: NaN, Infinity, -Infinity."""
+    return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+
+
 # -- bandwidth against size -------------------------------------------------------------------------
 
 def _xy_plot(series: list[tuple[str, list[tuple[int, float]]]], limit: float | None, w: int, h: int,
@@ -353,10 +358,13 @@ def repetition_plot(points: list[tuple[int, float]], limit: float | None, ylabel
     """A burn-in item's judged metric against its repetition number (linear x axis), with the limit line:
     a card that slows as it heats, or one bad hour among good ones, shows as a slope or a dip."""
     pts = [(i, v) for i, v in points if _finite(v)]
-    if len(pts) < 2:
+    # a repetition that read NaN (and failed) is marked on the axis, as plot() marks a size: left out, the
+    # line read as every repetition measured
+    nans = [(i, v) for i, v in points if _nan(v)]
+    if len(pts) + len(nans) < 2:
         return None
-    ymax, yticks, pad = _y_axis([v for _, v in pts], limit)
-    right, top, n = 24, 10, max(i for i, _ in pts)
+    ymax, yticks, pad = _y_axis([v for _, v in pts] or [0.0], limit)
+    right, top, n = 24, 10, max(i for i, _ in pts + nans)
 
     def sx(i: int) -> float:
         return round(pad + (i - 1) / max(1, n - 1) * (w - pad - right), 1)
@@ -368,6 +376,7 @@ def repetition_plot(points: list[tuple[int, float]], limit: float | None, ylabel
     return {"w": w, "h": h, "ylabel": ylabel, "pad": pad, "x_end": w - right, "top": top, "x_axis_y": h - 34,
             "points": " ".join(f"{sx(i)},{sy(v)}" for i, v in pts),
             "dots": [(sx(i), sy(v), i, fmt(v)) for i, v in pts],
+            "nan_marks": [(sx(i), i, _nan_text(v)) for i, v in nans],
             "xticks": [(sx(i), str(i)) for i in range(1, n + 1, step)],
             "yticks": [(sy(y), label) for y, label in yticks],
             "limit_y": sy(limit) if limit else None, "limit": fmt(limit) if limit else None}

@@ -13,7 +13,7 @@ from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import counts
 from clustercheck.record.statement import versions
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
-from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, is_number, plural
+from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, is_finite_number, is_number, plural
 
 _env = Environment(loader=PackageLoader("clustercheck.report", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
@@ -91,7 +91,8 @@ def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for s in summarize(results):
         limit = next((v.get("limit") for r in runs_of[s.item] for v in r.get("verdicts") or ()
                       if v.get("metric") == s.metric and isinstance(v.get("limit"), (int, float))), None)
-        out.append({**s.as_dict(), "plot": repetition_plot(list(zip(s.measured_in, s.values)), limit,
+        out.append({**s.as_dict(), "unmeasured": sum(1 for v in s.values if not is_finite_number(v)),
+                    "plot": repetition_plot(list(zip(s.measured_in, s.values)), limit,
                                                            f"{s.metric} ({s.unit})")})
     return out
 

@@ -1,0 +1,48 @@
+"""report.html from hand-made records: what it says of a repetition that measured nothing, of notes that say
+an item was not judged, of planned items an incomplete run never ran, of a failed verdict without colour,
+and of the nodes a run excluded (and drains that failed)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from helpers import render_all
+
+HEADER: dict[str, Any] = {
+    "type": "run", "schema": 1, "started": "2026-01-01T00:00:00+00:00", "argv": ["clustercheck", "run"],
+    "platform": "cpu", "platform_detected": True, "facts": {"host": "n1", "gpu_count": 0},
+    "thresholds": {"file": "thresholds/cpu.yaml", "sha256": "ab"}, "suites": [{"file": "suites/s.yaml", "sha256": "cd"}],
+    "launcher": "local", "backend": "gloo", "ranks": 2, "nodes": ["n1"]}
+
+
+def _verdict(measured: float, passed: bool) -> dict[str, Any]:
+    return {"metric": "busbw", "measured": measured, "unit": "GB/s", "op": ">=", "limit": 1.0, "passed": passed,
+            "margin": measured - 1.0, "expression": ">= 1.0", "origin": "thresholds/cpu.yaml:9", "source": "",
+            "spec_sources": []}
+
+
+def _result(name: str = "ok", node: str = "n1", outcome: str = "passed", **extra: Any) -> dict[str, Any]:
+    return {"type": "result", "name": f"{name}[{node}]", "check": name, "node": node, "nodes": [node],
+            "measure": "all_reduce", "scope": "node", "suite_file": "suites/s.yaml", "line": 3, "outcome": outcome,
+            "duration": 0.1, "message": "" if outcome == "passed" else "busbw misses the limit", **extra}
+
+
+def _html(tmp_path: Path, lines: list[dict[str, Any]]) -> str:
+    record = tmp_path / "run.jsonl"
+    record.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return render_all(record, tmp_path)["html"].read_text()
+
+
+def test_a_repetition_that_measured_nothing_is_marked_and_counted(tmp_path: Path) -> None:
+    reps = [_result(repeat=k, verdicts=[_verdict(1.031, True)]) for k in (1, 2, 4)]
+    reps.insert(2, _result(outcome="failed", repeat=3, verdicts=[_verdict(float("nan"), False)]))
+    html = _html(tmp_path, [{**HEADER, "repeat": {"count": 4}}, *reps, {"type": "end", "finished": "2026-01-01T00:01:00+00:00"}])
+    svg = re.search(r'<svg[^>]*class="burn-in".*?</svg>', html, re.S)
+    assert svg is not None
+    assert "repetition 3: NaN (failed)" in svg.group(0)  # marked on the axis, not left out
+    assert svg.group(0).count("<circle") == 3
+    row = re.search(r"<tr><td>[^<]*ok\[n1\]</td>.*?</tr>", html, re.S)
+    assert row is not None and "1 repetition measured nothing" in row.group(0), row
