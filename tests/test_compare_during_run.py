@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from helpers import small_check, write_suite
+from helpers import CPU_THRESHOLDS, clustercheck_here, small_check, write_suite
 
 RUN = ("suites/s.yaml", "--thresholds", "thresholds", "--cc-out", "out")
 
@@ -138,6 +139,22 @@ def test_a_tolerance_that_could_judge_nothing_is_a_usage_error(project: pytest.P
     assert res.ret == 4
     res.stderr.fnmatch_lines([said])
     assert not (project.path / "out").exists()
+
+
+@pytest.mark.parametrize("tolerance", ["5%", "0.05", "10%"])
+def test_clustercheck_run_refuses_a_tolerance_without_compare_whatever_its_value(tmp_path: Path,
+                                                                               tolerance: str) -> None:
+    """`clustercheck run --compare-tolerance 5%` ran and exited 0 (the raw text was compared with the default
+    "5%", and `clustercheck run` forwarded no value equal to it), while 0.05 or 10% was refused."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("ok"))
+    res = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "out", "--compare-tolerance", tolerance,
+                            cwd=tmp_path)
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "--compare-tolerance is how much worse than the --compare BASELINE a metric may get, and no --compare " \
+           "is given" in res.stderr
+    assert not (tmp_path / "out").exists()  # nothing measured
 
 
 def test_progress_lines_name_check_node_count_and_time_left(project: pytest.Pytester) -> None:

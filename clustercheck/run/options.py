@@ -17,6 +17,7 @@ from clustercheck.judging.profiles import SearchPath, search_path
 from clustercheck.record.keys import SigningKey, load_private
 
 FAULTS = ("hang", "crash", "raise", "corrupt", "delay")
+DEFAULT_TOLERANCE = "5%"  # --compare-tolerance under --compare when it is not given
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),
     Opt("tolerance", "--compare-tolerance", "how much worse than the baseline a metric may get, e.g. 0.05 or "
-        "5%% (default 5%%)", default="5%", metavar="FRACTION"),
+        "5%% (default 5%% with --compare; refused without it)", metavar="FRACTION"),
     Opt("nccl_log", "--nccl-log", NCCL_LOG_HELP, default="full", choices=NCCL_LOG_MODES),
     Opt("progress", "--cc-progress", "print a progress line per check (current check, node, done/total or repetition "
         "and item, time left) on stderr: rewritten in place on a terminal, one plain line per item in a log; the "
@@ -216,11 +217,13 @@ def resolve(get: Callable[[str], Any]) -> Options:
         raise UserError(f"--ranks must be between 1 and 1024, got {ranks}")
     if ranks is not None and values["launcher"] == "local" and not values["force"]:
         _fits_here(ranks)
-    if values["compare"] is None and values["tolerance"] != _default("tolerance"):  # it would judge nothing
+    # Given at all without --compare, it would judge nothing: refused whatever its value (None tells "not
+    # given" from "given as 5%", which a compare against the default text could not).
+    if values["compare"] is None and values["tolerance"] is not None:
         raise UserError("--compare-tolerance is how much worse than the --compare BASELINE a metric may get, and no "
                         "--compare is given")
     try:
-        values["tolerance"] = parse_tolerance(values["tolerance"])
+        values["tolerance"] = parse_tolerance(values["tolerance"] or DEFAULT_TOLERANCE)
     except argparse.ArgumentTypeError as exc:
         raise UserError(f"--compare-tolerance: {exc}") from None
     values["faults"] = dict(_fault(text) for text in values["faults"])
