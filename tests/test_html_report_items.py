@@ -46,3 +46,13 @@ def test_a_repetition_that_measured_nothing_is_marked_and_counted(tmp_path: Path
     assert svg.group(0).count("<circle") == 3
     row = re.search(r"<tr><td>[^<]*ok\[n1\]</td>.*?</tr>", html, re.S)
     assert row is not None and "1 repetition measured nothing" in row.group(0), row
+
+
+def test_a_note_that_says_not_judged_is_an_error_named_in_the_node_table(tmp_path: Path) -> None:
+    unjudged = "n1: iter_cv is not judged: no per-iteration times were kept (per_iteration: false, or a CUDA graph)"
+    r = _result(outcome="failed", verdicts=[_verdict(0.5, False)], notes=[unjudged, "n1 has no NIC: nothing to say"])
+    html = _html(tmp_path, [HEADER, r, {"type": "end", "finished": "2026-01-01T00:01:00+00:00"}])
+    assert f'<li class="error">{unjudged}</li>' in html
+    assert '<li class="small">n1 has no NIC: nothing to say</li>' in html
+    node_table = html[html.index('<h2 id="nodes">'):html.index('<h2 id="checks">')]
+    assert "(+1 not judged, see item)" in node_table

@@ -36,7 +36,8 @@ SCHEMA_VERSION = 1
 #    failedTests list each item of each repetition never started (`<id>#<k>`); report.html's banner says so
 # 11: report.html breaks a long unbroken token in a table cell or message (overflow-wrap), and its Checks table
 #    shows a message's first line cut to 300 characters, linking to the whole message in the item's
-#    section; a burn-in repetition that read NaN is marked on its plot's axis and counted in its row
+#    section; a burn-in repetition that read NaN is marked on its plot's axis and counted in its row; a note that says
+#    something is not judged is an error (not small grey text), counted in the node table's metrics cell
 REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 

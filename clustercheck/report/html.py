@@ -169,6 +169,8 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         line, cut = message_line(r.get("message"))
         checks.append({**r, "anchor": f"check-{i}", "verdict_summary": verdict_summary(r.get("verdicts") or []),
                        "message_line": line, "message_cut": cut,
+                       # a note that something was not judged beside the verdicts: said where the verdicts are
+                       "unjudged": [str(n) for n in r.get("notes") or () if "not judged" in str(n)],
                        "comm_line": comm_line(r["comm"]) if r.get("comm") else "",
                        "pool_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())),
                        "plot": plot(rows, limit, metric, unit) if figure == "sweep" else None,
