@@ -353,6 +353,16 @@ def test_sweep_past_the_size_limit_is_refused(tmp_path):
     assert "above the 256GiB limit" in str(exc)  # before any sweep of 4 B .. 2**70 B (69 sizes) is made
 
 
+def test_a_listed_sweep_of_more_than_64_sizes_is_refused(tmp_path):
+    """README's 'at most 64 sizes' held for min_bytes..max_bytes only: an explicit list of 80 was measured."""
+    listed = ", ".join(str(1024 * (k + 1)) for k in range(80))
+    exc = error_of(tmp_path, one_check(f"      sizes: [{listed}]\n"))
+    assert_points_at(exc, tmp_path, 5, "checks[0].params.sizes")
+    assert "lists 80 sizes; at most 64" in str(exc) and "\n" not in str(exc)
+    sixty_four = ", ".join(str(1024 * (k + 1)) for k in range(64))
+    assert len(check_of(tmp_path, f"      sizes: [{sixty_four}]\n").params["sizes"]) == 64
+
+
 @pytest.mark.parametrize("timeout", ["0", "0.5", "86401", "-3"])
 def test_timeout_out_of_range(tmp_path, timeout):
     exc = error_of(tmp_path, one_check(extra=f"    timeout: {timeout}\n"))

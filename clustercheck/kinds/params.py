@@ -11,6 +11,7 @@ from clustercheck.errors import show
 from clustercheck.schema import Fields, at_least, between
 
 MAX_SIZE = units.MAX_SIZE  # bytes per buffer or file; units.parse_size refuses more
+MAX_SWEEP = 64  # sizes in one sweep, listed or generated: each is a whole measurement (warmup, iters, checks)
 
 
 def sizes(f: Fields) -> list[int]:
@@ -18,6 +19,8 @@ def sizes(f: Fields) -> list[int]:
         raw = f.get("sizes", list)
         if not raw:
             raise f.error("sizes", "needs at least one size")
+        if len(raw) > MAX_SWEEP:  # counted before parsing: 80 or 80,000 listed sizes were all measured
+            raise f.error("sizes", f"lists {len(raw)} sizes; at most {MAX_SWEEP}")
         found = [parse_size(f, "sizes", s) for s in raw]
         if len(set(found)) != len(found):
             raise f.error("sizes", "lists a size twice")
@@ -35,8 +38,8 @@ def sizes(f: Fields) -> list[int]:
     while step <= hi:
         found.append(step)
         step *= factor
-    if len(found) > 64:
-        raise f.error("max_bytes", f"the sweep has {len(found)} sizes; at most 64")
+    if len(found) > MAX_SWEEP:
+        raise f.error("max_bytes", f"the sweep has {len(found)} sizes; at most {MAX_SWEEP}")
     return found
 
 
