@@ -140,6 +140,21 @@ def test_the_healthy_8_gpu_capture_passes_the_h100_profile_through_the_cli(capsy
     assert capsys.readouterr().out.count("PASS GPU") == 8
 
 
+def test_gpus_missing_from_the_capture_are_named_against_the_platforms_count(capsys):
+    """One GPU of an 8-GPU platform judged with one FAIL and not a word of the 7 others (nvlink counts them)."""
+    assert main(["probe", "fabric", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
+    assert ("FAIL node: GPUs listed: GPU 1, 2, 3, 4, 5, 6, 7 not listed, their fabric state not judged; 1 GPU(s) "
+            "listed, the platform has 8") in capsys.readouterr().out
+    # the whole 8-GPU capture says its count was judged; a GPU section cut from it is named by number
+    got, verdicts = outcome(text(Q, NVSIM), {"gpu_count": 8})
+    assert got == "passed" and verdicts[-1] == ProbeVerdict("node", "GPUs listed", True,
+                                                            "8 GPU(s) listed, as the platform has", 8, 8)
+    head, *sections = text(Q, NVSIM).split("\nGPU ")
+    got, verdicts = outcome("\nGPU ".join([head, *sections[:6]]), {"gpu_count": 8})
+    (listed,) = [v for v in verdicts if v.what == "GPUs listed"]
+    assert got == "failed" and not listed.passed and listed.detail.startswith("GPU 6, 7 not listed")
+
+
 def test_a_bad_expectation_is_bad_input(capsys):
     assert main(["probe", "fabric", "--input", str(VM), "--expect", "nvswitch_fabric=maybe"]) == Exit.BAD_INPUT
     assert "nvswitch_fabric: expected true/false" in capsys.readouterr().err

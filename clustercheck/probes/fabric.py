@@ -11,6 +11,8 @@ a node is then a harness error, and errors never exclude a node: this probe make
 With `nvswitch_fabric: true` every GPU must read State Completed, Status Success; anything else fails,
 N/A and a missing section included. Without it, N/A or Not Supported on every GPU is a skip (no NVSwitch
 fabric here) and any other state than Completed/Success fails: a fabric that exists and is not healthy.
+With the platform's `gpu_count`, the GPUs the capture lists are counted against it: a GPU missing from
+`nvidia-smi -q` (fallen off the bus) has no fabric state to judge, and is named, never silence.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi
-from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict, count_of
 
 HEALTHY = ("Completed", "Success")
 _ABSENT = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
@@ -48,7 +50,25 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         raise ProbeSkip("no NVSwitch fabric on this machine ("
                         + (f"Fabric State {' or '.join(seen)} on every GPU)" if seen
                            else "nvidia-smi -q shows no Fabric section)"))
-    return nvsmi.coverage(report, "fabric") + [_verdict(g, state, status, required) for g, state, status in read]
+    listed = _listed(report, count_of(expect.get("gpu_count")))
+    return (nvsmi.coverage(report, "fabric") + [_verdict(g, state, status, required) for g, state, status in read]
+            + ([listed] if listed is not None else []))
+
+
+def _listed(report: nvsmi.NvsmiReport, want: int | None) -> ProbeVerdict | None:
+    """The GPUs listed against the platform's `gpu_count`, as nvlink counts them: one GPU of an 8-GPU
+    platform judged alone read as the node's fabric, the 7 others unnamed. nvidia-smi numbers GPUs by
+    their place in the output, so the missing ones are the numbers past the last listed."""
+    if want is None:
+        return None
+    have = len(report.gpus)
+    if have == want:
+        return ProbeVerdict("node", "GPUs listed", True, f"{have} GPU(s) listed, as the platform has", have, want)
+    gone = [str(i) for i in range(have, min(want, have + 64))]
+    missing = (f"GPU {', '.join(gone[:8])}{' and more' if want - have > 8 else ''} not listed, their fabric "
+               f"state not judged; " if gone else "")
+    return ProbeVerdict("node", "GPUs listed", False, f"{missing}{have} GPU(s) listed, the platform has {want}",
+                        have, want)
 
 
 def _verdict(g: nvsmi.NvsmiGpu, state: str | None, status: str | None, required: bool) -> ProbeVerdict:
@@ -83,5 +103,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("nvswitch_fabric",),
+    expect_keys=("nvswitch_fabric", "gpu_count"),
 )
