@@ -56,3 +56,21 @@ def test_a_note_that_says_not_judged_is_an_error_named_in_the_node_table(tmp_pat
     assert '<li class="small">n1 has no NIC: nothing to say</li>' in html
     node_table = html[html.index('<h2 id="nodes">'):html.index('<h2 id="checks">')]
     assert "(+1 not judged, see item)" in node_table
+
+
+def _plan(*names: str, node: str = "n1") -> dict[str, Any]:
+    return {"type": "plan", "items": [{"name": f"{n}[{node}]", "nodeid": f"s::{n}[{node}]", "check": n,
+                                       "measure": "all_reduce", "scope": "node", "node": node, "nodes": [node],
+                                       "suite_file": "suites/s.yaml", "line": 3} for n in names]}
+
+
+def test_an_incomplete_run_counts_its_planned_items_not_run_per_node(tmp_path: Path) -> None:
+    """A truncated record: one of three planned items ran and passed, the record ends there."""
+    html = _html(tmp_path, [HEADER, _plan("ok", "b", "c"), _result("ok")])
+    assert "INCOMPLETE" in html
+    summary = html[html.index('<p class="summary">'):html.index("</p>", html.index('<p class="summary">'))]
+    assert '<span class="error">2 not run</span>' in summary
+    table = html[html.index("<th>node</th>"):html.index("</table>", html.index("<th>node</th>"))]
+    assert "<th>not run</th>" in table and '<td class="num error">2</td>' in table
+    node = re.search(r'<details id="node-1" class="node"( open)?><summary>(.*?)</summary>', html)
+    assert node is not None and node.group(1) == " open" and "2 not run" in node.group(2), node

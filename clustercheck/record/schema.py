@@ -37,7 +37,8 @@ SCHEMA_VERSION = 1
 # 11: report.html breaks a long unbroken token in a table cell or message (overflow-wrap), and its Checks table
 #    shows a message's first line cut to 300 characters, linking to the whole message in the item's
 #    section; a burn-in repetition that read NaN is marked on its plot's axis and counted in its row; a note that says
-#    something is not judged is an error (not small grey text), counted in the node table's metrics cell
+#    something is not judged is an error (not small grey text), counted in the node table's metrics cell; an
+#    incomplete run's summary, node table (a `not run` column) and each node's section count its planned items not run
 REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 

@@ -180,7 +180,7 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     sla["signature"] = signature(signer)
 
     def html(out: BinaryIO) -> None:
-        for chunk in html_chunks(header, results, end, sla, status):
+        for chunk in html_chunks(header, results, end, sla, status, rec.not_run() if status["incomplete"] else ()):
             # a lone surrogate (a non-UTF-8 byte of --out or argv, as Python decodes it) as \udcff: strict
             # UTF-8 refused it and lost every report of the run
             out.write(chunk.encode("utf-8", "backslashreplace"))

@@ -10,7 +10,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from clustercheck.judging import verdicts as vt
 from clustercheck.kinds import figure_of
 from clustercheck.fabric.comm import line as comm_line
-from clustercheck.record.schema import counts
+from clustercheck.record.schema import counts, item_id
 from clustercheck.record.statement import versions
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
 from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, is_finite_number, is_number, plural
@@ -147,14 +147,17 @@ def environment(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]] 
 
 
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
-                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> str:
-    return "".join(html_chunks(header, results, end, sla, status))
+                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None,
+                not_run: Sequence[Mapping[str, Any]] = ()) -> str:
+    return "".join(html_chunks(header, results, end, sla, status, not_run))
 
 
 def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
-                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None) -> Iterator[str]:
+                sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None,
+                not_run: Sequence[Mapping[str, Any]] = ()) -> Iterator[str]:
     """report.html in the pieces the template yields them: written as they come, the page of a large run is
-    never one string (its 90 MiB at 20,000 results, and as many again encoded)."""
+    never one string (its 90 MiB at 20,000 results, and as many again encoded). `not_run`: the planned items
+    an incomplete run has no result for (Record.not_run()), counted per node beside the outcomes."""
     from clustercheck.record.burnin import folded, repeated
 
     burn_in = _burn_in(results) if repeated(results) else []
@@ -182,10 +185,17 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         node = r.get("node") or "(cluster)"
         by_node.setdefault(node, dict.fromkeys(("passed", "failed", "error", "skipped"), 0))[r["outcome"]] += 1
         node_items.setdefault(node, []).append(r)
+    not_run_of: dict[str, list[str]] = {}  # a node's planned items with no result: never a row that reads clean
+    for p in not_run:
+        node = p.get("node") or "(cluster)"
+        c = by_node.setdefault(node, dict.fromkeys(("passed", "failed", "error", "skipped"), 0))
+        c["not run"] = c.get("not run", 0) + int(p.get("repetitions") or 1)
+        not_run_of.setdefault(node, []).append(item_id(p))
+        node_items.setdefault(node, [])
     node_plots = {node: node_plot(items) for node, items in node_items.items()}
     return _env.get_template("report.html.j2").generate(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
-        node_plots=node_plots, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
+        node_plots=node_plots, not_run_of=not_run_of, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
         network=network(header),
         burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []})
