@@ -74,3 +74,12 @@ def test_an_incomplete_run_counts_its_planned_items_not_run_per_node(tmp_path: P
     assert "<th>not run</th>" in table and '<td class="num error">2</td>' in table
     node = re.search(r'<details id="node-1" class="node"( open)?><summary>(.*?)</summary>', html)
     assert node is not None and node.group(1) == " open" and "2 not run" in node.group(2), node
+
+
+def test_a_failed_verdict_in_the_node_table_says_fail_in_words(tmp_path: Path) -> None:
+    html = _html(tmp_path, [HEADER, _result("slow", outcome="failed", verdicts=[_verdict(0.5, False)]),
+                            _result("fast", verdicts=[_verdict(2.0, True)]),
+                            {"type": "end", "finished": "2026-01-01T00:01:00+00:00"}])
+    nodes = html[html.index('<h2 id="nodes">'):html.index('<h2 id="checks">')]
+    spans = re.findall(r'<span class="(passed|failed)">([^<]*)</span>', nodes[nodes.index("<table>"):])
+    assert [(c, t.split(" ")[0]) for c, t in spans] == [("failed", "FAIL"), ("passed", "busbw")], spans

@@ -38,7 +38,8 @@ SCHEMA_VERSION = 1
 #    shows a message's first line cut to 300 characters, linking to the whole message in the item's
 #    section; a burn-in repetition that read NaN is marked on its plot's axis and counted in its row; a note that says
 #    something is not judged is an error (not small grey text), counted in the node table's metrics cell; an
-#    incomplete run's summary, node table (a `not run` column) and each node's section count its planned items not run
+#    incomplete run's summary, node table (a `not run` column) and each node's section count its planned items not run;
+#    a failed verdict in the node table says FAIL in words, not in colour alone
 REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
