@@ -48,12 +48,12 @@ BUG = gang.AGENT_BUG  # an internal error of clustercheck's: never the node's do
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("agent", help="a node agent: joins a controller (--launcher join) and starts this node's ranks",
                        description="Join the controller of `clustercheck run --launcher join` and start this node's "
-                                   "ranks when it asks. Identity from the Indexed Job contract: "
-                                   f"{gang.INDEX_ENV} (which node of the run), {gang.NODE_ENV} (the node's "
-                                   f"name; default: the hostname), {gang.CONTROLLER_ENV}=HOST:PORT; the shared "
-                                   f"secret from {gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}. Exit 0 when the "
-                                   f"run ends, 3 when the controller is gone, 4 on bad input, {BUG} on an "
-                                   "internal error (a bug in clustercheck).")
+                                   f"ranks when it asks. Identity from the Indexed Job contract: {gang.INDEX_ENV} "
+                                   f"(which node of the run), {gang.NODE_ENV} (the node's name; default: the "
+                                   f"hostname), {gang.CONTROLLER_ENV}=HOST:PORT; the shared secret from "
+                                   f"{gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}. Exit 0 when the run ends, 3 when the "
+                                   f"controller is gone, 4 on bad input, {BUG} on an internal error (a bug in "
+                                   "clustercheck), 128+N when ended by signal N (SIGTERM, a pod deleted: 143).")
     p.add_argument("--local-ranks", type=int, metavar="K",
                    help="ranks this node runs (on a CPU node; default: the controller's choice, one per GPU)")
     p.add_argument("--controller", metavar="HOST:PORT", help=f"default: ${gang.CONTROLLER_ENV}")
