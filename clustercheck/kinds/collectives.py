@@ -117,8 +117,9 @@ def need(measure: str, in_place_send: bool = False) -> Need:
 def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, Any]:
     """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
     (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept. Ranks that kept
-    different counts, or a time that is no positive number (a broken timer), leave only iter_cv, NaN: the
-    spread is not known (iteration_problem says why), never 0 and never read from a truncated column."""
+    different counts, one iteration each (iters: 1), or a time that is no positive number (a broken timer),
+    leave only iter_cv, NaN: the spread is not known (iteration_problem says why), never 0 and never read from
+    a truncated column."""
     if not any(per_rank_iters):
         return {}
     if iteration_problem(per_rank_iters):
@@ -140,6 +141,8 @@ def iteration_problem(per_rank_iters: list[list[float]], hosts: Sequence[str] = 
     if len(set(counts)) > 1:
         i = next(i for i, n in enumerate(counts) if n != counts[0])
         return f"{who(i)} kept {max(counts[i], 0)} per-iteration time(s), {who(0)} {counts[0]}"
+    if counts[0] < 2:  # pstdev of one time is 0: an iter_cv of 0 would pass any ceiling on a spread never seen
+        return f"{counts[0]} timed iteration per rank: no spread"
     for i, times in enumerate(per_rank_iters):
         for t in times:
             if not units.is_number(t) or not (math.isfinite(t) and t > 0):
