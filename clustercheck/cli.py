@@ -246,8 +246,7 @@ def _report(run: Path, out: Path) -> int:
     """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
     from clustercheck.report.status import run_status
-    from clustercheck.record.exclude import as_hostlist
-    from clustercheck.report.terminal import incomplete_line
+    from clustercheck.report.terminal import incomplete_line, lines_shown, names_shown
 
     from clustercheck.record.compare import available, resolve_run
 
@@ -268,10 +267,10 @@ def _report(run: Path, out: Path) -> int:
     line = incomplete_line(rec)
     status = run_status(rec)
     if line:  # the reports say so too; the exit code must, for whatever reads it
-        print(line, file=sys.stderr)
+        print(lines_shown(line), file=sys.stderr)  # a record's node names are its writer's text: escaped
     elif status["untested"]:  # why a run whose items passed is no PASS
-        print(f"untested: {as_hostlist(list(status['untested']))} (no item measured these nodes: they are not "
-              f"cleared; run verdict {status['verdict']})", file=sys.stderr)
+        print(lines_shown(f"untested: {names_shown(list(status['untested']))} (no item measured these nodes: they "
+                          f"are not cleared; run verdict {status['verdict']})"), file=sys.stderr)
     return for_verdict(status["verdict"])
 
 

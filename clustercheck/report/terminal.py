@@ -202,6 +202,15 @@ def notes(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
     return lines[:most] + ([f"and {len(lines) - most} more (report.html, each item)"] if len(lines) > most else [])
 
 
+def names_shown(nodes: list[str]) -> str:
+    """The nodes as a hostlist, or, where a name cannot be one (`[`, `]`, `,`, a control character: a record
+    not written by a run), as a comma list, as notes() says them: never a traceback. Escape it to show it."""
+    try:
+        return as_hostlist(nodes)
+    except hostlist.BadHostlist:
+        return ", ".join(nodes)
+
+
 def lines_shown(text: str) -> str:
     """Text for the terminal, each of its lines escaped (errors.escape: ESC, BEL, CR ... as backslash text)
     and its line breaks kept: a rank's exception or a tool's output can neither move the cursor, hide a
