@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi
-from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict, count_of
+from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict
 
 HEALTHY = ("Completed", "Success")
 _ABSENT = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
@@ -50,25 +50,8 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         raise ProbeSkip("no NVSwitch fabric on this machine ("
                         + (f"Fabric State {' or '.join(seen)} on every GPU)" if seen
                            else "nvidia-smi -q shows no Fabric section)"))
-    listed = _listed(report, count_of(expect.get("gpu_count")))
     return (nvsmi.coverage(report, "fabric") + [_verdict(g, state, status, required) for g, state, status in read]
-            + ([listed] if listed is not None else []))
-
-
-def _listed(report: nvsmi.NvsmiReport, want: int | None) -> ProbeVerdict | None:
-    """The GPUs listed against the platform's `gpu_count`, as nvlink counts them: one GPU of an 8-GPU
-    platform judged alone read as the node's fabric, the 7 others unnamed. nvidia-smi numbers GPUs by
-    their place in the output, so the missing ones are the numbers past the last listed."""
-    if want is None:
-        return None
-    have = len(report.gpus)
-    if have == want:
-        return ProbeVerdict("node", "GPUs listed", True, f"{have} GPU(s) listed, as the platform has", have, want)
-    gone = [str(i) for i in range(have, min(want, have + 64))]
-    missing = (f"GPU {', '.join(gone[:8])}{' and more' if want - have > 8 else ''} not listed, their fabric "
-               f"state not judged; " if gone else "")
-    return ProbeVerdict("node", "GPUs listed", False, f"{missing}{have} GPU(s) listed, the platform has {want}",
-                        have, want)
+            + nvsmi.listed(report, expect, "fabric state"))
 
 
 def _verdict(g: nvsmi.NvsmiGpu, state: str | None, status: str | None, required: bool) -> ProbeVerdict:

@@ -1,5 +1,7 @@
 """`nvidia-smi -q` (also `-a`) as data: the header and one record per GPU, keyed by indented path
-("PCI/GPU Link Info/Link Width/Current"). Shared by the pcie-link, ecc, throttle and versions probes."""
+("PCI/GPU Link Info/Link Width/Current"). Shared by the pcie-link, ecc, throttle, fabric and versions probes,
+with the rules every one of them judges the report's GPUs by: `coverage` (the sections against the header)
+and `listed` (the GPUs against the platform's `gpu_count`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
-from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
 from clustercheck.toolout import count, evidence_lines
 
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
@@ -253,3 +255,21 @@ def coverage(report: NvsmiReport, probe: str) -> list[ProbeVerdict]:
         return []
     return [ProbeVerdict("node", "GPU sections", False, f"{probe}: " + "; ".join(problems), len(report.gpus),
                          raw)]
+
+
+def listed(report: NvsmiReport, expect: Mapping[str, Any], what: str) -> list[ProbeVerdict]:
+    """The GPUs the report lists against the platform's `gpu_count`, as nvlink counts them: one GPU of an
+    8-GPU platform judged alone read as the node, the 7 others unnamed. `what` is what the missing GPUs
+    leave unjudged ("ECC counters"). nvidia-smi (and NVML) number GPUs by their place in the listing, so the
+    missing ones are the numbers past the last listed. No verdict without a `gpu_count`."""
+    want = count_of(expect.get("gpu_count"))
+    if want is None:
+        return []
+    have = len(report.gpus)
+    if have == want:
+        return [ProbeVerdict("node", "GPUs listed", True, f"{have} GPU(s) listed, as the platform has", have, want)]
+    gone = [str(i) for i in range(have, min(want, have + 64))]
+    missing = (f"GPU {', '.join(gone[:8])}{' and more' if want - have > 8 else ''} not listed, their {what} not "
+               f"judged; " if gone else "")
+    return [ProbeVerdict("node", "GPUs listed", False, f"{missing}{have} GPU(s) listed, the platform has {want}",
+                         have, want)]

@@ -1,0 +1,34 @@
+"""Every probe that judges the GPUs of one `nvidia-smi -q` report counts them against the platform's
+`gpu_count` (nvsmi.listed, as nvlink and fabric do): a GPU missing from the capture is named, never silence."""
+
+from __future__ import annotations
+
+from clustercheck.cli import main
+from clustercheck.exitcodes import Exit
+from clustercheck.probes import nvsmi
+from clustercheck.probes.base import ProbeVerdict
+from evidence import LENT, text
+
+Q = "nvidia-smi-q"
+NVSIM = "h100-sxm5-8gpu-565.57-nvidia-smi-a-nvsim.txt"             # 8 healthy H100 SXM
+VM = LENT / "h100-sxm-vm-580-nvidia-smi-q.txt"                     # one H100 SXM alone in a VM
+ONE_OF_EIGHT = "GPU 1, 2, 3, 4, 5, 6, 7 not listed, their {} not judged; 1 GPU(s) listed, the platform has 8"
+
+
+def _first(n: int) -> str:
+    """The 8-GPU capture with its first n GPU sections and the header left as it was."""
+    head, *sections = text(Q, NVSIM).split("\nGPU ")
+    return "\nGPU ".join([head, *sections[:n]])
+
+
+def test_the_shared_rule_names_the_gpus_the_report_lacks_and_says_nothing_without_a_count():
+    eight, one = nvsmi.parse(text(Q, NVSIM)), nvsmi.parse(VM.read_text())
+    assert nvsmi.listed(eight, {}, "x") == [] and nvsmi.listed(one, {"gpu_count": True}, "x") == []
+    assert nvsmi.listed(eight, {"gpu_count": 8}, "x") == [
+        ProbeVerdict("node", "GPUs listed", True, "8 GPU(s) listed, as the platform has", 8, 8)]
+    assert nvsmi.listed(one, {"gpu_count": 8}, "ECC counters") == [
+        ProbeVerdict("node", "GPUs listed", False, ONE_OF_EIGHT.format("ECC counters"), 1, 8)]
+    (many,) = nvsmi.listed(one, {"gpu_count": 72}, "x")
+    assert many.detail.startswith("GPU 1, 2, 3, 4, 5, 6, 7, 8 and more not listed") and not many.passed
+    (more,) = nvsmi.listed(eight, {"gpu_count": 4}, "x")
+    assert not more.passed and more.detail == "8 GPU(s) listed, the platform has 4"
