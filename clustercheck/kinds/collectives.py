@@ -117,9 +117,8 @@ def need(measure: str, in_place_send: bool = False) -> Need:
 def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, Any]:
     """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
     (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept. Ranks that kept
-    different counts, one iteration each (iters: 1), or a time that is no positive number (a broken timer),
-    leave only iter_cv, NaN: the spread is not known (iteration_problem says why), never 0 and never read from
-    a truncated column."""
+    different counts, one time each (iters: 1), or a time that is no positive number (a broken timer) leave only
+    iter_cv, NaN: the spread is not known (iteration_problem says why), never 0, never read from a cut column."""
     if not any(per_rank_iters):
         return {}
     if iteration_problem(per_rank_iters):
@@ -195,11 +194,12 @@ def check_rows(per_rank: list[dict[str, Any]], hosts: Sequence[str],
 
 def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: list[str],
                       judge_at: int, expected: Sequence[tuple[int, str]] | None = None,
-                      where: str = "") -> Measurement:
+                      where: str = "", checked: bool = True) -> Measurement:
     """Per-rank times and #wrong -> nccl-tests rows (mean time across ranks, bandwidth from it);
     the headline metrics come from the judged size, the worse placement where there are two. `expected`:
     the (size, placement) rows the suite asks for (check_rows). A `wrong` that is no count (-5, NaN, text)
-    makes the row's and the metric's `wrong` NaN, a failed verdict naming the rank."""
+    makes the row's and the metric's `wrong` NaN, a failed verdict naming the rank. Not `checked` (check_iters:
+    0): each row's `wrong` is None (nccl-tests' N/A) and there is no `wrong` metric, whatever the ranks said."""
     check_rows(per_rank, hosts, expected, where)
     rows = []
     notes: list[str] = []
@@ -207,12 +207,12 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
         first = by_rank[0]
         seconds = [r["seconds"] for r in by_rank]
         t, alg, bus = formulas.bandwidths(collective, first["bytes"], seconds)
-        wrongs = [r.get("wrong") for r in by_rank]
+        wrongs = [r.get("wrong") for r in by_rank] if checked else []  # a sum: +5 and -5 cancelled
         iters = [r.get("iter_seconds") or [] for r in by_rank]
         rows.append({"size": first["size"], "count": first["count"], "bytes": first["bytes"],
                      "placement": first["placement"], "dtype": per_rank[0]["dtype"], "time_us": t * 1e6,
                      "algbw": alg, "busbw": bus,
-                     "wrong": sum(wrongs) if all(map(_count, wrongs)) else math.nan,  # +5 and -5 cancelled
+                     "wrong": (sum(wrongs) if all(map(_count, wrongs)) else math.nan) if checked else None,
                      "wrong_ranks": [i for i, w in enumerate(wrongs) if not _count(w) or w],
                      "rank_time_us": [s * 1e6 for s in seconds],
                      "slowest_rank": max(range(len(seconds)), key=seconds.__getitem__),
@@ -232,7 +232,8 @@ def reduce_collective(collective: str, per_rank: list[dict[str, Any]], hosts: li
     return Measurement(
         metrics={"busbw": worst_row["busbw"], "algbw": worst_row["algbw"],
                  "time_us": max((r["time_us"] for r in judged), key=lambda t: (not math.isfinite(t), t)),
-                 "avg_busbw": fmean(r["busbw"] for r in rows), "wrong": float(sum(r["wrong"] for r in rows)),
+                 "avg_busbw": fmean(r["busbw"] for r in rows),
+                 **({"wrong": float(sum(r["wrong"] for r in rows))} if checked else {}),
                  "iter_cv": max(cvs) if all(math.isfinite(c) for c in cvs) else math.nan},
         units=dict(UNITS),
         rows=rows, worst=f"rank {worst} ({hosts[worst]})", judged_at=worst_row["size"],
@@ -271,16 +272,16 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     size = lambda s: layout(check.measure, s, elt, len(a.per_rank)).size  # noqa: E731 (the `size` the ranks report)
     expected = [(size(s), p) for s in check.params["sizes"]
                 for p in check.params.get("placements", PLACEMENTS[check.measure])]
-    m = reduce_collective(check.measure, a.per_rank, a.hosts, size(check.params["judge_at"]), expected, check.id)
+    m = reduce_collective(check.measure, a.per_rank, a.hosts, size(check.params["judge_at"]), expected, check.id,
+                          checked=bool(check.params["check_iters"]))
     comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
     tag_rows(m.rows, comm.get("algorithms", {}))
     m = dataclasses.replace(m, comm=comm)
     limits = {k: v for k, v in rules.limits.items() if k != "wrong"}
     if check.params["check_iters"]:
         limits["wrong"] = wrong_limit(check.id)
-    else:  # no element was compared: a `wrong == 0` verdict would be a pass on nothing
-        m = dataclasses.replace(m, metrics={k: v for k, v in m.metrics.items() if k != "wrong"},
-                                notes=(*m.notes, "correctness not checked (check_iters: 0)"))
+    else:  # no element was compared (no `wrong` metric, rows' wrong None): a `wrong == 0` would be a pass on nothing
+        m = dataclasses.replace(m, notes=(*m.notes, "correctness not checked (check_iters: 0)"))
     unjudged: list[str] = []
     if "iter_cv" in limits and not math.isfinite(m.metrics["iter_cv"]):
         # a spread that is not known is not judged: never a pass, and never a failed verdict the hardware
