@@ -32,3 +32,18 @@ def test_the_shared_rule_names_the_gpus_the_report_lacks_and_says_nothing_withou
     assert many.detail.startswith("GPU 1, 2, 3, 4, 5, 6, 7, 8 and more not listed") and not many.passed
     (more,) = nvsmi.listed(eight, {"gpu_count": 4}, "x")
     assert not more.passed and more.detail == "8 GPU(s) listed, the platform has 4"
+
+
+def test_ecc_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
+    """One clean GPU of an 8-GPU platform passed as the node's ECC, the 7 others unnamed."""
+    from clustercheck.probes import ecc
+
+    assert main(["probe", "ecc", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
+    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('ECC counters')}" in capsys.readouterr().out
+    assert main(["probe", "ecc", "--input", str(VM)]) == Exit.PASSED      # without a platform, as before
+    assert "GPUs listed" not in capsys.readouterr().out
+    verdicts = ecc.judge(ecc.parse(text(Q, NVSIM)), {"gpu_count": 8})
+    assert all(v.passed for v in verdicts) and verdicts[-1].line() == "node: GPUs listed: 8 GPU(s) listed, as " \
+        "the platform has"
+    (listed,) = [v for v in ecc.judge(ecc.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
+    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their ECC counters not judged")

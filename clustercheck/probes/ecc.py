@@ -13,7 +13,9 @@ fails closed. A counter nvidia-smi could not read ("Unknown Error") fails the GP
 and so does an ECC mode neither Enabled, Disabled nor N/A (ECC may be off), and one that is no count ("-1", "2.5", "1e400"); a counter a rule here judges that reads N/A while
 the rest of its section reads (one SRAM or DRAM count, a remap or retired-page field) is not judged, naming
 the GPU and counter: all N/A is a GPU without ECC, one N/A among numbers was not read. A GPU section missing
-from the capture (fewer sections than the header's `Attached GPUs`) or listed twice fails the node.
+from the capture (fewer sections than the header's `Attached GPUs`) or listed twice fails the node, and
+so, with the platform's `gpu_count`, does a report listing another number of GPUs (`nvsmi.listed`): the
+GPUs it lacks have no counters to judge, and are named.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         detail = "; ".join(problems) if problems else f"clean ({', '.join(checked)})"
         out.append(ProbeVerdict(g.label, "ECC and row remap", not problems, detail,
                                 measured="; ".join(problems) or "0 errors", expected="no pending/failed remap"))
-    return out
+    return out + nvsmi.listed(report, expect, "ECC counters")
 
 
 def _problems(g: nvsmi.NvsmiGpu) -> tuple[list[str], list[str]]:
@@ -198,4 +200,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
+    expect_keys=("gpu_count",),
 )
