@@ -47,3 +47,17 @@ def test_ecc_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
         "the platform has"
     (listed,) = [v for v in ecc.judge(ecc.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
     assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their ECC counters not judged")
+
+
+def test_throttle_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
+    """One cool, unthrottled GPU of an 8-GPU platform passed as the node, the 7 others unnamed."""
+    from clustercheck.probes import throttle
+
+    assert main(["probe", "throttle", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
+    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('clocks and temperature')}" in capsys.readouterr().out
+    assert main(["probe", "throttle", "--input", str(VM)]) == Exit.PASSED      # without a platform, as before
+    assert "GPUs listed" not in capsys.readouterr().out
+    verdicts = throttle.judge(throttle.parse(text(Q, NVSIM)), {"gpu_count": 8})
+    assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
+    (listed,) = [v for v in throttle.judge(throttle.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
+    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their clocks and temperature")

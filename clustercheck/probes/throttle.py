@@ -4,7 +4,9 @@ Hardware slowdown, thermal slowdown (HW or SW) and power-brake slowdown fail: th
 for a reason outside the workload (NVML clocks event reasons, https://docs.nvidia.com/deploy/nvml-api/; Azure treats
 anything but idle and SW power cap as throttled). Temperature fails above `gpu_temp_max_c` (default 84 C,
 Meta GCM check-nvidia-smi, facebookresearch/gcm gcm/health_checks) or at the GPU's own slowdown temperature;
-a temperature or judged reason that reads N/A or Not Supported is `not judged`, never a pass.
+a temperature or judged reason that reads N/A or Not Supported is `not judged`, never a pass. With the
+platform's `gpu_count`, a report listing another number of GPUs fails the node (`nvsmi.listed`): the GPUs
+it lacks have no clocks or temperature to judge, and are named.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def judge(report: nvsmi.NvsmiReport, expect: Mapping[str, Any]) -> list[ProbeVer
         if len(out) == before:  # a GPU the others' report covers but this one's does not: never silently absent
             out.append(ProbeVerdict(subject, "clock throttling", False, "no clock event reason or temperature "
                                     "readable for this GPU"))
-    return out
+    return out + nvsmi.listed(report, expect, "clocks and temperature")
 
 
 def collect() -> str:
@@ -107,5 +109,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("gpu_temp_max_c",),
+    expect_keys=("gpu_temp_max_c", "gpu_count"),
 )
