@@ -83,3 +83,19 @@ def test_a_failed_verdict_in_the_node_table_says_fail_in_words(tmp_path: Path) -
     nodes = html[html.index('<h2 id="nodes">'):html.index('<h2 id="checks">')]
     spans = re.findall(r'<span class="(passed|failed)">([^<]*)</span>', nodes[nodes.index("<table>"):])
     assert [(c, t.split(" ")[0]) for c, t in spans] == [("failed", "FAIL"), ("passed", "busbw")], spans
+
+
+def test_a_failed_drain_is_in_results_json_and_named_in_report_html(tmp_path: Path) -> None:
+    """scontrol refused the drain: the node failed and is still schedulable, and every report says so."""
+    cmd = ["scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=clustercheck: slow failed"]
+    ex = {"type": "exclude", "hostlist": "n1", "reasons": {"n1": "slow failed"}, "untested": [],
+          "drain": [{"command": cmd, "rc": 1, "output": "Invalid user id\nmore"}]}
+    html = _html(tmp_path, [HEADER, _result("slow", outcome="failed", verdicts=[_verdict(0.5, False)]), ex,
+                            {"type": "end", "finished": "2026-01-01T00:01:00+00:00"}])
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["exclude"]["drain"][0]["rc"] == 1
+    assert summary["exclude"]["hostlist"] == "n1" and summary["exclude"]["reasons"] == {"n1": "slow failed"}
+    top = html[:html.index('<h2 id="summary">')]  # under the banner
+    assert '<p class="failed">Excluded: n1 (sbatch --exclude=n1)</p>' in top and "<li>n1: slow failed</li>" in top
+    assert ('<p class="error">drain failed (exit 1: Invalid user id): scontrol update NodeName=n1 State=DRAIN '
+            "&#39;Reason=clustercheck: slow failed&#39;</p>") in top

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import subprocess
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -363,3 +364,17 @@ def run(cmd: list[str], timeout: float = 60.0) -> tuple[int, str]:
     except OSError as exc:
         return 126, f"{cmd[0]}: {exc.strerror or type(exc).__name__}"
     return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def acts(ex: Mapping[str, Any]) -> list[tuple[str, DrainEntry]]:
+    """The drains and taints an exclusion line records, each as ("drain" or "taint", its entry)."""
+    return [*(("drain", d) for d in ex.get("drain") or []), *(("taint", d) for d in ex.get("taint") or [])]
+
+
+def act_line(act: str, d: DrainEntry) -> str:
+    """`drain failed (exit 1: <scontrol's first line>): scontrol update ...`, `drain done: ...`; rc None: a
+    dry run, or a node someone else drained or tainted (left alone). The terminal and report.html say it so."""
+    said = (d["output"].splitlines() or [""])[0][:200]  # scontrol's first line (the record keeps all)
+    state = ("would run" if d["output"] == "dry run" else d["output"]) if d["rc"] is None else \
+        "done" if d["rc"] == 0 else f"failed (exit {d['rc']}: {said})" if act == "drain" else f"failed ({d['output']})"
+    return f"{act} {state}: {shlex.join(d['command'])}"

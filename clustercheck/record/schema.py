@@ -39,7 +39,9 @@ SCHEMA_VERSION = 1
 #    section; a burn-in repetition that read NaN is marked on its plot's axis and counted in its row; a note that says
 #    something is not judged is an error (not small grey text), counted in the node table's metrics cell; an
 #    incomplete run's summary, node table (a `not run` column) and each node's section count its planned items not run;
-#    a failed verdict in the node table says FAIL in words, not in colour alone
+#    a failed verdict in the node table says FAIL in words, not in colour alone; results.json has `exclude` (the
+#    record's exclusion line: hostlist, reasons, drain/taint entries with command, rc, output, untested, ...) and
+#    report.html shows it under the banner, each failed drain as `drain failed (exit N: ...)`, styled as an error
 REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 

@@ -173,14 +173,18 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
     summary = {"schema": SCHEMA_VERSION, "run": header, "end": end, "counts": counts(results), **status,
-               "results": results, **_burn_in(results, status["incomplete"] is not None)}
+               "results": results, **_burn_in(results, status["incomplete"] is not None),
+               # the exclusion line as recorded: which nodes, why, and whether --drain/--taint took (a gate
+               # tells a failed node drained from one still schedulable)
+               **({"exclude": {k: v for k, v in rec.exclude.items() if k != "type"}} if rec.exclude else {})}
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
     sla["signature"] = signature(signer)
 
     def html(out: BinaryIO) -> None:
-        for chunk in html_chunks(header, results, end, sla, status, rec.not_run() if status["incomplete"] else ()):
+        for chunk in html_chunks(header, results, end, sla, status, rec.not_run() if status["incomplete"] else (),
+                                 rec.exclude):
             # a lone surrogate (a non-UTF-8 byte of --out or argv, as Python decodes it) as \udcff: strict
             # UTF-8 refused it and lost every report of the run
             out.write(chunk.encode("utf-8", "backslashreplace"))

@@ -146,18 +146,32 @@ def environment(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]] 
     return rows + [(f"ranks.{k}", str(loaded[k])) for k in ("cuda", "nccl") if loaded.get(k)]
 
 
+def exclusion(ex: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The exclusion line as report.html shows it under the banner: the nodes excluded with reasons, and each
+    drain or taint said as the terminal says it (`drain failed (exit 1: ...)`, an error): a gate must tell
+    "failed and drained" from "failed and still schedulable". None when it excluded nothing and did nothing."""
+    from clustercheck.record.exclude import act_line, acts
+
+    if not ex or not (ex.get("hostlist") or acts(ex)):
+        return None
+    return {"hostlist": ex.get("hostlist") or "", "reasons": list((ex.get("reasons") or {}).items()),
+            "acts": [{"text": act_line(act, d), "failed": d["rc"] not in (None, 0)}
+                     for act, d in acts(ex)]}
+
+
 def render_html(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None,
-                not_run: Sequence[Mapping[str, Any]] = ()) -> str:
-    return "".join(html_chunks(header, results, end, sla, status, not_run))
+                not_run: Sequence[Mapping[str, Any]] = (), exclude: Mapping[str, Any] | None = None) -> str:
+    return "".join(html_chunks(header, results, end, sla, status, not_run, exclude))
 
 
 def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None,
                 sla: dict[str, Any] | None = None, status: Mapping[str, Any] | None = None,
-                not_run: Sequence[Mapping[str, Any]] = ()) -> Iterator[str]:
+                not_run: Sequence[Mapping[str, Any]] = (), exclude: Mapping[str, Any] | None = None) -> Iterator[str]:
     """report.html in the pieces the template yields them: written as they come, the page of a large run is
     never one string (its 90 MiB at 20,000 results, and as many again encoded). `not_run`: the planned items
-    an incomplete run has no result for (Record.not_run()), counted per node beside the outcomes."""
+    an incomplete run has no result for (Record.not_run()), counted per node beside the outcomes; `exclude`:
+    the record's exclusion line."""
     from clustercheck.record.burnin import folded, repeated
 
     burn_in = _burn_in(results) if repeated(results) else []
@@ -196,6 +210,6 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     return _env.get_template("report.html.j2").generate(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
         node_plots=node_plots, not_run_of=not_run_of, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
-        network=network(header),
+        network=network(header), exclusion=exclusion(exclude),
         burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []})

@@ -12,7 +12,7 @@ import hostlist
 
 from clustercheck.errors import escape
 from clustercheck.judging import verdicts as vt
-from clustercheck.record.exclude import as_hostlist, unblamed
+from clustercheck.record.exclude import act_line, acts, as_hostlist, unblamed
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
@@ -144,13 +144,7 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
     if ex.get("hostlist"):
         out.append((f"exclude: {ex['hostlist']}   (sbatch --exclude={ex['hostlist']})", "red"))
         out += [(escape(f"  {node}: {why}"), "") for node, why in (ex.get("reasons") or {}).items()]
-        for act, done in (("drain", ex.get("drain")), ("taint", ex.get("taint"))):  # rc None: a dry run, or a
-            for d in done or []:  # node someone else drained or tainted (left alone)
-                said = (d["output"].splitlines() or [""])[0][:200]  # scontrol's first line (the record keeps all)
-                state = ("would run" if d["output"] == "dry run" else d["output"]) if d["rc"] is None else \
-                    "done" if d["rc"] == 0 else f"failed (exit {d['rc']}: {said})" if act == "drain" else \
-                    f"failed ({d['output']})"
-                out.append((escape(f"  {act} {state}: {shlex.join(d['command'])}"), ""))  # scontrol's words
+        out += [(escape(f"  {act_line(act, d)}"), "") for act, d in acts(ex)]  # scontrol's words
         if ex.get("breaker"):
             out.append((f"  {ex['breaker']}", "yellow"))
         if blank:
