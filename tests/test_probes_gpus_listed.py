@@ -61,3 +61,17 @@ def test_throttle_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
     assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
     (listed,) = [v for v in throttle.judge(throttle.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
     assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their clocks and temperature")
+
+
+def test_pcie_link_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
+    """One Gen5 x16 GPU of an 8-GPU platform passed as the node's links, the 7 others unnamed."""
+    from clustercheck.probes import pcie_link
+
+    assert main(["probe", "pcie-link", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
+    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('PCIe links')}" in capsys.readouterr().out
+    assert main(["probe", "pcie-link", "--input", str(VM)]) == Exit.PASSED     # without a platform, as before
+    assert "GPUs listed" not in capsys.readouterr().out
+    verdicts = pcie_link.judge(pcie_link.parse(text(Q, NVSIM)), {"gpu_count": 8})
+    assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
+    (listed,) = [v for v in pcie_link.judge(pcie_link.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
+    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their PCIe links not judged")

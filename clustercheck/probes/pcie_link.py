@@ -3,6 +3,9 @@
 A link trained below its maximum (a GPU at x2 of x16, a root port "downgraded") halves host<->device and
 GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (NVML's PCIe
 link queries report the current, not the maximum, generation: https://docs.nvidia.com/deploy/nvml-api/), so a generation below max says "re-check under load"; a narrower width is never a power state.
+From `nvidia-smi -q`, with the platform's `gpu_count`, a report listing another number of GPUs fails the
+node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. lspci and sysfs list every
+display device (a BMC's VGA among them), so their GPUs are not counted against it.
 """
 
 from __future__ import annotations
@@ -164,7 +167,7 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
             detail += "; the generation does not read (its speed is unknown to the kernel): width judged alone"
         out.append(ProbeVerdict(link.subject, "PCIe link", not problems, f"{detail} ({link.description})",
                                 measured, maximum))
-    return out
+    return out + (nvsmi.listed(report, expect, "PCIe links") if report is not None else [])
 
 
 def collect() -> tuple[PcieLink, ...]:
@@ -219,5 +222,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("pcie_gen", "pcie_width"),
+    expect_keys=("pcie_gen", "pcie_width", "gpu_count"),
 )
