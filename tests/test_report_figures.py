@@ -125,8 +125,8 @@ def test_bar_chart_of_per_gpu_results(tmp_path: Path) -> None:
 def test_node_table_folds_per_subject_verdicts(tmp_path: Path) -> None:
     html = _html(tmp_path)
     nodes = html[html.index('<h2 id="nodes">'):html.index('<h2 id="checks">')]
-    assert '<span class="failed">unidirectional: 53 of 56 pass, worst GPU7-&gt;GPU6 20.8 GB/s (&gt;= 335)</span>' in nodes
-    assert '<span class="failed">GPU1&lt;-&gt;GPU2 bidirectional 601 GB/s (&gt;= 670)</span>' in nodes  # a lone one
+    assert '<span class="failed">FAIL unidirectional: 53 of 56 pass, worst GPU7-&gt;GPU6 20.8 GB/s (&gt;= 335)</span>' in nodes
+    assert '<span class="failed">FAIL GPU1&lt;-&gt;GPU2 bidirectional 601 GB/s (&gt;= 670)</span>' in nodes  # a lone one
     assert "h2d: 7 of 8 pass, worst GPU4 26.1 GB/s" in nodes and "d2h: 8 of 8 pass" in nodes
     assert '<span class="passed">busbw ' in nodes  # check-wide verdicts as before
 
