@@ -159,12 +159,12 @@ def exclusion_lines(ex: ExcludeEntry, nodes: int, incomplete: str | None = None,
         out.append(("exclude: none (no node failed a check)", ""))
     unmeasured = ex.get("unmeasured") or {}
     if nodes > 1 and unmeasured:
-        out.append((f"not measured: {as_hostlist(list(unmeasured))}   (harness errors: rerun them; "
+        out.append((f"not measured: {names_shown(list(unmeasured))}   (harness errors: rerun them; "
                     "an error never excludes a node)", "yellow"))
         out += [(f"  {node}: {', '.join(items)}", "") for node, items in unmeasured.items()]
     untested = ex.get("untested") or []
     if untested:
-        out.append((f"untested: {as_hostlist(list(untested))}   (no item measured these nodes: they are not "
+        out.append((f"untested: {names_shown(list(untested))}   (no item measured these nodes: they are not "
                     "cleared)", "yellow"))
     return out
 
