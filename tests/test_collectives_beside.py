@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,104 @@ def test_a_rank_that_did_not_count_when_asked_to_fails_wrong_naming_it() -> None
     assert "rank 1 (n2): wrong None" in m.worst_of["wrong"]
     m = reduce_collective("all_reduce", [rank(0), rank(0)], ["n1", "n2"], 1 << 20, checked=False)
     assert m.rows[0]["wrong"] is None and m.rows[0]["wrong_ranks"] == [] and "wrong" not in m.metrics
+
+
+# -- cuda_graph: the per-iteration pass ----------------------------------------------------------------------
+# No GPU here: only the CUDA boundary is faked (the Bench's device buffers, the graph capture and replay in
+# _timed, the CUDA events of _event_times), as /tmp/audit-measure/t3_graph_iters.py did; the rank's loop, the
+# suite's parser and the judge are the real ones.
+
+GRAPH = "checks:\n  - id: ar\n    measure: all_reduce\n    params: {sizes: [1MiB], warmup: 1, cuda_graph: 5%s}\n"
+
+
+def _graph_params(tmp_path: Path, extra: str = "") -> dict:
+    from clustercheck.suite.load import load_suite
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(GRAPH % extra, encoding="utf-8")
+    return dict(load_suite(path).checks[0].params)
+
+
+def _graph_rank(monkeypatch: pytest.MonkeyPatch, p: dict) -> tuple[dict, list[str]]:
+    """One GPU rank's answer to `p`: the graph replays at 10 us per op, an eager event pass would say 30 us."""
+    import torch
+
+    import clustercheck.measure.collectives as C
+    from clustercheck.measure import RankContext
+
+    calls: list[str] = []
+
+    class Bench:  # device buffers this machine cannot hold
+        def __init__(self, ctx: object, coll: str, lay: object, dtype: object, inplace: bool) -> None:
+            self.lay, self.recv = lay, torch.empty(0)
+
+        def op(self) -> None: ...
+        def fill_random(self) -> None: ...
+        def fill_check(self, seed: int) -> None: ...
+        def count_wrong(self, seed: int) -> int: return 0
+
+    def timed(ctx: object, op: object, iters: int, graph_launches: int) -> tuple[float, list[float]]:
+        calls.append(f"timed graph_launches={graph_launches}")
+        return 10e-6, []  # a graph's replays are timed as a whole (C._timed)
+
+    def events(ctx: object, op: object, iters: int) -> list[float]:
+        calls.append("eager event pass")
+        return [30e-6] * iters
+
+    class Ctx(RankContext):
+        def sync(self) -> None: ...
+
+    monkeypatch.setattr(C, "Bench", Bench)
+    monkeypatch.setattr(C, "_timed", timed)
+    monkeypatch.setattr(C, "_event_times", events)
+    ctx = Ctx(rank=0, world_size=2, local_rank=0, backend="nccl", device=torch.device("cuda", 0), host="n1")
+    return C.collective(ctx, {**p, "collective": "all_reduce"}), calls
+
+
+def test_a_graph_run_times_no_eager_per_iteration_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """per_iteration defaulted true beside cuda_graph: an eager event pass ran after the replays and its spread
+    (30 us) was published beside the graph's headline (10 us)."""
+    p = _graph_params(tmp_path)
+    assert p["per_iteration"] is False and p["cuda_graph"] == 5  # defaulted: off beside a graph
+    out, calls = _graph_rank(monkeypatch, p)
+    assert calls == ["timed graph_launches=5"] and [r["iter_seconds"] for r in out["rows"]] == [[]]
+    # params written before the parser turned it off (per_iteration: true with cuda_graph): still no eager pass
+    out, calls = _graph_rank(monkeypatch, {**p, "per_iteration": True})
+    assert calls == ["timed graph_launches=5"] and out["rows"][0]["iter_seconds"] == []
+
+
+def test_a_graph_runs_iter_cv_is_not_judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercheck.errors import HarnessError
+    from clustercheck.judging.limits import Limit
+    from clustercheck.kinds.base import Answers, CheckSpec, Rules
+    from clustercheck.run.judge import judge
+
+    p = _graph_params(tmp_path)
+    out, _ = _graph_rank(monkeypatch, p)
+    check = CheckSpec("ar", "all_reduce", "node", p, (), 60.0, "", "suite.yaml", 2)
+    answers = Answers(check, [out, out], [{"host": "n1"}, {"host": "n1"}], "gloo")
+    ceiling = Limit("ar", "iter_cv", "<=", 0.5, "ratio", "<= 0.5", "test", "t.yaml:3")
+    with pytest.raises(HarnessError, match=r"^ar: iter_cv is not judged: no per-iteration times were kept"):
+        judge(answers, Rules({"iter_cv": ceiling}), {})  # was: iter_cv 0.0 of the eager pass, passed
+    floor = Limit("ar", "busbw", ">=", 1.0, "GB/s", ">= 1", "test", "t.yaml:4")
+    m = judge(answers, Rules({"busbw": floor}), {}).measurement
+    assert math.isnan(m.metrics["iter_cv"]) and "iter_us" not in m.rows[0]  # no spread beside the headline
+
+
+def test_per_iteration_written_beside_cuda_graph_is_refused_at_its_line(tmp_path: Path) -> None:
+    """nccl-tests refuses -G with -I; written, per_iteration: true beside cuda_graph is one line, exit 4."""
+    import subprocess
+    import sys
+
+    from clustercheck.errors import UserError
+
+    with pytest.raises(UserError) as info:
+        _graph_params(tmp_path, ", per_iteration: true")
+    exc = info.value
+    assert str(exc).startswith(f"{tmp_path / 'suite.yaml'}:4: checks[0].params.per_iteration: "), str(exc)
+    assert "\n" not in str(exc) and "cuda_graph" in str(exc)
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "run", "suite.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "suite.yaml:4: checks[0].params.per_iteration: " in proc.stdout + proc.stderr
+    assert _graph_params(tmp_path, ", per_iteration: false")["per_iteration"] is False  # said off: fine

@@ -18,9 +18,8 @@ from clustercheck.judging.measurement import Measurement, evaluate
 from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
-from clustercheck.kinds.base import Answers, Kind, Need, Rules, device_need, wrong_limit
+from clustercheck.kinds.base import Answers, CheckSpec, Kind, Need, Rules, device_need, wrong_limit
 from clustercheck.schema import Fields, between, one_of
-from clustercheck.kinds.base import CheckSpec
 
 # pstdev/mean of n times, none negative, is at most sqrt(n - 1): a ceiling at or above it for the most iterations
 # a suite may ask (100,000) can never fail
@@ -53,6 +52,7 @@ def _collective_params(f: Fields) -> dict[str, Any]:
     if judge not in sizes:
         raise f.error("judge_at", f"{judge} B is not one of the swept sizes "
                                   f"({', '.join(units.format_size(s) for s in sizes)})")
+    graph = f.get("cuda_graph", int, 0, check=between(0, 10_000))
     params = {
         "sizes": sizes,
         "dtype": dtype,
@@ -60,14 +60,16 @@ def _collective_params(f: Fields) -> dict[str, Any]:
         "iters": f.get("iters", int, 20, check=between(1, 100_000)),
         "check_iters": f.get("check_iters", int, 1, check=between(0, 1_000)),
         "judge_at": judge,
-        "per_iteration": f.get("per_iteration", bool, True),
-        "cuda_graph": f.get("cuda_graph", int, 0, check=between(0, 10_000)),
+        "per_iteration": f.get("per_iteration", bool, not graph),  # nccl-tests refuses -G with -I: off beside a graph
+        "cuda_graph": graph,
     }
     if params["cuda_graph"] and not params["warmup"]:
         # NCCL >= 2.22 connects peers at a communicator's first use of an algorithm, with cudaMalloc: inside
         # a capture that fails (nccl-tests warms up first, common.cu BenchTime)
         raise f.error("warmup", "cuda_graph needs warmup >= 1: NCCL connects at first use, which a graph "
                                 "capture cannot hold")
+    if graph and params["per_iteration"]:  # written so: an eager pass's spread beside the replays' headline
+        raise f.error("per_iteration", "times eager launches, not cuda_graph's replays (nccl-tests refuses -G with -I)")
     return params
 
 
@@ -115,10 +117,10 @@ def need(measure: str, in_place_send: bool = False) -> Need:
 # -- reduction -------------------------------------------------------------------------------------
 
 def iteration_stats(per_rank_iters: list[list[float]]) -> dict[str, Any]:
-    """min/median/max/cv of per-iteration times in us, each iteration taken at its slowest rank
-    (as nccl-tests -I takes the max over GPUs); empty when per-iteration times were not kept. Ranks that kept
-    different counts, one time each (iters: 1), or a time that is no positive number (a broken timer) leave only
-    iter_cv, NaN: the spread is not known (iteration_problem says why), never 0, never read from a cut column."""
+    """min/median/max/cv of per-iteration times in us, each iteration at its slowest rank (as nccl-tests -I takes
+    the max over GPUs); empty when none were kept. Ranks that kept unequal counts, one time each (iters: 1), or a
+    time that is no positive number (a broken timer) leave only iter_cv, NaN: the spread is not known
+    (iteration_problem says why), never 0 and never read from a truncated column."""
     if not any(per_rank_iters):
         return {}
     if iteration_problem(per_rank_iters):
@@ -272,15 +274,13 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     size = lambda s: layout(check.measure, s, elt, len(a.per_rank)).size  # noqa: E731 (the `size` the ranks report)
     expected = [(size(s), p) for s in check.params["sizes"]
                 for p in check.params.get("placements", PLACEMENTS[check.measure])]
-    m = reduce_collective(check.measure, a.per_rank, a.hosts, size(check.params["judge_at"]), expected, check.id,
-                          checked=bool(check.params["check_iters"]))
+    checked = bool(check.params["check_iters"])  # 0: nothing compared, so no `wrong` metric and rows' wrong None
+    m = reduce_collective(check.measure, a.per_rank, a.hosts, size(check.params["judge_at"]), expected, check.id, checked)
     comm = describe(a.backend, a.per_rank, a.ranks, a.tuned, dict(check.env), a.tuning_error)
     tag_rows(m.rows, comm.get("algorithms", {}))
     m = dataclasses.replace(m, comm=comm)
-    limits = {k: v for k, v in rules.limits.items() if k != "wrong"}
-    if check.params["check_iters"]:
-        limits["wrong"] = wrong_limit(check.id)
-    else:  # no element was compared (no `wrong` metric, rows' wrong None): a `wrong == 0` would be a pass on nothing
+    limits = {k: v for k, v in rules.limits.items() if k != "wrong"} | ({"wrong": wrong_limit(check.id)} if checked else {})
+    if not checked:  # no element was compared: a `wrong == 0` verdict would be a pass on nothing
         m = dataclasses.replace(m, notes=(*m.notes, "correctness not checked (check_iters: 0)"))
     unjudged: list[str] = []
     if "iter_cv" in limits and not math.isfinite(m.metrics["iter_cv"]):
