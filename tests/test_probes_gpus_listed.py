@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from clustercheck.cli import main
 from clustercheck.exitcodes import Exit
 from clustercheck.probes import nvsmi
-from clustercheck.probes.base import ProbeVerdict
+from clustercheck.probes.base import ProbeParseError, ProbeVerdict
 from evidence import LENT, text
 
 Q = "nvidia-smi-q"
@@ -75,3 +77,23 @@ def test_pcie_link_names_the_gpus_the_capture_lacks_against_the_platform(capsys)
     assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
     (listed,) = [v for v in pcie_link.judge(pcie_link.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
     assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their PCIe links not judged")
+
+
+def test_pcie_link_a_gpu_whose_link_does_not_read_is_not_judged_never_left_out():
+    """A GPU whose Link Width/Current read N/A (or whose GPU Link Info was cut) was dropped from the
+    verdicts while the 7 others passed: the node passed with one GPU's link unjudged and unnamed."""
+    import re
+
+    from clustercheck.probes import pcie_link
+
+    head, *sections = text(Q, NVSIM).split("\nGPU ")
+    sections[3] = re.sub(r"(Link Width\n\s+Max\s+: 16x\n\s+Current\s+: )16x", r"\1N/A", sections[3])
+    verdicts = pcie_link.judge(pcie_link.parse("\nGPU ".join([head, *sections])), {"gpu_count": 8})
+    (gpu3,) = [v for v in verdicts if v.subject.startswith("GPU3 ")]
+    assert not gpu3.judged and "Link Width/Current = 'N/A'" in gpu3.detail
+    assert [v.subject[:4] for v in verdicts if v.subject != "node"] == [
+        f"GPU{i}" for i in range(8)]
+    # no GPU's link section at all is still no pcie-link input
+    cut = re.sub(r"\n {8}GPU Link Info\n(?: {12,}.*\n)+", "\n", text(Q, NVSIM))
+    with pytest.raises(ProbeParseError, match="GPU Link Info"):
+        pcie_link.parse(cut)

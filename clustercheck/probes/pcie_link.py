@@ -4,8 +4,9 @@ A link trained below its maximum (a GPU at x2 of x16, a root port "downgraded") 
 GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (NVML's PCIe
 link queries report the current, not the maximum, generation: https://docs.nvidia.com/deploy/nvml-api/), so a generation below max says "re-check under load"; a narrower width is never a power state.
 From `nvidia-smi -q`, with the platform's `gpu_count`, a report listing another number of GPUs fails the
-node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. lspci and sysfs list every
-display device (a BMC's VGA among them), so their GPUs are not counted against it.
+node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. A GPU whose link fields do
+not read (missing, N/A, "Unknown Error") while another GPU's do is not judged, naming the fields. lspci
+and sysfs list every display device (a BMC's VGA among them), so their GPUs are not counted against it.
 """
 
 from __future__ import annotations
@@ -56,18 +57,23 @@ def parse(text: str) -> PcieLinks:
     return PcieLinks(_from_lspci(text))
 
 
+_NVSMI_LINK = ("PCIe Generation/Current", "PCIe Generation/Max", "Link Width/Current", "Link Width/Max")
+
+
 def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
     out = []
     for g in report.gpus:
-        base = "PCI/GPU Link Info"
-        gen_c = nvsmi.number(g.get(f"{base}/PCIe Generation/Current"))
-        gen_m = nvsmi.number(g.get(f"{base}/PCIe Generation/Max"))
-        w_c = nvsmi.number(g.get(f"{base}/Link Width/Current"))
-        w_m = nvsmi.number(g.get(f"{base}/Link Width/Max"))
+        raw = [g.get(f"PCI/GPU Link Info/{field}") for field in _NVSMI_LINK]
+        gen_c, gen_m, w_c, w_m = (nvsmi.number(v) for v in raw)
         if None in (gen_c, gen_m, w_c, w_m):
-            continue  # an excerpt without the PCI section (e.g. retired pages only)
+            # a GPU whose link does not read while another's does was not judged, never left out; an
+            # excerpt with no GPU's PCI section (retired pages only) is refused below
+            unread = ", ".join(f"{f} = {v!r}" if v is not None else f"{f} missing" for f, v in zip(_NVSMI_LINK, raw)
+                               if nvsmi.number(v) is None)
+            out.append(PcieLink(g.label, g.product, None, None, None, None, True, unread=f"GPU Link Info {unread}"))
+            continue
         out.append(PcieLink(g.label, g.product, int(gen_c), int(gen_m), int(w_c), int(w_m), True))  # type: ignore[arg-type]
-    if not out:
+    if all(link.unread for link in out):
         raise ProbeParseError("expected `nvidia-smi -q` with a 'GPU Link Info' section (PCIe Generation, "
                               "Link Width) for at least one GPU")
     return tuple(out)
