@@ -47,6 +47,7 @@ REACH = 10.0
 # seconds the controller waits for every agent to join or end: its start and one torch import, as long as a
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
+GONE_CODE = 3  # an agent's code for "the controller is gone" (agent.GONE): what every agent says once it went
 EXIT_WAIT = 3.0  # seconds a lost agent's process is given to exit, so that its code is read (once a lost node)
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
 # what an agent says once it tried the controller's address (agent.connect): before then the address is no cause
@@ -87,6 +88,7 @@ class HostsLauncher(JoinLauncher):
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
         self.pods = self  # whether every missing agent has ended, why, and how one was lost: their processes say
+        self._dir_named = False  # whether the run's error names agent_dir (no agent joined): close() need not
         self._settle_until = -math.inf  # the end of the window the nodes lost together share to say how they ended
 
     def begin(self) -> None:
@@ -98,7 +100,8 @@ class HostsLauncher(JoinLauncher):
             self.serve_store()
             with term_stops_like_ctrl_c("while starting the node agents"):
                 self.gather(every=LOOK)
-        except BaseException:
+        except BaseException as exc:
+            self._dir_named = self.agent_dir is not None and str(self.agent_dir) in str(exc)
             self.close()
             raise
 
@@ -221,21 +224,27 @@ class HostsLauncher(JoinLauncher):
         return Loss(f"its agent crashed: {said}" if said else f"its agent crashed (exit {code})", blamed=False)
 
     def close(self) -> None:
-        """Say goodbye (the join launcher's close), then wait for each agent's process, killing what is left."""
+        """Say goodbye (the join launcher's close), then end the agents that never joined (SIGTERM: one still
+        importing torch, or trying to reach this controller, would wait on), wait for each agent's process and
+        kill what is left. The agents' output is kept only where an agent ended on its own with a code that
+        says more than that this controller went (3): one this close ended says nothing of its host."""
         super().close()
+        ended: set[int] = set()  # the processes this close signalled: their codes are this close's doing
+        for i, proc in enumerate(self.agents):
+            if i not in self.members and id(proc) not in ended and proc.poll() is None:
+                stop_agent(proc, signal.SIGTERM)
+                ended.add(id(proc))
         deadline = time.monotonic() + 5
         for proc in self.agents:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    proc.kill()
+                stop_agent(proc, signal.SIGKILL)
                 proc.wait()
-        failed = any(p.returncode != 0 for p in self.agents)
-        if self.agent_dir is not None and failed:  # kept: said here where the run went on (else the error said it)
-            if self.members:
+                ended.add(id(proc))
+        failed = any(p.returncode not in (0, GONE_CODE) and id(p) not in ended for p in self.agents)
+        if self.agent_dir is not None and failed:  # kept: said here unless the run's error named it
+            if not self._dir_named:
                 print(f"clustercheck: the node agents' output stays in {self.agent_dir}", file=sys.stderr, flush=True)
         elif self.agent_dir is not None:
             shutil.rmtree(self.agent_dir, ignore_errors=True)
@@ -288,6 +297,19 @@ def start_agent(argv: list[str], log: Path, token: str, env: Mapping[str, str] |
     except BrokenPipeError:
         pass  # it died at once: it never joins, and its output says why
     return proc
+
+
+def stop_agent(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Send `sig` to an agent's process group (start_agent made it a leader: what it forked goes too), or to
+    the process alone where it leads none."""
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+            return
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.poll() is None:
+        proc.send_signal(sig)
 
 
 def last_words(log: Path) -> str:
