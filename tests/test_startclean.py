@@ -53,3 +53,27 @@ def test_a_hosts_run_stopped_while_its_agents_start_keeps_no_agent_directory(tmp
     assert ctl.returncode == 2, out
     assert "stopped before any check ran" in out, out
     assert not list(tmp.glob("clustercheck-hosts-*")), (out, os.listdir(tmp))
+
+
+def test_an_agent_stopped_before_any_pool_leaves_no_work_directory(tmp_path: Path) -> None:
+    """Failed before: warm() makes an empty zygote.log, and the agent kept its directory whenever it held a
+    file, saying that 'the ranks' output and NCCL's logs stay in' a directory with one 0-byte file."""
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    said = tmp_path / "agent.log"
+    with said.open("wb") as log:
+        agent = subprocess.Popen([sys.executable, "-m", "clustercheck", "agent", "--index", "0", "--node", "x",
+                                  "--controller", "127.0.0.1:9", "--token-stdin", "--join-timeout", "30"],
+                                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "TMPDIR": str(tmp)})
+    assert agent.stdin is not None
+    agent.stdin.write(b"tok-" + b"5" * 60 + b"\n")
+    agent.stdin.close()
+    end = time.monotonic() + 120  # past its start (warm: the zygote's log is made), trying the controller
+    while "waiting for the controller" not in said.read_text() and time.monotonic() < end and agent.poll() is None:
+        time.sleep(0.05)
+    assert "waiting for the controller" in said.read_text(), said.read_text()
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(120) == 128 + signal.SIGTERM, said.read_text()
+    assert "stay in" not in said.read_text(), said.read_text()
+    assert not os.listdir(tmp), said.read_text()

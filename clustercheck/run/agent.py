@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ from typing import Any
 
 from clustercheck import __version__, argtypes
 from clustercheck.errors import UserError
-from clustercheck.run import gang, wire
+from clustercheck.run import agentdir, gang, wire
 from clustercheck.run.launch import WORKER
 from clustercheck.run.launcher import RankProcess
 from clustercheck.run.zygote import end_shared as end_zygote, identity, shared as shared_zygote
@@ -89,7 +87,7 @@ class Agent:
     handled: int = 0
     pools: dict[int, list[Rank]] = field(default_factory=dict)
     chunks: dict[int, int] = field(default_factory=dict)
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="clustercheck-agent-")))
+    workdir: Path = field(default_factory=agentdir.make)
     gone: str = ""  # why the controller is taken as gone ("" while it answers)
     stop: int = 0  # the signal that asks this agent to end
 
@@ -393,8 +391,6 @@ def main(args: argparse.Namespace) -> int:
             code = agent.serve()
     finally:
         end_zygote()  # every rank has ended by now; a zygote still importing need not finish
-        if (agent.pools or agent.gone or agent.stop) and any(agent.workdir.iterdir()):
-            agent.say(f"the ranks' output and NCCL's logs stay in {agent.workdir}")  # maybe the only trace
-        else:  # after a goodbye the controller has every rank's output
-            shutil.rmtree(agent.workdir, ignore_errors=True)
+        # maybe the only trace; after a goodbye the controller has every rank's output
+        agentdir.leave(agent.workdir, bool(agent.pools or agent.gone or agent.stop), agent.say)
     return code
