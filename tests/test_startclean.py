@@ -77,3 +77,30 @@ def test_an_agent_stopped_before_any_pool_leaves_no_work_directory(tmp_path: Pat
     assert agent.wait(120) == 128 + signal.SIGTERM, said.read_text()
     assert "stay in" not in said.read_text(), said.read_text()
     assert not os.listdir(tmp), said.read_text()
+
+
+def test_a_run_directory_another_run_makes_first_is_left_to_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failed before: unique() looked whether the name existed, then opening() made it; another run that
+    made it in between (two runs in one --out in one second) had this one refused, exit 4 '(File exists)'.
+    Here the other run's mkdir comes just before this run's first mkdir of the name."""
+    from clustercheck.run.rundir import opening, unique
+
+    out = tmp_path / "out"
+    out.mkdir()
+    name = out / "20260101-000000-cpu"
+    real_mkdir = Path.mkdir
+    raced: list[bool] = []
+
+    def mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        if self == name and not raced:
+            raced.append(True)
+            os.mkdir(name)  # the other run's
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    run_dir = unique(name)
+    with opening(out, run_dir):
+        (run_dir / "run.jsonl").write_text("{}\n")
+    assert raced and run_dir.name == "20260101-000000-cpu-2"
+    assert (run_dir / "run.jsonl").is_file() and not os.listdir(name)

@@ -24,19 +24,32 @@ def make_dir(out: Path, path: Path) -> None:
 
 
 def unique(path: Path) -> Path:
+    """Make the run directory `path` (under --out, its parent), or `path`-2, -3, ... where that name is
+    taken: the first this call creates (mkdir, never exist_ok), so that two runs started in one --out in
+    one second never pick one name (a look for the name, then its making, let the later run be refused as
+    bad input, exit 4, for the other run's doing). One line, not a traceback, where it cannot be made."""
     candidate, n = path, 1
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.name}-{n}")
-    return candidate
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError as exc:
+            if not path.parent.is_dir():  # a file where --out (or a directory above it) would be made
+                raise UserError(f"--out {path.parent}: cannot create the run directory {candidate} "
+                                f"({exc.strerror})") from None
+            n += 1
+            candidate = path.with_name(f"{path.name}-{n}")
+        except OSError as exc:
+            raise UserError(f"--out {path.parent}: cannot create the run directory {candidate} "
+                            f"({exc.strerror or type(exc).__name__})") from None
 
 
 @contextmanager
 def opening(out: Path, run_dir: Path) -> Iterator[None]:
-    """Create `run_dir` for what is written into it first (the inputs kept, the record's header and plan).
-    A full disk or a file system gone read-only then is one line naming the file, and the directory goes:
-    nothing ran. (`latest` points at it only once the run has started: CheckSession.start.)"""
-    make_dir(out, run_dir)
+    """Write into `run_dir` (as unique() made it) what is written into it first (the inputs kept, the
+    record's header and plan). A full disk or a file system gone read-only then is one line naming the
+    file, and the directory goes: nothing ran. (`latest` points at it only once the run has started:
+    CheckSession.start.)"""
     try:
         yield
     except (OSError, RecordWriteError) as exc:
