@@ -4,6 +4,7 @@ controller that was SIGKILLed (tests for the faults an audit found, one each).""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -104,3 +105,29 @@ def test_a_run_directory_another_run_makes_first_is_left_to_it(tmp_path: Path,
         (run_dir / "run.jsonl").write_text("{}\n")
     assert raced and run_dir.name == "20260101-000000-cpu-2"
     assert (run_dir / "run.jsonl").is_file() and not os.listdir(name)
+
+
+SIGINT_IN_B = ("import os, signal\n\n\ndef pytest_runtest_setup(item):\n"
+               "    if 'b' in item.name:  # mid-run: a's result is in the record, b's not\n"
+               "        os.kill(os.getpid(), signal.SIGINT)\n")
+
+
+@pytest.mark.pool
+def test_a_run_that_inherited_sigint_ignored_ignores_it_mid_run_too(tmp_path: Path) -> None:
+    """Failed before: Stopper.install replaced an inherited SIG_IGN for SIGINT (a `cmd &` job of a script),
+    so the Ctrl-C the run ignored while it started stopped it once it ran (INCOMPLETE, exit 2)."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(
+        "platform: cpu\ndetect: {gpu_count: 0}\ndefaults:\n  all_reduce:\n"
+        "    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n")
+    (tmp_path / "s.yaml").write_text("checks:\n" + "".join(
+        f"  - id: {c}\n    measure: all_reduce\n    params: {{sizes: [1KiB], iters: 2}}\n" for c in "ab"))
+    (tmp_path / "sigint_in_b.py").write_text(SIGINT_IN_B)
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "--no-progress", "-p", "sigint_in_b"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert out.returncode == 0, out.stdout + out.stderr
+    results = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
+    assert results["verdict"] == "PASS", results

@@ -31,7 +31,8 @@ class Stopper:
 
     def install(self) -> None:
         for sig in STOPPING:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            if not ignored(sig):
+                self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
@@ -91,7 +92,16 @@ def finished(code: int, record: bool) -> None:
     owns its process (entry()): the handlers stay until it exits; a run inside a test leaves them alone."""
     if _OWNED and threading.current_thread() is threading.main_thread():
         for sig in STOPPING:
-            signal.signal(sig, _Said(code, record))
+            if not ignored(sig):
+                signal.signal(sig, _Said(code, record))
+
+
+def ignored(sig: int) -> bool:
+    """Whether `sig` is SIGINT and this process inherited it ignored (SIG_IGN: a `cmd &` job of a script, or
+    nohup's): the shell's Ctrl-C is then meant for others, and it was ignored while the run started (Python
+    leaves an ignored SIGINT so), so it is ignored throughout, never stopping the run later on. SIGTERM is
+    the scheduler's, and always stops the run."""
+    return sig == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def after_the_run(why: str, code: int, record: bool) -> str:
