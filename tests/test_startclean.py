@@ -107,6 +107,16 @@ def test_a_run_directory_another_run_makes_first_is_left_to_it(tmp_path: Path,
     assert (run_dir / "run.jsonl").is_file() and not os.listdir(name)
 
 
+def small_project(tmp: Path) -> None:
+    """Two small CPU all_reduce checks, a and b, and their limits: a whole local run in seconds."""
+    (tmp / "th").mkdir()
+    (tmp / "th" / "cpu.yaml").write_text(
+        "platform: cpu\ndetect: {gpu_count: 0}\ndefaults:\n  all_reduce:\n"
+        "    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n")
+    (tmp / "s.yaml").write_text("checks:\n" + "".join(
+        f"  - id: {c}\n    measure: all_reduce\n    params: {{sizes: [1KiB], iters: 2}}\n" for c in "ab"))
+
+
 SIGINT_IN_B = ("import os, signal\n\n\ndef pytest_runtest_setup(item):\n"
                "    if 'b' in item.name:  # mid-run: a's result is in the record, b's not\n"
                "        os.kill(os.getpid(), signal.SIGINT)\n")
@@ -116,12 +126,7 @@ SIGINT_IN_B = ("import os, signal\n\n\ndef pytest_runtest_setup(item):\n"
 def test_a_run_that_inherited_sigint_ignored_ignores_it_mid_run_too(tmp_path: Path) -> None:
     """Failed before: Stopper.install replaced an inherited SIG_IGN for SIGINT (a `cmd &` job of a script),
     so the Ctrl-C the run ignored while it started stopped it once it ran (INCOMPLETE, exit 2)."""
-    (tmp_path / "th").mkdir()
-    (tmp_path / "th" / "cpu.yaml").write_text(
-        "platform: cpu\ndetect: {gpu_count: 0}\ndefaults:\n  all_reduce:\n"
-        "    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working link}\n")
-    (tmp_path / "s.yaml").write_text("checks:\n" + "".join(
-        f"  - id: {c}\n    measure: all_reduce\n    params: {{sizes: [1KiB], iters: 2}}\n" for c in "ab"))
+    small_project(tmp_path)
     (tmp_path / "sigint_in_b.py").write_text(SIGINT_IN_B)
     out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
                           "--no-progress", "-p", "sigint_in_b"], capture_output=True, text=True, cwd=tmp_path,
@@ -131,3 +136,39 @@ def test_a_run_that_inherited_sigint_ignored_ignores_it_mid_run_too(tmp_path: Pa
     assert out.returncode == 0, out.stdout + out.stderr
     results = json.loads((tmp_path / "out" / "latest" / "results.json").read_text())
     assert results["verdict"] == "PASS", results
+
+
+def dead_pids(n: int) -> list[int]:
+    """`n` pids that no process has now (os.kill says so), from the top of the range down."""
+    found: list[int] = []
+    pid = 999999
+    while len(found) < n:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            found.append(pid)
+        except PermissionError:
+            pass
+        pid -= 1
+    return found
+
+
+@pytest.mark.pool
+def test_a_run_removes_the_starting_directory_a_killed_controller_left(tmp_path: Path) -> None:
+    """Failed before: a controller SIGKILLed while it started left --out/.starting-<pid>/ for good. Now a run
+    removes those of pids not alive here, untouched for an hour (a live run on another host sharing --out
+    has a pid unknown here, and a fresh directory): only those."""
+    small_project(tmp_path)
+    left, fresh = dead_pids(2)
+    old = time.time() - 2 * 3600
+    for pid in (left, fresh, os.getpid()):
+        (tmp_path / "out" / f".starting-{pid}" / "logs").mkdir(parents=True)
+        (tmp_path / "out" / f".starting-{pid}" / "logs" / "pool1-rank0.log").write_text("rank 0\n")
+        if pid != fresh:
+            for path in ("logs/pool1-rank0.log", "logs", "."):
+                os.utime(tmp_path / "out" / f".starting-{pid}" / path, (old, old))
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "out",
+                          "--no-progress"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(p.name for p in (tmp_path / "out").glob(".starting-*")) == \
+        sorted([f".starting-{fresh}", f".starting-{os.getpid()}"]), out.stdout + out.stderr

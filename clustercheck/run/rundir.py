@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -57,6 +58,35 @@ def opening(out: Path, run_dir: Path) -> Iterator[None]:
         why = str(exc).split("; the record holds")[0] if isinstance(exc, RecordWriteError) else \
             f"cannot write {exc.filename or run_dir}: {exc.strerror or type(exc).__name__}"
         raise UserError(f"--out {out}: {why}; nothing was measured") from None
+
+
+STALE_AFTER = 3600.0  # seconds untouched after which a dead pid's .starting-<pid> directory is a leftover
+
+
+def sweep_starting(out: Path) -> None:
+    """Remove the `.starting-<pid>` directories under --out (a run's first logs, until its run directory
+    exists: run/prestart.py, run/nodefacts.py) that a controller killed outright (SIGKILL, the OOM killer)
+    left for good: only those whose pid lives no more on this host, and untouched for STALE_AFTER s, as a
+    --out on a shared file system may hold the directory of a live run started on another host (its pid,
+    unknown here, would read as dead), whose start never takes that long."""
+    now = time.time()
+    for found in out.glob(".starting-*"):
+        pid = found.name.removeprefix(".starting-")
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's: PermissionError below)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        try:
+            touched = max(p.lstat().st_mtime for p in (found, *found.iterdir()))
+        except OSError:
+            continue
+        if now - touched > STALE_AFTER:
+            shutil.rmtree(found, ignore_errors=True)
 
 
 def point_latest(out: Path, run_dir: Path) -> None:
