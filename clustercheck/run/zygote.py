@@ -29,8 +29,11 @@ ones do; 8 forked ranks had CUDA contexts in 1.5 s, 8 fresh in 5.1 s (docs/valid
 Who watches whom: the controller holds one end of a socket pair and the zygote the other. However the
 controller ends, the kernel closes its end and the zygote leaves; each rank has the zygote as parent
 and is SIGTERMed when it ends (worker.py's parent-death signal), as it was when its parent was the
-controller. The zygote reports each rank's pid with a pidfd (so that a kill can never reach a reused
-pid) and later its exit status, which the controller reads as `subprocess.Popen`'s returncode.
+controller. What a rank started in a session of its own (a tool: measure/native.py) and left behind when
+killed re-parents to the zygote, a child subreaper, which kills it when it reaps the rank (and, at its end,
+SIGTERMs its ranks first): zygote_serve.py. The zygote reports each rank's pid with a pidfd (so that a
+kill can never reach a reused pid) and later its exit status, which the controller reads as
+`subprocess.Popen`'s returncode.
 """
 
 from __future__ import annotations

@@ -52,37 +52,162 @@ def serve(fd: int) -> int:
               "ranks cannot be forked from here (CLUSTERCHECK_ZYGOTE=0 starts them afresh)", flush=True)
         return 1
     start_dir = os.getcwd()
+    adopt = _adopt_orphans()
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
+    ours: dict[int, int] = {}  # the children forked on request (ranks, stores), pid: pidfd
+    left: set[int] = set()  # orphans signalled (or seen ended) but not reaped yet: look again soon
+    try:
+        while True:
+            for key, _ in sel.select(_AGAIN if left else None):
+                if key.data is None:
+                    try:
+                        message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
+                    except OSError:
+                        return 0
+                    if not message:
+                        return 0  # the controller has ended or closed us
+                    asked = json.loads(message)
+                    parent = os.getpid()
+                    pid = os.fork()
+                    if pid == 0:
+                        if "store" in asked:
+                            _become_store(asked, fds, sel, parent)
+                        _become_rank(asked, fds, start_dir, sel, parent)
+                    for fd in fds:
+                        os.close(fd)
+                    pidfd = os.pidfd_open(pid)
+                    ours[pid] = pidfd
+                    sel.register(pidfd, selectors.EVENT_READ, (asked["id"], pid))
+                    if not _tell(sock, {"id": asked["id"], "pid": pid}, [pidfd]):
+                        return 0
+                else:
+                    ident, pid = key.data
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+                    del ours[pid]
+                    _, status = os.waitpid(pid, 0)
+                    if adopt:  # what the rank started in sessions of their own is ours now: it ends with the rank
+                        left = _kill_orphans(set(ours), left)
+                    if not _tell(sock, {"id": ident, "exit": os.waitstatus_to_exitcode(status)}):
+                        return 0
+            if left:
+                left = _kill_orphans(set(ours), left)
+    finally:
+        if adopt:
+            _end_children(ours)
+
+
+# -- orphans: a tool a rank started outlives it ------------------------------------------------------
+#
+# A rank starts its tools (all_reduce_perf, nvbandwidth, ib_write_bw, nvidia-smi) in sessions of their own so
+# that a timeout kills all they started (measure/native.py, probes/tool.py); it kills them itself only while
+# it runs. A rank killed outright (the pool's SIGKILL, its parent-death signal, the OOM killer) leaves them
+# running, re-parented to init, loading the GPUs and NICs for up to their tool_timeout beside the next checks
+# and the next run. A child subreaper (Linux 3.4) receives them instead: the zygote kills every process
+# group of its children that is not one it forked (a live rank, a store) when it reaps one, and when it ends.
+# PR_SET_PDEATHSIG in the tool's preexec_fn would fire with the death of the rank's *thread* that started it
+# and is unsafe in a process that runs threads; the subreaper needs neither.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_AGAIN = 0.2  # seconds: how soon to look again at orphans that were signalled but not yet reaped
+_GRACE = 5.0  # seconds the zygote's ranks have, at its end, between the SIGTERM and a SIGKILL (close() waits 10)
+
+
+def _adopt_orphans() -> bool:
+    """Make this process the reaper of its descendants' orphans; whether it is (Linux only)."""
+    from clustercheck.run.worker import _LIBC
+
+    if not sys.platform.startswith("linux") or _LIBC is None:
+        return False
+    return int(_LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+
+
+def _children() -> dict[int, int]:
+    """This process's children, pid: process group (zombies too: they are reaped here)."""
+    me, found = os.getpid(), {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # the name before it may hold spaces and ')'
+        except (OSError, IndexError):  # ended meanwhile
+            continue
+        if int(fields[1]) == me:
+            found[int(name)] = int(fields[2])
+    return found
+
+
+def _kill_orphans(ours: set[int], told: set[int]) -> set[int]:
+    """SIGKILL the process group of every child that is not one of `ours` (an orphan a rank left; said in
+    the zygote's log unless in `told`), reap those that ended; the orphans still there (a kill takes its
+    time; a killed group's members re-parent here as their parents die), for the caller to look at again."""
+    mine = os.getpgrp()
+    left = set()
+    for pid, group in _children().items():
+        if pid in ours:
+            continue
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                continue  # reaped
+        except ChildProcessError:
+            continue
+        # a child is reaped by nobody else: its pid, and its group while it is in it, are not reused meanwhile
+        if pid not in told:
+            _said(f"killing process group {group}, left behind by a rank that ended: {_shown(pid)}")
+        if group not in ours and group != mine:  # a live rank's group (its pid) is the rank's own: not that
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        left.add(pid)
+    return left
+
+
+def _end_children(ours: dict[int, int]) -> None:
+    """At the zygote's end: SIGTERM its ranks and stores (the parent-death signal they would get), SIGKILL
+    those that outlive _GRACE, then kill the orphans they leave, until this process has no child (or
+    _GRACE more has passed: a process in the kernel, a GPU driver's call, dies when it leaves it)."""
+    for pidfd in ours.values():
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + _GRACE
+    for pid, pidfd in ours.items():
+        if not wait_readable(pidfd, max(0.0, deadline - time.monotonic())):
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            wait_readable(pidfd, _GRACE)
+        os.waitpid(pid, os.WNOHANG)
+        os.close(pidfd)
+    deadline = time.monotonic() + _GRACE
+    told: set[int] = set()
     while True:
-        for key, _ in sel.select():
-            if key.data is None:
-                try:
-                    message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
-                except OSError:
-                    return 0
-                if not message:
-                    return 0  # the controller has ended or closed us
-                asked = json.loads(message)
-                parent = os.getpid()
-                pid = os.fork()
-                if pid == 0:
-                    if "store" in asked:
-                        _become_store(asked, fds, sel, parent)
-                    _become_rank(asked, fds, start_dir, sel, parent)
-                for fd in fds:
-                    os.close(fd)
-                pidfd = os.pidfd_open(pid)
-                sel.register(pidfd, selectors.EVENT_READ, (asked["id"], pid))
-                if not _tell(sock, {"id": asked["id"], "pid": pid}, [pidfd]):
-                    return 0
-            else:
-                ident, pid = key.data
-                sel.unregister(key.fd)
-                os.close(key.fd)
-                _, status = os.waitpid(pid, 0)
-                if not _tell(sock, {"id": ident, "exit": os.waitstatus_to_exitcode(status)}):
-                    return 0
+        left = _kill_orphans(set(), told)
+        told |= left
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _shown(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f"pid {pid}: " + f.read(200).replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return f"pid {pid}"
+
+
+def _said(line: str) -> None:
+    print(f"clustercheck zygote: {line}", flush=True)
 
 
 def _tell(sock: socket.socket, said: dict[str, Any], fds: Sequence[int] = ()) -> bool:
