@@ -249,8 +249,10 @@ class Kube:
 
 
 def index_of(pod: Any) -> int | None:
+    """The pod's completion index, or None where it has none that is a whole number in ASCII digits (isdigit()
+    takes '²' or '٣', which int() refuses or reads as another index)."""
     raw = (pod.metadata.annotations or {}).get(INDEX_ANNOTATION) or (pod.metadata.labels or {}).get(INDEX_ANNOTATION)
-    return int(raw) if raw is not None and str(raw).isdigit() else None
+    return int(raw) if raw is not None and re.fullmatch(r"[0-9]{1,6}", str(raw)) else None
 
 
 def never_started(pod: Any) -> str:
