@@ -37,10 +37,9 @@ def descendants_named(root: int, word: bytes) -> list[int]:
     return found
 
 
-@pytest.mark.pool
-def test_a_hosts_run_stopped_while_its_agents_start_keeps_no_agent_directory(tmp_path: Path) -> None:
-    """Failed before: out of SIGTERM during the agents' start, close() counted every agent's non-zero exit
-    (killed by close itself) as a failure and kept $TMPDIR/clustercheck-hosts-*, naming it nowhere."""
+def stopped_while_agents_start(tmp_path: Path) -> tuple[str, Path]:
+    """A hosts run SIGTERMed once an agent process exists (the agents import torch, then try to reach the
+    controller: no pool yet): its output, and the $TMPDIR it and its agents had."""
     project(tmp_path)
     tmp = tmp_path / "t"
     tmp.mkdir()
@@ -53,7 +52,24 @@ def test_a_hosts_run_stopped_while_its_agents_start_keeps_no_agent_directory(tmp
     out, _ = ctl.communicate(timeout=120)
     assert ctl.returncode == 2, out
     assert "stopped before any check ran" in out, out
+    return out, tmp
+
+
+@pytest.mark.pool
+def test_a_hosts_run_stopped_while_its_agents_start_keeps_no_agent_directory(tmp_path: Path) -> None:
+    """Failed before: out of SIGTERM during the agents' start, close() counted every agent's non-zero exit
+    (killed by close itself) as a failure and kept $TMPDIR/clustercheck-hosts-*, naming it nowhere."""
+    out, tmp = stopped_while_agents_start(tmp_path)
     assert not list(tmp.glob("clustercheck-hosts-*")), (out, os.listdir(tmp))
+
+
+@pytest.mark.pool
+def test_agents_stopped_while_they_start_end_at_once_and_leave_no_work_directory(tmp_path: Path) -> None:
+    """Failed before: an agent acted on SIGTERM only once torch's import (and a try to reach the controller)
+    was over, seconds on a busy host: the launcher's close SIGKILLed it first, and its $TMPDIR/clustercheck-
+    agent-* stayed on the host. Now SIGTERM before it reached the controller ends it at once, cleanly."""
+    out, tmp = stopped_while_agents_start(tmp_path)
+    assert not os.listdir(tmp), out
 
 
 def test_an_agent_stopped_before_any_pool_leaves_no_work_directory(tmp_path: Path) -> None:

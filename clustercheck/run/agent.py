@@ -381,11 +381,13 @@ def main(args: argparse.Namespace) -> int:
 
     def stop(signum: int, frame: Any) -> None:
         agent.stop = signum
+        if agent.store is None:  # torch's import, or tries to reach the controller (seconds): none to finish
+            raise SystemExit(128 + signum)  # now, through the finally below, not SIGKILLed by the launcher later
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    agent.warm()
     try:
+        agent.warm()
         code = agent.join(args.join_timeout)
         if code is None:
             code = agent.serve()
