@@ -162,6 +162,8 @@ class FakeCluster:
             if method == "GET" and not name:
                 return 200, self._list(plural, [])
             return 404, status(404, "NotFound", f'namespaces "{ns}" not found', name=ns, kind="namespaces")
+        if (method, plural, dry) in self.fail:  # the server's own failure (an etcd timeout, say)
+            return 500, status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
         if plural == "pods":
             selector = dict(kv.split("=", 1) for kv in (query.get("labelSelector") or [""])[0].split(",") if "=" in kv)
             with self.lock:
@@ -176,8 +178,6 @@ class FakeCluster:
                          all(_field(e, k) == v for k, v in wanted.items())]
             return 200, self._list("events", items)
         key = (plural, ns, name or (body or {}).get("metadata", {}).get("name", ""))
-        if (method, plural, dry) in self.fail:  # the server's own failure (an etcd timeout, say)
-            return 500, status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
         if method == "POST":
             if key in self.objects:
                 return 409, status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists', name=key[2], kind=plural)

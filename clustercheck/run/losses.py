@@ -23,6 +23,9 @@ class Losses:
         self.lost: dict[str, str] = {}
         # node -> the launcher's words, where its agent was ended by the orchestrator or the harness: not blamed
         self.excused: dict[str, str] = {}
+        # node -> the launcher's words where it blames the node all the same (its pod could not be read, its node
+        # NotReady): said in why(), never dropped
+        self.told: dict[str, str] = {}
 
     def ask(self, launcher: Launcher, nodes: Iterable[str]) -> None:
         """How each node newly found unreachable was lost, as the launcher tells it (asked once a node)."""
@@ -32,11 +35,14 @@ class Losses:
             loss = launcher.loss(node)
             if loss is not None and not loss.blamed:
                 self.excused[node] = loss.why
+            elif loss is not None and loss.why:
+                self.told[node] = loss.why
 
     def why(self, launcher: Launcher, node: str) -> str:
         """Why `node` was lost, in the launcher's words, with what the orchestrator said where it ended it."""
         said = launcher.why_lost(node) or SILENT
-        return f"{said}: {self.excused[node]}" if node in self.excused else said
+        told = self.excused.get(node) or self.told.get(node)
+        return f"{said}: {told}" if told else said
 
     def blame(self, text: str, nodes: Collection[str]) -> HarnessError:
         """The error of an item that lost `nodes`: Unreachable naming those to blame (the exclusion list takes

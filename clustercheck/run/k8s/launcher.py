@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, Collection, Mapping
 
-from clustercheck.errors import HarnessError, UserError
+from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.judging import platform
 from clustercheck.judging.platform import Facts
 from clustercheck.run.k8s import api, manifests
@@ -192,12 +192,12 @@ class JobPods:
         being deleted, OOM-killed or killed by the kubelet, or the Job failed (Kubernetes then ends every pod of
         it): the orchestrator's or the harness's doing, so the node is not blamed; its node NotReady or deleted
         (DisruptionTarget by the taint manager or the pod garbage collector): blamed; None when the pod still
-        runs as far as the API knows (the node or its network went), or cannot be read."""
+        runs as far as the API knows (the node or its network went); blamed, saying so, when it cannot be read."""
         try:
             pods = [p for p in self.kube.pods(self.job) if api.index_of(p) == index and
                     (p.spec is None or p.spec.node_name in (None, node))]
-        except api.KubeError:
-            return None  # not known: its silence is all there is
+        except api.KubeError as exc:  # not known: its silence is all there is, and the why says the read failed
+            return Loss(f"its pod could not be read ({escape(str(exc))}), so its silence stands", True)
         try:
             failed = api.job_failed(self.kube.job(self.job))
         except api.KubeError:
