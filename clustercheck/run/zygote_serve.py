@@ -95,7 +95,7 @@ def serve(fd: int) -> int:
                 left = _kill_orphans(set(ours), left)
     finally:
         if adopt:
-            _end_children(ours)
+            _end_children(ours, left)
 
 
 # -- orphans: a tool a rank started outlives it ------------------------------------------------------
@@ -169,10 +169,11 @@ def _kill_orphans(ours: set[int], told: set[int]) -> set[int]:
     return left
 
 
-def _end_children(ours: dict[int, int]) -> None:
+def _end_children(ours: dict[int, int], told: set[int]) -> None:
     """At the zygote's end: SIGTERM its ranks and stores (the parent-death signal they would get), SIGKILL
-    those that outlive _GRACE, then kill the orphans they leave, until this process has no child (or
-    _GRACE more has passed: a process in the kernel, a GPU driver's call, dies when it leaves it)."""
+    those that outlive _GRACE, then kill the orphans they leave (those in `told` already said in the log),
+    until this process has no child (or _GRACE more has passed: a process in the kernel, a GPU driver's
+    call, dies when it leaves it)."""
     for pidfd in ours.values():
         try:
             signal.pidfd_send_signal(pidfd, signal.SIGTERM)
@@ -189,7 +190,7 @@ def _end_children(ours: dict[int, int]) -> None:
         os.waitpid(pid, os.WNOHANG)
         os.close(pidfd)
     deadline = time.monotonic() + _GRACE
-    told: set[int] = set()
+    told = set(told)
     while True:
         left = _kill_orphans(set(), told)
         told |= left
