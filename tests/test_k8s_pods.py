@@ -79,3 +79,35 @@ def test_a_lost_agents_pod_that_cannot_be_read_blames_its_node_and_says_so(clust
     losses.ask(plane, ["kw-node-1"])
     why = losses.why(plane, "kw-node-1")
     assert "could not be read" in why and "kw-node-1" not in losses.excused, why
+
+
+def test_of_two_pods_for_one_index_the_live_replacement_counts(cluster: Any, kube: Any) -> None:
+    """Index 0 has a Pending pod on kw-node-0 (the replacement) and a Failed one on kw-node-1, the latter listed
+    last: the wait goes on (it stopped, as if every missing pod had ended), and the Pending pod's node is named."""
+    from clustercheck.run.k8s.launcher import JobPods
+
+    pod(cluster, "ee", 0, "kw-node-0", name="ee-0-zzzzz", phase="Pending", containerStatuses=[
+        {"name": "agent", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+         "state": {"waiting": {"reason": "ContainerCreating"}}}])
+    pod(cluster, "ee", 0, "kw-node-1", phase="Failed", containerStatuses=[
+        {"name": "agent", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+         "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}])
+    assert list(cluster.pods) == ["ee-0-zzzzz", "ee-0-abcde"]
+    pods = JobPods(kube, "ee")
+    assert pods.ended(set(), 1) is False
+    why = pods.explain([0], {}, 5)
+    assert list(why) == ["kw-node-0"] and "ContainerCreating" in why["kw-node-0"], why
+
+
+def test_a_pod_of_an_earlier_job_of_the_same_name_is_not_this_jobs(cluster: Any, kube: Any) -> None:
+    """A terminating pod of an earlier Job named ff (another controller-uid) is listed with this Job's: it is
+    left out, so this Job's own Pending pod decides."""
+    from clustercheck.run.k8s.launcher import JobPods
+
+    pod(cluster, "ff", 0, "kw-node-0", name="ff-0-mine1", phase="Pending")
+    old = pod(cluster, "ff", 0, "kw-node-1", name="ff-0-older", phase="Running")
+    cluster.pods[old]["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "earlier-job-uid"
+    cluster.pods["ff-0-mine1"]["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "this-job-uid"
+    pods = JobPods(kube, "ff", "this-job-uid")
+    assert [p.metadata.name for p in pods.by_index().values()] == ["ff-0-mine1"]
+    assert list(pods.explain([0], {}, 5)) == ["kw-node-0"]

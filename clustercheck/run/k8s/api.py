@@ -280,6 +280,21 @@ def ended(pod: Any) -> bool:
     return bool(pod.status and pod.status.phase in ("Failed", "Succeeded"))
 
 
+UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")  # the Job's uid, set on its pods
+
+
+def owner_uid(pod: Any) -> str:
+    """The uid of the Job that made `pod`, from its labels ("" where it has none)."""
+    labels = pod.metadata.labels or {}
+    return str(next((labels[k] for k in UID_LABELS if labels.get(k)), ""))
+
+
+def recency(pod: Any) -> tuple[bool, datetime]:
+    """How a pod ranks among pods of one index: one that has not ended first, then the newest."""
+    made = pod.metadata.creation_timestamp
+    return not ended(pod), made if isinstance(made, datetime) else _EPOCH
+
+
 # DisruptionTarget reasons that say the node went: NotReady or unreachable (the taint manager evicts its pods),
 # or deleted (the pod garbage collector removes its pods); every other reason is an eviction, a preemption or
 # a deletion that Kubernetes chose (kubernetes.io, "Pod disruption conditions")

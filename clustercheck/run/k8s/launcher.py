@@ -165,8 +165,20 @@ class JobPods:
                 pass  # by name and kind alone
         return api.failed_creates(self.kube.events("Job", self.job, self.uid, "FailedCreate"), self.job, missing)
 
+    def _pods(self) -> list[Any]:
+        """The pods labelled with the Job's name that are this Job's (by its uid, where known and the pod is
+        labelled with one): a terminating pod of an earlier Job of the same name is not."""
+        found = self.kube.pods(self.job)
+        return [p for p in found if not self.uid or api.owner_uid(p) in ("", self.uid)]
+
     def by_index(self) -> dict[int, Any]:
-        return {i: pod for pod in self.kube.pods(self.job) if (i := api.index_of(pod)) is not None}
+        """index -> its pod; of two (a failed pod and its replacement), the one that has not ended, else the
+        newest: the live replacement decides whether the wait goes on, and names the node."""
+        out: dict[int, Any] = {}
+        for pod in self._pods():
+            if (i := api.index_of(pod)) is not None and (i not in out or api.recency(pod) >= api.recency(out[i])):
+                out[i] = pod
+        return out
 
     def ended(self, joined: Collection[int], expected: int) -> bool:
         try:
@@ -194,7 +206,7 @@ class JobPods:
         (DisruptionTarget by the taint manager or the pod garbage collector): blamed; None when the pod still
         runs as far as the API knows (the node or its network went); blamed, saying so, when it cannot be read."""
         try:
-            pods = [p for p in self.kube.pods(self.job) if api.index_of(p) == index and
+            pods = [p for p in self._pods() if api.index_of(p) == index and
                     (p.spec is None or p.spec.node_name in (None, node))]
         except api.KubeError as exc:  # not known: its silence is all there is, and the why says the read failed
             return Loss(f"its pod could not be read ({escape(str(exc))}), so its silence stands", True)
