@@ -111,3 +111,50 @@ def test_a_pod_of_an_earlier_job_of_the_same_name_is_not_this_jobs(cluster: Any,
     pods = JobPods(kube, "ff", "this-job-uid")
     assert [p.metadata.name for p in pods.by_index().values()] == ["ff-0-mine1"]
     assert list(pods.explain([0], {}, 5)) == ["kw-node-0"]
+
+
+HOSTILE = "0/3 nodes\x1b[2J\x1b[31m are available\nclustercheck: all 3 nodes PASS\x9b"
+
+
+def _clean(text: str) -> bool:
+    return not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
+
+
+def test_the_apis_words_are_escaped_where_they_are_read(cluster: Any, kube: Any) -> None:
+    """A scheduler's, a kubelet's and an admission webhook's messages (and a node's name) holding ESC sequences
+    and a newline reach no terminal raw: explain(), disrupted() and the FailedCreate words hold no control
+    character, where a forged "clustercheck: all 3 nodes PASS" line was printed."""
+    from clustercheck.run.k8s.launcher import JobPods
+
+    pod(cluster, "gg", 0, None, phase="Pending", conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": HOSTILE}])
+    pod(cluster, "gg", 1, "kw-node-1\x1b[1m", phase="Failed", reason="Evicted", message=HOSTILE)
+    cluster.event({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gg", "namespace": "default",
+                                                                         "uid": "gg-uid"}},
+                  "FailedCreate", f'pods "gg-2-xyz" is forbidden: {HOSTILE}')
+    pods = JobPods(kube, "gg", "gg-uid")
+    why = pods.explain([0, 1, 2], {}, 5)
+    assert len(why) == 3 and all(_clean(k) and _clean(v) for k, v in why.items()), why
+    assert any("\\x1b[2J" in v and "\\nclustercheck: all 3 nodes PASS" in v for v in why.values()), why
+    assert "is forbidden" in why["gg-2"], why
+    loss = pods.disrupted(1, "kw-node-1\x1b[1m")
+    assert loss is not None and _clean(loss.why) and "Evicted" in loss.why, loss
+
+
+def test_the_never_joined_line_is_escaped_whoever_explains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The controller's "never joined" line escapes what any Pods said (a backstop for the API's words)."""
+    from clustercheck.run.join import JoinLauncher
+
+    class Said:
+        def ended(self, joined: Any, expected: int) -> bool:
+            return True
+
+        def explain(self, missing: list[int], bad: Any, timeout: float) -> dict[str, str]:
+            return {"node\x1b[2J": HOSTILE}
+
+    launcher = JoinLauncher.__new__(JoinLauncher)
+    launcher.pods, launcher.expected, launcher.timeout = Said(), 2, 5.0
+    launcher.members = {0: SimpleNamespace(index=0, node="kw-node-0", local_ranks=2)}  # type: ignore[dict-item]
+    launcher._settle([1], {})
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\\x1b[2J" in err, err

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from clustercheck import __version__
-from clustercheck.errors import ClusterCheckError, UserError, show
+from clustercheck.errors import ClusterCheckError, UserError, escape, show
 from clustercheck.run import gang, wire
 from clustercheck.run.launcher import Launcher, Loss, Over, RankProcess, loopback, rank_env
 from clustercheck.run.remote import RemotePool
@@ -236,7 +236,7 @@ class JoinLauncher(Launcher):
         self.absent = absent
         if absent:
             print(f"clustercheck: {len(ordered)} of {self.expected} node agent(s) joined; never joined: "
-                  + "; ".join(f"{name}: {why}" for name, why in absent.items())
+                  + "; ".join(f"{escape(name)}: {escape(why)}" for name, why in absent.items())  # a backstop
                   + ": those nodes are untested and the run is INCOMPLETE", file=sys.stderr, flush=True)
 
     def not_started(self, absent: Mapping[str, str]) -> ClusterCheckError:

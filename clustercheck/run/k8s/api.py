@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from clustercheck.errors import HarnessError, UserError
+from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.run.gang import NOT_THE_NODE
 
 # what a call of the API can end in: bad input or a refusal (UserError, exit 4), or the server failing or gone
@@ -257,7 +257,13 @@ def index_of(pod: Any) -> int | None:
 
 def never_started(pod: Any) -> str:
     """Why a pod's agent is not running, from the pod's status: a waiting or ended container (image pull
-    errors, a missing Secret, a crash), else an unschedulable condition, else its phase."""
+    errors, a missing Secret, a crash), else an unschedulable condition, else its phase. Escaped: the words
+    are the scheduler's, a webhook's or the kubelet's, and are printed (an ESC or a newline would reach the
+    terminal, or forge a line of the run's)."""
+    return escape(_never_started(pod))
+
+
+def _never_started(pod: Any) -> str:
     status = pod.status
     if status and status.reason:  # the kubelet's word on the whole pod: Evicted, UnexpectedAdmissionError, ...
         return f"{status.reason}: {status.message or ''}".rstrip(": ")
@@ -302,8 +308,14 @@ NODE_WENT = {"DeletionByTaintManager", "DeletionByPodGC"}
 
 
 def disrupted(pod: Any) -> tuple[str, bool] | None:
-    """How Kubernetes ended a running pod's agent, read from the pod: (its words, whether the node is to blame),
-    or None when the pod says nothing of it (it runs, as far as the API knows: the node or its network went)."""
+    """How Kubernetes ended a running pod's agent, read from the pod: (its words, escaped, whether the node is to
+    blame), or None when the pod says nothing of it (it runs, as far as the API knows: the node or its network
+    went)."""
+    found = _disrupted(pod)
+    return None if found is None else (escape(found[0]), found[1])
+
+
+def _disrupted(pod: Any) -> tuple[str, bool] | None:
     name, status = pod.metadata.name, pod.status
     cond = next((c for c in (status.conditions or []) if c.type == "DisruptionTarget" and c.status == "True"), None) \
         if status else None
@@ -351,7 +363,7 @@ def failed_creates(events: list[Any], job: str, indices: list[int]) -> dict[int,
     named: dict[int, str] = {}
     anyone = ""
     for e in events:
-        message = str(e.message or e.reason or "").strip()
+        message = escape(str(e.message or e.reason or "").strip())  # an admission webhook's words: printed
         found = re.search(rf'"{re.escape(job)}-(\d+)-', message)
         if found:
             named[int(found.group(1))] = message
@@ -365,5 +377,5 @@ def job_failed(job: Any) -> str:
     for cond in (job.status.conditions or []) if job.status else []:
         # FailureTarget: the Job controller has decided the Job fails and ends its pods before it says Failed
         if cond.type in ("Failed", "FailureTarget") and cond.status == "True":
-            return f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": ")
+            return escape(f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": "))
     return ""

@@ -244,11 +244,12 @@ class JobPods:
                     f"{refused[i]}" if i in refused else
                     f"no pod of Job {self.job} for index {i} was found{note}{unread}")
                 continue
-            name = pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name
+            # the API's names, escaped as its words are (never_started): printed as they are
+            name = escape(str(pod.spec.node_name if pod.spec and pod.spec.node_name else pod.metadata.name))
             running = pod.status is not None and pod.status.phase == "Running"
-            out[name] = bad.get(i) or (f"pod {pod.metadata.name} runs, but its agent did not join within {timeout:g} s"
-                                       if running else
-                                       f"pod {pod.metadata.name} never started its agent: {api.never_started(pod)}")
+            pod_name = escape(str(pod.metadata.name))
+            out[name] = bad.get(i) or (f"pod {pod_name} runs, but its agent did not join within {timeout:g} s"
+                                       if running else f"pod {pod_name} never started its agent: {api.never_started(pod)}")
         return out
 
 
