@@ -158,3 +158,30 @@ def test_the_never_joined_line_is_escaped_whoever_explains(tmp_path: Path, capsy
     launcher._settle([1], {})
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "\\x1b[2J" in err, err
+
+
+def test_a_wait_that_stopped_as_every_pod_ended_says_so_not_the_whole_timeout() -> None:
+    """No agent joined, and the wait stopped at its first look because every agent pod had ended: the error says
+    so, where it said "within 60 s" of a wait of seconds."""
+    from clustercheck.errors import UserError
+    from clustercheck.run.join import JoinLauncher
+
+    class Ended:
+        def ended(self, joined: Any, expected: int) -> bool:
+            return True
+
+        def explain(self, missing: list[int], bad: Any, timeout: float) -> dict[str, str]:
+            return {f"kw-node-{i}": "pod never started its agent: ErrImagePull" for i in missing}
+
+    from joining import free_port
+
+    launcher = JoinLauncher(2, f"127.0.0.1:{free_port()}", 60, token="ab" * 32, gather=False, pods=Ended())
+    try:
+        launcher.open()
+        with pytest.raises(UserError) as err:
+            launcher.gather(every=0.0)
+    finally:
+        launcher.close()
+    said = str(err.value)
+    assert "every agent pod had ended after" in said and "of the 60 s wait" in said, said
+    assert "within 60 s" not in said and "ErrImagePull" in said, said

@@ -77,6 +77,7 @@ class JoinLauncher(Launcher):
         self._closed = False
         self.left_out: set[str] = set()  # nodes lost mid-run: later pools place no rank there (leave_out)
         self.pods = pods  # the agents' pods, where an orchestrator can say why one never joined
+        self.ended_after: float | None = None  # seconds, where the wait stopped early: every missing pod had ended
         if gather:
             try:
                 self.open()
@@ -170,6 +171,7 @@ class JoinLauncher(Launcher):
             if self.pods is not None and time.monotonic() >= next_poll:
                 next_poll += every
                 if self.pods.ended(self.members, self.expected):
+                    self.ended_after = time.monotonic() - start
                     break
             time.sleep(0.1)
         return bad
@@ -248,7 +250,9 @@ class JoinLauncher(Launcher):
         """Why the run cannot start, when no agent joined."""
         said = "".join(f"; {name}: {why}" for name, why in list(absent.items())[:3]
                        if not why.startswith("no agent with"))
-        return (f"no node agent joined within {self.timeout:g} s at port {self.port} ({self.expected} expected{said}); "
+        when = (f"within {self.timeout:g} s at port {self.port}" if self.ended_after is None else  # the wait stopped early
+                f"at port {self.port}: every agent pod had ended after {self.ended_after:.0f} s of the {self.timeout:g} s wait")
+        return (f"no node agent joined {when} ({self.expected} expected{said}); "
                 f"start `clustercheck agent` with {gang.CONTROLLER_ENV}=HOST:{self.port} and the controller's "
                 f"{gang.TOKEN_ENV}")
 
