@@ -156,7 +156,8 @@ def test_strict_validation_can_fail() -> None:
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--nodes", "0"], "--nodes must be at least 1"),
+    (["--nodes", "0"], "--nodes must be between 1 and 100000, got 0"),
+    (["--nodes", "200000"], "--nodes must be between 1 and 100000, got 200000"),  # an Indexed Job's completions
     (["--nodes", "2", "--node-selector", "gpu"], "--node-selector 'gpu': expected KEY=VALUE"),
     (["--nodes", "2", "--node-selector", "k=" + "v" * 64], "--node-selector 'k=vvv"),
     (["--nodes", "2", "--rdma", "rdma/ib=0"], "--rdma 'rdma/ib=0'"),

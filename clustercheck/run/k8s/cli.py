@@ -67,8 +67,7 @@ def main(args: argparse.Namespace) -> int:
 def render(args: argparse.Namespace, token: str | None = None) -> str:
     import yaml
 
-    if args.nodes < 1:
-        raise UserError(f"--nodes must be at least 1, got {args.nodes}")
+    labels.agent_options({"nodes": args.nodes})  # as a run checks it: an Indexed Job has at most 100000
     if not 0 <= args.gpus_per_node <= 1024:
         raise UserError(f"--gpus-per-node must be between 0 and 1024, got {args.gpus_per_node}")
     if args.local_ranks is not None and (args.gpus_per_node or not 1 <= args.local_ranks <= 1024):
