@@ -20,7 +20,7 @@ from clustercheck.record.io import RecordWriteError
 from clustercheck.run.rundir import latest_problem
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
-from clustercheck.record.schema import ResultEntry, item_name
+from clustercheck.record.schema import ResultEntry, item_name, selection
 from clustercheck.run.session import CheckSession
 from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, nothing_measured
 from clustercheck.run.signals import Stopper, not_started, stopped_by
@@ -38,6 +38,8 @@ incomplete_key = pytest.StashKey["str | None"]()  # the summary's INCOMPLETE lin
 bad_suites_key = pytest.StashKey[list[str]]()  # suite files that could not be read: the run does not start
 interrupt_key = pytest.StashKey[str]()  # what stopped pytest before the session's own handler was installed
 finishing_key = pytest.StashKey[bool]()  # clustercheck's sessionfinish has begun (once, whatever raised before it)
+collected_key = pytest.StashKey[int]()  # the CheckItems the suite files yielded, before any deselection
+deselected_key = pytest.StashKey[list[str]]()  # the node ids of the CheckItems deselected (-k, -m, --deselect, ...)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -110,7 +112,14 @@ class SuiteFile(pytest.File):
         for check in suite.checks:
             for items in scopes.rounds(check.scope, cs.nodes, cs.options.pair_strategy, cs.options.pair_seed):
                 for where in items:
+                    self.config.stash[collected_key] = self.config.stash.get(collected_key, 0) + 1
                     yield CheckItem.from_parent(self, name=item_name(check.id, where), check=check, node=where)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:  # by -k, -m, --deselect, --lf, --sw, a conftest
+    for item in items:
+        if isinstance(item, CheckItem):
+            item.config.stash.setdefault(deselected_key, []).append(f"{Path(item.check.file).stem}::{item.name}")
 
 
 class CheckFailed(Exception):
@@ -162,6 +171,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
     cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
+    # fewer items than the suites hold, by any means (-k, --deselect, addopts, a conftest): every report says so
+    deselected: list[str] = config.stash.setdefault(deselected_key, [])
+    cs.selection = selection(len(checks), config.stash.get(collected_key, 0), deselected)
     try:  # `pytest a/s.yaml b/s.yaml` as `clustercheck run` refuses it (run/command.py): their items collide
         one_stem_each([(file, path, {i.check.id for i in checks if i.path == path}) for file, path in files])
         cs.start([i.check for i in checks], files, plan)
@@ -367,12 +379,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not cs.started or cs.run_dir is None:
         return
     from clustercheck.record.compare import software_since
+    from clustercheck.report.status import selection_text
     from clustercheck.report.terminal import lines_shown, run_summary
 
     terminalreporter.section("clustercheck")
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(lines_shown(line), **({colour: True} if colour else {}))  # whatever built it
+    if cs.selection:  # a PASS of a selection says so where the verdict is read (its ids escaped: the user's text)
+        terminalreporter.write_line(lines_shown(selection_text(cs.selection)), yellow=True)
     if cs.baseline is not None:  # --compare: what the baseline is, where it is no like-for-like reference
         for line in cs.baseline.said(cs.profile.name if cs.profile else "", cs.results):
             terminalreporter.write_line(lines_shown(line), yellow=True)  # a path, a platform: the user's text

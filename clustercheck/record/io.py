@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 from clustercheck.errors import ClusterCheckError
 from clustercheck.record.lines import NotText, RecordError, check, check_schema, parse  # noqa: F401 (re-exported)
-from clustercheck.record.schema import EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, item_id
+from clustercheck.record.schema import EndEntry, ExcludeEntry, PlanItem, ResultEntry, RunHeader, Selection, item_id
 from clustercheck.units import is_count
 
 # the report format from which not_run() lists the items of the repetitions a run never started as well
@@ -43,6 +43,7 @@ class Record:
     end: EndEntry | None
     plan: list[PlanItem] | None = None  # None in records written before plans
     lines: Lines = Lines()
+    selection: Selection | None = None  # the plan's: the run measured fewer items than its suites hold
 
     def not_run(self, unstarted: bool | None = None) -> list[PlanItem]:
         """Planned items without a result: never started, or cut off by an interruption or a kill. In a
@@ -187,6 +188,7 @@ def load(path: Path, data: bytes | None = None) -> Record:
     exclude: ExcludeEntry | None = None
     end: EndEntry | None = None
     plan: list[PlanItem] | None = None
+    selection: Selection | None = None
     at: dict[str, Any] = {"results": []}  # where each part stands: Record.lines
     for number, entry in _lines(path, data):
         if "end" in at:  # a writer writes nothing after its end line: a later one is not a kill's doing
@@ -210,11 +212,11 @@ def load(path: Path, data: bytes | None = None) -> Record:
         elif kind == "end":
             end = entry  # type: ignore[assignment]
         elif kind == "plan":
-            plan = entry["items"]
+            plan, selection = entry["items"], entry.get("selection")
         if kind in ("run", "exclude", "end", "plan"):
             at[kind] = number
     at["results"] = tuple(at["results"])
-    return Record(path, header, results, exclude, end, plan, Lines(**at))
+    return Record(path, header, results, exclude, end, plan, Lines(**at), selection)
 
 
 def read_record(path: Path) -> tuple[RunHeader, list[ResultEntry], EndEntry | None]:

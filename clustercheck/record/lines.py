@@ -101,7 +101,7 @@ _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
                "figure": (False, _STR), "pool": (False, (dict,)), "comm": (False, (dict,)), "repeat": (False, (int,)),
                "unreachable": (False, (list,)), "absent": (False, (list,)), "notes": (False, (list,)),
                "finished": (False, _STR), "judged_at": (False, (*_NUM, type(None)))},
-    "plan": {"items": (True, (list,))},
+    "plan": {"items": (True, (list,)), "selection": (False, (dict,))},
     "exclude": {"hostlist": (False, _STR), "reasons": (False, (dict,)), "drain": (False, (list,)),
                 "unmeasured": (False, (dict,)), "untested": (False, (list,)), "breaker": (False, _STR),
                 "taint": (False, (list,))},
@@ -164,6 +164,17 @@ def check(entry: dict[str, Any], number: int) -> None:
     for item in entry.get("items") or ():
         if not isinstance(item.get("name"), str) or not isinstance(item.get("suite_file"), str):
             raise RecordError(f"line {number}: a plan item without a name or suite_file")
+    if kind == "plan" and "selection" in entry:
+        _selection(entry["selection"], number)
+
+
+def _selection(sel: dict[str, Any], number: int) -> None:
+    """The plan's `selection`, whose counts every report states (`a selection: N of M planned items`)."""
+    for key in ("selected", "collected", "more"):
+        if not _typed(sel.get(key), (int,)) or sel[key] < 0:
+            raise RecordError(f"line {number}: plan.selection.{key}: {json.dumps(sel.get(key))[:40]} is not a count")
+    if not isinstance(sel.get("deselected"), list) or not all(isinstance(x, str) for x in sel["deselected"]):
+        raise RecordError(f"line {number}: plan.selection.deselected: every element must be text")
 
 
 def _result(entry: dict[str, Any], number: int) -> None:

@@ -42,6 +42,9 @@ SCHEMA_VERSION = 1
 #    a failed verdict in the node table says FAIL in words, not in colour alone; results.json has `exclude` (the
 #    record's exclusion line: hostlist, reasons, drain/taint entries with command, rc, output, untested, ...) and
 #    report.html shows it under the banner, each failed drain as `drain failed (exit N: ...)`, styled as an error
+#    ; a run that planned a selection (-k, --deselect, addopts, ...) has the plan's `selection` in results.json,
+#    sla.json and ctrf.json's extra, and a skipped `selection` testcase in junit.xml and ctrf.json; report.html's
+#    banner says `a selection: N of M planned items`
 REPORT_FORMAT = 11
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
@@ -120,6 +123,27 @@ class ResultEntry(PlanItem, total=False):
     absent: list[str]  # not run for want of these nodes, which never joined (an error: NeverJoined)
     notes: list[str]  # what was not judged because a node has not got it (--counters: `<node>: no ECC ...`)
     answers: list[dict[str, Any]]  # what the ranks answered, as the kind's judge read it (record/rebuild.py)
+
+
+class Selection(TypedDict):
+    """The plan line's `selection`: the run measured fewer items than its suite files hold (-k, -m, --deselect,
+    --lf, --sw, PYTEST_ADDOPTS, addopts, a conftest); the rest were not measured and nothing clears them."""
+    selected: int  # the items planned
+    collected: int  # the items the suite files hold on the run's nodes
+    deselected: list[str]  # ids of the items deselected (`<suite stem>::<name>`), the first MOST_DESELECTED
+    more: int  # items not selected that `deselected` does not name (past the bound, or dropped without the hook)
+
+
+MOST_DESELECTED = 100  # a --deselect of thousands of pair items must not make the plan line megabytes
+
+
+def selection(selected: int, collected: int, deselected: Sequence[str]) -> Selection | None:
+    """The plan's `selection` when fewer items than the suites hold were selected, else None."""
+    if selected >= collected:
+        return None
+    named = list(dict.fromkeys(deselected))[:MOST_DESELECTED]
+    return {"selected": selected, "collected": collected, "deselected": named,
+            "more": max(collected - selected - len(named), 0)}
 
 
 class DrainEntry(TypedDict):

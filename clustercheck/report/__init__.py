@@ -169,6 +169,7 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     from clustercheck.report.html import html_chunks
     from clustercheck.report.junit import write_junit
     from clustercheck.report.sla import evidence, signature
+    from clustercheck.report.status import selection_text
 
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
@@ -180,6 +181,8 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     sla = evidence(header, results, end)
     sla["complete"], sla["incomplete"] = status["incomplete"] is None, status["incomplete"]
     sla["verdict"], sla["untested"] = status["verdict"], status["untested"]  # what a reader of sla.json alone acts on
+    if status.get("selection"):  # PASS of a selection, never of the whole suites: complete says the plan ran
+        sla["selection"] = status["selection"]
     sla["signature"] = signature(signer)
 
     def html(out: BinaryIO) -> None:
@@ -191,7 +194,8 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
 
     return {"json": lambda out: write_json(summary, out), "sla": lambda out: write_json(sla, out),  # NaN as "NaN"
             "junit": lambda out: write_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
-                                             status["untested"], out),
+                                             status["untested"], out, selection_text(status["selection"])
+                                             if status.get("selection") else None),
             "ctrf": lambda out: write_json(ctrf_doc(header, results, end, rec.not_run(), status, signer), out),
             "html": html}
 

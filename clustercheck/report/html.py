@@ -12,6 +12,7 @@ from clustercheck.kinds import figure_of
 from clustercheck.fabric.comm import line as comm_line
 from clustercheck.record.schema import counts, item_id
 from clustercheck.record.statement import versions
+from clustercheck.report.status import selection_text
 from clustercheck.report.figures import bars, heatmap, node_plot, plot, sweep_metric
 from clustercheck.units import fmt, fmt_unit, format_bytes, format_size, is_finite_number, is_number, plural
 
@@ -212,4 +213,5 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         node_plots=node_plots, not_run_of=not_run_of, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
         network=network(header), exclusion=exclusion(exclude),
         burn_in=burn_in,
-        status=status or {"verdict": "", "incomplete": None, "untested": []})
+        status=status or {"verdict": "", "incomplete": None, "untested": []},
+        selection_said=selection_text(status["selection"]) if status and status.get("selection") else None)

@@ -44,7 +44,19 @@ def run_status(rec: Record) -> dict[str, Any]:
                                                 **({"repetitions": repetitions(rec)} if whole(rec) else {})},
         "untested": unmeasured,
         **({"lost": gone} if (gone := lost(rec)) else {}),
+        # a selection the user asked for (-k, --deselect, addopts) may PASS, but every report says it was one
+        **({"selection": dict(rec.selection)} if rec.selection else {}),
     }
+
+
+def selection_text(sel: Mapping[str, Any]) -> str:
+    """What every report says of a run that measured a selection: how many of the items its suites hold, and
+    that the others are not cleared (the verdict is the selection's only); `deselected` names the first few."""
+    names = list(sel.get("deselected") or ())
+    more = int(sel.get("more") or 0) + max(len(names) - 5, 0)
+    said = ", ".join(names[:5]) + (f" and {more} more" if more and names else f"{more} item(s)" if more else "")
+    return (f"a selection: {sel.get('selected')} of {sel.get('collected')} planned items; the rest were not measured "
+            f"and nothing about them is cleared (not selected: {said})")
 
 
 def whole(rec: Record) -> bool:

@@ -56,3 +56,13 @@ def check_fits(checks: Iterable[CheckSpec], nranks_per_node: int, backend: str, 
 def _refuse(check: CheckSpec, size: int, need: str, available: str, advice: str) -> None:
     raise UserError(f"check {check.id}: {check.measure} of {format_size(size)} needs {need}, but {available}; "
                     f"{advice}", file=check.file, line=check.line)
+
+
+def least(nodes: Mapping[str, Any], field: str) -> tuple[int | None, str]:
+    """The least of a memory fact over the nodes (their Facts) that know it, and the node that has it: memory
+    is read where the ranks run (the controller may be a login node with other memory and no GPU)."""
+    known = {node: getattr(f, field) for node, f in nodes.items() if getattr(f, field) is not None}
+    if not known:
+        return None, ""
+    node = min(known, key=known.__getitem__)
+    return known[node], f"node {node}"

@@ -24,7 +24,7 @@ from clustercheck.judging.measurement import Outcome
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.launcher import Over
 from clustercheck.run.losses import lost_any
-from clustercheck.run.fit import check_fits
+from clustercheck.run.fit import check_fits, least as _least
 from clustercheck.run.nodefacts import lost_before, node_facts, without_lost
 from clustercheck.run.options import Options
 from clustercheck.run.rundir import check_latest, opening, point_latest, unique
@@ -32,7 +32,7 @@ from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
 from clustercheck.record.io import RecordWriteError, RunWriter, load, now
-from clustercheck.record.schema import REPORT_FORMAT, SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, counts, slim
+from clustercheck.record.schema import REPORT_FORMAT, SCHEMA_VERSION, ExcludeEntry, PlanItem, ResultEntry, Selection, counts, slim
 from clustercheck.run.runner import Layout, Runner
 from clustercheck.run import scopes
 from clustercheck.run.scopes import Where
@@ -81,6 +81,7 @@ class CheckSession:
         self.repetitions = 0  # repetitions of a repeated run that ran to their end
         self.stopped: str | None = None  # why clustercheck stopped the run before its end (disk space)
         self.over: tuple[str, Over] | None = None  # (the check, how) where the launch plane ended: the run stops
+        self.selection: Selection | None = None  # fewer items than the suites hold: the plan line says so
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]],
@@ -163,7 +164,8 @@ class CheckSession:
             if self.baseline is not None:
                 self.baseline.now = header  # its like-for-like test reads this run's nodes, ranks and hardware
             self.record.append({"type": "plan", "items": [*without_lost(plan or [], self.launcher.absent, self.nodes),
-                                                          *absent_plan(checks, self.launcher.absent, self._full_items)]})
+                                                          *absent_plan(checks, self.launcher.absent, self._full_items)],
+                                **({"selection": self.selection} if self.selection else {})})
         if not opts.ranks and self.backend == "nccl":
             for entry in short_node_results(platform_mod.short_nodes(nodes, self.per_node), self.per_node):
                 self.record.append(entry)
@@ -372,16 +374,6 @@ class CheckSession:
             self.release()
             print(f"clustercheck: internal error: the run's record cannot be read back ({exc})", file=sys.stderr)
             return None
-
-
-def _least(nodes: dict[str, platform_mod.Facts], field: str) -> tuple[int | None, str]:
-    """The least of a memory fact over the nodes that know it, and the node that has it: memory is read
-    where the ranks run (the controller may be a login node with other memory and no GPU)."""
-    known = {node: getattr(f, field) for node, f in nodes.items() if getattr(f, field) is not None}
-    if not known:
-        return None, ""
-    node = min(known, key=known.__getitem__)
-    return known[node], f"node {node}"
 
 
 def _drop(exc: BaseException, *pools: WorkerPool | prestart.Prestarted | None, run_dir: Path | None) -> None:
