@@ -53,3 +53,22 @@ def test_the_whole_suite_makes_no_selection(project: pytest.Pytester) -> None:
     assert "selection" not in data
     assert "selection" not in json.loads((latest(project) / "sla.json").read_text())
 
+
+@pytest.mark.pool
+def test_verify_reads_a_selection_made_by_pytest_addopts_not_a_deleted_check(tmp_path: Path) -> None:
+    """PYTEST_ADDOPTS=-k leaves argv clean: verify read argv alone and called the unselected checks deleted."""
+    from helpers import clustercheck_here
+    from test_attestation import evidence_project, openssl_key
+
+    root = evidence_project(tmp_path)
+    key, pub = openssl_key(root, "seller")
+    proc = clustercheck_here("run", "evidence.yaml", "--thresholds", "profiles", "--out", "o", "--sign", str(key),
+                             cwd=root, env={"PYTEST_ADDOPTS": "-k allreduce"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "a selection: 1 of" in proc.stdout
+    run = (root / "o" / "latest").resolve()
+    assert json.loads((run / "results.json").read_text())["selection"]["selected"] == 1
+    checked = clustercheck_here("verify", str(run), "--key", str(pub), cwd=root)
+    said = checked.stdout + checked.stderr
+    assert "deleted from the record" not in said, said
+    assert checked.returncode == 0 and "a selection (1 of" in said, said

@@ -3,8 +3,8 @@ outcome with its verdicts, and the run's plan with the suites as run (kept under
 
 - An item's outcome is the one its verdicts give: `failed` when one failed, `passed` when all passed. A
   `skipped` or `error` item judged nothing: it says why (its message) and carries no failed verdict.
-- Every check of the kept suites has a planned item (unless the run selected items with -k, -m, --deselect
-  or a node id, or its scope makes none on the run's nodes: `scope: pair` on one node); every planned item
+- Every check of the kept suites has a planned item (unless the plan says it is a selection, or, in a record
+  without one, the argv selected items with -k, -m, --deselect or a node id, or its scope makes none on the run's nodes: `scope: pair` on one node); every planned item
   is a check of those suites, with their measure and scope; every result is a planned item (or the run's
   own `gpu-count` layout item) and its nodes are the run's. A failed check deleted from both the plan and
   the results is so named."""
@@ -94,7 +94,10 @@ def plan_problems(rec: Record, suites: Mapping[str, Any], wheres: Sequence[str],
             out.append(f"{at}: planned item {item.get('name')}: measure {item.get('measure')} scope "
                        f"{item.get('scope')}, but check {check.id!r} ({check.where}) is measure {check.measure} "
                        f"scope {check.scope}")
-    chosen = selection(header.get("argv") or ())
+    # the plan's own selection (however made: argv, PYTEST_ADDOPTS, addopts, a conftest); argv for older records
+    sel = rec.selection
+    chosen = (f"a selection ({sel.get('selected')} of {sel.get('collected')} items)" if sel
+              else selection(header.get("argv") or ()))
     covered = {(str(i.get("suite_file")), str(i.get("check"))) for i in planned}
     unplanned = [c for key, c in checks.items() if key not in covered and any(rounds(c.scope, nodes))]
     if unplanned and chosen:
