@@ -175,6 +175,28 @@ def test_bad_render_input_is_one_line_exit_4(args: list[str], said: str) -> None
     assert said in line, line
 
 
+@pytest.mark.parametrize("suite, said", [
+    ("cpu-smoke\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: evil", "without control characters"),
+    ("no-such-suite", "no suite named 'no-such-suite'"),
+    ("$(touch pwned).yaml", "no such suite file"),
+])
+def test_a_suite_for_a_controller_elsewhere_is_one_plain_line_that_run_finds(suite: str, said: str) -> None:
+    """--controller HOST:PORT writes SUITE into the YAML's comment and the shell line it suggests: a newline
+    injected YAML documents (a Namespace, rc 0), `$(...)` ran where the line was pasted, and a suite that
+    does not exist rendered rc 0; each is now one line, exit 4, and nothing on stdout."""
+    res = render(suite, "--nodes", "2", "--image", IMAGE, "--controller", "10.0.0.5:29410")
+    assert res.returncode == Exit.BAD_INPUT and res.stdout == "", res.stdout
+    (line,) = res.stderr.strip().splitlines()
+    assert said in line, line
+
+
+def test_the_suggested_run_line_quotes_the_suite(tmp_path: Path) -> None:
+    (tmp_path / "my suite.yaml").write_text((project(tmp_path) / "s.yaml").read_text())
+    res = render("my suite.yaml", "--nodes", "2", "--image", IMAGE, "--controller", "10.0.0.5:29410", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "clustercheck run 'my suite.yaml' --launcher join" in res.stdout, res.stdout[:600]
+
+
 def test_a_bad_suite_file_is_refused_at_render_naming_file_line_and_key(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("checks:\n  - id: x\n    measure: all_reduce\n    scope: galaxy\n")
     res = render("bad.yaml", "--nodes", "2", "--image", IMAGE, cwd=tmp_path)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from clustercheck.argtypes import given
-from clustercheck.errors import UserError
+from clustercheck.errors import UserError, escape, show
 from clustercheck.run.k8s import labels, manifests
 from clustercheck.run import gang
 
@@ -92,6 +93,10 @@ def render(args: argparse.Namespace, token: str | None = None) -> str:
                          local_ranks=None if args.gpus_per_node else args.local_ranks or 2,
                          node_selector=labels.selectors(args.node_selector), rdma=labels.resources(args.rdma),
                          deadline_s=args.deadline, shm=args.shm, join_timeout=args.join_timeout)
+    if escape(args.suite) != args.suite:  # it is written into the YAML's comment and a shell line: one plain line
+        raise UserError(f"SUITE {show(args.suite)}: a suite name or file without control characters (newlines, ESC)")
+    if not in_cluster:
+        _elsewhere(args.suite)
     suite, suite_text = _suite(args.suite) if in_cluster else (args.suite, None)
     token = token or secrets.token_hex(32)
     docs = [manifests.secret(a, token), manifests.service(a, args.port if in_cluster else None), manifests.job(a)]
@@ -103,7 +108,7 @@ def render(args: argparse.Namespace, token: str | None = None) -> str:
                         "--taint itself)")
     how = (f"kubectl logs -n {a.namespace} -f job/{name}-controller" if in_cluster else
            f"on the controller: CLUSTERCHECK_TOKEN=$(kubectl get secret -n {a.namespace} {a.secret} -o "
-           f"jsonpath='{{.data.token}}' | base64 -d) clustercheck run {args.suite} --launcher join --nodes "
+           f"jsonpath='{{.data.token}}' | base64 -d) clustercheck run {shlex.quote(args.suite)} --launcher join --nodes "
            f"{args.nodes} --store-addr {controller}")
     head = (f"# clustercheck k8s render: {args.nodes} node agent(s), {a.gpus_per_node or 'no'} GPU(s) each; "
             f"apply with kubectl apply -f -\n# {how}\n# remove: kubectl delete -n {a.namespace} job,service,secret,"
@@ -127,6 +132,17 @@ def _suite(name: str) -> tuple[str, str | None]:
         path = shipped
     load_suite(path, display(path))  # a bad suite is refused here, not in the cluster
     return (name, None) if path == shipped else ("suite.yaml", path.read_text(encoding="utf-8"))
+
+
+def _elsewhere(name: str) -> None:
+    """The suite a controller elsewhere will run, checked as `clustercheck run` finds and loads it (from where
+    render runs: the controller's directory, as the printed command assumes): a mistake is one line here."""
+    from clustercheck.paths import display
+    from clustercheck.run.command import resolve_suite
+    from clustercheck.suite.load import load_suite
+
+    path = resolve_suite(name)
+    load_suite(path, display(path))
 
 
 def _quantity(text: str) -> bool:
