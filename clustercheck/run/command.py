@@ -169,9 +169,10 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         os.environ[AUTOLOAD] = "1"  # read when pytest loads its plugins; never passed on to another program
         witness = SessionEnd()
         from clustercheck.run.signals import after_the_run, finished, stopped_by
+        from clustercheck.run.pytestconfig import UnderRun
 
         try:  # the plugin sets the code from the verdict
-            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), BadPlugin(), witness]))
+            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), BadPlugin(), witness, UnderRun()]))
             finished(code, record=witness.code is not None)  # a signal from here on leaves it (prestart.end)
             if code == 0 and (listed := sorted(LISTING & {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))})):
                 print(f"clustercheck: {listed[0]}: listed only; nothing was measured, no record was written and no "

@@ -1,5 +1,6 @@
 """What the clustercheck plugin reads of pytest's configuration: the suite files named, whether the run only
-lists (measures nothing), and pytest-xdist's -n refused for suites."""
+lists (measures nothing), and the options a suite cannot run with refused: pytest-xdist's -n for suites,
+and under `clustercheck run` (a gate, never interactive) pytest's debugger."""
 
 from __future__ import annotations
 
@@ -35,3 +36,25 @@ def refuse_parallel_workers(config: pytest.Config) -> None:
         raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
                                 "workers would measure the same hardware at the same time and distort every "
                                 "result (all nodes are already measured at once); drop -n")
+
+
+def refuse_debugger(config: pytest.Config) -> None:
+    """--pdb under `clustercheck run`: at a failed item pytest's debugger reads stdin, which a batch job's
+    pipe never ends, and it catches the KeyboardInterrupt that a SIGTERM (Slurm, a pod deleted) stops the run
+    with: the run never ends and its record never gets its end line. A gate is never interactive; a plain
+    pytest run is the one to debug in. (--trace stops only in pytest's own test functions, never in a suite's
+    item, so it changes nothing here.)"""
+    if config.getoption("usepdb", False):
+        raise pytest.UsageError("--pdb: clustercheck run is never interactive: at a failed item the debugger "
+                                "would wait on stdin (a batch job's never ends) and take the SIGTERM that stops "
+                                "the run; use plain pytest to debug: pytest SUITE.yaml --pdb")
+
+
+class UnderRun:
+    """pytest's configuration as `clustercheck run` reads it, once pytest parsed every source (argv,
+    PYTEST_ADDOPTS, `-o addopts=...`): options a gate cannot run with refused before clustercheck's plugin
+    starts anything (its pytest_configure runs after this one)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        refuse_debugger(config)

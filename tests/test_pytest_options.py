@@ -1,0 +1,48 @@
+"""pytest's own options under `clustercheck run` that cannot work for a gate: refused in one line (exit 4)
+before anything is measured, or, for a listing, said from pytest's configuration however it was given."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU_THRESHOLDS, small_check
+
+
+def cc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env=env)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("how", ["argv", "PYTEST_ADDOPTS"])
+def test_pdb_is_refused_before_anything_is_measured(tree: Path, how: str) -> None:
+    """--pdb with no terminal (stdin a pipe a scheduler keeps open) waited on stdin for ever at the first failed
+    item, and pdb caught the KeyboardInterrupt of a SIGTERM: a Slurm or K8s stop never ended the run."""
+    env = {**os.environ, "PYTEST_ADDOPTS": "--pdb" if how == "PYTEST_ADDOPTS" else ""}
+    argv = [sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out", "o",
+            *(["--pdb"] if how == "argv" else [])]
+    with open(tree / "stdout", "w") as stdout, open(tree / "stderr", "w") as stderr, \
+            subprocess.Popen(argv, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr) as proc:
+        try:  # stdin stays open, as a scheduler's pipe does (communicate() would close it): pdb would wait on it
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail("clustercheck run --pdb waited on stdin: " + (tree / "stderr").read_text())
+    out, err = (tree / "stdout").read_text(), (tree / "stderr").read_text()
+    assert proc.returncode == 4, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--pdb" in lines[0] and "plain pytest" in lines[0], err
+    assert not (tree / "o").exists()
