@@ -165,11 +165,12 @@ class CheckItem(pytest.Item):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     checks = [i for i in items if isinstance(i, CheckItem)]
-    if not checks or _listing(config) or config.stash.get(bad_suites_key, None):
-        return  # a bad suite file is refused (exit 4) before any rank starts, with the good ones
+    if config.stash.get(bad_suites_key, None) and not _listing(config):  # refused (exit 4) before any rank starts:
+        items[:] = [i for i in items if not isinstance(i, CheckItem)]  # the good files' items too, whatever -k or
+    if not checks or _listing(config) or config.stash.get(bad_suites_key, None):  # --continue-on-collection-errors
+        return
     TIMINGS.mark("collection")
-    files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
-    cs = config.stash[session_key]
+    files, cs = list(dict.fromkeys((i.check.file, i.path) for i in checks)), config.stash[session_key]  # (as shown, bytes)
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
     # fewer items than the suites hold, by any means (-k, --deselect, addopts, a conftest): every report says so
     deselected: list[str] = config.stash.setdefault(deselected_key, [])

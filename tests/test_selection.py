@@ -72,3 +72,17 @@ def test_verify_reads_a_selection_made_by_pytest_addopts_not_a_deleted_check(tmp
     said = checked.stdout + checked.stderr
     assert "deleted from the record" not in said, said
     assert checked.returncode == 0 and "a selection (1 of" in said, said
+
+
+def test_a_bad_suite_beside_a_good_one_runs_nothing_even_continuing_on_collection_errors(project: pytest.Pytester
+                                                                                          ) -> None:
+    """The session never starts with a bad suite file; the good file's items ran on it anyway (an
+    AssertionError traceback each) under --continue-on-collection-errors."""
+    write_suite(project, "checks:\n" + small_check("ok"), name="good.yaml")
+    write_suite(project, "checks:\n  - id: a\n    measure: all_reduce\n    parms: {}\n", name="bad.yaml")
+    res = project.runpytest("suites/good.yaml", "suites/bad.yaml", *RUN, "--continue-on-collection-errors")
+    said = res.stdout.str() + res.stderr.str()
+    assert res.ret == 4, said
+    assert "AssertionError" not in said and "Traceback" not in said
+    res.stdout.fnmatch_lines(["*suites/bad.yaml:4: checks*.parms: unknown key*"])
+    assert not (project.path / "out" / "latest").exists()
