@@ -46,3 +46,14 @@ def test_pdb_is_refused_before_anything_is_measured(tree: Path, how: str) -> Non
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "--pdb" in lines[0] and "plain pytest" in lines[0], err
     assert not (tree / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--setup-only", "--setup-plan"])
+def test_setup_only_is_refused_for_suites(tree: Path, option: str) -> None:
+    """A check is measured in its item's setup: --setup-only measured every check, dropped the results and said
+    'planned item(s) never ran' (a failed measurement lost without a word)."""
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", option, cwd=tree)
+    assert out.returncode == 4, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], out.stderr
+    assert not (tree / "o").exists()

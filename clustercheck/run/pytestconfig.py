@@ -1,6 +1,7 @@
 """What the clustercheck plugin reads of pytest's configuration: the suite files named, whether the run only
 lists (measures nothing), and the options a suite cannot run with refused: pytest-xdist's -n for suites,
-and under `clustercheck run` (a gate, never interactive) pytest's debugger."""
+--setup-only/--setup-plan, which measure a suite's checks and drop what they measured, and under `clustercheck
+run` (a gate, never interactive) pytest's debugger."""
 
 from __future__ import annotations
 
@@ -50,6 +51,16 @@ def refuse_debugger(config: pytest.Config) -> None:
                                 "the run; use plain pytest to debug: pytest SUITE.yaml --pdb")
 
 
+def refuse_setup_only(config: pytest.Config) -> None:
+    """A suite's check is measured in its item's setup: --setup-only and --setup-plan measured every check, then
+    dropped the results (a failed measurement among them) and said only 'planned item(s) never ran'."""
+    for option, dest in (("--setup-plan", "setupplan"), ("--setup-only", "setuponly")):
+        if config.getoption(dest, False) and (suites := suite_files(config)):
+            raise pytest.UsageError(f"{option}: a check of a suite ({suites[0]}) is measured in its item's setup: "
+                                    "pytest would measure every check and drop what it measured; list the items "
+                                    "with --co, or run them")
+
+
 class UnderRun:
     """pytest's configuration as `clustercheck run` reads it, once pytest parsed every source (argv,
     PYTEST_ADDOPTS, `-o addopts=...`): options a gate cannot run with refused before clustercheck's plugin
@@ -58,3 +69,4 @@ class UnderRun:
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         refuse_debugger(config)
+        refuse_setup_only(config)
