@@ -57,3 +57,27 @@ def test_setup_only_is_refused_for_suites(tree: Path, option: str) -> None:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], out.stderr
     assert not (tree / "o").exists()
+
+
+@pytest.mark.parametrize("given", [["-o", "addopts=--co"], ["--override-ini=addopts=--collect-only -q"]])
+def test_a_listing_given_in_addopts_says_that_nothing_was_measured(tree: Path, given: list[str]) -> None:
+    """The listing was told from argv and PYTEST_ADDOPTS by name: `-o addopts=--co` exited 0, nothing measured,
+    without the line that says so (a gate that runs it clears nothing, and must not read it as a pass)."""
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", *given, cwd=tree)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == ["clustercheck: --collect-only: listed only; nothing was measured, "
+                                               "no record was written and no node is cleared (exit 0)"]
+    assert not (tree / "o").exists()
+
+
+@pytest.mark.parametrize("given", [["-o", "addopts=--co"], ["-oaddopts=-q --fixtures"],
+                                   ["--override-ini=addopts=--markers"]])
+def test_a_listing_in_addopts_starts_no_rank_pool_first(given: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o addopts=--co` started the first rank pool (ranks importing torch) for a run that measures nothing."""
+    import argparse
+
+    from clustercheck.run.command import prestarts
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert prestarts(argparse.Namespace(launcher="local"), ["-v"])
+    assert not prestarts(argparse.Namespace(launcher="local"), ["-v", *given])

@@ -171,11 +171,12 @@ def run(args: argparse.Namespace, rest: list[str]) -> int:
         from clustercheck.run.signals import after_the_run, finished, stopped_by
         from clustercheck.run.pytestconfig import UnderRun
 
+        under = UnderRun()  # what pytest parsed: a listing given in `-o addopts=` too
         try:  # the plugin sets the code from the verdict
-            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), BadPlugin(), witness, UnderRun()]))
+            code = int(pytest.main(pytest_args, plugins=[NoIniHeader(), BadPlugin(), witness, under]))
             finished(code, record=witness.code is not None)  # a signal from here on leaves it (prestart.end)
-            if code == 0 and (listed := sorted(LISTING & {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))})):
-                print(f"clustercheck: {listed[0]}: listed only; nothing was measured, no record was written and no "
+            if code == 0 and under.listed:
+                print(f"clustercheck: {under.listed}: listed only; nothing was measured, no record was written and no "
                       "node is cleared (exit 0)", file=sys.stderr)
             return code
         except KeyboardInterrupt as exc:  # pytest's session had ended (its unconfigure): the record stands
@@ -198,12 +199,29 @@ LISTING = frozenset({"--co", "--collect-only", "--fixtures", "--fixtures-per-tes
 
 
 def prestarts(args: argparse.Namespace, rest: list[str]) -> bool:
-    """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure."""
-    given = {*rest, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))}
+    """Whether `clustercheck run` starts its first rank pool before pytest: a local run that will measure, as
+    far as the options tell before pytest parses them (a pool started for a listing is only time lost: the
+    plugin reads pytest's configuration, and prestart.end() stops it)."""
+    given = {*_given(rest)}
     listing = ({"--help", "-h", "--version"} | LISTING) & given
     from clustercheck.run.launch import LAUNCHERS
 
     return args.launcher in LAUNCHERS and not LAUNCHERS[args.launcher].remote and not listing
+
+
+def _given(rest: list[str]) -> list[str]:
+    """The pytest options of PYTEST_ADDOPTS and `rest`, and those of any `-o addopts=...` among them."""
+    given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *rest]
+    inis = [value for option, value in zip(given, given[1:]) if option in ("-o", "--override-ini")]
+    inis += [tok.split("=", 1)[1] for tok in given if tok.startswith("--override-ini=")]
+    inis += [tok[2:] for tok in given if tok.startswith("-o") and not tok.startswith("--") and len(tok) > 2]
+    for ini in inis:
+        if ini.startswith("addopts="):
+            try:
+                given += shlex.split(ini.removeprefix("addopts="))
+            except ValueError:  # pytest says what is wrong with it
+                pass
+    return given
 
 
 def refused(args: argparse.Namespace) -> bool:

@@ -15,8 +15,17 @@ from clustercheck.suite.load import is_suite_file, is_yaml_name
 def listing(config: pytest.Config) -> bool:
     """A pytest run that lists and measures nothing: --collect-only, --fixtures, --fixtures-per-test (pytest
     collects for those too), --markers: no rank starts, no run record, `latest` stays."""
-    return bool(config.option.collectonly or getattr(config.option, "showfixtures", False) or
-                getattr(config.option, "show_fixtures_per_test", False) or getattr(config.option, "markers", False))
+    return listing_option(config) is not None
+
+
+def listing_option(config: pytest.Config) -> str | None:
+    """The option that makes this run a listing (see listing()), as pytest parsed it from every source (argv,
+    PYTEST_ADDOPTS, `-o addopts=...`), None for a run that measures."""
+    for dest, option in (("collectonly", "--collect-only"), ("showfixtures", "--fixtures"),
+                         ("show_fixtures_per_test", "--fixtures-per-test"), ("markers", "--markers")):
+        if getattr(config.option, dest, False):
+            return option
+    return None
 
 
 def suite_files(config: pytest.Config) -> list[Path]:
@@ -64,9 +73,14 @@ def refuse_setup_only(config: pytest.Config) -> None:
 class UnderRun:
     """pytest's configuration as `clustercheck run` reads it, once pytest parsed every source (argv,
     PYTEST_ADDOPTS, `-o addopts=...`): options a gate cannot run with refused before clustercheck's plugin
-    starts anything (its pytest_configure runs after this one)."""
+    starts anything (its pytest_configure runs after this one), and the option that made the run a listing
+    (`listed`, None when it measures), for the line that says nothing was measured."""
+
+    def __init__(self) -> None:
+        self.listed: str | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
+        self.listed = listing_option(config)
         refuse_debugger(config)
         refuse_setup_only(config)
