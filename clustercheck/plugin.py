@@ -22,7 +22,7 @@ from clustercheck.record.keys import SIGN_FLAGS, redact_argv
 from clustercheck.record.entries import plan_item, result_entry
 from clustercheck.record.schema import ResultEntry, item_name, selection
 from clustercheck.run.session import CheckSession
-from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, nothing_measured
+from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, nothing_measured, unsignalled
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite, one_stem_each
@@ -319,8 +319,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         stopper.finishing = True  # from here a signal kills the ranks but never cuts the record short
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(stopper and stopper.received)
     TIMINGS.mark("checks")
-    cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None,
-              stopped=cs.stopped or (cs.record.broken if cs.record is not None else None))
+    cs.finish(interrupted=interrupted, signal=stopper.first if stopper else None, stopped=cs.stopped or (cs.record.broken
+              if cs.record else None) or unsignalled(interrupted, stopper, session.config.stash.get(interrupt_key, "")))
     TIMINGS.mark("exclusion list")
     if session.config.stash.get(bad_suites_key, None) and not cs.started:
         session.exitstatus = int(Exit.BAD_INPUT)  # pytest says "interrupted" for a collection error

@@ -377,3 +377,16 @@ def test_a_plugins_sessionfinish_that_raises_after_clustercheck_never_hides_the_
     assert "INTERNALERROR" not in out.stdout + out.stderr and "Traceback" not in out.stdout + out.stderr
     assert "clustercheck: ERROR: a plugin's pytest_sessionfinish raised (" in out.stderr, out.stderr
     assert "raises_at_end.py:6: RuntimeError: boom); the run's record and reports stand" in out.stderr, out.stderr
+
+
+def test_a_run_pytest_itself_stopped_says_so_never_a_signal_that_never_came(five: pytest.Pytester) -> None:
+    """pytest.exit from a conftest (as pdb's quit and `--sw`'s first failure stop a session) recorded
+    "interrupted (SIGINT)" though no signal came: the reports now say pytest stopped it, and why."""
+    (five.path / "conftest.py").write_text(
+        "import pytest\n\n\ndef pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call':\n        pytest.exit('the conftest stops here')\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "suites/s.yaml", *RUN], cwd=five.path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    reason = json.loads((five.path / "out" / "latest" / "results.json").read_text())["incomplete"]["reason"]
+    assert "SIGINT" not in reason and "pytest stopped the session (the conftest stops here)" in reason, reason

@@ -13,7 +13,7 @@ from _pytest.outcomes import Exit as PytestExit  # pytest.exit.Exception, as a b
 
 from clustercheck.errors import HarnessError, escape
 from clustercheck.exitcodes import SEVERITY, Exit, worst
-from clustercheck.run.signals import stopped_by
+from clustercheck.run.signals import Stopper, stopped_by
 
 
 class InterruptWitness:
@@ -25,7 +25,18 @@ class InterruptWitness:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         exc = excinfo.value
-        self.stash[self.key] = stopped_by(exc) if isinstance(exc, KeyboardInterrupt) else "interrupted"
+        # pytest.exit's (pdb's "Quitting debugger", a conftest's) says why in its msg
+        self.stash[self.key] = stopped_by(exc) if isinstance(exc, KeyboardInterrupt) else (
+            str(getattr(exc, "msg", "")) or "interrupted")
+
+
+def unsignalled(interrupted: bool, stopper: Stopper | None, witnessed: str) -> str | None:
+    """Why pytest stopped a run no signal stopped (`--sw`'s first failure, pdb's quit, a conftest's
+    pytest.exit), as InterruptWitness kept it: the record's end then says so, never "interrupted (SIGINT)"
+    for a signal that never came."""
+    if not interrupted or stopper is not None and stopper.first:
+        return None
+    return f"pytest stopped the session ({witnessed or 'interrupted'})"
 
 
 hook_raised_key = pytest.StashKey[set[tuple[str, str]]]()  # (plugin, hook) whose implementation raised, said once
