@@ -81,3 +81,23 @@ def test_a_listing_in_addopts_starts_no_rank_pool_first(given: list[str], monkey
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     assert prestarts(argparse.Namespace(launcher="local"), ["-v"])
     assert not prestarts(argparse.Namespace(launcher="local"), ["-v", *given])
+
+
+@pytest.mark.parametrize("given", [["-n", "2"], ["-n2"]])
+def test_a_short_option_of_a_plugin_not_loaded_names_the_plugin(tree: Path, given: list[str]) -> None:
+    """`-n 2` without `-p xdist` got pytest's four-line usage screen: only --long options were looked up among the
+    installed plugins' options."""
+    pytest.importorskip("xdist")
+    out = cc("run", "s.yaml", "--thresholds", "th", "--out", "o", *given, cwd=tree)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "clustercheck: error: unknown option -n: it is an option of the installed pytest plugin 'xdist', which "
+        "clustercheck run loads only when named: add -p xdist"]
+    assert not (tree / "o").exists()
+
+
+def test_pytests_own_short_options_are_known(tree: Path) -> None:
+    """The short options that need no look at pytest's parser are all pytest's own (the list is ours)."""
+    from clustercheck.run.command import PYTEST_SHORT, _pytest_flags
+
+    assert PYTEST_SHORT <= (_pytest_flags([]) or set())

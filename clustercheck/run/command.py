@@ -30,7 +30,9 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
     from clustercheck.run.options import RUN_OPTIONS
 
     flags = [tok.split("=", 1)[0] for tok in rest if tok.startswith("--") and len(tok) > 2]
-    if not flags:
+    # -n2, -vx: the first letter is the option; pytest's own are skipped here (reading its parser costs 0.17 s)
+    shorts = [tok[:2] for tok in rest if tok[:1] == "-" and tok[1:2].isalpha() and tok[:2] not in PYTEST_SHORT]
+    if not flags and not shorts:
         return
     if cached := [flag for flag in flags if flag in CACHE_OPTIONS]:
         raise UserError(f"{cached[0]}: clustercheck run keeps no pytest cache (its cacheprovider is off: a run "
@@ -40,6 +42,10 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
     theirs = _pytest_flags(plugins)
     if theirs is None:  # pytest's parser could not be read: leave the judgment to pytest
         return
+    for short in shorts:  # one pytest does not know is left to it (it may be a value), unless a plugin has it
+        if short not in theirs and (owner := _installed_plugin_with(short)):
+            raise UserError(f"unknown option {short}: it is an option of the installed pytest plugin {owner!r}, "
+                            f"which clustercheck run loads only when named: add -p {owner}")
     for flag in flags:
         if flag in theirs or flag in ours:
             continue
@@ -47,7 +53,7 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
             raise UserError(f"unknown option {flag}: it is an option of the installed pytest plugin {owner!r}, "
                             f"which clustercheck run loads only when named: add -p {owner}")
         close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.7) or \
-            difflib.get_close_matches(flag, sorted(theirs), n=1, cutoff=0.7)
+            difflib.get_close_matches(flag, sorted(f for f in theirs if f.startswith("--")), n=1, cutoff=0.7)
         raise UserError(f"unknown option {flag}" + (f"; did you mean {close[0]}?" if close else
                                                     " (clustercheck run --help lists the options; an installed "
                                                     "pytest plugin's need -p NAME)"))
@@ -57,13 +63,15 @@ def misspelled(rest: list[str], plugins: list[str]) -> None:
 CACHE_OPTIONS = frozenset({"--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--cache-show",
                            "--cache-clear", "--lfnf", "--last-failed-no-failures", "--sw", "--stepwise",
                            "--sw-skip", "--stepwise-skip", "--sw-reset", "--stepwise-reset"})
+# pytest's own short options (pytest 8 and 9), which need no look at its parser
+PYTEST_SHORT = frozenset({"-V", "-W", "-c", "-h", "-k", "-l", "-m", "-o", "-p", "-q", "-r", "-s", "-v", "-x"})
 
 
 def _pytest_flags(plugins: list[str]) -> set[str] | None:
-    """Every long option pytest would accept under `clustercheck run`: its own, clustercheck's plugin's and
-    those of the `-p` ones (no other installed plugin is loaded there, see isolation(), so none is imported
-    here either: importing one costs time and may do anything); None when pytest's parser cannot be read
-    (its layout is pytest's own, not a promise)."""
+    """Every option pytest would accept under `clustercheck run` (-x and --exitfirst): its own, clustercheck's
+    plugin's and those of the `-p` ones (no other installed plugin is loaded there, see isolation(), so none is
+    imported here either: importing one costs time and may do anything); None when pytest's parser cannot be
+    read (its layout is pytest's own, not a promise)."""
     try:
         from _pytest.config import get_config
 
@@ -76,7 +84,7 @@ def _pytest_flags(plugins: list[str]) -> set[str] | None:
                 continue
         parser = config._parser
         groups = [parser._anonymous, *parser._groups]
-        return {name for group in groups for opt in group.options for name in opt.names() if name.startswith("--")}
+        return {name for group in groups for opt in group.options for name in opt.names()}
     except Exception:
         return None
 
