@@ -246,7 +246,7 @@ def _report(run: Path, out: Path) -> int:
     """Re-render a saved run; exit with its verdict's code, as the run itself did."""
     from clustercheck.report import read, render_record
     from clustercheck.report.status import run_status
-    from clustercheck.report.terminal import incomplete_line, lines_shown, names_shown
+    from clustercheck.report.terminal import verdict_lines
 
     from clustercheck.record.compare import available, resolve_run
 
@@ -264,13 +264,9 @@ def _report(run: Path, out: Path) -> int:
         if signed_by and before.get(path) != path.read_bytes():
             print(f"{display(path)} changed: attestation.json no longer matches it (clustercheck sign RUN --key KEY "
                   f"signs the run again)", file=sys.stderr)
-    line = incomplete_line(rec)
     status = run_status(rec)
-    if line:  # the reports say so too; the exit code must, for whatever reads it
-        print(lines_shown(line), file=sys.stderr)  # a record's node names are its writer's text: escaped
-    elif status["untested"]:  # why a run whose items passed is no PASS
-        print(lines_shown(f"untested: {names_shown(list(status['untested']))} (no item measured these nodes: they "
-                          f"are not cleared; run verdict {status['verdict']})"), file=sys.stderr)
+    for line in verdict_lines(rec, status):  # the reports say so too; the exit code must, for whatever reads it
+        print(line, file=sys.stderr)
     return for_verdict(status["verdict"])
 
 

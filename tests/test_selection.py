@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -42,6 +44,9 @@ def test_a_selection_passes_and_every_report_says_it(project: pytest.Pytester, h
     ctrf = json.loads((run / "ctrf.json").read_text())
     assert ctrf["extra"]["clustercheck.run"]["selection"] == data["selection"]
     assert [t["status"] for t in ctrf["results"]["tests"] if t["name"] == "selection"] == ["skipped"]
+    again = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(run)], capture_output=True, text=True,
+                           timeout=120)  # the record rendered later says it where its verdict is read too
+    assert again.returncode == 0 and "a selection: 1 of 2 planned items" in again.stderr, again.stderr
 
 
 def test_the_whole_suite_makes_no_selection(project: pytest.Pytester) -> None:

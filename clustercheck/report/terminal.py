@@ -16,7 +16,7 @@ from clustercheck.record.exclude import act_line, acts, as_hostlist, unblamed
 from clustercheck.record.io import Record
 from clustercheck.record.schema import ExcludeEntry, ResultEntry
 from clustercheck.report import REPORTS
-from clustercheck.report.status import never_joined, planned
+from clustercheck.report.status import never_joined, planned, selection_text
 
 _HEAD = ("check", "metric", "measured", "limit", "margin", "verdict")
 FILES = ("run.jsonl", *REPORTS.values(), "exclude.txt")
@@ -194,6 +194,21 @@ def notes(results: Sequence[ResultEntry], most: int = 5) -> list[str]:
     lines = [escape(f"{as_hostlist(sorted(set(hosts)))}: {text}" if hosts else text)  # a rank's or a tool's words
              for text, hosts in by_note.items()]
     return lines[:most] + ([f"and {len(lines) - most} more (report.html, each item)"] if len(lines) > most else [])
+
+
+def verdict_lines(rec: Record, status: Mapping[str, Any]) -> list[str]:
+    """What `clustercheck report` says beside the files it wrote, escaped (a record's node names and a
+    selection's ids are its writer's text): why the run is INCOMPLETE, else why a run whose items passed is
+    no PASS (nodes nothing measured); and a selection, which may PASS but is said where the verdict is read."""
+    out = []
+    if line := incomplete_line(rec):
+        out.append(line)
+    elif status["untested"]:
+        out.append(f"untested: {names_shown(list(status['untested']))} (no item measured these nodes: they are not "
+                   f"cleared; run verdict {status['verdict']})")
+    if status.get("selection"):
+        out.append(selection_text(status["selection"]))
+    return [lines_shown(line) for line in out]
 
 
 def names_shown(nodes: list[str]) -> str:
