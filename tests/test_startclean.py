@@ -188,3 +188,36 @@ def test_a_run_removes_the_starting_directory_a_killed_controller_left(tmp_path:
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(p.name for p in (tmp_path / "out").glob(".starting-*")) == \
         sorted([f".starting-{fresh}", f".starting-{os.getpid()}"]), out.stdout + out.stderr
+
+
+def test_an_agent_stopped_inside_a_try_to_reach_the_controller_ends_without_finishing_it(tmp_path: Path) -> None:
+    """Failed before: c10d's TCPStore client retries its connect inside C++ (5 s a try, no Python between),
+    so an agent SIGTERMed while it tried the controller acted on the signal only once the try was over (c10d
+    said it timed out): longer than the hosts launcher waits before SIGKILL, and its work directory stayed.
+    Here the controller is a listener that accepts and never answers: the agent is inside its first try."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    said = tmp_path / "agent.log"
+    with said.open("wb") as log:
+        agent = subprocess.Popen([sys.executable, "-m", "clustercheck", "agent", "--index", "0", "--node", "x",
+                                  "--controller", f"127.0.0.1:{listener.getsockname()[1]}", "--token-stdin",
+                                  "--join-timeout", "60"], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "TMPDIR": str(tmp)})
+    assert agent.stdin is not None
+    agent.stdin.write(b"tok-" + b"5" * 60 + b"\n")
+    agent.stdin.close()
+    end = time.monotonic() + 120
+    while not accepted and time.monotonic() < end and agent.poll() is None:
+        time.sleep(0.02)
+    assert accepted, said.read_text()
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(120) == 128 + signal.SIGTERM, said.read_text()
+    listener.close()
+    assert "timed out" not in said.read_text(), said.read_text()
+    assert not os.listdir(tmp), said.read_text()

@@ -33,6 +33,7 @@ from clustercheck.errors import UserError
 from clustercheck.run import agentdir, gang, wire
 from clustercheck.run.launch import WORKER
 from clustercheck.run.launcher import RankProcess
+from clustercheck.run.signals import interruptible
 from clustercheck.run.zygote import end_shared as end_zygote, identity, shared as shared_zygote
 from clustercheck.run.zygote_serve import preimport
 from clustercheck.run.wire import env_line
@@ -103,7 +104,7 @@ class Agent:
         deadline, said = time.monotonic() + timeout, False
         while True:
             try:
-                return dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=5))
+                return interruptible(lambda: dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=5)))
             except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError: not up yet
                 if self.stop:
                     return None

@@ -12,9 +12,10 @@ import sys
 import threading
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
+T = TypeVar("T")
 _OWNED: list[bool] = []  # once `clustercheck run` owns its process (entry()): finished() may keep handlers
 
 
@@ -158,3 +159,26 @@ def stopped_by(exc: KeyboardInterrupt) -> str:
 def not_started(why: str) -> str:
     """The one line for a run stopped by Ctrl-C or SIGTERM before any check ran (no record to say it in)."""
     return f"clustercheck: INCOMPLETE: {why}: stopped before any check ran; nothing was measured and no node is cleared"
+
+
+def interruptible(call: Callable[[], T]) -> T:
+    """`call()`, a C call that may block for seconds (c10d's TCPStore client retries its connect inside
+    C++, 5-10 s against an address nobody listens at), run in a daemon thread while the main thread waits
+    in Python: a signal's handler runs at once, not when the call returns. A handler that raises leaves
+    the call to end with the process (an agent SIGTERMed while it tries the controller: hosts.close)."""
+    done: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            done.append((True, call()))
+        except BaseException as exc:
+            done.append((False, exc))
+
+    thread = threading.Thread(target=run, name="clustercheck-interruptible", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
