@@ -48,30 +48,39 @@ def running_pod(cluster: FakeCluster, job: str, index: int, **status: Any) -> st
     return name
 
 
-@pytest.mark.parametrize("how, said, blamed", [
-    ("evicted", "pod cc-1-abcde is Failed (Evicted: The node was low on resource: memory. Threshold quantity", False),
-    ("preempted", "Kubernetes is ending pod cc-1-abcde (PreemptionByScheduler: default-scheduler: preempting", False),
-    ("oom", "pod cc-1-abcde's agent container ended (exit code 137, OOMKilled)", False),
-    ("agent-bug", "pod cc-1-abcde's agent ended with exit code 70 (clustercheck's own error, not the node's)", False),
-    ("crashed", None, True),  # exit 1: a crash a GPU fault may cause; the node's silence stands
-    ("deleted", None, True),  # gone: the pod GC removes a deleted node's pods too, so its silence stands
-    ("node-not-ready", "Kubernetes is ending pod cc-1-abcde (DeletionByTaintManager: Taint manager", True),
+STOPPED = "its agent was stopped by SIGTERM (pod deleted, evicted or preempted): not a fault of the node"
+
+
+@pytest.mark.parametrize("how, stopped, said, blamed", [
+    ("evicted", "", "pod cc-1-abcde is Failed (Evicted: The node was low on resource: memory. Threshold quantity", False),
+    ("preempted", "", "Kubernetes is ending pod cc-1-abcde (PreemptionByScheduler: default-scheduler: preempting", False),
+    ("oom", "", "pod cc-1-abcde's agent container ended (exit code 137, OOMKilled)", False),
+    ("agent-bug", "", "pod cc-1-abcde's agent ended with exit code 70 (clustercheck's own error, not the node's)", False),
+    ("crashed", "", None, True),  # exit 1: a crash a GPU fault may cause; the node's silence stands
+    ("deleted", "", None, True),  # gone, no word from its agent: the pod GC removes a deleted node's pods too
+    # gone after its agent said SIGTERM: deleted, evicted or preempted (a deleted node's pods get no SIGTERM)
+    ("deleted", "SIGTERM", STOPPED, False),
+    ("preempted then removed", "SIGTERM", STOPPED, False),
+    ("preempted then removed", "", None, True),
+    ("node-not-ready", "SIGTERM", "Kubernetes is ending pod cc-1-abcde (DeletionByTaintManager: Taint manager", True),
 ])
 def test_how_kubernetes_ended_a_pod_says_whether_its_node_is_to_blame(
-        cluster: FakeCluster, kube: Any, how: str, said: str | None, blamed: bool) -> None:
+        cluster: FakeCluster, kube: Any, how: str, stopped: str, said: str | None, blamed: bool) -> None:
     from clustercheck.run.k8s.launcher import JobPods
 
     running_pod(cluster, "cc", 0)
     running_pod(cluster, "cc", 1)
     pods = JobPods(kube, "cc")
     assert pods.disrupted(1, "kw-node-1") is None  # runs, as far as the API knows: its silence is all there is
-    cluster.disrupt(1, how)
-    loss = pods.disrupted(1, "kw-node-1")
+    cluster.disrupt(1, how.removesuffix(" then removed"))
+    if how.endswith(" then removed"):  # the pod object is gone seconds after its SIGTERM
+        cluster.pods.pop("cc-1-abcde")
+    loss = pods.disrupted(1, "kw-node-1", stopped)
     if said is None:
         assert loss is None, loss  # not known: the node stays unreachable, on the exclusion list
         return
     assert loss is not None and loss.blamed is blamed and said in loss.why, loss
-    if not blamed:
+    if not blamed and said != STOPPED:
         assert loss.why.endswith("Kubernetes or the harness ended its agent, not a fault of the node (not measured, "
                                  "never excluded)")
     assert pods.disrupted(0, "kw-node-0") is None
@@ -117,6 +126,32 @@ def test_a_pod_evicted_mid_run_is_not_measured_never_excluded_nor_tainted(cluste
     assert "kw-node-1" not in (data.get("lost") or {})
     assert "not measured: kw-node-1" in out, out[-3000:]
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR", out[-3000:]
+
+
+@pytest.mark.pool
+def test_a_pod_deleted_mid_run_is_not_measured_never_excluded_nor_tainted(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Index 1's pod is deleted (kubectl delete pod, a drain's eviction, a preemption) while the ranks wait before
+    node-ar, and the pod object is gone within seconds of its SIGTERM: its agent said "stopped by SIGTERM" before
+    it went silent, so kw-node-1 is not measured, off exclude.txt and untainted, where it was excluded and
+    tainted as unreachable or dead."""
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", "--taint",
+                  "--cc-inject-fault=node-ar:delay")
+    try:
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
+        cluster.disrupt(1, "deleted")
+        assert all(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] != "1"
+                   for p in cluster.pods.values())  # the pod object is gone
+    finally:
+        out = finish(ctl, [])
+    data = results(tmp_path)
+    outcome = {r["name"]: r for r in data["results"]}
+    late = outcome["node-late[kw-node-1]"]
+    assert late["outcome"] == "error" and not late.get("unreachable") and STOPPED in late["message"], (late, out[-3000:])
+    excluded = tmp_path / "out" / "latest" / "exclude.txt"
+    assert not excluded.exists() or "kw-node-1" not in excluded.read_text().split(), excluded.read_text()
+    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [], cluster.nodes["kw-node-1"]
+    for node in ("kw-node-0", "kw-node-2"):
+        assert outcome[f"node-late[{node}]"]["outcome"] == "passed", out[-4000:]
 
 
 @pytest.mark.pool

@@ -280,10 +280,29 @@ class JoinLauncher(Launcher):
         return next((why for i, why in self.silent().items() if self.members[i].node == node), "")
 
     def loss(self, node: str) -> Loss | None:
-        """What the orchestrator says of a lost node's agent (its pod evicted, deleted, ...), where it can."""
+        """What the orchestrator says of a lost node's agent (its pod evicted, deleted, ...), where it can, told
+        whether the agent said a signal stopped it before it went silent."""
         index = next((i for i, m in self.members.items() if m.node == node), None)
         read = getattr(self.pods, "disrupted", None)  # Kubernetes' pods can tell (k8s.launcher.JobPods)
-        return None if read is None or index is None else read(index, node)
+        return None if read is None or index is None else read(index, node, self.stop_said(index))
+
+    def stop_said(self, index: int, last: int = 64) -> str:
+        """The signal ("SIGTERM") agent `index` said stopped it, in the line it ships after each rank it killed
+        (agent.end_all), sealed with its key, among its `last` chunks of each pool; "" where it said none."""
+        m, store = self.members.get(index), self.store
+        if m is None or store is None:
+            return ""
+        said = f"\n[clustercheck agent on {m.node}: stopped by "
+        for pool in reversed(self._pools):
+            try:
+                have = store.add(gang.log_count(pool.number, index), 0)
+                for n in range(have, max(0, have - last), -1):
+                    text = str(wire.unseal(m.key, store.get(gang.log_chunk(pool.number, index, n))).get("text", ""))
+                    if text.startswith(said) and text.endswith(", so it killed this rank]\n"):
+                        return text[len(said):].partition(",")[0]
+            except (RuntimeError, wire.Forged, AttributeError):  # the store gone, a forged or odd chunk: not said
+                continue
+        return ""
 
     def over(self, settle: bool = False) -> Over | None:
         """Every node agent still in the run (two or more: those lost before the check that just ended aside) has

@@ -199,12 +199,14 @@ class JobPods:
             return False  # not known: wait the whole timeout
         return all(api.REFUSED.search(refused.get(i, "")) for i in unmade)
 
-    def disrupted(self, index: int, node: str) -> Loss | None:
+    def disrupted(self, index: int, node: str, stopped: str = "") -> Loss | None:
         """How the pod of agent `index` on `node` was lost mid-run, read through the API: evicted, preempted,
         being deleted, OOM-killed or killed by the kubelet, or the Job failed (Kubernetes then ends every pod of
         it): the orchestrator's or the harness's doing, so the node is not blamed; its node NotReady or deleted
         (DisruptionTarget by the taint manager or the pod garbage collector): blamed; None when the pod still
-        runs as far as the API knows (the node or its network went); blamed, saying so, when it cannot be read."""
+        runs as far as the API knows (the node or its network went); blamed, saying so, when it cannot be read.
+        `stopped`: the signal the agent said stopped it ("SIGTERM"): a pod gone then was deleted, evicted or
+        preempted (seconds after its SIGTERM), since the pod GC removes a deleted node's pods without one."""
         try:
             pods = [p for p in self._pods() if api.index_of(p) == index and
                     (p.spec is None or p.spec.node_name in (None, node))]
@@ -218,7 +220,10 @@ class JobPods:
         blamed = next((d for d in found if d[1]), None)
         if blamed is not None:
             return Loss(blamed[0], True)
-        said = [d[0] for d in found]  # a pod gone says nothing: the pod GC removes a deleted node's pods too
+        if stopped == "SIGTERM" and not pods:  # gone; a DisruptionTarget other than the node going is in `found`
+            return Loss("its agent was stopped by SIGTERM (pod deleted, evicted or preempted): not a fault of the "
+                        "node", False)
+        said = [d[0] for d in found]  # a pod gone says nothing else: the pod GC removes a deleted node's pods too
         if failed:
             said.append(f"the agents' Job {self.job} failed ({failed}), and Kubernetes ends its pods")
         if not said:
