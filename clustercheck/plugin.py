@@ -26,7 +26,7 @@ from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, n
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
 from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite, one_stem_each
-from clustercheck.run.pytestconfig import listing as _listing, refuse_parallel_workers
+from clustercheck.run.pytestconfig import listing as _listing, refuse_unfit_options
 from clustercheck.run.pytestconfig import suite_files as _suite_files
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.judging.verdicts import failure_text
@@ -54,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     TIMINGS.mark("pytest start-up and plugins")
-    refuse_parallel_workers(config)
+    refuse_unfit_options(config)  # -n, --setup-only: before anything starts
     config.pluginmanager.register(InterruptWitness(config.stash, interrupt_key), "clustercheck-interrupt-witness")
     RecordCloser(pytest_sessionfinish, finishing_key).register(config.pluginmanager)
     try:

@@ -101,3 +101,12 @@ def test_pytests_own_short_options_are_known(tree: Path) -> None:
     from clustercheck.run.command import PYTEST_SHORT, _pytest_flags
 
     assert PYTEST_SHORT <= (_pytest_flags([]) or set())
+
+
+def test_setup_only_is_refused_for_suites_under_plain_pytest(tree: Path) -> None:
+    """A plain `pytest s.yaml --setup-only` measured every check too, and dropped what it measured."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "s.yaml", "--thresholds", "th",
+                          "--cc-out", "o", "--setup-only"], capture_output=True, text=True, cwd=tree, timeout=300)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "--setup-only: a check of a suite (s.yaml) is measured in its item's setup" in out.stderr
+    assert not (tree / "o").exists()

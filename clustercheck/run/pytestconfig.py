@@ -34,6 +34,12 @@ def suite_files(config: pytest.Config) -> list[Path]:
     return [f for f in files if is_yaml_name(f) and is_suite_file(f)]
 
 
+def refuse_unfit_options(config: pytest.Config) -> None:
+    """pytest's options that cannot run a suite, refused in one line (exit 4) before anything is measured."""
+    refuse_parallel_workers(config)
+    refuse_setup_only(config)
+
+
 def refuse_parallel_workers(config: pytest.Config) -> None:
     """pytest-xdist (-n) would give each worker its own controller and rank pool, measuring the same
     GPUs and links at the same time: every number would be distorted. Suites run in one controller,
@@ -83,4 +89,3 @@ class UnderRun:
     def pytest_configure(self, config: pytest.Config) -> None:
         self.listed = listing_option(config)
         refuse_debugger(config)
-        refuse_setup_only(config)
