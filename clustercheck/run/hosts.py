@@ -206,11 +206,12 @@ class HostsLauncher(JoinLauncher):
             self._settle_until = now + EXIT_WAIT
         return max(0.0, self._settle_until - now)
 
-    def disrupted(self, index: int, node: str) -> Loss | None:
+    def disrupted(self, index: int, node: str, stopped: str = "") -> Loss | None:
         """How agent `index` (on `node`) was lost mid-run, as its exit code tells (join.loss): a bug of
         clustercheck's own (AGENT_BUG) or input it refused (4) ended it, so the node is not blamed, only not
         measured; None for any other end (killed by a signal: the OOM killer; ssh's 255: the host went; a
-        crash a GPU fault may cause), where the node's going stands."""
+        crash a GPU fault may cause), where the node's going stands. `stopped`, the signal the agent said
+        stopped it (join.loss), excuses nothing here: who sent it is not known, its exit code says more."""
         proc = self.agents[index] if index < len(self.agents) else None
         if proc is None or sum(p is proc for p in self.agents) > 1:
             return None  # one process for every agent (the slurm launcher's srun step): its code is no one agent's

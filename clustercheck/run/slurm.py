@@ -189,7 +189,7 @@ class SlurmLauncher(HostsLauncher):
                                                         if code is not None and code < 0 else f"exited with {code}"))
         return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
 
-    def disrupted(self, index: int, node: str) -> Loss | None:
+    def disrupted(self, index: int, node: str, stopped: str = "") -> Loss | None:
         """How agent `index` (on `node`) was lost mid-run, as srun said its task ended: one srun serves every
         agent, so its exit code is no one agent's (the hosts launcher's rule reads none), but srun names each
         task's ("srun: error: ccnode3: task 2: Exited with exit code 70"). A bug of clustercheck's own
