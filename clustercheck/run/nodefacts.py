@@ -16,7 +16,7 @@ from clustercheck.record.schema import PlanItem
 from clustercheck.run.options import Options
 from clustercheck.run.launcher import Launcher
 from clustercheck.run.pool import PoolKey, WorkerPool
-from clustercheck.run.rundir import make_dir, sweep_starting
+from clustercheck.run.rundir import make_dir
 
 FACTS_TIMEOUT = 120.0  # seconds for every node's first rank to read NVML and sysfs
 
@@ -27,7 +27,6 @@ def node_facts(launcher: Launcher, nodes: list[str], options: Options, here_fact
     node without GPUs. Where the controller is the only node (the local launcher, or a one-node
     allocation it runs in) its own facts are the node's and no pool starts. Otherwise the pool a
     CPU run would start first (gloo, --ranks or 2 per node) starts now and its first ranks answer."""
-    sweep_starting(options.out)  # what a controller SIGKILLed while it started left under --out
     here = socket.gethostname()
     if not launcher.remote or nodes in ([here], [here.split(".")[0]]):
         return {nodes[0]: cuda_counted(here_facts or platform_mod.read_facts())}, None

@@ -27,7 +27,7 @@ from clustercheck.run.losses import lost_any
 from clustercheck.run.fit import check_fits, least as _least
 from clustercheck.run.nodefacts import lost_before, node_facts, without_lost
 from clustercheck.run.options import Options
-from clustercheck.run.rundir import check_latest, opening, point_latest, unique
+from clustercheck.run.rundir import check_latest, opening, point_latest, sweep_starting, unique
 from clustercheck.run.pool import PoolKey, WorkerPool
 from clustercheck.run.pools import PoolManager
 from clustercheck.record import inputs
@@ -90,6 +90,7 @@ class CheckSession:
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
         check_latest(opts.out)  # before anything is measured: a `latest` clustercheck did not make is refused
+        sweep_starting(opts.out)  # what a controller SIGKILLed while it started left under --out
         early = prestart.take()  # the local run's first pool, started before pytest was (run/prestart.py)
         if early is not None and self.launcher.remote:
             early.discard()
