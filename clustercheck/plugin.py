@@ -371,8 +371,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         verdict = "INCOMPLETE" if unwritten or broken else str(run_status(rec)["verdict"])
         code = for_verdict(verdict)
         session.exitstatus = int(code) or session.exitstatus or (int(Exit.ERROR) if unsigned else 0)
-        call_each(session.config, "pytest_clustercheck_run_finished", run_dir=cs.run_dir, results=cs.results,
-                  exclusion=cs.exclusion, incomplete=unfinished, verdict=verdict, config=session.config)
+        call_each(session.config, "pytest_clustercheck_run_finished", config=session.config, run_dir=cs.run_dir,
+                  results=cs.results, exclusion=cs.exclusion, incomplete=unfinished, verdict=verdict, selection=cs.selection)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

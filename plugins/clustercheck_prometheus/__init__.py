@@ -5,15 +5,19 @@
 At the end of a run it writes (atomically: a temporary file renamed into place, as the collector
 requires) one sample per item and outcome, one per measured metric, one per excluded node, one per node
 with items that could not be measured, the run's verdict and its time, so that dashboards and alerts see
-the last verdict of every node, GPU and link:
+the last verdict of every node, GPU and link, and, for a run of a selection (-k, -m, --deselect, ...),
+how many of the items its suites hold it measured (the verdict is the selection's only; absent for a run
+of every item):
 
     clustercheck_outcome{check="allreduce-sweep",item="allreduce-sweep[vm]",nodes="vm",outcome="passed",suite="cpu-smoke"} 1.0
     clustercheck_measured{check="allreduce-sweep",item="allreduce-sweep[vm]",metric="busbw",nodes="vm",suite="cpu-smoke",unit="GB/s"} 1.1822587311617827
     clustercheck_excluded{node="node7"} 1.0
     clustercheck_verdict{verdict="PASS"} 1.0
+    clustercheck_selection{collected="2",selected="1"} 1.0
     clustercheck_last_run_timestamp_seconds 1.7953337201430738e+09
 
-(the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM; `suite` is the suite
+(the first, second and last lines from `clustercheck run` of cpu-smoke on a 2-vCPU VM, the selection's
+from one of `-k`; `suite` is the suite
 file's stem, the first half of an item's id `<suite>::<check>[<node>]`, so that two suites' checks of one id
 stay apart.) Needs prometheus-client (`pip install 'clustercheck[prometheus]'`). Uses clustercheck's
 `pytest_clustercheck_run_finished` hook (clustercheck/hookspecs.py).
@@ -68,11 +72,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_clustercheck_run_finished(run_dir: Path, results: list[dict[str, Any]], exclusion: dict[str, Any],
-                                     incomplete: str | None, verdict: str, config: pytest.Config) -> None:
+                                     incomplete: str | None, verdict: str, selection: dict[str, Any] | None,
+                                     config: pytest.Config) -> None:
     path = config.stash.get(armed_key, None)
     if path is not None:
         config.stash[ended_key] = True
-        write(config, path, registry(results, exclusion, incomplete, verdict))
+        write(config, path, registry(results, exclusion, incomplete, verdict, selection))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -128,9 +133,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplete: str | None = None,
-             verdict: str | None = None) -> Any:
+             verdict: str | None = None, selection: dict[str, Any] | None = None) -> Any:
     """The samples of one run, in a registry of their own (never the process-wide default); `verdict`, the
-    run's (clustercheck's end hook), None for none to say."""
+    run's (clustercheck's end hook), None for none to say; `selection`, the plan's when the run measured fewer
+    items than its suites hold (the verdict is the selection's only), None when it planned them all."""
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
@@ -149,6 +155,11 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
                        "items never ran): its other samples are a partial picture", registry=reg)
     overall = Gauge("clustercheck_verdict", "1 for the last run's verdict, as its results.json and exit code say "
                     "it (PASS, FAIL, ERROR, SKIPPED, INCOMPLETE)", ["verdict"], registry=reg)
+    # the file is replaced whole: a selection's PASS must not read as the whole suites' (every report says it too)
+    chosen = Gauge("clustercheck_selection", "1 when the last run measured a selection (-k, -m, --deselect, "
+                   "addopts, ...): `selected` of the `collected` items its suites hold; its verdict is the "
+                   "selection's only, the rest were not measured and nothing about them is cleared; absent when the "
+                   "run planned every item", ["selected", "collected"], registry=reg)
     finished = Gauge("clustercheck_last_run_timestamp_seconds", "when the last run ended (Unix time)", registry=reg)
     from clustercheck.record.burnin import folded
     from clustercheck.record.schema import classname
@@ -168,5 +179,7 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
     unfinished.set(1 if incomplete else 0)
     if verdict is not None:
         overall.labels(verdict).set(1)
+    if selection:
+        chosen.labels(str(selection.get("selected")), str(selection.get("collected"))).set(1)
     finished.set(time.time())
     return reg
