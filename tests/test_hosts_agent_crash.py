@@ -96,6 +96,7 @@ def test_an_agent_that_exits_a_moment_after_its_loss_is_read_by_its_code(tmp_pat
     running = subprocess.Popen(["sleep", "30"])
     launcher.agents = [running, late]
     try:
+        launcher.losing()  # both found lost (Losses.ask)
         loss = launcher.disrupted(1, "h2")
         assert loss is not None and not loss.blamed and "ValueError: boom" in loss.why, loss
         assert launcher.disrupted(0, "h1") is None  # running on past EXIT_WAIT: its going stands
@@ -120,6 +121,7 @@ def test_nodes_lost_together_share_one_exit_wait(tmp_path: Path, monkeypatch: py
         proc.wait = lambda timeout=None, _wait=wait: (asked.append(timeout), _wait(timeout))[1]  # type: ignore
     launcher.agents = procs
     try:
+        launcher.losing()  # the four found lost together (Losses.ask)
         assert all(launcher.disrupted(i, f"h{i}") is None for i in range(4))  # each still running: blamed
     finally:
         for proc in procs:
@@ -127,3 +129,39 @@ def test_nodes_lost_together_share_one_exit_wait(tmp_path: Path, monkeypatch: py
             proc.wait()
     assert len(asked) >= 4 and sum(t or 0.0 for t in asked[:4]) <= 0.3 + 1e-6, asked
     assert asked[1:4] == [0.0, 0.0, 0.0], asked
+
+
+def test_a_loss_found_after_another_s_window_gets_a_window_of_its_own(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window reopened only after a quiet EXIT_WAIT: a node lost shortly after another's window ended was
+    given no time, and its agent's crash of clustercheck's own (70) a moment later blamed the node. Each
+    burst of losses (Losses.ask) opens its own window."""
+    from clustercheck.run import hosts
+
+    monkeypatch.setattr(hosts, "EXIT_WAIT", 0.3)
+    launcher = hosts.HostsLauncher(["h1", "h2"], "{python}")
+    launcher.agent_dir = tmp_path
+    (tmp_path / "agent-1-h2.log").write_text("clustercheck: internal error: ValueError: boom\n")
+    from clustercheck.run import gang
+    from clustercheck.run.losses import Losses
+
+    launcher.members = {i: gang.Member(i, f"h{i + 1}", "k" * 64, None, f"h{i + 1}", 1) for i in (0, 1)}
+    losses = Losses(["h1", "h2"])
+    running = subprocess.Popen(["sleep", "30"])
+    late: subprocess.Popen[bytes] | None = None
+    other: subprocess.Popen[bytes] | None = None
+    try:
+        other = subprocess.Popen(["true"])
+        launcher.agents = [running, other]
+        losses.ask(launcher, ["h1"])  # h1 lost: its whole window passes, its agent running on
+        assert "h1" not in losses.excused
+        late = subprocess.Popen(["sh", "-c", "sleep 0.2; exit 70"])
+        launcher.agents = [running, late]
+        losses.ask(launcher, ["h2"])  # found lost a moment after h1's window ended
+        assert "h2" in losses.excused, losses.excused
+    finally:
+        running.kill()
+        running.wait()
+        for proc in (late, other):
+            if proc is not None:
+                proc.wait()

@@ -4,7 +4,6 @@ agent srun started finds its place in the allocation, and srun's reports of task
 from __future__ import annotations
 
 import contextlib
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -227,7 +226,7 @@ def test_an_agent_srun_saw_exit_with_clustercheck_s_own_bug_does_not_blame_its_n
         said = losses.why(launcher, "ccnode2")
         assert said.count("ValueError: boom") == 1 and f"Exited with exit code {code}" in said, said
         monkeypatch.setattr(hosts, "EXIT_WAIT", 0.3)
-        launcher._settle_until = -math.inf  # a new window, of 0.3 s
+        launcher.losing()  # a new window, of 0.3 s
         assert launcher.disrupted(0, "ccnode1") is None  # srun said nothing of ccnode1's task: it stands
 
 
@@ -245,6 +244,7 @@ def test_srun_s_words_of_a_crashed_agent_that_come_after_its_loss_still_excuse_t
             log.read_text() + "srun: error: ccnode2: task 1: Exited with exit code 70\n"))
         late.start()
         try:
+            launcher.losing()  # the node just found lost (Losses.ask)
             loss = launcher.disrupted(1, "ccnode2")
         finally:
             late.join()

@@ -17,7 +17,6 @@ are laid over the agent's own (remote login) environment, as they were over a ra
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import shlex
@@ -48,7 +47,7 @@ REACH = 10.0
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
 GONE_CODE = 3  # an agent's code for "the controller is gone" (agent.GONE): what every agent says once it went
-EXIT_WAIT = 3.0  # seconds a lost agent's process is given to exit, so that its code is read (once a lost node)
+EXIT_WAIT = 3.0  # seconds a lost agent's process is given to exit, so that its code is read (losing)
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
 # what an agent says once it tried the controller's address (agent.connect): before then the address is no cause
 TRIED = ("waiting for the controller", "could not reach the controller")
@@ -89,7 +88,7 @@ class HostsLauncher(JoinLauncher):
         self.agent_dir: Path | None = None  # the agents' output, from their start (launch)
         self.pods = self  # whether every missing agent has ended, why, and how one was lost: their processes say
         self._dir_named = False  # whether the run's error names agent_dir (no agent joined): close() need not
-        self._settle_until = -math.inf  # the end of the window the nodes lost together share to say how they ended
+        self._settle_until = 0.0  # the end of the window the nodes lost together share to say how they ended
 
     def begin(self) -> None:
         """Start every host's agent and wait until each joined or ended; the nodes are then those that joined,
@@ -197,14 +196,14 @@ class HostsLauncher(JoinLauncher):
                     (f" ({said})" if said else "")
         return super().silent()
 
+    def losing(self) -> None:
+        """A window of EXIT_WAIT opens for the nodes just found lost together to say how they ended: shared (a
+        hundred hosts gone at once wait 3 s, not 300), and each later loss opens its own."""
+        self._settle_until = time.monotonic() + EXIT_WAIT
+
     def settling(self) -> float:
-        """Seconds left for a lost agent to say how it ended: one EXIT_WAIT window shared by the nodes lost
-        together (a hundred hosts gone at once wait 3 s, not 300): those asked after it ended are only looked at,
-        until a quiet EXIT_WAIT opens the next."""
-        now = time.monotonic()
-        if now >= self._settle_until + EXIT_WAIT:
-            self._settle_until = now + EXIT_WAIT
-        return max(0.0, self._settle_until - now)
+        """Seconds left of the window the nodes lost together share (losing); 0 outside one."""
+        return max(0.0, self._settle_until - time.monotonic())
 
     def disrupted(self, index: int, node: str, stopped: str = "") -> Loss | None:
         """How agent `index` (on `node`) was lost mid-run, as its exit code tells (join.loss): a bug of

@@ -123,6 +123,10 @@ class Launcher:
         """What the launcher knows of how a node was lost (its agent exited, or went silent), or ""."""
         return ""
 
+    def losing(self) -> None:
+        """Nodes found lost together are about to be asked how (loss): a launcher that gives a lost agent a
+        moment to say how it ended opens here the one window they share (hosts.EXIT_WAIT); nothing for most."""
+
     def loss(self, node: str) -> Loss | None:
         """How a node lost mid-run was lost, where the launcher can tell (its agent's pod, read from
         Kubernetes); None: not known, and a node that stopped answering is taken as unreachable or dead."""

@@ -29,9 +29,10 @@ class Losses:
 
     def ask(self, launcher: Launcher, nodes: Iterable[str]) -> None:
         """How each node newly found unreachable was lost, as the launcher tells it (asked once a node)."""
-        for node in nodes:
-            if node in self.excused:
-                continue
+        new = [node for node in nodes if node not in self.excused]
+        if new:
+            launcher.losing()  # found lost together: one window for them all to say how they ended
+        for node in new:
             loss = launcher.loss(node)
             if loss is not None and not loss.blamed:
                 self.excused[node] = loss.why
