@@ -36,47 +36,25 @@ def test_the_shared_rule_names_the_gpus_the_report_lacks_and_says_nothing_withou
     assert not more.passed and more.detail == "8 GPU(s) listed, the platform has 4"
 
 
-def test_ecc_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
-    """One clean GPU of an 8-GPU platform passed as the node's ECC, the 7 others unnamed."""
-    from clustercheck.probes import ecc
+@pytest.mark.parametrize(("probe", "module", "what"), [("ecc", "ecc", "ECC counters"),
+                                                   ("throttle", "throttle", "clocks and temperature"),
+                                                   ("pcie-link", "pcie_link", "PCIe links")])
+def test_a_per_gpu_probe_names_the_gpus_the_capture_lacks_against_the_platform(capsys, probe: str, module: str,
+                                                                              what: str) -> None:
+    """One healthy GPU of an 8-GPU platform passed as the node (its ECC, clocks and temperature, PCIe links),
+    the 7 others unnamed."""
+    import importlib
 
-    assert main(["probe", "ecc", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
-    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('ECC counters')}" in capsys.readouterr().out
-    assert main(["probe", "ecc", "--input", str(VM)]) == Exit.PASSED      # without a platform, as before
+    judged = importlib.import_module(f"clustercheck.probes.{module}")
+    assert main(["probe", probe, "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
+    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format(what)}" in capsys.readouterr().out
+    assert main(["probe", probe, "--input", str(VM)]) == Exit.PASSED      # without a platform, as before
     assert "GPUs listed" not in capsys.readouterr().out
-    verdicts = ecc.judge(ecc.parse(text(Q, NVSIM)), {"gpu_count": 8})
+    verdicts = judged.judge(judged.parse(text(Q, NVSIM)), {"gpu_count": 8})
     assert all(v.passed for v in verdicts) and verdicts[-1].line() == "node: GPUs listed: 8 GPU(s) listed, as " \
         "the platform has"
-    (listed,) = [v for v in ecc.judge(ecc.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
-    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their ECC counters not judged")
-
-
-def test_throttle_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
-    """One cool, unthrottled GPU of an 8-GPU platform passed as the node, the 7 others unnamed."""
-    from clustercheck.probes import throttle
-
-    assert main(["probe", "throttle", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
-    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('clocks and temperature')}" in capsys.readouterr().out
-    assert main(["probe", "throttle", "--input", str(VM)]) == Exit.PASSED      # without a platform, as before
-    assert "GPUs listed" not in capsys.readouterr().out
-    verdicts = throttle.judge(throttle.parse(text(Q, NVSIM)), {"gpu_count": 8})
-    assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
-    (listed,) = [v for v in throttle.judge(throttle.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
-    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their clocks and temperature")
-
-
-def test_pcie_link_names_the_gpus_the_capture_lacks_against_the_platform(capsys):
-    """One Gen5 x16 GPU of an 8-GPU platform passed as the node's links, the 7 others unnamed."""
-    from clustercheck.probes import pcie_link
-
-    assert main(["probe", "pcie-link", "--input", str(VM), "--platform", "h100-sxm-8x"]) == Exit.FAILED
-    assert f"FAIL node: GPUs listed: {ONE_OF_EIGHT.format('PCIe links')}" in capsys.readouterr().out
-    assert main(["probe", "pcie-link", "--input", str(VM)]) == Exit.PASSED     # without a platform, as before
-    assert "GPUs listed" not in capsys.readouterr().out
-    verdicts = pcie_link.judge(pcie_link.parse(text(Q, NVSIM)), {"gpu_count": 8})
-    assert all(v.passed for v in verdicts) and verdicts[-1].what == "GPUs listed"
-    (listed,) = [v for v in pcie_link.judge(pcie_link.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
-    assert not listed.passed and listed.detail.startswith("GPU 6, 7 not listed, their PCIe links not judged")
+    (listed,) = [v for v in judged.judge(judged.parse(_first(6)), {"gpu_count": 8}) if v.what == "GPUs listed"]
+    assert not listed.passed and listed.detail.startswith(f"GPU 6, 7 not listed, their {what} not judged")
 
 
 def test_pcie_link_a_gpu_whose_link_does_not_read_is_not_judged_never_left_out():
