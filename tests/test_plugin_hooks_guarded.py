@@ -190,10 +190,10 @@ def test_a_plugin_that_cannot_load_is_bad_input_in_one_line(tmp_path: Path, plug
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("args", "verdict"), [((), "FAIL"), (("-k", "nomatch"), "INCOMPLETE")])
+@pytest.mark.parametrize(("args", "verdict"), [((), "FAIL"), (("-k", "nomatch"), "SKIPPED")])
 def test_prometheus_exports_the_runs_verdict(project: pytest.Pytester, args: tuple[str, ...], verdict: str) -> None:
     """The file had no run verdict: a dashboard had to fold the items' outcomes itself (and a run that never
-    reached its end said only clustercheck_incomplete 1)."""
+    reached its end said only clustercheck_incomplete 1); `-k nomatch` exits 5, nothing to judge: SKIPPED."""
     write_suite(project, "checks:\n" + small_check("ok") + small_check("too-fast"))
     prom = project.path / "cc.prom"
     project.runpytest("suites/s.yaml", *RUN, *args, "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}")

@@ -26,10 +26,14 @@ Fail closed, as every report of clustercheck:
 - a repeated run (`--repeat`, `--duration`) has one outcome per item, its worst repetition, with that
   repetition's values (clustercheck.record.burnin.folded, as junit.xml and the terminal), never one
   sample per repetition's outcome with the last repetition's values;
-- a run that never reached that hook (stopped before any check ran, a suite refused, the record unreadable)
-  still replaces the file: `clustercheck_incomplete 1`, `clustercheck_verdict{verdict="INCOMPLETE"} 1`, its
-  time, and no item, node or metric samples, so that the previous run's verdict is not left standing as
-  this run's;
+- a run that never reached that hook still replaces the file, with its time and no item, node or metric
+  samples, so that the previous run's verdict is not left standing as this run's, and the verdict its exit
+  code says: stopped before any check ran `clustercheck_verdict{verdict="INCOMPLETE"} 1` and
+  `clustercheck_incomplete 1`; a suite or an option refused (exit 4) `verdict="BAD_INPUT"` and
+  `clustercheck_incomplete 1` (nothing ran); the record unreadable (exit 3) `verdict="ERROR"` and
+  `clustercheck_incomplete 1`; nothing selected or collected (`-k nomatch`, exit 5) `verdict="SKIPPED"` and
+  `clustercheck_incomplete 0`, as for a run whose every item skipped: nothing was measured, nothing is
+  cleared;
 - a file that cannot be written (a full disk, a directory gone, a read-only file system) is one line on
   stderr, `clustercheck: prometheus: cannot write PATH: REASON`, never a traceback; the run's reports and
   verdict stand, and a run that would have exited 0 (or 5, nothing to judge) exits 3, a harness error:
@@ -58,6 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "(for node_exporter's textfile collector; replaced atomically at the end of the run)")
 
 
+@pytest.hookimpl(tryfirst=True)  # armed before clustercheck refuses an option (-n, --setup-only): BAD_INPUT is said
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("prometheus_textfile")
     if path is not None and not path.parent.is_dir():
@@ -87,7 +92,7 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
     while its code can still say so; a run that passed, or judged nothing, but left no monitoring file is a
     harness error."""
     result = yield
-    fallback(session.config)
+    fallback(session.config, session.exitstatus)
     if session.config.stash.get(unwritten_key, None) is not None:
         from clustercheck.exitcodes import Exit
 
@@ -97,18 +102,27 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """A session that never finished (pytest stopped while it configured) replaces the file too."""
-    fallback(config)
+    """A session that never finished (pytest stopped while it configured: an option refused) replaces the file
+    too, with the code pytest's session ended with (the session registers itself as a plugin)."""
+    fallback(config, getattr(config.pluginmanager.get_plugin("session"), "exitstatus", None))
 
 
-def fallback(config: pytest.Config) -> None:
-    """A run that never reached clustercheck's end hook (interrupted before any check ran, a suite refused,
-    nothing selected, its record unreadable) replaces the file too: INCOMPLETE, and nothing of the previous
-    run left standing."""
+# a run that never reached clustercheck's end hook, by its exit code: its verdict, and whether it is incomplete
+NOT_ENDED = {5: ("SKIPPED", False),  # nothing selected or collected: nothing was measured, nothing is cleared
+             4: ("BAD_INPUT", True),  # a suite or an option refused: nothing ran
+             3: ("ERROR", True)}  # a harness error (the record unreadable): what ran is not judged
+
+
+def fallback(config: pytest.Config, exitstatus: int | None) -> None:
+    """A run that never reached clustercheck's end hook replaces the file too, with no item, node or metric
+    sample, so that nothing of the previous run is left standing, and the verdict its exit code says: nothing
+    selected (exit 5) SKIPPED, a suite or option refused (4) BAD_INPUT, a harness error (3) ERROR; interrupted
+    before any check ran, or any other code, INCOMPLETE."""
     path = config.stash.get(armed_key, None)
     if path is not None and not config.stash.get(ended_key, False):
         config.stash[ended_key] = True
-        write(config, path, registry([], {}, "the run did not reach its end", "INCOMPLETE"))
+        verdict, unfinished = NOT_ENDED.get(int(exitstatus) if exitstatus is not None else -1, ("INCOMPLETE", True))
+        write(config, path, registry([], {}, "the run did not reach its end" if unfinished else None, verdict))
 
 
 def write(config: pytest.Config, path: Path, reg: Any) -> None:
@@ -151,10 +165,14 @@ def registry(results: list[dict[str, Any]], exclusion: dict[str, Any], incomplet
                        registry=reg)
     untested = Gauge("clustercheck_untested", "1 for each node of the last run that no item measured (every item "
                      "covering it errored, was skipped or never ran): not cleared", ["node"], registry=reg)
-    unfinished = Gauge("clustercheck_incomplete", "1 when the last run did not finish (interrupted, killed, or "
-                       "items never ran): its other samples are a partial picture", registry=reg)
-    overall = Gauge("clustercheck_verdict", "1 for the last run's verdict, as its results.json and exit code say "
-                    "it (PASS, FAIL, ERROR, SKIPPED, INCOMPLETE)", ["verdict"], registry=reg)
+    unfinished = Gauge("clustercheck_incomplete", "1 when the last run did not finish (interrupted, killed, "
+                       "items never ran, or refused before anything ran): its other samples are a partial picture; "
+                       "0 for a run that finished, one that had nothing to measure (SKIPPED) among them",
+                       registry=reg)
+    overall = Gauge("clustercheck_verdict", "1 for the last run's verdict, as its exit code says it (PASS 0, FAIL 1, "
+                    "INCOMPLETE 2, ERROR 3, BAD_INPUT 4: a suite or option refused, nothing ran; SKIPPED 5: nothing "
+                    "applied or was selected, nothing measured and nothing cleared), and its results.json where it "
+                    "has one", ["verdict"], registry=reg)
     # the file is replaced whole: a selection's PASS must not read as the whole suites' (every report says it too)
     chosen = Gauge("clustercheck_selection", "1 when the last run measured a selection (-k, -m, --deselect, "
                    "addopts, ...): `selected` of the `collected` items its suites hold; its verdict is the "
