@@ -5,6 +5,8 @@ run` (a gate, never interactive) pytest's debugger."""
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from pathlib import Path
 
 import pytest
@@ -28,10 +30,39 @@ def listing_option(config: pytest.Config) -> str | None:
     return None
 
 
-def suite_files(config: pytest.Config) -> list[Path]:
-    """The suite files named on the command line."""
-    files = (Path(a.split("::")[0]) for a in config.args)
-    return [f for f in files if is_yaml_name(f) and is_suite_file(f)]
+def suite_files(config: pytest.Config, walk: bool = False) -> list[Path]:
+    """The suite files named on the command line; with `walk`, when none is, the first suite file that a
+    directory named on it holds where clustercheck's collection finds one (a YAML suite file in a directory
+    named `suites`, plugin.pytest_collect_file): `pytest suites --setup-only` measures those too. Walked only
+    for an option to refuse (a big tree costs a walk, never every run), and only to the first one found."""
+    args = [Path(a.split("::")[0]) for a in config.args]
+    files = [f for f in args if is_yaml_name(f) and is_suite_file(f)]
+    if files or not walk:
+        return files
+    skip = [*config.getini("norecursedirs")]  # where pytest's collection does not look either
+    venvs = not config.getoption("collect_in_virtualenv", False)
+    for top in args:
+        if (found := first_collected_suite(top, skip, venvs)) is not None:
+            return [found]
+    return []
+
+
+def first_collected_suite(top: Path, skip: list[str], venvs: bool = True) -> Path | None:
+    """The first YAML suite file under directory `top` whose directory is named `suites` (in sorted order;
+    directories pytest does not recurse into left out: `norecursedirs`, and with `venvs` virtual environments,
+    whose installed clustercheck ships suites of its own), None when there is none or `top` is no directory."""
+    if not top.is_dir():
+        return None
+    for here, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip)
+                         and not (venvs and os.path.isfile(os.path.join(here, d, "pyvenv.cfg"))))
+        if Path(here).resolve().name != "suites":
+            continue
+        for name in sorted(names):
+            path = Path(here) / name
+            if is_yaml_name(path) and is_suite_file(path):
+                return path
+    return None
 
 
 def refuse_unfit_options(config: pytest.Config) -> None:
@@ -47,7 +78,7 @@ def refuse_parallel_workers(config: pytest.Config) -> None:
     workers = config.getoption("numprocesses", None)  # None without xdist; 0 for -n 0
     if not workers:
         return
-    suites = suite_files(config)
+    suites = suite_files(config, walk=True)
     if suites:
         raise pytest.UsageError(f"-n {workers}: clustercheck suites ({suites[0]}) run in one process: parallel "
                                 "workers would measure the same hardware at the same time and distort every "
@@ -70,7 +101,7 @@ def refuse_setup_only(config: pytest.Config) -> None:
     """A suite's check is measured in its item's setup: --setup-only and --setup-plan measured every check, then
     dropped the results (a failed measurement among them) and said only 'planned item(s) never ran'."""
     for option, dest in (("--setup-plan", "setupplan"), ("--setup-only", "setuponly")):
-        if config.getoption(dest, False) and (suites := suite_files(config)):
+        if config.getoption(dest, False) and (suites := suite_files(config, walk=True)):
             raise pytest.UsageError(f"{option}: a check of a suite ({suites[0]}) is measured in its item's setup: "
                                     "pytest would measure every check and drop what it measured; list the items "
                                     "with --co, or run them")
