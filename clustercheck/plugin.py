@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Generator, Iterator, TextIO, cast
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -15,7 +15,7 @@ from clustercheck.errors import ClusterCheckError, HarnessError, NeverJoined, Sk
 from clustercheck.exitcodes import Exit, for_verdict
 from clustercheck.judging.measurement import Outcome
 from clustercheck.paths import display, shipped_name, shown
-from clustercheck.progress import Progress, ReporterLines
+from clustercheck.progress import Progress, for_run
 from clustercheck.record.io import RecordWriteError
 from clustercheck.run.rundir import latest_problem
 from clustercheck.record.keys import SIGN_FLAGS, redact_argv
@@ -165,12 +165,15 @@ class CheckItem(pytest.Item):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     checks = [i for i in items if isinstance(i, CheckItem)]
-    if config.stash.get(bad_suites_key, None) and not _listing(config):  # refused (exit 4) before any rank starts:
-        items[:] = [i for i in items if not isinstance(i, CheckItem)]  # the good files' items too, whatever -k or
-    if not checks or _listing(config) or config.stash.get(bad_suites_key, None):  # --continue-on-collection-errors
+    if config.stash.get(bad_suites_key, None) and not _listing(config):
+        # a bad suite file is refused (exit 4) before any rank starts, and the good files' items never run
+        # either, whatever --continue-on-collection-errors says
+        items[:] = [i for i in items if not isinstance(i, CheckItem)]
+    if not checks or _listing(config) or config.stash.get(bad_suites_key, None):
         return
     TIMINGS.mark("collection")
-    files, cs = list(dict.fromkeys((i.check.file, i.path) for i in checks)), config.stash[session_key]  # (as shown, bytes)
+    files = list(dict.fromkeys((i.check.file, i.path) for i in checks))  # as shown, and where the bytes are
+    cs = config.stash[session_key]
     plan = [plan_item(i.check, i.node, cs.nodes, nodeid=i.nodeid, name=i.name) for i in checks]
     # fewer items than the suites hold, by any means (-k, --deselect, addopts, a conftest): every report says so
     deselected: list[str] = config.stash.setdefault(deselected_key, [])
@@ -188,13 +191,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     stopper = Stopper(cs.kill_ranks)
     stopper.install()
     config.stash[stopper_key] = stopper
-    if not cs.options.no_progress:  # on by default: a live line on a terminal, a line per item in a log
-        opts = cs.options
-        reporter = config.pluginmanager.getplugin("terminalreporter")
-        # off a terminal the lines go where pytest's own do, whole, so a log never reads "Fclustercheck [2/3]"
-        log = ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
-        progress = Progress(len(checks) * (opts.repeat or 1), cast("TextIO | None", log), per_repetition=len(checks) if opts.repeating
-                            else None, deadline=time.monotonic() + opts.duration if opts.duration else None)
+    if not (opts := cs.options).no_progress:  # on by default: a live line on a terminal, a line per item in a log
+        progress = for_run(len(checks), opts.repeat, opts.repeating, opts.duration,
+                           config.pluginmanager.getplugin("terminalreporter"))
         if cs.pools is not None:
             progress.detail = cs.pools.progress  # the running sweep's size, as its ranks post it
         config.stash[progress_key] = progress

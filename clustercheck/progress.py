@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, TextIO, cast
 
 CLEAR = "\x1b[K"  # clear to the end of the line: a shorter line leaves nothing of the longer one before it
 
@@ -153,3 +153,11 @@ class ReporterLines(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+
+def for_run(items: int, repeat: int | None, repeating: bool, duration: float | None, reporter: Any) -> Progress:
+    """The live progress of a run of `items` items: a line kept up to date on a terminal; off one (a batch
+    log) a line per item, where pytest's own lines go, whole, so that a log never reads "Fclustercheck [2/3]"."""
+    log = ReporterLines(reporter) if reporter is not None and not sys.stderr.isatty() else None
+    return Progress(items * (repeat or 1), cast("TextIO | None", log), per_repetition=items if repeating else None,
+                    deadline=time.monotonic() + duration if duration else None)
