@@ -73,10 +73,12 @@ def test_verify_reads_a_selection_made_by_pytest_addopts_not_a_deleted_check(tmp
     assert "a selection: 1 of" in proc.stdout
     run = (root / "o" / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["selection"]["selected"] == 1
-    checked = clustercheck_here("verify", str(run), "--key", str(pub), cwd=root)
+    checked = clustercheck_here("verify", str(run), "--key", str(pub), "--allow-selection", cwd=root)
     said = checked.stdout + checked.stderr
     assert "deleted from the record" not in said, said
     assert checked.returncode == 0 and "a selection (1 of" in said, said
+    whole = clustercheck_here("verify", str(run), "--key", str(pub), cwd=root)  # never as the whole suite
+    assert whole.returncode == 6 and "NOT VERIFIED as the whole suite" in whole.stdout, whole.stdout
 
 
 def test_a_bad_suite_beside_a_good_one_runs_nothing_even_continuing_on_collection_errors(project: pytest.Pytester

@@ -182,3 +182,26 @@ def test_a_run_that_selected_its_items_is_not_verified_as_the_whole_suite(tmp_pa
     allowed = clustercheck_here("verify", str(run), "--key", str(pub), "--allow-selection", cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stdout
     assert allowed.stdout.splitlines()[-1].endswith("; run verdict PASS; items selected by -k ok: 1 of 2 checks")
+
+
+def test_a_run_narrowed_by_pytest_addopts_is_not_verified_as_the_whole_suite(tmp_path: Path) -> None:
+    """PYTEST_ADDOPTS=-k leaves argv clean: verify read the selection from argv alone, and said `verified ...;
+    run verdict PASS` (exit 0) of a run that measured 1 of its 2 checks; the plan records the selection."""
+    from helpers import CPU_THRESHOLDS
+
+    (tmp_path / "s.yaml").write_text("checks:\n" + small_check("ok") + small_check("too-fast"))
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    key, pub = openssl_key(tmp_path, "seller")
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "--sign", str(key), cwd=tmp_path,
+                             env={"PYTEST_ADDOPTS": "-k ok"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = (tmp_path / "o" / "latest").resolve()
+    whole = clustercheck_here("verify", str(run), "--key", str(pub), cwd=tmp_path)
+    assert whole.returncode == 6, whole.stdout
+    assert whole.stdout.splitlines()[-1].startswith("NOT VERIFIED as the whole suite: a selection recorded in the "
+                                                    "plan (1 of 2 items) ran 1 of 2 checks"), whole.stdout
+    allowed = clustercheck_here("verify", str(run), "--key", str(pub), "--allow-selection", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stdout
+    assert allowed.stdout.splitlines()[-1].endswith("; run verdict PASS; items selected by a selection recorded in "
+                                                    "the plan (1 of 2 items): 1 of 2 checks"), allowed.stdout

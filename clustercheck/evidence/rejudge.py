@@ -39,8 +39,8 @@ class Rejudged:
     metrics: int = 0
     verdicts: int = 0
     profile: str = ""  # the kept copy the verdicts were judged against
-    # how the run's command line selected its items (`-k fine`), the checks of the suites it planned items of,
-    # and the checks the suites hold; None for a run of the whole suites
+    # how the run selected its items (its command line's `-k fine`, else the plan's recorded selection), the
+    # checks of the suites it planned items of, and the checks the suites hold; None for a run of the whole suites
     selection: tuple[str, int, int] | None = None
 
 
@@ -105,7 +105,12 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
         seen.setdefault(key, where)
         _one(where, r, header, profile, suites, out)
     out.problems += plan_problems(rec, suites, wheres, out.notes)
+    # argv shows `-k`; PYTEST_ADDOPTS, addopts or a conftest leave it clean, and only the plan's selection says so:
+    # without it a narrowed run verified as the whole suite
     chosen = selection(header.get("argv") or ())
+    if not chosen and rec.selection:
+        chosen = (f"a selection recorded in the plan ({rec.selection.get('selected')} of "
+                  f"{rec.selection.get('collected')} items)")
     if chosen:
         checks = {(file, c.id) for file, suite in suites.items() for c in suite.checks}
         ran = {(str(i.get("suite_file")), str(i.get("check"))) for i in (rec.plan or rec.results)} & checks
