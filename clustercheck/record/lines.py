@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from clustercheck.record.schema import OUTCOMES, SCHEMA_VERSION
@@ -69,6 +70,11 @@ def parse(raw: bytes, number: int, last: bool) -> dict[str, Any] | None:
         if last:
             return None
         raise RecordError(f"line {number}: not JSON (JSONDecodeError)") from None
+    except ValueError:  # json reads an int with int(), which refuses more than sys.get_int_max_str_digits() digits
+        if last:
+            return None
+        raise RecordError(f"line {number}: a number too long to read (over {sys.get_int_max_str_digits()} digits; "
+                          "the writer writes none)") from None
     except RecursionError:
         if last:
             return None

@@ -1,0 +1,67 @@
+"""A run record's numbers and counts as its readers rely on them: a hostile or hand-edited record (an int of
+thousands of digits, a limit too large for a float, a plan's `selection` whose counts contradict the plan)
+is refused on read with the line and key named, exit 4, never a traceback (exit 3) or a report that states
+wrong numbers. One real run (gloo ranks, `-k ok` of two checks) edited line by line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from helpers import CPU_THRESHOLDS, clustercheck_here, small_check
+
+pytestmark = pytest.mark.pool
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("numbers")
+    (root / "s.yaml").write_text("checks:\n" + small_check("ok") + small_check("too-fast"))
+    (root / "th").mkdir()
+    (root / "th" / "cpu.yaml").write_text(CPU_THRESHOLDS)
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "o", "-k", "ok", cwd=root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return (root / "o" / "latest").resolve()
+
+
+def lines_of(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]
+
+
+def edited(run: Path, tmp_path: Path, edit: Callable[[list[dict[str, Any]]], str | None]) -> tuple[int, str]:
+    """`clustercheck report` of a copy of `run` whose lines `edit` changed (in place, or as the text it returns)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    entries = lines_of(run)
+    text = edit(entries)
+    (copy / "run.jsonl").write_text(text if text is not None else "".join(json.dumps(e) + "\n" for e in entries))
+    proc = clustercheck_here("report", str(copy), cwd=tmp_path)
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said and "internal error" not in said, said
+    return proc.returncode, said
+
+
+def first(entries: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next(e for e in entries if e["type"] == kind)
+
+
+def test_the_run_as_recorded_renders(run: Path, tmp_path: Path) -> None:
+    code, said = edited(run, tmp_path, lambda entries: None)
+    assert code == 0 and "a selection: 1 of 2 planned items" in said, said
+
+
+def test_a_number_too_long_for_python_to_read_is_a_record_error(run: Path, tmp_path: Path) -> None:
+    """json reads an int of over 4300 digits with int(), which raises ValueError, not JSONDecodeError."""
+    def edit(entries: list[dict[str, Any]]) -> str:
+        text = [json.dumps(e) for e in entries]
+        at = next(i for i, e in enumerate(entries) if e["type"] == "result")
+        text[at] = text[at][:-1] + ', "x": 1' + "0" * 5000 + "}"
+        return "".join(line + "\n" for line in text)
+
+    code, said = edited(run, tmp_path, edit)
+    at = next(i for i, e in enumerate(lines_of(run)) if e["type"] == "result") + 1
+    assert code == 4 and f"line {at}: a number too long to read" in said, said
