@@ -96,9 +96,15 @@ def is_count(value: object) -> TypeIs[int]:
 
 def is_finite_number(value: object) -> TypeGuard[int | float]:
     """A number (is_number) that is neither NaN nor an infinity: what a limit or a comparable measurement must be.
-    An int too large for a float raises OverflowError, as float() of it does. A TypeGuard, not a TypeIs: a False
-    says nothing of the type (NaN is a float), so mypy must not narrow the other branch."""
-    return is_number(value) and math.isfinite(value)
+    An int too large for a float (10**400 in a hand-edited record) is not one: no limit or measurement is, and
+    math.isfinite of it raises OverflowError. A TypeGuard, not a TypeIs: a False says nothing of the type (NaN
+    is a float), so mypy must not narrow the other branch."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def out_of_domain(value: float, unit: str) -> str | None:

@@ -65,3 +65,21 @@ def test_a_number_too_long_for_python_to_read_is_a_record_error(run: Path, tmp_p
     code, said = edited(run, tmp_path, edit)
     at = next(i for i, e in enumerate(lines_of(run)) if e["type"] == "result") + 1
     assert code == 4 and f"line {at}: a number too long to read" in said, said
+
+
+@pytest.mark.parametrize("key", ["limit", "measured", "margin"])
+def test_a_verdict_number_too_large_for_a_float_is_a_record_error(run: Path, tmp_path: Path, key: str) -> None:
+    """float(10**400) raises OverflowError: the reader's finite-number check itself raised it (exit 3)."""
+    def edit(entries: list[dict[str, Any]]) -> None:
+        first(entries, "result")["verdicts"][0][key] = 10 ** 400
+
+    code, said = edited(run, tmp_path, edit)
+    assert code == 4 and f"result.verdicts[0].{key}" in said, said
+
+
+def test_a_duration_too_large_for_a_float_is_a_record_error(run: Path, tmp_path: Path) -> None:
+    def edit(entries: list[dict[str, Any]]) -> None:
+        first(entries, "result")["duration"] = 10 ** 400
+
+    code, said = edited(run, tmp_path, edit)
+    assert code == 4 and "result.duration" in said, said

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from clustercheck.record.schema import OUTCOMES, SCHEMA_VERSION
-from clustercheck.units import is_finite_number
+from clustercheck.units import is_finite_number, is_number
 
 
 class RecordError(ValueError):
@@ -188,7 +188,7 @@ def _result(entry: dict[str, Any], number: int) -> None:
         raise RecordError(f"line {number}: result.outcome {str(entry['outcome'])[:40]!r} is not one of "
                           f"{', '.join(OUTCOMES)}")
     for key, what in (("duration", "a number of seconds"), ("judged_at", "a size in bytes")):
-        if isinstance(entry.get(key), float) and not math.isfinite(entry[key]):
+        if is_number(entry.get(key)) and not is_finite_number(entry[key]):  # NaN, or an int too large for a float
             raise RecordError(f"line {number}: result.{key}: {json.dumps(entry[key])} is not {what}")
     for name, metric in (entry.get("metrics") or {}).items():
         if not isinstance(metric, dict):
@@ -207,6 +207,10 @@ def _verdict(v: dict[str, Any], where: str) -> None:
                 raise RecordError(f"{where}: no {key!r}")
         elif not _typed(v[key], types):
             raise RecordError(f"{where}.{key}: unexpected {type(v[key]).__name__}")
+    for key in ("measured", "limit", "margin"):  # NaN and infinities are floats: said below, where they matter
+        if isinstance(v.get(key), int) and not is_finite_number(v[key]):
+            raise RecordError(f"{where}.{key}: a number too large for a float ({len(str(abs(v[key])))} digits; "
+                              "judging writes none)")
     if not v.get("op"):
         return  # a probe's expectation: what was found and what was expected, as text
     if v["op"] not in _OPS:
