@@ -83,3 +83,25 @@ def test_a_duration_too_large_for_a_float_is_a_record_error(run: Path, tmp_path:
 
     code, said = edited(run, tmp_path, edit)
     assert code == 4 and "result.duration" in said, said
+
+
+def selection_of(**change: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def edit(entries: list[dict[str, Any]]) -> None:
+        first(entries, "plan")["selection"].update(change)
+    return edit
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"selected": 3, "more": 1, "deselected": []}, "selected"),  # `3 of 4` of a plan of 1 item
+    ({"selected": 9, "collected": 4}, "selected"),  # `9 of 4`
+    ({"selected": 1, "collected": 1, "deselected": []}, "collected"),  # no selection at all, said to be one
+    ({"collected": 5}, "more"),  # 1 + 1 named + 0 more is not 5
+    ({"more": 7}, "more"),
+    ({"collected": 1_000_001, "deselected": [f"s::i{i}" for i in range(1_000_000)]}, "deselected"),  # 17 MB reports
+])
+def test_a_selection_whose_counts_contradict_the_plan_is_a_record_error(run: Path, tmp_path: Path,
+                                                                          change: dict[str, Any], key: str) -> None:
+    """Every report states `a selection: N of M planned items` and copies `deselected`: a record must not
+    state counts its plan contradicts, nor hold more ids than the writer keeps."""
+    code, said = edited(run, tmp_path, selection_of(**change))
+    assert code == 4 and f"plan.selection.{key}" in said, said

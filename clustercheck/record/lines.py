@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any
 
-from clustercheck.record.schema import OUTCOMES, SCHEMA_VERSION
+from clustercheck.record.schema import MOST_DESELECTED, OUTCOMES, SCHEMA_VERSION
 from clustercheck.units import is_finite_number, is_number
 
 
@@ -171,16 +171,30 @@ def check(entry: dict[str, Any], number: int) -> None:
         if not isinstance(item.get("name"), str) or not isinstance(item.get("suite_file"), str):
             raise RecordError(f"line {number}: a plan item without a name or suite_file")
     if kind == "plan" and "selection" in entry:
-        _selection(entry["selection"], number)
+        _selection(entry["selection"], len(entry["items"]), number)
 
 
-def _selection(sel: dict[str, Any], number: int) -> None:
-    """The plan's `selection`, whose counts every report states (`a selection: N of M planned items`)."""
+def _selection(sel: dict[str, Any], planned: int, number: int) -> None:
+    """The plan's `selection`, whose counts every report states (`a selection: N of M planned items`) and whose
+    `deselected` results.json, sla.json and ctrf.json copy: the counts the writer (schema.selection) makes of
+    the plan it writes beside them, and no more ids than it keeps."""
+    at = f"line {number}: plan.selection"
     for key in ("selected", "collected", "more"):
         if not _typed(sel.get(key), (int,)) or sel[key] < 0:
-            raise RecordError(f"line {number}: plan.selection.{key}: {json.dumps(sel.get(key))[:40]} is not a count")
+            raise RecordError(f"{at}.{key}: {json.dumps(sel.get(key))[:40]} is not a count")
     if not isinstance(sel.get("deselected"), list) or not all(isinstance(x, str) for x in sel["deselected"]):
-        raise RecordError(f"line {number}: plan.selection.deselected: every element must be text")
+        raise RecordError(f"{at}.deselected: every element must be text")
+    selected, collected, named, more = sel["selected"], sel["collected"], len(sel["deselected"]), sel["more"]
+    if selected != planned:
+        raise RecordError(f"{at}.selected: {selected}, but the plan holds {planned} item(s)")
+    if selected >= collected:
+        raise RecordError(f"{at}.collected: {str(collected)[:40]}, not more than the {selected} selected: no selection")
+    if named > MOST_DESELECTED:
+        raise RecordError(f"{at}.deselected: {named} ids; the writer keeps the first {MOST_DESELECTED} and counts "
+                          "the rest in `more`")
+    if selected + named + more != collected:
+        raise RecordError(f"{at}.more: {str(more)[:40]}, but {selected} selected + {named} named + {str(more)[:40]} "
+                          f"more is not the {str(collected)[:40]} collected")
 
 
 def _result(entry: dict[str, Any], number: int) -> None:
