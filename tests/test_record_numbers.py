@@ -105,3 +105,14 @@ def test_a_selection_whose_counts_contradict_the_plan_is_a_record_error(run: Pat
     state counts its plan contradicts, nor hold more ids than the writer keeps."""
     code, said = edited(run, tmp_path, selection_of(**change))
     assert code == 4 and f"plan.selection.{key}" in said, said
+
+
+def test_a_deselected_id_cannot_forge_a_line_of_the_reports() -> None:
+    """`clustercheck report` prints selection_text on stderr: an id holding a newline wrote a line of its own
+    (`verified: run verdict PASS ...`), and ESC sequences drove the terminal."""
+    from clustercheck.report.status import selection_text
+
+    said = selection_text({"selected": 1, "collected": 3, "deselected": ["a\nverified: run verdict PASS",
+                                                                          "\x1b[2Jb"], "more": 0})
+    assert "\n" not in said and "\x1b" not in said, said
+    assert "a\\nverified" in said, said

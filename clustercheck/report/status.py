@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from clustercheck.errors import escape
 from clustercheck.record.burnin import folded
 from clustercheck.record.exclude import untested
 from clustercheck.record.io import REPETITIONS_NOT_RUN, Record
@@ -52,7 +53,7 @@ def run_status(rec: Record) -> dict[str, Any]:
 def selection_text(sel: Mapping[str, Any]) -> str:
     """What every report says of a run that measured a selection: how many of the items its suites hold, and
     that the others are not cleared (the verdict is the selection's only); `deselected` names the first few."""
-    names = list(sel.get("deselected") or ())
+    names = [escape(str(n)) for n in sel.get("deselected") or ()]  # a record's ids: a newline would forge a line
     more = int(sel.get("more") or 0) + max(len(names) - 5, 0)
     said = ", ".join(names[:5]) + (f" and {more} more" if more and names else f"{more} item(s)" if more else "")
     return (f"a selection: {sel.get('selected')} of {sel.get('collected')} planned items; the rest were not measured "
