@@ -116,3 +116,26 @@ def test_a_deselected_id_cannot_forge_a_line_of_the_reports() -> None:
                                                                           "\x1b[2Jb"], "more": 0})
     assert "\n" not in said and "\x1b" not in said, said
     assert "a\\nverified" in said, said
+
+
+@pytest.mark.parametrize("key", ["drain", "taint"])
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"command": ["scontrol", "update"], "rc": False, "output": "o"}, "rc"),  # false == 0 read as `done`
+    ({"command": ["scontrol"], "rc": "0", "output": "o"}, "rc"),
+    ({"command": ["scontrol"], "rc": 1.5, "output": "o"}, "rc"),
+    ({"command": ["scontrol"], "output": "o"}, "rc"),
+    ({"command": "scontrol update", "rc": 1, "output": "o"}, "command"),
+    ({"command": ["scontrol", 7], "rc": 1, "output": "o"}, "command"),
+    ({"command": ["scontrol"], "rc": 1, "output": None}, "output"),
+])
+def test_a_drain_or_taint_entry_of_another_shape_is_a_record_error(run: Path, tmp_path: Path, key: str,
+                                                                    entry: dict[str, Any], field: str) -> None:
+    def edit(entries: list[dict[str, Any]]) -> None:
+        exclude = next((e for e in entries if e["type"] == "exclude"), None)
+        if exclude is None:
+            exclude = {"type": "exclude", "hostlist": "", "reasons": {}}
+            entries.insert(next(i for i, e in enumerate(entries) if e["type"] == "end"), exclude)
+        exclude[key] = [entry]
+
+    code, said = edited(run, tmp_path, edit)
+    assert code == 4 and f"exclude.{key}[0].{field}" in said, said

@@ -172,6 +172,24 @@ def check(entry: dict[str, Any], number: int) -> None:
             raise RecordError(f"line {number}: a plan item without a name or suite_file")
     if kind == "plan" and "selection" in entry:
         _selection(entry["selection"], len(entry["items"]), number)
+    for key in ("drain", "taint") if kind == "exclude" else ():
+        for i, act in enumerate(entry.get(key) or ()):
+            _act(act, f"line {number}: exclude.{key}[{i}]")
+
+
+def _act(act: Any, where: str) -> None:
+    """A --drain or --taint change as record/exclude.py writes it: its rc read as `done` when 0 (false too,
+    were a bool let through), `would run` when None."""
+    if not isinstance(act, dict):
+        raise RecordError(f"{where}: unexpected {type(act).__name__}")
+    if not isinstance(act.get("command"), list) or not all(isinstance(x, str) for x in act["command"]):
+        raise RecordError(f"{where}.command: a list of words expected")
+    if "rc" not in act:
+        raise RecordError(f"{where}.rc: missing (the writer writes null for a change not made)")
+    if not (act["rc"] is None or _typed(act["rc"], (int,))):
+        raise RecordError(f"{where}.rc: {json.dumps(act.get('rc'))[:40]} is not an exit code or null")
+    if not isinstance(act.get("output"), str):
+        raise RecordError(f"{where}.output: unexpected {type(act.get('output')).__name__}")
 
 
 def _selection(sel: dict[str, Any], planned: int, number: int) -> None:
