@@ -139,3 +139,15 @@ def test_a_drain_or_taint_entry_of_another_shape_is_a_record_error(run: Path, tm
 
     code, said = edited(run, tmp_path, edit)
     assert code == 4 and f"exclude.{key}[0].{field}" in said, said
+
+
+def test_the_writer_s_selection_always_holds_what_the_reader_checks() -> None:
+    """The reader refuses selected + named + more != collected (52f9664); the writer took every id it was told
+    of, so more ids than items left out (an id said twice under two names by a conftest) made the run's own
+    record unreadable to it."""
+    from clustercheck.record.schema import selection
+
+    for selected, collected, told in ((1, 2, ["a", "b", "c"]), (1, 4, ["a"]), (0, 3, [f"x{i}" for i in range(200)])):
+        sel = selection(selected, collected, told)
+        assert sel is not None and sel["selected"] + len(sel["deselected"]) + sel["more"] == collected, sel
+        assert sel["more"] >= 0

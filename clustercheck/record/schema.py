@@ -141,9 +141,9 @@ def selection(selected: int, collected: int, deselected: Sequence[str]) -> Selec
     """The plan's `selection` when fewer items than the suites hold were selected, else None."""
     if selected >= collected:
         return None
-    named = list(dict.fromkeys(deselected))[:MOST_DESELECTED]
-    return {"selected": selected, "collected": collected, "deselected": named,
-            "more": max(collected - selected - len(named), 0)}
+    # never more ids than items left out: the reader holds selected + named + more == collected (record/lines.py)
+    named = list(dict.fromkeys(deselected))[:min(MOST_DESELECTED, collected - selected)]
+    return {"selected": selected, "collected": collected, "deselected": named, "more": collected - selected - len(named)}
 
 
 class DrainEntry(TypedDict):
