@@ -97,61 +97,46 @@ def test_a_pod_evicted_before_its_agent_joined_is_named_with_the_kubelets_reason
 
 
 @pytest.mark.pool
-def test_a_pod_evicted_mid_run_is_not_measured_never_excluded_nor_tainted(cluster: FakeCluster, tmp_path: Path) -> None:
-    """The kubelet evicts index 1's pod while the ranks wait before node-ar (a test-only delay): its agent goes
-    silent, and the controller reads its pod: Evicted. node-ar and node-late of kw-node-1 are errors saying so,
-    kw-node-1 is off exclude.txt and untainted (--taint), and the other nodes keep their verdicts."""
+def test_a_pod_evicted_or_deleted_mid_run_is_not_measured_never_excluded_nor_tainted(cluster: FakeCluster,
+                                                                                      tmp_path: Path) -> None:
+    """While the ranks wait before node-ar (a test-only delay) the kubelet evicts index 1's pod, and index 2's is
+    deleted (kubectl delete pod, a drain's eviction, a preemption): its pod object is gone within seconds of its
+    SIGTERM. Each agent goes silent; the controller reads index 1's pod (Evicted) and index 2's agent's own words
+    ("stopped by SIGTERM"): both nodes' items are errors saying so, neither is on exclude.txt nor tainted
+    (--taint), where the deleted one was excluded and tainted as unreachable or dead, and kw-node-0 keeps its
+    verdicts. One run for both: each is a whole k8s run of some 20 s."""
     ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", "--taint",
                   "--cc-inject-fault=node-ar:delay")
     try:
         wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
         cluster.disrupt(1, "evicted")
+        cluster.disrupt(2, "deleted")
+        assert all(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] != "2"
+                   for p in cluster.pods.values())  # the deleted pod's object is gone
     finally:
         out = finish(ctl, [])
     data = results(tmp_path)
     outcome = {r["name"]: r for r in data["results"]}
-    for item in ("node-ar[kw-node-1]", "node-late[kw-node-1]"):  # its ranks killed as the pod ended, or lost
-        assert outcome[item]["outcome"] == "error" and not outcome[item].get("unreachable"), (outcome[item], out[-4000:])
-    # the first item: its ranks' SIGKILL, then the agent's own last words saying who killed them (was: "no output")
+    for node in ("kw-node-1", "kw-node-2"):
+        for item in (f"node-ar[{node}]", f"node-late[{node}]"):  # its ranks killed as the pod ended, or lost
+            assert outcome[item]["outcome"] == "error" and not outcome[item].get("unreachable"), \
+                (outcome[item], out[-4000:])
+        assert cluster.nodes[node]["spec"]["taints"] == [], cluster.nodes[node]
+        assert node not in (data.get("lost") or {})
+        assert f"not measured: {node}" in out, out[-3000:]
+    # the first item: the first rank killed, then its agent's own last words saying who killed it (was: "no output")
     assert "[clustercheck agent on kw-node-1: stopped by SIGTERM, so it killed this rank]" in \
         outcome["node-ar[kw-node-1]"]["message"], outcome["node-ar[kw-node-1]"]
-    late = outcome["node-late[kw-node-1]"]["message"].splitlines()[0]
-    assert late.startswith("not measured: kw-node-1 was lost during node-") and "(Evicted: The node was low on " \
-        "resource: memory." in late and "not a fault of the node" in late, late
-    for node in ("kw-node-0", "kw-node-2"):
-        assert outcome[f"node-ar[{node}]"]["outcome"] == outcome[f"node-late[{node}]"]["outcome"] == "passed", out[-4000:]
+    evicted = outcome["node-late[kw-node-1]"]["message"].splitlines()[0]
+    assert evicted.startswith("not measured: kw-node-1 was lost during node-") and "(Evicted: The node was low on " \
+        "resource: memory." in evicted and "not a fault of the node" in evicted, evicted
+    assert STOPPED in outcome["node-late[kw-node-2]"]["message"], outcome["node-late[kw-node-2]"]
+    assert outcome["node-ar[kw-node-0]"]["outcome"] == outcome["node-late[kw-node-0]"]["outcome"] == "passed", \
+        out[-4000:]
     excluded = tmp_path / "out" / "latest" / "exclude.txt"
-    assert not excluded.exists() or "kw-node-1" not in excluded.read_text().split(), excluded.read_text()
-    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [], cluster.nodes["kw-node-1"]
-    assert "kw-node-1" not in (data.get("lost") or {})
-    assert "not measured: kw-node-1" in out, out[-3000:]
+    assert not excluded.exists() or not {"kw-node-1", "kw-node-2"} & set(excluded.read_text().split()), \
+        excluded.read_text()
     assert ctl.returncode == Exit.ERROR and data["verdict"] == "ERROR", out[-3000:]
-
-
-@pytest.mark.pool
-def test_a_pod_deleted_mid_run_is_not_measured_never_excluded_nor_tainted(cluster: FakeCluster, tmp_path: Path) -> None:
-    """Index 1's pod is deleted (kubectl delete pod, a drain's eviction, a preemption) while the ranks wait before
-    node-ar, and the pod object is gone within seconds of its SIGTERM: its agent said "stopped by SIGTERM" before
-    it went silent, so kw-node-1 is not measured, off exclude.txt and untainted, where it was excluded and
-    tainted as unreachable or dead."""
-    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{free_port()}", "--taint",
-                  "--cc-inject-fault=node-ar:delay")
-    try:
-        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
-        cluster.disrupt(1, "deleted")
-        assert all(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] != "1"
-                   for p in cluster.pods.values())  # the pod object is gone
-    finally:
-        out = finish(ctl, [])
-    data = results(tmp_path)
-    outcome = {r["name"]: r for r in data["results"]}
-    late = outcome["node-late[kw-node-1]"]
-    assert late["outcome"] == "error" and not late.get("unreachable") and STOPPED in late["message"], (late, out[-3000:])
-    excluded = tmp_path / "out" / "latest" / "exclude.txt"
-    assert not excluded.exists() or "kw-node-1" not in excluded.read_text().split(), excluded.read_text()
-    assert cluster.nodes["kw-node-1"]["spec"]["taints"] == [], cluster.nodes["kw-node-1"]
-    for node in ("kw-node-0", "kw-node-2"):
-        assert outcome[f"node-late[{node}]"]["outcome"] == "passed", out[-4000:]
 
 
 @pytest.mark.pool
