@@ -40,7 +40,7 @@ from clustercheck.run.wire import env_line
 
 CHUNK = 64 << 10  # bytes of a rank's output per message
 SHIP_LIMIT = 4 << 20  # bytes of one rank's output shipped at most (the rest stays in the agent's directory)
-GONE, LEFT = 3, 0
+GONE, LEFT = gang.CONTROLLER_GONE, 0
 BUG = gang.AGENT_BUG  # an internal error of clustercheck's: never the node's doing
 
 

@@ -40,6 +40,7 @@ SILENCE = 10.0  # seconds without a heartbeat after which an agent, and its rank
 BEAT = 1.0  # seconds between an agent's heartbeats
 # an agent's exit code for a bug of clustercheck's own in it (sysexits' EX_SOFTWARE), never 3 (its controller
 # gone): the launcher that started it (run/hosts.py) so tells a harness crash, whose node is not to blame
+CONTROLLER_GONE = 3  # an agent's exit once its controller went (agent.serve): says nothing of its host
 AGENT_BUG = 70
 NOT_THE_NODE = (AGENT_BUG, 4)  # an agent's exits that excuse its node: clustercheck's bug, input it refused (exit 4)
 

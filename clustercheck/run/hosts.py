@@ -32,7 +32,7 @@ from typing import Collection, Mapping
 
 from clustercheck.errors import ClusterCheckError, HarnessError, UserError, escape
 from clustercheck.exitcodes import Exit
-from clustercheck.run.gang import NOT_THE_NODE, node_name_problem
+from clustercheck.run.gang import CONTROLLER_GONE, NOT_THE_NODE, node_name_problem
 from clustercheck.run.join import JoinLauncher
 from clustercheck.run.launcher import Loss, advertised, here, loopback
 from clustercheck.run.signals import term_stops_like_ctrl_c
@@ -46,7 +46,6 @@ REACH = 10.0
 # seconds the controller waits for every agent to join or end: its start and one torch import, as long as a
 # pool waits for its ranks (pool.START_TIMEOUT), not the join launcher's 600 s for pods being scheduled
 JOIN_WAIT = 180.0
-GONE_CODE = 3  # an agent's code for "the controller is gone" (agent.GONE): what every agent says once it went
 EXIT_WAIT = 3.0  # seconds a lost agent's process is given to exit, so that its code is read (losing)
 LAST_WORDS = 300  # characters of a failed agent's output quoted in the reason
 # what an agent says once it tried the controller's address (agent.connect): before then the address is no cause
@@ -242,7 +241,7 @@ class HostsLauncher(JoinLauncher):
                 stop_agent(proc, signal.SIGKILL)
                 proc.wait()
                 ended.add(id(proc))
-        failed = any(p.returncode not in (0, GONE_CODE) and id(p) not in ended for p in self.agents)
+        failed = any(p.returncode not in (0, CONTROLLER_GONE) and id(p) not in ended for p in self.agents)
         if self.agent_dir is not None and failed:  # kept: said here unless the run's error named it
             if not self._dir_named:
                 print(f"clustercheck: the node agents' output stays in {self.agent_dir}", file=sys.stderr, flush=True)
