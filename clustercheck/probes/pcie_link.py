@@ -5,8 +5,12 @@ GPUDirect RDMA bandwidth. Idle NVIDIA GPUs lower the generation to save power (N
 link queries report the current, not the maximum, generation: https://docs.nvidia.com/deploy/nvml-api/), so a generation below max says "re-check under load"; a narrower width is never a power state.
 From `nvidia-smi -q`, with the platform's `gpu_count`, a report listing another number of GPUs fails the
 node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. A GPU whose link fields do
-not read (missing, N/A, "Unknown Error") while another GPU's do is not judged, naming the fields. lspci
-and sysfs list every display device (a BMC's VGA among them), so their GPUs are not counted against it.
+not read (missing, N/A, "Unknown Error") while another GPU's do is not judged, naming the fields. From
+lspci and sysfs a GPU is a device of NVIDIA (PCI vendor 0x10de) or AMD (0x1002) of display (0x03) or
+processing-accelerator (0x12) class: a BMC's VGA (ASPEED, 0x1a03), an NVSwitch (a bridge, 0x0680) and an
+AMD CPU's own functions (0x1022) are not. Those GPUs are counted against `gpu_count` as nvidia-smi's are,
+by count alone (neither numbers GPUs as nvidia-smi does), and a GPU device line of lspci with no
+LnkCap/LnkSta under it is not judged.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi, tool
-from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
+from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
 from clustercheck.toolout import evidence_lines
 
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
@@ -47,6 +51,8 @@ class PcieLinks:
 
     links: tuple[PcieLink, ...]
     report: nvsmi.NvsmiReport | None = None
+    gpus: int | None = None  # lspci and sysfs: the GPUs the input lists (`_gpu_class`), links read or not
+    source: str = ""         # where they were listed ("lspci", "/sys/bus/pci"), for the count's verdict
 
 
 def parse(text: str) -> PcieLinks:
@@ -54,7 +60,8 @@ def parse(text: str) -> PcieLinks:
     if "GPU Link Info" in text or "NVSMI LOG" in text:
         report = nvsmi.parse(text)
         return PcieLinks(_from_nvsmi(report), report)
-    return PcieLinks(_from_lspci(text))
+    links, gpus = _from_lspci(text)
+    return PcieLinks(links, gpus=gpus, source="lspci")
 
 
 _NVSMI_LINK = ("PCIe Generation/Current", "PCIe Generation/Max", "Link Width/Current", "Link Width/Max")
@@ -79,21 +86,33 @@ def _from_nvsmi(report: nvsmi.NvsmiReport) -> tuple[PcieLink, ...]:
     return tuple(out)
 
 
-def _from_lspci(text: str) -> tuple[PcieLink, ...]:
+def _from_lspci(text: str) -> tuple[tuple[PcieLink, ...], int]:
+    """The links lspci shows, and how many GPUs (bus ids) it lists."""
     out = []
+    gpus: set[str] = set()
     cur: tuple[str, str] | None = None
     cap: tuple[int, int, int] | None = None   # (gen, width, line) of a LnkCap whose LnkSta is not yet read
+    head = (0, 0)  # the line of the current device line, and how many links were read under it
 
     def no_sta() -> None:
         if cur is not None and cap is not None:
             out.append(PcieLink(cur[0], cur[1], None, cap[0] or None, None, cap[1], _is_gpu(cur[1]),
                                 incomplete=f"LnkCap/LnkSta pair incomplete at line {cap[2]}: a LnkCap and no LnkSta"))
 
+    def section_end() -> None:
+        no_sta()
+        if cur is not None and _is_gpu(cur[1]) and len(out) == head[1]:  # a GPU listed, its link never read
+            out.append(PcieLink(cur[0], cur[1], None, None, None, None, True,
+                                incomplete=f"no LnkCap/LnkSta under its device line (line {head[0]})"))
+
     for number, line in enumerate(evidence_lines(text), 1):
         m = _HEADER.match(line)
         if m:
-            no_sta()
+            section_end()
             cur, cap = (m.group(1) if m.group(1).count(":") == 2 else f"0000:{m.group(1)}", m.group(2)), None
+            head = (number, len(out))
+            if _is_gpu(cur[1]):
+                gpus.add(cur[0])
             continue
         s = line.strip()
         if cur is None or not (s.startswith("LnkCap:") or s.startswith("LnkSta:")):
@@ -114,15 +133,44 @@ def _from_lspci(text: str) -> tuple[PcieLink, ...]:
         else:
             out.append(PcieLink(cur[0], cur[1], gen, cap[0], width, cap[1], _is_gpu(cur[1]), downgraded=downgraded))
             cap = None
-    no_sta()
-    if not out:
+    section_end()
+    if all(link.incomplete.startswith("no LnkCap/LnkSta") for link in out):  # none, or GPU device lines alone
         raise ProbeParseError("expected `nvidia-smi -q` output or `lspci -vvv` with LnkCap:/LnkSta: lines "
                               "under device lines such as '0000:21:00.0 Ethernet controller: ...'")
-    return tuple(out)
+    return tuple(out), len(gpus)
+
+
+GPU_VENDORS = (0x10DE, 0x1002)  # NVIDIA, AMD's graphics (ATI) id; 0x1022 is AMD's CPUs and chipsets
+_GPU_CLASS_WORDS = ("3D controller", "VGA compatible controller", "Display controller", "Processing accelerators")
+# 0x1002's names in lspci's pci.ids over the years; 0x1022 reads "Advanced Micro Devices, Inc. [AMD]"
+_GPU_VENDOR_WORDS = ("NVIDIA Corporation", "Advanced Micro Devices, Inc. [AMD/ATI]",
+                     "Advanced Micro Devices [AMD] nee ATI", "ATI Technologies")
+_IDS = re.compile(r"\[([0-9a-fA-F]{4}):[0-9a-fA-F]{4}\]")
+_NUMERIC = re.compile(r"([0-9a-fA-F]{4}): ([0-9a-fA-F]{4}):[0-9a-fA-F]{4}\b")  # `lspci -n`: "0302: 10de:2330"
+
+
+def _gpu_class(vendor: int, cls: int) -> bool:
+    """A GPU: NVIDIA or AMD, of display (0x03) or processing-accelerator (0x12) class (`cls` 16 bits)."""
+    return vendor in GPU_VENDORS and cls >> 8 in (0x03, 0x12)
 
 
 def _is_gpu(description: str) -> bool:
-    return "NVIDIA" in description and ("3D" in description or "VGA" in description)
+    """lspci's device line after the bus id: "3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB]", with
+    `-nn` "3D controller [0302]: NVIDIA Corporation GH100 [...] [10de:2330]", with `-n` "0302: 10de:2330"."""
+    numeric = _NUMERIC.match(description)
+    if numeric:
+        return _gpu_class(int(numeric.group(2), 16), int(numeric.group(1), 16))
+    cls, _, name = description.partition(": ")
+    code = cls[-6:] if cls.endswith("]") and cls[-6:-5] == "[" else ""
+    ids = _IDS.findall(name[-200:])  # -nn puts the ids last, before "(rev ..)" and "(prog-if ..)"
+    try:
+        cls_code = int(code[1:5], 16) if code else None
+        vendor = int(ids[-1], 16) if ids else None
+    except ValueError:
+        cls_code = vendor = None
+    by_class = cls_code >> 8 in (0x03, 0x12) if cls_code is not None else cls.startswith(_GPU_CLASS_WORDS)
+    by_vendor = vendor in GPU_VENDORS if vendor is not None else name.startswith(_GPU_VENDOR_WORDS)
+    return by_class and by_vendor
 
 
 def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
@@ -173,20 +221,41 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
             detail += "; the generation does not read (its speed is unknown to the kernel): width judged alone"
         out.append(ProbeVerdict(link.subject, "PCIe link", not problems, f"{detail} ({link.description})",
                                 measured, maximum))
-    return out + (nvsmi.listed(report, expect, "PCIe links") if report is not None else [])
+    if report is not None:
+        return out + nvsmi.listed(report, expect, "PCIe links")
+    return out + (_listed(read.gpus, read.source, expect) if isinstance(read, PcieLinks) else [])
 
 
-def collect() -> tuple[PcieLink, ...]:
-    """GPUs (display class) and NICs (network, InfiniBand) from sysfs link attributes; no root needed."""
+def _listed(have: int | None, source: str, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    """The GPUs lspci or sysfs lists against the platform's `gpu_count`, as `nvsmi.listed` counts a report's:
+    a node with 7 of its 8 GPUs listed passed on the 7 links read. Neither numbers GPUs as nvidia-smi does,
+    so the missing ones are counted, not named."""
+    want = count_of(expect.get("gpu_count"))
+    if want is None or have is None:
+        return []
+    if have == want:
+        return [ProbeVerdict("node", "GPUs listed", True, f"{have} GPU(s) listed, as the platform has", have, want)]
+    missing = (f"{want - have} GPU(s) not listed by {source} (which ones it cannot say: it numbers no GPUs), "
+               f"their PCIe links not judged; " if have < want else "")
+    return [ProbeVerdict("node", "GPUs listed", False, f"{missing}{have} GPU(s) listed, the platform has {want}",
+                         have, want)]
+
+
+def collect() -> PcieLinks:
+    """Display and accelerator devices (GPUs among them: `_gpu_class`) and NICs (network, InfiniBand) from
+    sysfs link attributes, and how many GPUs sysfs lists; no root needed."""
     if not SYSFS.is_dir():
         raise ProbeSkip("no /sys/bus/pci on this machine")
     out = []
+    gpus = 0
     for dev in sorted(SYSFS.iterdir()):
         cls = int(_read(dev / "class") or "0", 16)
         if not (cls >> 16 in (0x03, 0x12) or cls >> 8 in (0x0200, 0x0207)):
             continue
         if (dev / "physfn").exists():
             continue  # an SR-IOV virtual function: it reports x0, and its link is its physical function's
+        gpu = _gpu_class(int(_read(dev / "vendor") or "0", 16), cls >> 8)
+        gpus += gpu  # listed, its link read or not
         attrs = {name: _read(dev / name) for name in _LINK_ATTRS}
         if not any(attrs.values()):
             continue  # virtual devices have no PCIe link
@@ -195,10 +264,10 @@ def collect() -> tuple[PcieLink, ...]:
         unread = [name for name, value in attrs.items() if not value] + \
             [name for name, w in zip(("current_link_width", "max_link_width"), widths) if attrs[name] and w is None]
         out.append(PcieLink(dev.name, description, _gen(attrs["current_link_speed"]), _gen(attrs["max_link_speed"]),
-                            widths[0], widths[1], cls >> 16 in (0x03, 0x12), endpoint=True, unread=", ".join(unread)))
+                            widths[0], widths[1], gpu, endpoint=True, unread=", ".join(unread)))
     if not out:
         raise ProbeSkip("no GPU or NIC with a PCIe link in /sys/bus/pci (virtual devices only)")
-    return tuple(out)
+    return PcieLinks(tuple(out), gpus=gpus, source="/sys/bus/pci")
 
 
 _LINK_ATTRS = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")

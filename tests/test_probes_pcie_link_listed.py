@@ -1,0 +1,118 @@
+"""pcie-link counts the GPUs sysfs (live) and `lspci -vvv` list against the platform's `gpu_count`, as it
+counts an `nvidia-smi -q` report's (nvsmi.listed): a node of 8 GPUs whose sysfs or lspci showed 7 passed on
+the 7 links read. A GPU is an NVIDIA (0x10de) or AMD (0x1002) device of display or accelerator class; a
+BMC's ASPEED VGA, an NVSwitch (a bridge) and the GPUs' audio functions are not.
+
+Real captures: the ASUS ESC8000A-E12 (host coyote2: lspci -tv and lspci -vvv of the same machine, 4 RTX 6000
+Ada, tests/fixtures/hosts/), laid out as the kernel lays out sysfs by tests/sysfs_tree.py."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustercheck.probes import pcie_link, run_live
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sysfs_tree import Dev, from_lspci, strip_source  # noqa: E402
+
+ASUS = Path(__file__).parent / "fixtures" / "hosts" / "asus-esc8000a-e12"
+TV, VVV = (strip_source((ASUS / name).read_text()) for name in ("lspci-tv.txt", "lspci-vvv.txt"))
+ASPEED = "0000:75:00.0"  # "ASPEED Technology, Inc. ASPEED Graphics Family" in the lspci -tv capture
+HEADER = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ", re.M)
+
+
+def sysfs(tmp_path: Path, gpus: int) -> Path:
+    """The ASUS node's sysfs with `gpus` NVIDIA GPUs: its 4 captured GPUs, and for more the capture's first
+    GPU's files again on buses the host leaves empty (f1.., under the last root complex), as an 8-GPU node
+    of the same board would list them. The BMC's VGA gets the class and vendor the kernel gives an ASPEED
+    AST2x00 (0x030000, 0x1a03; lspci -tv names it, its -vvv was not captured) and a Gen2 x1 link."""
+    tree = from_lspci(TV, VVV)
+    real = sorted(bdf for bdf, d in tree.devices.items() if d.files.get("vendor") == "0x10de"
+                  and d.files.get("class") == "0x030000")
+    assert len(real) == 4, real
+    first = tree.devices[real[0]]
+    for n in range(max(0, gpus - 4)):
+        bdf = f"0000:{0xf1 + n:02x}:00.0"
+        tree.devices[bdf] = Dev(bdf, first.name, tree.chain(real[-1])[0], files=dict(first.files))
+    for bdf in real[gpus:]:
+        del tree.devices[bdf]
+    tree.devices[ASPEED].files.update({"class": "0x030000", "vendor": "0x1a03", "device": "0x2000",
+                                       "current_link_speed": "5.0 GT/s PCIe", "max_link_speed": "5.0 GT/s PCIe",
+                                       "current_link_width": "1", "max_link_width": "1"})
+    return tree.write(tmp_path / "sys") / "bus" / "pci" / "devices"
+
+
+def live(monkeypatch: pytest.MonkeyPatch, root: Path, expect: dict[str, object]) -> dict[str, tuple[bool, str]]:
+    monkeypatch.setattr(pcie_link, "SYSFS", root)
+    outcome = run_live(pcie_link.PROBE, expect)
+    return {v.subject: (v.passed, v.detail) for v in outcome.verdicts}
+
+
+def test_sysfs_with_7_gpus_and_a_bmc_vga_fails_a_platform_of_8_naming_how_many(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = live(monkeypatch, sysfs(tmp_path, 7), {"gpu_count": 8, "pcie_width": 16})
+    assert found["node"] == (False, "1 GPU(s) not listed by /sys/bus/pci (which ones it cannot say: it numbers "
+                                    "no GPUs), their PCIe links not judged; 7 GPU(s) listed, the platform has 8")
+    # the BMC's VGA is judged as the device it is (x1 of x1), never against the GPUs' platform width
+    assert found[ASPEED] == (True, "Gen2 x1 of Gen2 x1 (class 0300 [1a03:2000])")
+
+
+def test_sysfs_with_8_gpus_and_a_bmc_vga_lists_the_platforms_8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = live(monkeypatch, sysfs(tmp_path, 8), {"gpu_count": 8})
+    assert found["node"] == (True, "8 GPU(s) listed, as the platform has")
+    assert len([s for s, (_, detail) in found.items() if "[10de:" in detail]) == 8
+    assert "GPUs listed" not in str(live(monkeypatch, sysfs(tmp_path / "no-count", 8), {}))  # no count, as before
+
+
+def test_lspci_with_one_gpu_section_cut_fails_against_the_hosts_gpu_count() -> None:
+    """The host's lspci -tv lists 4 NVIDIA GPUs; its lspci -vvv without one GPU's section passed the node."""
+    want = len([line for line in TV.splitlines() if "NVIDIA Corporation AD102GL" in line])
+    assert want == 4
+    whole = pcie_link.judge(pcie_link.parse(VVV), {"gpu_count": want})
+    assert [(v.passed, v.detail) for v in whole if v.subject == "node"] == [
+        (True, "4 GPU(s) listed, as the platform has")]
+    starts = [m.start() for m in HEADER.finditer(VVV)]
+    gpu = next(i for i, s in enumerate(starts) if VVV.startswith("41:00.0 VGA", s))
+    cut = VVV[:starts[gpu]] + VVV[starts[gpu + 1]:]
+    verdicts = pcie_link.judge(pcie_link.parse(cut), {"gpu_count": want})
+    assert [(v.passed, v.detail) for v in verdicts if v.subject == "node"] == [
+        (False, "1 GPU(s) not listed by lspci (which ones it cannot say: it numbers no GPUs), their PCIe links "
+                "not judged; 3 GPU(s) listed, the platform has 4")]
+    assert "0000:41:00.0" not in {v.subject for v in verdicts}
+
+
+def test_a_gpu_device_line_of_lspci_without_its_link_lines_is_not_judged() -> None:
+    starts = [m.start() for m in HEADER.finditer(VVV)] + [len(VVV)]
+    gpu = next(i for i, s in enumerate(starts) if VVV.startswith("41:00.0 VGA", s))
+    section = VVV[starts[gpu]:starts[gpu + 1]]
+    bare = "\n".join(line for line in section.split("\n") if "LnkCap:" not in line and "LnkSta:" not in line)
+    verdicts = pcie_link.judge(pcie_link.parse(VVV[:starts[gpu]] + bare + VVV[starts[gpu + 1]:]), {"gpu_count": 4})
+    (link,) = [v for v in verdicts if v.subject == "0000:41:00.0"]
+    assert not link.judged and "no LnkCap/LnkSta under its device line" in link.detail
+
+
+@pytest.mark.parametrize(("line", "gpu"), [
+    # lspci -nn device lines as public captures print them
+    ("3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)", True),
+    ("Processing accelerators [1200]: Advanced Micro Devices, Inc. [AMD/ATI] Aqua Vanjaram [Instinct MI300X] "
+     "[1002:74a1]", True),
+    ("Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] (rev a1)", False),
+    ("VGA compatible controller [0300]: ASPEED Technology, Inc. ASPEED Graphics Family [1a03:2000] (rev 52)", False),
+    ("PCI bridge [0604]: Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge [1022:1483] "
+     "(prog-if 00 [Normal decode])", False),
+    # lspci -vvv (names only) and lspci -n (numbers only)
+    ("VGA compatible controller: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation] (rev a1) "
+     "(prog-if 00 [VGA controller])", True),
+    ("Processing accelerators: Advanced Micro Devices, Inc. [AMD/ATI] Aqua Vanjaram [Instinct MI300X]", True),
+    ("Audio device: NVIDIA Corporation AD102 High Definition Audio Controller (rev a1)", False),
+    ("VGA compatible controller: ASPEED Technology, Inc. ASPEED Graphics Family (rev 52)", False),
+    ("Bridge: NVIDIA Corporation Device 22a3 (rev a1)", False),
+    ("0302: 10de:2330 (rev a1)", True),
+    ("0680: 10de:22a3 (rev a1)", False),
+])
+def test_what_lspci_calls_a_gpu(line: str, gpu: bool) -> None:
+    assert pcie_link._is_gpu(line) is gpu
