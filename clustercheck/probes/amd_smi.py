@@ -389,5 +389,5 @@ PROBE = Probe(
     parse=parse,
     collect=collect,
     judge=judge,
-    expect_keys=("gpu_count", "pcie_gen", "pcie_width", "gpu_temp_max_c", "topology"),
+    expect_keys=("gpu_count", "pcie_gen", "pcie_width", "gpu_temp_max_c", "topology.gpu_gpu"),
 )

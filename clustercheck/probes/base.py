@@ -72,6 +72,13 @@ class Probe:
     expect_keys: tuple[str, ...] = ()
     by_index: bool = False  # subjects name GPUs by nvidia-smi index only ("GPU3"): live runs add the bus id
 
+    def reads(self, key: str) -> bool:
+        """Whether judge() reads the expectation `key` ("topology", or one nested key "topology.gpu_nic"). An
+        entry of expect_keys names a key with every key nested in it ("topology"), or one nested key alone
+        ("topology.gpu_gpu": amd-smi reads no other): a typed --expect judged by nothing must be refused,
+        never run and passed (tests/test_probe_expect_keys.py holds each tuple to what its judge reads)."""
+        return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.expect_keys)
+
 
 @dataclass(frozen=True)
 class ProbeOutcome:

@@ -2,10 +2,11 @@
 
 Exit codes (clustercheck.exitcodes): 0 every verdict that judged something passed; 1 a verdict failed; 3 the
 probe could not run here (error: it crashed or could not parse the live tool's output), or it judged a part
-and not the rest (`probe all`: a probe NOT JUDGED beside probes that passed); 4 bad input (an
-unreadable or unparsable --input, a bad --expect, an unknown probe or platform); 5 nothing judged (the probe
-was skipped: "SKIPPED: reason", e.g. its tool is not installed; or every verdict reads "NOT JUDGED ...: not
-judged: <why>", e.g. a capture that holds no result).
+and not the rest (`probe all`: a probe NOT JUDGED, or an --expect key only skipped probes read, beside probes
+that passed); 4 bad input (an unreadable or unparsable --input, a bad --expect or one the probe never reads,
+an unknown probe or platform); 5 nothing judged (the probe was skipped: "SKIPPED: reason", e.g. its tool is
+not installed; or every verdict reads "NOT JUDGED ...: not judged: <why>", e.g. a capture that holds no
+result).
 """
 
 from __future__ import annotations
@@ -73,9 +74,13 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(str(exc.args[0])) from None
     if args.input is not None and args.name == "all":
         raise UserError("--input judges one probe's evidence; name the probe, e.g. clustercheck probe topo --input FILE")
-    expect = _expectations(args, live=args.input is None)
+    from clustercheck.judging.expect import parse_expect_args
+
+    typed = parse_expect_args(args.expect)
+    _refuse_unread(typed, args.name)  # before anything runs: a key nothing reads would judge nothing and pass
+    expect = _expectations(args, typed, live=args.input is None)
     if args.name == "all":
-        return _all(expect)
+        return _all(expect, _typed_keys(typed))
     if args.input is None:
         return _report(probes.run_live(probe, expect))
     text = _read(args.input)
@@ -121,8 +126,47 @@ def _read(path: Path) -> str:
     return text
 
 
-def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
-    from clustercheck.judging.expect import parse_expect_args
+def _typed_keys(typed: dict[str, Any]) -> list[str]:
+    """The keys the user typed, a nested one by its path: `topology.gpu_nic=[PIX]` (or `topology={gpu_nic:
+    ...}`) is `topology.gpu_nic`, which topo reads and amd-smi does not. Only `topology` nests keys; the
+    mapping of `busbw_min` is values, one per collective."""
+    from clustercheck.judging.expect import TOPOLOGY_KEYS
+
+    out: list[str] = []
+    for key, value in typed.items():
+        nested = [f"{key}.{k}" for k in value if k in TOPOLOGY_KEYS] if key == "topology" else []
+        out += nested or [key]
+    return out
+
+
+def _refuse_unread(typed: dict[str, Any], name: str) -> None:
+    """A key the user typed with --expect that the probe (`all`: every probe) never reads: one line, exit 4.
+    Run, it would judge nothing of it and exit 0, and the user would take the expectation for checked. A
+    profile's expect: block is not held to this: it serves every probe, each reading its own keys."""
+    from clustercheck import probes
+
+    keys = _typed_keys(typed)
+    if not keys:
+        return
+    if name != "all":
+        probe = probes.get(name)
+        for key in keys:
+            if not probe.reads(key):
+                reads = f"it reads: {', '.join(probe.expect_keys)}" if probe.expect_keys else "it reads none"
+                raise UserError(f"--expect {key}: probe {probe.name} does not read it ({reads})")
+        return
+    known = []
+    for each in probes.NAMES:
+        try:
+            known.append(probes.get(each))
+        except Exception:  # noqa: BLE001 - a probe that cannot load is `probe all`'s error (exit 3), not decided here
+            return
+    for key in keys:
+        if not any(p.reads(key) for p in known):
+            raise UserError(f"--expect {key}: no probe reads it (probe --list names the keys each reads)")
+
+
+def _expectations(args: argparse.Namespace, typed: dict[str, Any], live: bool) -> dict[str, Any]:
     from clustercheck.judging.profiles import search_path
 
     search = search_path(args.thresholds)
@@ -143,7 +187,7 @@ def _expectations(args: argparse.Namespace, live: bool) -> dict[str, Any]:
         except UserError:
             print(f"platform: none matched ({escape(describe(facts))}); judging without platform expectations "
                   f"(pick one with --platform)")
-    expect.update(parse_expect_args(args.expect))
+    expect.update(typed)
     if profile_fabric is not None or "fabric_rule" not in expect:
         from clustercheck.judging.fabric import expectations
 
@@ -171,7 +215,27 @@ def _report(outcome: Any) -> int:
     return {"failed": Exit.FAILED, "not judged": Exit.NOTHING, "error": Exit.ERROR}.get(outcome.outcome, Exit.PASSED)
 
 
-def _all(expect: dict[str, Any]) -> int:
+def _unread_here(keys: list[str], results: list[tuple[str, str, Any]]) -> list[str]:
+    """The typed keys no probe that ran here read: every probe reading one was skipped (nccl-tests, which
+    judges a capture only; pcie-link on a machine without a PCIe GPU). Such an expectation judged nothing."""
+    from clustercheck import probes
+
+    def reads(name: str, key: str) -> bool:
+        try:
+            return probes.get(name).reads(key)
+        except Exception:  # noqa: BLE001 - a probe that cannot load is already its own `error` line
+            return False
+
+    out = []
+    for key in keys:
+        readers = [name for name, _, _ in results if reads(name, key)]
+        if all(o == "skipped" for name, o, _ in results if name in readers):
+            out.append(f"{'NOT-JUDGED':<8} --expect {key}: " + (f"every probe that reads it was skipped here "
+                       f"({', '.join(readers)})" if readers else "no probe here reads it"))
+    return out
+
+
+def _all(expect: dict[str, Any], typed_keys: list[str]) -> int:
     from clustercheck.probes.run_all import run_node_health
 
     results = run_node_health(expect)
@@ -183,11 +247,17 @@ def _all(expect: dict[str, Any]) -> int:
         print(f"{outcome.upper().replace(' ', '-'):<8} {name:<11} {escape(shown[0].line())}")
         for v in shown[1:]:
             print(f"{'':<8} {'':<11} {escape(v.line())}")
+    unread = _unread_here(typed_keys, results)
+    for line in unread:
+        print(escape(line))
     outcomes = [o for _, o, _ in results]
     print("; ".join(f"{outcomes.count(k)} {k}" for k in ("passed", "failed", "not judged", "skipped", "error")))
     if "failed" in outcomes:
         return Exit.FAILED
     if "error" in outcomes:
+        return Exit.ERROR
+    if unread and "passed" in outcomes:  # an expectation typed and judged by nothing: never a pass
+        print(f"not all judged: {len(unread)} --expect key(s) judged by no probe here (exit 3, never 0)")
         return Exit.ERROR
     open_ = [name for name, o, _ in results if o == "not judged"]
     if open_ and "passed" in outcomes:  # judged in part, as one probe's verdicts (docs/probe-rules.md): never a pass
