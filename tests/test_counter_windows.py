@@ -81,7 +81,7 @@ def test_an_xid_during_a_skipped_or_errored_item_fails_it_and_excludes_its_node(
     an error) still had a window, and an Xid in it is the hardware failing while the item ran. Both items
     threw their windows away, so the run read PASS (the skip) or a bare error, and excluded no node."""
     write_suite(project, "checks:\n" + small_check("ok") + "  - id: nv\n    measure: probe\n    params: {probe: nvlink}\n"
-                + small_check("hung", timeout="5"))
+                + small_check("hung", timeout="2"))  # it hangs: the 2 s are waited out whole
     with (project.path / "thresholds" / "cpu.yaml").open("a") as th:
         th.write("  hung:\n    busbw: {limit: \">= 0.000001\", unit: GB/s, source: \"any working loopback\"}\n")
     out = project.path / "out"
