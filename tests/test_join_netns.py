@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -58,6 +59,17 @@ def pods() -> Iterator[NetBed]:
     assert wait_gone(bed) == []
 
 
+def _await_warm(tmp: Path, agents: list[subprocess.Popen[bytes]]) -> None:
+    """Until every agent has warmed up (its work directory under TMPDIR holds its zygote's log): what it does
+    before it tries the controller."""
+    end = time.monotonic() + 120
+    while len(list(tmp.glob("*/zygote.log"))) < len(agents) and time.monotonic() < end:
+        assert all(a.poll() is None for a in agents), [(tmp / f"agent{i}.log").read_text() for i in range(len(agents))]
+        time.sleep(0.05)
+    assert len(list(tmp.glob("*/zygote.log"))) == len(agents), [(tmp / f"agent{i}.log").read_text()
+                                                                for i in range(len(agents))]
+
+
 def _in_pod(bed: NetBed, i: int) -> list[str]:
     return ["ip", "netns", "exec", bed.hosts[i], "unshare", "--uts", sys.executable, "-c", HOSTNAME, f"{JOB}-{i}"]
 
@@ -72,13 +84,17 @@ def test_agents_in_pods_resolve_each_other_by_name_and_one_absent_one_killed(pod
                                    bed.root_addr, f"controller.{SERVICE}"], seen.stdout + seen.stderr
     project(tmp_path)
     port, secret = free_port(), token()
-    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "4",
-                                        "--store-addr", f"{bed.root_addr}:{port}", "--join-timeout", "20",
-                                        "-k", "not node-late", "--cc-inject-fault=node-ar:delay"])
     addr = f"controller.{SERVICE}:{port}"
+    # the pods start before the controller, as pods may: each agent imports torch and forks its zygote, then
+    # tries the controller until it listens. --join-timeout then waits for their reaching it (under a second),
+    # not for their start, and for the absent fourth pod: the 6 s it waits is what the test spends on it
     agents = [agent(tmp_path, secret, 0, "kw-node-0", addr, "--local-ranks", "2", prefix=_in_pod(bed, 0)),
               agent(tmp_path, secret, 1, "kw-node-1", addr, "--local-ranks", "2", prefix=_in_pod(bed, 1)),
               agent(tmp_path, secret, 2, None, addr, "--local-ranks", "2", prefix=_in_pod(bed, 2))]
+    _await_warm(tmp_path, agents)
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "4",
+                                        "--store-addr", f"{bed.root_addr}:{port}", "--join-timeout", "6",
+                                        "-k", "not node-late", "--cc-inject-fault=node-ar:delay"])
     try:
         wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 240)
     finally:
