@@ -116,3 +116,57 @@ def test_a_gpu_device_line_of_lspci_without_its_link_lines_is_not_judged() -> No
 ])
 def test_what_lspci_calls_a_gpu(line: str, gpu: bool) -> None:
     assert pcie_link._is_gpu(line) is gpu
+
+
+def bare_node(tmp_path: Path, keep_gpus: bool = False) -> Path:
+    """The ASUS node's sysfs with its 2 ConnectX-7 and (unless `keep_gpus`) its 4 GPUs gone from the bus:
+    bridges, NVMe and the rest remain, and no GPU or NIC link is left to read. With `keep_gpus` the GPUs
+    stay listed (vendor, class) without any link attribute, as on a conventional PCI bus."""
+    tree = from_lspci(TV, VVV)
+    for bdf, d in list(tree.devices.items()):
+        gpu = d.files.get("vendor") == "0x10de" and d.files.get("class") == "0x030000"
+        if d.files.get("class", "").startswith("0x02") or (gpu and not keep_gpus):
+            del tree.devices[bdf]
+        elif gpu:
+            for name in ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width"):
+                del d.files[name]
+    return tree.write(tmp_path / "sys") / "bus" / "pci" / "devices"
+
+
+def test_sysfs_listing_no_gpu_fails_a_platform_of_4_never_skips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect() raised ProbeSkip before the count: a node whose 4 GPUs fell off the bus read as skipped."""
+    monkeypatch.setattr(pcie_link, "SYSFS", bare_node(tmp_path))
+    outcome = run_live(pcie_link.PROBE, {"gpu_count": 4})
+    assert outcome.outcome == "failed", outcome
+    assert [(v.subject, v.passed, v.detail) for v in outcome.verdicts] == [
+        ("node", False, "4 GPU(s) not listed by /sys/bus/pci (which ones it cannot say: it numbers no GPUs), their "
+                        "PCIe links not judged; 0 GPU(s) listed, the platform has 4")]
+    # where the platform expects no GPU (no gpu_count, or the cpu profile's 0), nothing to judge: a skip, as before
+    for expect in ({}, {"gpu_count": 0}):
+        skipped = run_live(pcie_link.PROBE, expect)
+        assert (skipped.outcome, skipped.reason) == (
+            "skipped", "no GPU or NIC with a PCIe link in /sys/bus/pci (virtual devices only)")
+
+
+def test_no_sys_bus_pci_leaves_the_platforms_gpus_not_judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pcie_link, "SYSFS", tmp_path / "absent" / "bus" / "pci" / "devices")
+    outcome = run_live(pcie_link.PROBE, {"gpu_count": 8})
+    assert outcome.outcome == "not judged", outcome
+    assert [(v.subject, v.judged, v.detail) for v in outcome.verdicts] == [
+        ("node", False, "not judged: no /sys/bus/pci on this machine: the platform's 8 GPU(s) could not be listed, "
+                        "nor their PCIe links read")]
+    skipped = run_live(pcie_link.PROBE, {})
+    assert (skipped.outcome, skipped.reason) == ("skipped", "no /sys/bus/pci on this machine")
+
+
+def test_gpus_listed_without_link_attributes_are_not_judged_never_passed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted as listed, a GPU without link attributes must not let the count alone pass the node."""
+    monkeypatch.setattr(pcie_link, "SYSFS", bare_node(tmp_path, keep_gpus=True))
+    outcome = run_live(pcie_link.PROBE, {"gpu_count": 4})
+    assert outcome.outcome == "error", outcome  # the count judged, the links not
+    gpus = [v for v in outcome.verdicts if v.subject != "node"]
+    assert len(gpus) == 4 and all(not v.judged and "current_link_speed, max_link_speed, current_link_width, "
+                                  "max_link_width could not be read" in v.detail for v in gpus)
+    assert [(v.passed, v.detail) for v in outcome.verdicts if v.subject == "node"] == [
+        (True, "4 GPU(s) listed, as the platform has")]

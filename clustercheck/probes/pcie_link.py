@@ -10,7 +10,9 @@ lspci and sysfs a GPU is a device of NVIDIA (PCI vendor 0x10de) or AMD (0x1002) 
 processing-accelerator (0x12) class: a BMC's VGA (ASPEED, 0x1a03), an NVSwitch (a bridge, 0x0680) and an
 AMD CPU's own functions (0x1022) are not. Those GPUs are counted against `gpu_count` as nvidia-smi's are,
 by count alone (neither numbers GPUs as nvidia-smi does), and a GPU device line of lspci with no
-LnkCap/LnkSta under it is not judged.
+LnkCap/LnkSta under it is not judged. Live, a sysfs with no GPU or NIC link is a skip only where the platform
+expects no GPU (no `gpu_count`, or 0): with `gpu_count` N it fails as 0 GPU(s) listed of N, and a machine
+without /sys/bus/pci has its N GPUs not judged.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class PcieLinks:
     report: nvsmi.NvsmiReport | None = None
     gpus: int | None = None  # lspci and sysfs: the GPUs the input lists (`_gpu_class`), links read or not
     source: str = ""         # where they were listed ("lspci", "/sys/bus/pci"), for the count's verdict
+    absent: str = ""         # live: why nothing could be listed (no /sys/bus/pci); judge() decides skip or not
 
 
 def parse(text: str) -> PcieLinks:
@@ -175,6 +178,8 @@ def _is_gpu(description: str) -> bool:
 
 def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     links, report = (read.links, read.report) if isinstance(read, PcieLinks) else (read, None)
+    if isinstance(read, PcieLinks) and report is None and not links:
+        return _nothing_listed(read, expect)
     out = nvsmi.coverage(report, "pcie-link") if report is not None else []
     want_gen, want_width = expect.get("pcie_gen"), expect.get("pcie_width")
     for link in links:
@@ -226,6 +231,20 @@ def judge(read: PcieLinks | tuple[PcieLink, ...], expect: Mapping[str, Any]) -> 
     return out + (_listed(read.gpus, read.source, expect) if isinstance(read, PcieLinks) else [])
 
 
+def _nothing_listed(read: PcieLinks, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    """Live, no GPU or NIC link listed: a skip only where the platform expects no GPU (no `gpu_count`, or 0).
+    collect() cannot see the expectation, so it returns the empty listing and the skip is decided here: a
+    node whose 8 GPUs all fell off the bus reads as 0 of 8, never as a machine without PCIe links; one with
+    no /sys/bus/pci to read (a container without sysfs) could count nothing, so its GPUs are not judged."""
+    want = count_of(expect.get("gpu_count"))
+    if not want:
+        raise ProbeSkip(read.absent or f"no GPU or NIC with a PCIe link in {read.source} (virtual devices only)")
+    if read.absent:
+        return [not_judged("node", "GPUs listed", f"{read.absent}: the platform's {want} GPU(s) could not be "
+                           f"listed, nor their PCIe links read", expected=want)]
+    return _listed(read.gpus or 0, read.source, expect)
+
+
 def _listed(have: int | None, source: str, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     """The GPUs lspci or sysfs lists against the platform's `gpu_count`, as `nvsmi.listed` counts a report's:
     a node with 7 of its 8 GPUs listed passed on the 7 links read. Neither numbers GPUs as nvidia-smi does,
@@ -243,9 +262,10 @@ def _listed(have: int | None, source: str, expect: Mapping[str, Any]) -> list[Pr
 
 def collect() -> PcieLinks:
     """Display and accelerator devices (GPUs among them: `_gpu_class`) and NICs (network, InfiniBand) from
-    sysfs link attributes, and how many GPUs sysfs lists; no root needed."""
+    sysfs link attributes, and how many GPUs sysfs lists; no root needed. Nothing listed is returned, not
+    skipped: only judge() knows whether the platform expects GPUs here (`_nothing_listed`)."""
     if not SYSFS.is_dir():
-        raise ProbeSkip("no /sys/bus/pci on this machine")
+        return PcieLinks((), source="/sys/bus/pci", absent="no /sys/bus/pci on this machine")
     out = []
     gpus = 0
     for dev in sorted(SYSFS.iterdir()):
@@ -257,16 +277,14 @@ def collect() -> PcieLinks:
         gpu = _gpu_class(int(_read(dev / "vendor") or "0", 16), cls >> 8)
         gpus += gpu  # listed, its link read or not
         attrs = {name: _read(dev / name) for name in _LINK_ATTRS}
-        if not any(attrs.values()):
-            continue  # virtual devices have no PCIe link
+        if not any(attrs.values()) and not gpu:
+            continue  # virtual devices have no PCIe link; a GPU without one is not judged (unread), never dropped
         description = f"class {cls >> 8:04x} [{_read(dev / 'vendor')[2:]}:{_read(dev / 'device')[2:]}]"
         widths = [_width(attrs[name]) for name in ("current_link_width", "max_link_width")]
         unread = [name for name, value in attrs.items() if not value] + \
             [name for name, w in zip(("current_link_width", "max_link_width"), widths) if attrs[name] and w is None]
         out.append(PcieLink(dev.name, description, _gen(attrs["current_link_speed"]), _gen(attrs["max_link_speed"]),
                             widths[0], widths[1], gpu, endpoint=True, unread=", ".join(unread)))
-    if not out:
-        raise ProbeSkip("no GPU or NIC with a PCIe link in /sys/bus/pci (virtual devices only)")
     return PcieLinks(tuple(out), gpus=gpus, source="/sys/bus/pci")
 
 
