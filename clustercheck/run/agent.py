@@ -103,9 +103,10 @@ class Agent:
         host, port = self.me.controller
         deadline, said = time.monotonic() + timeout, False
         while True:
-            try:
+            try:  # the store client only once a plain connection opens: it retries a refused one past any deadline
+                gang.knock(host, port, deadline)
                 return interruptible(lambda: dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=5)))
-            except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError: not up yet
+            except (RuntimeError, OSError) as exc:  # refused, DistNetworkError, DistStoreError: not up yet
                 if self.stop:
                     return None
                 if time.monotonic() >= deadline:
@@ -114,7 +115,7 @@ class Agent:
                 if not said:
                     self.say(f"waiting for the controller at {host}:{port}")
                     said = True
-                time.sleep(1.0)
+                time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
 
     def join(self, timeout: float) -> int | None:
         """Join; None when joined, else the exit code."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 import hmac
 import os
 import re
+import socket
+import time
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -165,6 +167,14 @@ def split_addr(text: str, what: str, default_port: int | None = DEFAULT_PORT) ->
     if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
         raise UserError(f"{what} {text!r}: expected HOST:PORT, e.g. 10.0.0.5:{DEFAULT_PORT}")
     return host, int(port)
+
+
+def knock(host: str, port: int, deadline: float) -> None:
+    """Open (and close) a plain TCP connection to the controller's store, waiting at most a second and never
+    past `deadline` (time.monotonic()); OSError when it does not open. torch's store client retries a
+    refused connection for its whole timeout and then once more (7 s for 5), so an agent that only tried
+    the store client waited far past its --join-timeout (17 s for 10) before saying it could not reach."""
+    socket.create_connection((host, port), timeout=min(1.0, max(deadline - time.monotonic(), 0.05))).close()
 
 
 @dataclass(frozen=True)
