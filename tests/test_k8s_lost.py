@@ -192,6 +192,60 @@ def test_a_server_that_never_answers_the_deletes_cannot_hold_the_controller(clus
     assert cluster.hung and "Traceback" not in out
 
 
+class DeletesHeard:
+    """A stand-in for api.Kube's delete, recording the deletes as the server hears them: `unanswered` kinds are
+    answered only once every delete was sent (a server that answers none of them), or after `hold` s."""
+
+    namespace = "default"
+
+    def __init__(self, unanswered: set[str], hold: float = 20.0) -> None:
+        import threading
+
+        self.unanswered, self.hold = unanswered, hold
+        self.sent: list[str] = []
+        self.answered: list[str] = []
+        self.all_sent = threading.Event()
+
+    def delete(self, made: Any, timeout: tuple[float, float]) -> str:
+        self.sent.append(made.kind)
+        if len(self.sent) == 3:
+            self.all_sent.set()
+        if made.kind in self.unanswered:
+            return "" if self.all_sent.wait(self.hold) else "timed out"
+        self.answered.append(made.kind)
+        return ""
+
+
+def closed(kube: DeletesHeard, capsys: pytest.CaptureFixture[str]) -> str:
+    """K8sLauncher.close() of a run that made a Secret, a Service and a Job (in that order), through `kube`."""
+    from types import SimpleNamespace
+
+    from clustercheck.run.k8s import api
+    from clustercheck.run.k8s.launcher import K8sLauncher
+
+    launcher = K8sLauncher.__new__(K8sLauncher)
+    launcher._closed = True  # the agents have left: no store here
+    launcher._deleted, launcher.kube = False, kube  # type: ignore[assignment]
+    launcher.agents = SimpleNamespace(name="cc")  # type: ignore[assignment]
+    launcher.made = [api.Made("Secret", "cc-token", "u1"), api.Made("Service", "cc", "u2"), api.Made("Job", "cc", "u3")]
+    launcher.close()
+    return capsys.readouterr().err
+
+
+def test_the_deletes_go_job_first_each_once_the_one_before_was_answered(capsys: pytest.CaptureFixture[str]) -> None:
+    kube = DeletesHeard(set())
+    assert closed(kube, capsys) == "clustercheck: deleted Job, Service and Secret cc\n"
+    assert kube.sent == kube.answered == ["Job", "Service", "Secret"]
+
+
+def test_a_delete_the_server_leaves_unanswered_does_not_hold_back_the_next(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Job's delete is never answered while the others wait their turn: the Service's and the Secret's are sent
+    meanwhile (a server that answers none holds the cleanup one call's timeout, where it was each call's in turn)."""
+    kube = DeletesHeard({"Job"})
+    assert closed(kube, capsys) == "clustercheck: deleted Job, Service and Secret cc\n"
+    assert kube.sent == ["Job", "Service", "Secret"] and kube.answered == ["Service", "Secret"]
+
+
 def test_a_server_error_after_the_preflight_is_a_harness_error_not_bad_input(cluster: FakeCluster, tmp_path: Path) -> None:
     """The pre-flight passed (every dry run admitted), then the API server fails the real create of the Job
     with a 500: the server's failure is the harness's (exit 3), where it was told as bad input (exit 4); what

@@ -16,6 +16,7 @@ import secrets
 import socket
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Collection, Mapping
 
 from clustercheck.errors import HarnessError, UserError, escape
@@ -34,6 +35,9 @@ RUN_NEEDS = [api.Need("create", "secrets"), api.Need("delete", "secrets"), api.N
 # it the run goes on, and an index without a pod says the Events could not be read (JobPods.explain)
 CLEANUP_S = 30.0  # the deletes at the end, all together: SIGINT and SIGTERM wait while they run
 _DELETE_ORDER = ("Job", "Service", "Secret")
+# each delete is sent once the one before it was answered (the Job, with its pods, first), or once it went this
+# long unanswered: a server that answers none then holds the cleanup one call's timeout, not each call's in turn
+ORDER_WAIT_S = 1.0
 TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "nodes", namespaced=False)]
 
 
@@ -98,20 +102,15 @@ class K8sLauncher(JoinLauncher):
 
     def close(self) -> None:
         """The agents leave, then what this run created is deleted (by uid: never an object of the same
-        name that someone else made); signals wait until that is done."""
+        name that someone else made), the Job first (delete_all); signals wait until that is done."""
         super().close()
         if self._deleted or self.kube is None:
             return
         self._deleted = True
-        end = time.monotonic() + CLEANUP_S
-        failed: list[str] = []
         ordered = sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind))  # the Job (its pods) first
         with deferred():  # bounded: every call, and the whole cleanup, has a deadline (a server that never answers)
-            for m in ordered:
-                left = end - time.monotonic()
-                why = self.kube.delete(m, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left))) if left > 0.5 else "timed out"
-                if why:
-                    failed.append(f"{m.kind} {m.name} ({why})")
+            whys = delete_all(self.kube, ordered, time.monotonic() + CLEANUP_S)
+            failed = [f"{m.kind} {m.name} ({why})" for m, why in zip(ordered, whys) if why]
             if self.made:  # said before a signal held meanwhile reaches its handler
                 *rest, last = [m.kind for m in ordered]
                 kinds = f"{', '.join(rest)} and {last}" if rest else last
@@ -122,6 +121,21 @@ class K8sLauncher(JoinLauncher):
 
     def check_facts(self, nodes: Mapping[str, Facts]) -> None:
         check_gpus(self.gpus_per_node, self.thresholds, nodes)
+
+
+def delete_all(kube: api.Kube, ordered: list[api.Made], end: float) -> list[str]:
+    """Delete `ordered`, each sent once the one before was answered or ORDER_WAIT_S passed without an answer, every
+    call bounded by its own timeout and by `end` (time.monotonic()); -> why each was not deleted ("" where it was)."""
+    if not ordered:
+        return []
+    sent: list[Future[str] | None] = []
+    with ThreadPoolExecutor(max_workers=len(ordered), thread_name_prefix="k8s-delete") as pool:
+        for m in ordered:
+            wait([f for f in sent[-1:] if f is not None], timeout=ORDER_WAIT_S)
+            left = end - time.monotonic()
+            sent.append(pool.submit(kube.delete, m, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left)))
+                        if left > 0.5 else None)
+    return [f.result() if f is not None else "timed out" for f in sent]
 
 
 def check_gpus(requested: int, thresholds: Any, nodes: Mapping[str, Facts]) -> None:
