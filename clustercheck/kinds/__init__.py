@@ -5,8 +5,10 @@ Built-in kinds register when this package is imported; third-party ones come fro
 entry-point group (an entry point names a `Kind`, a sequence of them, or a function returning either) the
 first time the registry is read, or from `register(...)` in a plugin or conftest. A registration is
 checked as pluggy checks a hook implementation: its scopes must be scopes, its units units, its runner an
-importable `module:function`, and replacing a kind that exists needs `replace=True`. A bad one raises
-`UserError` with one line naming the kind and what is wrong."""
+importable `module:function`, its `expect_keys` expect: keys, and replacing a kind that exists needs
+`replace=True`. A bad one raises `UserError` with one line naming the kind and what is wrong. A kind whose
+judge reads expectations (`Rules.expect`) declares them in `expect_keys`: `run --expect KEY` refuses a key no
+selected check declares."""
 
 from __future__ import annotations
 
@@ -98,7 +100,26 @@ def _problem(kind: Kind) -> str | None:
         return "memory must be callable or None"
     if kind.figure not in FIGURES:
         return f"figure {kind.figure!r}: one of {', '.join(FIGURES)}"
+    bad_key = _expect_key_problem(kind)
+    if bad_key:
+        return bad_key
     return _runner_problem(kind.runner)
+
+
+def _expect_key_problem(kind: Kind) -> str | None:
+    """expect_keys name keys an expect: block takes (`topology.gpu_nic` for a nested one): `run --expect` refuses
+    a key no selected check declares, so a name no one can type would only hide what the judge reads."""
+    from clustercheck.judging.expect import EXPECT_KEYS, TOPOLOGY_KEYS
+
+    if isinstance(kind.expect_keys, str) or not isinstance(kind.expect_keys, tuple):
+        return f"expect_keys {kind.expect_keys!r}: expected a tuple of expect: keys"
+    for key in kind.expect_keys:
+        top, _, sub = key.partition(".") if isinstance(key, str) else ("", "", "")
+        if top not in EXPECT_KEYS or sub and (top != "topology" or sub not in TOPOLOGY_KEYS):
+            return f"expect_keys: {key!r} is no expect: key (known: {', '.join(EXPECT_KEYS)})"
+    if kind.expect_keys_of is not None and not callable(kind.expect_keys_of):
+        return "expect_keys_of must be callable or None"
+    return None
 
 
 def _runner_problem(runner: object) -> str | None:

@@ -117,6 +117,14 @@ class Kind:
     domains: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (lowest, highest) it can
     # take, in its unit; a metric not named: its unit's (units.unit_domain: [0, inf) for a bandwidth, a time...)
     fits: Fits | None = None  # (parameter, why) when the time its parameters plan cannot fit a check's timeout
+    # the expect: keys its task and judge read (`topology.gpu_nic` for a nested one): `run --expect` refuses a
+    # key no selected check reads, never a run that judged nothing of it (tests/test_run_expect_keys.py)
+    expect_keys: tuple[str, ...] = ()
+    expect_keys_of: Callable[[CheckSpec], tuple[str, ...]] | None = None  # the ones one check reads, by its params
+
+    def reads(self, check: CheckSpec) -> tuple[str, ...]:
+        """The expect: keys `check` reads: its kind's, or those its params leave it reading."""
+        return self.expect_keys if self.expect_keys_of is None else self.expect_keys_of(check)
 
     def domain(self, metric: str) -> tuple[float, float]:
         """The values `metric` can take: a limit that passes all of them judges nothing (refused at load)."""

@@ -396,5 +396,5 @@ PROVIDES = tuple(
          f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does",
          "clustercheck.measure.collectives:collective", judge, min_ranks=2, tuning_pass=True, figure="sweep",
          check_group=check_layouts, extra={"collective": name}, memory=need(name, in_place_send=name == "reduce_scatter"),
-         domains={"iter_cv": ITER_CV})
+         domains={"iter_cv": ITER_CV}, expect_keys=(*TRANSPORT_KEYS, "p2p", "fabric_gbps", "fabric_ports"))  # fabric_*: the floor
     for name, text in _TEXT.items())

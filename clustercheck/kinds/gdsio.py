@@ -70,6 +70,11 @@ def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
     return {**check.params, "tool_timeout": tool_timeout(check.timeout)}
 
 
+def reads(check: CheckSpec) -> tuple[str, ...]:
+    """The floors judge() looks up: one per direction the check runs."""
+    return tuple(f"gdsio_{io}_min" for io in check.params["io"])
+
+
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     result = next((r for r in a.per_rank if r.get("binary")), None)
     if result is None:
@@ -166,4 +171,4 @@ PROVIDES = (Kind("gdsio", ("node",), METRICS, parse,
                  "NVIDIA gdsio per GPU on each node's first rank: GPUDirect Storage write and read throughput in "
                  "$CLUSTERCHECK_GDS_DIR, judged against gdsio_write_min / gdsio_read_min", "clustercheck.measure.native_io:gdsio",
                  judge, gpu_only=True, limited=False, task_params=task_params, skips_on_answers=True,
-                 fits=fits),)
+                 fits=fits, expect_keys=("gdsio_write_min", "gdsio_read_min"), expect_keys_of=reads),)

@@ -74,6 +74,11 @@ def argv(params: Mapping[str, Any], device: str, port: int, ib_port: int = 1) ->
     return out + (["-x", str(params["gid_index"])] if params.get("gid_index") is not None else [])
 
 
+def reads(check: CheckSpec) -> tuple[str, ...]:
+    """The floor always; fabric_ports only when the check names no devices of its own (task_params)."""
+    return ("ib_write_bw_min",) if check.params["devices"] else ("ib_write_bw_min", "fabric_ports")
+
+
 def task_params(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
     devices = check.params["devices"] or list(expect.get("fabric_ports") or [])
     return {**check.params, "devices": list(dict.fromkeys(devices)), "tool_timeout": tool_timeout(check.timeout)}
@@ -262,4 +267,5 @@ PROVIDES = (Kind("ib_write_bw", ("node",), METRICS, parse,
                  "perftest ib_write_bw, a loopback run per ACTIVE RDMA NIC on each node's first rank, judged per NIC "
                  "against 0.9 of its port rate or ib_write_bw_min", "clustercheck.measure.native_io:ib_write_bw", judge,
                  limited=False, task_params=task_params, skips_on_answers=True,
-                 domains={"line_fraction": NON_NEGATIVE}, fits=fits),)
+                 domains={"line_fraction": NON_NEGATIVE}, fits=fits, expect_keys=("ib_write_bw_min", "fabric_ports"),
+                 expect_keys_of=reads),)

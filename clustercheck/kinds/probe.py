@@ -28,6 +28,15 @@ def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
     return {"probe": check.params["probe"], "expect": {**expect, **check.params["expect"]}}
 
 
+def reads(check: CheckSpec) -> tuple[str, ...]:
+    """Its probe's expect_keys, less those the check's own `params: {expect: ...}` sets: task() puts the check's
+    over the run's, so a run's --expect of such a key (of any key of its `topology`) reaches no judge."""
+    from clustercheck.probes import get
+
+    own = {key.split(".")[0] for key in check.params["expect"]}
+    return tuple(k for k in get(check.params["probe"]).expect_keys if k.split(".")[0] not in own)
+
+
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     """A probe's verdicts, from the node's first rank: expectations, not limits. What the probe could not
     judge is never recorded as a pass: when nothing failed, an item with such a verdict is an error,
@@ -92,4 +101,4 @@ def answered(a: Answers) -> dict[str, Any]:
 PROVIDES = (Kind("probe", ("node",), {}, parse,
                  "a system probe (clustercheck probe --list) judged against the platform's expect: block, "
                  "run on each node's first rank", "clustercheck.measure:probe", judge, limited=False,
-                 figure="none", task_params=task, skips_on_answers=True),)
+                 figure="none", task_params=task, skips_on_answers=True, expect_keys_of=reads),)

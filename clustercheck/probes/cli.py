@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     _refuse_unread(typed, args.name)  # before anything runs: a key nothing reads would judge nothing and pass
     expect = _expectations(args, typed, live=args.input is None)
     if args.name == "all":
-        return _all(expect, _typed_keys(typed))
+        return _all(expect, typed_keys(typed))
     if args.input is None:
         return _report(probes.run_live(probe, expect))
     text = _read(args.input)
@@ -126,7 +126,7 @@ def _read(path: Path) -> str:
     return text
 
 
-def _typed_keys(typed: dict[str, Any]) -> list[str]:
+def typed_keys(typed: dict[str, Any]) -> list[str]:
     """The keys the user typed, a nested one by its path: `topology.gpu_nic=[PIX]` (or `topology={gpu_nic:
     ...}`) is `topology.gpu_nic`, which topo reads and amd-smi does not. Only `topology` nests keys; the
     mapping of `busbw_min` is values, one per collective."""
@@ -145,7 +145,7 @@ def _refuse_unread(typed: dict[str, Any], name: str) -> None:
     profile's expect: block is not held to this: it serves every probe, each reading its own keys."""
     from clustercheck import probes
 
-    keys = _typed_keys(typed)
+    keys = typed_keys(typed)
     if not keys:
         return
     if name != "all":

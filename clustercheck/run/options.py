@@ -117,8 +117,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         default="10%", metavar="SHARE"),
     Opt("expect", "--cc-expect", "an expectation over the profile's expect: block, as clustercheck probe takes it, e.g. "
         "fabric_gbps=3200 (the nodes' network line rate the multi-node busbw floor is a fraction of), net=IB, "
-        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable", cli_flag="--expect", metavar="KEY=VALUE",
-        repeat=True),
+        "gdr=true, nics=8 (NCCL's transport between nodes); repeatable; a key no selected check reads is refused "
+        "(exit 4)", cli_flag="--expect", metavar="KEY=VALUE", repeat=True),
     Opt("compare", "--compare", "judge each item also against the same item of a saved run (a run directory, "
         "its run.jsonl, or a run name under the output directory): a metric worse by --compare-tolerance "
         "fails the item", metavar="BASELINE"),

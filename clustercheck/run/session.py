@@ -89,6 +89,10 @@ class CheckSession:
         """Detect the platform, load and cross-check thresholds, open the run record and write the plan
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
+        if opts.expect:  # a typed key no selected check reads would judge nothing and pass: refused first
+            from clustercheck.run.expect_read import refuse_unread
+
+            refuse_unread(opts.expect, checks, suite_files)
         check_latest(opts.out)  # before anything is measured: a `latest` clustercheck did not make is refused
         sweep_starting(opts.out)  # what a controller SIGKILLed while it started left under --out
         early = prestart.take()  # the local run's first pool, started before pytest was (run/prestart.py)
