@@ -317,6 +317,26 @@ def test_sigterm_while_the_agents_are_awaited_deletes_what_was_made(cluster: Fak
     assert ctl.returncode == Exit.INCOMPLETE, out[-3000:]
 
 
+def test_the_pods_are_made_while_the_controller_starts_its_store(cluster: FakeCluster,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller listens, makes the objects and resumes the Job (its pods start, and import torch), and only
+    then serves its store (imports torch itself): the two imports overlap, where the pods were made once the
+    store was up, seconds later. An agent that connects sooner waits in the listening socket's backlog."""
+    from clustercheck.run.join import JoinLauncher
+    from clustercheck.run.k8s.launcher import K8sLauncher
+
+    kube = connect(cluster, monkeypatch)
+    seen: list[tuple[list[str], int, bool]] = []
+    monkeypatch.setattr(JoinLauncher, "serve_store", lambda self: seen.append(
+        (sorted(k[0] for k in cluster.objects), len(cluster.pods), self._listener is not None)))
+    monkeypatch.setattr(JoinLauncher, "gather", lambda self, every=5.0: None)
+    cluster.fates = {0: "image-pull"}
+    launcher = K8sLauncher(1, f"{own_address()}:{free_port()}", 5, image=IMAGE, kube=kube)
+    launcher.close()
+    assert seen == [(["jobs", "secrets", "services"], 1, True)], seen  # made, its pod started, the port listening
+    assert cluster.objects == {}
+
+
 @pytest.mark.parametrize("setup, args, said", [
     ("no-kubeconfig", [], "no Kubernetes credentials: no kubeconfig at $KUBECONFIG=/nonexistent/kubeconfig, and not "
                           "inside a pod"),

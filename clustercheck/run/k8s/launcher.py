@@ -4,11 +4,12 @@ the Secret they authenticate with, created here through the Kubernetes API and d
 
 Order: credentials, then every RBAC verb the run needs and each object created with dryRun=All (one
 line, exit 4, and nothing made when any is missing), then the controller listens, then the objects are
-made and the agents awaited (--join-timeout). A pod that never started (unschedulable, an image that
-cannot be pulled) is an absent node named by its node (or its pod, when it was never scheduled) with the
-reason from its status; an index with no pod at all, by the Job controller's FailedCreate Event (a quota or a
-policy refused it). When every missing pod has ended, or was refused, the wait stops early. The agents must be able
-to reach this controller: --store-addr HOST:PORT names where (docs/kubernetes.md)."""
+made, then its store is served (torch imported while the pods start), and the agents awaited
+(--join-timeout). A pod that never started (unschedulable, an image that cannot be pulled) is an absent
+node named by its node (or its pod, when it was never scheduled) with the reason from its status; an index
+with no pod at all, by the Job controller's FailedCreate Event (a quota or a policy refused it). When every
+missing pod has ended, or was refused, the wait stops early. The agents must be able to reach this
+controller: --store-addr HOST:PORT names where (docs/kubernetes.md)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class K8sLauncher(JoinLauncher):
                 deadline_s=deadline, join_timeout=self.timeout)
             secret, service = manifests.secret(self.agents, self.token), manifests.service(self.agents)
             self.kube.preflight(RUN_NEEDS + (TAINT_NEEDS if taint else []), [secret, service, manifests.job(self.agents)])
-            self.open()  # listening before any agent starts
+            self.listen()  # before any agent starts: an agent that connects waits in its backlog
             with term_stops_like_ctrl_c("while waiting for the agents"):
                 # the Job first, suspended: the Secret and Service it owns are then deleted with it by Kubernetes
                 # (a controller killed outright leaves neither), and no pod starts before its Secret is there.
@@ -94,6 +95,7 @@ class K8sLauncher(JoinLauncher):
                 self.kube.resume_job(job)
                 print(f"clustercheck: created Secret, Service and Job {self.agents.name} in namespace "
                       f"{self.kube.namespace} ({nodes} agent pod(s))", file=sys.stderr, flush=True)
+                self.serve_store()  # the agents' pods start (their torch import) while this process imports torch
                 self.pods = JobPods(self.kube, self.agents.name, job.uid)
                 self.gather()
         except BaseException:
