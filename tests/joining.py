@@ -102,6 +102,19 @@ def agent(tmp: Path, secret: str, index: int | None, node: str | None, controlle
                                 stdout=log, stderr=subprocess.STDOUT)
 
 
+def await_warm(tmp: Path, agents: Sequence[subprocess.Popen[bytes]], timeout: float = 120) -> None:
+    """Until every agent (started with TMPDIR=`tmp`) has warmed up: its work directory holds its zygote's log,
+    made once it has imported torch and forked the zygote, which it does before it tries the controller. An
+    agent started before its controller then joins within a second of the controller's waiting."""
+    end = time.monotonic() + timeout
+    while len(list(tmp.glob("*/zygote.log"))) < len(agents) and time.monotonic() < end:
+        if any(a.poll() is not None for a in agents):
+            break
+        time.sleep(0.05)
+    said = {f"agent{i}": (tmp / f"agent{i}.log").read_text(errors="replace")[-2000:] for i in range(len(agents))}
+    assert len(list(tmp.glob("*/zygote.log"))) == len(agents), said
+
+
 def finish(ctl: subprocess.Popen[str], agents: Sequence[subprocess.Popen[bytes]], timeout: float = 300) -> str:
     """The controller's output once it ended; every agent ended too (killed after 30 s if it did not)."""
     try:

@@ -20,7 +20,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import agent, alive, controller, finish, free_port, parent, project, results, token, wait_for  # noqa: E402
+from joining import agent, alive, await_warm, controller, finish, free_port, parent, project, results, token, wait_for  # noqa: E402
 
 
 @pytest.mark.pool
@@ -69,10 +69,13 @@ def test_an_agent_that_never_joins_leaves_its_node_untested_and_the_run_incomple
     never starts. The run measures node 0, and says INCOMPLETE, naming both others and why."""
     project(tmp_path)
     port, secret = free_port(), token()
-    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "3",
-                                        "--store-addr", f"127.0.0.1:{port}", "--join-timeout", "15"])  # agent 0 joins in 2-5 s
     agents = [agent(tmp_path, secret, 0, "pod0", f"127.0.0.1:{port}", "--local-ranks", "2"),
               agent(tmp_path, token(), 1, "pod1", f"127.0.0.1:{port}", "--local-ranks", "2")]
+    # started and warm (torch imported) before the controller: agent 0 joins, and agent 1 is refused, within a
+    # second of its waiting, so the 6 s --join-timeout is what index 2's absence costs
+    await_warm(tmp_path, agents)
+    ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "3",
+                                        "--store-addr", f"127.0.0.1:{port}", "--join-timeout", "6"])
     out = finish(ctl, agents)
     data = results(tmp_path)
     assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-3000:]

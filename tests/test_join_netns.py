@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -23,7 +22,7 @@ import pytest
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joining import agent, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
+from joining import agent, await_warm, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
 from netns import NetBed, netbed, unavailable, wait_gone  # noqa: E402
 
 JOB, SERVICE = "ccj", "ccs"
@@ -59,17 +58,6 @@ def pods() -> Iterator[NetBed]:
     assert wait_gone(bed) == []
 
 
-def _await_warm(tmp: Path, agents: list[subprocess.Popen[bytes]]) -> None:
-    """Until every agent has warmed up (its work directory under TMPDIR holds its zygote's log): what it does
-    before it tries the controller."""
-    end = time.monotonic() + 120
-    while len(list(tmp.glob("*/zygote.log"))) < len(agents) and time.monotonic() < end:
-        assert all(a.poll() is None for a in agents), [(tmp / f"agent{i}.log").read_text() for i in range(len(agents))]
-        time.sleep(0.05)
-    assert len(list(tmp.glob("*/zygote.log"))) == len(agents), [(tmp / f"agent{i}.log").read_text()
-                                                                for i in range(len(agents))]
-
-
 def _in_pod(bed: NetBed, i: int) -> list[str]:
     return ["ip", "netns", "exec", bed.hosts[i], "unshare", "--uts", sys.executable, "-c", HOSTNAME, f"{JOB}-{i}"]
 
@@ -91,7 +79,7 @@ def test_agents_in_pods_resolve_each_other_by_name_and_one_absent_one_killed(pod
     agents = [agent(tmp_path, secret, 0, "kw-node-0", addr, "--local-ranks", "2", prefix=_in_pod(bed, 0)),
               agent(tmp_path, secret, 1, "kw-node-1", addr, "--local-ranks", "2", prefix=_in_pod(bed, 1)),
               agent(tmp_path, secret, 2, None, addr, "--local-ranks", "2", prefix=_in_pod(bed, 2))]
-    _await_warm(tmp_path, agents)
+    await_warm(tmp_path, agents)
     ctl = controller(tmp_path, secret, ["s.yaml", "--thresholds", "th", "--launcher", "join", "--nodes", "4",
                                         "--store-addr", f"{bed.root_addr}:{port}", "--join-timeout", "6",
                                         "-k", "not node-late", "--cc-inject-fault=node-ar:delay"])
