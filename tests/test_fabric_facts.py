@@ -243,3 +243,32 @@ def test_an_expected_port_rate_of_0_is_refused_naming_the_key(capsys: pytest.Cap
     code = main(["probe", "ib", "--input", str(TOOLS / "ibstat" / "2x-connectx3-mlx4-dualport-fdr56-active.txt"),
                  "--expect", "ib_rate_gbps=0"])
     assert code == 4 and "ib_rate_gbps: expected a port rate in Gb/s above 0, got 0" in capsys.readouterr().err
+
+
+def test_each_problem_travels_with_its_fields_and_a_malformed_one_is_the_harness_error_naming_it(tmp_path, monkeypatch):
+    """The facts travel from a rank as JSON: each problem keeps what rdma.py found it to be (its device or port,
+    a file unread, the NICs' own or not), and an entry of another shape (text alone, as before) is never dropped."""
+    import json
+
+    from clustercheck.errors import HarnessError
+    from clustercheck.judging import platform
+
+    root = p5(tmp_path)
+    os.unlink(root / "class" / "infiniband" / "rdmap79s0" / "device")
+    net = rdma.read(root, proc_root=tmp_path / "proc", kernel="6.8.0")
+    sent = json.loads(json.dumps(net.as_dict()))
+    assert sent["problems"] == [{"subject": "rdmap79s0", "text": net.problems[0], "unread": False, "nic": False}]
+    assert rdma.NetFacts.from_dict(sent) == net
+    for entry in (net.problems[0], {**sent["problems"][0], "nic": "no"}, {"text": net.problems[0]}):
+        with pytest.raises(HarnessError, match=r"^network facts: problem .* is not \{subject"):
+            rdma.NetFacts.from_dict({**sent, "problems": [entry]})
+    with pytest.raises(HarnessError, match="is not a list"):
+        rdma.NetFacts.from_dict({**sent, "problems": net.problems[0]})
+
+    def broken(*a, **k):
+        raise RuntimeError("a reader bug")
+
+    monkeypatch.setattr(rdma, "read", broken)  # the node's facts when the reader itself breaks: a problem, read back
+    fallback = rdma.NetFacts.from_dict(platform._network())
+    assert fallback.problems == ("the network facts could not be read: RuntimeError: a reader bug",)
+    assert linerate.of_node(fallback).gbps is None

@@ -156,20 +156,67 @@ def test_a_named_device_that_lists_no_port_fails_as_unusable_not_as_absent(
         ("mlx4_1", "unusable", False, f"on n1: mlx4_1: {ports} lists no port")]
 
 
-def test_only_the_rdma_devices_problems_are_the_checks() -> None:
-    """fabric/rdma.py's problems as it words them: the PCI tree's, and a device's missing PCI function, are
-    the placement checks' and the ib probe's; the rest name the device or port, or the device directory."""
+def test_only_the_rdma_devices_problems_are_the_checks(tmp_path: Path) -> None:
+    """fabric/rdma.py marks each problem where it finds it: the PCI tree's, and a device's missing PCI function,
+    are the placement checks' and the ib probe's; the rest name the device or port, or the device directory."""
+    from clustercheck.fabric import rdma
     from clustercheck.kinds.ib_write_bw import rdma_problems
 
-    said = ["/sys/bus/pci/devices: cannot be listed (Permission denied)",
-            "mlx5_0: no PCI device behind it (/sys/class/infiniband/mlx5_0/device is not a link to one)",
-            "mlx5_0: its PCI function 0000:1a:00.0 is not under /sys/bus/pci/devices",
-            "/sys/class/infiniband: cannot be listed (Permission denied)",
-            "mlx5_1: /sys/class/infiniband/mlx5_1/ports lists no port",
-            "mlx5_2/1: state ACTIVE but physical state Polling: the sysfs tree contradicts itself",
-            "mlx5_3/1: /sys/class/infiniband/mlx5_3/ports/1/phys_state cannot be read"]
-    assert rdma_problems(said) == [(None, said[3], True), ("mlx5_1", said[4], False), ("mlx5_2/1", said[5], False),
-                                   ("mlx5_3/1", said[6], True)]
+    root = _sys(tmp_path)
+    pci = root / "bus" / "pci" / "devices"
+    shutil.rmtree(pci)
+    pci.write_text("not a directory\n")                              # the PCI tree cannot be listed
+    function = root / "devices" / "pci0000:00" / "0000:1a:00.0"
+    function.mkdir(parents=True)
+    os.symlink(function, root / "class" / "infiniband" / "mlx4_0" / "device")  # a function not in the tree
+    ports = _empty_ports(root, "mlx4_1")                              # and no PCI device behind mlx4_1 at all
+    port = root / "class" / "infiniband" / "mlx4_0" / "ports"
+    (port / "1" / "phys_state").write_text("2: Polling\n")            # ACTIVE without LinkUp
+    (port / "2" / "phys_state").unlink()
+    (port / "2" / "phys_state").mkdir()                               # a file that cannot be read
+    net = rdma.read(root, tmp_path / "proc", kernel="6.8.0")
+    said = {p.text: (p.subject, p.unread, p.nic) for p in net.findings}
+    assert said == {
+        f"{pci}: cannot be listed (Not a directory)": (None, True, False),
+        f"mlx4_0/1: state ACTIVE but physical state Polling: the sysfs tree contradicts itself": ("mlx4_0/1", False, True),
+        f"mlx4_0/2: {port / '2' / 'phys_state'} cannot be read": ("mlx4_0/2", True, True),
+        f"mlx4_1: {ports} lists no port": ("mlx4_1", False, True),
+        f"mlx4_1: no PCI device behind it ({root / 'class' / 'infiniband' / 'mlx4_1' / 'device'} is not a link to one)":
+            ("mlx4_1", False, False),
+        "mlx4_0: its PCI function 0000:1a:00.0 is not under /sys/bus/pci/devices": ("mlx4_0", False, False)}
+    assert rdma_problems(net.findings) == [p for p in net.findings if p.nic] and len(rdma_problems(net.findings)) == 3
+    ib = root / "class" / "infiniband"
+    shutil.rmtree(ib)
+    ib.write_text("not a directory\n")
+    assert [(p.subject, p.text, p.unread) for p in rdma_problems(rdma.read(root, kernel="6.8.0").findings)] == [
+        (None, f"{ib}: cannot be listed (Not a directory)", True)]
+
+
+def test_a_state_whose_words_say_cannot_be_read_is_a_failed_device_not_an_unread_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge classified the facts' problems by their wording: a state file that READ as "cannot be read"
+    ("mlx4_0/1: state 'cannot be read' is not 'N: WORD' ...") was taken for an unread file, and the item was the
+    harness's error (not judged) instead of mlx4_0/1 failing as unusable. rdma.py's field says it was read."""
+    root = _sys(tmp_path)
+    (root / "class" / "infiniband" / "mlx4_0" / "ports" / "1" / "state").write_text("cannot be read\n")
+    _, verdicts = judge(_answers(_rank(tmp_path, monkeypatch, root)), Rules({}))
+    assert [(v.subject, v.metric, v.measured, v.passed) for v in verdicts] == [
+        ("mlx4_0/1", "device", "unusable", False), ("mlx4_0/2", "bw_gbps", 92.4, True),
+        ("mlx4_1/1", "bw_gbps", 92.4, True), ("mlx4_1/2", "bw_gbps", 92.4, True)]
+    assert verdicts[0].detail == "on n1: mlx4_0/1: state 'cannot be read' is not 'N: WORD' as the kernel writes it"
+
+
+@pytest.mark.parametrize("entry", ["mlx4_1: /sys/class/infiniband/mlx4_1/ports lists no port",
+                                   {"subject": "mlx4_1", "text": "mlx4_1: lists no port", "unread": False},
+                                   {"subject": "mlx4_1", "text": "mlx4_1: lists no port", "unread": "no", "nic": True}])
+def test_a_problem_entry_not_as_rdma_writes_it_is_the_harness_error_naming_it(entry: Any) -> None:
+    """A rank's problem as text (as ranks wrote them before), a field missing or of another type: never dropped,
+    never classified from its words."""
+    result = {"host": "n1", "binary": "ib_write_bw", "outcome": "ran", "runs": [], "problems": [entry]}
+    with pytest.raises(HarnessError, match=r"^ib_write_bw on n1: network facts: problem .*mlx4_1.* is not \{subject"):
+        judge(_answers(result), Rules({}))
+
+
 # -- the loopback's server side ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("returncode", [None, False, "0"])

@@ -108,6 +108,7 @@ class PciTree:
         self.sys = sys_root
         self.devices: dict[str, Device] = {}
         self.problems: list[str] = []
+        self.unread: set[str] = set()  # those of problems that are a directory that could not be read
         try:  # a machine with one NUMA node: the kernel's -1 (no affinity information) is that node
             nodes = [n for n in os.listdir(sys_root / "devices" / "system" / "node") if re.fullmatch(r"node\d+", n)]
         except OSError:
@@ -118,6 +119,7 @@ class PciTree:
             names = sorted(os.listdir(base))
         except OSError as exc:
             self.problems.append(f"{base}: cannot be listed ({exc.strerror or exc})")
+            self.unread.add(self.problems[-1])
             return
         for name in names:
             dev = self._device(base / name, name.lower())

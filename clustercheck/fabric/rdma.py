@@ -10,10 +10,12 @@ whether GPUDirect RDMA can work, and the PCIe path from each NIC and NVMe drive 
   (`/proc/driver/nvidia/version` says "Open Kernel Module") on Linux 5.12 or later (ibv_reg_dmabuf_mr).
 - PCIe paths: `fabric/pcitree.py`.
 
-An unreadable or inconsistent tree never reads as healthy: each such finding is a `problem` of the node
+An unreadable or inconsistent tree never reads as healthy: each such finding is a `Problem` of the node
 (a port ACTIVE while its physical link is not LinkUp, a rate the kernel would not write, a device whose
-PCI function is missing or whose ports/ directory lists no port), which the `ib` probe turns into a failed verdict on that node. Pure standard
-library; never raises for the hardware's sake.
+PCI function is missing or whose ports/ directory lists no port), which the `ib` probe turns into a failed
+verdict on that node. Each is recorded with what it is where it is found (its device or port, whether a file
+could not be read, whether it is the NICs' own), so no reader re-parses its words. Standard library only;
+never raises for the hardware's sake.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from clustercheck.errors import HarnessError
 from clustercheck.fabric.pcitree import PciTree
 
 _STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")        # "4: ACTIVE", "5: LinkUp"
@@ -33,6 +36,42 @@ _PEERMEM = ("kernel/mm/memory_peers/nv_mem/version", "kernel/mm/memory_peers/nv_
             "module/nvidia_peermem/version",
             "module/efa_nv_peermem/version")  # AWS EFA's own peer-memory module (amzn-drivers, "EFA NV Peermem")
 _DMABUF_KERNEL = (5, 12)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding that leaves a node's network facts untrustworthy, as it was found: `subject` the RDMA device
+    or port it is about (mlx5_0, mlx5_0/1), None for the device directory as a whole or the PCI tree; `text`
+    what the user reads, word for word; `unread` a file or directory could not be read (nothing says the
+    hardware failed: the item is not judged); `nic` the RDMA devices' own problem, which perftest meets. The PCI
+    tree's (fabric/pcitree.py), and a device's PCI function missing from it, are not: perftest runs without it,
+    and the placement checks and the `ib` probe judge it (a soft RDMA device has none)."""
+
+    subject: str | None
+    text: str
+    unread: bool
+    nic: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> Problem:
+        """The inverse of `as_dict`, strict: an entry of any other shape is the harness's error naming it
+        (where: whose facts), never dropped, never guessed from its words."""
+        types = {"subject": (str, type(None)), "text": (str,), "unread": (bool,), "nic": (bool,)}
+        if not isinstance(d, Mapping) or set(d) != set(types) or \
+                not all(isinstance(d[k], t) for k, t in types.items()) or not d["text"] or d["subject"] == "":
+            raise HarnessError(f"{where}: problem {repr(d)[:160]} is not {{subject: device, port or "
+                               f"null, text, unread: bool, nic: bool}} as clustercheck/fabric/rdma.py writes it")
+        return cls(d["subject"], d["text"], d["unread"], d["nic"])
+
+
+def problems_of(entries: Any, where: str) -> tuple[Problem, ...]:
+    """The problems of serialised network facts (a list of `Problem.as_dict`), strictly (Problem.from_dict)."""
+    if not isinstance(entries, (list, tuple)):
+        raise HarnessError(f"{where}: problems {repr(entries)[:160]} is not a list")
+    return tuple(Problem.from_dict(e, where) for e in entries)
 
 
 @dataclass(frozen=True)
@@ -94,24 +133,32 @@ class NetFacts:
     nic_paths: dict[str, dict[str, Any]] = field(default_factory=dict)   # rdma device -> path to nearest GPU
     nvme_paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # NVMe bdf -> path to nearest GPU
     gpus: tuple[str, ...] = ()                                           # GPU bus ids on the PCI bus
-    problems: tuple[str, ...] = ()
+    findings: tuple[Problem, ...] = ()                                   # serialised as "problems"
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What each finding says, word for word, as the ib probe, the line rate and the report show it."""
+        return tuple(p.text for p in self.findings)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON data (lists, not tuples): the facts travel from a rank and into the record unchanged."""
         d = asdict(self)
+        d["problems"] = d.pop("findings")
         if self.gdr is not None:
             d["gdr"] = {**asdict(self.gdr), "available": self.gdr.available, "text": self.gdr.text()}
         return _lists(d)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NetFacts:
+    def from_dict(cls, d: Mapping[str, Any], where: str = "network facts") -> NetFacts:
+        """The inverse of `as_dict`; a problem entry not as `Problem.as_dict` writes it is a HarnessError (where:
+        whose facts)."""
         gdr = d.get("gdr")
         keys = Port.__dataclass_fields__
         return cls(ports=tuple(Port(**{**{k: v for k, v in p.items() if k in keys}, "netdevs": tuple(p.get("netdevs") or ())})
                                for p in d.get("ports") or ()),
                    gdr=Gdr(gdr["peermem"], gdr["open_module"], gdr["kernel"]) if gdr else None,
                    nic_paths=dict(d.get("nic_paths") or {}), nvme_paths=dict(d.get("nvme_paths") or {}),
-                   gpus=tuple(d.get("gpus") or ()), problems=tuple(d.get("problems") or ()))
+                   gpus=tuple(d.get("gpus") or ()), findings=problems_of(d.get("problems", []), where))
 
     def gpu_facing(self, port: Port) -> bool:
         """A port whose NIC shares a PCIe switch with a GPU (PIX or PXB): the rails NCCL sends GPU data on.
@@ -123,9 +170,9 @@ class NetFacts:
 def read(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc"), kernel: str | None = None) -> NetFacts:
     """This node's network facts (`kernel`: the release, default this machine's). Problems are collected,
     never raised."""
-    problems: list[str] = []
     tree = PciTree(sys_root)
-    problems += tree.problems
+    # the PCI tree's problems are no NIC's: the placement checks and the ib probe judge them, not perftest
+    problems = [Problem(None, text, text in tree.unread, nic=False) for text in tree.problems]
     ports = _ports(sys_root / "class" / "infiniband", problems)
     nic_paths: dict[str, dict[str, Any]] = {}
     for dev in sorted({p.device for p in ports}):
@@ -133,7 +180,8 @@ def read(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc"), kernel:
         if bdf is None:
             continue
         if bdf not in tree.devices:
-            problems.append(f"{dev}: its PCI function {bdf} is not under /sys/bus/pci/devices")
+            problems.append(Problem(dev, f"{dev}: its PCI function {bdf} is not under /sys/bus/pci/devices",
+                                    unread=False, nic=False))
             continue
         nearest = tree.nearest_gpu(bdf)
         nic_paths[dev] = {"pci": bdf, **(nearest.as_dict() if nearest else {"to": None, "level": None})}
@@ -145,13 +193,13 @@ def read(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc"), kernel:
                     tuple(g.bdf for g in tree.gpus()), tuple(problems))
 
 
-def _ports(root: Path, problems: list[str]) -> list[Port]:
+def _ports(root: Path, problems: list[Problem]) -> list[Port]:
     try:
         devices = sorted(os.listdir(root))
     except FileNotFoundError:
         return []  # no RDMA stack or no device: a fact, not a problem
     except OSError as exc:
-        problems.append(f"{root}: cannot be listed ({exc.strerror or exc})")
+        problems.append(Problem(None, f"{root}: cannot be listed ({exc.strerror or exc})", unread=True, nic=True))
         return []
     out = []
     for dev in devices:
@@ -159,24 +207,26 @@ def _ports(root: Path, problems: list[str]) -> list[Port]:
         try:
             numbers = sorted(os.listdir(ports_dir), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
         except OSError as exc:
-            problems.append(f"{dev}: {ports_dir} cannot be listed ({exc.strerror or exc})")
+            problems.append(Problem(dev, f"{dev}: {ports_dir} cannot be listed ({exc.strerror or exc})",
+                                    unread=True, nic=True))
             continue
         if not numbers:  # the kernel gives every RDMA device a port: none read is no "no RDMA device here"
-            problems.append(f"{dev}: {ports_dir} lists no port")
+            problems.append(Problem(dev, f"{dev}: {ports_dir} lists no port", unread=False, nic=True))
         pci = _pci_of(root / dev)
         netdevs = _list(root / dev / "device" / "net")
         model = (_text(root / dev / "hca_type"), _text(root / dev / "board_id"))
         for n in numbers:
             if not n.isdigit():
-                problems.append(f"{dev}: port directory {n!r} is not a port number")
+                problems.append(Problem(dev, f"{dev}: port directory {n!r} is not a port number", False, nic=True))
                 continue
             out.append(_port(dev, int(n), ports_dir / n, pci, netdevs, problems, model))
         if pci is None:
-            problems.append(f"{dev}: no PCI device behind it ({root / dev / 'device'} is not a link to one)")
+            problems.append(Problem(dev, f"{dev}: no PCI device behind it ({root / dev / 'device'} is not a link to "
+                                         f"one)", unread=False, nic=False))
     return out
 
 
-def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], problems: list[str],
+def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], problems: list[Problem],
           model: tuple[str | None, str | None] = (None, None)) -> Port:
     name = f"{dev}/{n}"
     state = _field(d / "state", _STATE, name, problems)
@@ -184,14 +234,16 @@ def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], 
     rate_text = _text(d / "rate")
     rate = _RATE.match(rate_text or "")
     if rate_text is None:
-        problems.append(f"{name}: {d / 'rate'} cannot be read")
-    elif rate is None:
-        problems.append(f"{name}: rate {rate_text[:60]!r} is not as the kernel writes it ('400 Gb/sec (4X NDR)')")
+        problems.append(Problem(name, f"{name}: {d / 'rate'} cannot be read", unread=True, nic=True))
+    elif rate is None:  # what the file says is its own text: "cannot be read" in it is no file unread
+        problems.append(Problem(name, f"{name}: rate {rate_text[:60]!r} is not as the kernel writes it "
+                                      f"('400 Gb/sec (4X NDR)')", unread=False, nic=True))
     layer = _text(d / "link_layer")
     state_word = state.upper() if state else "?"
     phys_word = phys or "?"
     if state_word == "ACTIVE" and phys and phys.lower() != "linkup":
-        problems.append(f"{name}: state ACTIVE but physical state {phys}: the sysfs tree contradicts itself")
+        problems.append(Problem(name, f"{name}: state ACTIVE but physical state {phys}: the sysfs tree contradicts "
+                                      f"itself", unread=False, nic=True))
     return Port(dev, n, state_word, phys_word, float(rate.group(1)) if rate else None, rate_text or "",
                 layer or "?", pci, netdevs, model[0] or None, model[1] or None)
 
@@ -251,14 +303,15 @@ def peers(net_ports: tuple[Port, ...] | list[Port]) -> dict[str, dict[str, Any]]
     return {k: v.as_dict() for k, v in peer_rates(rows).items()}
 
 
-def _field(path: Path, pattern: re.Pattern[str], name: str, problems: list[str]) -> str | None:
+def _field(path: Path, pattern: re.Pattern[str], name: str, problems: list[Problem]) -> str | None:
     text = _text(path)
     if text is None:
-        problems.append(f"{name}: {path} cannot be read")
+        problems.append(Problem(name, f"{name}: {path} cannot be read", unread=True, nic=True))
         return None
     m = pattern.match(text)
     if m is None:
-        problems.append(f"{name}: {path.name} {text[:60]!r} is not 'N: WORD' as the kernel writes it")
+        problems.append(Problem(name, f"{name}: {path.name} {text[:60]!r} is not 'N: WORD' as the kernel writes it",
+                                unread=False, nic=True))
         return None
     return m.group(2)
 

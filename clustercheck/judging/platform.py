@@ -180,7 +180,8 @@ def _network() -> dict[str, Any]:
     try:
         return rdma.read().as_dict()
     except Exception as exc:  # the reader never raises for the hardware's sake; this is its own bug
-        return {"problems": [f"the network facts could not be read: {type(exc).__name__}: {exc}"]}
+        said = f"the network facts could not be read: {type(exc).__name__}: {exc}"
+        return {"problems": [rdma.Problem(None, said, unread=True, nic=False).as_dict()]}  # as NetFacts.as_dict
 
 
 def matches(profile: Profile, facts: Facts) -> bool:

@@ -21,6 +21,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import HarnessError, Skip
+from clustercheck.fabric.rdma import Problem, problems_of
 from clustercheck.judging.limits import Limit
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.unjudged import notes_or_error
@@ -40,7 +41,6 @@ SOURCE = ("Azure gates ib_write_bw with GPUDirect at 380 of 400 Gb/s per NDR NIC
           "on ND H200 v5 and GB200 v6 (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, conf/nd96isr_h200_v5.conf, "
           "customTests/azure_ib_write_bw_gdr.nhc); clustercheck's floor 0.9 of the fastest rate of the port's sibling ports on its node")
 _DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_PORT = re.compile(r"[A-Za-z0-9_.-]{1,64}(?:/\d{1,3})?")  # an RDMA device (mlx5_0) or one port of it (mlx5_0/1)
 
 
 def parse(f: Fields) -> dict[str, Any]:
@@ -90,25 +90,12 @@ def named_in(device: str, port: int, names: Sequence[str]) -> bool:
     return device in names or f"{device}/{port}" in names
 
 
-def rdma_problems(problems: Sequence[str]) -> list[tuple[str | None, str, bool]]:
-    """The problems of a node's network facts (clustercheck/fabric/rdma.py) that are its RDMA devices':
-    (the device or port each names, or None for the device directory as a whole; the problem; whether it is a
-    file or directory that could not be read). rdma.py begins each with the device (mlx5_0:) or port
-    (mlx5_0/1:) it is about, or with the path of /sys/class/infiniband when that cannot be listed; the PCI
-    tree's (fabric/pcitree.py) begin with a path under /sys/bus/pci and are not the NICs'. Nor is a device's
-    PCI function missing from the tree: perftest runs without it, and the placement checks and the `ib` probe
-    judge it (a soft RDMA device has none)."""
-    out: list[tuple[str | None, str, bool]] = []
-    for problem in problems:
-        head, _, body = str(problem).partition(": ")
-        if body.startswith(("no PCI device behind it", "its PCI function ")):
-            continue
-        unread = "cannot be read" in problem or "cannot be listed" in problem
-        if _PORT.fullmatch(head):
-            out.append((head, problem, unread))
-        elif head.rstrip("/").endswith("/class/infiniband"):
-            out.append((None, problem, unread))
-    return out
+def rdma_problems(problems: Sequence[Problem]) -> list[Problem]:
+    """The problems of a node's network facts (clustercheck/fabric/rdma.py) that are its RDMA devices', as
+    rdma.py marks each where it finds it (Problem.nic): not the PCI tree's (fabric/pcitree.py), nor a device's
+    PCI function missing from it: perftest runs without it, and the placement checks and the `ib` probe judge
+    it (a soft RDMA device has none)."""
+    return [p for p in problems if p.nic]
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
@@ -133,14 +120,15 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
                           rules.expect_origin, f"named in {named_by}")
     # a device whose sysfs facts name a problem (fabric/rdma.py) is there but unusable, the hardware's failure;
     # a file of it that could not be read leaves it not judged: either names it, never "no RDMA port" nor a pass
-    problems = rdma_problems(result.get("problems") or ())
+    # the rank's facts as rdma.py recorded them: an entry of any other shape is a harness error naming it
+    problems = rdma_problems(problems_of(result.get("problems", []), f"ib_write_bw on {result['host']}: network facts"))
     usable = Expectation(a.check.id, "device", "usable", BUILT_IN, "its sysfs tree as the kernel writes it: its "
                          "ports listed, each port's state and rate readable and consistent (clustercheck/fabric/rdma.py)")
-    verdicts += [Verdict("device", "unusable", "", usable, False, subject=subject, detail=f"on {result['host']}: {problem}")
-                 for subject, problem, unread in problems if subject and not unread]
-    unjudged += [f"ib_write_bw on {result['host']}{f' ({subject})' if subject else ''}: not judged: {problem}"
-                 for subject, problem, unread in problems if unread or not subject]
-    broken = {subject.split("/")[0] for subject, _, _ in problems if subject}  # named in its problem, not "absent"
+    verdicts += [Verdict("device", "unusable", "", usable, False, subject=p.subject, detail=f"on {result['host']}: {p.text}")
+                 for p in problems if p.subject and not p.unread]
+    unjudged += [f"ib_write_bw on {result['host']}{f' ({p.subject})' if p.subject else ''}: not judged: {p.text}"
+                 for p in problems if p.unread or not p.subject]
+    broken = {p.subject.split("/")[0] for p in problems if p.subject}  # named in its problem, not "absent"
     verdicts += [Verdict("device", "absent", "", present, False, subject=name,
                          detail=f"named in {named_by} and not on {result['host']}")
                  for name in result.get("absent", ()) if name.split("/")[0] not in broken]

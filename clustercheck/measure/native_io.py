@@ -42,7 +42,7 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
     absent = [n for n in named if not any(named_in(p.device, p.port, [n]) for p in net.ports)]
     # a node with an RDMA device whose facts name a problem (a device listing no port, a state file that cannot
     # be read) is no node without RDMA: the judge fails or leaves it not judged, naming the device
-    if not ports and not named and not rdma_problems(net.problems):
+    if not ports and not named and not rdma_problems(net.findings):
         return {**base, "outcome": "missing", "reason": f"no RDMA port is ACTIVE/LinkUp on {ctx.host} "
                                                        f"({len(net.ports)} port(s) in sysfs)"}
     runs = []
@@ -54,8 +54,9 @@ def ib_write_bw(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
         runs.append({"device": port.device, "port": port.port, "rate_gbps": port.rate_gbps, "up": port.up,
                      "device_ports": sum(p.device == port.device for p in net.ports),
                      "client": client, "server": _finish(server, 10.0)})
-    return {**base, "outcome": "ran", "runs": runs, "problems": list(net.problems), "peers": rdma.peers(net.ports),
-            "absent": absent}
+    # each problem with what rdma.py found it to be (Problem.as_dict): the judge never re-reads its words
+    return {**base, "outcome": "ran", "runs": runs, "problems": [p.as_dict() for p in net.findings],
+            "peers": rdma.peers(net.ports), "absent": absent}
 
 
 def gdsio(ctx: RankContext, params: dict[str, Any]) -> dict[str, Any]:
