@@ -119,12 +119,16 @@ def test_an_agent_silent_when_a_later_pool_starts_is_excluded_as_unreachable(tmp
     own-env's ranks started, and h2 alone is excluded. Failed before the fix: the pool start's failure
     reached every item as a plain error, and nothing was excluded; then h1's item was an error too."""
     project(tmp_path, LATER_POOL)
-    ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay")
+    ctl = run(tmp_path, "--cc-inject-fault=node-ar:delay", env={"TMPDIR": str(tmp_path)})
     pid = None
     try:
         wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "result"', 180)
         pid = agent_pid("h2", ctl.pid)
         os.kill(pid, signal.SIGSTOP)
+        # once the run's record is complete, the stopped agent is killed: else the controller's goodbye waits
+        # 5 s for it to leave, then kills it itself (it keeps the agents' output then, here in tmp_path)
+        wait_for(tmp_path / "out" / "latest" / "run.jsonl", '"type": "end"', 180)
+        os.kill(pid, signal.SIGKILL)
         out, _ = ctl.communicate(timeout=300)
     finally:
         ctl.kill()
