@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clustercheck.probes import amd_smi, topo
-from clustercheck.probes.base import ProbeParseError
+from clustercheck.probes.base import ProbeParseError, outcome_of
 from helpers import load_named
 from evidence import TOOLS, files
 
@@ -385,3 +385,34 @@ def test_a_junk_line_inside_an_xgmi_table_does_not_unseat_its_title() -> None:
     at = lines.index("LINK METRIC TABLE:") + 2
     r = amd_smi.parse("\n".join(lines[:at] + ["x" * 300] + lines[at:]) + "\n")
     assert [(g.index, g.xgmi_link) for g in r.gpus] == [(i, "XGMI") for i in range(8)]
+
+
+# -- topology.gpu_gpu: amd-smi judges XGMI alone ------------------------------------------------------------
+@pytest.mark.parametrize("value", ["NV18", "[XGMI, PCIE]", "PCIE"])
+def test_a_typed_gpu_gpu_amd_smi_cannot_judge_is_refused(value: str) -> None:
+    """`--expect topology.gpu_gpu=NV18` (an NVIDIA link word) against the real 8-GPU `amd-smi xgmi` capture was
+    accepted and passed: the probe acted only on a value naming XGMI, and read every other as nothing expected."""
+    out = subprocess.run([sys.executable, "-m", "clustercheck", "probe", "amd-smi", "--input",
+                          str(TOOLS / "amd-smi" / "xgmi-link-metric-8gpu-changelog.txt"), "--expect",
+                          f"topology.gpu_gpu={value}"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 4, out.stdout + out.stderr
+    shown = {"NV18": "'NV18'", "[XGMI, PCIE]": "['XGMI', 'PCIE']", "PCIE": "'PCIE'"}[value]
+    assert out.stderr.strip().splitlines() == [
+        f"clustercheck: error: --expect topology.gpu_gpu: probe amd-smi cannot judge {shown} (it takes: XGMI)"]
+    assert out.stdout == ""
+
+
+def test_a_profiles_gpu_gpu_amd_smi_cannot_judge_is_not_judged_never_passed() -> None:
+    """The H100 profile's `topology: {gpu_gpu: NV18}` (for topo) against an amd-smi capture: not judged, naming
+    it, never a pass; XGMI (the MI300X profile's) is judged as before."""
+    report = amd_smi.parse(amd("xgmi-link-metric-8gpu-changelog.txt"))
+    # less its gpu_count: the capture has no GPU list to count (its own not-judged verdict, tested above)
+    h100 = {k: v for k, v in load_named(REPO / "thresholds", "h100-sxm-8x").expect.items() if k != "gpu_count"}
+    verdicts = amd_smi.judge(report, h100)
+    assert [(v.subject, v.what, v.detail) for v in verdicts if not v.judged] == [
+        ("node", "xGMI link type", "not judged: topology.gpu_gpu: probe amd-smi cannot judge 'NV18' (it takes: XGMI)")]
+    # nothing else of H100's applies to these tables: before, this judged nothing and passed ('inventory')
+    assert len(verdicts) == 1 and outcome_of("amd-smi", tuple(verdicts)).outcome == "not judged"
+    xgmi = amd_smi.judge(report, MI300X)
+    assert [(v.judged, v.detail) for v in xgmi if v.what == "xGMI link type"] == [
+        (True, "XGMI, platform expects XGMI")] * 8

@@ -14,8 +14,9 @@ those the input names is not judged by name); every GPU's uncorrectable and defe
 (a counter that reads N/A fails: it could not be read); PCIe generation and width. Where the input (or the
 live run) has ECC or PCIe output, a GPU without its counters or link there (missing from it, or `ECC: N/A`)
 is `not judged`, never silently left out; no xGMI port down, and
-every GPU's link type XGMI where the platform expects xGMI between GPUs; no GPU pair's link status down
-(or, where xGMI is expected, disabled; N/A is not judged); junction temperature.
+every GPU's link type XGMI where the platform expects xGMI between GPUs (`topology.gpu_gpu: XGMI`, the one
+value it judges: another, such as NV18, is refused typed and not judged from a profile); no GPU pair's link
+status down (or, where xGMI is expected, disabled; N/A is not judged); junction temperature.
 """
 
 from __future__ import annotations
@@ -338,8 +339,9 @@ def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     out.extend(not_judged(f"GPU{i}", "GPU in the output", f"the amd-smi output names GPUs "
                           f"{', '.join(map(str, sorted(numbers)))} and nothing of GPU{i}")
                for i in range(max(numbers)) if i not in numbers)
-    levels = (expect.get("topology") or {}).get("gpu_gpu")
-    expect_xgmi = "XGMI" in (levels if isinstance(levels, list) else [levels])
+    cannot = PROBE.cannot_judge(expect)  # NV18 or [NODE, SYS] (a profile's, for topo) was read and never judged
+    out.extend([not_judged("node", "xGMI link type", cannot)] if cannot else [])
+    expect_xgmi = not cannot and (expect.get("topology") or {}).get("gpu_gpu") is not None
     hottest = expect.get("gpu_temp_max_c")
     for g in report.gpus:
         # a GPU the input lists without the ECC or PCIe output its other GPUs have was not read there:
@@ -390,4 +392,5 @@ PROBE = Probe(
     collect=collect,
     judge=judge,
     expect_keys=("gpu_count", "pcie_gen", "pcie_width", "gpu_temp_max_c", "topology.gpu_gpu"),
+    takes=(("topology.gpu_gpu", ("XGMI",)),),
 )

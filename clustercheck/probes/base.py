@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
+from clustercheck.errors import show
 from clustercheck.units import is_count
 
 
@@ -71,6 +72,9 @@ class Probe:
     judge: Callable[[Any, Mapping[str, Any]], list[ProbeVerdict]]
     expect_keys: tuple[str, ...] = ()
     by_index: bool = False  # subjects name GPUs by nvidia-smi index only ("GPU3"): live runs add the bus id
+    # a key read whose values are not all judged, with the values that are: amd-smi shows xGMI or not, so of
+    # topology.gpu_gpu it judges XGMI alone (NV18, an NVIDIA link word, would be read and never judged)
+    takes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def reads(self, key: str) -> bool:
         """Whether judge() reads the expectation `key` ("topology", or one nested key "topology.gpu_nic"). An
@@ -78,6 +82,19 @@ class Probe:
         ("topology.gpu_gpu": amd-smi reads no other): a typed --expect judged by nothing must be refused,
         never run and passed (tests/test_probe_expect_keys.py holds each tuple to what its judge reads)."""
         return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.expect_keys)
+
+    def cannot_judge(self, expect: Mapping[str, Any]) -> str | None:
+        """Why an expectation's value is one this probe reads and cannot judge (`takes`), in one line naming the
+        key and the values it takes; None when it judges them all. A typed --expect of one is refused (exit 4);
+        from a profile, which serves every probe, the probe says `not judged` with it, never a silent pass."""
+        for key, allowed in self.takes:
+            value: Any = expect
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if value is not None and not (set(value if isinstance(value, list) else [value]) <= set(allowed)
+                                          and value != []):
+                return f"{key}: probe {self.name} cannot judge {show(value, 40)} (it takes: {', '.join(allowed)})"
+        return None
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,9 @@ def typed_keys(typed: dict[str, Any]) -> list[str]:
 
 def _refuse_unread(typed: dict[str, Any], name: str) -> None:
     """A key the user typed with --expect that the probe (`all`: every probe) never reads: one line, exit 4.
-    Run, it would judge nothing of it and exit 0, and the user would take the expectation for checked. A
-    profile's expect: block is not held to this: it serves every probe, each reading its own keys."""
+    Run, it would judge nothing of it and exit 0, and the user would take the expectation for checked; so is
+    a value the named probe reads and cannot judge (`Probe.takes`). A profile's expect: block is not held to
+    this: it serves every probe, each reading its own keys (and saying `not judged` of a value it cannot)."""
     from clustercheck import probes
 
     keys = typed_keys(typed)
@@ -154,6 +155,9 @@ def _refuse_unread(typed: dict[str, Any], name: str) -> None:
             if not probe.reads(key):
                 reads = f"it reads: {', '.join(probe.expect_keys)}" if probe.expect_keys else "it reads none"
                 raise UserError(f"--expect {key}: probe {probe.name} does not read it ({reads})")
+        cannot = probe.cannot_judge(typed)  # read and never judged (amd-smi's topology.gpu_gpu=NV18): passed too
+        if cannot:
+            raise UserError(f"--expect {cannot}")
         return
     known = []
     for each in probes.NAMES:
