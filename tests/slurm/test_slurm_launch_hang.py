@@ -1,6 +1,10 @@
 """A step that hangs at launch: ccnode3's slurmd is stopped (SIGSTOP), so srun cannot start the step's task
 there and, after its message timeout, ends the step. The refusal names the node the step did not start on,
-with srun's words, and gives no advice about the controller's address (no agent ever ran to need it)."""
+with srun's words, and gives no advice about the controller's address (no agent ever ran to need it).
+
+srun gives up on a task launch MessageTimeout + 10 s after it sent it (20 s with the cluster's default 10):
+this run's own Slurm commands read a copy of the cluster's slurm.conf with MessageTimeout=4 (14 s); the
+daemons keep theirs. Every other message of the run is answered in well under a second."""
 
 from __future__ import annotations
 
@@ -22,12 +26,18 @@ def test_a_step_that_does_not_start_on_a_node_names_it(slurm: dict, tmp_path: Pa
     (tmp_path / "th").mkdir()
     (tmp_path / "th" / "cpu.yaml").write_text(LIMITS)
     (tmp_path / "s.yaml").write_text(SUITE)
-    slurmd = int((Path(slurm["CC_SLURM_HOME"]) / "run" / "slurmd-ccnode3.pid").read_text())
+    home = Path(slurm["CC_SLURM_HOME"])
+    slurmd = int((home / "run" / "slurmd-ccnode3.pid").read_text())
+    conf = tmp_path / "conf"  # the client's copy (module docstring); topology.conf is read beside it
+    conf.mkdir()
+    (conf / "topology.conf").write_text((Path(slurm["SLURM_CONF"]).parent / "topology.conf").read_text())
+    (conf / "slurm.conf").write_text(Path(slurm["SLURM_CONF"]).read_text() + "MessageTimeout=4\n")
+    env = {**slurm, "SLURM_CONF": str(conf / "slurm.conf")}
     cmd = ["salloc", "-N3", sys.executable, "-m", "clustercheck", "run", "s.yaml", "--thresholds", "th", "--out",
            "out", "--launcher", "slurm", "-k", "nccl-env", "--join-timeout", "20", "--store-addr", "127.0.0.1"]
     os.kill(slurmd, signal.SIGSTOP)
     try:
-        res = subprocess.run(cmd, cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=150)
+        res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
     finally:
         os.kill(slurmd, signal.SIGCONT)
     # a node's slurmd that could not start the step is the cluster's, not the user's: exit 3 (it was 4, usage)
