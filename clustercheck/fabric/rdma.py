@@ -36,6 +36,7 @@ _PEERMEM = ("kernel/mm/memory_peers/nv_mem/version", "kernel/mm/memory_peers/nv_
             "module/nvidia_peermem/version",
             "module/efa_nv_peermem/version")  # AWS EFA's own peer-memory module (amzn-drivers, "EFA NV Peermem")
 _DMABUF_KERNEL = (5, 12)
+_SUBJECT = re.compile(r"[A-Za-z0-9_.-]{1,64}(?:/\d{1,3})?")  # an RDMA device (mlx5_0) or one port of it (mlx5_0/1)
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,24 @@ class Problem:
     def from_dict(cls, d: Any, where: str) -> Problem:
         """The inverse of `as_dict`, strict: an entry of any other shape is the harness's error naming it
         (where: whose facts), never dropped, never guessed from its words."""
+        if isinstance(d, str) and d:
+            return cls.written_before(d)
         types = {"subject": (str, type(None)), "text": (str,), "unread": (bool,), "nic": (bool,)}
         if not isinstance(d, Mapping) or set(d) != set(types) or \
                 not all(isinstance(d[k], t) for k, t in types.items()) or not d["text"] or d["subject"] == "":
             raise HarnessError(f"{where}: problem {repr(d)[:160]} is not {{subject: device, port or "
                                f"null, text, unread: bool, nic: bool}} as clustercheck/fabric/rdma.py writes it")
         return cls(d["subject"], d["text"], d["unread"], d["nic"])
+
+    @classmethod
+    def written_before(cls, text: str) -> Problem:
+        """A problem as records before 2026-11-29 hold it, its text alone, classified by the words rdma.py and
+        pcitree.py wrote then (a run's record stays readable by later versions); never for new facts."""
+        head, _, body = text.partition(": ")
+        unread = "cannot be read" in text or "cannot be listed" in text
+        if _SUBJECT.fullmatch(head):
+            return cls(head, text, unread, not body.startswith(("no PCI device behind it", "its PCI function ")))
+        return cls(None, text, unread, head.rstrip("/").endswith("/class/infiniband"))
 
 
 def problems_of(entries: Any, where: str) -> tuple[Problem, ...]:
