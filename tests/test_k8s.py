@@ -247,7 +247,9 @@ def test_the_k8s_launcher_creates_runs_reports_an_unschedulable_pod_and_deletes_
     cluster.fates = {2: "unschedulable"}
     cluster.lacks = {("list", "events")}  # asked for, not required: the run goes on without it
     port = free_port()
-    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{port}", "-k", "not node-late")
+    # the unschedulable pod is waited for the whole --join-timeout (a node may yet be added for it); the two others
+    # join a second or so into it, their agents some 3 s after they start waiting for this controller (load 3-6)
+    ctl = k8s_run(tmp_path, cluster, "--store-addr", f"{own_address()}:{port}", "-k", "not node-late", timeout="10")
     out = finish(ctl, [])
     data = results(tmp_path)
     assert ctl.returncode == Exit.INCOMPLETE and data["verdict"] == "INCOMPLETE", out[-4000:]
@@ -523,7 +525,9 @@ def test_the_rendered_controller_runs_its_agents_and_names_a_pod_that_never_star
 
     project(tmp_path)
     port = free_port()
-    objects = docs(render("s.yaml", "--nodes", "2", "--image", IMAGE, "--local-ranks", "2", "--join-timeout", "15",
+    # index 1's pod is waited for the whole --join-timeout (its image may yet be pulled); index 0's agent waits some
+    # 3 s for this controller to start (load 3-6), which it joins at once
+    objects = docs(render("s.yaml", "--nodes", "2", "--image", IMAGE, "--local-ranks", "2", "--join-timeout", "10",
                           cwd=tmp_path).stdout)
     agents_job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "clustercheck")
     for e in agents_job["spec"]["template"]["spec"]["containers"][0]["env"]:
