@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator, Mapping
 
 import pytest
 
@@ -16,7 +16,7 @@ from clustercheck.exitcodes import Exit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_kube import FakeCluster, _now  # noqa: E402
 from test_k8s_lost import cluster, kube  # noqa: E402,F401 (the fake cluster of three nodes, its client)
-from joining import finish, free_port, results  # noqa: E402
+from joining import agent, finish, free_port, results, token  # noqa: E402
 from test_k8s import k8s_run, own_address  # noqa: E402
 
 pytest.importorskip("kubernetes")
@@ -108,6 +108,37 @@ def test_a_failed_job_makes_no_more_pods_and_the_wait_stops(cluster: FakeCluster
         {"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer "
          "than specified deadline", "lastProbeTime": _now(), "lastTransitionTime": _now()}]}
     assert pods.ended([], 2)
+
+
+def test_the_pods_are_looked_at_as_soon_as_an_agent_joins(tmp_path: Path) -> None:
+    """Index 1 was refused and index 0's agent joins: the wait looks at the pods then and stops, where it looked
+    only every 5 s (`every`: here longer than the whole --join-timeout, which it waited out). A real agent joins."""
+    from clustercheck.run.join import JoinLauncher
+
+    class Pods:
+        def __init__(self) -> None:
+            self.looked: list[list[int]] = []  # the agents joined at each look
+
+        def ended(self, joined: Collection[int], expected: int) -> bool:
+            self.looked.append(sorted(joined))
+            return 0 in joined  # index 1 refused: once 0 joined, no pod is left to wait for
+
+        def explain(self, missing: list[int], bad: Mapping[int, str], timeout: float) -> dict[str, str]:
+            return {f"cc-{i}": "refused" for i in missing}
+
+    port, secret = free_port(), token()
+    pods = Pods()
+    launcher = JoinLauncher(2, f"127.0.0.1:{port}", 30, secret, gather=False, pods=pods)
+    launcher.open()
+    joins = agent(tmp_path, secret, 0, "kw-node-0", f"127.0.0.1:{port}", "--local-ranks", "1")
+    try:
+        launcher.gather(every=600)
+    finally:
+        launcher.close()
+        finish_agent = joins.wait(60)
+    assert sorted(launcher.members) == [0] and launcher.absent == {"cc-1": "refused"}, launcher.absent
+    assert launcher.ended_after is not None and pods.looked[0] == [] and pods.looked[-1] == [0], pods.looked
+    assert finish_agent == 0
 
 
 @pytest.mark.pool

@@ -137,8 +137,8 @@ class JoinLauncher(Launcher):
         self.store.set(gang.HELLO, wire.seal(gang.hello_key(self.token), {"nonce": self.nonce, "nodes": self.expected}))
 
     def gather(self, every: float = 5.0) -> None:
-        """Wait for agents 0..N-1 until all joined or the timeout, or (with `pods`, looked at every `every`
-        s) until every pod still missing has ended. Names the absent."""
+        """Wait for agents 0..N-1 until all joined or the timeout, or (with `pods`, looked at when an agent joins
+        and every `every` s) until every pod still missing has ended. Names the absent."""
         try:
             bad = self._await(every)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM from the scheduler: say how far the gang got
@@ -156,7 +156,7 @@ class JoinLauncher(Launcher):
                   f"{self.port}", file=sys.stderr, flush=True)
         start = time.monotonic()
         deadline = start + self.timeout
-        seen, bad, next_poll, next_say = -1, {}, start + every, start + SAY_AFTER
+        seen, bad, last_look, next_look, next_say = -1, {}, start - every, start + every, start + SAY_AFTER
         while len(self.members) < self.expected and time.monotonic() < deadline:
             if time.monotonic() >= next_say:
                 next_say += SAY_EVERY
@@ -165,11 +165,12 @@ class JoinLauncher(Launcher):
                       f"{time.monotonic() - start:.0f} s; waiting up to {deadline - time.monotonic():.0f} s more"
                       + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
             count = self.store.add(gang.JOINS, 0)
-            if count != seen:
-                seen = count
+            if count != seen:  # an agent joined: the pods are looked at now (once a second at most), not in `every` s
+                seen, next_look = count, min(next_look, last_look + 1.0)
                 bad = self._read_joins()
-            if self.pods is not None and time.monotonic() >= next_poll:
-                next_poll += every
+            if self.pods is not None and time.monotonic() >= next_look:
+                last_look = time.monotonic()
+                next_look = last_look + every
                 if self.pods.ended(self.members, self.expected):
                     self.ended_after = time.monotonic() - start
                     break
