@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import UserError, show
 from clustercheck.units import fmt, is_number
@@ -239,3 +239,23 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
         if not is_number(floor):  # the type first: str() of a list
             return f"{name}: expected a number of GB/s, got {show(floor, 40)}"  # nested by aliases is gigabytes
     return None
+
+
+def typed_keys(typed: Mapping[str, Any]) -> list[str]:
+    """The keys the user typed with --expect, a nested one by its path: `topology.gpu_nic=[PIX]` (or
+    `topology={gpu_nic: ...}`) is `topology.gpu_nic`, which topo reads and amd-smi does not. Only `topology`
+    nests keys; the mapping of `busbw_min` is values, one per collective."""
+    out: list[str] = []
+    for key, value in typed.items():
+        nested = [f"{key}.{k}" for k in value if k in TOPOLOGY_KEYS] if key == "topology" else []
+        out += nested or [key]
+    return out
+
+
+def reads(declared: Sequence[str], key: str) -> bool:
+    """Whether a reader declaring the expect keys `declared` (a probe's expect_keys, a kind's) reads `key`. An
+    entry names a key with every key nested in it ("topology"), or one nested key alone ("topology.gpu_gpu":
+    amd-smi reads no other); "topology" typed is read by either. A typed --expect that nothing reads is refused,
+    never run and passed (probes/cli.py, run/expect_read.py)."""
+    return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in declared)
+

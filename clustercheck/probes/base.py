@@ -81,7 +81,9 @@ class Probe:
         entry of expect_keys names a key with every key nested in it ("topology"), or one nested key alone
         ("topology.gpu_gpu": amd-smi reads no other): a typed --expect judged by nothing must be refused,
         never run and passed (tests/test_probe_expect_keys.py holds each tuple to what its judge reads)."""
-        return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.expect_keys)
+        from clustercheck.judging.expect import reads
+
+        return reads(self.expect_keys, key)
 
     def cannot_judge(self, expect: Mapping[str, Any]) -> str | None:
         """Why an expectation's value is one this probe reads and cannot judge (`takes`), in one line naming the

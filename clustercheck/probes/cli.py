@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(str(exc.args[0])) from None
     if args.input is not None and args.name == "all":
         raise UserError("--input judges one probe's evidence; name the probe, e.g. clustercheck probe topo --input FILE")
-    from clustercheck.judging.expect import parse_expect_args
+    from clustercheck.judging.expect import parse_expect_args, typed_keys
 
     typed = parse_expect_args(args.expect)
     _refuse_unread(typed, args.name)  # before anything runs: a key nothing reads would judge nothing and pass
@@ -126,25 +126,13 @@ def _read(path: Path) -> str:
     return text
 
 
-def typed_keys(typed: dict[str, Any]) -> list[str]:
-    """The keys the user typed, a nested one by its path: `topology.gpu_nic=[PIX]` (or `topology={gpu_nic:
-    ...}`) is `topology.gpu_nic`, which topo reads and amd-smi does not. Only `topology` nests keys; the
-    mapping of `busbw_min` is values, one per collective."""
-    from clustercheck.judging.expect import TOPOLOGY_KEYS
-
-    out: list[str] = []
-    for key, value in typed.items():
-        nested = [f"{key}.{k}" for k in value if k in TOPOLOGY_KEYS] if key == "topology" else []
-        out += nested or [key]
-    return out
-
-
 def _refuse_unread(typed: dict[str, Any], name: str) -> None:
     """A key the user typed with --expect that the probe (`all`: every probe) never reads: one line, exit 4.
     Run, it would judge nothing of it and exit 0, and the user would take the expectation for checked; so is
     a value the named probe reads and cannot judge (`Probe.takes`). A profile's expect: block is not held to
     this: it serves every probe, each reading its own keys (and saying `not judged` of a value it cannot)."""
     from clustercheck import probes
+    from clustercheck.judging.expect import typed_keys
 
     keys = typed_keys(typed)
     if not keys:

@@ -9,13 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import UserError
+from clustercheck.judging.expect import reads, typed_keys
 from clustercheck.kinds.base import CheckSpec
-
-
-def reads(declared: Sequence[str], key: str) -> bool:
-    """Whether keys `declared` read `key`, as Probe.reads decides: `topology` reads `topology.gpu_nic`, and
-    `topology.gpu_gpu` is read by a declaration of `topology`, or of `topology.gpu_gpu` alone."""
-    return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in declared)
 
 
 def read_by(checks: Sequence[CheckSpec]) -> dict[str, list[str]]:
@@ -37,7 +32,6 @@ def refuse_unread(typed: Mapping[str, Any], selected: Sequence[CheckSpec], suite
     `suite_files` ((as shown, path) of the selected checks' suites) are read again only then, to say that
     deselection (-k, -m, --deselect) left out the checks that read it."""
     from clustercheck.errors import escape
-    from clustercheck.probes.cli import typed_keys
 
     keys = typed_keys(dict(typed))
     if not keys:
