@@ -10,8 +10,9 @@ or one per node: slurmctld creates one step, and the controller's node holds one
 The step: one task per node (`--ntasks-per-node=1`), sharing the allocation with any other step
 (`--overlap`); a step without `--exact` has all of the job's CPUs and memory on each node and, by
 default, every GRES (GPU) the job asked for (srun(1), slurm-wlm 22.05), so the ranks an agent forks see
-the node's GPUs. An agent that dies does not end the others (`--kill-on-bad-exit=0`). The run's secret
-reaches every agent on its stdin (`--input=all`). `--label` prefixes each line of output with the task
+the node's GPUs. An agent that dies does not end the others (`--kill-on-bad-exit=0`), unless srun loses
+its I/O with that node's slurmstepd as the agent ends: srun then aborts the whole step (`srun_io_aborts`).
+The run's secret reaches every agent on its stdin (`--input=all`). `--label` prefixes each line of output with the task
 it came from; srun names a task that exited with its node, which is how an agent that ended before
 joining, or mid-run, is named by its node at once.
 """
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Collection, Mapping, NamedTuple
+from typing import Collection, Mapping, NamedTuple, Sequence
 
 from hostlist import collect_hostlist
 
@@ -56,6 +57,11 @@ _OVER = re.compile(r"^(?: *\d+: )?(srun: (?:error: )?(?:Node failure on \S+|Job 
 _UNSTARTED = re.compile(r"^srun: error: Task launch for \S+ failed on node (\S+): .+$", re.MULTILINE)
 _FAILED = re.compile(r"^srun: error: Node failure on (\S+)\s*$", re.MULTILINE)  # a node srun names as failed
 _EXITED = re.compile(r"\bExited with exit code (\d+)\b")  # srun's words of a task that exited with a status
+# srun aborts the whole step on an I/O error with one node's slurmstepd, whatever --kill-on-bad-exit says (Slurm's
+# src/api/step_launch.c, step_launch_notify_io_failure; only an srun with SLURM_PTY_PORT set does not): an agent
+# that dies at once can, by a race, take every agent of the step down with it. N is the node's index in the step
+_IO_ABORT = re.compile(r"^srun: error: (?:\w+: )?(?:aborting, io error with slurmstepd|Aborting, io error and "
+                       r"missing step) on node (\d+)\s*$", re.MULTILINE)
 
 
 class Said(NamedTuple):
@@ -69,6 +75,7 @@ class Said(NamedTuple):
     over: tuple[str, ...] = ()
     failed: Mapping[str, str] = MappingProxyType({})  # read-only: one default shared by every Said
     unstarted: Mapping[str, str] = MappingProxyType({})  # node -> srun's words where the step did not start on it
+    aborted: Mapping[str, str] = MappingProxyType({})  # node -> srun's words: its I/O error aborted the step
 
     @classmethod
     def nothing(cls) -> Said:
@@ -87,6 +94,28 @@ def srun_own(log: str) -> str:
     nodes are busy)"), not one of its reports of a task that ended; "" when it said none."""
     own = [m.group(1) for m in _OWN.finditer(log) if not _ENDED.match(m.group(0))]
     return own[-1].strip() if own else ""
+
+
+def srun_io_aborts(log: str, hosts: Sequence[str]) -> dict[str, str]:
+    """The nodes whose slurmstepd srun had an I/O error with, for which it aborted the whole step, in the order
+    it said so (the first is the cause; the rest died with the step): node -> srun's words. srun names the node by
+    its index in the step. With one task per node (`--ntasks-per-node=1`, block distribution) node N runs task
+    N, so the node srun reported task N on names it ("srun: error: ccnode3: task 2: Exited with exit code 1");
+    else the step's N-th planned host (the step lays its nodes out in the allocation's order, as
+    SLURM_JOB_NODELIST lists them, which `hosts` is); else `node N of the step`."""
+    by_task = {task: node for node, (tasks, _) in srun_ends(log).items() for task in tasks}
+    found: dict[str, str] = {}
+    for m in _IO_ABORT.finditer(log):
+        n = int(m.group(1))
+        found.setdefault(by_task.get(n) or (hosts[n] if n < len(hosts) else f"node {n} of the step"),
+                         escape(m.group(0).strip()))
+    return found
+
+
+def aborted_for(node: str) -> str:
+    """Why every other agent of a step srun aborted for `node` ended."""
+    return (f"srun aborted the whole step after an I/O error with {node}'s slurmstepd (Slurm ends every task of "
+            "a step then)")
 
 
 def srun_ends(log: str) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -160,7 +189,7 @@ class SlurmLauncher(HostsLauncher):
         spoke = any(line.strip() and not line.startswith("slurmstepd") for _, line in labelled)
         self._read_size = size
         self._read = Said({node: why for node, (_, why) in ends.items()}, words, spoke, srun_own(text),
-                          over, failed, unstarted)
+                          over, failed, unstarted, srun_io_aborts(text, self.hosts))
         return self._read
 
     def over(self, settle: bool = False) -> Over | None:
@@ -179,14 +208,17 @@ class SlurmLauncher(HostsLauncher):
         end, spoke = time.monotonic() + (SETTLE_S if settle else 0.0), None
         while True:  # settling, the words of the end are read on for up to 1 s more: the nodes srun names failed
             said, code, now = self._said(), self.agents[0].poll(), time.monotonic()
-            spoke = spoke if spoke is not None or not said.over else now
+            spoke = spoke if spoke is not None or not (said.over or said.aborted) else now
             if code is not None or spoke is not None and now >= min(end, spoke + 1.0):
                 break
             if now >= end:
                 return None
             time.sleep(0.1)
-        words = "; ".join(said.over[:3]) or ("srun " + (f"was killed by {signal.Signals(-code).name}"
-                                                        if code is not None and code < 0 else f"exited with {code}"))
+        # an abort for one node's I/O error names that node first: its end ended every agent
+        cause = [f"{aborted_for(node)}: {words}" for node, words in list(said.aborted.items())[:1]]
+        words = "; ".join([*cause, *said.over[:3]]) or (
+            "srun " + (f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                       else f"exited with {code}"))
         return Over(f"the job's step of node agents ended ({words})", dict(said.failed))
 
     def disrupted(self, index: int, node: str, stopped: str = "") -> Loss | None:
@@ -232,6 +264,7 @@ class SlurmLauncher(HostsLauncher):
         said = self._said()
         ended, words = said.ended, said.words
         step = self.agents[0].poll() if self.agents else None
+        cause = next(iter(said.aborted), None)  # the node whose I/O error made srun abort the whole step
         out = {}
         for i in missing:
             node = self.hosts[i]
@@ -243,6 +276,10 @@ class SlurmLauncher(HostsLauncher):
             elif said.unstarted and not said.spoke:  # srun ended the step for it: this agent never ran either
                 out[node] = (f"the step did not start on {', '.join(said.unstarted)}, so srun ended it before this "
                              f"node's agent joined ({next(iter(said.unstarted.values()))[:LAST_WORDS]})")
+                continue
+            elif cause is not None:  # not "ended before joining (srun: Killed)", which blamed each node's own agent
+                out[node] = (self._aborted_cause(node) if node == cause else aborted_for(cause) +
+                             (f", before its agent joined (srun: {ended[node]})" if node in ended else ""))
                 continue
             elif node in ended:
                 why = f"its agent ended before joining (srun: {ended[node]})"
@@ -259,6 +296,15 @@ class SlurmLauncher(HostsLauncher):
             off = "; ".join(f"{node}: srun: {ended[node]}" for node in foreign[:3])
             out = {node: f"{why}; srun ran agents on node(s) not in the plan ({off})" for node, why in out.items()}
         return out
+
+    def _aborted_cause(self, node: str) -> str:
+        """Why `node`, whose I/O error made srun abort the whole step, never joined: srun's words of its task and
+        its agent's own last line (never the log's last line, another node's end), then srun's of the abort."""
+        said = self._said()
+        why = (f"its agent ended before joining (srun: {said.ended[node]})" if node in said.ended else
+               "its agent never joined")
+        last = said.words.get(node, "")[:LAST_WORDS]
+        return why + (f": {last}" if last else "") + f"; srun then aborted the whole step ({said.aborted[node]})"
 
     def waiting(self) -> str:
         """srun's own words while no task has printed ("step creation temporarily disabled, retrying")."""
@@ -278,6 +324,11 @@ class SlurmLauncher(HostsLauncher):
         """As the hosts launcher's, unless no task of the step ever printed a line: then no agent ran, the
         controller's address is not in question, and srun's own words say why."""
         said = self._said()
+        if cause := next(iter(said.aborted), ""):  # not "check that srun can start a step": the cause is one node
+            first = sorted(absent.items(), key=lambda item: item[0] != cause)[:3]
+            nodes = "; ".join(f"{name}: {why}" for name, why in first)
+            return (f"no host's agent joined ({nodes}); {cause} is the cause: {aborted_for(cause)}; look at "
+                    f"{cause}'s agent and slurmstepd; the agents' output: {self.agent_dir}")
         if said.spoke or said.ended and not said.unstarted:
             return super().none_joined(absent)
         # an agent that cannot reach the controller says so within seconds ("waiting for the controller at")

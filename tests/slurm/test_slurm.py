@@ -219,20 +219,31 @@ def test_one_step_of_node_agents_forks_every_pool_and_the_task_prolog_reaches_th
 def test_a_node_whose_agent_cannot_start_is_absent_with_sruns_words_and_the_run_incomplete(
         slurm: dict, work: Path) -> None:
     """ccnode3's task environment breaks Python itself (PYTHONHOME names nothing): srun reports the task,
-    and the node is absent, named with srun's words, at once rather than after the agents' wait."""
+    and the node is absent, named with srun's words, at once rather than after the agents' wait.
+    By a race (seen on a loaded 2-core machine), srun's I/O with ccnode3's slurmstepd fails as its agent
+    dies, and srun aborts the whole step, every agent with it (Slurm's step_launch_notify_io_failure,
+    whatever --kill-on-bad-exit says): then the run is never a pass either, and names ccnode3 as the cause
+    (tests/test_slurm_io_abort.py reads the words srun printed)."""
     bad = node_env(slurm, "ccnode3", "PYTHONHOME=/nonexistent\n")
     try:
         res = run(slurm, work, "-k", "ar-node")
     finally:
         bad.unlink()
-    assert res.returncode == 2, res.stdout[-3000:] + res.stderr[-3000:]  # INCOMPLETE
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out and "ccnode3: its agent ended before joining (srun: Exited with exit code 1)" in \
+        out, out[-3000:]  # (the run's line of the absent node, or of no agent joined)
+    if "srun aborted the whole step after an I/O error with ccnode3's slurmstepd" in out:  # the race
+        # no agent joined (exit 3, a harness error), or some had and the step's end stopped the run (exit 2)
+        assert res.returncode in (2, 3), out[-3000:]
+        assert "check that srun can start a step" not in out, out[-3000:]
+        return
+    assert res.returncode == 2, out[-3000:]  # INCOMPLETE
     data = results(work)
     why = data["run"]["absent"]["ccnode3"]
     assert why.startswith("its agent ended before joining (srun: Exited with exit code 1)"), why
     assert data["untested"] == ["ccnode3"]
     assert {r["name"]: r["outcome"] for r in data["results"]} == {"ar-node[ccnode1]": "passed",
                                                                   "ar-node[ccnode2]": "passed"}
-    assert "Traceback" not in res.stdout + res.stderr
 
 
 def _agent_on(node: str) -> int:
