@@ -15,18 +15,9 @@ from clustercheck.errors import HarnessError
 from clustercheck.run.slurm import SlurmLauncher
 from test_slurm_agents import allocation, joined_step
 
-# srun 22.05.8 (Debian 12 slurm-wlm, tests/slurm/cluster.sh), the agents' srun log of a run of
-# tests/slurm/test_slurm.py::test_a_node_whose_agent_cannot_start_is_absent_with_sruns_words_and_the_run_incomplete
-# on a loaded 2-core machine (`pytest -n 2`): ccnode3's agent exited 1 at once (PYTHONHOME=/nonexistent), srun's
-# I/O with ccnode3's slurmstepd (node 2 of the step) failed, and srun aborted the step, killing ccnode1's and
-# ccnode2's agents. The time of slurmstepd's CANCELLED line is elided ("...") as the report quoted it.
-IO_ABORT = ("srun: error: ccnode3: task 2: Exited with exit code 1\n"
-            "srun: error: _server_read: fd 11 error reading header: Connection reset by peer\n"
-            "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on node 2\n"
-            "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
-            "0: slurmstepd-ccnode1: error: *** STEP 9.0 ON ccnode1 CANCELLED AT ... ***\n"
-            "srun: error: ccnode1: task 0: Killed\n"
-            "srun: error: ccnode2: task 1: Killed\n")
+# the agents' srun log of a real run on the test cluster (its source line says which), the line after it
+CAPTURE = Path(__file__).parent / "fixtures" / "slurm" / "srun-io-abort-22.05.txt"
+IO_ABORT = CAPTURE.read_text().split("\n", 1)[1]
 SAID = "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on node 2"
 ABORTED = ("srun aborted the whole step after an I/O error with ccnode3's slurmstepd (Slurm ends every task of "
            "a step then)")
