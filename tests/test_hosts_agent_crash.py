@@ -7,6 +7,7 @@ For real: hosts that are this machine, reached through the `reach` stand-in for 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,26 @@ def test_a_loss_found_after_another_s_window_gets_a_window_of_its_own(tmp_path: 
         for proc in (late, other):
             if proc is not None:
                 proc.wait()
+
+
+def test_an_agent_taken_as_gone_is_ended_at_close_not_waited_for(tmp_path: Path) -> None:
+    """A silent agent (its host cut off) hears no goodbye; close() waited 5 s for it to leave and then killed it
+    (SIGKILL), holding every run that lost a host. It is ended at once (SIGTERM), as one that never joined is;
+    an agent that answers is left to leave on its own."""
+    from clustercheck.run.hosts import HostsLauncher
+
+    launcher = HostsLauncher(["h1", "h2"], "{python}")
+    launcher.agent_dir = tmp_path
+    gone = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    leaving = subprocess.Popen(["sh", "-c", "sleep 0.2"], start_new_session=True)
+    launcher.agents = [gone, leaving]
+    launcher.members = {0: object(), 1: object()}  # type: ignore[dict-item]  # both joined
+    launcher._silent[0] = "its node's agent (h1), silent for 10 s"
+    try:
+        launcher.close()
+    finally:
+        for proc in (gone, leaving):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert gone.returncode == -signal.SIGTERM and leaving.returncode == 0, (gone.returncode, leaving.returncode)

@@ -224,13 +224,15 @@ class HostsLauncher(JoinLauncher):
 
     def close(self) -> None:
         """Say goodbye (the join launcher's close), then end the agents that never joined (SIGTERM: one still
-        importing torch, or trying to reach this controller, would wait on), wait for each agent's process and
-        kill what is left. The agents' output is kept only where an agent ended on its own with a code that
-        says more than that this controller went (3): one this close ended says nothing of its host."""
+        importing torch, or trying to reach this controller, would wait on) and those taken as gone (silent: no
+        goodbye reaches them, and waiting for them to leave held every run that lost a host 5 s), wait for each
+        agent's process and kill what is left. The agents' output is kept only where an agent ended on its own
+        with a code that says more than that this controller went (3): one this close ended says nothing of
+        its host."""
         super().close()
         ended: set[int] = set()  # the processes this close signalled: their codes are this close's doing
         for i, proc in enumerate(self.agents):
-            if i not in self.members and id(proc) not in ended and proc.poll() is None:
+            if (i not in self.members or i in self._silent) and id(proc) not in ended and proc.poll() is None:
                 stop_agent(proc, signal.SIGTERM)
                 ended.add(id(proc))
         deadline = time.monotonic() + 5
