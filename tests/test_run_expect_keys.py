@@ -4,6 +4,8 @@ the keys clustercheck's code reads out of an expectation mapping for it, found b
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -47,8 +49,9 @@ checks:
 
 
 def cc(*args: object, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CC_STORE_ADDR", "CLUSTERCHECK_THRESHOLDS")}
     return subprocess.run([sys.executable, "-m", "clustercheck", "run", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+                          text=True, cwd=cwd, env=env, timeout=300)
 
 
 def refused_line(p: subprocess.CompletedProcess[str]) -> str:
@@ -80,12 +83,72 @@ def test_deselection_that_left_out_the_only_reader_is_named(tmp_path: Path) -> N
     assert not list((tmp_path / "runs").glob("*/run.jsonl"))
 
 
-def test_a_typed_key_a_selected_check_reads_runs_and_the_profiles_own_block_is_never_refused(tmp_path: Path) -> None:
-    """cpu.yaml's expect: names gpu_count and acs_redirect, which no all_reduce reads: the profile's block
-    serves every kind and is not refused; p2p, which the collectives read, is taken."""
-    p = cc("cpu-smoke", "--expect", "p2p=true", "--out", tmp_path / "runs", "--no-progress")
+TWO_NODES = ("--launcher", "hosts", "--hosts", "h[1-2]", "--host-command", "env CC_HOST={host} {python}")
+ACROSS = """\
+suite: across
+description: one all_reduce across the nodes, judged by the fabric floor
+checks:
+  - id: across-floor
+    description: all_reduce over every rank of every node, no limits of its own
+    measure: all_reduce
+    scope: cluster
+    min_nodes: 2
+    params: {sizes: [1MiB], warmup: 1, iters: 3}
+"""
+# the fabric floor judged at 1 MiB, the line rate from --expect fabric_gbps; the expect: block names keys no
+# all_reduce reads (gpu_count, acs_redirect): a profile's block serves every kind and is never refused
+PROFILE = """\
+platform: cpu
+detect: {gpu_count: 0}
+fabric: {fraction: 0.1, min_size: 1MiB, source: "a test's: the line rate from --expect fabric_gbps"}
+expect: {gpu_count: 0, acs_redirect: false}
+"""
+
+
+@pytest.mark.pool
+@pytest.mark.parametrize("typed, why", [
+    ("p2p=true", "the gloo backend: it is read from NCCL's log; run with --backend nccl"),
+    ("net=IB", "one node: the network between nodes is judged on multi-node runs"),
+    ("nics=2", "one node: the network between nodes is judged on multi-node runs"),
+    ("fabric_gbps=100", "one node: the fabric floor (busbw against the line rate) applies on multi-node runs"),
+])
+def test_a_key_the_runs_layout_cannot_judge_is_refused_before_any_check(typed: str, why: str, tmp_path: Path) -> None:
+    """cpu-smoke on this machine: gloo, one node. Its all_reduce checks read p2p (from NCCL's log), net, gdr, nics
+    (between nodes) and fabric_* (the multi-node floor): run, each passed having judged nothing of them."""
+    p = cc("cpu-smoke", "--expect", typed, "--out", tmp_path / "runs", "--no-progress")
+    assert refused_line(p) == f"ERROR: --expect {typed.split('=')[0]}: this run cannot judge it ({why})"
+    assert "passed" not in p.stdout
+    assert not list((tmp_path / "runs").glob("*/run.jsonl"))
+
+
+@pytest.mark.pool
+def test_on_two_nodes_each_check_that_cannot_judge_the_key_is_named_with_why(tmp_path: Path) -> None:
+    p = cc("cpu-smoke", "--expect", "fabric_gbps=100", "--out", tmp_path / "runs", *TWO_NODES)
+    assert refused_line(p) == (
+        "ERROR: --expect fabric_gbps: this run cannot judge it (allreduce-sweep, allreduce-small-latency, "
+        "allreduce-bf16: scope node, each node alone: the fabric floor (busbw against the line rate) applies on "
+        "checks of scope cluster, pair or localize; allreduce-across-nodes: judged by limits of its own "
+        "(thresholds/cpu.yaml checks.allreduce-across-nodes), not by the fabric floor, which reads it)")
+    p = cc("cpu-smoke", "--expect", "gdr=true", "--out", tmp_path / "runs", *TWO_NODES)
+    assert refused_line(p) == (
+        "ERROR: --expect gdr: this run cannot judge it (allreduce-sweep, allreduce-small-latency, allreduce-bf16: "
+        "scope node, each node alone: the network between nodes is judged on checks of scope cluster, pair or "
+        "localize; the gloo backend: it is read from NCCL's log; run with --backend nccl)")
+    assert not list((tmp_path / "runs").glob("*/run.jsonl"))
+
+
+@pytest.mark.pool
+def test_a_key_a_check_of_the_run_judges_runs_and_the_profiles_own_block_is_never_refused(tmp_path: Path) -> None:
+    """Two nodes on this machine: the fabric floor judges the cluster all_reduce against --expect fabric_gbps."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(PROFILE)
+    (tmp_path / "across.yaml").write_text(ACROSS)
+    p = cc("across.yaml", "--thresholds", "th", "--expect", "fabric_gbps=0.001", "--out", "runs", "--no-progress",
+           *TWO_NODES, cwd=tmp_path)
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
-    assert list((tmp_path / "runs").glob("*/run.jsonl"))
+    (result,) = json.loads((tmp_path / "runs" / "latest" / "results.json").read_text())["results"]
+    (busbw,) = [v for v in result["verdicts"] if v["metric"] == "busbw"]
+    assert busbw["expression"] == ">= 0.1 * 0.001 Gb/s / 8" and busbw["passed"], busbw
 
 
 # -- what the refusal decides, on the suites' real checks ----------------------------------------------------
@@ -122,6 +185,78 @@ def test_what_each_check_reads_follows_its_params(tmp_path: Path) -> None:
     assert "--expect fabric_ports: no check selected for this run reads it (deselected: allreduce-one; the selected " \
            "checks read: ib_write_bw_min)" == refusal({"fabric_ports": ["mlx5_0"]}, ib, tmp_path)
     assert refusal({}, [], tmp_path) is None  # nothing typed: nothing to refuse, whatever the checks
+
+
+LAYOUTS = """\
+suite: layouts
+description: all_reduce on each node, across the nodes and between node pairs
+checks:
+  - {id: ar-node, measure: all_reduce, scope: node, params: {sizes: [1KiB]}, description: each node}
+  - {id: ar-cluster, measure: all_reduce, scope: cluster, params: {sizes: [1KiB]}, description: every rank}
+  - {id: ar-pairs, measure: all_reduce, scope: pair, params: {sizes: [1KiB]}, description: node pairs}
+  - {id: allreduce-across-nodes, measure: all_reduce, scope: cluster, params: {sizes: [1KiB]}, description: cpu.yaml's}
+"""
+
+
+def unjudged(typed: dict, ids: list[str], backend: str, nodes: int, per_node: int, tmp_path: Path,
+             absent: tuple[str, ...] = ()) -> str | None:
+    """refuse_unjudged's line for the checks `ids` of LAYOUTS on such a run, judged by thresholds/cpu.yaml."""
+    from clustercheck.judging.thresholds import load_profile
+    from clustercheck.run.expect_read import refuse_unjudged
+    from clustercheck.run.runner import Layout
+
+    checks = {c.id: c for c in checks_of(LAYOUTS, tmp_path)}
+    layout = Layout(backend, [f"n{i}" for i in range(nodes)], per_node)
+    try:
+        refuse_unjudged(typed, [checks[i] for i in ids], layout, load_profile(REPO / "thresholds" / "cpu.yaml",
+                                                                             "thresholds/cpu.yaml"), absent)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def test_what_the_collectives_can_judge_follows_the_backend_the_nodes_and_the_ranks_per_node(tmp_path: Path) -> None:
+    every = ["ar-node", "ar-cluster", "ar-pairs"]
+    # NCCL on 2 nodes of 8 GPUs: P2P between a node's GPUs, the network between the nodes, the fabric floor
+    for typed in ({"p2p": True}, {"net": "IB"}, {"gdr": True}, {"nics": 4}, {"fabric_gbps": 3200}):
+        assert unjudged(typed, every, "nccl", 2, 8, tmp_path) is None, typed
+    assert unjudged({"p2p": True}, ["ar-node"], "nccl", 1, 8, tmp_path) is None
+    assert unjudged({"net": "IB"}, ["ar-pairs"], "nccl", 2, 8, tmp_path) is None
+    # one node, or checks of one node each: nothing between nodes is judged
+    assert unjudged({"net": "IB"}, every, "nccl", 1, 8, tmp_path) == \
+        "--expect net: this run cannot judge it (one node: the network between nodes is judged on multi-node runs)"
+    assert unjudged({"nics": 4}, ["ar-node"], "nccl", 2, 8, tmp_path) == \
+        "--expect nics: this run cannot judge it (ar-node: scope node, each node alone: the network between nodes " \
+        "is judged on checks of scope cluster, pair or localize)"
+    # one GPU per node: no two GPUs of a node for P2P; gloo: no NCCL log at all
+    assert unjudged({"p2p": True}, every, "nccl", 2, 1, tmp_path) == \
+        "--expect p2p: this run cannot judge it (one rank per node: P2P is judged between two GPUs of one node; " \
+        "run with --ranks 2 or more)"
+    assert unjudged({"gdr": True}, every, "gloo", 2, 2, tmp_path) == \
+        "--expect gdr: this run cannot judge it (ar-node: scope node, each node alone: the network between nodes " \
+        "is judged on checks of scope cluster, pair or localize; the gloo backend: it is read from NCCL's log; run " \
+        "with --backend nccl)"
+    # the fabric floor judges gloo too, but not a check the profile gives limits of its own
+    assert unjudged({"fabric_gbps": 1}, ["ar-cluster"], "gloo", 2, 2, tmp_path) is None
+    assert unjudged({"fabric_ports": ["mlx5_0"]}, ["allreduce-across-nodes"], "gloo", 2, 2, tmp_path) == \
+        "--expect fabric_ports: this run cannot judge it (allreduce-across-nodes: judged by limits of its own " \
+        "(thresholds/cpu.yaml checks.allreduce-across-nodes), not by the fabric floor, which reads it)"
+    # a node that never joined would have made two: not the user's key, the run's error (NeverJoined)
+    assert unjudged({"fabric_gbps": 1}, ["ar-cluster"], "gloo", 1, 2, tmp_path, ("n1",)) is None
+    # a check the layout skips judges nothing (run/applies.py)
+    assert unjudged({"fabric_gbps": 1}, ["ar-pairs"], "gloo", 1, 2, tmp_path) == \
+        "--expect fabric_gbps: this run cannot judge it (ar-pairs: skipped: scope pair needs two nodes or more; " \
+        "this run has 1)"
+    assert unjudged({}, every, "gloo", 1, 2, tmp_path) is None  # nothing typed: nothing to refuse
+
+
+def test_every_need_a_kind_declares_is_one_the_refusal_knows_for_a_key_it_reads() -> None:
+    from clustercheck.run.expect_read import NEEDS
+
+    for kind in KINDS.values():
+        for key, needs in kind.expect_needs.items():
+            assert key in kind.expect_keys and needs and set(needs) <= set(NEEDS), (kind.name, key, needs)
+    assert set(KINDS["all_reduce"].expect_needs) == {"net", "gdr", "nics", "p2p", "fabric_gbps", "fabric_ports"}
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES.glob("*.yaml")), ids=lambda p: p.stem)

@@ -121,6 +121,10 @@ class Kind:
     # key no selected check reads, never a run that judged nothing of it (tests/test_run_expect_keys.py)
     expect_keys: tuple[str, ...] = ()
     expect_keys_of: Callable[[CheckSpec], tuple[str, ...]] | None = None  # the ones one check reads, by its params
+    # key -> what the run must be for the judge to read it (run/expect_read.py NEEDS: "nccl", "between_nodes",
+    # "gpus_of_a_node", "fabric_floor"); a key not named is read in every layout. `run --expect` refuses a key
+    # that every selected check reading it cannot judge in the run's layout (it would pass unjudged)
+    expect_needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def reads(self, check: CheckSpec) -> tuple[str, ...]:
         """The expect: keys `check` reads: its kind's, or those its params leave it reading."""

@@ -308,6 +308,7 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
 # What NCCL's logs said, judged, and what they could not say (`... is not judged: <why>`, naming the node):
 # the judge decides whether the latter is the item's error (nothing failed) or a note beside a failure
 Judged = tuple[list[Verdict], list[str]]
+TRANSPORT_KEYS = ("net", "gdr", "nics")  # the expectations on NCCL's network between nodes (transport_verdicts)
 
 
 def nccl_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, hosts: Sequence[str]) -> Judged:
@@ -345,9 +346,6 @@ def p2p_verdicts(check_id: str, comm: dict[str, Any], rules: Rules) -> Judged:
                            f"{' ...' if len(ranks) > 8 else ''}), P2P expected: peer-to-peer is broken there (ACS "
                            f"redirect, a VM without P2P, NCCL_P2P_DISABLE, the driver)")
             for host, ranks in by_host.items()], []
-
-
-TRANSPORT_KEYS = ("net", "gdr", "nics")
 
 
 def transport_verdicts(check_id: str, comm: dict[str, Any], rules: Rules, nodes: Sequence[str] = (),
@@ -396,5 +394,7 @@ PROVIDES = tuple(
          f"torch.distributed {text} over a size sweep, timed and checked as nccl-tests does",
          "clustercheck.measure.collectives:collective", judge, min_ranks=2, tuning_pass=True, figure="sweep",
          check_group=check_layouts, extra={"collective": name}, memory=need(name, in_place_send=name == "reduce_scatter"),
-         domains={"iter_cv": ITER_CV}, expect_keys=(*TRANSPORT_KEYS, "p2p", "fabric_gbps", "fabric_ports"))  # fabric_*: the floor
+         domains={"iter_cv": ITER_CV}, expect_keys=(*TRANSPORT_KEYS, "p2p", "fabric_gbps", "fabric_ports"),
+         expect_needs={**dict.fromkeys(TRANSPORT_KEYS, ("between_nodes", "nccl")), "p2p": ("nccl", "gpus_of_a_node"),
+                       **dict.fromkeys(("fabric_gbps", "fabric_ports"), ("fabric_floor",))})  # run/expect_read.py NEEDS
     for name, text in _TEXT.items())

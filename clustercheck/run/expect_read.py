@@ -1,16 +1,23 @@
 """`run --expect KEY` that no check of the run reads: refused (one line, exit 4) before any check runs, as
 `probe NAME --expect KEY` is (probes/cli.py). Run, such a key judges nothing and the run exits 0, and the user
 takes the expectation for checked: the fail-closed rule. Each kind declares the keys its checks read
-(`Kind.expect_keys`, `Kind.reads`); a profile's `expect:` block serves every kind and is never refused."""
+(`Kind.expect_keys`, `Kind.reads`); a profile's `expect:` block serves every kind and is never refused.
+So is a key that every check reading it cannot judge in the run's layout (the backend, the nodes, the ranks per
+node), once the nodes answered: each kind declares what its judge needs to read a key (`Kind.expect_needs`,
+named in NEEDS below), and a check the layout skips judges nothing."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clustercheck.errors import UserError
 from clustercheck.judging.expect import reads, typed_keys
 from clustercheck.kinds.base import CheckSpec
+
+if TYPE_CHECKING:
+    from clustercheck.judging.thresholds import Profile
+    from clustercheck.run.runner import Layout
 
 
 def read_by(checks: Sequence[CheckSpec]) -> dict[str, list[str]]:
@@ -53,3 +60,92 @@ def _collected(suite_files: Sequence[tuple[str, Path]]) -> list[CheckSpec]:
     from clustercheck.suite.load import load_suite
 
     return [check for shown, path in suite_files for check in load_suite(Path(path), shown).checks]
+
+
+# A need: why `check` cannot be judged on `layout` with `profile` (None: it can), and whether the reason is the
+# check's own (its scope, its limits: said with its id) rather than the run's (its backend, one node). The judges they stand for:
+# kinds/collectives.py nccl_verdicts (NCCL's log, read on the nccl backend only; the transport between an item's
+# nodes when its items span nodes; P2P between two GPUs of one node) and run/judge.py by_fabric_floor.
+Why = tuple[str, bool]
+Need = Callable[[CheckSpec, "Layout", "Profile"], "Why | None"]
+
+
+def _nccl(check: CheckSpec, layout: Layout, profile: Profile) -> Why | None:
+    return None if layout.backend == "nccl" else \
+        (f"the {layout.backend} backend: it is read from NCCL's log; run with --backend nccl", False)
+
+
+def _between_nodes(check: CheckSpec, layout: Layout, profile: Profile,
+                   what: str = "the network between nodes is judged") -> Why | None:
+    from clustercheck.judging.fabric import multi_node
+
+    if len(layout.nodes) < 2:
+        return f"one node: {what} on multi-node runs", False
+    return None if multi_node(check.scope, len(layout.nodes)) else \
+        (f"scope {check.scope}, each node alone: {what} on checks of scope cluster, pair or localize", True)
+
+
+def _gpus_of_a_node(check: CheckSpec, layout: Layout, profile: Profile) -> Why | None:
+    return None if layout.per_node >= 2 else \
+        ("one rank per node: P2P is judged between two GPUs of one node; run with --ranks 2 or more", False)
+
+
+def _fabric_floor(check: CheckSpec, layout: Layout, profile: Profile) -> Why | None:
+    from clustercheck.run.judge import by_fabric_floor
+
+    if by_fabric_floor(check, profile, len(layout.nodes)):
+        return None
+    spans = _between_nodes(check, layout, profile, "the fabric floor (busbw against the line rate) applies")
+    own = f"the suite's limits: {check.limits}" if check.limits else f"{profile.file} checks.{check.id}"
+    return spans or (f"judged by limits of its own ({own}), not by the fabric floor, which reads it", True)
+
+
+NEEDS: dict[str, Need] = {"nccl": _nccl, "between_nodes": _between_nodes, "gpus_of_a_node": _gpus_of_a_node,
+                          "fabric_floor": _fabric_floor}
+
+
+def cannot_judge(check: CheckSpec, key: str, layout: Layout, profile: Profile, absent: Sequence[str] = ()
+                 ) -> Why | None:
+    """Why `check` (which reads `key`) judges nothing of it on `layout` (as a Need says it), or None: what its kind's judge needs to
+    read the key, then the layout's skips (run/applies.py: too few nodes, no GPUs, a group of one rank). Nodes
+    that never joined (`absent`) count as planned: what they would have made is their error, not the user's."""
+    from dataclasses import replace
+
+    from clustercheck.errors import ClusterCheckError, Skip
+    from clustercheck.kinds import KINDS
+    from clustercheck.run.applies import applies
+
+    needs = KINDS[check.measure].expect_needs
+    for need in needs.get(key) or needs.get(key.split(".")[0]) or ():
+        why = NEEDS[need](check, replace(layout, nodes=[*layout.nodes, *absent]), profile)
+        if why:
+            return why
+    try:
+        applies(check, layout.backend, len(layout.nodes), layout.per_node, absent)
+    except Skip as skip:
+        return f"skipped: {skip}", True
+    except ClusterCheckError:  # nodes that never joined, a group that cannot work: the run's error, never a pass
+        return None
+    return None
+
+
+def refuse_unjudged(typed: Mapping[str, Any], selected: Sequence[CheckSpec], layout: Layout, profile: Profile,
+                    absent: Sequence[str] = ()) -> None:
+    """UserError for the first key of `typed` (the run's --expect) that every check of `selected` reading it
+    cannot judge on `layout` (refuse_unread has refused a key none reads), naming why."""
+    from clustercheck.errors import escape
+    from clustercheck.kinds import KINDS
+
+    for key in typed_keys(dict(typed)):
+        whys: dict[Why, list[str]] = {}  # why -> the checks it holds for
+        for check in selected:
+            if not reads(KINDS[check.measure].reads(check), key):
+                continue
+            why = cannot_judge(check, key, layout, profile, absent)
+            if why is None:
+                break
+            whys.setdefault(why, []).append(check.id)
+        else:
+            if whys:  # the run's reasons alone (its backend, one node); a check's own with the checks it holds for
+                said = "; ".join(f"{', '.join(dict.fromkeys(ids))}: {why}" if own else why for (why, own), ids in whys.items())
+                raise UserError(f"--expect {escape(key)}: this run cannot judge it ({said})")

@@ -121,9 +121,8 @@ def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) 
     an entry with limits:."""
     expect = dict(run.expect) if run is not None else dict(profile.expect)
     multi = run is not None and multi_node(check.scope, run.nodes)
-    explicit = profile.limits_for(check.id) is not None or bool(check.limits)
-    if multi and check.measure in COLLECTIVES and not explicit:
-        limits, why = {"busbw": _fabric_floor(check, profile, run)}, ""  # type: ignore[arg-type]
+    if run is not None and by_fabric_floor(check, profile, run.nodes):
+        limits, why = {"busbw": _fabric_floor(check, profile, run)}, ""
     else:
         limits, why = applicable_limits(check, profile)
     if KINDS[check.measure].limited and not limits:
@@ -135,6 +134,13 @@ def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) 
                                                                   for lim in limits.values())
     at = f"{profile.file}:{default.line}" if default is not None and from_defaults else ""
     return Rules(limits, origin, expect, multi, at)
+
+
+def by_fabric_floor(check: CheckSpec, profile: Profile, nodes: int) -> bool:
+    """Whether the fabric floor judges `check` on a run of `nodes` nodes: a collective whose items span several
+    nodes, with no limits of its own (the profile's checks.<id>, or an entry the suite borrows with limits:)."""
+    explicit = profile.limits_for(check.id) is not None or bool(check.limits)
+    return multi_node(check.scope, nodes) and check.measure in COLLECTIVES and not explicit
 
 
 def fabric_of_header(header: Mapping[str, Any], profile: Profile) -> RunFabric:

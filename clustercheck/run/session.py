@@ -18,9 +18,11 @@ import hostlist
 
 from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, NoThreshold, UserError
+from clustercheck.judging.expect import merged
 from clustercheck.judging.fabric import RunFabric, run_fabric
 from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
 from clustercheck.judging.measurement import Outcome
+from clustercheck.run.expect_read import refuse_unjudged, refuse_unread
 from clustercheck.run.launch import make_launcher
 from clustercheck.run.launcher import Over
 from clustercheck.run.losses import lost_any
@@ -90,8 +92,6 @@ class CheckSession:
         (every item this run sets out to measure). UserError on mistakes."""
         opts = self.options
         if opts.expect:  # a typed key no selected check reads would judge nothing and pass: refused first
-            from clustercheck.run.expect_read import refuse_unread
-
             refuse_unread(opts.expect, checks, suite_files)
         check_latest(opts.out)  # before anything is measured: a `latest` clustercheck did not make is refused
         sweep_starting(opts.out)  # what a controller SIGKILLed while it started left under --out
@@ -118,7 +118,9 @@ class CheckSession:
             if opts.compare:
                 self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
             self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
-            self.expect = {**self.profile.expect, **opts.expect}
+            refuse_unjudged(opts.expect, checks, Layout(self.backend, self.nodes, self.per_node), self.profile,
+                            list(self.launcher.absent))  # and one every check reading it cannot judge in this layout
+            self.expect = merged(self.profile.expect, opts.expect)  # `topology` merged key by key
             self.fabric = run_fabric({n: f.as_dict() for n, f in nodes.items()}, self.backend, self.expect,
                                      self.profile.fabric)
             # refuse, before anything runs, a suite whose buffers cannot fit (never 7 minutes into the OOM killer);
