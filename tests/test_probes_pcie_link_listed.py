@@ -1,6 +1,7 @@
 """pcie-link counts the GPUs sysfs (live) and `lspci -vvv` list against the platform's `gpu_count`, as it
 counts an `nvidia-smi -q` report's (nvsmi.listed): a node of 8 GPUs whose sysfs or lspci showed 7 passed on
-the 7 links read. A GPU is an NVIDIA (0x10de) or AMD (0x1002) device of display or accelerator class; a
+the 7 links read. A GPU is what detection counts (judging/pcibus.py, one rule for both): an NVIDIA (0x10de),
+AMD (0x1002) or Habana (0x1da3) device of display or accelerator class, not an SR-IOV virtual function; a
 BMC's ASPEED VGA, an NVSwitch (a bridge) and the GPUs' audio functions are not.
 
 Real captures: the ASUS ESC8000A-E12 (host coyote2: lspci -tv and lspci -vvv of the same machine, 4 RTX 6000
@@ -8,16 +9,18 @@ Ada, tests/fixtures/hosts/), laid out as the kernel lays out sysfs by tests/sysf
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from clustercheck.judging import pcibus
 from clustercheck.probes import pcie_link, run_live
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sysfs_tree import Dev, from_lspci, strip_source  # noqa: E402
+from sysfs_tree import Dev, Tree, from_lspci, strip_source  # noqa: E402
 
 ASUS = Path(__file__).parent / "fixtures" / "hosts" / "asus-esc8000a-e12"
 TV, VVV = (strip_source((ASUS / name).read_text()) for name in ("lspci-tv.txt", "lspci-vvv.txt"))
@@ -112,6 +115,10 @@ def test_a_gpu_device_line_of_lspci_without_its_link_lines_is_not_judged() -> No
     ("VGA compatible controller: ASPEED Technology, Inc. ASPEED Graphics Family (rev 52)", False),
     ("Bridge: NVIDIA Corporation Device 22a3 (rev a1)", False),
     ("0302: 10de:2330 (rev a1)", True),
+    # Habana Gaudi2 (1da3:1020, HabanaAI hl-thunk include/specs/common/pci_ids.h; pci.ids "Habana Labs Ltd.")
+    ("Processing accelerators [1200]: Habana Labs Ltd. Device [1da3:1020] (rev 01)", True),
+    ("Processing accelerators: Habana Labs Ltd. Device 1020 (rev 01)", True),
+    ("1200: 1da3:1020 (rev 01)", True),
     ("0680: 10de:22a3 (rev a1)", False),
 ])
 def test_what_lspci_calls_a_gpu(line: str, gpu: bool) -> None:
@@ -170,3 +177,51 @@ def test_gpus_listed_without_link_attributes_are_not_judged_never_passed(
                                   "max_link_width could not be read" in v.detail for v in gpus)
     assert [(v.passed, v.detail) for v in outcome.verdicts if v.subject == "node"] == [
         (True, "4 GPU(s) listed, as the platform has")]
+
+
+GAUDI2 = {"class": "0x120000", "vendor": "0x1da3", "device": "0x1020",  # Gaudi2's PCIe host link: Gen4 x16
+          "current_link_speed": "16.0 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe",
+          "current_link_width": "16", "max_link_width": "16"}
+
+
+def bus(tmp_path: Path, functions: dict[str, dict[str, str]], vfs: dict[str, str] | None = None) -> Path:
+    """A sysfs of `functions` (bus id: files), those of a bus behind one root port, and SR-IOV virtual
+    functions (`vfs`, bus id: its physical function) with the `physfn` link the kernel gives them."""
+    tree = Tree()
+    for bdf, files in functions.items():
+        port = f"0000:00:{int(bdf[5:7], 16) % 32:02x}.0"
+        tree.devices.setdefault(port, Dev(port, "root port", "pci0000:00", bdf[5:7], {"class": "0x060400"}))
+        tree.devices[bdf] = Dev(bdf, "", port, files=dict(files))
+    root = tree.write(tmp_path / "sys") / "bus" / "pci" / "devices"
+    for vf, pf in (vfs or {}).items():
+        os.symlink(os.path.relpath((root / pf).resolve(), (root / vf).resolve()), root / vf / "physfn")
+    return root
+
+
+def test_a_gaudi_node_lists_the_8_accelerators_detection_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detection counted Habana's accelerators, pcie-link did not: 8 Gaudi2 links judged, then the node
+    failed with `8 GPU(s) not listed ..., their PCIe links not judged; 0 GPU(s) listed, the platform has 8`."""
+    root = bus(tmp_path, {f"0000:{0x10 + n:02x}:00.0": GAUDI2 for n in range(8)})
+    assert len(pcibus.pci_accelerators(root)) == 8
+    found = live(monkeypatch, root, {"gpu_count": 8, "pcie_width": 16})
+    assert found.pop("node") == (True, "8 GPU(s) listed, as the platform has")
+    assert sorted(found) == [f"0000:{0x10 + n:02x}:00.0" for n in range(8)]
+    assert set(found.values()) == {(True, "Gen4 x16 of Gen4 x16 (class 1200 [1da3:1020])")}
+
+
+def test_an_sriov_virtual_function_is_no_gpu_to_detection_nor_pcie_link(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host with SR-IOV on: detection counted each VF as an accelerator (1 GPU read as 3), pcie-link did not.
+    A VF is a slice of its physical function, never a GPU of its own: both count the physical one alone."""
+    a100 = {**GAUDI2, "class": "0x030200", "vendor": "0x10de", "device": "0x20f1"}
+    vf = {**a100, "current_link_speed": "Unknown", "max_link_speed": "Unknown",
+          "current_link_width": "0", "max_link_width": "0"}
+    root = bus(tmp_path, {"0000:17:00.0": a100, "0000:17:00.4": vf, "0000:17:00.5": vf},
+               vfs={"0000:17:00.4": "0000:17:00.0", "0000:17:00.5": "0000:17:00.0"})
+    assert pcibus.pci_accelerators(root) == (0x20F1,)
+    found = live(monkeypatch, root, {"gpu_count": 1})
+    assert found["node"] == (True, "1 GPU(s) listed, as the platform has")
+    # without its physfn link (a VF passed into a VM) it is that machine's GPU, to both alike
+    os.unlink(root / "0000:17:00.4" / "physfn")
+    assert len(pcibus.pci_accelerators(root)) == 2
+    assert live(monkeypatch, root, {"gpu_count": 2})["node"] == (True, "2 GPU(s) listed, as the platform has")

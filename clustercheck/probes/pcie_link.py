@@ -6,13 +6,14 @@ link queries report the current, not the maximum, generation: https://docs.nvidi
 From `nvidia-smi -q`, with the platform's `gpu_count`, a report listing another number of GPUs fails the
 node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. A GPU whose link fields do
 not read (missing, N/A, "Unknown Error") while another GPU's do is not judged, naming the fields. From
-lspci and sysfs a GPU is a device of NVIDIA (PCI vendor 0x10de) or AMD (0x1002) of display (0x03) or
-processing-accelerator (0x12) class: a BMC's VGA (ASPEED, 0x1a03), an NVSwitch (a bridge, 0x0680) and an
-AMD CPU's own functions (0x1022) are not. Those GPUs are counted against `gpu_count` as nvidia-smi's are,
-by count alone (neither numbers GPUs as nvidia-smi does), and a GPU device line of lspci with no
-LnkCap/LnkSta under it is not judged. Live, a sysfs with no GPU or NIC link is a skip only where the platform
-expects no GPU (no `gpu_count`, or 0): with `gpu_count` N it fails as 0 GPU(s) listed of N, and a machine
-without /sys/bus/pci has its N GPUs not judged.
+lspci and sysfs a GPU is what detection counts as an accelerator (judging/pcibus.py, one rule for both): a
+device of NVIDIA (PCI vendor 0x10de), AMD (0x1002) or Habana (0x1da3) of display (0x03) or
+processing-accelerator (0x12) class, in sysfs not an SR-IOV virtual function; a BMC's VGA (ASPEED, 0x1a03),
+an NVSwitch (a bridge, 0x0680) and an AMD CPU's own functions (0x1022) are not. Those GPUs are counted
+against `gpu_count` as nvidia-smi's are, by count alone (neither numbers GPUs as nvidia-smi does), and a
+GPU device line of lspci with no LnkCap/LnkSta under it is not judged. Live, a sysfs with no GPU or NIC
+link is a skip only where the platform expects no GPU (no `gpu_count`, or 0): with `gpu_count` N it fails as
+0 GPU(s) listed of N, and a machine without /sys/bus/pci has its N GPUs not judged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from clustercheck.judging import pcibus
 from clustercheck.probes import nvsmi, tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
 from clustercheck.toolout import evidence_lines
@@ -53,7 +55,7 @@ class PcieLinks:
 
     links: tuple[PcieLink, ...]
     report: nvsmi.NvsmiReport | None = None
-    gpus: int | None = None  # lspci and sysfs: the GPUs the input lists (`_gpu_class`), links read or not
+    gpus: int | None = None  # lspci and sysfs: the GPUs the input lists (`pcibus.is_accelerator`), links read or not
     source: str = ""         # where they were listed ("lspci", "/sys/bus/pci"), for the count's verdict
     absent: str = ""         # live: why nothing could be listed (no /sys/bus/pci); judge() decides skip or not
 
@@ -143,26 +145,18 @@ def _from_lspci(text: str) -> tuple[tuple[PcieLink, ...], int]:
     return tuple(out), len(gpus)
 
 
-GPU_VENDORS = (0x10DE, 0x1002)  # NVIDIA, AMD's graphics (ATI) id; 0x1022 is AMD's CPUs and chipsets
-_GPU_CLASS_WORDS = ("3D controller", "VGA compatible controller", "Display controller", "Processing accelerators")
-# 0x1002's names in lspci's pci.ids over the years; 0x1022 reads "Advanced Micro Devices, Inc. [AMD]"
-_GPU_VENDOR_WORDS = ("NVIDIA Corporation", "Advanced Micro Devices, Inc. [AMD/ATI]",
-                     "Advanced Micro Devices [AMD] nee ATI", "ATI Technologies")
 _IDS = re.compile(r"\[([0-9a-fA-F]{4}):[0-9a-fA-F]{4}\]")
 _NUMERIC = re.compile(r"([0-9a-fA-F]{4}): ([0-9a-fA-F]{4}):[0-9a-fA-F]{4}\b")  # `lspci -n`: "0302: 10de:2330"
 
 
-def _gpu_class(vendor: int, cls: int) -> bool:
-    """A GPU: NVIDIA or AMD, of display (0x03) or processing-accelerator (0x12) class (`cls` 16 bits)."""
-    return vendor in GPU_VENDORS and cls >> 8 in (0x03, 0x12)
-
-
 def _is_gpu(description: str) -> bool:
     """lspci's device line after the bus id: "3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB]", with
-    `-nn` "3D controller [0302]: NVIDIA Corporation GH100 [...] [10de:2330]", with `-n` "0302: 10de:2330"."""
+    `-nn` "3D controller [0302]: NVIDIA Corporation GH100 [...] [10de:2330]", with `-n` "0302: 10de:2330".
+    A GPU is what detection counts (`pcibus.is_accelerator`, its lspci words beside it); lspci -vvv shows
+    no `physfn`, so an SR-IOV virtual function listed there counts as its vendor and class say."""
     numeric = _NUMERIC.match(description)
     if numeric:
-        return _gpu_class(int(numeric.group(2), 16), int(numeric.group(1), 16))
+        return pcibus.is_accelerator(int(numeric.group(2), 16), int(numeric.group(1), 16))
     cls, _, name = description.partition(": ")
     code = cls[-6:] if cls.endswith("]") and cls[-6:-5] == "[" else ""
     ids = _IDS.findall(name[-200:])  # -nn puts the ids last, before "(rev ..)" and "(prog-if ..)"
@@ -171,8 +165,8 @@ def _is_gpu(description: str) -> bool:
         vendor = int(ids[-1], 16) if ids else None
     except ValueError:
         cls_code = vendor = None
-    by_class = cls_code >> 8 in (0x03, 0x12) if cls_code is not None else cls.startswith(_GPU_CLASS_WORDS)
-    by_vendor = vendor in GPU_VENDORS if vendor is not None else name.startswith(_GPU_VENDOR_WORDS)
+    by_class = cls_code >> 8 in pcibus.ACCEL_CLASSES if cls_code is not None else cls.startswith(pcibus.ACCEL_CLASS_WORDS)
+    by_vendor = vendor in pcibus.ACCEL_VENDORS if vendor is not None else name.startswith(pcibus.ACCEL_VENDOR_WORDS)
     return by_class and by_vendor
 
 
@@ -261,8 +255,8 @@ def _listed(have: int | None, source: str, expect: Mapping[str, Any]) -> list[Pr
 
 
 def collect() -> PcieLinks:
-    """Display and accelerator devices (GPUs among them: `_gpu_class`) and NICs (network, InfiniBand) from
-    sysfs link attributes, and how many GPUs sysfs lists; no root needed. Nothing listed is returned, not
+    """Display and accelerator devices (GPUs among them: `pcibus.accelerator_function`) and NICs (network,
+    InfiniBand) from sysfs link attributes, and how many GPUs sysfs lists; no root needed. Nothing listed is returned, not
     skipped: only judge() knows whether the platform expects GPUs here (`_nothing_listed`)."""
     if not SYSFS.is_dir():
         return PcieLinks((), source="/sys/bus/pci", absent="no /sys/bus/pci on this machine")
@@ -270,11 +264,11 @@ def collect() -> PcieLinks:
     gpus = 0
     for dev in sorted(SYSFS.iterdir()):
         cls = int(_read(dev / "class") or "0", 16)
-        if not (cls >> 16 in (0x03, 0x12) or cls >> 8 in (0x0200, 0x0207)):
+        if not (cls >> 16 in pcibus.ACCEL_CLASSES or cls >> 8 in (0x0200, 0x0207)):
             continue
-        if (dev / "physfn").exists():
-            continue  # an SR-IOV virtual function: it reports x0, and its link is its physical function's
-        gpu = _gpu_class(int(_read(dev / "vendor") or "0", 16), cls >> 8)
+        if pcibus.virtual_function(dev):
+            continue  # it reports x0, and its link is its physical function's; no GPU to count either
+        gpu = pcibus.accelerator_function(dev, int(_read(dev / "vendor") or "0", 16), cls)
         gpus += gpu  # listed, its link read or not
         attrs = {name: _read(dev / name) for name in _LINK_ATTRS}
         if not any(attrs.values()) and not gpu:
