@@ -108,6 +108,9 @@ def check_expect(raw: object, file: str, path: str = "expect", line: int = 0) ->
                         raise tf.error(tkey, problem)
                     topo[tkey] = tval
             tf.done()
+            if not topo:  # `topology={}` expects nothing: judged nothing and passed, never an expectation
+                raise f.error(key, f"no level given (empty mapping); give one of {', '.join(TOPOLOGY_KEYS)}, or "
+                                   f"leave the key out for its default")
             value = topo
         elif key == "nccl_env_allow" and not all(isinstance(v, str) for v in value):
             raise f.error(key, "expected a list of variable names such as [NCCL_P2P_DISABLE]")
@@ -239,6 +242,17 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
         if not is_number(floor):  # the type first: str() of a list
             return f"{name}: expected a number of GB/s, got {show(floor, 40)}"  # nested by aliases is gigabytes
     return None
+
+
+def merged(profile_expect: Mapping[str, Any], typed: Mapping[str, Any]) -> dict[str, Any]:
+    """The expectations judged: the profile's with the typed ones over them, for probe and run alike. `topology`
+    merges one level deep: `topology.gpu_nic=[PIX]` replaces the profile's gpu_nic and keeps its gpu_gpu (the
+    whole block replaced would drop the profile's other levels unseen, and a pair it would fail would pass)."""
+    out = dict(profile_expect)
+    for key, value in typed.items():
+        below = out.get(key)
+        out[key] = {**below, **value} if key == "topology" and isinstance(below, dict) else value
+    return out
 
 
 def typed_keys(typed: Mapping[str, Any]) -> list[str]:

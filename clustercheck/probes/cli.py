@@ -159,6 +159,7 @@ def _refuse_unread(typed: dict[str, Any], name: str) -> None:
 
 
 def _expectations(args: argparse.Namespace, typed: dict[str, Any], live: bool) -> dict[str, Any]:
+    from clustercheck.judging.expect import merged
     from clustercheck.judging.profiles import search_path
 
     search = search_path(args.thresholds)
@@ -179,7 +180,7 @@ def _expectations(args: argparse.Namespace, typed: dict[str, Any], live: bool) -
         except UserError:
             print(f"platform: none matched ({escape(describe(facts))}); judging without platform expectations "
                   f"(pick one with --platform)")
-    expect.update(typed)
+    expect = merged(expect, typed)  # typed over the profile's, `topology` key by key
     if profile_fabric is not None or "fabric_rule" not in expect:
         from clustercheck.judging.fabric import expectations
 

@@ -1,0 +1,92 @@
+"""A typed nested `--expect topology.KEY=...` overrides that one key of the profile's `topology:` block and
+keeps its others (probe and run merge alike, judging/expect.py `merged`): replacing the whole block dropped
+the profile's gpu_gpu NV18 unseen, and a GPU pair at NV4 passed. `topology={}` expects nothing: refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evidence import TOOLS
+
+from clustercheck.exitcodes import Exit
+from clustercheck.judging.expect import merged, parse_expect_args
+from clustercheck.judging.profiles import search_path
+
+REPO = Path(__file__).resolve().parent.parent
+NV4_PAIR = TOOLS / "nvidia-smi-topo" / "3x-rtxa6000-nv4-pair-plus-node-ansi-escapes.txt"  # GPU0-GPU1 NV4, no NIC
+
+
+def probe(*args: object) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTERCHECK_THRESHOLDS"}
+    return subprocess.run([sys.executable, "-m", "clustercheck", "probe", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=120)
+
+
+def test_a_typed_nested_topology_key_keeps_the_profiles_other_topology_keys_through_the_cli() -> None:
+    p = probe("topo", "--input", NV4_PAIR, "--platform", "h100-sxm-8x", "--expect", "topology.gpu_nic=[PIX,PXB,NODE,SYS]")
+    assert p.returncode == Exit.FAILED, (p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    # the profile's gpu_gpu NV18 still judges every pair (it passed as "GPU pairs ..." before) ...
+    assert "FAIL GPU0-GPU1: GPU link level: NV4, expected NV18" in lines, p.stdout
+    assert "FAIL GPU0-GPU2: GPU link level: NODE, expected NV18" in lines, p.stdout
+    assert not any(line.startswith("PASS GPU pairs") for line in lines), p.stdout
+    # ... and the typed gpu_nic judges too: this capture has no NIC
+    assert "FAIL GPU0: nearest NIC: no NIC in the matrix" in lines, p.stdout
+
+
+def test_a_typed_empty_topology_mapping_is_refused_in_one_line_never_a_wiped_block() -> None:
+    p = probe("topo", "--input", NV4_PAIR, "--platform", "h100-sxm-8x", "--expect", "topology={}")
+    assert p.returncode == Exit.BAD_INPUT, (p.stdout, p.stderr)
+    (line,) = [line for line in p.stderr.splitlines() if line.strip()]
+    assert "topology" in line and "no level given (empty mapping)" in line and "gpu_gpu" in line, line
+    assert "PASS" not in p.stdout
+
+
+def test_the_merge_the_run_uses_keeps_the_profiles_topology_and_replaces_only_the_typed_keys() -> None:
+    """run/session.py judges a run against merged(profile.expect, --expect): the same function as probe."""
+    profile = search_path(environ={}).load("h100-sxm-8x")
+    assert profile.expect["topology"] == {"gpu_gpu": "NV18"}
+    typed = parse_expect_args(["topology.gpu_nic=[PIX,PXB]", "gpu_count=4"])
+    got = merged(profile.expect, typed)
+    assert got["topology"] == {"gpu_gpu": "NV18", "gpu_nic": ["PIX", "PXB"]}
+    assert got["gpu_count"] == 4 and got["nvlinks_per_gpu"] == profile.expect["nvlinks_per_gpu"]
+    assert profile.expect["topology"] == {"gpu_gpu": "NV18"}  # the profile's own block is not changed
+    over = merged(profile.expect, parse_expect_args(["topology.gpu_gpu=[NODE,SYS]"]))
+    assert over["topology"] == {"gpu_gpu": ["NODE", "SYS"]}  # the same nested key: the typed one wins
+    assert merged({}, typed)["topology"] == {"gpu_nic": ["PIX", "PXB"]}  # no profile block: the typed one
+
+
+TOPO_SUITE = """\
+suite: topo
+description: the topology probe alone
+checks:
+  - {id: topology, measure: probe, params: {probe: topo}, description: GPU topology}
+"""
+
+
+def test_a_run_judges_the_profiles_gpu_gpu_beside_a_typed_gpu_nic(tmp_path: Path) -> None:
+    """A real local run of the topo probe check; `nvidia-smi topo -m` (which this machine lacks) prints the
+    3-GPU capture: the run's expectation is the profile's topology with the typed gpu_nic merged in."""
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\nif [ "$1 $2" = "topo -m" ]; then cat {NV4_PAIR}; exit 0; fi\n'
+                   f'echo "nvidia-smi stand-in: topo -m only" >&2; exit 9\n')
+    smi.chmod(0o755)
+    (tmp_path / "topo.yaml").write_text(TOPO_SUITE)
+    env = {k: v for k, v in os.environ.items() if k not in ("CC_STORE_ADDR", "CLUSTERCHECK_THRESHOLDS")}
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    p = subprocess.run([sys.executable, "-m", "clustercheck", "run", "topo.yaml", "--platform", "h100-sxm-8x",
+                        "--expect", "topology.gpu_nic=[PIX,PXB,NODE,SYS]", "--out", "runs", "--no-progress"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == Exit.FAILED, (p.stdout[-3000:], p.stderr[-3000:])
+    (result,) = json.loads((tmp_path / "runs" / "latest" / "results.json").read_text())["results"]
+    judged = {(v["subject"], v["metric"]): v for v in result["verdicts"]}
+    pair = judged[("GPU0-GPU1", "GPU link level")]  # the profile's NV18: "PASS GPU pairs" before
+    assert not pair["passed"] and pair["detail"] == "NV4, expected NV18", pair
+    assert not any(subject == "GPU pairs" for subject, _ in judged), judged
+    nic = judged[("GPU0", "nearest NIC")]  # the typed gpu_nic
+    assert not nic["passed"] and "PIX" in nic["limit"], nic
