@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from clustercheck import units
-from clustercheck.errors import UserError
+from clustercheck.errors import HarnessError, UserError, escape
 from clustercheck.judging.limits import Limit
 from clustercheck.schema import Fields
+
+if TYPE_CHECKING:
+    from clustercheck.fabric.rdma import NetFacts
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEFAULT_FRACTION = 0.9
@@ -176,12 +179,34 @@ def run_fabric(nodes: Mapping[str, Mapping[str, Any] | None], backend: str, expe
                rule: FabricRule | None) -> RunFabric:
     """The run's fabric context from each node's recorded facts (`network`: fabric/rdma.NetFacts.as_dict)."""
     from clustercheck.fabric.linerate import of_run
-    from clustercheck.fabric.rdma import NetFacts
+    from clustercheck.fabric.rdma import NetFacts, Problem
 
     names = expect.get("fabric_ports") or (rule.ports if rule else ()) or None
-    nets = {node: NetFacts.from_dict(f["network"]) if f and f.get("network") else None for node, f in nodes.items()}
+    nets: dict[str, NetFacts | None] = {}
+    for node, f in nodes.items():
+        net = node_net(node, f["network"]) if f and f.get("network") else None
+        # facts that do not read are that node's unread ports (of_node: its rate unknown, never guessed), so
+        # its line rate counts for nothing and the reason names it: the same as a sysfs file it could not read
+        nets[node] = NetFacts(findings=(Problem(None, net, unread=True, nic=True),)) if isinstance(net, str) else net
     rate = of_run(nets, list(names) if names else None)
     return RunFabric(len(nodes), backend, dict(expect), (rate.gbps, rate.text()))
+
+
+def node_net(node: str, raw: Any) -> NetFacts | str:
+    """A node's recorded network facts (fabric/rdma.NetFacts.as_dict), or, when they do not read (an entry
+    another version or an edit wrote), why, naming the node: one node's facts never stop a report or a
+    verification of the others, and never read as a node without problems."""
+    from clustercheck.fabric.rdma import NetFacts
+
+    where = f"{node}: network facts"
+    try:
+        if not isinstance(raw, Mapping):
+            raise HarnessError(f"{where}: {repr(raw)[:160]} is not a mapping")
+        return NetFacts.from_dict(raw, where)
+    except HarnessError as exc:
+        return escape(str(exc))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a port or gdr entry of another shape
+        return escape(f"{where} do not read ({type(exc).__name__}: {exc})")
 
 
 def multi_node(scope: str, nodes: int) -> bool:

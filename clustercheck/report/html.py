@@ -102,7 +102,7 @@ def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each node's network facts (fabric/rdma.py), as read by its first rank: ports, the GPU nearest each
     NIC and NVMe drive with the PCIe path's slowest link, GPUDirect RDMA, the line rate, the problems."""
     from clustercheck.fabric.linerate import of_node
-    from clustercheck.fabric.rdma import NetFacts
+    from clustercheck.judging.fabric import node_net
 
     facts = header.get("facts") or {}
     nodes = header.get("node_facts") or {str(facts.get("host") or "node"): facts}
@@ -111,7 +111,11 @@ def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
         raw = (f or {}).get("network")
         if not raw:
             continue
-        net = NetFacts.from_dict(raw)
+        net = node_net(node, raw)
+        if isinstance(net, str):  # that node's facts do not read: its problem, the other nodes shown as they are
+            out.append({"node": node, "ports": [], "nvme": [], "gdr": "-", "unread": True, "problems": [net],
+                        "line_rate": "unknown: its network facts do not read"})
+            continue
         paths = net.nic_paths
         ports = [{"name": p.name, "state": p.state, "phys": p.phys_state, "rate": p.rate_text or "-",
                   "layer": p.link_layer, "pci": p.pci or "-",
