@@ -1,6 +1,6 @@
 """pcie-link counts the GPUs sysfs (live) and `lspci -vvv` list against the platform's `gpu_count`, as it
 counts an `nvidia-smi -q` report's (nvsmi.listed): a node of 8 GPUs whose sysfs or lspci showed 7 passed on
-the 7 links read. A GPU is what detection counts (judging/pcibus.py, one rule for both): an NVIDIA (0x10de),
+the 7 links read. A GPU is what detection counts (fabric/pcibus.py, one rule for both): an NVIDIA (0x10de),
 AMD (0x1002) or Habana (0x1da3) device of display or accelerator class, not an SR-IOV virtual function; a
 BMC's ASPEED VGA, an NVSwitch (a bridge) and the GPUs' audio functions are not.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.judging import pcibus
+from clustercheck.fabric import pcibus
 from clustercheck.probes import pcie_link, run_live
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from clustercheck.fabric.pcibus import is_accelerator
+
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 # GB/s per lane after line encoding, per transfer rate (GT/s): 8b/10b to Gen2, 128b/130b from Gen3, the
@@ -31,9 +33,8 @@ ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 _LANE_GBS = {2.5: 0.25, 5.0: 0.5, 8.0: 0.985, 16.0: 1.969, 32.0: 3.938, 64.0: 7.563, 128.0: 15.125}
 _SPEED = re.compile(r"^\s*([\d.]+)\s*GT/s")
 
-# PCI class codes (the PCI ID database's class list): display controller 0x03, processing accelerator
-# 0x12, NVMe 0x010802, network controller 0x02, InfiniBand 0x0207
-GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD"}
+# PCI class codes (the PCI ID database's class list): NVMe 0x010802, network controller 0x02, InfiniBand
+# 0x0207; a GPU is what fabric/pcibus.py calls an accelerator (the one rule detection and pcie-link use too)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class Device:
 
     @property
     def is_gpu(self) -> bool:
-        return self.cls is not None and self.cls >> 16 in (0x03, 0x12) and self.vendor in GPU_VENDORS
+        
+        return self.cls is not None and self.vendor is not None and is_accelerator(self.vendor, self.cls >> 8)
 
     @property
     def is_nvme(self) -> bool:

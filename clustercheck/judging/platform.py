@@ -20,8 +20,8 @@ from clustercheck import nvml
 from clustercheck.errors import UserError
 from clustercheck.nvml import Gpu, NvmlFault
 from clustercheck.judging.gpuless import DriverBroken, driver_fault
-from clustercheck.judging.pcibus import _pci_functions as _pci_functions, pci_read
-from clustercheck.judging.pcibus import pci_accelerators as pci_accelerators
+from clustercheck.fabric.pcibus import _pci_functions as _pci_functions, pci_read
+from clustercheck.fabric.pcibus import pci_accelerators as pci_accelerators
 from clustercheck.judging.profiles import SearchPath, as_search
 from clustercheck.judging.thresholds import Profile
 

@@ -6,7 +6,7 @@ link queries report the current, not the maximum, generation: https://docs.nvidi
 From `nvidia-smi -q`, with the platform's `gpu_count`, a report listing another number of GPUs fails the
 node (`nvsmi.listed`): the GPUs it lacks have no link to judge, and are named. A GPU whose link fields do
 not read (missing, N/A, "Unknown Error") while another GPU's do is not judged, naming the fields. From
-lspci and sysfs a GPU is what detection counts as an accelerator (judging/pcibus.py, one rule for both): a
+lspci and sysfs a GPU is what detection counts as an accelerator (fabric/pcibus.py, one rule for both): a
 device of NVIDIA (PCI vendor 0x10de), AMD (0x1002) or Habana (0x1da3) of display (0x03) or
 processing-accelerator (0x12) class, in sysfs not an SR-IOV virtual function; a BMC's VGA (ASPEED, 0x1a03),
 an NVSwitch (a bridge, 0x0680) and an AMD CPU's own functions (0x1022) are not. Those GPUs are counted
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clustercheck.judging import pcibus
+from clustercheck.fabric import pcibus
 from clustercheck.probes import nvsmi, tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, not_judged
 from clustercheck.toolout import evidence_lines
