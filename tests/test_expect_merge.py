@@ -68,25 +68,55 @@ checks:
 """
 
 
-def test_a_run_judges_the_profiles_gpu_gpu_beside_a_typed_gpu_nic(tmp_path: Path) -> None:
-    """A real local run of the topo probe check; `nvidia-smi topo -m` (which this machine lacks) prints the
-    3-GPU capture: the run's expectation is the profile's topology with the typed gpu_nic merged in."""
+def run_topo(tmp_path: Path, suite: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A real local run of a topo probe check; `nvidia-smi topo -m` (which this machine lacks) prints the
+    3-GPU capture through a stand-in on PATH."""
     (tmp_path / "bin").mkdir()
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.write_text(f'#!/bin/sh\nif [ "$1 $2" = "topo -m" ]; then cat {NV4_PAIR}; exit 0; fi\n'
                    f'echo "nvidia-smi stand-in: topo -m only" >&2; exit 9\n')
     smi.chmod(0o755)
-    (tmp_path / "topo.yaml").write_text(TOPO_SUITE)
+    (tmp_path / "topo.yaml").write_text(suite)
     env = {k: v for k, v in os.environ.items() if k not in ("CC_STORE_ADDR", "CLUSTERCHECK_THRESHOLDS")}
     env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    p = subprocess.run([sys.executable, "-m", "clustercheck", "run", "topo.yaml", "--platform", "h100-sxm-8x",
-                        "--expect", "topology.gpu_nic=[PIX,PXB,NODE,SYS]", "--out", "runs", "--no-progress"],
-                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "clustercheck", "run", "topo.yaml", "--platform", "h100-sxm-8x",
+                           "--out", "runs", "--no-progress", *args],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
+
+def judged_nv18_and_gpu_nic(tmp_path: Path, p: subprocess.CompletedProcess[str]) -> None:
     assert p.returncode == Exit.FAILED, (p.stdout[-3000:], p.stderr[-3000:])
     (result,) = json.loads((tmp_path / "runs" / "latest" / "results.json").read_text())["results"]
     judged = {(v["subject"], v["metric"]): v for v in result["verdicts"]}
     pair = judged[("GPU0-GPU1", "GPU link level")]  # the profile's NV18: "PASS GPU pairs" before
     assert not pair["passed"] and pair["detail"] == "NV4, expected NV18", pair
     assert not any(subject == "GPU pairs" for subject, _ in judged), judged
-    nic = judged[("GPU0", "nearest NIC")]  # the typed gpu_nic
+    nic = judged[("GPU0", "nearest NIC")]  # the gpu_nic given beside it
     assert not nic["passed"] and "PIX" in nic["limit"], nic
+
+
+def test_a_run_judges_the_profiles_gpu_gpu_beside_a_typed_gpu_nic(tmp_path: Path) -> None:
+    p = run_topo(tmp_path, TOPO_SUITE, "--expect", "topology.gpu_nic=[PIX,PXB,NODE,SYS]")
+    judged_nv18_and_gpu_nic(tmp_path, p)
+
+
+OWN_GPU_NIC = """\
+suite: topo
+description: the topology probe with a gpu_nic of its own
+checks:
+  - id: topology
+    measure: probe
+    params: {probe: topo, expect: {topology: {gpu_nic: [PIX, PXB, NODE, SYS]}}}
+    description: GPU topology
+"""
+
+
+def test_a_checks_own_topology_key_keeps_the_profiles_others(tmp_path: Path) -> None:
+    """kinds/probe.py task(): a check's `params: {expect: {topology: {gpu_nic: ...}}}` dropped the profile's
+    gpu_gpu the same way; the run's --expect of the topology keys it leaves (gpu_gpu) still reaches the judge."""
+    judged_nv18_and_gpu_nic(tmp_path, run_topo(tmp_path, OWN_GPU_NIC))
+    from clustercheck.kinds.probe import reads
+    from clustercheck.suite.load import load_suite
+
+    (check,) = load_suite(tmp_path / "topo.yaml", "topo.yaml").checks
+    assert reads(check) == ("gpu_count", "topology.gpu_gpu", "topology.nvlink_pairs")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.errors import HarnessError, Skip, show
-from clustercheck.judging.expect import check_expect
+from clustercheck.judging.expect import TOPOLOGY_KEYS, check_expect, merged, typed_keys
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.unjudged import notes_or_error
 from clustercheck.judging.verdicts import Expectation, Verdict
@@ -25,16 +25,26 @@ def parse(f: Fields) -> dict[str, Any]:
 
 
 def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
-    return {"probe": check.params["probe"], "expect": {**expect, **check.params["expect"]}}
+    # the check's own over the run's, `topology` key by key: its gpu_nic keeps the profile's gpu_gpu
+    return {"probe": check.params["probe"], "expect": merged(expect, check.params["expect"])}
 
 
 def reads(check: CheckSpec) -> tuple[str, ...]:
     """Its probe's expect_keys, less those the check's own `params: {expect: ...}` sets: task() puts the check's
-    over the run's, so a run's --expect of such a key (of any key of its `topology`) reaches no judge."""
+    over the run's, so a run's --expect of such a key (`topology.gpu_nic` where it sets its own) reaches no
+    judge; the `topology` keys it does not set still do."""
     from clustercheck.probes import get
 
-    own = {key.split(".")[0] for key in check.params["expect"]}
-    return tuple(k for k in get(check.params["probe"]).expect_keys if k.split(".")[0] not in own)
+    own = set(typed_keys(check.params["expect"]))
+    out: list[str] = []
+    for k in get(check.params["probe"]).expect_keys:
+        if k in own:
+            continue
+        if k == "topology" and any(o.startswith("topology.") for o in own):  # the nested keys it leaves the run
+            out += [f"topology.{n}" for n in TOPOLOGY_KEYS if f"topology.{n}" not in own]
+        else:
+            out.append(k)
+    return tuple(out)
 
 
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
