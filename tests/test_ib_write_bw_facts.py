@@ -15,52 +15,21 @@ from typing import Any
 import pytest
 
 from clustercheck.errors import HarnessError, Skip
-from clustercheck.kinds.base import Answers, CheckSpec, Rules
+from clustercheck.kinds.base import Rules
 from clustercheck.kinds.ib_write_bw import judge
-from evidence import TOOLS, text
+from evidence import TOOLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ib_write_bw_node import answers as _answers, connectx3_sys, first_rank, on_node  # noqa: E402
 
 IBW = TOOLS / "ib_write_bw"
 CAPTURE = IBW / "roce-cx5-100g-deepops.txt"  # 92.40 Gb/s: passes 0.9 of the ConnectX-3 ports' 56 Gb/s
 
 
-def _answers(result: dict[str, Any], params: dict[str, Any] | None = None) -> Answers:
-    check = CheckSpec("ib-write-bw", "ib_write_bw", "node", params or {}, (), 60, "", "s.yaml", 1)
-    return Answers(check, [result, {}], [{"host": "n1"}, {"host": "n1"}], "nccl")
-
-
-def _sys(tmp_path: Path) -> Path:
-    """/sys of a node with mlx4_0 and mlx4_1, each two ACTIVE/LinkUp FDR ports, as the ibstat capture says."""
-    from clustercheck.probes import ib
-    from sysfs_tree import Tree, add_ports
-
-    ports = ib.parse(text("ibstat", "2x-connectx3-mlx4-dualport-fdr56-active.txt"))
-    tree = add_ports(Tree(), [(p.device, p.port, p.state, p.phys_state, p.rate_gbps, p.link_layer) for p in ports], {})
-    return tree.write(tmp_path / "sys")
-
-
 def _rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: Path, devices: list[str] | None = None) -> dict[str, Any]:
-    """The node's first rank on the tree at root, with a stand-in ib_write_bw on PATH that prints the real
-    capture as the client (the one given `localhost`)."""
-    import torch
-
-    from clustercheck.fabric import rdma
-    from clustercheck.measure import RankContext
-    from clustercheck.measure.native_io import ib_write_bw
-
-    read = rdma.read
-    monkeypatch.setattr(rdma, "read", lambda *a, **k: read(root, tmp_path / "proc", kernel="6.8.0"))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    tool = bin_dir / "ib_write_bw"
-    tool.write_text(f"#!{sys.executable}\nimport sys\n"
-                    f"if 'localhost' in sys.argv:\n    sys.stdout.write(open({str(CAPTURE)!r}).read())\n")
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), host="n1")
-    return ib_write_bw(ctx, {"size": 8 << 20, "duration": 5, "qps": 1, "gid_index": None, "tool_timeout": 60,
-                             "devices": devices or []})
+    """The node's first rank on the tree at root, with the stand-in ib_write_bw printing the real capture."""
+    on_node(tmp_path, monkeypatch, root, CAPTURE)
+    return first_rank({"devices": devices or []})
 
 
 def _empty_ports(root: Path, dev: str) -> Path:
@@ -73,7 +42,7 @@ def _empty_ports(root: Path, dev: str) -> Path:
 def test_a_node_whose_only_rdma_device_lists_no_port_fails_naming_node_and_device_never_skips(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It read as a node without RDMA: Skip "no RDMA port is ACTIVE/LinkUp on n1 (0 port(s) in sysfs)"."""
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     shutil.rmtree(root / "class" / "infiniband" / "mlx4_1")
     ports = _empty_ports(root, "mlx4_0")
     _, verdicts = judge(_answers(_rank(tmp_path, monkeypatch, root)), Rules({}))
@@ -84,7 +53,7 @@ def test_a_node_whose_only_rdma_device_lists_no_port_fails_naming_node_and_devic
 def test_a_device_with_no_port_beside_a_measured_one_fails_beside_its_pass(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """mlx4_1 listing no port was in the rank's `problems`, which the judge never read: the item passed."""
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     ports = _empty_ports(root, "mlx4_1")
     _, verdicts = judge(_answers(_rank(tmp_path, monkeypatch, root)), Rules({}))
     assert [(v.subject, v.metric, v.passed) for v in verdicts] == [
@@ -95,7 +64,7 @@ def test_a_device_with_no_port_beside_a_measured_one_fails_beside_its_pass(
 def test_ports_whose_state_files_cannot_be_read_are_not_judged_naming_them_never_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every port's state unreadable: a skip as if the node had no active port."""
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     states = [root / "class" / "infiniband" / d / "ports" / n / "state" for d in ("mlx4_0", "mlx4_1") for n in "12"]
     for state in states:  # a file the kernel would let read, made one that cannot be (a directory)
         state.unlink()
@@ -108,7 +77,7 @@ def test_ports_whose_state_files_cannot_be_read_are_not_judged_naming_them_never
 def test_a_port_whose_state_file_cannot_be_read_is_not_judged_never_passed_on_the_others(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It went unmeasured (not ACTIVE as read) and the item passed on the other three ports."""
-    root = _sys(tmp_path / "one")
+    root = connectx3_sys(tmp_path / "one")
     state = root / "class" / "infiniband" / "mlx4_1" / "ports" / "2" / "state"
     state.unlink()
     state.mkdir()
@@ -119,7 +88,7 @@ def test_a_port_whose_state_file_cannot_be_read_is_not_judged_never_passed_on_th
 
 def test_beside_a_failed_device_what_could_not_be_read_is_the_items_note(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     _empty_ports(root, "mlx4_1")
     state = root / "class" / "infiniband" / "mlx4_0" / "ports" / "2" / "state"
     state.unlink()
@@ -131,7 +100,7 @@ def test_beside_a_failed_device_what_could_not_be_read_is_the_items_note(
 
 def test_a_device_directory_that_cannot_be_listed_is_not_judged_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     ib = root / "class" / "infiniband"
     shutil.rmtree(ib)
     ib.write_text("not a directory\n")
@@ -140,7 +109,7 @@ def test_a_device_directory_that_cannot_be_listed_is_not_judged_naming_it(
 
 
 def test_a_node_with_no_rdma_device_at_all_still_skips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     shutil.rmtree(root / "class" / "infiniband")
     with pytest.raises(Skip, match=r"no RDMA port is ACTIVE/LinkUp on n1 \(0 port\(s\) in sysfs\)"):
         judge(_answers(_rank(tmp_path, monkeypatch, root)), Rules({}))
@@ -148,7 +117,7 @@ def test_a_node_with_no_rdma_device_at_all_still_skips(tmp_path: Path, monkeypat
 
 def test_a_named_device_that_lists_no_port_fails_as_unusable_not_as_absent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     ports = _empty_ports(root, "mlx4_1")
     params = {"devices": ["mlx4_1"]}
     _, verdicts = judge(_answers(_rank(tmp_path, monkeypatch, root, ["mlx4_1"]), params), Rules({}))
@@ -162,7 +131,7 @@ def test_only_the_rdma_devices_problems_are_the_checks(tmp_path: Path) -> None:
     from clustercheck.fabric import rdma
     from clustercheck.kinds.ib_write_bw import rdma_problems
 
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     pci = root / "bus" / "pci" / "devices"
     shutil.rmtree(pci)
     pci.write_text("not a directory\n")                              # the PCI tree cannot be listed
@@ -197,7 +166,7 @@ def test_a_state_whose_words_say_cannot_be_read_is_a_failed_device_not_an_unread
     """The judge classified the facts' problems by their wording: a state file that READ as "cannot be read"
     ("mlx4_0/1: state 'cannot be read' is not 'N: WORD' ...") was taken for an unread file, and the item was the
     harness's error (not judged) instead of mlx4_0/1 failing as unusable. rdma.py's field says it was read."""
-    root = _sys(tmp_path)
+    root = connectx3_sys(tmp_path)
     (root / "class" / "infiniband" / "mlx4_0" / "ports" / "1" / "state").write_text("cannot be read\n")
     _, verdicts = judge(_answers(_rank(tmp_path, monkeypatch, root)), Rules({}))
     assert [(v.subject, v.metric, v.measured, v.passed) for v in verdicts] == [

@@ -4,7 +4,6 @@ check names that is not on the node fails, on real perftest captures."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,18 +11,14 @@ from typing import Any
 import pytest
 
 from clustercheck.errors import HarnessError
-from clustercheck.kinds.base import Answers, CheckSpec, Rules
+from clustercheck.kinds.base import Rules
 from clustercheck.kinds.ib_write_bw import judge
-from evidence import TOOLS, text
+from evidence import TOOLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ib_write_bw_node import answers as _answers, connectx3_sys, first_rank, on_node  # noqa: E402
 
 IBW = TOOLS / "ib_write_bw"
-
-
-def _answers(result: dict[str, Any], params: dict[str, Any] | None = None) -> Answers:
-    check = CheckSpec("ib-write-bw", "ib_write_bw", "node", params or {}, (), 60, "", "s.yaml", 1)
-    return Answers(check, [result, {}], [{"host": "n1"}, {"host": "n1"}], "nccl")
 
 
 def _client(path: Path) -> dict[str, Any]:
@@ -56,42 +51,14 @@ def test_a_nic_that_gave_no_bandwidth_beside_passing_ones_is_the_items_error() -
 # -- the rank side on a real sysfs tree (two dual-port ConnectX-3, from a real ibstat capture) ----------
 
 def _node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capture: Path) -> Path:
-    """The node's /sys from the ibstat capture and a stand-in ib_write_bw on PATH that logs its argument
-    list and, as the client (the one given `localhost`), prints the real capture. Returns the log."""
-    from clustercheck.fabric import rdma
-    from clustercheck.probes import ib
-    from sysfs_tree import Tree, add_ports
-
-    ports = ib.parse(text("ibstat", "2x-connectx3-mlx4-dualport-fdr56-active.txt"))
-    tree = add_ports(Tree(), [(p.device, p.port, p.state, p.phys_state, p.rate_gbps, p.link_layer) for p in ports], {})
-    root = tree.write(tmp_path / "sys")
-    read = rdma.read
-    monkeypatch.setattr(rdma, "read", lambda *a, **k: read(root, tmp_path / "proc", kernel="6.8.0"))
-    bin_dir, log = tmp_path / "bin", tmp_path / "argv.log"
-    bin_dir.mkdir()
-    tool = bin_dir / "ib_write_bw"
-    tool.write_text(f"#!{sys.executable}\nimport sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-                    f"if 'localhost' in sys.argv:\n    sys.stdout.write(open({str(capture)!r}).read())\n")
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return log
-
-
-def _rank(params: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    from clustercheck.measure import RankContext
-    from clustercheck.measure.native_io import ib_write_bw
-
-    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), host="n1")
-    return ib_write_bw(ctx, {"size": 8 << 20, "duration": 5, "qps": 1, "gid_index": None, "tool_timeout": 60,
-                             **params})
+    """The node's /sys from the ibstat capture and the stand-in ib_write_bw printing `capture`. Returns its log."""
+    return on_node(tmp_path, monkeypatch, connectx3_sys(tmp_path), capture)
 
 
 def test_a_named_device_not_on_the_node_fails_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _node(tmp_path, monkeypatch, IBW / "roce-cx5-100g-deepops.txt")
     params = {"devices": ["mlx4_0", "mlx5_9"]}
-    _, verdicts = judge(_answers(_rank(params), params), Rules({}))
+    _, verdicts = judge(_answers(first_rank(params), params), Rules({}))
     failed = [(v.subject, v.detail) for v in verdicts if not v.passed]
     assert failed == [("mlx5_9", "named in the check's devices: and not on n1")]
 
@@ -99,7 +66,7 @@ def test_a_named_device_not_on_the_node_fails_naming_it(tmp_path: Path, monkeypa
 def test_each_port_of_a_dual_port_hca_is_run_on_its_own_ib_port_and_judged_as_its_own_subject(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = _node(tmp_path, monkeypatch, IBW / "roce-cx5-100g-deepops.txt")
-    result = _rank({"devices": ["mlx4_0"]})
+    result = first_rank({"devices": ["mlx4_0"]})
     clients = [line.split() for line in log.read_text().splitlines() if line.endswith("localhost")]
     assert [c[c.index("-d") + 1:c.index("-d") + 4] for c in clients] == [["mlx4_0", "-i", "1"], ["mlx4_0", "-i", "2"]]
     m, verdicts = judge(_answers(result, {"devices": ["mlx4_0"]}), Rules({}))
