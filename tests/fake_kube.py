@@ -46,8 +46,10 @@ import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import parse_qs, urlparse
+
+import pytest
 
 _RV = itertools.count(1000)
 PLURAL = {"Secret": "secrets", "Service": "services", "Job": "jobs"}
@@ -449,3 +451,31 @@ def connect(cluster: FakeCluster, monkeypatch: Any) -> Any:
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     return api.connect()
+
+
+def cluster_fixture(*nodes: str) -> Any:
+    """The pytest fixture `cluster` of a test module: a FakeCluster with `nodes`, its files (and its pods' logs)
+    in the test's tmp_path, serving for one test and closed after it, pass or fail (its processes killed, its
+    port freed). A module assigns it: `cluster = cluster_fixture("kw-node-0", "kw-node-1")`."""
+    @pytest.fixture(name="cluster")
+    def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
+        made = FakeCluster(tmp_path, nodes=nodes)
+        try:
+            yield made
+        finally:
+            made.close()
+
+    return cluster
+
+
+def kube_fixture(*, answered: bool = False) -> Any:
+    """The pytest fixture `kube`: the API client `connect` gives for the module's `cluster`. `answered`: as if the
+    pre-flight had found the server answering, so that a call it fails is the harness's error, not the user's."""
+    @pytest.fixture(name="kube")
+    def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
+        made = connect(cluster, monkeypatch)
+        if answered:
+            made.answered = True
+        return made
+
+    return kube

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +22,7 @@ import yaml
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_kube import FakeCluster, connect  # noqa: E402
+from fake_kube import FakeCluster, cluster_fixture, connect, kube_fixture  # noqa: E402
 from joining import agent, controller, finish, free_port, project, results, token, wait_for  # noqa: E402
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -221,13 +221,7 @@ def own_address() -> str:
     return addr
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1", "kw-node-2", "pod0", "pod1"), logs=tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
+cluster = cluster_fixture("kw-node-0", "kw-node-1", "kw-node-2", "pod0", "pod1")
 
 
 def k8s_run(tmp: Path, c: FakeCluster, *args: str, nodes: int = 3, timeout: str = "15") -> subprocess.Popen[str]:
@@ -396,9 +390,7 @@ def test_only_the_object_a_run_made_is_deleted(cluster: FakeCluster, monkeypatch
 
 # -- taints ----------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    return connect(cluster, monkeypatch)
+kube = kube_fixture()
 
 
 def test_taint_marks_the_node_keeps_other_taints_and_the_dry_run_changes_nothing(cluster: FakeCluster, kube: Any) -> None:

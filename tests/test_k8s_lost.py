@@ -6,32 +6,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from clustercheck.exitcodes import Exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_kube import FakeCluster, _now, connect  # noqa: E402
+from fake_kube import FakeCluster, _now, cluster_fixture, kube_fixture  # noqa: E402
 from joining import finish, free_port, results, wait_for  # noqa: E402
 from test_k8s import k8s_run, own_address  # noqa: E402
 
 pytest.importorskip("kubernetes")
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1", "kw-node-2"), logs=tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def kube(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
-    return connect(cluster, monkeypatch)
+cluster = cluster_fixture("kw-node-0", "kw-node-1", "kw-node-2")
+kube = kube_fixture()
 
 
 def running_pod(cluster: FakeCluster, job: str, index: int, **status: Any) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_kube import _now, cluster_fixture, kube_fixture  # noqa: E402
 
 pytest.importorskip("kubernetes")
 
@@ -23,30 +24,12 @@ def test_a_completion_index_is_ascii_digits_only(raw: str, index: int | None) ->
     assert api.index_of(pod) == index
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Any:
-    from fake_kube import FakeCluster
-
-    c = FakeCluster(tmp_path, nodes=("kw-node-0", "kw-node-1"))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def kube(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from fake_kube import connect
-
-    made = connect(cluster, monkeypatch)
-    made.answered = True  # past the pre-flight: the server's failure is the harness's
-    return made
+cluster = cluster_fixture("kw-node-0", "kw-node-1")
+kube = kube_fixture(answered=True)  # past the pre-flight: the server's failure is the harness's
 
 
 def pod(cluster: Any, job: str, index: int, node: str | None, name: str = "", **status: Any) -> str:
     """A pod of `job`'s index `index` (no process behind it), on `node` (None: not scheduled)."""
-    from fake_kube import _now
-
     name = name or f"{job}-{index}-abcde"
     labels = {"job-name": job, "batch.kubernetes.io/job-completion-index": str(index)}
     cluster.pods[name] = {
