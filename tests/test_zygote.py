@@ -14,6 +14,7 @@ import pytest
 
 from clustercheck.run import zygote
 from clustercheck.run.pool import PoolKey
+from clustercheck.run.reaper import Reaped
 from clustercheck.run.pools import PoolManager
 
 pytestmark = pytest.mark.pool
@@ -55,7 +56,8 @@ def test_a_forked_rank_sees_what_a_fresh_one_sees(tmp_path: Path, monkeypatch: p
     assert forked[0]["cwd"] == str(tmp_path) and forked[0]["argv"][:2] == ["--rank", "0"]
     assert forked[1]["env"] == {"CC_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "CC_PROBE_MARK": "x",
                                 "GLOO_SOCKET_IFNAME": "lo"}
-    assert {r["parent"] for r in fresh} == {os.getpid()}  # fresh ranks are the controller's children,
+    # fresh ranks are each the child of a reaper of their own (run/reaper.py), the controller's child,
+    assert len({r["parent"] for r in fresh}) == 2 and os.getpid() not in {r["parent"] for r in fresh}
     assert {r["parent"] for r in forked} != {os.getpid()}  # forked ones the zygote's
     assert len({r["parent"] for r in forked}) == 1
 
@@ -163,7 +165,7 @@ def test_a_zygote_that_cannot_start_leaves_the_ranks_to_start_afresh(tmp_path: P
     manager = PoolManager(tmp_path / "logs")
     try:
         pool = manager.get(PoolKey("gloo", 2))
-        assert all(isinstance(p, subprocess.Popen) for p in pool.procs)
+        assert all(isinstance(p, Reaped) for p in pool.procs)  # started afresh, each under its reaper
         assert pool.run("all_reduce", PARAMS, 60)
     finally:
         manager.close(kill=True)

@@ -33,6 +33,7 @@ from clustercheck.errors import UserError
 from clustercheck.run import agentdir, gang, wire
 from clustercheck.run.launch import WORKER
 from clustercheck.run.launcher import RankProcess
+from clustercheck.run.reaper import Reaped, command as reaper_command
 from clustercheck.run.signals import interruptible
 from clustercheck.run.zygote import end_shared as end_zygote, identity, shared as shared_zygote
 from clustercheck.run.zygote_serve import preimport
@@ -259,15 +260,8 @@ class Agent:
 
     def kill(self, pool: int) -> None:
         for r in self.pools.get(pool, []):
-            if r.proc.poll() is not None:
-                continue
-            if not isinstance(r.proc, subprocess.Popen):
-                r.proc.kill()  # a zygote's: by its pidfd, or before it is forked
-                continue
-            try:
-                os.killpg(r.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                r.proc.kill()
+            if r.proc.poll() is None:  # a zygote's: by its pidfd, or before it is forked; a fresh one by its reaper,
+                r.proc.kill()  # which SIGKILLs its group, then what it left (a SIGKILL to the reaper would not)
 
     def end_all(self, why: str = "") -> int:
         """Stop every rank still running (a pool's own exit was asked for by the controller already); `why`
@@ -357,18 +351,18 @@ class Agent:
             time.sleep(gang.BEAT)
 
 
-def _fresh(args: list[str], env: dict[str, str], log: Path, key: str, travel: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A rank started afresh, with the key and the controller's variables on its stdin."""
+def _fresh(args: list[str], env: dict[str, str], log: Path, key: str, travel: dict[str, str]) -> Reaped:
+    """A rank started afresh under a reaper of its own (run/reaper.py), the key and the controller's variables on its stdin."""
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, *WORKER, *args], env=env, stdin=subprocess.PIPE, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(reaper_command([sys.executable, *WORKER, *args]), env=env, stdin=subprocess.PIPE,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     assert proc.stdin is not None
     try:
         proc.stdin.write(key.encode() + b"\n" + env_line(travel))
         proc.stdin.close()
     except BrokenPipeError:
         pass  # it died at once; _reap reports it
-    return proc
+    return Reaped(proc)
 
 
 def main(args: argparse.Namespace) -> int:

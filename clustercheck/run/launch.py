@@ -24,29 +24,32 @@ from typing import Any, Callable, Mapping
 
 from clustercheck.errors import UserError
 from clustercheck.run.launcher import Launcher, RankProcess, advertised, loopback, rank_env  # noqa: F401 (re-exported)
+from clustercheck.run.reaper import Reaped, command as reaper_command
 from clustercheck.run.zygote import shared as shared_zygote
 
 WORKER = ["-m", "clustercheck.run.worker"]
 STORE_TIMEOUT = 30.0  # the TCPStore server's own client (in the store process) uses nothing but its start
 
 
-def _popen(argv: list[str], env: dict[str, str], log: Path, key: str) -> subprocess.Popen[bytes]:
-    """Start one local rank afresh, its key on its stdin. Ctrl-C at the terminal reaches the controller
-    only, which ends the ranks itself: a rank gets a process group of its own but stays in the
-    controller's session. With the kernel's autogroup scheduling a session is a CPU-sharing group, and
-    ranks in a session each share the cores differently from a bare torchrun's ranks (docs/benchmarks.md:
-    gloo broadcast measured 10-18% below torchrun's on 2 vCPUs that way)."""
+def _popen(argv: list[str], env: dict[str, str], log: Path, key: str) -> Reaped:
+    """Start one local rank afresh, its key on its stdin, under a reaper of its own (run/reaper.py: what
+    the rank leaves behind is killed once it ends; this controller is no subreaper). Ctrl-C at the
+    terminal reaches the controller only, which ends the ranks itself: the reaper and the rank each get
+    a process group of their own but stay in the controller's session. With the kernel's autogroup
+    scheduling a session is a CPU-sharing group, and ranks in a session each share the cores differently
+    from a bare torchrun's ranks (docs/benchmarks.md: gloo broadcast measured 10-18% below torchrun's on
+    2 vCPUs that way)."""
     group: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                **group)
+        proc = subprocess.Popen(reaper_command(argv), env=env, stdin=subprocess.PIPE, stdout=out,
+                                stderr=subprocess.STDOUT, **group)
     assert proc.stdin is not None
     try:
         proc.stdin.write(key.encode() + b"\n")
         proc.stdin.close()
     except BrokenPipeError:
         pass  # the rank died at once; the pool notices and reports its output
-    return proc
+    return Reaped(proc)
 
 
 class LocalLauncher(Launcher):

@@ -4,9 +4,7 @@ posted by the controller on the c10d store until told to exit. Imports no pytest
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import signal
 import socket
 import sys
 import time
@@ -15,20 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 from clustercheck.run import wire
+from clustercheck.run.reaper import LIBC, die_with_parent
 
 # The controller's liveness is the store connection; a short wait lets us notice its death quickly.
 _POLL = timedelta(seconds=5)
 _CONNECT = timedelta(seconds=180)  # the pool's own START_TIMEOUT
 
 
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
 # a rank forked from a zygote: seconds from the pool's request to the fork, mostly the zygote's own
 # torch import for a pool that asked before it was done (zygote_serve._become_rank sets it)
 ZYGOTE_WAIT: float | None = None
@@ -52,14 +43,8 @@ def _refused(host: str, port: int, window: float = 5.0) -> bool:
             return False
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this rank when the process that started it dies (no strays)."""
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def main() -> int:
-    _die_with_parent()
+    die_with_parent()  # SIGTERMed when the process that started it (its reaper, the zygote) dies: no strays
     from clustercheck.run.wire import read_env
     from clustercheck.run.timings import process_age
 
@@ -183,7 +168,7 @@ def release_free_memory() -> None:
         # buffers the generational collector frees in time) skip it
         gc.collect()
         torch.cuda.empty_cache()
-    trim = getattr(_LIBC, "malloc_trim", None)  # glibc only
+    trim = getattr(LIBC, "malloc_trim", None)  # glibc only
     if trim is not None:
         trim(0)
 

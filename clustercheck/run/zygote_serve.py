@@ -26,6 +26,8 @@ import time
 import traceback
 from typing import Any, BinaryIO, NoReturn, Sequence
 
+from clustercheck.run import reaper
+
 MAX_MESSAGE = 1 << 20
 
 
@@ -43,7 +45,7 @@ def preimport() -> None:
 def serve(fd: int) -> int:
     """Import once, then fork a rank per request until the controller's end of the socket closes."""
     sock = socket.socket(fileno=fd)
-    _name(b"cc-zygote")  # what ps and top show (a forked zygote's command line is its agent's)
+    reaper.set_name(b"cc-zygote")  # what ps and top show (a forked zygote's command line is its agent's)
     preimport()
     import torch
 
@@ -52,7 +54,7 @@ def serve(fd: int) -> int:
               "ranks cannot be forked from here (CLUSTERCHECK_ZYGOTE=0 starts them afresh)", flush=True)
         return 1
     start_dir = os.getcwd()
-    adopt = _adopt_orphans()
+    adopt = reaper.adopt()
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
     ours: dict[int, int] = {}  # the children forked on request (ranks, stores), pid: pidfd
@@ -98,75 +100,17 @@ def serve(fd: int) -> int:
             _end_children(ours, left)
 
 
-# -- orphans: a tool a rank started outlives it ------------------------------------------------------
+# -- orphans: a tool a rank started outlives it (run/reaper.py) ---------------------------------------
 #
-# A rank starts its tools (all_reduce_perf, nvbandwidth, ib_write_bw, nvidia-smi) in sessions of their own so
-# that a timeout kills all they started (measure/native.py, probes/tool.py); it kills them itself only while
-# it runs. A rank killed outright (the pool's SIGKILL, its parent-death signal, the OOM killer) leaves them
-# running, re-parented to init, loading the GPUs and NICs for up to their tool_timeout beside the next checks
-# and the next run. A child subreaper (Linux 3.4) receives them instead: the zygote kills every process
-# group of its children that is not one it forked (a live rank, a store) when it reaps one, and when it ends.
-# PR_SET_PDEATHSIG in the tool's preexec_fn would fire with the death of the rank's *thread* that started it
-# and is unsafe in a process that runs threads; the subreaper needs neither.
+# The zygote is a child subreaper: it kills every process group of its children that is not one it forked
+# (a live rank, a store) when it reaps one, and when it ends.
 
-_PR_SET_CHILD_SUBREAPER = 36
 _AGAIN = 0.2  # seconds: how soon to look again at orphans that were signalled but not yet reaped
 _GRACE = 5.0  # seconds the zygote's ranks have, at its end, between the SIGTERM and a SIGKILL (close() waits 10)
 
 
-def _adopt_orphans() -> bool:
-    """Make this process the reaper of its descendants' orphans; whether it is (Linux only)."""
-    from clustercheck.run.worker import _LIBC
-
-    if not sys.platform.startswith("linux") or _LIBC is None:
-        return False
-    return int(_LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-
-
-def _children() -> dict[int, int]:
-    """This process's children, pid: process group (zombies too: they are reaped here)."""
-    me, found = os.getpid(), {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # the name before it may hold spaces and ')'
-        except (OSError, IndexError):  # ended meanwhile
-            continue
-        if int(fields[1]) == me:
-            found[int(name)] = int(fields[2])
-    return found
-
-
 def _kill_orphans(ours: set[int], told: set[int]) -> set[int]:
-    """SIGKILL the process group of every child that is not one of `ours` (an orphan a rank left; said in
-    the zygote's log unless in `told`), reap those that ended; the orphans still there (a kill takes its
-    time; a killed group's members re-parent here as their parents die), for the caller to look at again."""
-    mine = os.getpgrp()
-    left = set()
-    for pid, group in _children().items():
-        if pid in ours:
-            continue
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                continue  # reaped
-        except ChildProcessError:
-            continue
-        # a child is reaped by nobody else: its pid, and its group while it is in it, are not reused meanwhile
-        if pid not in told:
-            _said(f"killing process group {group}, left behind by a rank that ended: {_shown(pid)}")
-        if group not in ours and group != mine:  # a live rank's group (its pid) is the rank's own: not that
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        left.add(pid)
-    return left
+    return reaper.kill_orphans(ours, told, _said)
 
 
 def _end_children(ours: dict[int, int], told: set[int]) -> None:
@@ -189,22 +133,7 @@ def _end_children(ours: dict[int, int], told: set[int]) -> None:
             wait_readable(pidfd, _GRACE)
         os.waitpid(pid, os.WNOHANG)
         os.close(pidfd)
-    deadline = time.monotonic() + _GRACE
-    told = set(told)
-    while True:
-        left = _kill_orphans(set(), told)
-        told |= left
-        if not left or time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
-def _shown(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f"pid {pid}: " + f.read(200).replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return f"pid {pid}"
+    reaper.sweep(told, _said, _GRACE)
 
 
 def _said(line: str) -> None:
@@ -290,22 +219,13 @@ def _leave_zygote(sel: selectors.BaseSelector, parent: int, comm: bytes) -> None
     """In a forked child, first: die with the zygote, close what was the zygote's (its socket and its other
     children's pidfds), take a process group of its own (as launch._popen gives a fresh rank) and `comm`
     as its name (not the zygote's)."""
-    from clustercheck.run import worker
-
-    worker._die_with_parent()
+    reaper.die_with_parent()
     if os.getppid() != parent:  # the zygote ended before the signal was asked for: nobody watches us
         os._exit(1)
     for key in list(sel.get_map().values()):
         os.close(key.fd)
     os.setpgid(0, 0)
-    _name(comm)
-
-
-def _name(comm: bytes) -> None:
-    from clustercheck.run.worker import _LIBC
-
-    if _LIBC is not None:
-        _LIBC.prctl(15, comm[:15])  # PR_SET_NAME: /proc/self/comm
+    reaper.set_name(comm)
 
 
 # -- started by forking an agent that imported torch ----------------------------------------------
