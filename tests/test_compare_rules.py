@@ -62,16 +62,68 @@ def test_a_bare_tolerance_of_one_or_more_is_refused(tmp_path: Path, bad: str) ->
 
 
 def test_runs_of_different_suites_are_named_in_one_line_and_exit_5(tmp_path: Path) -> None:
-    base = save(tmp_path / "a", [collective(f"c{i}", 1.0, 1.0, 0.0) for i in range(36)])
+    """Suites that differ are one line; what only one run has is counted there, not listed, and with nothing
+    in common nothing was judged (5); but never what passed in the baseline and this run dropped (3, below)."""
+    base = save(tmp_path / "a", [collective(f"c{i}", 1.0, 1.0, 0.0, outcome="skipped") for i in range(36)])
     now = save(tmp_path / "b", [collective("sweep", 1.0, 1.0, 0.0)])
     text = (now / "run.jsonl").read_text().replace("/x/suites/gate.yaml", "/x/suites/node-health.yaml")
     (now / "run.jsonl").write_text(text)
     out = cc("compare", str(base), str(now), cwd=tmp_path)
-    assert out.returncode == 5
+    assert out.returncode == 5, out.stdout
     lines = out.stdout.splitlines()
     assert lines[2] == ("suites differ: the baseline ran gate, this run node-health (37 item(s) of a suite only one run "
                         "ran are not compared)")
-    assert not any(l.startswith("not compared") for l in lines)
+    assert not any(l.startswith(("not compared", "NOT MEASURED NOW")) for l in lines)
+
+
+def in_suite(r: dict, stem: str) -> dict:
+    return {**r, "suite_file": f"/x/suites/{stem}.yaml"}
+
+
+def planned(run: Path, selection: dict) -> None:
+    """Give a saved run the plan line a run writes, with the selection (-k, --deselect) it planned."""
+    lines = (run / "run.jsonl").read_text().splitlines(keepends=True)
+    items = [{"name": json.loads(l)["name"], "suite_file": json.loads(l)["suite_file"]} for l in lines[1:-1]]
+    plan = json.dumps({"type": "plan", "items": items, "selection": selection}, sort_keys=True) + "\n"
+    (run / "run.jsonl").write_text("".join([lines[0], plan, *lines[1:]]))
+
+
+def test_a_suite_the_baseline_ran_and_this_run_did_not_is_not_measured_now(tmp_path: Path) -> None:
+    """A suite dropped from the run (a CI edit, a renamed suite file) is no pass of the items that passed in
+    it: each is NOT MEASURED NOW, exit 3, as an item missing from a suite both runs ran; what was skipped
+    there is only counted. Items of a suite only this run ran are counted, as before (exit 0)."""
+    gate = collective("sweep", 1.0, 16000, 0.01)
+    base = save(tmp_path / "a", [gate, in_suite(collective("soak", 1.0, 16000, 0.01), "burn-in"),
+                                 in_suite(collective("idle", 1.0, 16000, 0.01, outcome="skipped"), "burn-in")])
+    now = save(tmp_path / "b", [collective("sweep", 1.0, 16000, 0.01)])
+    out = cc("compare", str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout
+    lines = out.stdout.splitlines()
+    assert lines[2] == ("suites differ: the baseline ran burn-in, gate, this run gate (1 item(s) of a suite only one "
+                        "run ran are not compared)")
+    assert [l for l in lines if l.startswith("NOT MEASURED NOW")] == [
+        "NOT MEASURED NOW  burn-in::soak[vm]: passed in the baseline, in a suite this run did not run"]
+    assert lines[-1].endswith("1 item(s) not measured now, 0 not compared")
+    # the other way round: what only this run measured is no loss (counted in the suites line)
+    back = cc("compare", str(now), str(base), cwd=tmp_path)
+    assert back.returncode == 0, back.stdout
+    assert "(2 item(s) of a suite only one run ran are not compared)" in back.stdout
+    assert "NOT MEASURED NOW" not in back.stdout
+
+
+def test_a_selection_that_left_out_a_suite_is_not_measured_now_as_in_a_suite_both_ran(tmp_path: Path) -> None:
+    """A run that selected (-k) fewer items than its suites hold says so in its plan, and its reports say the
+    rest were not measured: compare holds it to what passed in the baseline all the same, whether the items
+    left out are of a suite it ran (gate::lat) or of a suite none of whose items it selected (burn-in)."""
+    base = save(tmp_path / "a", [collective("sweep", 1.0, 16000, 0.01), collective("lat", 1.0, 16000, 0.01),
+                                 in_suite(collective("soak", 1.0, 16000, 0.01), "burn-in")])
+    now = save(tmp_path / "b", [collective("sweep", 1.0, 16000, 0.01)])
+    planned(now, {"selected": 1, "collected": 3, "deselected": ["gate::lat[vm]", "burn-in::soak[vm]"], "more": 0})
+    out = cc("compare", str(base), str(now), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout
+    assert [l for l in out.stdout.splitlines() if l.startswith("NOT MEASURED NOW")] == [
+        "NOT MEASURED NOW  gate::lat[vm]: passed in the baseline, not in this run",
+        "NOT MEASURED NOW  burn-in::soak[vm]: passed in the baseline, in a suite this run did not run"]
 
 
 def test_a_wrong_count_that_rose_or_a_verdict_that_failed_now_exits_1(tmp_path: Path) -> None:

@@ -61,7 +61,9 @@ class Comparison:
     failed_now: list[tuple[str, str]] = field(default_factory=list)  # (item, what): passed before, fails now
     unmeasured_now: list[tuple[str, str]] = field(default_factory=list)  # (item, why): an error now, or passed and skipped or missing now
     failing: list[tuple[str, str]] = field(default_factory=list)  # (item, why): fails now, not in failed_now
-    other_suites: int = 0  # items of a suite only one of the runs ran: counted, not listed one by one
+    # items of a suite only one of the runs ran: counted, not listed one by one; but an item that passed in the
+    # baseline, of a suite this run did not run, is in unmeasured_now (what passed is not known to pass still)
+    other_suites: int = 0
     software: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (name, before, now)
     # (item, why): not compared, for the baseline is no like-for-like reference for it (it failed or errored
     # there, or was measured on other nodes, ranks or hardware: record/likeness.py): in not_compared too, and compare never exits 0 for one
@@ -196,9 +198,14 @@ def compare(baseline: Run, current: Run, tolerance: float = DEFAULT_TOLERANCE) -
         lost += m.lost
         not_compared += m.lost + m.skipped
     for item in [i for i in before if i not in seen]:
-        if item.split("::")[0] not in both:
-            other += 1
-        elif before[item].get("outcome") == "passed":  # a node or item never measured now is no pass of it
+        passed = before[item].get("outcome") == "passed"
+        # a node, item or whole suite never measured now is no pass of it: a suite dropped from the run (a CI
+        # edit, a renamed suite file) as much as an item left out of a suite both ran, selected out or not
+        if passed and item.split("::")[0] not in both:
+            unmeasured.append((item, "passed in the baseline, in a suite this run did not run"))
+        elif item.split("::")[0] not in both:
+            other += 1  # failed, errored or skipped there: no pass is lost, counted in the `suites differ` line
+        elif passed:
             unmeasured.append((item, "passed in the baseline, not in this run"))
         else:
             not_compared.append((item, f"not in this run ({before[item].get('outcome')} in the baseline)"))
