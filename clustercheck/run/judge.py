@@ -276,7 +276,8 @@ class Baseline:
         if platform and self.run.platform() != platform:  # as `clustercheck compare` (record/likeness.py)
             return [], (f"not compared: the baseline is of another platform ({self.run.platform()} -> {platform}; "
                         f"{self.origin})",)
-        here = {"nodes": list(nodes), "node": old.get("node"), "scope": check.scope}
+        # the ranks it measured with (its pool's): a node's all_reduce over 8 ranks then and 2 now is not compared
+        here = {"nodes": list(nodes), "node": old.get("node"), "scope": check.scope, "pool": outcome.pool}
         if self.now and (elsewhere := measured_elsewhere(old, here, self.run.header, self.now)):  # type: ignore[arg-type]
             return [], (f"not compared: {elsewhere} ({self.origin})",)
         m = outcome.measurement
