@@ -147,3 +147,45 @@ def test_a_record_of_an_older_format_renders_its_reports_as_before(tmp_path: Pat
     assert summary["incomplete"] == {"reason": "interrupted (SIGTERM)", "not_run": 0, "planned": 2, "items": [],
                                      "never_joined": {}}
     assert "9 of 10 repetitions not run; 18 of 20 planned item repetition(s) not run" in out.stderr
+
+
+def _end(**repetitions: int) -> dict[str, Any]:
+    return {"type": "end", "finished": "2026-01-01T00:02:00+00:00",
+            "counts": {"passed": 6, "failed": 0, "error": 0, "skipped": 0}, "pool_starts": 1, "interrupted": False,
+            **repetitions}
+
+
+@pytest.mark.parametrize("repeat", [{"count": 3}, {"duration_s": 3600}], ids=["repeat", "duration"])
+def test_a_last_repetition_lost_whole_is_incomplete(tmp_path: Path, repeat: dict[str, Any]) -> None:
+    """Every result line of repetition 3 of 3 gone, the end line intact (`repetitions: 3`): only repetitions up
+    to the last with a result were checked, so the record of 2 read PASS (exit 0), and compare called it a run
+    of 2 repetitions. The end line's own count is checked against what the record holds."""
+    _write(tmp_path, _header(repeat), [_result(p, k) for k in (1, 2) for p in PLAN], _end(repetitions=3))
+    why = load(tmp_path / "run.jsonl").incomplete()
+    assert why == "the end line says 3 repetitions ran; the record holds results of 2"
+    out, summary = _report(tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr  # INCOMPLETE, never PASS (0)
+    assert summary["verdict"] == "INCOMPLETE" and summary["incomplete"]["reason"] == why
+
+
+@pytest.mark.parametrize("repeat, why", [
+    ({"count": 3}, "the end line does not say how many repetitions ran; 3 were asked for and the record holds "
+                   "results of 2"),
+    ({"duration_s": 3600}, "the end line does not say how many repetitions ran, and --duration asks for no count: "
+                           "the record's results of 2 cannot be checked whole")], ids=["repeat", "duration"])
+def test_an_end_line_without_its_repetitions_is_checked_against_the_count_asked(
+        tmp_path: Path, repeat: dict[str, Any], why: str) -> None:
+    """The end line's `repetitions` deleted as well: --repeat N must hold N; --duration has no count to hold."""
+    _write(tmp_path, _header(repeat), [_result(p, k) for k in (1, 2) for p in PLAN], _end())
+    assert load(tmp_path / "run.jsonl").incomplete() == why
+    out, summary = _report(tmp_path)
+    assert out.returncode == 2 and summary["incomplete"]["reason"] == why, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("repeat", [{"count": 3}, {"duration_s": 3600}], ids=["repeat", "duration"])
+def test_a_repeated_record_that_holds_every_repetition_is_whole(tmp_path: Path, repeat: dict[str, Any]) -> None:
+    """The check above reads no whole run as incomplete: results of 3 repetitions, the end line says 3."""
+    _write(tmp_path, _header(repeat), [_result(p, k) for k in (1, 2, 3) for p in PLAN], _end(repetitions=3))
+    assert load(tmp_path / "run.jsonl").incomplete() is None
+    out, summary = _report(tmp_path)
+    assert out.returncode == 0 and summary["verdict"] == "PASS", out.stdout + out.stderr

@@ -108,6 +108,24 @@ class Record:
             seen[key] = number
         return None
 
+    def repetitions_lost(self) -> str | None:
+        """Why a repeated run's record holds results of fewer repetitions than ran, or None: not_run() checks
+        each repetition up to the last with a result (started()), so every result line of the last ones lost
+        (the end line intact) would leave a shorter run that reads whole. The end line says how many ran (a
+        --duration run's too); where it does not, a `--repeat N` record must hold N, and a --duration
+        record cannot be checked at all: not judged is no pass. A run that planned nothing has none to hold."""
+        if not (self.header.get("repeat") or "repetitions" in (self.end or {})) or self.plan == []:
+            return None
+        said, held = (self.end or {}).get("repetitions"), self.started()
+        if is_count(said):
+            return None if held >= said else f"the end line says {said} repetitions ran; the record holds results of {held}"
+        asked = self.asked()
+        if asked is None:
+            return (f"the end line does not say how many repetitions ran, and --duration asks for no count: the "
+                    f"record's results of {held} cannot be checked whole")
+        return None if held >= asked else (f"the end line does not say how many repetitions ran; {asked} were "
+                                           f"asked for and the record holds results of {held}")
+
     def incomplete(self) -> str | None:
         """Why the run did not finish, or None when it did: a gate must never read a partial run as whole."""
         if self.end is None:
@@ -121,6 +139,8 @@ class Record:
         missing = len(self.not_run(unstarted=False))  # (the repetitions that never started: counted below)
         if missing:
             return f"{missing} planned item(s) never ran"
+        if short := self.repetitions_lost():
+            return short
         wanted, ran = (self.header.get("repeat") or {}).get("count"), self.end.get("repetitions")
         if isinstance(wanted, int) and isinstance(ran, int) and ran < wanted:
             return f"{ran} of {wanted} repetitions ran"
