@@ -113,12 +113,12 @@ _SHAPES: dict[str, dict[str, tuple[bool, tuple[type, ...]]]] = {
                 "taint": (False, (list,))},
     "end": {"counts": (False, (dict,)), "interrupted": (False, (bool,)), "signal": (False, _OPT_STR),
             "stopped": (False, _STR), "finished": (False, _STR), "pool_starts": (False, (int,)),
-            "repetitions": (False, (int,))},
+            "repetitions": (False, (int,)), "compare": (False, (dict,))},
 }
 # objects inside a line that the readers index as such: (line type, key, inner key) -> allowed types
 _NESTED: dict[tuple[str, str, str], tuple[type, ...]] = {
     ("run", "facts", "versions"): (dict,), ("run", "facts", "identity"): (dict,), ("result", "pool", "ranks"): (list,),
-    ("result", "pool", "env"): (dict,),
+    ("result", "pool", "env"): (dict,), ("end", "compare", "not_judged"): (list,), ("end", "compare", "incomplete"): _STR,
 }
 # lists whose elements the readers use as one type: (line type, key) -> the element's types
 _ELEMENTS: dict[tuple[str, str], tuple[type, ...]] = {

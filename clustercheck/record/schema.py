@@ -45,7 +45,11 @@ SCHEMA_VERSION = 1
 #    ; a run that planned a selection (-k, --deselect, addopts, ...) has the plan's `selection` in results.json,
 #    sla.json and ctrf.json's extra, and a skipped `selection` testcase in junit.xml and ctrf.json; report.html's
 #    banner says `a selection: N of M planned items`
-REPORT_FORMAT = 11
+# 12: a `run --compare` whose baseline is no reference for a pass (end.compare.not_judged: another platform, a
+#    FAIL/ERROR verdict, no item in common, an item that passed there and is not measured now, an item not
+#    compared) is an ERROR at best, INCOMPLETE when the baseline is (end.compare.incomplete); results.json has
+#    `compare`, and junit.xml and ctrf.json a failed `compare` test of its own
+REPORT_FORMAT = 12
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
@@ -172,6 +176,9 @@ class EndEntry(TypedDict, total=False):
     signal: str | None
     repetitions: int  # repetitions that ran to their end (repeated runs)
     stopped: str  # why clustercheck stopped the run before its end (a full disk): INCOMPLETE
+    # --compare: {baseline, not_judged: [why the baseline is no reference for a pass], incomplete: why the
+    # baseline did not finish}: an ERROR at best, INCOMPLETE with `incomplete` (report/status.py)
+    compare: dict[str, Any]
 
 
 def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:

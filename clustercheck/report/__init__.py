@@ -169,7 +169,7 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     from clustercheck.report.html import html_chunks
     from clustercheck.report.junit import write_junit
     from clustercheck.report.sla import evidence, signature
-    from clustercheck.report.status import selection_text
+    from clustercheck.report.status import not_judged_text, selection_text
 
     header, results, end = rec.header, rec.results, rec.end
     status = run_status(rec)
@@ -195,7 +195,9 @@ def _writers(rec: Record, signer: str | None) -> dict[str, Write]:
     return {"json": lambda out: write_json(summary, out), "sla": lambda out: write_json(sla, out),  # NaN as "NaN"
             "junit": lambda out: write_junit(header, results, rec.not_run(), (status["incomplete"] or {}).get("reason"),
                                              status["untested"], out, selection_text(status["selection"])
-                                             if status.get("selection") else None),
+                                             if status.get("selection") else None,
+                                             not_judged_text(status["compare"]) if (status.get("compare") or {}).get(
+                                                 "not_judged") else None),
             "ctrf": lambda out: write_json(ctrf_doc(header, results, end, rec.not_run(), status, signer), out),
             "html": html}
 

@@ -20,7 +20,7 @@ from clustercheck import __version__
 from clustercheck.judging import verdicts as vt
 from clustercheck.record.schema import PlanItem, ResultEntry, RunHeader, classname, item_id
 from clustercheck.report.jsontext import json_bytes
-from clustercheck.report.status import not_run_text, selection_text, untested_text
+from clustercheck.report.status import not_judged_text, not_run_text, selection_text, untested_text
 
 SPEC_VERSION = "0.0.0"
 STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "failed"}
@@ -85,6 +85,9 @@ def _run_level(status: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "suite": ["run"], "message": f"INCOMPLETE: {status['incomplete']['reason']}"})
     out += [{"name": f"untested[{node}]", "status": "failed", "rawStatus": "untested", "duration": 0, "suite": ["run"],
              "message": untested_text(node)} for node in status.get("untested") or []]
+    if (status.get("compare") or {}).get("not_judged"):  # run --compare: a baseline no reference for a pass
+        out.append({"name": "compare", "status": "failed", "rawStatus": "not judged", "duration": 0, "suite": ["run"],
+                    "message": not_judged_text(status["compare"])})
     if status.get("selection"):  # the items not selected: skipped, never read as passed (report/status.py)
         out.append({"name": "selection", "status": "skipped", "rawStatus": "not selected", "duration": 0,
                     "suite": ["run"], "message": selection_text(status["selection"])})

@@ -122,13 +122,14 @@ def render_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Seq
 
 
 def write_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequence[PlanItem],
-                why: str | None, untested: Sequence[str], out: BinaryIO, selection: str | None = None) -> None:
+                why: str | None, untested: Sequence[str], out: BinaryIO, selection: str | None = None,
+                not_judged: str | None = None) -> None:
     """Every item with a result, then every planned item that never ran, as an error: a CI page must
     never show an interrupted run as fewer tests that all passed. Written to `out` one testsuite at a
     time, each built, indented and serialized on its own and then dropped: a whole tree held ~470 MiB at
     20,000 results. The bytes are those of the whole tree indented and written at once (tests/test_reports.py)."""
     items = folded(results)
-    extra = len(not_run) + bool(why) + len(untested)
+    extra = len(not_run) + bool(why) + len(untested) + bool(not_judged)
     root = JUnitXml("clustercheck")
     # the totals first, by counting (they open the document, the suites follow), and by hand: junit-10.xsd
     # allows no `skipped` on <testsuites>, which JUnitXml.update_statistics sets
@@ -141,7 +142,7 @@ def write_junit(header: RunHeader, results: Sequence[ResultEntry], not_run: Sequ
         return
     head, tail = _frame(root)
     out.write(head)
-    for suite in _suites(header, items, not_run, why, untested, selection):
+    for suite in _suites(header, items, not_run, why, untested, selection, not_judged):
         # indented in place as the whole tree's etree.indent does at depth 1 (not write(pretty=True): that
         # re-parses the document into a minidom tree); no tail of its own, the separator is written here
         etree.indent(suite._elem, space="  ", level=1)
@@ -168,7 +169,7 @@ def _duration(r: ResultEntry) -> float:
 
 
 def _suites(header: RunHeader, items: Sequence[ResultEntry], not_run: Sequence[PlanItem], why: str | None,
-            untested: Sequence[str], selection: str | None = None) -> Iterator[Any]:
+            untested: Sequence[str], selection: str | None = None, not_judged: str | None = None) -> Iterator[Any]:
     """Each testsuite of junit.xml in order, built only when asked for, and held by no name here once
     yielded (a loop's variable would keep the last one alive past its turn)."""
     host = (header.get("facts") or {}).get("host") or ""
@@ -188,6 +189,9 @@ def _suites(header: RunHeader, items: Sequence[ResultEntry], not_run: Sequence[P
         yield _error_case(_suite(f"untested[{node}]", started, node, "clustercheck", "",
                                  [("outcome", "error"), ("untested", "true")]),
                           TestCase(_clean(f"untested[{node}]"), "clustercheck", 0.0), untested_text(node), "untested")
+    if not_judged:  # run --compare: a baseline that is no reference for a pass (report/status.py)
+        yield _error_case(_suite("compare", started, host, "clustercheck", "", [("outcome", "error"), ("compare", "true")]),
+                          TestCase("compare", "clustercheck", 0.0), not_judged, "not judged")
     if selection:  # the items not selected: skipped, as a page must not read them as passed (report/status.py)
         suite = _suite("selection", started, host, "clustercheck", "", [("selection", "true")])
         case = TestCase("selection", "clustercheck", 0.0)

@@ -14,7 +14,12 @@ from clustercheck.record.schema import counts, item_id
 
 
 def run_status(rec: Record) -> dict[str, Any]:
-    why = rec.incomplete()
+    # `run --compare`: a baseline that did not finish proves nothing (compare exits 2), and one that is no
+    # reference for a pass (compare exits 3) never lets the run read PASS (end.compare: run/judge.Baseline.judged)
+    compared = (rec.end or {}).get("compare") or {}
+    why = rec.incomplete() or (f"the --compare baseline {compared.get('baseline')} is INCOMPLETE: "
+                               f"{compared['incomplete']}" if compared.get("incomplete") else None)
+    not_judged = [str(line) for line in compared.get("not_judged") or ()]
     # a repeated run's items as its reports judge them (record/burnin.py): an item skipped in one repetition
     # and passed in the others is not judged (an error), never two passes and a skip that read PASS
     c = counts(folded(rec.results))
@@ -27,8 +32,8 @@ def run_status(rec: Record) -> dict[str, Any]:
         verdict = "INCOMPLETE"
     elif c["failed"]:
         verdict = "FAIL"
-    elif c["error"]:
-        verdict = "ERROR"  # the harness could not measure something: never a pass
+    elif c["error"] or not_judged:
+        verdict = "ERROR"  # the harness could not measure, or judge against the baseline, something: never a pass
     elif not c["passed"]:
         verdict = "SKIPPED"  # nothing applied here: nothing was measured, nothing is cleared
     elif unmeasured:
@@ -45,6 +50,7 @@ def run_status(rec: Record) -> dict[str, Any]:
                                                 **({"repetitions": repetitions(rec)} if whole(rec) else {})},
         "untested": unmeasured,
         **({"lost": gone} if (gone := lost(rec)) else {}),
+        **({"compare": {"baseline": compared.get("baseline"), "not_judged": not_judged}} if compared else {}),
         # a selection the user asked for (-k, --deselect, addopts) may PASS, but every report says it was one
         **({"selection": dict(rec.selection)} if rec.selection else {}),
     }
@@ -117,6 +123,12 @@ def not_run_text(p: Mapping[str, Any], absent: Mapping[str, str], why: str | Non
     if gone:
         return f"not run: {', '.join(gone)} never joined ({'; '.join(f'{n}: {absent[n]}' for n in gone)})"
     return f"not run: {why or 'the run did not finish'}"
+
+
+def not_judged_text(compared: Mapping[str, Any]) -> str:
+    """What junit.xml and ctrf.json say of a `run --compare` whose baseline is no reference for a pass."""
+    return (f"not judged against the --compare baseline {compared.get('baseline')}: "
+            + "; ".join(str(line) for line in compared.get("not_judged") or ()))
 
 
 def untested_text(node: str) -> str:

@@ -218,6 +218,7 @@ class Baseline:
         self.origin = f"--compare {display(run.path)}"
         self.tolerance = tolerance
         self.now: Mapping[str, Any] = {}  # this run's header, once written: what a like-for-like item shares
+        self.unfit: dict[str, str] = {}  # item -> why the baseline is no reference for it (regressions)
 
     def said(self, platform: str, results: list[ResultEntry]) -> list[str]:
         """What the run's end says of the baseline where it is no like-for-like reference, one line each: a
@@ -225,14 +226,36 @@ class Baseline:
         run (`results`): its numbers are then no reference for a pass; and the items that passed in it and
         that this run lacks (in a suite it ran), which nothing measured now."""
         from clustercheck.record.compare_report import verdict_line
-        from clustercheck.report.status import run_status
 
-        run = self.run
-        if run.record is not None and not run.verdict:
-            run = replace(run, verdict=run_status(run.record)["verdict"])
+        run = self._judged_run()
         out = [line] if (line := verdict_line(run)) else []
         if reps := max((int(r.get("repeat") or 0) for r in run.results), default=0):
             out.append(f"the baseline repeated ({reps} repetition(s)): {REPEATED}")
+        return out + self._unfit(platform, results)
+
+    def judged(self, results: list[ResultEntry]) -> dict[str, Any]:
+        """What the record's end line keeps of the baseline (`compare`), which report/status.run_status judges
+        the run by, as `clustercheck compare` would: `not_judged`, why it is no reference for a pass (its
+        verdict FAIL or ERROR, another platform, no item in common, items that passed in it and are not
+        measured now, items not compared against it): the run is an ERROR at best; `incomplete`: the baseline
+        did not finish, and the run is INCOMPLETE, as compare exits 2. In the record, so that every report, and
+        `clustercheck report` later, says what the exit code says."""
+        from clustercheck.record.compare_report import verdict_line
+
+        run, platform = self._judged_run(), str(self.now.get("platform") or "")  # this run's header
+        unfit = [line] if run.verdict in ("FAIL", "ERROR") and (line := verdict_line(run)) else []
+        return {"baseline": display(run.path.parent), "not_judged": unfit + self._unfit(platform, results),
+                **({"incomplete": run.incomplete} if run.incomplete else {})}
+
+    def _judged_run(self) -> Any:
+        from clustercheck.report.status import run_status
+
+        run = self.run
+        return replace(run, verdict=run_status(run.record)["verdict"]) if run.record is not None and not run.verdict \
+            else run
+
+    def _unfit(self, platform: str, results: list[ResultEntry]) -> list[str]:
+        run, out = self.run, []
         if platform and run.platform() != platform:
             out.append(f"platforms differ from the baseline: {run.platform()} -> {platform}")
         if results and not any(item_id(r) in self.items for r in results):
@@ -240,6 +263,10 @@ class Baseline:
         if missing := self.missing(results):  # a node or item the baseline measured and this run did not
             out.append(f"{len(missing)} item(s) passed in the baseline and are not in this run (not measured now): "
                        + ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else ""))
+        if self.unfit:  # failed there, or measured on other nodes, ranks or hardware: each item has its note
+            out.append(f"{len(self.unfit)} item(s) not compared against the baseline: "
+                       + "; ".join(f"{i}: {why}" for i, why in list(self.unfit.items())[:4])
+                       + ("; ..." if len(self.unfit) > 4 else ""))
         return out
 
     def missing(self, results: list[ResultEntry]) -> list[str]:
@@ -270,6 +297,7 @@ class Baseline:
         if old is None:
             return [], (f"not compared: not in the baseline ({self.origin})",)  # each said as `<nodes>: ...`
         if old.get("outcome") in ("failed", "error"):  # what failed there is no reference for a pass now
+            self.unfit[item] = f"{old['outcome']} in the baseline: a baseline failure is no reference"
             return [], (f"not compared: {old['outcome']} in the baseline ({self.origin}): a baseline failure is no "
                         "reference",)
         platform = str(self.now.get("platform") or "")
@@ -279,6 +307,7 @@ class Baseline:
         # the ranks it measured with (its pool's): a node's all_reduce over 8 ranks then and 2 now is not compared
         here = {"nodes": list(nodes), "node": old.get("node"), "scope": check.scope, "pool": outcome.pool}
         if self.now and (elsewhere := measured_elsewhere(old, here, self.run.header, self.now)):  # type: ignore[arg-type]
+            self.unfit[item] = elsewhere
             return [], (f"not compared: {elsewhere} ({self.origin})",)
         m = outcome.measurement
         now = {"verdicts": [v.as_dict() for v in outcome.verdicts], "rows": m.rows, "judged_at": m.judged_at,

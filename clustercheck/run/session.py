@@ -358,7 +358,8 @@ class CheckSession:
             self.record.append({"type": "end", "finished": now(), "counts": counts(self.results),
                                 "pool_starts": self.pools.starts, "interrupted": interrupted,
                                 "signal": signal if interrupted else None, **({"stopped": stopped} if stopped else {}),
-                                **({"repetitions": self.repetitions} if self.options.repeating else {})})
+                                **({"repetitions": self.repetitions} if self.options.repeating else {}),
+                                **({"compare": self.baseline.judged(self.results)} if self.baseline else {})})
         except RecordWriteError:  # said when it first failed; without its end line the run reads INCOMPLETE
             pass
         self.record.close()
