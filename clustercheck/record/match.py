@@ -321,18 +321,20 @@ def matched(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any], 
             lost.append((item, f"{key}: limit direction changed ({o['op']} -> {v['op']})"))
             continue
         before, now = _number(o.get("measured")), _number(v.get("measured"))
+        # a broken value of this run is what the baseline judged and this run cannot be held to (lost: exit 3,
+        # never a pass); one of the baseline's gives nothing to compare with, as a metric it did not judge
         if before is None or now is None:
-            bad = "the baseline" if before is None else "this run"
-            skipped.append((item, f"{key}: {bad} measured {fmt(o.get('measured') if before is None else v.get('measured'))}, "
-                                  "not a number"))
+            bad, value = ("this run", v.get("measured")) if now is None else ("the baseline", o.get("measured"))
+            (lost if now is None else skipped).append((item, f"{key}: {bad} measured {fmt(value)}, not a number"))
             continue
         if o["unit"] != v["unit"]:
             before = convert(before, o["unit"], v["unit"])  # the baseline's value in this run's unit
-        outside = [(name, why) for name, entry, value, u in (("the baseline", baseline, before, v["unit"]),
-                                                             ("this run", current, now, v["unit"]))
+        outside = [(name, why) for name, entry, value, u in (("this run", current, now, v["unit"]),
+                                                             ("the baseline", baseline, before, v["unit"]))
                    if (why := out_of_domain(entry, v["metric"], value, u))]
         if outside:  # a broken measurement (a negative bandwidth): never compared as within the tolerance
-            skipped.append((item, f"{key}: {outside[0][0]} measured {outside[0][1]}: out of its domain"))
+            (lost if outside[0][0] == "this run" else skipped).append(
+                (item, f"{key}: {outside[0][0]} measured {outside[0][1]}: out of its domain"))
             continue
         if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
