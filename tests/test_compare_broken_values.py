@@ -53,3 +53,15 @@ def test_run_compare_never_passes_an_item_whose_value_is_no_number(tmp_path: Pat
     with pytest.raises(HarnessError, match="not judged against the baseline.*busbw: this run measured abc, not a number"):
         Baseline(str(base), tmp_path, 0.05).regressions(spec, "gate::ar[n1]", _outcome("busbw", "abc", "GB/s", ">=", 50))
 
+
+def test_a_passed_verdict_out_of_its_domain_is_refused_by_the_reader(tmp_path: Path) -> None:
+    """busbw -1 GB/s that says it passed was read, and compare filed it as `not compared`, exit 0; judging never
+    passes it (Limit.passes), so the record is refused at its line, as a passed NaN is (exit 4)."""
+    base = _one(tmp_path, "b", verdict("busbw", 50.0, "<=", 100, "GB/s"))  # a `<= 100` limit: -1 holds it
+    neg = _one(tmp_path, "n", {**verdict("busbw", 50.0, "<=", 100, "GB/s"), "measured": -1.0})
+    out = cc(str(base), str(neg), cwd=tmp_path)
+    assert out.returncode == 4 and len(out.stderr.strip().splitlines()) == 1, out.stdout + out.stderr
+    assert "line 2: result.verdicts[0]: passed with measured -1.0: a bandwidth cannot be negative (-1 GB/s)" in out.stderr
+    failed = _one(tmp_path, "f", {**verdict("busbw", 50.0, "<=", 100, "GB/s"), "measured": -1.0, "passed": False})
+    assert json.loads((failed / "run.jsonl").read_text().splitlines()[1])["verdicts"][0]["measured"] == -1.0
+    assert cc(str(base), str(failed), cwd=tmp_path).returncode == 1  # read; it fails, and compare says so

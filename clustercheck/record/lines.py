@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from clustercheck.record.schema import MOST_DESELECTED, OUTCOMES, SCHEMA_VERSION
-from clustercheck.units import is_finite_number, is_number
+from clustercheck.units import is_finite_number, is_number, out_of_domain
 
 
 class RecordError(ValueError):
@@ -256,6 +256,10 @@ def _verdict(v: dict[str, Any], where: str) -> None:
     if v["passed"] and isinstance(measured, float) and not math.isfinite(measured):
         raise RecordError(f"{where}: passed with measured {json.dumps(measured)}, which judging never passes (a "
                           "record edited by hand?)")
+    # judging never passes a number out of its unit's domain either (Limit.passes: a negative bandwidth)
+    if v["passed"] and is_number(measured) and (why := out_of_domain(measured, v["unit"])):
+        raise RecordError(f"{where}: passed with measured {json.dumps(measured)}: {why}, which judging never passes "
+                          "(a record edited by hand?)")
     # a number judged against its own limit passed exactly when the operator holds (judging/limits.py passes);
     # a --compare verdict within the baseline's spread passes beyond its bound, and says so
     held = _holds(measured, v["op"], limit)
