@@ -32,7 +32,7 @@ class Change:
     direction: str  # HIGHER or LOWER is better
     baseline: float
     current: float
-    change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline
+    change: float  # (current - baseline) / |baseline|; +-inf from a zero baseline (percent() says `from 0`)
     # "regression", "improvement", "same", "noise" (within the baseline's spread), "latency", or UNJUDGED (a
     # change for the worse within this run's own spread, which is wider than NOISE_CAP)
     kind: str
@@ -42,7 +42,19 @@ class Change:
     own: float = 0.0  # this run's own relative spread of this metric
 
     def percent(self) -> str:
-        return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else ("+inf%" if self.change > 0 else "-inf%")
+        """`+12.5%`; `from 0` for a change from a baseline of 0, which no percentage (an infinite one) says."""
+        return f"{self.change * 100:+.1f}%" if math.isfinite(self.change) else "from 0"
+
+    def bound(self, tolerance: float) -> tuple[str, float, str, float, str]:
+        """What a `vs baseline` verdict holds this change to: (op, bound, unit, measured, expression), the
+        relative change in % against the tolerance; from a baseline of 0, where a change is no ratio, this
+        run's value against the baseline's own bound in its unit (0 x (1 +- tolerance) = 0): finite, never
+        an inf%, which results.json could only write as the string "Infinity"."""
+        op = ">=" if self.direction == HIGHER else "<="
+        if math.isfinite(self.change):
+            bound = -tolerance * 100 if op == ">=" else tolerance * 100
+            return op, bound, "%", self.change * 100, f"change {op} {bound:+g}%"
+        return op, self.baseline, self.unit, self.current, f"{self.name} {op} {fmt(self.baseline)} {self.unit} (from 0)"
 
     def line(self) -> str:
         return (f"{self.item} {self.metric}: {fmt(self.baseline)} -> {fmt(self.current)} {self.unit} "
@@ -336,7 +348,10 @@ def matched(item: str, baseline: Mapping[str, Any], current: Mapping[str, Any], 
             (lost if outside[0][0] == "this run" else skipped).append(
                 (item, f"{key}: {outside[0][0]} measured {outside[0][1]}: out of its domain"))
             continue
-        if before == 0 and now != 0:  # a change from nothing is no ratio: said, never an infinite percentage
+        # from 0 a change is no ratio: one for the worse (throttled 0 s -> 45 s) is beyond every tolerance and
+        # spread, a regression `from 0` (relative() gives +-inf, Change.bound judges it in the metric's unit);
+        # one for the better has nothing to compare it with: said, never an infinite improvement
+        if before == 0 and now != 0 and (now > 0) == (direction == HIGHER):
             skipped.append((item, f"{key}: the baseline measured 0 {v['unit']}, nothing to compare a change with"))
             continue
         change = relative(before, now)

@@ -21,7 +21,7 @@ from clustercheck.paths import display
 from clustercheck.record.burnin import folded
 from clustercheck.record.compare import REPEATED, load_run
 from clustercheck.record.likeness import measured_elsewhere
-from clustercheck.record.match import HIGHER, UNJUDGED, Change, band, matched
+from clustercheck.record.match import UNJUDGED, Change, band, matched
 from clustercheck.record.schema import ResultEntry, item_id
 from clustercheck.kinds.base import CheckSpec
 from clustercheck.units import UNITS, convert, fmt
@@ -342,10 +342,10 @@ class Baseline:
                 for rule, said in ((told, noisy), (held, gone)) for why in said]
 
     def _verdict(self, check: CheckSpec, c: Change) -> Verdict:
-        op, bound = (">=", -self.tolerance * 100) if c.direction == HIGHER else ("<=", self.tolerance * 100)
-        limit = Limit(check.id, f"{c.name} vs baseline", op, bound, "%", f"change {op} {bound:+g}%",
+        op, bound, unit, measured, expression = c.bound(self.tolerance)  # from 0: this run's value, in its unit
+        limit = Limit(check.id, f"{c.name} vs baseline", op, bound, unit, expression,
                       f"baseline measured {fmt(c.baseline)} {c.unit}", self.origin)
-        verdict = of_limit(limit.metric, c.change * 100, limit, subject=c.subject)
+        verdict = of_limit(limit.metric, measured, limit, subject=c.subject)
         # the tolerance is the boundary itself: exactly 5% worse is a regression (match.classify); a change
         # within the baseline's own spread is noise, not a regression, and its row says so (the terminal shows
         # the detail up to its first " (": the spread goes before it)
