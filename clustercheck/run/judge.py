@@ -270,12 +270,11 @@ class Baseline:
         return out
 
     def missing(self, results: list[ResultEntry]) -> list[str]:
-        """The baseline's items that passed there, of a suite this run ran, that this run has no result of:
-        never measured now, so never a pass of them (`clustercheck compare` exits 3 for each)."""
+        """The baseline's items that passed there that this run has no result of, in a suite this run ran or
+        not (a suite dropped from the run hides nothing): never measured now, so never a pass of them
+        (`clustercheck compare` exits 3 for each)."""
         ids = {item_id(r) for r in results}
-        suites = {i.split("::")[0] for i in ids}
-        return [i for i, r in self.items.items()
-                if i not in ids and i.split("::")[0] in suites and r.get("outcome") == "passed"]
+        return [i for i, r in self.items.items() if i not in ids and r.get("outcome") == "passed"]
 
     def skipped_now(self, item: str, exc: Exception) -> Exception:
         """What an item that did not measure raises: a skip of one that passed in the baseline is not judged,
