@@ -143,3 +143,23 @@ def one_kernel_log() -> Iterator[None]:
     with open(Path(tempfile.gettempdir()) / "clustercheck-tests-kernel-log.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def marked(mark: str, token: str) -> dict[int, str]:
+    """Live processes (pid: command line) whose environment carries `mark`=`token` (a test's own marker on what
+    its ranks start), zombies left out: what a test finds still running after it ended them."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"{mark}={token}".encode() not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        if stat[stat.rindex(")") + 2] != "Z":
+            found[int(entry.name)] = cmdline
+    return found
+

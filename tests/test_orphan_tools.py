@@ -17,6 +17,8 @@ from typing import Callable, TypeVar
 
 import pytest
 
+from helpers import marked
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
 
 MARK = "CLUSTERCHECK_ORPHAN_TEST_MARK"  # not CC_*: the tool is not given those
@@ -38,21 +40,7 @@ checks: {}
 
 
 def _marked(token: str) -> dict[int, str]:
-    """Live processes (pid: command line) whose environment carries this test's marker, zombies left out."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if f"{MARK}={token}".encode() not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # ended meanwhile, or not ours to read
-            continue
-        if stat[stat.rindex(")") + 2] != "Z":
-            found[int(entry.name)] = cmdline
-    return found
+    return marked(MARK, token)
 
 
 def _tool(token: str) -> dict[int, str]:

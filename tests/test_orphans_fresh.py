@@ -19,6 +19,7 @@ from clustercheck.run import zygote
 from clustercheck.run.failure import RankFailure
 from clustercheck.run.pool import PoolKey
 from clustercheck.run.pools import PoolManager
+from helpers import marked
 
 pytestmark = [pytest.mark.pool,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")]
@@ -44,19 +45,7 @@ def hang(ctx, params):
 
 def _sleeps(token: str) -> list[int]:
     """Live `sleep` processes carrying this test's marker (zombies left out)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if f"{MARK}={token}".encode() not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2] != "Z" and "(sleep)" in stat:
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, cmd in marked(MARK, token).items() if cmd.split(" ", 1)[0].endswith("sleep")]
 
 
 def _gone(token: str, seconds: float = 30) -> list[int]:
