@@ -30,7 +30,7 @@ def real_run(p: pytest.Pytester) -> Path:
 
 
 def edited(run: Path, to: Path, edit: Callable[[list[dict[str, Any]]], None]) -> Path:
-    """A copy of `run`'s record with `edit` applied to its lines (as /tmp/audit27/mod.py did), under a run_id of
+    """A copy of `run`'s record with `edit` applied to its lines, under a run_id of
     its own: compare refuses a run compared with itself (the same run_id)."""
     to.mkdir()
     lines = [json.loads(x) for x in (run / "run.jsonl").read_text().splitlines()]

@@ -2,8 +2,8 @@
 compare` on the same two records: an item that passed in the baseline and is not measured now, a baseline of
 another platform, one with no item in common -> ERROR (3); a baseline that did not finish -> INCOMPLETE (2).
 It exited 0 and every report said PASS, with one yellow terminal line. The fact is in the record (the end
-line's `compare`), so that `clustercheck report` says the same later. Real cpu runs, baselines edited as the
-auditor edited them (/tmp/cmp-scratch/t/extra_item)."""
+line's `compare`), so that `clustercheck report` says the same later. Real cpu runs, each baseline a copy of
+a real record edited into the case."""
 
 from __future__ import annotations
 
