@@ -163,3 +163,14 @@ def marked(mark: str, token: str) -> dict[int, str]:
             found[int(entry.name)] = cmdline
     return found
 
+
+def prom_samples(prom: Path) -> dict[str, list]:
+    """A Prometheus textfile's samples by metric name, as prometheus_client's own parser reads it."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    by_name: dict[str, list] = {}
+    for family in text_string_to_metric_families(prom.read_text()):
+        for s in family.samples:
+            by_name.setdefault(s.name, []).append(s)
+    return by_name
+

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import small_check, write_suite
+from helpers import prom_samples, small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider")
 
@@ -106,14 +106,6 @@ def test_prometheus_registry_counts_unmeasured_items_per_node() -> None:
                                              ("outcome", "error"), ("suite", "s")))] == 1
 
 
-def samples_of(prom: Path) -> dict[str, list]:
-    by_name: dict[str, list] = {}
-    for family in text_string_to_metric_families(prom.read_text()):
-        for s in family.samples:
-            by_name.setdefault(s.name, []).append(s)
-    return by_name
-
-
 def test_prometheus_textfile_of_a_repeated_run_has_each_item_once_as_its_worst_repetition(
         project: pytest.Pytester) -> None:
     """--repeat 2 with the first repetition corrupted: one outcome for the item, failed, with the failed
@@ -125,7 +117,7 @@ def test_prometheus_textfile_of_a_repeated_run_has_each_item_once_as_its_worst_r
     assert res.ret == 1
     reps = {r["repeat"]: r for r in record(project.path) if r["type"] == "result"}
     assert [reps[k]["outcome"] for k in (1, 2)] == ["failed", "passed"]
-    by_name = samples_of(prom)
+    by_name = prom_samples(prom)
     assert [(s.labels["check"], s.labels["outcome"], s.value) for s in by_name["clustercheck_outcome"]] == [
         ("ok", "failed", 1.0)]
     busbw = [s.value for s in by_name["clustercheck_measured"] if s.labels["metric"] == "busbw"]
@@ -162,7 +154,7 @@ def test_prometheus_textfile_of_a_run_that_never_reached_its_end_says_incomplete
     res = project.runpytest("suites/s.yaml", *RUN, "-p", "clustercheck_prometheus", f"--prometheus-textfile={prom}",
                             no_reraise_ctrlc=True)
     assert res.ret == (2 if how == "interrupted" else 4)
-    by_name = samples_of(prom)
+    by_name = prom_samples(prom)
     assert by_name["clustercheck_incomplete"][0].value == 1
     assert by_name["clustercheck_last_run_timestamp_seconds"][0].value >= before
     assert "clustercheck_outcome" not in by_name and "clustercheck_measured" not in by_name

@@ -5,22 +5,12 @@ happened. Real runs with pytester."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import small_check, write_suite
+from helpers import prom_samples, small_check, write_suite
 
 RUN = ("--thresholds", "thresholds", "--cc-out", "out", "-p", "no:cacheprovider", "-p", "clustercheck_prometheus")
-
-
-def samples(prom: Path) -> dict[str, list]:
-    by_name: dict[str, list] = {}
-    for family in text_string_to_metric_families(prom.read_text()):
-        for s in family.samples:
-            by_name.setdefault(s.name, []).append(s)
-    return by_name
 
 
 def test_a_selection_says_so_in_the_textfile(project: pytest.Pytester) -> None:
@@ -30,7 +20,7 @@ def test_a_selection_says_so_in_the_textfile(project: pytest.Pytester) -> None:
     prom = project.path / "cc.prom"
     res = project.runpytest("suites/s.yaml", *RUN, f"--prometheus-textfile={prom}", "-k", "ok and not too")
     assert res.ret == 0, res.stdout.str()
-    by_name = samples(prom)
+    by_name = prom_samples(prom)
     assert [(s.labels, s.value) for s in by_name["clustercheck_verdict"]] == [({"verdict": "PASS"}, 1.0)]
     assert [(s.labels, s.value) for s in by_name["clustercheck_selection"]] == [
         ({"selected": "1", "collected": "2"}, 1.0)]
@@ -41,7 +31,7 @@ def test_a_whole_suite_has_no_selection_sample(project: pytest.Pytester) -> None
     prom = project.path / "cc.prom"
     res = project.runpytest("suites/s.yaml", *RUN, f"--prometheus-textfile={prom}")
     assert res.ret == 0, res.stdout.str()
-    by_name = samples(prom)
+    by_name = prom_samples(prom)
     assert "clustercheck_selection" not in by_name
     assert [s.labels["verdict"] for s in by_name["clustercheck_verdict"]] == ["PASS"]
 
@@ -53,7 +43,7 @@ def test_nothing_selected_is_skipped_not_incomplete(project: pytest.Pytester) ->
     prom = project.path / "cc.prom"
     res = project.runpytest("suites/s.yaml", *RUN, f"--prometheus-textfile={prom}", "-k", "nomatch")
     assert res.ret == 5, res.stdout.str()
-    by_name = samples(prom)
+    by_name = prom_samples(prom)
     assert [(s.labels, s.value) for s in by_name["clustercheck_verdict"]] == [({"verdict": "SKIPPED"}, 1.0)]
     assert by_name["clustercheck_incomplete"][0].value == 0
     assert "clustercheck_outcome" not in by_name
@@ -66,7 +56,7 @@ def test_a_refused_suite_is_bad_input_not_incomplete(project: pytest.Pytester) -
     prom = project.path / "cc.prom"
     res = project.runpytest("suites/s.yaml", *RUN, f"--prometheus-textfile={prom}")
     assert res.ret == 4, res.stdout.str()
-    by_name = samples(prom)
+    by_name = prom_samples(prom)
     assert [(s.labels, s.value) for s in by_name["clustercheck_verdict"]] == [({"verdict": "BAD_INPUT"}, 1.0)]
     assert by_name["clustercheck_incomplete"][0].value == 1
 
@@ -79,6 +69,6 @@ def test_a_refused_option_is_bad_input(project: pytest.Pytester) -> None:
     prom.write_text('clustercheck_verdict{verdict="PASS"} 1.0\n')
     res = project.runpytest("suites/s.yaml", *RUN, f"--prometheus-textfile={prom}", "--setup-only")
     assert res.ret == 4, res.stdout.str()
-    by_name = samples(prom)
+    by_name = prom_samples(prom)
     assert [(s.labels, s.value) for s in by_name["clustercheck_verdict"]] == [({"verdict": "BAD_INPUT"}, 1.0)]
     assert by_name["clustercheck_incomplete"][0].value == 1
