@@ -5,7 +5,6 @@ happened. Real runs with pytester."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from helpers import prom_samples, small_check, write_suite
