@@ -25,7 +25,7 @@ from clustercheck.run.session import CheckSession
 from clustercheck.run.guards import InterruptWitness, RecordCloser, call_each, nothing_measured, unsignalled
 from clustercheck.run.signals import Stopper, not_started, stopped_by
 from clustercheck.run.timings import TIMINGS, wanted
-from clustercheck.suite.load import is_suite_file, is_yaml_name, load_suite, one_stem_each
+from clustercheck.suite.load import found_suite, is_yaml_name, load_suite, one_stem_each
 from clustercheck.run.pytestconfig import listing as _listing, refuse_unfit_options
 from clustercheck.run.pytestconfig import suite_files as _suite_files
 from clustercheck.kinds.base import CheckSpec
@@ -93,7 +93,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if not is_yaml_name(file_path):  # .YAML and .YML too
         return None
     explicit = parent.session.isinitpath(file_path)  # a file named on the command line is loaded, and judged
-    if explicit or file_path.parent.name == "suites" and is_suite_file(file_path):  # by load_suite
+    if explicit or found_suite(file_path):  # by load_suite
         shipped = shipped_name(file_path)  # by name: node ids and results never carry a venv's path
         if shipped:
             return SuiteFile.from_parent(parent, path=file_path, nodeid=shipped)

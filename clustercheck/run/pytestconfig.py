@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.suite.load import is_suite_file, is_yaml_name
+from clustercheck.suite.load import found_suite, is_suite_file, is_yaml_name
 
 
 def listing(config: pytest.Config) -> bool:
@@ -56,12 +56,10 @@ def first_collected_suite(top: Path, skip: list[str], venvs: bool = True) -> Pat
     for here, dirs, names in os.walk(top):
         dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip)
                          and not (venvs and os.path.isfile(os.path.join(here, d, "pyvenv.cfg"))))
-        if Path(here).resolve().name != "suites":
-            continue
+        real = Path(here).resolve()  # a directory named `suites` through a link counts too
         for name in sorted(names):
-            path = Path(here) / name
-            if is_yaml_name(path) and is_suite_file(path):
-                return path
+            if found_suite(real / name):
+                return Path(here) / name
     return None
 
 

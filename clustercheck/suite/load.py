@@ -149,6 +149,13 @@ def is_yaml_name(path: Path) -> bool:
     return path.suffix.lower() in YAML_SUFFIXES
 
 
+def found_suite(path: Path) -> bool:
+    """Whether clustercheck's collection takes a file nobody named on the command line: a YAML suite file
+    (`is_suite_file`) in a directory named `suites` (plugin.pytest_collect_file; run/pytestconfig.py looks
+    for one by the same rule)."""
+    return is_yaml_name(path) and path.parent.name == "suites" and is_suite_file(path)
+
+
 def is_suite_file(path: Path) -> bool:
     """A YAML file is a suite when it has a top-level `checks:` key (cheap pre-check for collection): a block
     line `checks:` after an optional UTF-8 BOM, or else, in a file that names `checks` at all (flow style,
