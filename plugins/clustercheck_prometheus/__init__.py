@@ -48,6 +48,8 @@ from typing import Any
 
 import pytest
 
+from clustercheck.exitcodes import Exit
+
 LABELS = ("suite", "check", "item", "nodes")  # the suite file's stem: two suites' checks may share an id
 written_key = pytest.StashKey[Path]()  # where the text file went, for the terminal's list of files
 armed_key = pytest.StashKey[Path]()  # the text file to replace, once this plugin's own checks passed
@@ -94,8 +96,6 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
     result = yield
     fallback(session.config, session.exitstatus)
     if session.config.stash.get(unwritten_key, None) is not None:
-        from clustercheck.exitcodes import Exit
-
         if session.exitstatus in (Exit.PASSED, Exit.NOTHING):
             session.exitstatus = int(Exit.ERROR)
     return result
@@ -108,9 +108,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # a run that never reached clustercheck's end hook, by its exit code: its verdict, and whether it is incomplete
-NOT_ENDED = {5: ("SKIPPED", False),  # nothing selected or collected: nothing was measured, nothing is cleared
-             4: ("BAD_INPUT", True),  # a suite or an option refused: nothing ran
-             3: ("ERROR", True)}  # a harness error (the record unreadable): what ran is not judged
+NOT_ENDED: dict[int, tuple[str, bool]] = {
+    Exit.NOTHING: ("SKIPPED", False),  # nothing selected or collected: nothing was measured, nothing is cleared
+    Exit.BAD_INPUT: ("BAD_INPUT", True),  # a suite or an option refused: nothing ran
+    Exit.ERROR: ("ERROR", True),  # a harness error (the record unreadable): what ran is not judged
+}
 
 
 def fallback(config: pytest.Config, exitstatus: int | None) -> None:
