@@ -120,3 +120,41 @@ def test_a_checks_own_topology_key_keeps_the_profiles_others(tmp_path: Path) -> 
 
     (check,) = load_suite(tmp_path / "topo.yaml", "topo.yaml").checks
     assert reads(check) == ("gpu_count", "topology.gpu_gpu", "topology.nvlink_pairs")
+
+
+ALL_GATHER = TOOLS / "nccl-tests" / "allgather-8xa100-oldformat-validation0-superbench.txt"  # 223.39 GB/s, one node
+
+
+def test_a_typed_floor_for_one_collective_keeps_the_profiles_floors_for_the_others_through_the_cli() -> None:
+    """h100-sxm-8x's busbw_min is {all_reduce: 430, all_gather: 330, reduce_scatter: 330}: a typed
+    busbw_min.all_reduce=100 replaced the whole mapping, and this all_gather capture read `not judged`."""
+    p = probe("nccl-tests", "--input", ALL_GATHER, "--platform", "h100-sxm-8x", "--expect", "busbw_min.all_reduce=100")
+    (busbw,) = [line for line in p.stdout.splitlines() if ": busbw: " in line]
+    assert busbw.startswith("FAIL all_gather_perf: busbw: 223.39 / 230.07 GB/s") and \
+        busbw.endswith("floor 330 GB/s (busbw_min.all_gather)"), p.stdout
+    assert p.returncode == Exit.FAILED, (p.stdout, p.stderr)
+    p = probe("nccl-tests", "--input", ALL_GATHER, "--platform", "h100-sxm-8x", "--expect", "busbw_min.all_gather=200")
+    assert "PASS all_gather_perf: busbw:" in p.stdout and "floor 200 GB/s (busbw_min.all_gather)" in p.stdout, p.stdout
+
+
+def test_busbw_floors_merge_by_collective_and_a_typed_number_replaces_them_all() -> None:
+    profile = search_path(environ={}).load("h100-sxm-8x")
+    floors = {"all_reduce": 430, "all_gather": 330, "reduce_scatter": 330}
+    assert profile.expect["busbw_min"] == floors
+    got = merged(profile.expect, parse_expect_args(["busbw_min.all_reduce=100", "busbw_min_multinode.all_gather=50"]))
+    assert got["busbw_min"] == {**floors, "all_reduce": 100}
+    assert got["busbw_min_multinode"] == {"all_gather": 50}  # no profile sets it: the typed mapping alone
+    assert profile.expect["busbw_min"] == floors  # the profile's own block is not changed
+    assert merged(profile.expect, parse_expect_args(["busbw_min=100"]))["busbw_min"] == 100  # one floor for every one
+    # a profile's single number is its floor for every collective: a typed one replaces that collective's only
+    one = merged({"busbw_min_multinode": 40}, parse_expect_args(["busbw_min_multinode={all_reduce: 45}"]))
+    assert one["busbw_min_multinode"]["all_reduce"] == 45 and one["busbw_min_multinode"]["all_gather"] == 40
+
+
+def test_a_typed_empty_busbw_mapping_is_refused_in_one_line_never_a_floor_changed_unseen() -> None:
+    """Merged by collective, `busbw_min={}` would change no floor and be taken for one changed."""
+    p = probe("nccl-tests", "--input", ALL_GATHER, "--platform", "h100-sxm-8x", "--expect", "busbw_min={}")
+    assert p.returncode == Exit.BAD_INPUT, (p.stdout, p.stderr)
+    (line,) = [line for line in p.stderr.splitlines() if line.strip()]
+    assert "busbw_min: no floor given (empty mapping)" in line, line
+    assert "busbw" not in p.stdout

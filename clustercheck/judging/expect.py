@@ -236,6 +236,8 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
     """A floor per collective: every key an nccl-tests collective, every value a number."""
     from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES  # here: toolout imports probes, which import us
 
+    if not value:  # `busbw_min={}` typed would change no floor (merged), in a profile judge nothing
+        return f"no floor given (empty mapping); give one per collective, e.g. {{all_reduce: 430}}, or a number"
     for name, floor in value.items():
         if name not in NCCL_TESTS_COLLECTIVES:
             return f"{show(name, 40)} is not a collective (one of {', '.join(NCCL_TESTS_COLLECTIVES)})"
@@ -244,15 +246,34 @@ def _per_collective_problem(value: dict[Any, Any]) -> str | None:
     return None
 
 
+# keys whose mapping merges one level deep under a typed mapping (the others are replaced whole)
+_MERGED = ("topology", "busbw_min", "busbw_min_multinode")
+
+
 def merged(profile_expect: Mapping[str, Any], typed: Mapping[str, Any]) -> dict[str, Any]:
     """The expectations judged: the profile's with the typed ones over them, for probe and run alike. `topology`
     merges one level deep: `topology.gpu_nic=[PIX]` replaces the profile's gpu_nic and keeps its gpu_gpu (the
-    whole block replaced would drop the profile's other levels unseen, and a pair it would fail would pass)."""
+    whole block replaced would drop the profile's other levels unseen, and a pair it would fail would pass).
+    So does a typed per-collective busbw floor: `busbw_min.all_reduce=100` keeps the profile's all_gather floor,
+    which replaced would read `not judged` (the user changed one floor); a profile's single number is its floor
+    for every collective. A typed number (`busbw_min=100`) is one floor for every collective: the whole key."""
     out = dict(profile_expect)
     for key, value in typed.items():
         below = out.get(key)
-        out[key] = {**below, **value} if key == "topology" and isinstance(below, dict) else value
+        if key in _MERGED and isinstance(value, dict) and below is not None:
+            out[key] = {**_per_collective(key, below), **value}
+        else:
+            out[key] = value
     return out
+
+
+def _per_collective(key: str, value: Any) -> dict[str, Any]:
+    """A busbw floor as one per collective: a single number is the floor of every collective nccl-tests runs."""
+    if isinstance(value, dict) or key == "topology":
+        return dict(value)
+    from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES  # here: toolout imports probes, which import us
+
+    return dict.fromkeys(NCCL_TESTS_COLLECTIVES, value)
 
 
 def typed_keys(typed: Mapping[str, Any]) -> list[str]:
