@@ -100,16 +100,29 @@ def _burn_in(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each node's network facts (fabric/rdma.py), as read by its first rank: ports, the GPU nearest each
-    NIC and NVMe drive with the PCIe path's slowest link, GPUDirect RDMA, the line rate, the problems."""
+    NIC and NVMe drive with the PCIe path's slowest link, GPUDirect RDMA, the line rate, the problems. A node
+    of the run (`nodes`, and `absent`: those that never joined) with no network facts gets a row that says
+    they were not read and why: a node never measured is never left out in silence."""
     from clustercheck.fabric.linerate import of_node
     from clustercheck.judging.fabric import node_net
 
     facts = header.get("facts") or {}
-    nodes = header.get("node_facts") or {str(facts.get("host") or "node"): facts}
+    run_nodes = [str(n) for n in header.get("nodes") or ()]
+    absent = {str(n): str(why) for n, why in (header.get("absent") or {}).items()}
+    nodes = dict(header.get("node_facts") or {})
+    if not nodes:  # a one-node run records its node's facts as the run's (record/statement.py reads them so)
+        only = run_nodes[0] if len(run_nodes) == 1 else None
+        if facts or not run_nodes:
+            nodes = {str(facts.get("host") or only or "node"): facts}
+        if facts and only is not None:
+            run_nodes = []  # the one node these facts are of, whatever name the host gives itself
     out = []
-    for node, f in nodes.items():
-        raw = (f or {}).get("network")
+    for node in [*nodes, *(n for n in dict.fromkeys([*run_nodes, *absent]) if n not in nodes)]:
+        f = nodes.get(node)
+        raw = (f or {}).get("network") if isinstance(f, Mapping) else None
         if not raw:
+            out.append({"node": node, "ports": [], "nvme": [], "problems": [],
+                        "not_read": f"network facts not read: {_unread_why(node, f, absent)}"})
             continue
         net = node_net(node, raw)
         if isinstance(net, str):  # that node's facts do not read: its problem, the other nodes shown as they are
@@ -126,6 +139,15 @@ def network(header: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append({"node": node, "ports": ports, "nvme": nvme, "gdr": net.gdr.text() if net.gdr else "-",
                     "line_rate": of_node(net).text(), "problems": list(net.problems)})
     return out
+
+
+def _unread_why(node: str, facts: Any, absent: Mapping[str, str]) -> str:
+    """Why a node of the run has no network facts in the record, as far as the record says."""
+    if node in absent:
+        return f"{node} never joined ({absent[node]})"
+    if facts is None:
+        return f"the record holds no facts of {node} (its first rank never reported them)"
+    return f"{node}'s first rank reported none (its facts in the record hold no network facts)"
 
 
 _BYTE_FACTS = ("host_memory", "gpu_memory_free")  # facts in bytes, shown as GiB
