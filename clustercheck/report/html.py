@@ -3,6 +3,7 @@ The figures come from `figures.py` as coordinates and labels; the template draws
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -150,6 +151,71 @@ def _unread_why(node: str, facts: Any, absent: Mapping[str, str]) -> str:
     return f"{node}'s first rank reported none (its facts in the record hold no network facts)"
 
 
+# a `vs baseline` verdict's detail (run/judge.Baseline._verdict): `B -> C unit[, within the baseline's spread
+# (band)] (percent; direction is better, ...)`
+_CHANGE = re.compile(r"^(?P<base>\S+) -> (?P<now>\S+)(?: (?P<unit>[^,(]+?))?(?P<noise>, within the baseline's "
+                     r"spread \([^)]*\))? \((?P<why>.*)\)$", re.S)
+
+
+def comparison(results: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`run --compare BASELINE` as report.html shows it: the verdict against the baseline (INCOMPLETE,
+    REGRESSION, NOT JUDGED, in compare's words) with what the run's end said of the baseline, a row per
+    metric judged against it (regressions first, then what could not be judged), and each item's note of
+    what was not compared. None for a run without --compare."""
+    compared = (end or {}).get("compare") or {}
+    rows: list[dict[str, Any]] = []
+    not_compared: list[tuple[str, str]] = []
+    for r in results:
+        for v in r.get("verdicts") or ():
+            if str(v.get("metric") or "").endswith("vs baseline"):
+                rows.append(_change_row(r["name"], v))
+        message = str(r.get("message") or "")
+        if r.get("outcome") == "error" and "the baseline (--compare " in message:  # run/judge.py's harness errors
+            rows.append({"item": r["name"], "subject": "-", "metric": "-", "baseline": "-", "now": "-", "change": "-",
+                         "word": "NOT JUDGED", "css": "error", "why": message.strip().split("\n", 1)[0]})
+        not_compared += [(r["name"], str(n)) for n in r.get("notes") or () if "not compared" in str(n)]
+    if not compared and not rows:
+        return None
+    baseline = compared.get("baseline") or next((str(v.get("origin")) for r in results for v in r.get("verdicts") or ()
+                                                 if str(v.get("metric") or "").endswith("vs baseline")), "")
+    rows.sort(key=lambda row: {"REGRESSION": 0, "NOT JUDGED": 1}.get(row["word"], 2))  # stable: record order within
+    said = [f"not judged against the --compare baseline {baseline}: {line}" for line in compared.get("not_judged") or ()]
+    words = [row["word"] for row in rows]
+    judged = len(words) - words.count("NOT JUDGED")
+    verdict = ("INCOMPLETE" if compared.get("incomplete") else "REGRESSION" if "REGRESSION" in words
+               else "NOT JUDGED" if said or "NOT JUDGED" in words else "")
+    if compared.get("incomplete"):  # as report/status.py says it: the run is INCOMPLETE
+        said.insert(0, f"the --compare baseline {baseline} is INCOMPLETE: {compared['incomplete']}")
+    count = (f"{judged} metric(s) compared: {words.count('REGRESSION')} regression(s), {words.count('NOT JUDGED')} "
+             f"not judged, {len(not_compared)} not compared")
+    return {"baseline": baseline, "verdict": verdict, "count": count, "said": said, "rows": rows,
+            "not_compared": not_compared, "css": "failed" if verdict == "REGRESSION" else
+            "error" if verdict or not judged else "passed"}  # nothing compared is no pass
+
+
+def _change_row(item: str, v: Mapping[str, Any]) -> dict[str, Any]:
+    """One `vs baseline` verdict as a row: the baseline's value, this run's, the change, and why, in the
+    words of its detail (the terminal shows the same); a `not judged` one says what could not be told."""
+    detail = str(v.get("detail") or "")
+    subject = str(v.get("subject") or "-")
+    if v.get("measured") == "not judged":  # run/judge.Baseline._unjudged: `<metric>: <why>`
+        metric, _, why = detail.partition(": ")
+        return {"item": item, "subject": subject, "metric": metric if why else "-", "baseline": "-", "now": "-",
+                "change": "not judged", "word": "NOT JUDGED", "css": "error", "why": why or detail}
+    m = _CHANGE.match(detail)
+    word, css = ("pass", "passed") if v.get("passed") else ("REGRESSION", "failed")
+    metric = str(v.get("metric") or "").removesuffix(" vs baseline")
+    if m is None:  # a detail of another shape (another version wrote it): said whole, never dropped
+        return {"item": item, "subject": subject, "metric": metric, "baseline": "-", "now": "-",
+                "change": vt.measured_text(v), "word": word, "css": css, "why": detail or vt.rule_text(v)}
+    unit = (m["unit"] or "").strip()
+    percent, _, why = m["why"].partition("; ")
+    noise = (m["noise"] or "").removeprefix(", ")
+    return {"item": item, "subject": subject, "metric": metric, "baseline": f"{m['base']} {unit}".strip(),
+            "now": f"{m['now']} {unit}".strip(), "change": vt.measured_text(v) if v.get("unit") == "%" else percent,
+            "word": word, "css": css, "why": "; ".join(x for x in (noise, why) if x)}
+
+
 _BYTE_FACTS = ("host_memory", "gpu_memory_free")  # facts in bytes, shown as GiB
 
 
@@ -237,7 +303,7 @@ def html_chunks(header: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     return _env.get_template("report.html.j2").generate(
         run=header, end=end, results=checks, counts=counts(results), by_node=by_node, node_items=node_items,
         node_plots=node_plots, not_run_of=not_run_of, facts=header.get("facts") or {}, environment=environment(header, results), sla=sla,
-        network=network(header), exclusion=exclusion(exclude),
+        network=network(header), exclusion=exclusion(exclude), compare=comparison(checks, end),
         burn_in=burn_in,
         status=status or {"verdict": "", "incomplete": None, "untested": []},
         selection_said=selection_text(status["selection"]) if status and status.get("selection") else None)
