@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,3 +94,22 @@ def test_header_fields_are_read_colon_to_colon_in_one_pass() -> None:
         _Counted.finds = 0
         reader.fields_of(_Counted(line))
         assert _Counted.finds == searches, (len(line), _Counted.finds)
+
+
+@pytest.mark.parametrize("row", ["      8388608    5000", "      8388608", "      8388608   ",
+                                 "      -8388608    5000             12.39              12.39              0.001377",
+                                 "      8388608    -5000             12.39              12.39              0.001377"])
+def test_a_row_cut_short_or_signed_is_refused_not_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        row: str) -> None:
+    """The largest size's row cut to `8388608 5000`, to its size alone, or printed with a sign fell through
+    to the header fields: the 4194304 B row before it was judged and passed at 92.39 Gb/s."""
+    capture = text("ib_write_bw", ROCE)
+    assert LAST in capture
+    bad = capture.replace(LAST, row)
+    with pytest.raises(NotToolOutput, match=r"^line \d+: a bandwidth row that is not numbers .*8388608"):
+        reader.parse(bad)
+    path = tmp_path / "ibw.txt"
+    path.write_text(bad, encoding="utf-8")
+    code = main(["probe", "ib-write-bw", "--input", str(path), "--expect", "ib_write_bw_min=90"])
+    out, err = capsys.readouterr()
+    assert code == 4 and "8388608" in err and len(err.strip().splitlines()) == 1 and "PASS" not in out

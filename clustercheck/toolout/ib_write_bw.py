@@ -9,7 +9,9 @@ does not print (`Mb/sec`) is refused. A server and a client printed into one str
 the table, and --run_infinitely repeats a size: each size is kept once, at its worst reading. A file with a
 second `Device :` unlike the first is refused (one NIC's run per file). A run cut
 off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
-to ...`, `Completion with error`) is the run's failure. Never a pass by omission.
+to ...`, `Completion with error`) is the run's failure. A table line that starts as a row does but is not
+one (cut short to `8388608 5000`, a negative size, a bandwidth that is not a number) is refused naming its
+line, never skipped (the size before it would be judged instead). Never a pass by omission.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from clustercheck.toolout import NotToolOutput, clean_lines, reading
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+"
                      r"BW average\[(?P<avg_unit>[^\]]+)\]\s+MsgRate\[Mpps\]")
 _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
-_ROW_LIKE = re.compile(r"^\s*\d+\s+\d+\s+\S")  # a row's start, whatever its numbers read
+# a row's start, whatever follows: a number alone, signed or not. A row cut short (`8388608 5000`, `8388608`)
+# or with a negative size fell through to the header fields and the size before it was judged, a pass
+_ROW_LIKE = re.compile(r"^\s*-?\d+(\s|$)")
 _KEY = re.compile(r"[A-Za-z][A-Za-z .*/-]*")
 _VALUE = re.compile(r"\s*(\S*)")
 _FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed to|Completion with error|IB device \S+ not found|"
@@ -90,8 +94,9 @@ def parse(text: str) -> IbWriteBw:
             seen = rows.get(row.bytes)
             if seen is None or row.avg_gbps < seen.avg_gbps:  # a size printed twice (server and client, or
                 rows[row.bytes] = row                           # --run_infinitely): its worst reading counts
-        elif in_table and _ROW_LIKE.match(line):  # a row whose bandwidth is not a number: never skipped
-            raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
+        elif in_table and _ROW_LIKE.match(line):  # a row cut short, signed or not numbers: never skipped
+            raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers (#bytes #iterations BW peak "
+                                f"BW average MsgRate, unsigned): {line.strip()[:120]!r}")
         elif in_table and line.strip().startswith("----") and rows:
             complete = True
         else:  # a header line, also of a second run's header after the first table
