@@ -1,7 +1,8 @@
 """A repeated run's planned items without a result, read back from a record the run's own writer wrote and
 rendered by `clustercheck report`, or from a real run stopped by SIGTERM: a result missing in any repetition
 from the first to the last that ran (not only the last) is not run, and the run is INCOMPLETE, never PASS;
-the repetitions of `--repeat N` it never started are counted and named as not run."""
+the repetitions of `--repeat N` it never started, and those a record lost past its last result (a
+`--duration` one's too), are counted and named as not run."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from helpers import write_suite
 from test_faults import RUN, THRESHOLDS, _wait_for_results, check, record
 
 from clustercheck.record.io import Record, RunWriter, load
+from clustercheck.record.schema import REPORT_FORMAT
 from clustercheck.report.terminal import incomplete_line
 
 NODE = "h1"
@@ -166,6 +168,76 @@ def test_a_last_repetition_lost_whole_is_incomplete(tmp_path: Path, repeat: dict
     out, summary = _report(tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr  # INCOMPLETE, never PASS (0)
     assert summary["verdict"] == "INCOMPLETE" and summary["incomplete"]["reason"] == why
+
+
+@pytest.mark.parametrize("repeat", [{"count": 3}, {"duration_s": 3600}], ids=["repeat", "duration"])
+def test_a_last_repetition_lost_whole_counts_its_items_not_run(tmp_path: Path, repeat: dict[str, Any]) -> None:
+    """The record above, of the current format: repetition 3's items are not run and named so, out of 3
+    repetitions planned, with --duration as with --repeat 3 (--duration counted 0 of 4: the lost repetition
+    went uncounted, past the last with a result)."""
+    _write(tmp_path, _header(repeat, REPORT_FORMAT), [_result(p, k) for k in (1, 2) for p in PLAN],
+           _end(repetitions=3))
+    out, summary = _report(tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert {k: summary["incomplete"][k] for k in ("not_run", "planned", "items", "repetitions")} == {
+        "not_run": 2, "planned": 6, "items": ["s::a[h1]#3", "s::b[h1]#3"],
+        "repetitions": {"asked": repeat.get("count"), "started": 2, "not_run": 1}}
+    assert "2 of 6 planned item repetition(s) not run" in out.stderr
+
+
+def test_a_duration_runs_lost_last_repetition_is_counted_and_named_not_run(tmp_path: Path) -> None:
+    """A real `clustercheck run cpu-smoke --duration 1h` stopped by SIGTERM, its last whole repetition's result
+    lines (and those of the one it was in) then lost: INCOMPLETE, but every report counted the planned items
+    out of the repetitions with a result alone (`0 of 4 planned item repetition(s) not run`, results.json
+    not_run 0 and no item named, no JUnit or CTRF not-run testcase), as though the lost one never ran."""
+    proc = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", "cpu-smoke", "--duration", "1h", "--out",
+                             "out"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and _last_repeat(tmp_path) < 3:
+            time.sleep(0.1)  # repetitions 1 and 2 whole, the run in repetition 3
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, out
+    path = (tmp_path / "out" / "latest" / "run.jsonl").resolve()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    ran = lines[-1]["repetitions"]
+    assert lines[-1]["type"] == "end" and lines[-1]["interrupted"] is True and ran >= 2, lines[-1]
+    # the record loses every result of the last repetition that ran whole, and of the one it was cut off in
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines if x["type"] != "result" or x["repeat"] < ran))
+    rec = load(path)
+    plan = [p["name"] for p in rec.plan or []]
+    assert rec.started() == ran - 1 and rec.repetitions_lost() and len(plan) == 4
+    report = subprocess.run([sys.executable, "-m", "clustercheck", "report", str(path.parent)], capture_output=True,
+                            text=True)
+    assert report.returncode == 2, report.stdout + report.stderr
+    assert (f"INCOMPLETE: interrupted (SIGTERM); stopped at repetition {ran} (--duration: how many more were to come "
+            f"is not known); 4 of {4 * ran} planned item repetition(s) not run") in report.stderr, report.stderr
+    data = json.loads((path.parent / "results.json").read_text())
+    named = [f"cpu-smoke::{name}#{ran}" for name in plan]
+    assert data["verdict"] == "INCOMPLETE"
+    assert {k: data["incomplete"][k] for k in ("not_run", "planned", "items", "repetitions")} == {
+        "not_run": 4, "planned": 4 * ran, "items": named,
+        "repetitions": {"asked": None, "started": ran - 1, "not_run": 1}}
+    assert json.loads((path.parent / "sla.json").read_text())["incomplete"] == data["incomplete"]
+    cases = ET.parse(path.parent / "junit.xml").getroot().iter("testcase")
+    assert [(c.get("name"), error.get("message")) for c in cases if (error := c.find("error")) is not None] == [
+        *((f"{name}#{ran}", "not run: interrupted (SIGTERM)") for name in plan),
+        ("INCOMPLETE", "INCOMPLETE: interrupted (SIGTERM)")]
+    ctrf = json.loads((path.parent / "ctrf.json").read_text())["results"]["tests"]
+    assert [t["name"] for t in ctrf if t.get("rawStatus") == "not run"] == named
+
+
+def _last_repeat(run: Path) -> int:
+    """The last repetition with a result in the run's record so far (a line being written is not read)."""
+    last = 0
+    for path in (run / "out").glob("2*/run.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.endswith("}") and '"type": "result"' in line:
+                last = max(last, int(json.loads(line).get("repeat") or 0))
+    return last
 
 
 @pytest.mark.parametrize("repeat, why", [

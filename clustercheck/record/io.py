@@ -50,7 +50,7 @@ class Record:
         repeated run each is an item-repetition, named `<check>[<where>]#<k>` and carrying `repeat: k`, and
         every repetition from 1 to the last that started is checked: a result missing in the middle (a line
         lost, the later repetitions whole) is as much not run as one cut off at the end. `unstarted`: also
-        each planned item once for the repetitions a `--repeat N` run never started (unstarted()), named
+        each planned item once for the repetitions without a result past the last with one (unstarted()), named
         `<check>[<where>]#<first>-<last>` with `repeat: first` and `repetitions`: how many (one entry per item,
         not per repetition: a --repeat 1000000 stopped early must not list millions); None: as the record's
         report format says (from 10; the reports of older formats render as they did)."""
@@ -84,11 +84,19 @@ class Record:
         count = (self.header.get("repeat") or {}).get("count")
         return count if is_count(count) else None
 
+    def reached(self) -> int:
+        """The last repetition the record says the run reached: the last with a result, or the end line's
+        count where it says more ran (their result lines lost: repetitions_lost())."""
+        said = (self.end or {}).get("repetitions")
+        return max(self.started(), said if is_count(said) else 0)
+
     def unstarted(self) -> list[int]:
-        """The repetitions of a `--repeat N` run that never started (an interruption, a kill, a stop between
-        repetitions): they are not run as much as an item cut off is."""
-        asked = self.asked()
-        return list(range(self.started() + 1, asked + 1)) if asked else []
+        """The repetitions past the last with a result that the record says were to run: those of a `--repeat
+        N` run that never started (an interruption, a kill, a stop between repetitions), and those its end
+        line says ran with no result left (a --duration run's too: their lines lost; a --duration run's count
+        stopped at the last with a result, so the lost repetition's items went uncounted and unnamed). They
+        are not run as much as an item cut off is."""
+        return list(range(self.started() + 1, max(self.asked() or 0, self.reached()) + 1))
 
     def report_format(self) -> int:
         made_as = self.header.get("report_format", 1)  # records before formats were numbered: 1

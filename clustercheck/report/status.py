@@ -75,15 +75,17 @@ def whole(rec: Record) -> bool:
 
 def planned(rec: Record) -> int:
     """What `not_run` is counted out of: the plan's items, in a repeated run once per repetition asked for
-    (--repeat N), or per repetition it started (--duration: how many more were to come is not known)."""
-    return len(rec.plan or []) * (rec.asked() or max(rec.started(), 1) if rec.header.get("repeat") else 1)
+    (--repeat N), or per repetition it reached (--duration: how many more were to come is not known; those
+    its end line says ran count, their results lost or not: Record.reached)."""
+    return len(rec.plan or []) * (rec.asked() or max(rec.reached(), 1) if rec.header.get("repeat") else 1)
 
 
 def repetitions(rec: Record) -> dict[str, Any]:
     """A repeated run's repetitions: asked for (None for --duration), started (the last with a result), and
-    not run (those of --repeat N it never started; None for --duration: no count to miss)."""
-    asked = rec.asked()
-    return {"asked": asked, "started": rec.started(), "not_run": len(rec.unstarted()) if asked else None}
+    not run (those of --repeat N it never started, and those the end line says ran whose results are lost,
+    a --duration run's too: Record.unstarted; None for --duration without such: no count to miss)."""
+    asked, never = rec.asked(), rec.unstarted()
+    return {"asked": asked, "started": rec.started(), "not_run": len(never) if asked or never else None}
 
 
 def lost(rec: Record) -> dict[str, list[str]]:

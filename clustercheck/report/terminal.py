@@ -126,7 +126,7 @@ def _not_run(rec: Record) -> str:
         return f"{missing} of {len(rec.plan or [])} planned item(s) not run"
     asked = rec.asked()
     head = (f"{len(rec.unstarted())} of {asked} repetitions not run; " if asked and rec.unstarted() else "" if asked
-            else f"stopped at repetition {max(rec.started(), 1)} (--duration: how many more were to come is not known); ")
+            else f"stopped at repetition {max(rec.reached(), 1)} (--duration: how many more were to come is not known); ")
     return f"{head}{missing} of {planned(rec)} planned item repetition(s) not run"
 
 
