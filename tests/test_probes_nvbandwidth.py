@@ -150,3 +150,19 @@ def test_sum_only_output_passes_and_says_what_it_cannot_judge(capsys):
 def test_not_nvbandwidth_output_exits_4(capsys):
     code, out, err = cc(capsys, "--input", str(TOOLS / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"))
     assert code == 4 and "expected nvbandwidth output" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_testcase_printed_twice_fails_the_probe_and_the_kind(tmp_path, capsys):
+    """A second host_to_device_memcpy_ce matrix with GPU0 at 1.03 GB/s: the h2d_min floor reads the first
+    matrix by name and passes; the run itself fails, on the probe and in `measure: nvbandwidth`."""
+    from test_honest_verdicts import kind_verdicts
+
+    body = text("nvbandwidth", H2D.name)
+    body += "\n" + body.split("\n", 2)[2].replace("26.03", "1.03")
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "h2d_min=25", "--expect", "gpu_count=8")
+    assert code == 1, out
+    assert "FAIL nvbandwidth: run: failed: line 8: testcase host_to_device_memcpy_ce printed twice (lines 3 and 8)" in out
+    stdout = "\n".join(body.split("\n")[2:])
+    run = next(v for v in kind_verdicts("nvbandwidth", {"testcases": ["host_to_device_memcpy_ce"]}, stdout,
+                                        "nvbandwidth") if v.metric == "run")
+    assert not run.passed and "printed twice (lines 1 and 6)" in str(run.detail), run

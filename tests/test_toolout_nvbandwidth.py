@@ -237,3 +237,35 @@ def test_a_garbled_matrix_cell_fails_naming_its_row():
     run = nb.parse("\n".join(lines))
     assert run.failure is not None and "row 3 column 2" in run.failure and "'276.2A'" in run.failure
     assert len(run.testcases[0].rows) == 8
+
+
+# -- a testcase printed twice: a judge reading it by name sees only the first ------------------------
+
+def _h2d_twice(second_sum: str = "") -> str:
+    """The README H2D run with the same test printed again below it, GPU0 and GPU1 at 1.03 and 1.94 GB/s."""
+    body = text("nvbandwidth", H2D).split("\n", 2)[2].rstrip()
+    low = body.replace("26.03", "1.03").replace("25.94", "1.94")
+    return body + "\n\n" + low + (f"\n\n{second_sum}\n" if second_sum else "\n")
+
+
+def test_a_testcase_running_twice_fails_naming_both_lines():
+    run = nb.parse(_h2d_twice())
+    assert run.failure == ("line 6: testcase host_to_device_memcpy_ce printed twice (lines 1 and 6): which one is "
+                           "the run's cannot be told")
+    assert run.failure_line == 6
+
+
+def test_a_second_matrix_under_one_running_line_fails():
+    lines = _h2d_twice().split("\n")
+    assert lines[5] == "Running host_to_device_memcpy_ce."
+    run = nb.parse("\n".join(lines[:5] + lines[6:]))
+    assert run.failure is not None and "testcase host_to_device_memcpy_ce printed twice (lines 2 and 6)" in run.failure
+
+
+def test_a_testcase_listed_twice_in_json_fails():
+    doc = json.loads(_json())
+    first = doc["nvbandwidth"]["testcases"][0]
+    doc["nvbandwidth"]["testcases"].append(dict(first, bandwidth_matrix=[["1.03"] * 8], sum=8.24))
+    run = nb.parse(json.dumps(doc))
+    assert run.failure == ("testcase host_to_device_memcpy_ce printed twice (entries 1 and 3 of testcases): which "
+                           "one is the run's cannot be told")

@@ -2,8 +2,8 @@
 
 Fails: a run that failed or stopped (the data-pattern check, `ASSERT`, CUDA errors, `Aborted`, an
 `Error:` status, a test that printed nothing, a cell or SUM that is nan, inf, below 0 or does not read, a
-SUM line of another test or printed twice, a matrix without the SUM line the output prints), a matrix that is
-not whole (a row or column label missing or listed twice, a GPU-pair matrix that is not square, fewer or
+SUM line of another test or printed twice, a testcase printed twice, a matrix without the SUM line the
+output prints), a matrix that is not whole (a row or column label missing or listed twice, a GPU-pair matrix that is not square, fewer or
 more GPU columns than the `Device` lines or the platform's `gpu_count`, a SUM the cells do not add up to,
 a SUM or an off-diagonal cell of 0.00 or N/A: nothing was measured), and cells below the platform's floors:
 `h2d_min` per GPU in host_to_device_memcpy_{ce,sm}, `d2h_min` in device_to_host_memcpy_{ce,sm}, `p2p_min`

@@ -13,8 +13,9 @@ Failures: the data-pattern check (` Invalid value when checking the pattern`), `
 CUDA/NVML errors (`[CUDA_ERROR_...] ... in expression`), `Error:`/`ERROR:` status lines, `Aborted`, a
 `Running` test that printed no matrix, a matrix row with more or fewer values than columns or a line in the
 matrix that is no row, a cell or SUM that is not a number (`N/A`, `abc`, nan, inf, 1e400) or is below 0: no
-tool measured it; a SUM line whose key is not the running test's (its own or its matrix suffix), one printed
-twice, and a matrix with no SUM line under it where the output prints them (a version line, or another SUM
+tool measured it; a testcase printed twice (its `Running` line, or a second matrix of one name): a judge
+reading it by name would see only the first; a SUM line whose key is not the running test's (its own or its
+matrix suffix), one printed twice, and a matrix with no SUM line under it where the output prints them (a version line, or another SUM
 line): the run was cut off or the output edited. Only an elision (`[...]`) may stand in for a SUM line.
 
 """
@@ -74,6 +75,8 @@ def parse(text: str) -> NvbandwidthRun:
     failures: list[tuple[int, str]] = []
     notes: list[str] = []
     sums: dict[str, int] = {}     # SUM key -> its line: a key printed twice is no single result
+    running: dict[str, int] = {}  # Running name -> its line: a test printed twice is no single result either
+    twice: set[str] = set()       # Running names printed twice, failed at their second line
     elided: set[int] = set()      # cases an elision follows: the source cut their SUM line, not the run
     i = 0
     while i < len(lines):
@@ -85,6 +88,10 @@ def parse(text: str) -> NvbandwidthRun:
             failures.append((n, s))
         m = _RUNNING.match(s)
         if m:
+            if m.group(1) in running:
+                failures.append((n, _twice(m.group(1), running[m.group(1)], n)))
+                twice.add(m.group(1))
+            running.setdefault(m.group(1), n)
             ran.append((m.group(1), len(cases)))
             continue
         if s.startswith("Waived"):
@@ -115,6 +122,7 @@ def parse(text: str) -> NvbandwidthRun:
                 failures.append(problem)
     if meta.get("nvbandwidth Version") or sums:
         failures += _unsummed(cases, elided)
+    failures += _repeated(cases, twice)
     return _finish(meta, devices, cases, ran, waived, failures, notes)
 
 
@@ -155,6 +163,24 @@ def _unsummed(cases: list[Testcase], elided: set[int]) -> list[tuple[int, str]]:
             why = "the run was cut off before it" if k == len(cases) - 1 else "the line is missing"
             out.append((case.line, f"{case.name}: no SUM line under its matrix, as nvbandwidth prints under "
                                     f"every one: {why}"))
+    return out
+
+
+def _twice(name: str, first: int, again: int) -> str:
+    return f"testcase {name} printed twice (lines {first} and {again}): which one is the run's cannot be told"
+
+
+def _repeated(cases: list[Testcase], told: set[str]) -> list[tuple[int, str]]:
+    """A matrix name held twice (two matrices under one Running line, or none): a judge that reads one of them
+    by name would pass on the first and never see the second. Names a repeated Running line told are skipped."""
+    first: dict[str, int] = {}
+    told = set(told)
+    out = []
+    for case in cases:
+        if case.name in first and case.name not in told:
+            out.append((case.line, _twice(case.name, first[case.name], case.line)))
+            told.add(case.name)
+        first.setdefault(case.name, case.line)
     return out
 
 

@@ -4,7 +4,8 @@
 ["0: NVIDIA H100 80GB HBM3 (00000000:19:00): (host)", ...], "testcases": [{"name", "status": Passed |
 Waived | Error | Not Found | Running, "bandwidth_description": "memcpy CE ... (GB/s)", "bandwidth_matrix":
 [["26.03", "N/A", ...], ...], "sum", "error"}], "error", "warning"}}. Cells are strings; the sum counts
-N/A as 0. A testcase left `Running` means the tool died inside it.
+N/A as 0. A testcase left `Running` means the tool died inside it. A testcase listed twice fails the run (a
+judge reading it by name would see only the first).
 """
 
 from __future__ import annotations
@@ -47,8 +48,13 @@ def _run(body: dict[str, Any]) -> NvbandwidthRun:
     failures: list[str] = []
     waived = 0
     ran: list[str] = []
+    seen: dict[str, int] = {}   # name -> its entry (1-based): a testcase listed twice is no single result
     for k, tc in enumerate(body.get("testcases") or []):
         name, status = str(tc["name"]), str(tc.get("status", ""))
+        if name in seen:
+            failures.append(f"testcase {name} printed twice (entries {seen[name]} and {k + 1} of testcases): "
+                            f"which one is the run's cannot be told")
+        seen.setdefault(name, k + 1)
         if status == "Waived":
             waived += 1
             continue
