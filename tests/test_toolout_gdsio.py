@@ -3,6 +3,8 @@ its line (the offline probe exits 4 with one line), never a traceback and never 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clustercheck.cli import main
@@ -35,6 +37,43 @@ def test_the_probe_says_so_in_one_line_exit_4(tmp_path, capsys):
     code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=1"])
     err = capsys.readouterr().err
     assert code == 4 and "1.2.22.0" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("ops: 50 total_time 1.991024", "ops: 0 total_time 1.991024", "0 ops"),
+    ("Avg_Latency: 38738.000000 usecs ops: 50 total_time 1.991024",
+     "Avg_Latency: 0.000000 usecs ops: 50 total_time 0", "a total_time of 0"),
+    ("total_time 1.991024", "total_time 0.000000", "a total_time of 0"),
+    ("DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706",
+     "DataSetSize: 0/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706", "a DataSetSize of 0 KiB done"),
+])
+def test_a_throughput_over_no_op_or_no_time_is_refused_saying_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   old: str, new: str, why: str) -> None:
+    """25.11 GiB/s beside `ops: 0` or `total_time 0` read as a measurement and passed GPU0 against its floor:
+    gdsio's throughput is the bytes done over the time taken, so neither can be 0 beside it."""
+    capture = text("gdsio", WRX90)
+    assert capture.count(old) == 1
+    with pytest.raises(NotToolOutput, match=rf"^line 2: a throughput of 25.1127 GiB/s over {why}, "):
+        reader.parse(capture.replace(old, new))
+    path = tmp_path / "gdsio.txt"
+    path.write_text(capture.replace(old, new), encoding="utf-8")
+    code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=20"])
+    out, err = capsys.readouterr()
+    assert code == 4 and why in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
+
+
+def test_a_timed_run_that_did_more_than_its_file_and_a_zero_throughput_still_read() -> None:
+    """A timed run (-T) loops over its file, so its DataSetSize done exceeds the size asked (public gdsio
+    captures of -T runs show `16629760/10485760(KiB)`): a real result, not refused. Nothing moved at 0 GiB/s is
+    consistent too, and is left to the floor to fail."""
+    capture = text("gdsio", WRX90)
+    looped = capture.replace("DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706",
+                             "DataSetSize: 83886080/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706")
+    assert looped != capture and reader.parse(looped).results[0].gibs == 25.112706
+    idle = capture.replace("Throughput: 25.112706 GiB/sec, Avg_Latency: 38738.000000 usecs ops: 50 total_time",
+                           "Throughput: 0.000000 GiB/sec, Avg_Latency: 0.000000 usecs ops: 0 total_time")
+    assert idle != capture and reader.parse(idle).results[0].gibs == 0
 
 
 # -- a GPU the capture never measured, or measured twice: failed by name, never a pass ---------------

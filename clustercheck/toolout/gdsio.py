@@ -8,7 +8,8 @@ has it (it names the GPU, `-d`, that the result line does not):
 XferType GPUD is GPUDirect Storage (storage to GPU memory, no bounce through the CPU); CPUONLY, CPU_GPU
 and the others go through host memory (NVIDIA GDS benchmarking guide, gdsio -x). A line that says an
 error is the run's failure; a text without a result line is not gdsio output, and so is a result line whose
-throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative). A command line
+throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative), or whose
+throughput is positive over 0 ops, 0 seconds or 0 KiB done. A command line
 naming a GPU or a file (`-d`, `-f`, `-D`) that no result line follows before the next command or the end is
 kept in `cut_off`: that run printed nothing, and its GPU was never measured.
 """
@@ -104,6 +105,7 @@ def parse(text: str) -> Gdsio:
                 failure = f"line {at}: {line.strip()[:200]}"
             continue
         gibs, lat, secs = (_reading(m.group(k), at, line) for k in ("gibs", "lat", "secs"))
+        _consistent(m, gibs, secs, at, line)
         results.append(Result(m.group("io"), m.group("xfer"), int(m.group("threads")), gibs, lat, int(m.group("ops")),
                               secs, gpu, target, at))
         gpu = target = pending = None  # a command line belongs to the result after it only
@@ -123,3 +125,16 @@ def _reading(token: str, at: int, line: str) -> float:
         raise NotToolOutput(f"line {at}: a throughput, latency or time that is not a number >= 0 ({token!r}): "
                             f"{line.strip()[:120]!r}")
     return value
+
+
+def _consistent(m: re.Match[str], gibs: float, secs: float, at: int, line: str) -> None:
+    """A throughput over nothing moved, no operation or no time is no measurement gdsio made (it divides the
+    bytes done by the time taken): such a line passed on its throughput alone. DataSetSize's done may exceed
+    what was asked, as a timed run (-T) loops over its file (`16629760/10485760(KiB)`), so that is not refused."""
+    if gibs <= 0:
+        return
+    why = ("0 ops" if int(m.group("ops")) == 0 else "a total_time of 0" if secs == 0
+           else "a DataSetSize of 0 KiB done" if int(m.group("done")) == 0 else None)
+    if why is not None:
+        raise NotToolOutput(f"line {at}: a throughput of {gibs:g} GiB/s over {why}, which gdsio cannot have "
+                            f"measured: {line.strip()[:120]!r}")
