@@ -166,3 +166,19 @@ def test_a_testcase_printed_twice_fails_the_probe_and_the_kind(tmp_path, capsys)
     run = next(v for v in kind_verdicts("nvbandwidth", {"testcases": ["host_to_device_memcpy_ce"]}, stdout,
                                         "nvbandwidth") if v.metric == "run")
     assert not run.passed and "printed twice (lines 1 and 6)" in str(run.detail), run
+
+
+def test_a_json_testcase_passed_with_nothing_measured_fails(tmp_path, capsys):
+    """-j output whose device_to_host_memcpy_ce says Passed with no matrix and no sum: it was dropped, and the
+    run passed unless a d2h floor asked for it."""
+    import json
+
+    row = ["26.03", "25.94", "25.97", "26", "26.19", "25.95", "26", "25.97"]
+    cases = [{"name": "host_to_device_memcpy_ce", "status": "Passed", "bandwidth_description":
+              "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "bandwidth_matrix": [row], "sum": "208.05"},
+             {"name": "device_to_host_memcpy_ce", "status": "Passed"}]
+    body = json.dumps({"nvbandwidth": {"version": "v0.7", "testcases": cases}})
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "h2d_min=25")
+    assert code == 1, out
+    assert ("FAIL nvbandwidth: run: failed: testcase device_to_host_memcpy_ce: status Passed but no bandwidth_matrix "
+            "and no sum: it measured nothing") in out

@@ -269,3 +269,21 @@ def test_a_testcase_listed_twice_in_json_fails():
     run = nb.parse(json.dumps(doc))
     assert run.failure == ("testcase host_to_device_memcpy_ce printed twice (entries 1 and 3 of testcases): which "
                            "one is the run's cannot be told")
+
+
+# -- JSON: a testcase Passed with nothing measured is no silent pass ------------------------------
+
+def test_a_json_testcase_passed_with_no_matrix_and_no_sum_fails():
+    doc = json.loads(_json())
+    doc["nvbandwidth"]["testcases"].append({"name": "device_to_host_memcpy_ce", "status": "Passed"})
+    run = nb.parse(json.dumps(doc))
+    assert run.failure == ("testcase device_to_host_memcpy_ce: status Passed but no bandwidth_matrix and no sum: "
+                           "it measured nothing")
+
+
+def test_a_json_sum_without_its_matrix_is_kept_as_a_sum():
+    doc = json.loads(_json())
+    doc["nvbandwidth"]["testcases"].append({"name": "device_to_host_memcpy_ce", "status": "Passed", "sum": "607.26"})
+    run = nb.parse(json.dumps(doc))
+    case = run.testcase("device_to_host_memcpy_ce")
+    assert run.failure is None and case is not None and (case.sum, case.rows) == (607.26, ())

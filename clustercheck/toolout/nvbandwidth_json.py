@@ -5,7 +5,8 @@
 Waived | Error | Not Found | Running, "bandwidth_description": "memcpy CE ... (GB/s)", "bandwidth_matrix":
 [["26.03", "N/A", ...], ...], "sum", "error"}], "error", "warning"}}. Cells are strings; the sum counts
 N/A as 0. A testcase left `Running` means the tool died inside it. A testcase listed twice fails the run (a
-judge reading it by name would see only the first).
+judge reading it by name would see only the first), and so does one `Passed` with neither a matrix nor a sum:
+it measured nothing. A sum without its matrix is kept, as the text's SUM-only output is.
 """
 
 from __future__ import annotations
@@ -63,17 +64,21 @@ def _run(body: dict[str, Any]) -> NvbandwidthRun:
             failures.append(f"testcase {name}: status {status or 'missing'}"
                             + (f": {tc['error']}" if tc.get("error") else ""))
         matrix = tc.get("bandwidth_matrix")
+        total = tc.get("sum")
         if not matrix:
+            if total is not None:   # the sum alone, as `| grep SUM` leaves it: read, never dropped
+                cases.append(Testcase(name, None, _unit(tc), (), (), _cell(total, name, "sum", failures), k + 1))
+            elif status == "Passed":   # nvbandwidth adds both with the result: a pass that measured nothing
+                failures.append(f"testcase {name}: status Passed but no bandwidth_matrix and no sum: it "
+                                f"measured nothing")
             continue
         title = str(tc.get("bandwidth_description", ""))
-        unit = _UNIT.search(title)
         width = max(len(row) for row in matrix)
         rows = tuple((str(r), tuple(_cell(v, name, f"row {r} column {c}", failures) for c, v in enumerate(row)))
                      for r, row in enumerate(matrix))
         if any(len(row) != width for row in matrix):
             failures.append(f"testcase {name}: matrix rows of {sorted({len(row) for row in matrix})} values")
-        total = tc.get("sum")
-        cases.append(Testcase(name, _UNIT.sub("", title).strip() or None, unit.group(1) if unit else "GB/s",
+        cases.append(Testcase(name, _UNIT.sub("", title).strip() or None, _unit(tc),
                               tuple(str(c) for c in range(width)), rows,
                               None if total is None else _cell(total, name, "sum", failures), k + 1))
     if body.get("error"):
@@ -95,6 +100,12 @@ def _cell(value: Any, name: str, where: str, failures: list[str]) -> float | Non
         failures.append(f"testcase {name}: {where} {value} is below 0")
         return None
     return out
+
+
+def _unit(tc: dict[str, Any]) -> str:
+    """GB/s or ns, as the description's last parenthesis says (GB/s when it says neither)."""
+    unit = _UNIT.search(str(tc.get("bandwidth_description", "")))
+    return unit.group(1) if unit else "GB/s"
 
 
 def _str(value: Any) -> str | None:
