@@ -250,6 +250,64 @@ def test_what_the_collectives_can_judge_follows_the_backend_the_nodes_and_the_ra
     assert unjudged({}, every, "gloo", 1, 2, tmp_path) is None  # nothing typed: nothing to refuse
 
 
+IB_PORTS = """\
+suite: ib-ports
+description: the ib probe, which judges the ports fabric_ports names whatever the line rate
+checks:
+  - {id: ib-ports, measure: probe, params: {probe: ib}, description: RDMA ports}
+"""
+SHADOWED = "--expect fabric_ports: this run cannot judge it (the fabric floor takes its line rate from {}, never " \
+           "from the ports fabric_ports names)"
+
+
+def test_fabric_ports_a_given_line_rate_shadows_is_refused_unless_a_check_reads_the_ports_themselves(
+        tmp_path: Path) -> None:
+    """judging/fabric.py line_rate: fabric_gbps (typed or the profile's), then the profile's
+    fabric.line_rate_gbps, and only then the ports fabric_ports names: beside either, the floor never read them,
+    and the run passed with a port no node has."""
+    from dataclasses import replace
+
+    from clustercheck.judging.fabric import FabricRule
+    from clustercheck.judging.thresholds import Profile, load_profile
+    from clustercheck.run.expect_read import refuse_unjudged
+    from clustercheck.run.runner import Layout
+
+    checks = {c.id: c for c in checks_of(LAYOUTS, tmp_path)}
+    cpu = load_profile(REPO / "thresholds" / "cpu.yaml", "thresholds/cpu.yaml")
+
+    def line(typed: dict, profile: Profile = cpu, ids: tuple[str, ...] = ("ar-cluster",), more: tuple = ()) -> str | None:
+        try:
+            refuse_unjudged(typed, [*(checks[i] for i in ids), *more], Layout("gloo", ["n0", "n1"], 2), profile)
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    ports = {"fabric_ports": ["mlx5_0"]}
+    assert line(ports) is None  # no line rate given: the floor sums the ports named
+    assert line({**ports, "fabric_gbps": 3200}) == SHADOWED.format("--expect fabric_gbps=3200")
+    rated = replace(cpu, fabric=FabricRule(line_rate_gbps=1600, origin="th/cpu.yaml:3 fabric"))
+    assert line(ports, rated, ("ar-cluster", "ar-pairs")) == SHADOWED.format("th/cpu.yaml:3 fabric.line_rate_gbps 1600")
+    in_block = replace(cpu, expect={**cpu.expect, "fabric_gbps": 400})
+    assert line(ports, in_block) == SHADOWED.format("thresholds/cpu.yaml expect.fabric_gbps 400")
+    assert line({"fabric_gbps": 3200}, rated) is None  # typed fabric_gbps wins over the profile's: read
+    # the ib probe judges the ports named (present, ACTIVE) whatever the rate: read, never refused
+    (ib,) = checks_of(IB_PORTS, tmp_path)
+    assert line({**ports, "fabric_gbps": 3200}, more=(ib,)) is None
+
+
+@pytest.mark.pool
+def test_a_run_refuses_fabric_ports_beside_fabric_gbps_before_any_check(tmp_path: Path) -> None:
+    """Two nodes on this machine, the across-node all_reduce judged by the fabric floor: with fabric_gbps typed
+    the ports named were read by nothing, and a port no node has passed (exit 0)."""
+    (tmp_path / "th").mkdir()
+    (tmp_path / "th" / "cpu.yaml").write_text(PROFILE)
+    (tmp_path / "across.yaml").write_text(ACROSS)
+    p = cc("across.yaml", "--thresholds", "th", "--expect", "fabric_gbps=0.001", "--expect", "fabric_ports=[mlx5_9]",
+           "--out", "runs", "--no-progress", *TWO_NODES, cwd=tmp_path)
+    assert refused_line(p) == "ERROR: " + SHADOWED.format("--expect fabric_gbps=0.001")
+    assert not list((tmp_path / "runs").glob("*/run.jsonl"))
+
+
 def test_every_need_a_kind_declares_is_one_the_refusal_knows_for_a_key_it_reads() -> None:
     from clustercheck.run.expect_read import NEEDS
 
@@ -294,6 +352,7 @@ READERS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     "judging/fabric.py": (COLLECTIVES, {}),  # the multi-node floor's line rate (run/judge.py, session.py)
     "kinds/gdsio.py": (("gdsio",), {"key": ("gdsio_write_min", "gdsio_read_min")}),
     "kinds/ib_write_bw.py": (("ib_write_bw",), {}),
+    "run/expect_read.py": (COLLECTIVES, {}),  # the floor's line rate given, over the fabric_ports it shadows
 }
 # read by no kind's check: the probes' (tests/test_probe_expect_keys.py), the parser's, and fabric_rule, which
 # the probe CLI hands its probes and no user types (EXPECT_KEYS has it not)

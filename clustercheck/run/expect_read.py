@@ -4,7 +4,8 @@ takes the expectation for checked: the fail-closed rule. Each kind declares the 
 (`Kind.expect_keys`, `Kind.reads`); a profile's `expect:` block serves every kind and is never refused.
 So is a key that every check reading it cannot judge in the run's layout (the backend, the nodes, the ranks per
 node), once the nodes answered: each kind declares what its judge needs to read a key (`Kind.expect_needs`,
-named in NEEDS below), and a check the layout skips judges nothing."""
+named in NEEDS below), and a check the layout skips judges nothing; so is `fabric_ports` where the fabric floor
+alone would read it and a line rate given (fabric_gbps, the profile's fabric.line_rate_gbps) wins over it."""
 
 from __future__ import annotations
 
@@ -104,11 +105,26 @@ NEEDS: dict[str, Need] = {"nccl": _nccl, "between_nodes": _between_nodes, "gpus_
                           "fabric_floor": _fabric_floor}
 
 
-def cannot_judge(check: CheckSpec, key: str, layout: Layout, profile: Profile, absent: Sequence[str] = ()
-                 ) -> Why | None:
+def _line_rate_given(typed: Mapping[str, Any], profile: Profile) -> str | None:
+    """Where a line rate the fabric floor takes over the nodes' ports comes from (judging/fabric.py line_rate:
+    fabric_gbps, typed or the profile's, then the profile's fabric.line_rate_gbps), or None: the floor reads
+    the ports `fabric_ports` names only without one, so a typed fabric_ports beside it is read by no floor."""
+    from clustercheck.units import fmt, is_number
+
+    for given, where in ((typed.get("fabric_gbps"), "--expect fabric_gbps="),
+                         (profile.expect.get("fabric_gbps"), f"{profile.file} expect.fabric_gbps ")):
+        if is_number(given):  # checked at load: a number above 0 where given at all
+            return f"{where}{fmt(given)}"
+    rule = profile.fabric
+    return f"{rule.origin}.line_rate_gbps {fmt(rule.line_rate_gbps)}" if rule and rule.line_rate_gbps else None
+
+
+def cannot_judge(check: CheckSpec, key: str, layout: Layout, profile: Profile, absent: Sequence[str] = (),
+                 typed: Mapping[str, Any] | None = None) -> Why | None:
     """Why `check` (which reads `key`) judges nothing of it on `layout` (as a Need says it), or None: what its kind's judge needs to
     read the key, then the layout's skips (run/applies.py: too few nodes, no GPUs, a group of one rank). Nodes
-    that never joined (`absent`) count as planned: what they would have made is their error, not the user's."""
+    that never joined (`absent`) count as planned: what they would have made is their error, not the user's.
+    `fabric_ports` read for the fabric floor alone is shadowed by a line rate given (`typed`, the profile)."""
     from dataclasses import replace
 
     from clustercheck.errors import ClusterCheckError, Skip
@@ -116,10 +132,14 @@ def cannot_judge(check: CheckSpec, key: str, layout: Layout, profile: Profile, a
     from clustercheck.run.applies import applies
 
     needs = KINDS[check.measure].expect_needs
-    for need in needs.get(key) or needs.get(key.split(".")[0]) or ():
+    wanted = needs.get(key) or needs.get(key.split(".")[0]) or ()
+    for need in wanted:
         why = NEEDS[need](check, replace(layout, nodes=[*layout.nodes, *absent]), profile)
         if why:
             return why
+    given = _line_rate_given(typed or {}, profile) if key == "fabric_ports" and "fabric_floor" in wanted else None
+    if given:  # the ib probe and ib_write_bw read the ports named whatever the rate: they declare no such need
+        return f"the fabric floor takes its line rate from {given}, never from the ports fabric_ports names", False
     try:
         applies(check, layout.backend, len(layout.nodes), layout.per_node, absent)
     except Skip as skip:
@@ -141,7 +161,7 @@ def refuse_unjudged(typed: Mapping[str, Any], selected: Sequence[CheckSpec], lay
         for check in selected:
             if not reads(KINDS[check.measure].reads(check), key):
                 continue
-            why = cannot_judge(check, key, layout, profile, absent)
+            why = cannot_judge(check, key, layout, profile, absent, typed)
             if why is None:
                 break
             whys.setdefault(why, []).append(check.id)
