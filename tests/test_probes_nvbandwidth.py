@@ -182,3 +182,16 @@ def test_a_json_testcase_passed_with_nothing_measured_fails(tmp_path, capsys):
     assert code == 1, out
     assert ("FAIL nvbandwidth: run: failed: testcase device_to_host_memcpy_ce: status Passed but no bandwidth_matrix "
             "and no sum: it measured nothing") in out
+
+
+def test_a_json_matrix_without_its_sum_fails_the_probe(tmp_path, capsys):
+    """-j output whose only matrix lost its sum: it passed h2d_min, where the text's matrix without a SUM line fails."""
+    import json
+
+    row = ["26.03", "25.94", "25.97", "26", "26.19", "25.95", "26", "25.97"]
+    cases = [{"name": "host_to_device_memcpy_ce", "status": "Passed", "bandwidth_description":
+              "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "bandwidth_matrix": [row], "sum": None}]
+    body = json.dumps({"nvbandwidth": {"version": "v0.7", "testcases": cases}})
+    code, out, _ = cc(capsys, "--input", _file(tmp_path, body), "--expect", "h2d_min=25")
+    assert code == 1, out
+    assert ("FAIL nvbandwidth: run: failed: testcase host_to_device_memcpy_ce: a bandwidth_matrix with no sum") in out

@@ -287,3 +287,19 @@ def test_a_json_sum_without_its_matrix_is_kept_as_a_sum():
     run = nb.parse(json.dumps(doc))
     case = run.testcase("device_to_host_memcpy_ce")
     assert run.failure is None and case is not None and (case.sum, case.rows) == (607.26, ())
+
+
+# -- JSON: a matrix without its sum is cut or edited output, as in the text ----------------------
+
+@pytest.mark.parametrize("drop", ["absent", "null"])
+def test_a_json_matrix_without_its_sum_fails(drop):
+    """json_output.cpp writes `sum` with every matrix; the text reader fails a matrix with no SUM line under it."""
+    doc = json.loads(_json())
+    case = doc["nvbandwidth"]["testcases"][0]
+    if drop == "absent":
+        del case["sum"]
+    else:
+        case["sum"] = None
+    run = nb.parse(json.dumps(doc))
+    assert run.failure == ("testcase host_to_device_memcpy_ce: a bandwidth_matrix with no sum, as nvbandwidth "
+                           "writes with every matrix: the output was cut or edited")

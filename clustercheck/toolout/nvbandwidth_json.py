@@ -6,7 +6,8 @@ Waived | Error | Not Found | Running, "bandwidth_description": "memcpy CE ... (G
 [["26.03", "N/A", ...], ...], "sum", "error"}], "error", "warning"}}. Cells are strings; the sum counts
 N/A as 0. A testcase left `Running` means the tool died inside it. A testcase listed twice fails the run (a
 judge reading it by name would see only the first), and so does one `Passed` with neither a matrix nor a sum:
-it measured nothing. A sum without its matrix is kept, as the text's SUM-only output is.
+it measured nothing. A sum without its matrix is kept, as the text's SUM-only output is; a matrix without its
+sum (absent or null) fails, as the text's matrix with no SUM line under it does: nvbandwidth writes both together.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def _run(body: dict[str, Any]) -> NvbandwidthRun:
                      for r, row in enumerate(matrix))
         if any(len(row) != width for row in matrix):
             failures.append(f"testcase {name}: matrix rows of {sorted({len(row) for row in matrix})} values")
+        if total is None:   # json_output.cpp writes the sum with every matrix, as the text prints its SUM line
+            failures.append(f"testcase {name}: a bandwidth_matrix with no sum, as nvbandwidth writes with every "
+                            f"matrix: the output was cut or edited")
         cases.append(Testcase(name, _UNIT.sub("", title).strip() or None, _unit(tc),
                               tuple(str(c) for c in range(width)), rows,
                               None if total is None else _cell(total, name, "sum", failures), k + 1))
