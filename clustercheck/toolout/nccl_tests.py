@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.fabric import nccl_debug, transport
-from clustercheck.toolout import evidence_lines
-from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, count, number
+from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, count, evidence_lines, number
+from clustercheck.toolout.nccl_measured import implausible, printed
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)
 
@@ -79,6 +79,7 @@ class _Layout:
     check: str                     # "#wrong", "error" or "res"
     timestamp: bool
     time_ms: bool
+    cputime: bool                  # the time column is the CPU time, not the one the bandwidths come from
 
 
 def parse(text: str, binary: str | None = None) -> NcclTestsRun:
@@ -300,7 +301,7 @@ def _layout(tokens: list[str], group_line: str) -> _Layout:
         groups = ("in_place",) if in_at >= 0 and out_at < 0 else ("out_of_place",)
     else:
         groups = PLACEMENTS[:groups_n]
-    return _Layout(tuple(tokens[:first]), groups, width, check, timestamp, check == "res")
+    return _Layout(tuple(tokens[:first]), groups, width, check, timestamp, check == "res", "cputime" in tokens[first:first + 1])
 
 
 def _message_start(line: str, at: int) -> int:
@@ -353,7 +354,11 @@ def _row(s: str, line: int, layout: _Layout) -> Row | str:
                     return f"with {place} {name} {value:g}, below 0 (no tool measures that)"
             if wrong is not None and wrong != int(wrong):
                 return f"with {place} #wrong {wrong:g}, not a whole count of elements"
-            halves[group] = Placement(time * 1000.0 if layout.time_ms else time, alg, bus, wrong, error)
+            half = Placement(time * 1000.0 if layout.time_ms else time, alg, bus, wrong, error)
+            if why := implausible(place, half, int(desc[0]), printed(cols, layout.time_ms), layout.cputime,
+                                  layout.descriptors[:1] != ("bytes",)):   # NCCL 1.x: busbw up to (n-1) x algbw
+                return f"with {why}"
+            halves[group] = half
     except NotFinite as exc:
         return f"with a value that is not a number ({exc})"
     except (ValueError, IndexError):

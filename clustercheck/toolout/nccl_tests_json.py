@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout.nccl_measured import as_table, implausible
 from clustercheck.toolout.nccl_run import NcclTestsRun, Placement, RankInfo, Row, version_of
 
 _BINARY = re.compile(r"(\w+?)_perf\w*$")
@@ -72,7 +73,8 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
         row = Row(int(r["size"]), int(r["count"]), str(r["type"]), str(r.get("redop") or "") or None,
                   int(root) if re.fullmatch(r"-?\d{1,12}", root) else None, _placement(r.get("out_of_place")),
                   _placement(r.get("in_place")), i + 1)
-        why = _unmeasured(row)
+        cpu_time = any(isinstance(r.get(k), dict) and "cpu_time" in r[k] for k in ("out_of_place", "in_place"))
+        why = _unmeasured(row, cpu_time)
         if why:  # as the text reader: a result that is no number is no result, and the run is not whole
             unread.append((i + 1, why))
         else:
@@ -102,9 +104,10 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
         "incomplete" if failure else None, 0, (), tuple(unread))
 
 
-def _unmeasured(row: Row) -> str | None:
-    """What makes a result no measurement: a time, algbw, busbw or nwrong that is nan, inf or negative, or a
-    nwrong that is not a whole count."""
+def _unmeasured(row: Row, cpu_time: bool) -> str | None:
+    """What makes a result no measurement: a time, algbw, busbw or nwrong that is nan, inf or negative, a
+    nwrong that is not a whole count, or numbers that cannot be one measurement (nccl_measured, the rule
+    the text reader applies too)."""
     for name, p in row.placements():
         place = name.replace("_", "-")
         for what, value in (("time", p.time_us), ("algbw", p.algbw), ("busbw", p.busbw), ("nwrong", p.wrong)):
@@ -112,4 +115,7 @@ def _unmeasured(row: Row) -> str | None:
                 return f"{place} {what} {value} is not a number any tool measured"
         if p.wrong is not None and p.wrong != int(p.wrong):
             return f"{place} nwrong {p.wrong:g} is not a whole count of elements"
+        why = implausible(place, p, row.size, as_table(p), cpu_time)
+        if why:
+            return why
     return None
