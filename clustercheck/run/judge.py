@@ -91,11 +91,14 @@ def check_metrics(check: CheckSpec, profile: Profile) -> None:
     _check_defaults(profile)
     limits, _ = applicable_limits(check, profile)
     borrowed = check.limits and profile.limits_for(check.id) is None
-    _fits(check.measure, limits, f" (check {check.id!r} of {check.where} names it in limits:)" if borrowed else "")
+    _fits(check.measure, limits, f" (check {check.id!r} of {check.where} names it in limits:)" if borrowed else "",
+          check)
     _check_reported(profile)  # after the check's own limits: those are named with their kind's metrics
 
 
-def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
+def _fits(kind: str, limits: dict[str, Limit], note: str = "", check: CheckSpec | None = None) -> None:
+    """Every limit names a metric `kind` reports, in a unit of its family, and can fail and pass within its
+    domain; a ceiling on a time can fail within `check`'s timeout (`time_us <= 1e300` judges nothing)."""
     known = KINDS[kind].metrics
     for metric, limit in limits.items():
         key = limit.key or f"checks.{limit.check}.{metric}"
@@ -110,6 +113,21 @@ def _fits(kind: str, limits: dict[str, Limit], note: str = "") -> None:
         if problem:
             raise UserError(f"{metric} ({known[metric]}): {problem}{note}", file=limit.file or None,
                             line=limit.line or None, key=f"{key}.limit")
+        if check is not None and (problem := _past_timeout(check, limit, known[metric])):
+            raise UserError(f"{metric} ({known[metric]}): {problem}{note}", file=limit.file or None,
+                            line=limit.line or None, key=f"{key}.limit")
+
+
+def _past_timeout(check: CheckSpec, limit: Limit, unit: str) -> str | None:
+    """Why a ceiling on a time at or above the check's timeout judges nothing, or None: a measurement that
+    long never comes back (the item is a hang, an error), so the ceiling can never fail."""
+    if UNITS[unit][0] != "time" or limit.op not in ("<=", "<"):
+        return None
+    if convert(limit.value, limit.unit, "s") < check.timeout:
+        return None
+    return (f"'{limit.expression}' ({limit.unit}) is at or above the timeout of check {check.id!r} "
+            f"({fmt(check.timeout)} s, {check.where}): a measurement that long is a hang, never a pass, so it judges "
+            "nothing")
 
 
 def rules_for(check: CheckSpec, profile: Profile, run: RunFabric | None = None) -> Rules:
