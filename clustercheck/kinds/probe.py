@@ -19,9 +19,26 @@ from clustercheck.kinds.base import CheckSpec
 
 def parse(f: Fields) -> dict[str, Any]:
     name = f.get("probe", str, check=one_of(*NAMES))
-    expect = check_expect(f.get("expect", dict, {}), f.file, f.key_path("expect"), f.line_of("expect"))
+    raw = f.get("expect", dict, {})
+    expect = check_expect(raw, f.file, f.key_path("expect"), f.line_of("expect"))
+    _refuse_unread(name, expect, Fields(raw, f.file, f.key_path("expect"), f.line_of("expect")))
     f.done()
     return {"probe": name, "expect": expect}
+
+
+def _refuse_unread(name: str, expect: Mapping[str, Any], where: Fields) -> None:
+    """A key of the check's own expect: that its probe never reads is refused, as `clustercheck probe NAME
+    --expect KEY=...` refuses it (probes/cli.py, by the same Probe.reads): run, nothing would judge it and the
+    check would pass, the expectation taken for checked."""
+    from clustercheck.probes import get
+
+    probe = get(name)
+    for key in typed_keys(expect):
+        if not probe.reads(key):
+            reads = f"it reads: {', '.join(probe.expect_keys)}" if probe.expect_keys else "it reads none"
+            top, _, sub = key.partition(".")  # topology.gpu_nic: named at its own line
+            at = Fields(where.data[top], where.file, where.key_path(top), where.line_of(top)) if sub else where
+            raise at.error(sub or top, f"probe {probe.name} does not read it ({reads})")
 
 
 def task(check: CheckSpec, expect: Mapping[str, Any]) -> dict[str, Any]:
