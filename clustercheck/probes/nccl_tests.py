@@ -1,8 +1,9 @@
 """Judge an nccl-tests / rccl-tests log offline: `clustercheck probe nccl-tests --input FILE [--platform P]`.
 
 Fails: a run that crashed or stops early (its failure line), a table row whose numbers are not numbers
-(nan, inf, 1e400) or out of their domain (a negative time, bandwidth or `#wrong`), any `#wrong` > 0 (size
-and count per placement), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ...
+(nan, inf, 1e400) or out of their domain (a negative time, bandwidth or `#wrong`; a time, algbw and busbw
+that cannot be one measurement: toolout/nccl_measured.py), any `#wrong` > 0 (size and count per placement),
+rows against the header's sizes (a size missing, listed twice or out of order: nccl_tests_rows.py), an `Out of bounds values` count > 0, the tool's own `Avg bus bandwidth ...
 FAILED`, NCCL's own errors (each NCCL WARN or error-return trace in the text, per host; nccl-tests' `# error:`
 line after its footer or the JSON's `errors`), a busbw below the floor at the largest size, Rank lines naming
 another GPU than the platform's `gpu_model`, and Rank lines that disagree with themselves, with the header or with the platform: a rank
@@ -37,6 +38,7 @@ from clustercheck.errors import UserError
 from clustercheck.fabric import transport
 from clustercheck.judging import fabric
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
+from clustercheck.probes.nccl_tests_rows import largest_promised, rows_verdict
 from clustercheck.toolout import NotToolOutput
 from clustercheck.toolout import nccl_tests as reader
 from clustercheck.toolout.nccl_run import NCCL_TESTS_COLLECTIVES
@@ -185,7 +187,7 @@ def data_verdicts(run: NcclTestsRun, subject: str, asked: int | None = None) -> 
                                 "unreadable", 0))
     failed_rows = bool(out)
     out += _left_unchecked(run, asked)
-    rows = _rows_verdict(run, subject)
+    rows = rows_verdict(run, subject)
     if rows is not None:
         out.append(rows)
     if run.out_of_bounds is not None:
@@ -245,35 +247,6 @@ def _left_unchecked(run: NcclTestsRun, asked: int | None) -> list[ProbeVerdict]:
     return out
 
 
-def _rows_verdict(run: NcclTestsRun, subject: str) -> ProbeVerdict | None:
-    """The table's rows against the sizes its header promises (minBytes to maxBytes by the step), each sweep
-    in ascending order: a row left out, repeated or moved is less than the run, or not the run. Nothing to
-    count for a run that is already failed (cut off), one whose author elided rows, or a header that does
-    not say its step."""
-    promised = run.sizes_promised()
-    if promised is None or run.failure or not run.rows or any("elision" in n for n in run.notes):
-        return None
-    sizes = [r.size for r in run.rows]
-    sweeps, extra = divmod(len(sizes), promised)
-    problems = []
-    if extra or not sweeps:
-        problems.append(f"{len(sizes)} row(s), the header promises {promised} size(s) per sweep (minBytes "
-                        f"{run.min_bytes} to maxBytes {run.max_bytes}, step {run.step[0] if run.step else '?'}"
-                        f"({run.step[1] if run.step else '?'})): a row is missing or repeated")
-    else:
-        for k in range(sweeps):
-            sweep = sizes[k * promised:(k + 1) * promised]
-            back = next((i for i in range(1, len(sweep)) if sweep[i] < sweep[i - 1]), None)
-            if back is not None:
-                row = run.rows[k * promised + back]
-                problems.append(f"size {row.size} B (line {row.line}) after {sweep[back - 1]} B: the sizes are out "
-                                f"of order")
-                break
-    if not problems:
-        return None
-    return ProbeVerdict(subject, "table rows", False, "; ".join(problems), len(sizes), promised)
-
-
 def _floor(expect: Mapping[str, Any], key: str, collective: str | None) -> tuple[float | None, str]:
     raw = expect.get(key)
     if raw is None:
@@ -327,15 +300,6 @@ def layout_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     return ProbeVerdict(subject, "hosts x GPUs", not problems, "; ".join(problems) or f"{shown}", shown, expected)
 
 
-def _largest_promised(run: NcclTestsRun) -> int | None:
-    """The last size of the sweep the header's minBytes, maxBytes and step promise (run.sizes_promised's loop)."""
-    count = run.sizes_promised()
-    if count is None or run.step is None or run.min_bytes is None:
-        return None
-    by, how = run.step
-    return run.min_bytes * by ** (count - 1) if how == "factor" else run.min_bytes + by * (count - 1)
-
-
 _TWO_NODE = ("2 nodes: NCCL's default Tree/NVLSTree all_reduce can exceed the network on 2 nodes (NVIDIA/nccl-tests "
              "#290, #319), and this capture does not say the algorithm was Ring; rerun with NCCL_ALGO=Ring to judge "
              "the network itself")
@@ -352,7 +316,7 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     worst = min(p.busbw for _, p in places)
     shown = (f"{' / '.join(f'{p.busbw:.2f}' for _, p in places)} GB/s "
              f"({' / '.join(n.replace('_', '-') for n, _ in places)}) at {row.size} B")
-    asked = _largest_promised(run)
+    asked = largest_promised(run)
     if run.unread_rows or (asked is not None and row.size < asked):  # the size the floor is for was not read
         why = (f"the table row at line {run.unread_rows[0][0]} could not be read" if run.unread_rows else
                f"the header promises sizes up to {asked} B and the table stops at {row.size} B")
