@@ -80,6 +80,11 @@ DIGESTS = {
          "sla.json": "d02f0f5231389dbfafd14d59613fee3e193db9ce3afd76f22f38f2101357e7a3",
          "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
          "report.html": "97e2d413073877346c348a4ceee1b2f6e41b2db49cacee2e709769c47138bd38"},
+    # 13: report.html's network section names every node of the run, one without network facts saying why
+    13: {"results.json": "f4c253821caaca5dee528077e4b3422d9ffde909b0884696469c1e39f811a653",
+         "sla.json": "d02f0f5231389dbfafd14d59613fee3e193db9ce3afd76f22f38f2101357e7a3",
+         "ctrf.json": "0cefcf6b5083605a50e297d3562378c567198e5b3eb8c076029bebef0781a2bd",
+         "report.html": "7feed9f64fe00b190fb6c93d93bb846dd96bb7ecd7e29ca75cbd7381b78686a7"},
 }
 
 

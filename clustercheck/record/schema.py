@@ -49,7 +49,10 @@ SCHEMA_VERSION = 1
 #    FAIL/ERROR verdict, no item in common, an item that passed there and is not measured now, an item not
 #    compared) is an ERROR at best, INCOMPLETE when the baseline is (end.compare.incomplete); results.json has
 #    `compare`, and junit.xml and ctrf.json a failed `compare` test of its own
-REPORT_FORMAT = 12
+# 13: report.html lists every node of the run in its network section (one without network facts says why) and has
+#    a section of its own for `run --compare`; a --duration run whose last repetition lost its results counts and
+#    names that repetition's items not run (Record.reached)
+REPORT_FORMAT = 13
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
