@@ -113,3 +113,36 @@ def test_a_row_cut_short_or_signed_is_refused_not_skipped(tmp_path: Path, capsys
     code = main(["probe", "ib-write-bw", "--input", str(path), "--expect", "ib_write_bw_min=90"])
     out, err = capsys.readouterr()
     assert code == 4 and "8388608" in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
+
+
+def _probe(tmp_path: Path, capsys: pytest.CaptureFixture[str], capture: str) -> tuple[int, str, str]:
+    path = tmp_path / "ibw.txt"
+    path.write_text(capture, encoding="utf-8")
+    code = main(["probe", "ib-write-bw", "--input", str(path), "--expect", "ib_write_bw_min=90"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- perftest's own error lines: the run failed, wherever they stand ------------------------------------------
+
+@pytest.mark.parametrize("where, said", [
+    ("after", "ibv_poll_cq: Completion with error"),
+    ("after", " Completion with error at client\n Failed status 12: wr_id 0 syndrom 0x81"),
+    ("after", " Failed status 10: wr_id 0 syndrom 0x88"),
+    ("after", " Error occurred while running infinitely! aborting ..."),
+    ("in", " Problems with warm up"),
+    ("in", "ibv_poll_cq: Completion with error"),
+])
+def test_a_perftest_error_line_in_or_after_the_table_fails_the_run_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, said: str) -> None:
+    """perftest prints these to stderr when a run fails (src/perftest_resources.c NOTIFY_COMP_ERROR_SEND,
+    `Problems with warm up` in the *_bw.c mains); a capture of stdout and stderr in one stream has them beside
+    the table. `ibv_poll_cq: Completion with error` (behind a prefix) and `Problems with warm up` passed."""
+    capture = text("ib_write_bw", ROCE)
+    bad = capture.replace(LAST, LAST + "\n" + said) if where == "in" else capture.rstrip("\n") + "\n" + said + "\n"
+    first = said.splitlines()[0].strip()
+    run = reader.parse(bad)
+    assert run.failure is not None and run.failure.endswith(first), run.failure
+    assert reader.failure_in(said) == first  # a server's stderr tail, read alone
+    code, out, _ = _probe(tmp_path, capsys, bad)
+    assert code == 1 and "FAIL mlx5_0: run: the run failed: line " in out and first in out

@@ -11,7 +11,9 @@ second `Device :` unlike the first is refused (one NIC's run per file). A run cu
 off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
 to ...`, `Completion with error`) is the run's failure. A table line that starts as a row does but is not
 one (cut short to `8388608 5000`, a negative size, a bandwidth that is not a number) is refused naming its
-line, never skipped (the size before it would be judged instead). Never a pass by omission.
+line, never skipped (the size before it would be judged instead). perftest's own error lines (`Completion
+with error at client`, also behind a prefix such as `ibv_poll_cq: `, `Problems with warm up`, `Failed status
+12: ...`) are the run's failure wherever they stand, in the table or after it. Never a pass by omission.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P
 _ROW_LIKE = re.compile(r"^\s*-?\d+(\s|$)")
 _KEY = re.compile(r"[A-Za-z][A-Za-z .*/-]*")
 _VALUE = re.compile(r"\s*(\S*)")
-_FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed to|Completion with error|IB device \S+ not found|"
-                      r"No IB devices found|ERRNO|Error:)", re.IGNORECASE)
+# perftest's error lines (src/*.c, fprintf(stderr, ...)): at a line's start, or, for the two that only a failed
+# run prints, anywhere in it (a wrapper's `ibv_poll_cq: ` before `Completion with error` hid it, and the run passed)
+_FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed\b|IB device \S+ not found|No IB devices found|ERRNO|Error[: ]|"
+                      r"Did not get Message|Can't produce a report)|"
+                      r"Completion wi?th error|Problems with warm up", re.IGNORECASE)
 # perftest's table headers (src/perftest_parameters.h): RESULT_FMT `BW peak[MB/sec]` (MiB/s, format_factor
 # 0x100000; newer builds print `MiB/sec`) and RESULT_FMT_G `BW peak[Gb/sec]` (--report_gbits). No other unit:
 # a `Mb/sec` read with no factor would make 9000 Mb/s 9000 Gb/s, so any other is refused, never guessed
@@ -73,7 +78,7 @@ def parse(text: str) -> IbWriteBw:
     failure = None
     in_table = False
     for at, line in enumerate(lines, 1):
-        if _FAILURE.match(line) and failure is None:
+        if _FAILURE.search(line) and failure is None:
             failure = f"line {at}: {line.strip()}"
         m = _HEADER.match(line)
         if m:
@@ -116,7 +121,7 @@ def parse(text: str) -> IbWriteBw:
 def failure_in(text: str) -> str | None:
     """The first failure line, as printed, of an output parse() does not take (a server that could not connect,
     the stderr perftest prints its errors to); None where there is none."""
-    return next((line.strip() for line in clean_lines(text) if _FAILURE.match(line)), None)
+    return next((line.strip() for line in clean_lines(text) if _FAILURE.search(line)), None)
 
 
 def fields_of(line: str) -> list[tuple[str, str]]:
