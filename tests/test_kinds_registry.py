@@ -146,3 +146,24 @@ def test_the_controller_checks_a_runner_without_importing_it() -> None:
             "print(sorted(m for m in ('torch', 'clustercheck.measure', 'clustercheck.measure.copies') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_plugin_kinds_unknown_param_is_refused_though_its_parse_never_calls_done(tmp_path: Path) -> None:
+    """A plugin's parse that reads its keys and returns without `f.done()` silently dropped a misspelt one
+    (`bse: 9` ran with base 7); the loader refuses what parse did not read, naming file, line and key."""
+    from clustercheck.suite.load import load_suite
+
+    def parse(f: Fields) -> dict[str, Any]:
+        return {"base": f.get("base", int, 7)}  # no f.done()
+
+    register(**_fields(name="no_done", parse=parse))
+    try:
+        suite = tmp_path / "s.yaml"
+        suite.write_text("checks:\n  - id: c\n    measure: no_done\n    params:\n      base: 3\n")
+        assert load_suite(suite).checks[0].params == {"base": 3}
+        suite.write_text("checks:\n  - id: c\n    measure: no_done\n    params:\n      bse: 9\n")
+        with pytest.raises(UserError) as info:
+            load_suite(suite)
+        assert str(info.value) == f"{suite}:5: checks[0].params.bse: unknown key; did you mean 'base'?"
+    finally:
+        KINDS._kinds.pop("no_done", None)

@@ -8,7 +8,9 @@ checked as pluggy checks a hook implementation: its scopes must be scopes, its u
 importable `module:function`, its `expect_keys` expect: keys, and replacing a kind that exists needs
 `replace=True`. A bad one raises `UserError` with one line naming the kind and what is wrong. A kind whose
 judge reads expectations (`Rules.expect`) declares them in `expect_keys`: `run --expect KEY` refuses a key no
-selected check declares."""
+selected check declares. A kind's `parse` reads its check's `params:` through `Fields.get`; a key it did not
+get is refused after it returns (suite/load.py calls `done()`, whether or not parse did), so a misspelt param
+is one line naming file, line and key, never dropped unread."""
 
 from __future__ import annotations
 

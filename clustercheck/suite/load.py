@@ -60,6 +60,7 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         env = _env(f, default_env)
         params_f = Fields(f.get("params", dict, {}), name, f.key_path("params"), f.line_of("params"))
         params = kind.parse(params_f)
+        params_f.done()  # a plugin kind's parse need not: a misspelt param is refused, never dropped unread
         if kind.fits is not None and (misfit := kind.fits(params, timeout)) is not None:
             key, why = misfit  # a time that cannot fit could only end as 'a rank hung', after the whole timeout
             given = f"line {f.line_of('timeout')}" if "timeout" in f.data else \
