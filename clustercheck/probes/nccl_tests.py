@@ -310,8 +310,11 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
     busbw_min_multinode when given (an absolute floor), else a fraction of the nodes' line rate
     (judging/fabric.py); unknown line rate, too small a size or another collective: not judged."""
     row = run.largest()
-    if row is None or not row.placements():
+    if row is None:
         return None
+    if not row.placements():  # rows, and none measured at the largest size: no floor is met or missed
+        return not_judged(subject, "busbw", f"the largest row ({row.size} B, line {row.line}) has no placement "
+                          f"measured: the busbw at the largest size is not known")
     places = row.placements()
     worst = min(p.busbw for _, p in places)
     shown = (f"{' / '.join(f'{p.busbw:.2f}' for _, p in places)} GB/s "

@@ -94,6 +94,12 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
     elif oob is None:
         failure = (f"result {len(rows)}: the JSON has no out_of_bounds summary after the last result: the run "
                    f"stopped early") if rows else "the JSON has no results: the run stopped before its first row"
+    elif avg_value is None:  # util.cu writes the two together, as the text's two footer lines
+        failure = "the JSON's out_of_bounds has no average_bus_bandwidth after it: the run was cut off"
+    elif not isinstance(oob, dict) or oob.get("okay") is not True or int(oob["count"]) < 0:
+        failure = (f"out_of_bounds {oob}: not okay (util.cu writes okay: count == 0), a failed out-of-bounds "
+                   f"check" if isinstance(oob, dict) and oob.get("okay") is False else
+                   f"out_of_bounds {oob} is no summary nccl-tests writes ({{count, okay}})")
     return NcclTestsRun(
         "nccl-tests", "json", name, "binary name" if name else "unknown", ranks, tuple(rows), cfg.get("nthreads"),
         cfg.get("ngpus"), cfg.get("maximum_bytes"), cfg.get("validation"),
@@ -101,13 +107,25 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
         avg_value if avg_value is None or math.isfinite(avg_value) else None,
         None if okay in (None, "unchecked") else ("OK" if okay else "FAILED"),
         version_of(int(doc["nccl_version"])), None, errors[0] if errors else None, failure, None,
-        "incomplete" if failure else None, 0, (), tuple(unread))
+        "incomplete" if failure else None, 0, (), tuple(unread), cfg.get("minimum_bytes"), _step(cfg))
+
+
+def _step(cfg: dict[str, Any]) -> tuple[int, str] | None:
+    """The sweep's step as the text header says it (util.cu writes step_factor or step_bytes)."""
+    for key, how in (("step_factor", "factor"), ("step_bytes", "bytes")):
+        if isinstance(cfg.get(key), int):
+            return cfg[key], how
+    return None
 
 
 def _unmeasured(row: Row, cpu_time: bool) -> str | None:
-    """What makes a result no measurement: a time, algbw, busbw or nwrong that is nan, inf or negative, a
+    """What makes a result no measurement: a size or count below 0, no placement, a time, algbw, busbw or nwrong that is nan, inf or negative, a
     nwrong that is not a whole count, or numbers that cannot be one measurement (nccl_measured, the rule
     the text reader applies too)."""
+    if row.size < 0 or row.count < 0:
+        return f"size {row.size} count {row.count}: below 0, no size nccl-tests runs"
+    if not row.placements():
+        return f"size {row.size} B: out_of_place and in_place both null, nothing was measured"
     for name, p in row.placements():
         place = name.replace("_", "-")
         for what, value in (("time", p.time_us), ("algbw", p.algbw), ("busbw", p.busbw), ("nwrong", p.wrong)):
