@@ -123,6 +123,29 @@ def _probe(tmp_path: Path, capsys: pytest.CaptureFixture[str], capture: str) -> 
     return code, out, err
 
 
+# -- a row no perftest run prints: refused naming its line, never a pass ----------------------------------
+
+@pytest.mark.parametrize("row", ["      8388608    0             92.39              92.39              0.001377",
+                                 "      8388608    0             0.00               92.39              0.001377"])
+def test_a_bandwidth_over_0_iterations_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str) -> None:
+    """perftest's average is the bytes of its iterations over their time (print_report_bw; a -D run counts its
+    iterations too): 92.39 Gb/s over `#iterations 0` read as the 8 MiB reading and passed a 90 Gb/s floor."""
+    bad = text("ib_write_bw", ROCE).replace(LAST, row)
+    with pytest.raises(NotToolOutput, match=r"^line 45: a bandwidth over 0 iterations, .*8388608"):
+        reader.parse(bad)
+    code, out, err = _probe(tmp_path, capsys, bad)
+    assert code == 4 and "0 iterations" in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
+
+
+def test_nothing_moved_over_0_iterations_reads_and_fails_at_the_floor(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """0.00 Gb/s over 0 iterations is what a run that moved nothing prints: read, and failed by the floor."""
+    idle = text("ib_write_bw", ROCE).replace(LAST, "      8388608    0             0.00               0.00               0.000000")
+    assert reader.parse(idle).largest() == reader.Row(8388608, 0, None, 0.0, 0.0, 45)
+    code, out, _ = _probe(tmp_path, capsys, idle)
+    assert code == 1 and "FAIL mlx5_0: bandwidth: BW average 0.00 Gb/s at 8388608 B" in out and "PASS" not in out
+
+
 # -- perftest's own error lines: the run failed, wherever they stand ------------------------------------------
 
 @pytest.mark.parametrize("where, said", [

@@ -11,7 +11,8 @@ second `Device :` unlike the first is refused (one NIC's run per file). A run cu
 off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
 to ...`, `Completion with error`) is the run's failure. A table line that starts as a row does but is not
 one (cut short to `8388608 5000`, a negative size, a bandwidth that is not a number) is refused naming its
-line, never skipped (the size before it would be judged instead). perftest's own error lines (`Completion
+line, never skipped (the size before it would be judged instead). So is a bandwidth over 0 iterations,
+which no perftest run prints. perftest's own error lines (`Completion
 with error at client`, also behind a prefix such as `ibv_poll_cq: `, `Problems with warm up`, `Failed status
 12: ...`) are the run's failure wherever they stand, in the table or after it. Never a pass by omission.
 """
@@ -94,6 +95,7 @@ def parse(text: str) -> IbWriteBw:
         if r:
             factor = _GBPS_PER[unit]
             peak, avg, rate = (_reading(r.group(k), at, line) for k in ("peak", "avg", "rate"))
+            _measured(r, peak, avg, at, line)
             row = Row(int(r.group("bytes")), int(r.group("iters")), peak * factor if peak > 0 else None,
                       avg * factor, rate, at)
             seen = rows.get(row.bytes)
@@ -148,3 +150,11 @@ def _reading(token: str, at: int, line: str) -> float:
     if value is None:
         raise NotToolOutput(f"line {at}: a bandwidth row that is not numbers: {line.strip()[:120]!r}")
     return value
+
+
+def _measured(r: re.Match[str], peak: float, avg: float, at: int, line: str) -> None:
+    """A row no perftest run prints, refused naming its line: its average is the bytes of its iterations over
+    their time (print_report_bw; a -D run counts its iterations too), so none is positive over 0 iterations."""
+    shown = f"{line.strip()[:120]!r}"
+    if int(r.group("iters")) == 0 and (avg > 0 or peak > 0):
+        raise NotToolOutput(f"line {at}: a bandwidth over 0 iterations, which perftest cannot have measured: {shown}")
