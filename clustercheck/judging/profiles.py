@@ -29,7 +29,12 @@ class SearchPath:
         found: dict[str, Path] = {}
         for directory in self.dirs:
             here: dict[str, Path] = {}
-            for path in sorted(p for p in directory.iterdir() if p.suffix.lower() in (".yaml", ".yml")):
+            try:
+                listed = sorted(p for p in directory.iterdir() if p.suffix.lower() in (".yaml", ".yml"))
+            except OSError as exc:  # a directory we may not list: its profiles unseen, a shipped one would judge
+                raise UserError(f"cannot list the threshold profiles in it: {exc.strerror or exc}",
+                                file=display(directory)) from None
+            for path in listed:
                 if path.stem in here:  # mine.yaml beside mine.YML as much as beside mine.yml
                     raise UserError(f"a second threshold profile {path.stem!r} beside {here[path.stem].name}; "
                                     f"keep one of the two", file=display(path))
