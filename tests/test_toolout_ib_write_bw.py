@@ -140,10 +140,49 @@ def test_a_bandwidth_over_0_iterations_is_refused(tmp_path: Path, capsys: pytest
 def test_nothing_moved_over_0_iterations_reads_and_fails_at_the_floor(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """0.00 Gb/s over 0 iterations is what a run that moved nothing prints: read, and failed by the floor."""
-    idle = text("ib_write_bw", ROCE).replace(LAST, "      8388608    0             0.00               0.00               0.000000")
+    idle = text("ib_write_bw", ROCE).replace(LAST, "      8388608    0        0.00        0.00        0.000000")
     assert reader.parse(idle).largest() == reader.Row(8388608, 0, None, 0.0, 0.0, 45)
     code, out, _ = _probe(tmp_path, capsys, idle)
     assert code == 1 and "FAIL mlx5_0: bandwidth: BW average 0.00 Gb/s at 8388608 B" in out and "PASS" not in out
+
+
+@pytest.mark.parametrize("fixture, row, why", [
+    (ROCE, "      8388608    5000             99999999.39        99999999.39        0.001377",
+     r"BW peak 99999999.39 Gb/s, above the 100000 Gb/s no NIC port reaches"),
+    (ROCE, "      8388608    5000             92.39              100000.01          0.001377",
+     r"BW average 100000.01 Gb/s, above the 100000 Gb/s"),
+    ("loopback-ib0-all-sizes-interleaved-superbench.txt",  # MiB/s: 12 Mi MiB/s is 100.7 Tb/s
+     "8388608    2000             12000000.00         12000000.00               0.002905",
+     r"BW peak 100663.30 Gb/s, above the 100000 Gb/s"),
+    (ROCE, "      8388608    5000             92.39              92.41              0.001377",
+     r"BW average 92.41 above BW peak 92.39 by more than the printed step 0.01"),
+    (ROCE, "      8388608    5000             9.39               92.39              0.001377",
+     r"BW average 92.39 above BW peak 9.39"),
+])
+def test_a_rate_no_nic_reaches_or_an_average_above_its_peak_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       fixture: str, row: str, why: str) -> None:
+    """99,999,999.39 Gb/s passed a 90 Gb/s floor. No port reaches 100 Tb/s (reader.MAX_PORT_GBPS), and the
+    peak is the fastest window of the same iterations, the whole run among them: an average above it is no
+    perftest output either."""
+    capture = text("ib_write_bw", fixture)
+    last = next(line for line in capture.splitlines() if line.strip().startswith("8388608 "))
+    bad = capture.replace(last, row)
+    with pytest.raises(NotToolOutput, match=rf"^line \d+: {why}"):
+        reader.parse(bad)
+    code, out, err = _probe(tmp_path, capsys, bad)
+    assert code == 4 and "8388608" in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
+
+
+@pytest.mark.parametrize("row, avg", [
+    ("      8388608    5000             92.39              92.40              0.001377", 92.40),  # one printed step
+    ("      8388608    5000             0.00               92.39              0.001377", 92.39),  # no peak (-D)
+    ("      8388608    5000             1600.00            1599.98            0.023840", 1599.98),  # a 1.6 Tb/s port
+])
+def test_a_rate_a_nic_can_reach_and_an_average_within_a_printed_step_of_its_peak_still_read(row: str,
+                                                                                            avg: float) -> None:
+    largest = reader.parse(text("ib_write_bw", ROCE).replace(LAST, row)).largest()
+    assert largest is not None and largest.avg_gbps == avg
 
 
 # -- perftest's own error lines: the run failed, wherever they stand ------------------------------------------

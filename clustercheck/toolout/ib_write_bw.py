@@ -11,10 +11,11 @@ second `Device :` unlike the first is refused (one NIC's run per file). A run cu
 off before the table's closing line is `complete = False`; a failure line (`Couldn't connect`, `Failed
 to ...`, `Completion with error`) is the run's failure. A table line that starts as a row does but is not
 one (cut short to `8388608 5000`, a negative size, a bandwidth that is not a number) is refused naming its
-line, never skipped (the size before it would be judged instead). So is a bandwidth over 0 iterations,
-which no perftest run prints. perftest's own error lines (`Completion
-with error at client`, also behind a prefix such as `ibv_poll_cq: `, `Problems with warm up`, `Failed status
-12: ...`) are the run's failure wherever they stand, in the table or after it. Never a pass by omission.
+line, never skipped (the size before it would be judged instead). So is a row no run of perftest can print:
+a bandwidth over 0 iterations, a rate above MAX_PORT_GBPS, a BW average above its BW peak by more than a
+printed step. perftest's own error lines (`Completion with error at client`, also behind a prefix such as
+`ibv_poll_cq: `, `Problems with warm up`, `Failed status 12: ...`) are the run's failure wherever they stand,
+in the table or after it. Never a pass by omission.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ _FAILURE = re.compile(r"^\s*(Couldn't|Unable to|Failed\b|IB device \S+ not found
 # 0x100000; newer builds print `MiB/sec`) and RESULT_FMT_G `BW peak[Gb/sec]` (--report_gbits). No other unit:
 # a `Mb/sec` read with no factor would make 9000 Mb/s 9000 Gb/s, so any other is refused, never guessed
 _GBPS_PER = {"Gb/sec": 1.0, "MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9}
+# A rate no NIC port reaches: the fastest ports shipping carry 800 Gb/s (XDR InfiniBand, 800GbE), 1.6 Tb/s is
+# on the roadmaps, and a bidirectional run sums two directions. 100 Tb/s per port stays far above any of them for
+# years, so a reading above it is a garbled or edited row (99999999.39 Gb/s passed a 90 Gb/s floor), no measurement
+MAX_PORT_GBPS = 100_000.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ def parse(text: str) -> IbWriteBw:
         if r:
             factor = _GBPS_PER[unit]
             peak, avg, rate = (_reading(r.group(k), at, line) for k in ("peak", "avg", "rate"))
-            _measured(r, peak, avg, at, line)
+            _measured(r, peak * factor, avg * factor, at, line)
             row = Row(int(r.group("bytes")), int(r.group("iters")), peak * factor if peak > 0 else None,
                       avg * factor, rate, at)
             seen = rows.get(row.bytes)
@@ -152,9 +157,26 @@ def _reading(token: str, at: int, line: str) -> float:
     return value
 
 
-def _measured(r: re.Match[str], peak: float, avg: float, at: int, line: str) -> None:
+def _measured(r: re.Match[str], peak_gbps: float, avg_gbps: float, at: int, line: str) -> None:
     """A row no perftest run prints, refused naming its line: its average is the bytes of its iterations over
-    their time (print_report_bw; a -D run counts its iterations too), so none is positive over 0 iterations."""
+    their time (print_report_bw; a -D run counts its iterations too), so none is positive over 0 iterations;
+    its peak is the fastest window of the same iterations, the whole run among them, so the average is never
+    above it by more than a printed step (both are rounded alike; a truncated cycle count may tip one step);
+    and no port reaches MAX_PORT_GBPS."""
     shown = f"{line.strip()[:120]!r}"
-    if int(r.group("iters")) == 0 and (avg > 0 or peak > 0):
+    if int(r.group("iters")) == 0 and (avg_gbps > 0 or peak_gbps > 0):
         raise NotToolOutput(f"line {at}: a bandwidth over 0 iterations, which perftest cannot have measured: {shown}")
+    for name, value in (("BW peak", peak_gbps), ("BW average", avg_gbps)):
+        if value > MAX_PORT_GBPS:
+            raise NotToolOutput(f"line {at}: {name} {value:.2f} Gb/s, above the {MAX_PORT_GBPS:g} Gb/s no NIC port "
+                                f"reaches: not a measurement: {shown}")
+    peak, avg = r.group("peak"), r.group("avg")
+    step = max(_step(peak), _step(avg))
+    if peak_gbps > 0 and float(avg) - float(peak) > step * 1.000001:  # 0.00 is a peak not measured
+        raise NotToolOutput(f"line {at}: BW average {avg} above BW peak {peak} by more than the printed step "
+                            f"{step:g}, which perftest cannot print (its peak is its fastest window): {shown}")
+
+
+def _step(token: str) -> float:
+    """One unit in the last printed place of a number as perftest prints it (%.2f, or %.6f for -ext)."""
+    return 10.0 ** -len(token.partition(".")[2])
