@@ -125,9 +125,12 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: 
     if v.masked:  # crossed only by groups another part failed: never measured apart, never a pass
         masked = f"uplink(s) {', '.join(v.masked[:8])} never tested apart from a failed part"
         none = f"{masked}; {none}" if none else masked
+    if v.never_crossed:  # no group that gave a result crossed them (rings under one spine switch): never a pass
+        crossed = f"uplink(s) {', '.join(v.never_crossed[:8])} never crossed by any test"
+        none = f"{crossed}; {none}" if none else crossed
     if cluster:
         out[None] = (cluster, none)
-    elif v.masked:
+    elif v.masked or v.never_crossed:
         out[None] = ([], f"not judged: {none}")
     elif v.unexplained:  # failed groups whose every part passed elsewhere: a transient, never a clean pass
         out[None] = ([], f"not judged: {len(v.unexplained)} failed group(s) that no part explains (a transient or "

@@ -120,7 +120,8 @@ class Verdicts:
     of which passed elsewhere (a transient or a noisy reading); `cleared` are nodes a passing test
     exercised; `untested` are nodes neither cleared nor named; `no_result` are the groups that gave no
     measurement (neither passed nor failed: they clear and blame nobody); `masked` are switches whose uplink
-    no passing test cleared and no finding or suspect holds: never judged."""
+    no passing test cleared and no finding or suspect holds: never judged; `never_crossed` are switches whose
+    uplink no test that gave a result crossed at all."""
 
     rounds: int
     tests: int
@@ -132,6 +133,7 @@ class Verdicts:
     every_test_failed: bool
     no_result: tuple[Evidence, ...] = ()
     masked: tuple[str, ...] = ()
+    never_crossed: tuple[str, ...] = ()  # switches whose uplink no test that gave a result crossed: never judged
     measured: frozenset[str] = frozenset()  # nodes some group that gave a result held  # switches whose uplink only failed groups crossed, never tested apart
 
     def named(self, kind: Kind) -> list[Finding]:

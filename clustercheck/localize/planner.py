@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from clustercheck.errors import UserError
+from clustercheck.localize.builder import Builder
 from clustercheck.localize.infer import Explanation, Test, confidence, explain, readings
 from clustercheck.localize.model import (
-    Evidence, Finding, Group, Outcome, Part, Purpose, Verdicts, exercised, uplink, usable,
+    Evidence, Finding, Group, Outcome, Part, Verdicts, exercised, usable,
 )
 from clustercheck.localize.topology import Topology, check_nodes
 
@@ -96,6 +97,14 @@ class Planner:
         self._under: dict[str, list[str]] = {}  # leaf switch -> its nodes, in the given order
         for n in names:
             self._under.setdefault(self.topology.leaf(n), []).append(n)
+        # switch -> the nodes below it, for each switch whose uplink traffic between two of these nodes crosses
+        # (some node below it, some not): the uplinks a pass must have crossed
+        below: dict[str, list[str]] = {}
+        for leaf, under in self._under.items():
+            for s in self.topology.up(leaf):
+                if s in self.topology.parent_of:
+                    below.setdefault(s, []).extend(under)
+        self._below = {s: b for s, b in below.items() if len(b) < len(names)}
         self._tests: list[Test] = []
         self._pending: list[Group] = []
         self._rounds = 0
@@ -137,7 +146,7 @@ class Planner:
         self._rounds += 1
         self._pending = []
         self._explanation = None
-        if self._rounds == 1 and all(t.passed for t in self._tests):
+        if self._rounds == 1 and all(t.passed for t in self._tests) and not self._never_crossed():
             self._done = True
 
     def explanation(self) -> Explanation:
@@ -170,10 +179,17 @@ class Planner:
             measured=frozenset(n for t in self._tests if t.outcome is not None for n in t.group.members),
             masked=tuple(sorted(p.key[0] for p in ex.open_parts if p.kind == "switch" and p not in ex.chosen
                                 and not any(p in group for group in suspects))),
+            never_crossed=tuple(sorted(self._never_crossed())),
             no_result=tuple(Evidence(t.group.id, t.group.round, t.group.members, None)
                             for t in self._tests if t.outcome is None))
 
     # -- internals ---------------------------------------------------------------------------
+    def _never_crossed(self) -> list[str]:
+        """Switches whose uplink no test that gave a result crossed: in a three-level tree, screening rings of
+        whole leaves under one spine switch cross no uplink above it, and all passing cleared nothing there."""
+        crossed = {p.key[0] for t in self._tests if t.outcome is not None for p in t.parts if p.kind == "switch"}
+        return [s for s in self._below if s not in crossed]
+
     def _every_test_failed(self) -> bool:
         """Nothing passed, and two failed groups share no node: no single part explains it all. Any two, not
         the first against the rest: a screening ring over every node meets every later group. The scan ends
@@ -229,7 +245,7 @@ class Planner:
         if r == 1:
             return [Group(f"r1-g{i}", 1, ring.members, "screen") for i, ring in enumerate(self.rings)]
         ex = self.explanation()
-        b = _Builder(self, r, ex)
+        b = Builder(self.topology, self.nodes, self._tests, r, ex)
         rings = self._failed_rings()
         if r == 2:
             for ring in rings:
@@ -264,10 +280,11 @@ class Planner:
             if t.outcome is None and len(t.group.members) == 2 and frozenset(t.group.members) not in got:
                 b.add(t.group.members, "retest")
         self._resolve(b, ex, last=r > 3)
+        self._cross(b, ex)
         b.pair_orphans()
         return b.groups
 
-    def _resolve(self, b: _Builder, ex: Explanation, last: bool) -> None:
+    def _resolve(self, b: Builder, ex: Explanation, last: bool) -> None:
         """Test apart what the evidence left tied, and nodes hidden behind others' failures; from round 4
         on, test again each named part that only one failed test points at alone: all of them with
         `confirm`, else those whose one reading was marginal."""
@@ -291,99 +308,32 @@ class Planner:
                 else:
                     b.with_helper(u, "helper")
                     b.with_helper(v, "helper")
-            else:
-                under = [n for n in self._under.get(p.key[0], ()) if n in cleared_nodes]
+            else:  # a helper outside the switch: the pair crosses its uplink (for a leaf: any other leaf)
+                under = [n for n in self._below.get(p.key[0], ()) if n in cleared_nodes]
                 for n in under[:2]:
-                    b.with_helper(n, "probe", other_leaf=True)
+                    b.with_helper(n, "probe", other_leaf=True, away=p.key[0])
 
-
-class _Builder:
-    """One round's disjoint groups, and known-good partners drawn from cleared, idle nodes."""
-
-    def __init__(self, planner: Planner, r: int, ex: Explanation) -> None:
-        self.planner = planner
-        self.r = r
-        self.busy: set[str] = set()
-        self.reserved: dict[str, None] = {}
-        self.orphans: dict[str, None] = {}
-        # pairs already run: a known-good partner must be a new one, or the test only repeats itself
-        self.done = {frozenset(t.group.members) for t in planner._tests if len(t.group.members) == 2}
-        self.groups: list[Group] = []
-        topo = planner.topology
+    def _cross(self, b: Builder, ex: Explanation) -> None:
+        """Two pairs across each uplink no test crossed yet, each a cleared idle node below its switch with a
+        cleared helper outside it (two readings: `confirm` names nothing from one). A pair across two top-level
+        subtrees crosses every uplink on its way and counts for each; its helper comes from the leaf whose
+        uplinks were crossed least, so that three subtrees or more meet in different pairs and tell one slow
+        uplink from the others."""
         cleared = {p.key[0] for p in ex.cleared if p.kind == "node"}
-        self.pool: dict[str, list[str]] = {}
-        for n in reversed(planner.nodes):
-            if n in cleared:
-                self.pool.setdefault(topo.leaf(n), []).append(n)
-        # leaves whose own uplink passed a test: a partner there adds no unknown to a probe
-        good = [leaf for leaf in self.pool if uplink(leaf) in ex.cleared or not leaf]
-        self.leaves = good + [leaf for leaf in self.pool if leaf not in good]
-        self._turn = 0
-
-    def add(self, members: tuple[str, ...], purpose: Purpose) -> bool:
-        if len(set(members)) != len(members) or any(m in self.busy for m in members):
-            return False
-        self.busy.update(members)
-        self.groups.append(Group(f"r{self.r}-g{len(self.groups)}", self.r, members, purpose))
-        return True
-
-    def reserve(self, *nodes: str) -> None:
-        for n in nodes:
-            self.reserved[n] = None
-            self.busy.add(n)
-
-    def with_helper(self, n: str, purpose: Purpose, other_leaf: bool = False) -> None:
-        """Pair `n` with a cleared idle node: from its own leaf when it can (no uplink in the test),
-        from another leaf for a probe of n's uplink."""
-        if n in self.busy and n not in self.reserved:
-            return
-        self.reserved.pop(n, None)
-        self.busy.discard(n)
-        helper = self._helper(self.planner.topology.leaf(n), other_leaf, n)
-        if helper is not None:
-            self.add((n, helper), purpose)
-        else:
-            self.orphans[n] = None
-
-    def pair_orphans(self) -> None:
-        """Nodes that found no known-good partner (nothing passed yet) test each other, in pairs not
-        run before."""
-        left = [n for n in self.orphans if n not in self.busy]
-        leaf = self.planner.topology.leaf
-        while len(left) > 1:
-            u = left.pop(0)
-            half = left[len(left) // 2:] + left[:len(left) // 2]  # far down the list: another ring's leaf
-            fresh = [v for v in half if frozenset((u, v)) not in self.done]
-            v = next((v for v in fresh if leaf(v) != leaf(u)), fresh[0] if fresh else None)
-            if v is not None:
-                left.remove(v)
-                self.add((u, v), "pair")
-
-    def _helper(self, leaf: str, other_leaf: bool, target: str) -> str | None:
-        if not other_leaf and (h := self._pop(leaf, target)):
-            return h
-        for i in range(len(self.leaves)):
-            cand = self.leaves[(self._turn + i) % len(self.leaves)]
-            if (cand != leaf or not leaf) and (h := self._pop(cand, target)):
-                self._turn = (self._turn + i + 1) % len(self.leaves)
-                return h
-        return None
-
-    def _pop(self, leaf: str, target: str) -> str | None:
-        stack = self.pool.get(leaf, [])
-        skipped = []
-        found = None
-        while stack:
-            h = stack.pop()
-            if h in self.busy or h in self.reserved:
-                continue
-            if h == target or frozenset((h, target)) in self.done:
-                skipped.append(h)
-                continue
-            found = h
-            break
-        stack.extend(skipped)
-        return found
+        never = self._never_crossed()
+        crossings = dict.fromkeys(never, 0)
+        up = self.topology.up
+        for s in never:
+            for n in self._below[s]:
+                if crossings[s] >= 2:
+                    break
+                if n not in cleared or n in b.busy:
+                    continue
+                outside = sorted((leaf for leaf in self._under if s not in up(leaf)),
+                                 key=lambda leaf: sum(crossings.get(x, 0) for x in up(leaf)))
+                if h := b.across(n, outside):
+                    for c in self.topology.crossed(n, h):
+                        crossings[c] = crossings.get(c, 0) + 1
 
 
 __all__ = ["Planner", "Ring", "screen_rings"]

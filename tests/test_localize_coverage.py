@@ -1,0 +1,105 @@
+"""Localization judges only what some test measured (docs/localize.md, fail-closed): every uplink between the
+run's nodes is crossed by a test or the cluster item says which was not, and every link is tested apart from
+a failed part or said untested. Real components: the planner, driven through clustercheck.localize.check.localize
+with all_reduce answers shaped like the runner's ranks'; the fabric below reads each group's busbw from its
+members and the switch tree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from clustercheck.localize import Topology, ring_edges
+from clustercheck.localize.check import localize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_localize_fail_closed import answers  # noqa: E402
+
+GOOD, SLOW, FLOOR = 2.0, 0.3, 1.0
+
+
+def fabric(nodes: list[str], topo: Topology, bad_nodes: Iterable[str] = (), bad_links: Iterable[tuple[str, str]] = (),
+           bad_uplinks: Iterable[str] = (), max_rounds: int = 4) -> tuple[dict, list[dict[str, Any]]]:
+    """Run the check's localization over `nodes` (one rank each) on the tree `topo`: a group reads SLOW when it
+    holds a bad node, sends over a bad link or crosses a bad uplink, else GOOD."""
+    bad, slow_links, slow_uplinks = set(bad_nodes), [set(x) for x in bad_links], set(bad_uplinks)
+
+    def gbps(members: tuple[str, ...]) -> float:
+        if set(members) & bad or any({u, v} in slow_links or set(topo.crossed(u, v)) & slow_uplinks
+                                     for u, v in ring_edges(members)):
+            return SLOW
+        return GOOD
+
+    def run(groups: list[list[int]]) -> dict[int, dict[str, Any]]:
+        return answers(groups, lambda g: gbps(tuple(nodes[r] for r in g)))
+
+    return localize(nodes, {n: [i] for i, n in enumerate(nodes)}, FLOOR, run, "fabric", topology=topo,
+                    max_rounds=max_rounds)
+
+
+def three_levels(spines: int, leaf_size: int = 32) -> tuple[list[str], Topology]:
+    """Two leaves of `leaf_size` nodes under each spine switch S0, S1, ..., every spine under one core switch C:
+    the screening rings (two leaves each, about 64 nodes) stay under one spine, so no ring crosses a spine's
+    uplink."""
+    nodes = [f"n{i:03d}" for i in range(2 * spines * leaf_size)]
+    parent = {f"L{i}": f"S{i // 2}" for i in range(2 * spines)} | {f"S{j}": "C" for j in range(spines)}
+    return nodes, Topology.build({n: f"L{i // leaf_size}" for i, n in enumerate(nodes)}, parent)
+
+
+def crossed(rows: list[dict[str, Any]], topo: Topology) -> set[str]:
+    """The uplinks the measured groups crossed."""
+    return {s for r in rows if r["busbw"] is not None for u, v in ring_edges(tuple(r["members"]))
+            for s in topo.crossed(u, v)}
+
+
+def failed_subjects(items: dict) -> list[str | None]:
+    return [v.subject for v in items[None][0] if not v.passed]
+
+
+# -- uplinks above the leaves --------------------------------------------------------------------------------
+
+def test_a_slow_spine_uplink_no_screening_ring_crossed_fails_the_cluster_item() -> None:
+    """Two spines of two leaves, S0's uplink to the core slow. Each screening ring held one spine's leaves, both
+    passed, the planner stopped after round 1 and the cluster item passed ('no link or uplink named'). Now
+    cleared nodes of the two spines are paired across them; with two spines their uplinks are always crossed
+    together, so the cluster item fails on the one of them the rounds cannot tell apart."""
+    nodes, topo = three_levels(2)
+    items, rows = fabric(nodes, topo, bad_uplinks=["S0"])
+    assert {"S0", "S1"} <= crossed(rows, topo)
+    assert failed_subjects(items) == ["one of: switch S0 | switch S1"]
+    assert all(items[n][0] and items[n][0][0].passed for n in nodes)  # the nodes passed every ring
+
+
+def test_three_spines_meet_in_different_pairs_and_the_slow_uplink_is_named_alone() -> None:
+    """Three spines, S1's uplink slow: the pairs across spines meet S0-S1, S0-S2 and S1-S2, so S1 is named from
+    two failed pairs and S0 and S2 are cleared by the third."""
+    nodes, topo = three_levels(3)
+    items, rows = fabric(nodes, topo, bad_uplinks=["S1"])
+    assert failed_subjects(items) == ["switch S1"]
+    assert items[None][1] == ""  # no uplink left unjudged beside it
+    assert max(r["round"] for r in rows) == 2
+
+
+def test_a_healthy_three_level_tree_passes_once_pairs_crossed_the_spines() -> None:
+    nodes, topo = three_levels(2)
+    items, rows = fabric(nodes, topo)
+    assert {"S0", "S1"} <= crossed(rows, topo)
+    assert [v.measured for v in items[None][0]] == ["no link or uplink named"] and items[None][0][0].passed
+    assert max(r["round"] for r in rows) == 2
+
+
+def test_a_spine_uplink_no_round_was_left_to_cross_is_not_judged() -> None:
+    """One round allowed: nothing crossed S0's or S1's uplink, and the cluster item is an error naming them."""
+    nodes, topo = three_levels(2)
+    items, _ = fabric(nodes, topo, bad_uplinks=["S0"], max_rounds=1)
+    verdicts, message = items[None]
+    assert verdicts == [] and message == "not judged: uplink(s) S0, S1 never crossed by any test"
+
+
+def test_two_levels_still_take_one_round_when_every_ring_passes() -> None:
+    """Under one spine each ring crosses its leaves' uplinks: nothing is left to cross, nothing added."""
+    nodes = [f"h{i}" for i in range(32)]
+    topo = Topology.build({n: f"L{i // 8}" for i, n in enumerate(nodes)}, {f"L{i}": "spine" for i in range(4)})
+    items, rows = fabric(nodes, topo)
+    assert {r["round"] for r in rows} == {1} and items[None][0][0].passed
