@@ -119,6 +119,26 @@ def out_of_domain(value: float, unit: str) -> str | None:
     return None
 
 
+# The most TFLOP/s one device can do, for years to come: 1e6 TFLOP/s = 1 EFLOP/s per device, about 65x the
+# dense FP4 peak of the largest GPU today (Blackwell Ultra: 15 PFLOP/s) and ~500x its dense BF16. A rank
+# answering more (or 0, or less) measured no work done: a timer that read ~0 s, a flop count of work never
+# run. Such a number is the harness's fault, never a measurement a floor could pass (1e308 passed `>= 500`).
+DEVICE_TFLOPS_MAX = 1e6
+
+
+def device_tflops_problem(value: object) -> str | None:
+    """Why `value` cannot be one device's measured TFLOP/s (not a finite number, at or below 0, or above
+    DEVICE_TFLOPS_MAX), or None when it can. The one rule of every kind whose ranks answer TFLOP/s."""
+    if not is_finite_number(value):
+        return f"{show(value, 40)} is not a finite number"
+    if value <= 0:
+        return f"{value:.4g} TFLOP/s is no rate of work done (at or below 0)"
+    if value > DEVICE_TFLOPS_MAX:
+        return (f"{value:.4g} TFLOP/s is above {fmt(DEVICE_TFLOPS_MAX)} (1 EFLOP/s), more than any device "
+                f"does: a timer or harness fault")
+    return None
+
+
 def convert(value: float, from_unit: str, to_unit: str) -> float:
     """Convert between units of one family; ValueError when they differ in kind."""
     if from_unit == to_unit:

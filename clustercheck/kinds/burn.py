@@ -73,8 +73,9 @@ def memory(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]
 
 
 def checked(a: Answers) -> list[dict[str, Any]]:
-    """Every rank's answer, each a number of TFLOP/s and of wrong elements for a GPU of its own; else a
-    HarnessError naming the rank, its node and GPU. A rank without `tflops` was dropped, and a GPU answered
+    """Every rank's answer, each a number of TFLOP/s (sustained, slowest and fastest chunk, each within
+    units.device_tflops_problem's domain) and of wrong elements for a GPU of its own; else a HarnessError
+    naming the rank, its node and GPU. A rank without `tflops` was dropped, and a GPU answered
     twice kept the last answer: a GPU with wrong elements behind a clean one, and the run passed."""
     every_rank_answered(a, f"burn {a.check.id}")
     owner: dict[str, str] = {}  # subject -> the rank that answered it
@@ -95,6 +96,11 @@ def checked(a: Answers) -> list[dict[str, Any]]:
                 did = "ran no GEMM" if key == "gemms" else "compared no result with the known answer"
                 raise NotMeasured(f"burn {a.check.id}: not judged: {who} {did} on {r['host']} {r['subject']} "
                                   f"({key} 0)")
+        for key in ("tflops", "tflops_min", "tflops_max"):  # the rows carry all three: none out of its domain
+            why = units.device_tflops_problem(r.get(key))
+            if why:  # after the counts: a rank that ran no GEMM stays `not judged`, as it says
+                raise HarnessError(f"burn {a.check.id}: {who} answered {key} for {r['host']} {r['subject']} out "
+                                   f"of its domain ({why}): not judged")
         if r["subject"] in owner:  # one node's item: the same GPU twice is two ranks on one device
             raise HarnessError(f"burn {a.check.id}: {r['host']} {r['subject']} answered by {owner[r['subject']]} "
                                f"and by {who}: {BOUND_TWICE}; neither is judged")

@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck import units
-from clustercheck.kinds.base import Kind, device_need
-from clustercheck.kinds.subjects import per_subject
+from clustercheck.errors import HarnessError
+from clustercheck.judging.measurement import Measurement, evaluate
+from clustercheck.judging.verdicts import Verdict
+from clustercheck.kinds.base import Answers, Kind, Rules, device_need
+from clustercheck.kinds.subjects import checked, reduce_subjects
 from clustercheck.schema import Fields, between, one_of
 
 METRICS = {"tflops": "TFLOP/s"}
@@ -29,6 +32,25 @@ def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
     return device_need(3 * size, size, n, gpu)
 
 
+def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
+    """The per-subject judge (subjects.checked: every rank answered its own GPU in full), with every TFLOP/s a
+    rank answered (median, min, max) inside units.device_tflops_problem's domain, as for burn: 1e308 from a
+    timer that read ~0 s passed any floor."""
+    checked(a, METRICS)
+    for i, (answer, rank) in enumerate(zip(a.per_rank, a.ranks)):
+        for subject, values in answer["subjects"].items():
+            spread = values["tflops"]   # median always (checked); min and max where kept (an older record's
+            for stat in ("median", "min", "max"):   # rows may lack them: record/rebuild.py)
+                if stat != "median" and stat not in spread:
+                    continue
+                why = units.device_tflops_problem(spread[stat])
+                if why:
+                    raise HarnessError(f"gemm {a.check.id}: rank {rank.get('rank', i)} on {rank.get('host', '?')} "
+                                       f"answered tflops {stat} for {subject} out of its domain ({why}): not judged")
+    m = reduce_subjects(a.per_rank, METRICS)
+    return m, evaluate(m, dict(rules.limits))
+
+
 PROVIDES = (Kind("gemm", ("gpu", "node"), METRICS, parse,
                  "square matrix multiply throughput per device (bf16 on GPUs, fp32 on CPUs by default)",
-                 "clustercheck.measure.copies:gemm", per_subject(METRICS), memory=need),)
+                 "clustercheck.measure.copies:gemm", judge, memory=need),)
