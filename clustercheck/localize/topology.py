@@ -11,6 +11,7 @@ Format reference: Slurm's topology.conf(5), SchedMD/slurm doc/man/man5/topology.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,8 @@ def parse_topology_conf(text: str, source: str = "topology.conf", scontrol: bool
             if key.lower() not in _KEYS and not scontrol:
                 raise UserError("unknown key (topology/tree or topology/block lines: SwitchName, BlockName, Nodes, "
                                 "Switches, LinkSpeed)", file=source, line=number, key=key)
+            if key.lower() in fields and key.lower() in _KEYS:  # the second would drop the first's nodes or name
+                raise UserError("given twice on one line", file=source, line=number, key=key)
             fields[key.lower()] = value
         if set(fields) == {"blocksizes"}:
             continue  # topology/block's size line: says nothing about which node is where
@@ -130,11 +133,57 @@ def load_topology(path: str | Path) -> Topology:
         raise UserError("not UTF-8 text", file=str(p)) from None
     if p.suffix.lower() == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique)
         except json.JSONDecodeError as exc:
             raise UserError(f"not JSON: {exc.msg}", file=str(p), line=exc.lineno) from None
+        except _Repeated:  # json keeps the last: a switch defined twice would lose its first children
+            key, line = _repeated_key(text)
+            raise UserError("defined twice", file=str(p), line=line, key=key) from None
         return topology_from_mapping(data, str(p))
     return parse_topology_conf(text, str(p))
+
+
+class _Repeated(Exception):
+    """A JSON object holds a key twice (where is found again by _repeated_key)."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Repeated
+    return out
+
+
+_TOKEN = re.compile(r'["{}\[\]]')
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _repeated_key(text: str) -> tuple[str, int]:
+    """The first key an object of `text` (valid JSON) holds twice, as a dotted path, and its second line."""
+    stack: list[tuple[str, set[str] | None]] = []  # per open container: its key path, its keys (None: a list)
+    path, at = "", _TOKEN.search(text)
+    while at:
+        i, c = at.start(), at.group()
+        if c == '"':
+            s, end = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            keys = stack[-1][1] if stack else None
+            space = _SPACE.match(text, end)
+            colon = space.end() if space else end
+            if keys is not None and text[colon:colon + 1] == ":":
+                name = f"{stack[-1][0]}.{s}" if stack[-1][0] else s
+                if s in keys:
+                    return name, text.count("\n", 0, i) + 1
+                keys.add(s)
+                path = name
+            at = _TOKEN.search(text, end)
+            continue
+        if c in "{[":
+            stack.append((path if stack else "", set() if c == "{" else None))
+        else:
+            stack.pop()
+            path = stack[-1][0] if stack else ""
+        at = _TOKEN.search(text, i + 1)
+    return "", 0
 
 
 def read_topology(spec: str | Path) -> Topology:
