@@ -63,17 +63,92 @@ def test_a_throughput_over_no_op_or_no_time_is_refused_saying_why(tmp_path: Path
     assert code == 4 and why in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
 
 
-def test_a_timed_run_that_did_more_than_its_file_and_a_zero_throughput_still_read() -> None:
-    """A timed run (-T) loops over its file, so its DataSetSize done exceeds the size asked (public gdsio
-    captures of -T runs show `16629760/10485760(KiB)`): a real result, not refused. Nothing moved at 0 GiB/s is
-    consistent too, and is left to the floor to fail."""
+# Result lines of public gdsio captures beyond tests/fixtures (one line each, as printed): -T runs that loop
+# past the size asked, 8 and 16 threads, an IOSize range, and a -V (verify) write that prints Avg_Latency 0
+PUBLIC = {
+    "-T 10, 1 thread, 256K (a VM's NVMe, ext4)":
+        "IoType: READ XferType: GPUD Threads: 1 DataSetSize: 16117760/10485760(KiB) IOSize: 256(KiB) Throughput: "
+        "1.564272 GiB/sec, Avg_Latency: 155.969457 usecs ops: 62960 total_time 9.826353 secs",
+    "-T 120, 8 threads (a DGX-2 example)":
+        "IoType: READ XferType: GPUD Threads: 8 DataSetSize: 818796544/4096000(KiB) IOSize: 1024(KiB) Throughput: "
+        "6.524658 GiB/sec, Avg_Latency: 1197.370995 usecs ops: 799606 total_time 119.679102 secs",
+    "16 threads, IOSize 16-32 MiB in 4 MiB steps (a parser's docstring)":
+        "IoType: READ XferType: GPUD Threads: 16 DataSetSize: 103993344/104857600(KiB) IOSize: 16384-32768-4096(KiB) "
+        "Throughput: 6.168589 GiB/sec, Avg_Latency: 60200.233629 usecs ops: 4236 total_time 16.077547 secs",
+    "-V, 4 KiB, 1 op: Avg_Latency 0 (CUDA 12.4 gdsio, NVMe in compat mode)":
+        "IoType: WRITE XferType: GPUD Threads: 1 DataSetSize: 4/4(KiB) IOSize: 4(KiB) Throughput: 0.001974 GiB/sec, "
+        "Avg_Latency: 0.000000 usecs ops: 1 total_time 0.001932 secs",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_result_lines_read_as_printed(name: str) -> None:
+    """A timed run (-T) loops over its file, so its DataSetSize done exceeds the size asked; gdsio -V prints
+    an Avg_Latency of 0 for a run it measured. Each is a real result: its throughput is its KiB done over its
+    total_time to the printed digits, as in every capture of tests/fixtures."""
+    line = PUBLIC[name]
+    result = reader.parse(line).results[0]
+    assert result.gibs == float(line.split("Throughput: ")[1].split()[0]) > 0
+
+
+def test_an_avg_latency_of_0_is_shown_as_not_reported_never_as_a_0_us_one(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """gdsio -V printed `Avg_Latency: 0.000000` for a write it measured (its throughput is its 4 KiB over its
+    1.932 ms): a real line, read, and its latency is not reported rather than `0 us average`."""
+    path = tmp_path / "gdsio.txt"
+    path.write_text("$ gdsio -f /mnt/nvme0/gdstest/gdsio.0 -d 0 -w 1 -s 4k -x 0 -i 4K -I 1 -V\n"
+                    + PUBLIC["-V, 4 KiB, 1 op: Avg_Latency 0 (CUDA 12.4 gdsio, NVMe in compat mode)"] + "\n",
+                    encoding="utf-8")
+    code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=0.001"])
+    out = capsys.readouterr().out
+    assert code == 0 and "1 thread(s), no latency reported (Avg_Latency 0) on /mnt/nvme0/gdstest/gdsio.0" in out
+    assert "0 us average" not in out
+
+
+def test_a_zero_throughput_over_nothing_done_still_reads() -> None:
+    """Nothing moved at 0 GiB/s over 0 KiB done is consistent, and is left to the floor to fail."""
+    idle = text("gdsio", WRX90).replace(
+        "DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706 GiB/sec, Avg_Latency: "
+        "38738.000000 usecs ops: 50", "DataSetSize: 0/52428800(KiB) IOSize: 1048576(KiB) Throughput: 0.000000 "
+        "GiB/sec, Avg_Latency: 0.000000 usecs ops: 0")
+    assert idle != text("gdsio", WRX90) and reader.parse(idle).results[0].gibs == 0
+
+
+def test_every_fixture_throughput_is_its_kib_done_over_its_time() -> None:
+    """The rule's tolerance (a printed step of each) holds every gdsio capture in tests/fixtures."""
+    for name in ("wrx90-2gpu-raid0-write-gpud-cpuonly-stelline.txt", "asus-4gpu-raid0-write-gpud-cpuonly-stelline.txt"):
+        assert len(reader.parse(text("gdsio", name)).results) == (4 if "wrx90" in name else 17)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706",  # 1 GiB in 1.99 s
+     "DataSetSize: 1048576/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706"),
+    ("Throughput: 25.112706 GiB/sec, Avg_Latency: 38738.000000 usecs ops: 50",  # 0 GiB/s over 50 GiB done
+     "Throughput: 0.000000 GiB/sec, Avg_Latency: 38738.000000 usecs ops: 50"),
+    ("Throughput: 25.112706", "Throughput: 26.112706"),
+    ("Throughput: 25.112706", "Throughput: 25.112806"),  # 1e-4 off: beyond a step of either printed number
+    ("total_time 1.991024", "total_time 2.991024"),
+    ("total_time 1.991024", "total_time 0.000001"),  # within a step of 0: 50 GiB in at most 2 us
+])
+def test_a_throughput_that_is_not_its_kib_done_over_its_time_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str) -> None:
+    """25.11 GiB/s beside 1 GiB done in 1.99 s (0.50 GiB/s), or 0 GiB/s beside 50 GiB done, read as measured:
+    GPU0 passed (or failed) on a number gdsio never printed beside those."""
     capture = text("gdsio", WRX90)
-    looped = capture.replace("DataSetSize: 52428800/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706",
-                             "DataSetSize: 83886080/52428800(KiB) IOSize: 1048576(KiB) Throughput: 25.112706")
-    assert looped != capture and reader.parse(looped).results[0].gibs == 25.112706
-    idle = capture.replace("Throughput: 25.112706 GiB/sec, Avg_Latency: 38738.000000 usecs ops: 50 total_time",
-                           "Throughput: 0.000000 GiB/sec, Avg_Latency: 0.000000 usecs ops: 0 total_time")
-    assert idle != capture and reader.parse(idle).results[0].gibs == 0
+    assert capture.count(old) == 1
+    with pytest.raises(NotToolOutput, match=r"^line 2: a throughput of [\d.]+ GiB/s where its \d+ KiB done over "
+                                            r"[\d.]+ s make [\d.]+ GiB/s, beyond print rounding"):
+        reader.parse(capture.replace(old, new))
+    path = tmp_path / "gdsio.txt"
+    path.write_text(capture.replace(old, new), encoding="utf-8")
+    code = main(["probe", "gdsio", "--input", str(path), "--expect", "gdsio_write_min=20"])
+    out, err = capsys.readouterr()
+    assert code == 4 and "beyond print rounding" in err and len(err.strip().splitlines()) == 1 and "PASS" not in out
+
+
+def test_a_throughput_within_a_printed_step_still_reads() -> None:
+    capture = text("gdsio", WRX90).replace("Throughput: 25.112706", "Throughput: 25.112708")
+    assert reader.parse(capture).results[0].gibs == 25.112708
 
 
 # -- a GPU the capture never measured, or measured twice: failed by name, never a pass ---------------

@@ -65,7 +65,9 @@ def judge(run: Gdsio, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
             first[same_run] = r
         if not r.direct:
             continue
-        shown = (f"{r.io} {r.xfer} {r.gibs:.2f} GiB/s, {r.threads} thread(s), {r.latency_us:.0f} us average"
+        # gdsio -V prints Avg_Latency 0 for a run it measured: no latency, not a 0 us one (it is never judged)
+        latency = f"{r.latency_us:.0f} us average" if r.latency_us > 0 else "no latency reported (Avg_Latency 0)"
+        shown = (f"{r.io} {r.xfer} {r.gibs:.2f} GiB/s, {r.threads} thread(s), {latency}"
                  + (f" on {r.target}" if r.target else "") + f" (output line {r.line})")
         same = [h for h in host if h.gpu == r.gpu and h.io == r.io and h.target == r.target]
         if same:

@@ -9,7 +9,10 @@ XferType GPUD is GPUDirect Storage (storage to GPU memory, no bounce through the
 and the others go through host memory (NVIDIA GDS benchmarking guide, gdsio -x). A line that says an
 error is the run's failure; a text without a result line is not gdsio output, and so is a result line whose
 throughput, latency or time does not read as a number >= 0 (`1.2.22.0`, nan, a negative), or whose
-throughput is positive over 0 ops, 0 seconds or 0 KiB done. A command line
+throughput is positive over 0 ops, 0 seconds or 0 KiB done, or is not the KiB done over total_time beyond
+print rounding (gdsio's throughput is just that, in every public capture, -T runs that loop past their file
+among them). An Avg_Latency of 0 beside ops and time is read: gdsio -V prints it so for runs it measured, and
+the latency is shown, never judged. A command line
 naming a GPU or a file (`-d`, `-f`, `-D`) that no result line follows before the next command or the end is
 kept in `cut_off`: that run printed nothing, and its GPU was never measured.
 """
@@ -106,6 +109,7 @@ def parse(text: str) -> Gdsio:
             continue
         gibs, lat, secs = (_reading(m.group(k), at, line) for k in ("gibs", "lat", "secs"))
         _consistent(m, gibs, secs, at, line)
+        _done_over_time(m, gibs, secs, at, line)
         results.append(Result(m.group("io"), m.group("xfer"), int(m.group("threads")), gibs, lat, int(m.group("ops")),
                               secs, gpu, target, at))
         gpu = target = pending = None  # a command line belongs to the result after it only
@@ -138,3 +142,31 @@ def _consistent(m: re.Match[str], gibs: float, secs: float, at: int, line: str) 
     if why is not None:
         raise NotToolOutput(f"line {at}: a throughput of {gibs:g} GiB/s over {why}, which gdsio cannot have "
                             f"measured: {line.strip()[:120]!r}")
+
+
+_KIB_PER_GIB = 1 << 20
+
+
+def _done_over_time(m: re.Match[str], gibs: float, secs: float, at: int, line: str) -> None:
+    """gdsio's throughput is the KiB done over total_time, in GiB/s: every public capture agrees to its
+    printed digits, timed runs (-T) that loop past the size asked among them. A throughput that is not (25.11
+    GiB/s beside 1 GiB done in 1.99 s, or 0 GiB/s beside 50 GiB done) is no line gdsio printed. The bounds are
+    print rounding alone, taken wide: a step of the throughput's last digit, and the time anywhere within a
+    step of its own (DataSetSize is whole KiB, as every IOSize is); a time within a step of 0 bounds it below only."""
+    if secs == 0:  # a positive throughput over it is refused already; 0 over 0 s moved nothing
+        return
+    done = int(m.group("done")) / _KIB_PER_GIB
+    g_step, t_step = _step(m.group("gibs")), _step(m.group("secs"))
+    low = done / (secs + t_step) - g_step
+    high = done / (secs - t_step) + g_step if secs > t_step else float("inf")
+    if not low <= gibs <= high:
+        raise NotToolOutput(f"line {at}: a throughput of {gibs:g} GiB/s where its {m.group('done')} KiB done over "
+                            f"{m.group('secs')} s make {done / secs:.6f} GiB/s, beyond print rounding; gdsio prints "
+                            f"the one over the other: {line.strip()[:120]!r}")
+
+
+def _step(token: str) -> float:
+    """One unit in the last printed place of a number as gdsio prints it (%f: 6 decimals); 1 for a whole number
+    or an exponent form, which gdsio does not print (wide, so such a token is never refused for its rounding)."""
+    whole, dot, decimals = token.partition(".")
+    return 10.0 ** -len(decimals) if dot and decimals.isdigit() else 1.0
