@@ -278,7 +278,8 @@ def test_wrong_counts_in_g_format_are_numbers():
     lines[-3] = row[:row.rindex("0")] + "1.67772e+07"
     lines[-2] = "# Out of bounds values : 1 FAILED"
     run = nt.parse("\n".join(lines))
-    assert run.rows[-1].in_place.wrong == 16777200.0 and run.out_of_bounds == 1 and run.failure is None
+    assert run.rows[-1].in_place.wrong == 16777200.0 and run.out_of_bounds == 1
+    assert run.failure_kind == "failed" and run.failure_line == len(lines) - 1  # the FAILED footer line
 
 
 @pytest.mark.parametrize("folder, name", [

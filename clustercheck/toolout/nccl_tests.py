@@ -18,7 +18,8 @@ src/common.cu, NVIDIA/nccl 1.x test/single/*_test.cu):
 
 A run that crashed (`Test NCCL failure`, `Test CUDA failure`, an MPI abort banner), whose table stops
 without its `Out of bounds values` footer or whose footer stops before its `Avg bus bandwidth` line (or
-has one that is not a finite number >= 0) is parsed with `failure` set to the line that says so.
+has one that is not a finite number >= 0) is parsed with `failure` set to the line that says so; so is
+one whose `Out of bounds values` says FAILED or counts above 0 (`failed`: nccl_footer.py, the JSON's rule).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 from clustercheck.fabric import nccl_debug, transport
 from clustercheck.toolout import NotFinite, NotToolOutput, clean_lines, count, evidence_lines, number
+from clustercheck.toolout.nccl_footer import AVG, OOB, avg_value, bounds_failure
 from clustercheck.toolout.nccl_measured import implausible, printed
 from clustercheck.toolout.nccl_run import (NCCL_TESTS_COLLECTIVES, PLACEMENTS, NcclTestsRun, Placement, RankInfo, Row, headline,
                                            inferred_ranks, per_size, version_of)
@@ -48,9 +50,6 @@ _RCCL_TESTS = re.compile(r"^rccl-tests: Version (\S+)")
 _RCCL_VERSION = re.compile(r"\bRCCL version (\d+\.\d+\.\d+\S*)")
 _BANNER = re.compile(r"^#\s*Collective test (?:starting|concluded): (?P<name>\w+?)_perf")
 _BINARY = re.compile(rf"\b({'|'.join(NCCL_TESTS_COLLECTIVES)})_perf")
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,20})\s*(OK|FAILED)?")
-# The value optional: an Avg line whose value is gone is a broken footer, not a comment to pass over.
-_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*(?::\s*(\S*)\s*(OK|FAILED)?)?")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(.+)$")
 _NCCL_MSG = re.compile(r"NCCL (?:INFO|WARN) ")
 _MSG_PREFIX = re.compile(r"[^\s:\[\]]+:\d+:\d+ \[\d+\] $")   # host:pid:tid [dev] before the message
@@ -114,6 +113,9 @@ class _State:
         self.prev = ""
         self.oob: int | None = None
         self.oob_line = 0
+        self.oob_text = ""
+        self.bounds: str | None = None   # what fails the out-of-bounds line (nccl_footer.bounds_failure)
+        self.bounds_line: int | None = None   # that line, once it is the run's failure
         self.avg_seen = False
         self.avg: float | None = None
         self.avg_check: str | None = None
@@ -174,15 +176,21 @@ class _State:
         if m:
             self.params["max"] = int(m.group(1))
             return True
-        m = _OOB.match(s)
+        m = OOB.match(s)
         if m:
             self.oob = int(m.group(1))
             self.oob_line = n
+            self.bounds = bounds_failure(self.oob, None if m.group(2) is None else m.group(2) == "OK")
+            self.oob_text = s
             return True
-        m = _AVG.match(s)
+        m = AVG.match(s)
         if m:
             self.avg_seen = True
-            self._avg(m.group(1) or "", n)
+            value = avg_value(m.group(1) or "")
+            if isinstance(value, str):
+                self.bad_footer = self.bad_footer or (n, value)
+            else:
+                self.avg = value
             self.avg_check = m.group(2)
             return True
         m = _LAST_ERROR.match(s)
@@ -198,20 +206,6 @@ class _State:
             self.header_line = n
             return True
         return s.startswith("#")
-
-    def _avg(self, token: str, n: int) -> None:
-        """nccl-tests prints the average with %g: anything but a finite number >= 0 (nan, N/A, a garbled or
-        missing value) is no bandwidth the tool measured, and the footer is broken."""
-        try:
-            value = number(token)
-        except ValueError as exc:
-            self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {exc}")
-            return
-        if value is None or value < 0:
-            why = "is negative" if value is not None else "is no value"
-            self.bad_footer = self.bad_footer or (n, f"Avg bus bandwidth {token!r} {why}")
-            return
-        self.avg = value
 
     def _rank(self, m: re.Match[str], s: str) -> None:
         self.ranks.append(RankInfo(int(m.group("rank")), m.group("host"), int(m.group("pid")) if m.group("pid")
@@ -245,7 +239,8 @@ class _State:
             raise NotToolOutput("expected nccl-tests or rccl-tests output (an all_reduce_perf-style table with "
                                 "'size count type ... algbw busbw' columns, '#  Rank' lines or 'Test NCCL failure')")
         failure, line = self._verdict_failure()
-        kind = None if failure is None else "crashed" if self.failures else "incomplete"
+        kind = None if failure is None else "crashed" if self.failures else "failed" if line == self.bounds_line \
+            else "incomplete"
         debug = nccl_debug.parse(text)
         rccl = _RCCL_VERSION.search(text)
         if rccl:
@@ -270,6 +265,9 @@ class _State:
         if self.bad_footer:
             n, why = self.bad_footer
             return f"line {n}: {why}", n
+        if self.bounds:  # the tool's own data check failed: the table reached its footer
+            self.bounds_line = self.oob_line
+            return f"line {self.oob_line}: {self.oob_text!r}: {self.bounds}", self.oob_line
         if self.layout and not self.rows:
             return f"line {self.header_line}: the table header has no rows after it: the run stopped", self.header_line
         if self.rows and self.oob is None:

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from clustercheck.toolout import NotToolOutput
+from clustercheck.toolout.nccl_footer import bounds_failure
 from clustercheck.toolout.nccl_measured import as_table, implausible
 from clustercheck.toolout.nccl_run import NcclTestsRun, Placement, RankInfo, Row, version_of
 
@@ -85,7 +86,7 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
     errors = [str(e) for e in doc.get("errors") or [] if str(e).strip()]
     args = doc.get("args") or []
     name = _stem(binary) or _stem(str(args[0]) if args else None)
-    failure = None
+    failure = bounds = None
     avg_value = _num(avg["bandwidth"]) if isinstance(avg, dict) else None
     if unread:
         failure = f"result {unread[0][0]}: {unread[0][1]}"
@@ -96,10 +97,10 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
                    f"stopped early") if rows else "the JSON has no results: the run stopped before its first row"
     elif avg_value is None:  # util.cu writes the two together, as the text's two footer lines
         failure = "the JSON's out_of_bounds has no average_bus_bandwidth after it: the run was cut off"
-    elif not isinstance(oob, dict) or oob.get("okay") is not True or int(oob["count"]) < 0:
-        failure = (f"out_of_bounds {oob}: not okay (util.cu writes okay: count == 0), a failed out-of-bounds "
-                   f"check" if isinstance(oob, dict) and oob.get("okay") is False else
-                   f"out_of_bounds {oob} is no summary nccl-tests writes ({{count, okay}})")
+    elif not isinstance(oob, dict) or not isinstance(oob.get("okay"), bool):
+        failure = f"out_of_bounds {oob} is no summary nccl-tests writes ({{count, okay}})"
+    elif bounds := bounds_failure(int(oob["count"]), oob["okay"]):  # the text reader's rule (nccl_footer)
+        failure = f"out_of_bounds {oob}: {bounds}"
     return NcclTestsRun(
         "nccl-tests", "json", name, "binary name" if name else "unknown", ranks, tuple(rows), cfg.get("nthreads"),
         cfg.get("ngpus"), cfg.get("maximum_bytes"), cfg.get("validation"),
@@ -107,7 +108,8 @@ def _run(doc: dict[str, Any], binary: str | None) -> NcclTestsRun:
         avg_value if avg_value is None or math.isfinite(avg_value) else None,
         None if okay in (None, "unchecked") else ("OK" if okay else "FAILED"),
         version_of(int(doc["nccl_version"])), None, errors[0] if errors else None, failure, None,
-        "incomplete" if failure else None, 0, (), tuple(unread), cfg.get("minimum_bytes"), _step(cfg))
+        ("failed" if bounds else "incomplete") if failure else None, 0, (), tuple(unread), cfg.get("minimum_bytes"),
+        _step(cfg))
 
 
 def _step(cfg: dict[str, Any]) -> tuple[int, str] | None:
