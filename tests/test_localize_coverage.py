@@ -103,3 +103,40 @@ def test_two_levels_still_take_one_round_when_every_ring_passes() -> None:
     topo = Topology.build({n: f"L{i // 8}" for i, n in enumerate(nodes)}, {f"L{i}": "spine" for i in range(4)})
     items, rows = fabric(nodes, topo)
     assert {r["round"] for r in rows} == {1} and items[None][0][0].passed
+
+
+# -- links between nodes beside bad ones -----------------------------------------------------------------------
+
+def link_fabric(slow_link: bool, max_rounds: int = 4) -> tuple[dict, list[dict[str, Any]], list[str]]:
+    """Four leaves of 32 under one spine; n000 and n003 bad, and with `slow_link` the link n001 <-> n002 slow.
+    Round 2 pairs n000+n001 and n002+n003 (both fail), so round 3 gives n001 and n002 helpers each and the
+    edge n001-n002 runs in no round-3 pair: only the failed screening ring sent over it."""
+    nodes = [f"n{i:03d}" for i in range(128)]
+    topo = Topology.build({n: f"L{i // 32}" for i, n in enumerate(nodes)}, {f"L{i}": "S" for i in range(4)})
+    items, rows = fabric(nodes, topo, bad_nodes=["n000", "n003"], bad_links=[("n001", "n002")] if slow_link else [],
+                         max_rounds=max_rounds)
+    return items, rows, nodes
+
+
+def test_a_slow_link_between_two_nodes_beside_bad_ones_is_tested_alone_and_fails_the_cluster_item() -> None:
+    """The link was never tested alone, n000 and n003 explained the ring's failure, and the cluster item passed
+    ('no link or uplink named'). Once n001 and n002 are cleared the pair runs alone in round 4."""
+    items, rows, nodes = link_fabric(slow_link=True)
+    alone = [r for r in rows if r["members"] in (["n001", "n002"], ["n002", "n001"])]
+    assert [r["outcome"] for r in alone] == ["failed"]
+    assert failed_subjects(items) == ["one of: link n001 <-> n002"]  # one reading: confirm names nothing from it
+    assert {n for n in nodes if items[n][0] and not items[n][0][0].passed} == {"n000", "n003"}
+
+
+def test_a_healthy_link_between_nodes_beside_bad_ones_passes_once_tested_alone() -> None:
+    items, rows, _ = link_fabric(slow_link=False)
+    assert [r["outcome"] for r in rows if set(r["members"]) == {"n001", "n002"} and len(r["members"]) == 2] == ["passed"]
+    assert items[None][0][0].passed and items[None][1] == ""
+
+
+def test_a_link_no_round_was_left_to_test_alone_is_not_judged() -> None:
+    """Three rounds: the link is still only in the failed ring, and the cluster item is an error naming it. A
+    link with a bad end (n000 <-> n001) is left to the bad node's item: no test of it can pass."""
+    items, _, _ = link_fabric(slow_link=True, max_rounds=3)
+    verdicts, message = items[None]
+    assert verdicts == [] and message == "not judged: link(s) n001 <-> n002 never tested apart from a failed part"

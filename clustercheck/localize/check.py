@@ -122,15 +122,15 @@ def items(v: Verdicts, nodes: list[str], threshold: float, check_id: str, unit: 
                                       "software, the whole fabric), so no part is named"))
     none = (f"{len(v.no_result)} group(s) gave no result ({_said(list(v.no_result), reasons)}): "
             f"{', '.join(e.group for e in v.no_result[:8])}") if v.no_result else ""
-    if v.masked:  # crossed only by groups another part failed: never measured apart, never a pass
-        masked = f"uplink(s) {', '.join(v.masked[:8])} never tested apart from a failed part"
-        none = f"{masked}; {none}" if none else masked
-    if v.never_crossed:  # no group that gave a result crossed them (rings under one spine switch): never a pass
-        crossed = f"uplink(s) {', '.join(v.never_crossed[:8])} never crossed by any test"
-        none = f"{crossed}; {none}" if none else crossed
+    # parts that only groups another part failed measured (masked), or none did: never measured, never a pass
+    unjudged = [f"{kind}(s) {', '.join(parts[:8])} {why}" for kind, parts, why in (
+        ("uplink", v.masked, "never tested apart from a failed part"),
+        ("link", v.untested_links, "never tested apart from a failed part"),
+        ("uplink", v.never_crossed, "never crossed by any test")) if parts]
+    none = "; ".join([*unjudged, none] if none else unjudged)
     if cluster:
         out[None] = (cluster, none)
-    elif v.masked or v.never_crossed:
+    elif unjudged:
         out[None] = ([], f"not judged: {none}")
     elif v.unexplained:  # failed groups whose every part passed elsewhere: a transient, never a clean pass
         out[None] = ([], f"not judged: {len(v.unexplained)} failed group(s) that no part explains (a transient or "

@@ -121,7 +121,8 @@ class Verdicts:
     exercised; `untested` are nodes neither cleared nor named; `no_result` are the groups that gave no
     measurement (neither passed nor failed: they clear and blame nobody); `masked` are switches whose uplink
     no passing test cleared and no finding or suspect holds: never judged; `never_crossed` are switches whose
-    uplink no test that gave a result crossed at all."""
+    uplink no test that gave a result crossed at all; `untested_links` the same for links between nodes
+    not blamed, never tested apart from a failed part."""
 
     rounds: int
     tests: int
@@ -134,6 +135,7 @@ class Verdicts:
     no_result: tuple[Evidence, ...] = ()
     masked: tuple[str, ...] = ()
     never_crossed: tuple[str, ...] = ()  # switches whose uplink no test that gave a result crossed: never judged
+    untested_links: tuple[str, ...] = ()  # links (Part.name) only failed groups sent over, none of it blamed
     measured: frozenset[str] = frozenset()  # nodes some group that gave a result held  # switches whose uplink only failed groups crossed, never tested apart
 
     def named(self, kind: Kind) -> list[Finding]:

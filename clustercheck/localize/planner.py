@@ -170,6 +170,8 @@ class Planner:
                 findings.append(Finding(p.kind, p.name, self._nodes_of(p), evidence, confidence(len(ex.support[p]))))
         cleared = frozenset(p.key[0] for p in ex.cleared if p.kind == "node")
         named = {n for f in findings if f.kind == "node" for n in f.nodes}
+        doubted = {p for group in suspects for p in group}
+        blamed = {p.key[0] for p in (*ex.chosen, *doubted) if p.kind == "node"}
         return Verdicts(
             rounds=self._rounds, tests=len(self._tests), findings=tuple(findings),
             suspects=() if every_failed else tuple(tuple(group) for group in suspects),
@@ -178,8 +180,12 @@ class Planner:
             every_test_failed=every_failed,
             measured=frozenset(n for t in self._tests if t.outcome is not None for n in t.group.members),
             masked=tuple(sorted(p.key[0] for p in ex.open_parts if p.kind == "switch" and p not in ex.chosen
-                                and not any(p in group for group in suspects))),
+                                and p not in doubted)),
             never_crossed=tuple(sorted(self._never_crossed())),
+            # a link only failed groups sent over, none of it blamed: not one whose end is a named or suspect
+            # node (no test of it can pass while that node is bad; the node's item fails)
+            untested_links=tuple(sorted(p.name for p in ex.open_parts if p.kind == "link" and p not in ex.chosen
+                                        and p not in doubted and not blamed & set(p.key))),
             no_result=tuple(Evidence(t.group.id, t.group.round, t.group.members, None)
                             for t in self._tests if t.outcome is None))
 
@@ -293,6 +299,10 @@ class Planner:
         targets: list[Part] = [p for group in ex.suspects for p in group]
         targets += list(ex.entangled)  # chosen partly by the greedy order: judged again on new partners
         targets += sorted(p for p in ex.open_parts if p.kind == "node" and p not in chosen)
+        # a link only failed groups sent over, each explained by another part (a bad node beside each end took
+        # both ends to helpers in round 3): once both ends are cleared it runs alone, as every chain edge does
+        targets += sorted(p for p in ex.open_parts if p.kind == "link" and p not in chosen
+                          and cleared_nodes.issuperset(p.key))
         if last:
             targets += [p for p in ex.chosen if self._weak(p, ex)]
             # an uplink only failed groups crossed, each explained by another part: probe it apart
