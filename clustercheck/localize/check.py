@@ -7,6 +7,7 @@ Controller side: no torch."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from clustercheck.localize.drive import all_reduce_busbw, drive, group_outcomes, rank_groups
@@ -22,27 +23,32 @@ RunGroups = Callable[[list[list[int]]], Mapping[int, Any]]
 
 
 def localize(nodes: list[str], ranks_of: Mapping[str, list[int]], threshold: float, run: RunGroups,
-             check_id: str, max_rounds: int = 4, topology: Topology | None = None, unit: str = "GB/s"
+             check_id: str, max_rounds: int = 4, topology: Topology | None = None, unit: str = "GB/s",
+             judge_at: int | None = None, checked: bool = True
              ) -> tuple[dict[str | None, tuple[list[Verdict], str]], list[dict[str, Any]]]:
     """Drive the planner with `run` (global rank groups -> each rank's answer; a rank that gave none is
     missing, or answers with why: an exception) against the floor `threshold` in `unit` (a bandwidth unit: the rounds measure GB/s). Returns,
     per item (a node, None for the cluster), its verdicts and a message, and the rounds as rows for the
-    record (busbw in GB/s)."""
+    record (busbw in GB/s). `judge_at` and `checked` (check_iters > 0): the check's, for each group's rows
+    (drive.all_reduce_busbw)."""
     order = sorted(nodes, key=lambda n: min(ranks_of.get(n) or [1 << 30]))  # rings follow rank order
     # confirm: on real nodes a healthy pair can read low once (a transient, a starved core); a part is
     # named only after a second failed reading with new partners, which costs a link or uplink one round
     planner = Planner(order, topology, threshold=convert(threshold, unit, "GB/s"), max_rounds=max_rounds, confirm=True)
     rows: list[dict[str, Any]] = []
+    host_of = {r: n for n, rs in ranks_of.items() for r in rs}
 
     whys: list[str] = []  # this round's: why each group gave no result ("" for one that gave one)
     reasons: dict[str, str] = {}  # group id -> why it gave no result
 
     def measure(groups: list[tuple[str, ...]]) -> list[GroupOutcome]:
         ranks = rank_groups(groups, ranks_of)
+        said: dict[int, str] = {}  # group index -> why its rows could not be judged
         got = run(ranks)
         outcomes = group_outcomes(ranks, {r: a for r, a in got.items() if not isinstance(a, BaseException)},
-                                  all_reduce_busbw)
-        whys[:] = [_no_result(g, got) if usable(o) is None else "" for g, o in zip(ranks, outcomes)]
+                                  partial(all_reduce_busbw, judge_at=judge_at, checked=checked), host_of, said)
+        whys[:] = [said.get(i) or (_no_result(g, got) if usable(o) is None else "")
+                   for i, (g, o) in enumerate(zip(ranks, outcomes))]
         return outcomes
 
     def log(groups: list[Group], outcomes: list[GroupOutcome]) -> None:

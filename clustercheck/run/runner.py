@@ -238,7 +238,8 @@ class Runner:
             found: dict[Where, Any]
             try:
                 found, rows = localize(self.live(), ranks_of, threshold, self._localize_run(check, params, pool),
-                                       check.id, topology=topology, unit=unit)
+                                       check.id, topology=topology, unit=unit, judge_at=check.params.get("judge_at"),
+                                       checked=bool(check.params.get("check_iters", 1)))
             except _Shrunk:
                 if len(live := self.live()) >= 2:
                     continue
