@@ -166,3 +166,34 @@ def test_a_topology_no_pair_can_have_is_refused_not_failed(item: str, message: s
 
 def test_the_topology_capture_passes_its_own_levels() -> None:
     assert main(["probe", "topo", "--input", str(TOPO), "--expect", "topology.gpu_gpu=NV18"]) == 0
+
+
+NVLINK_12_OF_18 = TOOLS / "nvlink-status" / "2x-h100pcie-nvlink-bridge-12-of-18-active-hpe-dl380a.txt"
+
+
+def test_an_expect_key_given_twice_is_refused_where_the_last_passed_unseen(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--expect nvlinks_per_gpu=18 --expect nvlinks_per_gpu=12` judged 12 alone and passed a node the 18 fails."""
+    assert main(["probe", "nvlink", "--input", str(NVLINK_12_OF_18), "--expect", "nvlinks_per_gpu=18"]) == 1
+    capsys.readouterr()
+    code = main(["probe", "nvlink", "--input", str(NVLINK_12_OF_18), "--expect", "nvlinks_per_gpu=18",
+                 "--expect", "nvlinks_per_gpu=12"])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.strip().splitlines() == ["clustercheck: error: --expect 'nvlinks_per_gpu' given twice"]
+
+
+@pytest.mark.parametrize("items", [
+    ["topology.gpu_nic=[PIX]", "topology={gpu_gpu: NV18}"],  # the whole block would wipe the gpu_nic typed
+    ["topology={gpu_gpu: NV18}", "topology.gpu_nic=[PIX]"],
+    ["topology.gpu_nic=[PIX]", "topology.gpu_nic=[SYS]"],
+])
+def test_an_expect_key_that_holds_or_extends_one_given_is_refused(items: list[str]) -> None:
+    args = [a for item in items for a in ("--expect", item)]
+    with pytest.raises(UserError, match=r"^--expect 'topology(\.gpu_nic)?' given twice"):
+        parse_expect_args(items)
+    assert main(["probe", "topo", "--input", str(next((TOOLS / "nvidia-smi-topo").glob("*.txt"))), *args]) == 4
+
+
+def test_sibling_expect_keys_are_no_repetition() -> None:
+    got = parse_expect_args(["topology.gpu_nic=[PIX]", "topology.gpu_gpu=NV18", "nvlinks_per_gpu=18"])
+    assert got["topology"] == {"gpu_nic": ["PIX"], "gpu_gpu": "NV18"} and got["nvlinks_per_gpu"] == 18

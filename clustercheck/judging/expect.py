@@ -205,10 +205,12 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
     from clustercheck.schema import number_form
 
     raw: dict[str, Any] = {}
+    given: dict[tuple[str, ...], str] = {}  # each key path typed so far -> the key as typed
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--expect {show(item)}: expected KEY=VALUE, e.g. nvlinks_per_gpu=18")
+        _once(key, given)
         try:  # the suites' loader: a number or date PyYAML cannot build, or an alias bomb, is one line
             parsed = yamlfile.loads(value, "--expect") if value else ""
         except yamlfile.SyntaxProblem:
@@ -230,6 +232,16 @@ def parse_expect_args(items: list[str]) -> dict[str, Any]:
                 raise UserError(f"--expect {show(item)}: {show(part)} is not a mapping")
         node[parts[-1]] = parsed
     return check_expect(raw, "--expect", "") if raw else {}
+
+
+def _once(key: str, given: dict[tuple[str, ...], str]) -> None:
+    """A key typed twice, or one that holds or extends one typed before (`topology=...` after
+    `topology.gpu_nic=...`), is refused: the last would win silently, the other value never judged."""
+    path = tuple(key.split("."))
+    for earlier, typed in given.items():
+        if earlier[:len(path)] == path or path[:len(earlier)] == earlier:
+            raise UserError(f"--expect {show(key)} given twice" + ("" if earlier == path else f" (after {show(typed)})"))
+    given[path] = key
 
 
 def _per_collective_problem(value: dict[Any, Any]) -> str | None:
