@@ -7,6 +7,8 @@ nesting deeper than MAX_DEPTH, and merge keys (`<<`) that merge a mapping into i
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,10 @@ MAX_DEPTH = 100  # nested collections; far beyond any suite, far below Python's 
 # a few keys per use: an anchored block of 10 keys merged into 100 checks is 1,000 keys from ~2 KB.
 MERGE_KEYS_BASE = 10_000
 MERGE_KEYS_PER_CHAR = 2
+# Bytes a suite or profile file may hold. The largest shipped is 13 KB and a generated suite of a thousand checks
+# a few hundred KB; PyYAML keeps a node per scalar (~350 MB and 10 s of CPU per MB of numbers), so a file past this
+# is a mistake (a log, a dump, /dev/zero behind a link), refused before it is read whole or parsed.
+MAX_BYTES = 8 << 20
 _MERGE = "tag:yaml.org,2002:merge"
 _VALUE = "tag:yaml.org,2002:value"  # the `=` key, which PyYAML reads as the string "="
 
@@ -29,6 +35,10 @@ class SyntaxProblem(UserError):
     """Text that is not YAML at all (a character YAML refuses, a bracket left open), as opposed to YAML
     that cannot be built (a 5,000-digit number, 2001-02-30, a duplicate key): `--expect` reads the first
     as plain text."""
+
+
+class TooLarge(UserError):
+    """A regular file over MAX_BYTES: a suite collection still takes it (load_suite then says why)."""
 
 
 class Mapping(dict):
@@ -156,13 +166,40 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def load(path: str | Path, display: str | None = None) -> Any:
     """Parse a YAML file; syntax errors become a UserError with file and line."""
     name = display or str(path)
+    return loads(read_text(path, name), name)
+
+
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_text(path: str | Path, name: str) -> str:
+    """A regular file's UTF-8 text (after links; newlines as Path.read_text gives them), at most MAX_BYTES, else
+    a one-line UserError naming the file. Opened without blocking and checked on the open file, not by name: a
+    FIFO would wait for a writer for ever and /dev/zero never ends; read with the bound, not by st_size, which
+    a file that grows (or /proc) does not keep."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror or exc}", file=name) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = next((w for test, w in _NOT_REGULAR if test(mode)), "another kind of file")
+        raise UserError(f"is {what}, not a regular file of YAML text", file=name)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror or exc}", file=name) from None
+    if len(data) > MAX_BYTES:
+        raise TooLarge(f"larger than {MAX_BYTES >> 20} MiB, more than any suite or profile holds: not read",
+                       file=name)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError("not UTF-8 text", file=name) from None
-    return loads(text, name)
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as read_text() read it
 
 
 def loads(text: str, name: str) -> Any:

@@ -264,3 +264,39 @@ def test_merges_that_copy_a_few_keys_each_are_fine(tmp_path):
     base = "base: &b {" + ", ".join(f"k{i}: {i}" for i in range(10)) + "}\n"
     doc = yamlfile.load(write(tmp_path, base + "".join(f"c{i}: {{<<: *b, id: {i}}}\n" for i in range(1000))))
     assert doc["c999"] == {**{f"k{i}": i for i in range(10)}, "id": 999}  # 10,000 keys merged from 34 KB
+
+
+# -- what is read: a regular file, at most MAX_BYTES -----------------------------------------
+
+def test_a_file_one_byte_over_the_bound_is_refused_unread(tmp_path):
+    path = write(tmp_path, "#" * yamlfile.MAX_BYTES + "\n")  # a comment: valid YAML, were it read whole
+    exc = load_error(path, "big.yaml")
+    assert str(exc) == "big.yaml: larger than 8 MiB, more than any suite or profile holds: not read"
+
+
+def test_a_file_of_exactly_the_bound_is_read(tmp_path):
+    path = write(tmp_path, "a: 1\n" + "#" * (yamlfile.MAX_BYTES - 6) + "\n")
+    assert len(yamlfile.read_text(path, "edge.yaml")) == yamlfile.MAX_BYTES
+
+
+def test_text_reads_as_before_with_its_newlines_made_one(tmp_path):
+    path = tmp_path / "crlf.yaml"
+    path.write_bytes(b"\xef\xbb\xbfa: 1\r\nb: 2\rc: 3\n")
+    assert yamlfile.load(path) == {"a": 1, "b": 2, "c": 3}
+    assert yamlfile.read_text(path, "crlf.yaml") == "\ufeffa: 1\nb: 2\nc: 3\n"  # as Path.read_text gave it
+
+
+@pytest.mark.parametrize("make, what", [
+    # /dev/zero never ends (memory without bound); /dev/null is the same kind of file and ends, so that a
+    # regression fails here instead of eating the machine
+    (lambda p: p.symlink_to("/dev/null"), "a character device"),
+    (lambda p: p.mkdir(), "a directory"),
+])
+def test_what_is_no_regular_file_is_refused_in_one_line(tmp_path, make, what):
+    make(tmp_path / "x.yaml")
+    assert str(load_error(tmp_path / "x.yaml", "x.yaml")) == f"x.yaml: is {what}, not a regular file of YAML text"
+
+
+def test_a_link_to_a_regular_file_is_read(tmp_path):
+    (tmp_path / "link.yaml").symlink_to(write(tmp_path, "a: 1\n"))
+    assert yamlfile.load(tmp_path / "link.yaml") == {"a": 1}

@@ -162,8 +162,10 @@ def is_suite_file(path: Path) -> bool:
     line `checks:` after an optional UTF-8 BOM, or else, in a file that names `checks` at all (flow style,
     `{checks: [...]}`), a parsed top-level mapping with that key."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
+        text = yamlfile.read_text(path, str(path)).removeprefix("\ufeff")  # a FIFO named x.yaml: never waited on
+    except yamlfile.TooLarge:
+        return True  # taken, so that load_suite says why it is refused: never left out in silence
+    except UserError:  # no regular file, unreadable, not UTF-8: no suite; named explicitly, load_suite says why
         return False
     if _CHECKS_LINE.search(text):
         return True
