@@ -63,6 +63,14 @@ def test_a_missing_suite_file_in_upper_case_is_named_as_a_file(name: str) -> Non
     assert out.returncode == 4 and f"no such suite file: {name}" in out.stderr, out.stderr
 
 
+@pytest.mark.parametrize("name", ["dir.yaml", "dir"])
+def test_a_directory_given_as_a_suite_is_named_a_directory(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).mkdir()
+    out = cc("run", name, cwd=tmp_path)
+    assert out.returncode == 4, out.stderr
+    assert out.stderr.strip().splitlines() == [f"clustercheck: error: {name} is a directory, not a suite file"]
+
+
 @pytest.mark.pool
 def test_run_passes_pytest_options_and_exit_code_through(tree: Path) -> None:
     (tree / "s.yaml").write_text("checks:\n" + small_check("too-fast") + small_check("ok"))

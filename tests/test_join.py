@@ -203,6 +203,8 @@ def test_a_binary_token_file_is_one_line_naming_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize("env, args, said", [
     ({"JOB_COMPLETION_INDEX": None}, [], "JOB_COMPLETION_INDEX is not set"),
     ({"JOB_COMPLETION_INDEX": "one"}, [], "JOB_COMPLETION_INDEX is 'one', not a number"),
+    ({}, ["--index", "-1"], "--index is '-1'; it must be >= 0"),
+    ({"JOB_COMPLETION_INDEX": "-2"}, [], "JOB_COMPLETION_INDEX is '-2'; it must be >= 0"),
     ({"CLUSTERCHECK_CONTROLLER": None}, [], "CLUSTERCHECK_CONTROLLER is not set"),
     ({"CLUSTERCHECK_CONTROLLER": "ctl"}, [], "CLUSTERCHECK_CONTROLLER 'ctl': expected HOST:PORT"),
     ({"CLUSTERCHECK_TOKEN": None}, [], "set CLUSTERCHECK_TOKEN"),
@@ -227,6 +229,17 @@ def test_an_agent_refuses_a_bad_identity_in_one_line(tmp_path: Path, env: dict[s
     assert res.returncode == Exit.BAD_INPUT, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert said in line and line.startswith(("clustercheck: error:", "clustercheck agent: error:")), line  # argparse's
+
+
+def test_agent_help_states_its_own_exit_codes_once_and_no_table_without_70() -> None:
+    """`agent --help` lists the agent's codes (70 among them); the shared table of the other subcommands,
+    "(every subcommand, ...)", has no 70 and would contradict it."""
+    res = subprocess.run([sys.executable, "-m", "clustercheck", "agent", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert text.count("exit codes") == 1 and "every subcommand" not in text
+    assert "70 an internal error" in text and "3 the controller is gone" in text and "128+N" in text
 
 
 @pytest.mark.parametrize("args, said", [

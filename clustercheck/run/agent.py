@@ -51,9 +51,12 @@ def add_parser(sub: Any) -> None:
                                    f"ranks when it asks. Identity from the Indexed Job contract: {gang.INDEX_ENV} "
                                    f"(which node of the run), {gang.NODE_ENV} (the node's name; default: the "
                                    f"hostname), {gang.CONTROLLER_ENV}=HOST:PORT; the shared secret from "
-                                   f"{gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}. Exit 0 when the run ends, 3 when the "
-                                   f"controller is gone, 4 on bad input, {BUG} on an internal error (a bug in "
-                                   "clustercheck), 128+N when ended by signal N (SIGTERM, a pod deleted: 143).")
+                                   f"{gang.TOKEN_ENV} or {gang.TOKEN_FILE_ENV}.",
+                       # the agent's own codes, in place of the table of the other subcommands (cli.py adds it
+                       # to a parser whose epilog says none), which has no 70 and codes an agent never exits with
+                       epilog=f"exit codes (an agent's own): 0 the run ended; 3 the controller is gone; 4 usage or "
+                              f"bad input; {BUG} an internal error (a bug in clustercheck, never the node's doing); "
+                              "128+N ended by signal N (SIGTERM, a pod deleted: 143).")
     p.add_argument("--local-ranks", type=int, metavar="K",
                    help="ranks this node runs (on a CPU node; default: the controller's choice, one per GPU)")
     p.add_argument("--controller", metavar="HOST:PORT", help=f"default: ${gang.CONTROLLER_ENV}")

@@ -131,8 +131,8 @@ def _resolve_suite(name: str) -> Path:
 
     path = Path(name)
     if is_yaml_name(path) or path.exists():
-        if not path.is_file():
-            raise UserError(f"no such suite file: {name}")
+        if not path.is_file():  # a directory named x.yaml is there, but no suite: never "no such file"
+            raise UserError(f"{name} is a directory, not a suite file" if path.is_dir() else f"no such suite file: {name}")
         return path
     shipped = data_dir("suites") / f"{name}.yaml"
     if not shipped.is_file():

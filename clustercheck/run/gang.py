@@ -228,7 +228,8 @@ def identity(index: str | None, node: str | None, controller: str | None, hostna
     raw_index = index if index is not None else env.get(INDEX_ENV)
     if raw_index is None or not raw_index.strip().isdigit():
         where = "--index" if index is not None else INDEX_ENV
-        got = "is not set" if raw_index is None else f"is {raw_index!r}, not a number"
+        got = "is not set" if raw_index is None else f"is {raw_index!r}" + \
+            ("; it must be >= 0" if re.fullmatch(r"\s*-\d+\s*", raw_index) else ", not a number")
         raise UserError(f"{where} {got}: an agent's index says which node of the run it is (an Indexed Job "
                         f"sets {INDEX_ENV}; elsewhere give --index N)")
     addr = controller if controller is not None else env.get(CONTROLLER_ENV)
