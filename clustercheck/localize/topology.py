@@ -45,11 +45,11 @@ class Topology:
 
     def up(self, switch: str) -> list[str]:
         """The switch and those above it, up to its root."""
-        path = []
+        path: dict[str, None] = {}  # ordered, and a set: a deep chain stays linear
         while switch and switch not in path:  # the parser refuses cycles; this guards a hand-built one
-            path.append(switch)
+            path[switch] = None
             switch = self.parent_of.get(switch, "")
-        return path
+        return list(path)
 
     def crossed(self, u: str, v: str) -> tuple[str, ...]:
         """Uplinks (named by the switch below them) that traffic between u and v crosses."""
@@ -245,14 +245,22 @@ def _link(leaf_of: dict[str, str], children: dict[str, list[str]], where: dict[s
                 raise UserError(f"switch {kid!r} is under both {parent_of[kid]!r} and {name!r}", file=source,
                                 line=where.get(name), key="Switches")
             parent_of[kid] = name
-    for name in children:  # a loop would send traffic up forever
-        seen: list[str] = []
+    # A loop would send traffic up forever. Each switch has one parent, so walking up from each switch finds
+    # any loop; stopping at a switch already known to reach a root keeps the whole walk linear (a deep
+    # chain was quadratic to cubic: 19 s for 1,500 levels).
+    rooted: set[str] = set()
+    for name in children:
+        path: dict[str, None] = {}  # this walk, in order, for the message
         s = name
-        while s in parent_of:
-            seen.append(s)
+        while s not in rooted:
+            if s in path:
+                loop = [*list(path)[list(path).index(s):], s]
+                raise UserError(f"switches form a loop: {' -> '.join(loop)}", file=source, line=where.get(s))
+            path[s] = None
+            if s not in parent_of:
+                break
             s = parent_of[s]
-            if s in seen:
-                raise UserError(f"switches form a loop: {' -> '.join([*seen, s])}", file=source, line=where.get(s))
+        rooted.update(path)
     return Topology.build(leaf_of, parent_of)
 
 
