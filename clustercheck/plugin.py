@@ -386,8 +386,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line, colour in run_summary(cs.results, cs.exclusion, len(cs.nodes), config.stash.get(incomplete_key, None),
                                     cs.options.counters, cs.run_dir, bool(getattr(terminalreporter, "isatty", False))):
         terminalreporter.write_line(lines_shown(line), **({colour: True} if colour else {}))  # whatever built it
-    if cs.selection:  # a PASS of a selection says so where the verdict is read (its ids escaped: the user's text)
-        terminalreporter.write_line(lines_shown(selection_text(cs.selection)), yellow=True)
+    for said in [*([selection_text(cs.selection)] if cs.selection else []), *cs.warnings]:  # a selection's PASS says
+        terminalreporter.write_line(lines_shown(said), yellow=True)  # so where the verdict is read; ids escaped
     if cs.baseline is not None:  # --compare: what the baseline is, where it is no like-for-like reference
         for line in cs.baseline.said(cs.profile.name if cs.profile else "", cs.results):
             terminalreporter.write_line(lines_shown(line), yellow=True)  # a path, a platform: the user's text

@@ -73,3 +73,63 @@ def test_a_run_with_an_unfailable_time_ceiling_exits_4_in_one_line(project: pyte
     assert res.ret == Exit.BAD_INPUT
     res.stderr.fnmatch_lines(["*cpu.yaml:6: checks.ok.time_us.limit: time_us (us): '<= 1e300' (us) is at or above "
                               "the timeout of check 'ok'*"])
+
+
+# -- a misspelt check id under checks: whose check the looser default judges ------------------------------
+
+def _typo_profile(extra: str) -> str:
+    """defaults.all_reduce passes any loopback; checks: holds `extra` (lines of ids with an impossible floor)."""
+    return ("platform: cpu\ndetect:\n  gpu_count: 0\ndefaults:\n  all_reduce:\n"
+            "    busbw: {limit: \">= 0.000001\", unit: GB/s, source: loose}\nchecks:\n" + extra)
+
+
+def _strict(check_id: str) -> str:
+    return f"  {check_id}:\n    busbw: {{limit: \">= 1000000\", unit: GB/s, source: strict}}\n"
+
+
+def _checks(tmp_path: Path, *ids: str):
+    path = tmp_path / "s.yaml"
+    path.write_text("checks:\n" + "".join(small_check(i) for i in ids))
+    return load_suite(path).checks
+
+
+def test_a_misspelt_check_id_judged_by_the_default_is_said_once_naming_both_ids_file_and_line(tmp_path: Path) -> None:
+    from clustercheck.run.judge import check_run
+
+    path = tmp_path / "cpu.yaml"
+    path.write_text(_typo_profile(_strict("allreduce-swep")))
+    profile = load_profile(path)
+    (said,) = check_run(_checks(tmp_path, "allreduce-sweep"), profile)
+    assert said.startswith("warning: check 'allreduce-sweep' (") and f"defaults.all_reduce ({path}:5)" in said
+    assert f"{path}:8 checks: names 'allreduce-swep', which no check of this run has" in said
+
+
+@pytest.mark.parametrize("extra", [
+    _strict("p2p-pairs") + _strict("gemm-bf16"),  # far from every check of the run
+    _strict("allreduce-sweep-2n"),  # another suite's variant of the check
+    _strict("allreduce-sweep2"),  # ... differing in digits alone
+])
+def test_a_profile_whose_other_ids_are_variants_or_far_says_nothing(tmp_path: Path, extra: str) -> None:
+    from clustercheck.run.judge import check_run
+
+    path = tmp_path / "cpu.yaml"
+    path.write_text(_typo_profile(extra))
+    assert check_run(_checks(tmp_path, "allreduce-sweep"), load_profile(path)) == []
+
+
+def test_a_near_id_that_a_check_of_the_run_has_is_no_misspelling(tmp_path: Path) -> None:
+    from clustercheck.run.judge import check_run
+
+    path = tmp_path / "cpu.yaml"
+    path.write_text(_typo_profile(_strict("allreduce-swep")))
+    assert check_run(_checks(tmp_path, "allreduce-sweep", "allreduce-swep"), load_profile(path)) == []
+
+
+def test_a_run_judged_by_the_default_under_a_misspelt_id_says_so_in_its_summary(project: pytest.Pytester) -> None:
+    (project.path / "thresholds" / "cpu.yaml").write_text(_typo_profile(_strict("allreduce-swep")))
+    write_suite(project, "checks:\n" + small_check("allreduce-sweep"))
+    res = project.runpytest("suites/s.yaml", *RUN)
+    assert res.ret == Exit.PASSED  # the loose default judged it: no refusal, a warning
+    res.stdout.fnmatch_lines(["warning: check 'allreduce-sweep' (*s.yaml:2) is judged by defaults.all_reduce "
+                              "(thresholds/cpu.yaml:5), and thresholds/cpu.yaml:8 checks: names 'allreduce-swep'*"])
+    assert sum("warning: check" in line for line in res.outlines) == 1

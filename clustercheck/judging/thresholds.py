@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 from dataclasses import dataclass, field
@@ -59,9 +60,24 @@ class Profile:
     defaults: dict[str, Default] = field(default_factory=dict)  # measure kind -> its limits (defaults:)
     counters: dict[str, Any] = field(default_factory=dict)  # counter -> Allowance (counters:); {}: the built-in ones
     fabric: FabricRule | None = None  # fabric: the multi-node busbw floor (judging/fabric.py); None: the built-in rule
+    lines: dict[str, int] = field(default_factory=dict)  # checks.<id> -> its line (a near-miss id is named by it)
 
     def limits_for(self, check_id: str) -> dict[str, Limit] | None:
         return self.limits.get(check_id)
+
+    def near_miss(self, check_id: str, run_ids: set[str]) -> str | None:
+        """The id under checks: that `check_id` nearly is (`allreduce-swep` for `allreduce-sweep`, by difflib's
+        ratio, high) and that no check of the run (`run_ids`) has, or None. A variant of one check is no slip:
+        one id extending the other after a separator (`allreduce-sweep-2n`), or differing in digits alone
+        (`allreduce-1n` beside `allreduce-2n`), as a profile shared by several suites names them."""
+        unnamed = [i for i in self.limits if i not in run_ids]
+        for near in difflib.get_close_matches(check_id, unnamed, n=3, cutoff=0.85):
+            short, long = sorted((check_id, near), key=len)
+            extends = long.startswith(short) and long[len(short)] in "-_.:"
+            digits = "".join(c for c in check_id if not c.isdigit()) == "".join(c for c in near if not c.isdigit())
+            if not extends and not digits:
+                return near
+        return None
 
 
 _DETECT_KEYS = ("gpu_count", "pci_device_ids", "nvlinks_per_gpu")
@@ -147,7 +163,8 @@ def parse_profile(doc: object, name: str, stem: str) -> Profile:
     fabric_raw = top.get("fabric", dict, None)
     fabric = None if fabric_raw is None else parse_rule(fabric_raw, name, top.line_of("fabric"))
     top.done()
-    return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters, fabric)
+    lines = {check_id: checks_f.line_of(check_id) for check_id in limits}
+    return Profile(platform, name, description, detect, hardware, limits, expect, defaults, counters, fabric, lines)
 
 
 def _detect_names_hardware(top: Fields, detect: dict[str, object]) -> None:

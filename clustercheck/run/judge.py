@@ -85,6 +85,31 @@ def _check_reported(profile: Profile) -> None:
                                 file=limit.file or None, line=limit.line or None, key=limit.key or None)
 
 
+def check_run(checks: Sequence[CheckSpec], profile: Profile) -> list[str]:
+    """`check_metrics` of each check of a run, then its warnings (`near_misses`): a line each, for the summary."""
+    for check in checks:
+        check_metrics(check, profile)
+    return near_misses(checks, profile)
+
+
+def near_misses(checks: Sequence[CheckSpec], profile: Profile) -> list[str]:
+    """A warning for each check of the run judged by `defaults.<kind>` whose id the profile's checks: nearly
+    names under an id no check of the run has (`allreduce-swep`): the check then meets the looser default,
+    silently. Never a refusal: a profile shared by several suites names checks of the others."""
+    out: list[str] = []
+    run_ids = {c.id for c in checks}
+    for check in {c.id: c for c in checks}.values():
+        default = profile.defaults.get(check.measure)
+        if default is None or check.limits or profile.limits_for(check.id) is not None:
+            continue
+        near = profile.near_miss(check.id, run_ids)
+        if near is not None and not any(f"names {near!r}," in line for line in out):  # once per run
+            out.append(f"warning: check {check.id!r} ({check.where}) is judged by defaults.{check.measure} "
+                       f"({profile.file}:{default.line}), and {profile.file}:{profile.lines.get(near, 0)} checks: "
+                       f"names {near!r}, which no check of this run has: a misspelling of {check.id!r}?")
+    return out
+
+
 def check_metrics(check: CheckSpec, profile: Profile) -> None:
     """Every limit that judges `check`, and every `defaults:` entry of the profile, names a metric its kind
     reports, in a compatible unit; a suite's `limits:` names an entry the profile has; and `check_profile`."""

@@ -20,7 +20,7 @@ from clustercheck.judging import platform as platform_mod
 from clustercheck.errors import ClusterCheckError, HarnessError, NoThreshold, UserError
 from clustercheck.judging.expect import merged
 from clustercheck.judging.fabric import RunFabric, run_fabric
-from clustercheck.run.judge import Baseline, check_metrics, judge, rules_for
+from clustercheck.run.judge import Baseline, check_run, judge, rules_for
 from clustercheck.judging.measurement import Outcome
 from clustercheck.run.expect_read import refuse_unjudged, refuse_unread
 from clustercheck.run.launch import make_launcher
@@ -84,6 +84,7 @@ class CheckSession:
         self.stopped: str | None = None  # why clustercheck stopped the run before its end (disk space)
         self.over: tuple[str, Over] | None = None  # (the check, how) where the launch plane ended: the run stops
         self.selection: Selection | None = None  # fewer items than the suites hold: the plan line says so
+        self.warnings: list[str] = []  # what the summary says of the run's input (run/judge.py near_misses)
 
     # -- start -----------------------------------------------------------------------------
     def start(self, checks: list[CheckSpec], suite_files: list[tuple[str, Path]],
@@ -113,8 +114,7 @@ class CheckSession:
                 self.profile = opts.thresholds.load(opts.platform)
             else:
                 self.profile = platform_mod.detect_nodes(opts.thresholds, nodes)
-            for check in checks:
-                check_metrics(check, self.profile)
+            self.warnings = check_run(checks, self.profile)  # each check's limits refused or fit; near-miss ids
             if opts.compare:
                 self.baseline = Baseline(opts.compare, opts.out, opts.tolerance)
             self.backend, self.per_node = platform_mod.layout(opts.backend, opts.ranks, nodes)
