@@ -22,6 +22,7 @@ from clustercheck.kinds import KINDS
 from clustercheck.kinds.base import Answers, CheckSpec, Rules
 from clustercheck.schema import Fields
 from evidence import TOOLS, text
+from nccl_standin import asked, one_node
 
 NCCL = "nccl-tests"
 H100 = "allreduce-h100-2node-16rank-mpirun.txt"
@@ -61,7 +62,11 @@ def kind_verdicts(measure: str, params: dict[str, Any], stdout: str, binary: str
     kind = KINDS[measure]
     check = CheckSpec("x", measure, "node", kind.parse(Fields(params, "s.yaml", "checks[0].params")), (), 60.0, "",
                       "s.yaml", 1)
-    ran = {"host": "node7", "binary": binary, "argv": [binary], "outcome": "ran", "returncode": 0,
+    argv = [binary]
+    if measure == "nccl_tests":  # the capture as this node's run of what it asked (tests/nccl_standin.py)
+        stdout = one_node(stdout)
+        argv = asked(stdout, binary)
+    ran = {"host": "node7", "binary": binary, "argv": argv, "outcome": "ran", "returncode": 0,
            "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": stdout, "stdout_bytes": len(stdout),
            "truncated": False, "stderr_tail": ""}
     _, verdicts = kind.judge(Answers(check, [ran, {}], [{"host": "node7"}, {"host": "node7"}], "gloo"), Rules({}))
@@ -202,7 +207,7 @@ def test_seven_rank_lines_fail_a_platform_of_eight_gpus_both_paths(capsys, tmp_p
     # the run path has no platform, and the header alone already says a rank is missing
     ranks = next(v for v in kind_verdicts("nccl_tests", {"binary": "all_gather_perf"}, body, "all_gather_perf")
                  if v.metric == "Rank lines")
-    assert not ranks.passed and "pid 112372 on localhost has 7" in str(ranks.detail)
+    assert not ranks.passed and "pid 112372 on node7 has 7" in str(ranks.detail)   # run on node7 (nccl_standin)
 
 
 def test_a_rank_listed_twice_fails(capsys, tmp_path):

@@ -210,8 +210,10 @@ def test_a_probe_answer_that_judged_nothing_is_a_harness_error_naming_probe_and_
 def test_a_tool_run_without_an_exit_status_fails_its_run_verdict(returncode: Any, said: str) -> None:
     from evidence import text
 
-    body = "\n".join(text("nccl-tests", "allreduce-h100-2node-16rank-mpirun.txt").split("\n")[2:])
-    ran = nccl_ran(stdout=body, stdout_bytes=len(body))
+    from nccl_standin import asked, one_node
+
+    body = one_node("\n".join(text("nccl-tests", "allreduce-h100-2node-16rank-mpirun.txt").split("\n")[2:]))
+    ran = nccl_ran(stdout=body, stdout_bytes=len(body), argv=asked(body))
     clean = judge(Answers(spec("nccl_tests", {}), [ran, {}], [{"host": "node7"}] * 2, "nccl"), Rules({}), {})
     assert [(v.metric, v.passed) for v in clean.verdicts if v.metric == "run"] == [("run", True)]
     out = judge(Answers(spec("nccl_tests", {}), [{**ran, "returncode": returncode}, {}], [{"host": "node7"}] * 2,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import textwrap
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cpu_profile
+from nccl_standin import asked, one_node
 
 from clustercheck.errors import UserError
 from clustercheck.suite.load import load_suite
@@ -194,10 +196,10 @@ SUITE = """\
 checks:
   - id: nccl-pass
     measure: nccl_tests
-    params: {min_bytes: 8, max_bytes: 8GiB, iters: 3}
+    params: {min_bytes: 8, max_bytes: 8GiB, iters: 3, gpus: 16}
   - id: nccl-wrong
     measure: nccl_tests
-    params: {binary: all_reduce_perf_mpi}
+    params: {binary: all_reduce_perf_mpi, min_bytes: 8, max_bytes: 8GiB, gpus: 16}
   - id: nccl-missing
     measure: nccl_tests
     params: {binary: broadcast_perf}
@@ -206,6 +208,7 @@ checks:
     params: {binary: sendrecv_perf}
   - id: nccl-slow
     measure: nccl_tests
+    params: {min_bytes: 8, max_bytes: 8GiB, gpus: 16}
   - id: nvb-pass
     measure: nvbandwidth
     params: {testcases: [host_to_device_memcpy_ce]}
@@ -219,8 +222,9 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = project.path / "bin"
     bin_dir.mkdir()
-    standin(bin_dir, "all_reduce_perf", [("", captured(NCCL_PASS), 0)])
-    standin(bin_dir, "all_reduce_perf_mpi", [("", wrong_capture(), 1)])  # nccl-tests exits 1 when #wrong > 0
+    here = socket.gethostname()  # the 16 ranks of the capture as one process over -g 16 on this host
+    standin(bin_dir, "all_reduce_perf", [("", one_node(captured(NCCL_PASS), here), 0)])
+    standin(bin_dir, "all_reduce_perf_mpi", [("", one_node(wrong_capture(), here), 1)])  # exits 1 when #wrong > 0
     standin(bin_dir, "sendrecv_perf", [("", "", 127)],
             stderr="sendrecv_perf: error while loading shared libraries: libnccl.so.2: cannot open shared object file")
     standin(bin_dir, "nvbandwidth", [("one_to_all_read_sm", captured(NVB_CRASH), 134),
@@ -246,7 +250,7 @@ def test_native_tools_run_through_the_pool_and_are_judged(project: pytest.Pytest
     wrong = [v for v in ok["verdicts"] if v["metric"] == "wrong"]
     assert [(v["op"], v["limit"], v["origin"]) for v in wrong] == [("==", 0.0, "built in")]  # not the profile's
     argv = json.loads((bin_dir / "all_reduce_perf.argv").read_text().splitlines()[0])
-    assert argv == ["-b", "8", "-e", "8589934592", "-f", "2", "-g", "1", "-n", "3", "-w", "5", "-c", "1",
+    assert argv == ["-b", "8", "-e", "8589934592", "-f", "2", "-g", "16", "-n", "3", "-w", "5", "-c", "1",
                     "-d", "float", "-o", "sum"]
 
     res.stdout.fnmatch_lines([
@@ -296,6 +300,9 @@ def _answers(tmp_path: Path, measure: str, params: str, ran: dict) -> object:
     path = tmp_path / "s.yaml"
     path.write_text(f"checks:\n  - id: x\n    measure: {measure}\n    params: {params}\n")
     check = load_suite(path).checks[0]
+    if measure == "nccl_tests" and "stdout" in ran:  # the capture as this node's run (tests/nccl_standin.py)
+        ran = {**ran, "stdout": one_node(ran["stdout"])}
+        ran.setdefault("argv", asked(ran["stdout"]))
     result = {"host": "node7", "binary": "all_reduce_perf", "argv": [], "outcome": "ran", "returncode": 0,
               "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": "", "stdout_bytes": 0,
               "truncated": False, "stderr_tail": "", **ran}

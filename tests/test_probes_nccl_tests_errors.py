@@ -16,6 +16,7 @@ from clustercheck.cli import main
 from clustercheck.kinds.base import Answers, Rules
 from clustercheck.suite.load import load_suite
 from evidence import TOOLS
+from nccl_standin import asked, one_node
 from test_toolout_nccl_tests import _json_doc
 
 H100 = TOOLS / "nccl-tests" / "allreduce-h100-2node-16rank-mpirun.txt"
@@ -96,7 +97,8 @@ def _judge(tmp_path: Path, stdout: str) -> list[Any]:
     suite = tmp_path / "s.yaml"
     suite.write_text("checks:\n  - id: x\n    measure: nccl_tests\n    params: {check: 1}\n")
     check = load_suite(suite).checks[0]
-    result = {"host": "node7", "binary": "all_reduce_perf", "argv": [], "outcome": "ran", "returncode": 0,
+    stdout = one_node(stdout)  # the capture as this node's run of what it asked (tests/nccl_standin.py)
+    result = {"host": "node7", "binary": "all_reduce_perf", "argv": asked(stdout), "outcome": "ran", "returncode": 0,
               "timed_out": False, "timeout": 54.0, "seconds": 1.0, "stdout": stdout, "stdout_bytes": len(stdout),
               "truncated": False, "stderr_tail": ""}
     _, verdicts = KINDS["nccl_tests"].judge(Answers(check, [result, {}], [{"host": "node7"}] * 2, "gloo"), Rules({}))

@@ -13,7 +13,7 @@ from clustercheck import units
 from clustercheck.judging.measurement import Measurement
 from clustercheck.judging.verdicts import Expectation, Verdict
 from clustercheck.kinds import params as shared
-from clustercheck.errors import Skip
+from clustercheck.errors import HarnessError, Skip
 from clustercheck.kinds.base import Answers, CheckSpec, Kind, Rules
 from clustercheck.kinds.native import (BUILT_IN, judge_limits, parse_output, program_name, result_of, run_verdict,
                                       task_params, zero_limit)
@@ -95,6 +95,10 @@ def need(params: Mapping[str, Any], n: int, gpu: bool) -> tuple[int, int, int]:
 def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     result = result_of(a)
     run: NcclTestsRun = parse_output(lambda text: reader.parse(text, result["binary"]), result)
+    foreign = not_asked(run, result, a.check.params)
+    if foreign:  # another run's table says nothing about this node: never judged as its own
+        raise HarnessError(f"{result['binary']} on {result['host']} printed a table that is not the run clustercheck "
+                           f"asked for ({'; '.join(foreign)}): not judged (another build or a wrapper on PATH?)")
     rows = [{"size": r.size, "count": r.count, "dtype": r.dtype, "placement": name.split("_")[0],
              "time_us": p.time_us, "algbw": p.algbw, "busbw": p.busbw, "wrong": p.wrong, "line": r.line}
             for r in run.rows for name, p in r.placements()]
@@ -123,6 +127,57 @@ def judge(a: Answers, rules: Rules) -> tuple[Measurement, list[Verdict]]:
     profile = {k: v for k, v in rules.limits.items() if k not in ("wrong", "out_of_bounds")}
     return m, data + [ran] + judge_limits(m, profile, ran.passed)
 
+
+def not_asked(run: NcclTestsRun, result: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
+    """How the printed run differs from the one the rank started (its argv: one process, -g GPUs, -b -e -f,
+    -d, -o): Rank lines of another count or of another host than the node, a header of another nThread x
+    nGpus or sweep, rows of another type or reduction. Only what the output prints is compared, so a crash
+    before the table stays the run's failure. A `Reducing maxBytes` line is the tool's own cut for memory,
+    kept as the probe keeps it (the header's maxBytes is still the -e asked, the rows judged up to the cut)."""
+    argv = [str(x) for x in result.get("argv") or []]
+    flags = dict(zip(argv[1::2], argv[2::2]))
+    g = int(flags["-g"]) if "-g" in flags else params.get("gpus")
+    lo, hi = int(flags.get("-b", params["min_bytes"])), int(flags.get("-e", params["max_bytes"]))
+    factor = int(flags.get("-f", params["step_factor"]))
+    dtype, op = flags.get("-d", params["datatype"]), flags.get("-o", params["op"])
+    out = []
+    began = bool(run.rows) or run.out_of_bounds is not None   # every Rank line is printed before the table
+    if g is None and (began or run.n_gpus is not None):
+        out.append("the rank's answer does not say the -g it gave")
+    elif run.n_gpus is not None and (run.n_threads or 1, run.n_gpus) != (1, g):
+        out.append(f"header nThread {run.n_threads} nGpus {run.n_gpus}, asked one process with -g {g}")
+    elif run.n_gpus is None and began and len(run.ranks) != g:
+        # with the header, Rank lines that disagree with it fail rank_verdicts (Rank lines), as offline
+        out.append(f"{len(run.ranks) or 'no'} Rank line(s) and no header line, asked -g {g}")
+    pids = {r.pid for r in run.ranks if r.pid is not None}
+    if len(pids) > 1:   # mpirun's or srun's table: the kind starts one process per node
+        out.append(f"Rank lines of {len(pids)} processes, the check started one")
+    names = {n for h in (result.get("host"), result.get("hostname")) if h for n in (str(h), str(h).split(".")[0])}
+    elsewhere = [h for h in run.hosts if h not in names and h.split(".")[0] not in names]
+    if elsewhere:
+        out.append(f"Rank lines on {', '.join(elsewhere)}, the check ran on {result['host']}")
+    header_max = run.reduced_from if run.reduced_from is not None else run.max_bytes
+    if header_max is not None:
+        if (run.min_bytes, header_max) != (lo, hi) or run.step not in (None, (factor, "factor")):
+            step = f" step {run.step[0]}({run.step[1]})" if run.step else ""
+            out.append(f"header minBytes {run.min_bytes} maxBytes {header_max}{step}, asked -b {lo} -e {hi} -f {factor}")
+        if run.max_bytes is not None and run.max_bytes > header_max:
+            out.append(f"'Reducing maxBytes to {run.max_bytes}' above the header's {header_max}")
+    elif run.rows and not hi // factor < max(r.size for r in run.rows) <= hi:
+        out.append(f"no header line, and the largest size {max(r.size for r in run.rows)} B is not the last of a "
+                   f"sweep to -e {hi} -f {factor}")
+    types = sorted({r.dtype for r in run.rows} - {dtype})
+    if types:
+        out.append(f"type {', '.join(types)} in its rows, asked -d {dtype}")
+    if _BINARY_STEM.sub("", str(result["binary"])) in _REDUCING:
+        ops = sorted({str(r.redop) for r in run.rows} - {op})
+        if ops:
+            out.append(f"reduction {', '.join(ops)} in its rows, asked -o {op}")
+    return out
+
+
+_REDUCING = ("all_reduce", "reduce", "reduce_scatter")   # the collectives whose rows print the -o they ran
+_BINARY_STEM = re.compile(r"_perf(?:_mpi)?$")
 
 _ZERO_WHY = {"wrong": "every element of the result must match (nccl-tests #wrong)",
              "out_of_bounds": "nccl-tests counts results outside its tolerance"}

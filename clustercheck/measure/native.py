@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -83,8 +84,10 @@ def run_tool(ctx: RankContext, argv: list[str], timeout: float) -> dict[str, Any
         _kill_group(proc)
     out.join()
     err.join()
-    return {**base, "outcome": "ran", "path": path, "returncode": proc.returncode, "timed_out": timed_out,
-            "timeout": timeout, "seconds": round(time.monotonic() - t0, 3), "stdout": out.text(),
+    # the host's own name too: nccl-tests names its ranks' hosts by gethostname(), which a hosts file's
+    # name for the node (an alias, an address) need not be
+    return {**base, "outcome": "ran", "hostname": socket.gethostname(), "path": path, "returncode": proc.returncode,
+            "timed_out": timed_out, "timeout": timeout, "seconds": round(time.monotonic() - t0, 3), "stdout": out.text(),
             "stdout_bytes": out.total, "truncated": out.total > STDOUT_LIMIT, "stderr_tail": err.text()}
 
 

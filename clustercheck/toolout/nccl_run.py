@@ -81,7 +81,8 @@ class NcclTestsRun:
     last_error: str | None    # `# error: ...` printed after the footer
     failure: str | None       # "line N: <text>" when the run crashed or stops early
     failure_line: int | None
-    failure_kind: str | None  # "crashed" (a failure line) or "incomplete" (the table or footer is missing)
+    failure_kind: str | None  # "crashed" (a failure line), "failed" (the footer's out-of-bounds check) or
+    #                           "incomplete" (the table or footer is missing)
     nccl_info_lines: int
     notes: tuple[str, ...]    # elisions and other things a reader should know
     unread_rows: tuple[tuple[int, str], ...] = ()   # (line, why) of table rows that could not be read
@@ -89,6 +90,9 @@ class NcclTestsRun:
     step: tuple[int, str] | None = None   # (2, "factor") or (1048576, "bytes"), as the header line says
     # every NCCL WARN and nonzero error-return trace in the text (fabric/transport.py errors()); none in JSON
     nccl_errors: tuple[ErrorLine, ...] = ()
+    # the header's maxBytes when nccl-tests' `Reducing maxBytes to N due to memory limitation` lowered it
+    # (max_bytes is then N, the sweep the tool ran): a run can tell the -e it gave from the tool's own cut
+    reduced_from: int | None = None
 
     def sizes_promised(self) -> int | None:
         """How many sizes the header's minBytes, maxBytes and step promise one sweep (nccl-tests' own loop,

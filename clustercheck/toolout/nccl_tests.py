@@ -130,6 +130,7 @@ class _State:
         self.bad_footer: tuple[int, str] | None = None
         self.notes: list[str] = []
         self.step: tuple[int, str] | None = None
+        self.reduced_from: int | None = None
         self.unread: list[tuple[int, str]] = []
 
     def feed(self, line: str, number_: int) -> None:
@@ -174,6 +175,7 @@ class _State:
             return True
         m = _REDUCED.search(s)
         if m:
+            self.reduced_from = self.params.get("max")
             self.params["max"] = int(m.group(1))
             return True
         m = OOB.match(s)
@@ -253,7 +255,7 @@ class _State:
             self.tool, fmt, name, source, tuple(self.ranks), tuple(self.rows), self.params.get("threads"),
             self.params.get("gpus"), self.params.get("max"), self.params.get("validation"), self.oob, self.avg,
             self.avg_check, version, self.tests_version, self.last_error, failure, line, kind, debug.info_lines,
-            tuple(self.notes), tuple(self.unread), self.params.get("min"), self.step)
+            tuple(self.notes), tuple(self.unread), self.params.get("min"), self.step, reduced_from=self.reduced_from)
 
     def _verdict_failure(self) -> tuple[str | None, int | None]:
         if self.failures:
