@@ -24,8 +24,11 @@ def test_collectives_vs_bare_pairs_every_measurement_and_prints_six_ratios() -> 
     rows = re.findall(r"^(all_reduce|all_gather|broadcast)\s+(4|64)Mi\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", proc.stdout, re.M)
     assert [(c, s) for c, s, *_ in rows] == [(c, s) for c in ("all_reduce", "all_gather", "broadcast") for s in ("4", "64")]
     for *_, bare, cc, ratio in rows:
-        assert float(bare) > 0 and float(cc) > 0
-        assert abs(float(cc) / float(bare) - float(ratio)) < 0.01
+        b, c, r = float(bare), float(cc), float(ratio)
+        assert b > 0 and c > 0
+        # each figure is printed to 3 decimals, so the ratio is bounded by what the rounded ones allow (a fixed
+        # 0.01 failed a loaded machine's 0.088 / 0.041 printed as 2.134, well within the rounding)
+        assert (c - 5e-4) / (b + 5e-4) - 5e-4 <= r <= (c + 5e-4) / (b - 5e-4) + 5e-4
     assert re.search(r"every ratio within \+-10%: (yes|NO)$", proc.stdout, re.M)
 
 
