@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -211,3 +212,32 @@ def test_a_forked_zygote_is_watched_as_popen_would_be() -> None:
     assert forked.wait(10) == -signal.SIGKILL and forked.returncode == -signal.SIGKILL
     forked.kill()  # ended and reaped: nothing to do
     assert forked.wait() == -signal.SIGKILL
+
+
+HUNG_UP_WHILE_IMPORTING = """
+import sys, time
+from clustercheck.run import zygote_serve
+zygote_serve.preimport = lambda: time.sleep(120)  # an import that a loaded machine makes take long
+sys.exit(zygote_serve.serve(int(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("how", ["shutdown", "close"])
+def test_a_zygote_whose_controller_hangs_up_while_it_imports_leaves_at_once(how: str) -> None:
+    """A controller signalled while the run starts exits without waiting for its zygote, which reads its
+    socket only once its import is done: it must not outlive the run by that import (a rank of the run,
+    left behind, on a loaded machine: tests/test_incomplete.py's signal-at-start test failed so)."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", HUNG_UP_WHILE_IMPORTING, str(theirs.fileno())],
+                            pass_fds=[theirs.fileno()])
+    theirs.close()
+    try:
+        time.sleep(1)  # it is in its import now
+        assert proc.poll() is None
+        if how == "shutdown":  # what zygote.close() does first
+            ours.shutdown(socket.SHUT_RDWR)
+        ours.close()  # what a controller's exit does
+        assert proc.wait(60) == 0  # within seconds, not after the 120 s import
+    finally:
+        proc.kill()
+        proc.wait()

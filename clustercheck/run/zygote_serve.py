@@ -14,8 +14,10 @@ It starts in one of two ways:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -24,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, BinaryIO, NoReturn, Sequence
+from typing import Any, BinaryIO, Iterator, NoReturn, Sequence
 
 from clustercheck.run import reaper
 
@@ -46,7 +48,8 @@ def serve(fd: int) -> int:
     """Import once, then fork a rank per request until the controller's end of the socket closes."""
     sock = socket.socket(fileno=fd)
     reaper.set_name(b"cc-zygote")  # what ps and top show (a forked zygote's command line is its agent's)
-    preimport()
+    with _leave_if_hung_up(sock):
+        preimport()
     import torch
 
     if torch.cuda.is_initialized():  # a child of a process with CUDA started cannot use CUDA: say so, fork none
@@ -98,6 +101,30 @@ def serve(fd: int) -> int:
     finally:
         if adopt:
             _end_children(ours, left)
+
+
+@contextlib.contextmanager
+def _leave_if_hung_up(sock: socket.socket) -> Iterator[None]:
+    """While the zygote imports (seconds; tens on a loaded machine), leave at once if the controller hangs up
+    or ends: the socket is read only after the import, and a controller signalled while the run starts
+    exits without waiting for us. POLLRDHUP reads nothing, so requests queued meanwhile stay for serve().
+    The watcher is joined before the first fork (forking beside a live thread is unsafe)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLRDHUP)
+        while not done.is_set():
+            if poll.poll(100):  # POLLRDHUP, or POLLHUP/POLLERR (always reported)
+                os._exit(0)
+
+    watcher = threading.Thread(target=watch, name="cc-zygote-hangup", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 # -- orphans: a tool a rank started outlives it (run/reaper.py) ---------------------------------------
