@@ -10,9 +10,10 @@ a chosen part that an explanation as short could do without (`_replaceable`).
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from clustercheck.localize.model import Group, Outcome, Part
 
@@ -55,10 +56,9 @@ def explain(tests: list[Test]) -> Explanation:
     chosen: list[Part] = []
     suspects: list[tuple[Part, ...]] = []
     for component in _components({i: c for i, c in cands.items() if c}, of_part):
-        picked: list[Part] = []
-        tied: list[tuple[Part, ...]] = []
-        _cover(component, of_part, picked, tied)
-        kept, replaceable = _replaceable(component, of_part, _prune(picked, of_part), len(tied))
+        cover = _Cover(component, of_part)
+        picked, tied = cover()
+        kept, replaceable = _replaceable(cover, _prune(picked, of_part), len(tied))
         chosen += kept
         suspects += _merged(tied + replaceable)
     support: dict[Part, tuple[Test, ...]] = {}
@@ -93,8 +93,7 @@ def _entangled(alone: dict[Part, list[int]], cands: dict[int, frozenset[Part]],
     return out
 
 
-def _replaceable(component: dict[int, frozenset[Part]], of_part: dict[Part, set[int]], chosen: list[Part],
-                 tied: int) -> tuple[list[Part], list[tuple[Part, ...]]]:
+def _replaceable(cover: _Cover, chosen: list[Part], tied: int) -> tuple[list[Part], list[tuple[Part, ...]]]:
     """Split a cluster's chosen parts into those every explanation as short needs and the others, each of
     those with the parts that stand in for it (a suspect group, never blamed). The greedy cover takes one of
     two equally short explanations by its order alone: a bad node h0 and a slow uplink L2 fail the same
@@ -105,14 +104,11 @@ def _replaceable(component: dict[int, frozenset[Part]], of_part: dict[Part, set[
     kept: list[Part] = []
     replaceable: list[tuple[Part, ...]] = []
     for p in chosen:
-        without = {i: c - {p} for i, c in component.items()}
-        if any(not c for c in without.values()):  # the only candidate of some test: no explanation lacks it
+        if any(len(cover.cands[i]) == 1 for i in cover.of_part[p]):  # the only candidate of a test: none lacks it
             kept.append(p)
             continue
-        alt: list[Part] = []
-        alt_tied: list[tuple[Part, ...]] = []
-        _cover(without, of_part, alt, alt_tied)
-        alt = _prune(alt, of_part)
+        alt, alt_tied = cover(without=p)
+        alt = _prune(alt, cover.of_part)
         if len(alt) + len(alt_tied) > size:
             kept.append(p)
             continue
@@ -122,15 +118,19 @@ def _replaceable(component: dict[int, frozenset[Part]], of_part: dict[Part, set[
 
 
 def _merged(groups: list[tuple[Part, ...]]) -> list[tuple[Part, ...]]:
-    """Suspect groups that share a part are one tie, however many parts it spans."""
-    out: list[tuple[Part, ...]] = []
-    for group in groups:
+    """Suspect groups that share a part are one tie, however many parts it spans: a group takes in each
+    earlier one it meets, in their order, and the tie goes last. Which tie holds a part is kept by part:
+    scanning every tie for each group was quadratic (hundreds of ties with every test failed)."""
+    out: dict[int, dict[Part, None]] = {}  # the ties so far, in order (a new one is added last)
+    tie_of: dict[Part, int] = {}
+    for n, group in enumerate(groups):
         parts = dict.fromkeys(group)
-        for other in [g for g in out if parts.keys() & set(g)]:
-            out.remove(other)
-            parts.update(dict.fromkeys(other))
-        out.append(tuple(parts))
-    return out
+        for k in sorted({tie_of[q] for q in parts if q in tie_of}):
+            parts.update(out.pop(k))
+        out[n] = parts
+        for q in parts:
+            tie_of[q] = n
+    return [tuple(parts) for parts in out.values()]
 
 
 def readings(p: Part, ex: Explanation, marginal: Callable[[Outcome], bool]) -> tuple[int, int]:
@@ -171,33 +171,66 @@ def _components(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]]
     return out
 
 
-def _cover(open_: dict[int, frozenset[Part]], of_part: dict[Part, set[int]], chosen: list[Part],
-           suspects: list[tuple[Part, ...]]) -> None:
-    """Greedy hitting set of one cluster: forced parts first, then the part in the most open tests."""
-    open_ = dict(open_)
-    while open_:
-        forced = [next(iter(c)) for c in open_.values() if len(c) == 1]
-        if forced:
-            pick = min(forced, key=_key)
-        else:
-            live = {p: frozenset(of_part[p] & open_.keys()) for c in open_.values() for p in c}
+class _Cover:
+    """Greedy hitting set of one cluster: forced parts first, then the part in the most open tests; called
+    again less each chosen part (`_replaceable`). Counts of open tests are kept as tests close, with a
+    max-heap checked lazily (an entry whose count fell is pushed again): rebuilding every count for each
+    pick, and again for each part left out, took minutes with every test failed. What does not depend on
+    the part left out (counts, heap, forced parts) is built once."""
 
-            def score(p: Part) -> tuple[int, int, int]:  # most open tests, most failed tests, likelier kind
-                return (len(live[p]), len(of_part[p]), -_RANK[p.kind])
-            ordered = sorted(live, key=_key)
-            best = max(ordered, key=score)
-            # the same open tests: failures that other parts already explain say nothing about either,
-            # and the kind alone does not tell them apart (a one-node leaf's node and its uplink)
-            tied = [p for p in ordered if p != best and live[p] == live[best]]
-            if tied:  # indistinguishable on the evidence: leave them to the next round
-                suspects.append((best, *tied))
-                for i in live[best]:
-                    open_.pop(i, None)
+    def __init__(self, cands: dict[int, frozenset[Part]], of_part: dict[Part, set[int]]) -> None:
+        self.cands = cands
+        self.of_part = of_part
+        self.count: dict[Part, int] = defaultdict(int)  # part -> tests that hold it
+        for c in cands.values():
+            for q in c:
+                self.count[q] += 1
+        # most open tests, most failed tests, likelier kind, then _key: heapq's least is the greedy's pick
+        self.heap = [(-n, -len(of_part[q]), _RANK[q.kind], _key(q), q) for q, n in self.count.items()]
+        heapq.heapify(self.heap)
+        # a test's candidates never change while it is open, so the forced parts are known at once, and
+        # taking one closes no other's test: they come first, in _key order
+        self.forced = {next(iter(c)) for c in cands.values() if len(c) == 1}
+
+    def __call__(self, without: Part | None = None) -> tuple[list[Part], list[tuple[Part, ...]]]:
+        """The parts chosen and the suspect groups, as if no test held `without` (never one's only candidate)."""
+        cands, count, heap, chosen = self.cands, dict(self.count), list(self.heap), []
+        suspects: list[tuple[Part, ...]] = []
+        forced = set(self.forced)
+        if without is not None:
+            forced.update(q for i in self.of_part[without] if len(cands[i]) == 2 for q in cands[i] - {without})
+        left = set(cands)
+
+        def close(tests: Iterable[int]) -> None:
+            for i in tests:
+                if i in left:
+                    left.remove(i)
+                    for q in cands[i]:
+                        count[q] -= 1
+
+        for pick in sorted(forced, key=_key):
+            chosen.append(pick)
+            close(self.of_part[pick])
+        while left:
+            n, total, rank, key, best = heapq.heappop(heap)
+            if best == without:
                 continue
-            pick = best
-        chosen.append(pick)
-        for i in of_part[pick]:
-            open_.pop(i, None)
+            if count[best] != -n:
+                if count[best]:
+                    heapq.heappush(heap, (-count[best], total, rank, key, best))
+                continue
+            live = [i for i in self.of_part[best] if i in left]
+            # the same open tests: failures that other parts already explain say nothing about either,
+            # and the kind alone does not tell them apart (a one-node leaf's node and its uplink). Such a
+            # part is in every one of them, and in no other open test.
+            same = frozenset.intersection(*(cands[i] for i in live)) - {best, without}
+            tied = [q for q in same if count[q] == len(live)]
+            if tied:  # indistinguishable on the evidence: leave them to the next round
+                suspects.append((best, *sorted(tied, key=_key)))
+            else:
+                chosen.append(best)
+            close(live)
+        return chosen, suspects
 
 
 def _key(p: Part) -> tuple[str, tuple[str, ...]]:
