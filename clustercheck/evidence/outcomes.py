@@ -1,8 +1,10 @@
-"""What the signed statement and the reports say the run came to (its verdict, its counts, the tests that
-passed and failed), held against what the record proves, whatever clustercheck version rendered them.
-Another version may lay a statement or a report out differently, so `verify` compares those byte for byte
-only when its own version and report format made them; but a verdict is a verdict in every version: a
-statement or a results.json saying PASS beside a record that failed is never a matter of layout."""
+"""What the signed statement and the reports say about the run (the statement: everything it derives from
+the record; the reports: the verdict, the counts, each item's outcome), held against what the record
+proves, whatever clustercheck version rendered them. Another version may lay a report out differently, so
+`verify` compares those byte for byte only when its own version and report format made them; but a verdict
+is a verdict in every version, and a profile's sha256 or a GPU's serial is one too: a statement or a
+results.json saying PASS beside a record that failed, or naming hardware the record does not, is never a
+matter of layout."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ from typing import Any, Mapping
 from clustercheck.record.io import Record
 from clustercheck.record.schema import counts
 
-# the predicate's fields a policy engine acts on: in-toto's result and test lists, clustercheck's verdict
-OUTCOME_KEYS = ("result", "passedTests", "warnedTests", "failedTests")
-RUN_KEYS = ("verdict", "counts")
+# The predicate's fields that say nothing about the run, only how a version words what `verify` checks: the
+# one part of a statement another version may build differently without a lie in it. Everything else the
+# predicate holds is derived from the record (its result and tests, the profiles' sha256, the platform, each
+# node's GPU UUIDs and serials, the versions, the run's id, argv and verdict) and is compared whatever version
+# the record claims: that claim is the signer's own, and it must not turn a statement naming another
+# profile or another GPU into a note.
+LAYOUT_KEYS = ("clustercheck.verify",)
 
 
 def _at(doc: Any, *path: str) -> Any:
@@ -30,12 +36,30 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def predicate_outcome_differs(want: Mapping[str, Any], got: Any) -> list[str]:
-    """The outcome fields of the signed predicate `got` that differ from those built from the record."""
-    differ = [k for k in OUTCOME_KEYS if _canonical(want.get(k)) != _canonical(_at(got, k))]
-    differ += [f"clustercheck.run.{k}" for k in RUN_KEYS
-               if _canonical(_at(want, "clustercheck", "run", k)) != _canonical(_at(got, "clustercheck", "run", k))]
-    return differ
+def _fields(predicate: Any) -> dict[str, Any]:
+    """The predicate as dotted fields: its own keys, clustercheck's block's and the run's within it."""
+    out: dict[str, Any] = {}
+    for key, value in (predicate.items() if isinstance(predicate, Mapping) else ()):
+        if key == "clustercheck" and isinstance(value, Mapping):
+            for sub, inner in value.items():
+                if sub == "run" and isinstance(inner, Mapping):
+                    out.update({f"clustercheck.run.{k}": v for k, v in inner.items()})
+                else:
+                    out[f"clustercheck.{sub}"] = inner
+        else:
+            out[str(key)] = value
+    return out
+
+
+def predicate_differs(want: Mapping[str, Any], got: Any) -> tuple[list[str], list[str]]:
+    """The fields of the signed predicate `got` that are not what the record derives (`want`), then those
+    left unjudged: the layout fields another version may word differently and fields this version does not
+    build (a newer version's, which nothing here can derive)."""
+    mine, theirs = _fields(want), _fields(got)
+    differ = [k for k in mine if k not in LAYOUT_KEYS and _canonical(mine[k]) != _canonical(theirs.get(k))]
+    unjudged = [k for k in LAYOUT_KEYS if k in theirs and _canonical(mine.get(k)) != _canonical(theirs[k])]
+    unjudged += [k for k in theirs if k not in mine and k not in LAYOUT_KEYS]
+    return differ, unjudged
 
 
 def end_problems(rec: Record) -> list[str]:

@@ -11,8 +11,9 @@ failure one line naming the file (and the record line where there is one):
 Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
 renders to when this is the clustercheck version that rendered them (rendering is deterministic); one
 not in the run directory is named as not compared. Whatever version made them, the predicate's outcome
-(result, tests, verdict, counts) and results.json's and sla.json's verdict and counts must be the record's
-(evidence/outcomes.py); only the byte-for-byte comparison of another version's is left to a note."""
+(result, tests, verdict, counts), configuration, platform, nodes and versions, and results.json's and
+sla.json's verdict and counts must be the record's (evidence/outcomes.py); only the byte-for-byte
+comparison of another version's reports is left to a note."""
 
 from __future__ import annotations
 
@@ -192,12 +193,13 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, dat
 
 def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None:
     """The signed statement's predicate (the result an in-toto policy reads: PASSED, the verdict, the tests
-    that passed and failed) must be what the record says: a signature over `PASSED` beside a record that
-    failed would verify every digest and still tell a policy engine the run passed. Its outcome fields are
-    compared whatever version signed it; only the rest of another version's predicate is noted."""
+    that passed and failed; the profiles' sha256, the platform, each node's GPUs, the versions) must be what
+    the record says: a signature over `PASSED` beside a record that failed would verify every digest and
+    still tell a policy engine the run passed. Everything it derives from the record is compared whatever
+    version signed it (evidence/outcomes.py); only how another version words what verify checks is noted."""
     import json
 
-    from clustercheck.evidence.outcomes import predicate_outcome_differs
+    from clustercheck.evidence.outcomes import predicate_differs
     from clustercheck.record.statement import header_problem, predicate
     from clustercheck.report.status import run_status
 
@@ -222,12 +224,15 @@ def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None
                   if not isinstance(got, dict) or canonical(want.get(k)) != canonical(got.get(k)))
     said = (f"{ATTESTATION}: its predicate differs from what {RECORD} says in {', '.join(keys)} (it says result "
             f"{got.get('result') if isinstance(got, dict) else 'nothing'}, {RECORD} {want['result']})")
-    outcome = predicate_outcome_differs(want, got)
-    if other and not outcome:  # another version may lay the rest of the predicate out differently: no proof
-        out.notes.append(f"statement not compared with {RECORD} beyond its result, verdict, counts and tests: "
-                         f"{other}")
+    differ, unjudged = predicate_differs(want, got)
+    if other and not differ:  # another version may word what verify checks otherwise: no proof of an edit
+        out.passed.append(f"statement: its predicate (result {want['result']}, verdict "
+                          f"{want['clustercheck']['run']['verdict']}, configuration, platform, nodes, versions) is "
+                          f"what {RECORD} says")
+        if unjudged:
+            out.notes.append(f"statement not compared with {RECORD} in {', '.join(unjudged)}: {other}")
     elif other:
-        out.problems.append(f"{said}; its {', '.join(outcome)} are not what {RECORD} proves, whatever version "
+        out.problems.append(f"{said}; its {', '.join(differ)} are not what {RECORD} proves, whatever version "
                             f"signed it")
     else:
         out.problems.append(said)
