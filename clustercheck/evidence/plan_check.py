@@ -4,22 +4,28 @@ outcome with its verdicts, and the run's plan with the suites as run (kept under
 - An item's outcome is the one its verdicts give: `failed` when one failed, `passed` when all passed. A
   `skipped` or `error` item judged nothing: it says why (its message) and carries no failed verdict.
 - Every check of the kept suites has a planned item (unless the plan says it is a selection, or, in a record
-  without one, the argv selected items with -k, -m, --deselect or a node id, or its scope makes none on the run's nodes: `scope: pair` on one node); every planned item
-  is a check of those suites, with their measure and scope; every result is a planned item (or the run's
-  own `gpu-count` layout item) and its nodes are the run's. A failed check deleted from both the plan and
-  the results is so named."""
+  without one, the argv selected items with -k, -m, --deselect or a node id, or its scope makes none on the run's nodes: `scope: pair` on one node),
+  and where its scope places its items by the nodes alone (node, gpu, gpu-pair, cluster, localize) one for
+  every place the run's own scopes.rounds gives over the run's nodes and those that never joined, matched by
+  the item's node: a failed node's item deleted from the plan and the results is so named. (The pairs of
+  `scope: pair` also follow --pair-strategy and --pair-seed, which addopts may give unseen: only its
+  check's presence is required.) Every planned item is a check of those suites, with their measure and
+  scope; every result is a planned item (or the run's own `gpu-count` layout item) and its nodes are the
+  run's. A failed check deleted from both the plan and the results is so named."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
 from clustercheck.record.io import Record
-from clustercheck.record.schema import ResultEntry, item_id
+from clustercheck.record.schema import ResultEntry, item_id, item_name
 
 # the result a run writes itself for a node with fewer GPUs than the others (run/session.py): in no suite
 LAYOUT = ("clustercheck", "gpu-count", "layout")
 # pytest's options that run fewer items than the suites hold (`-k EXPR`, `-kEXPR`, `--deselect=ID`)
 SELECTING = ("-k", "-m", "--deselect", "--lf", "--last-failed", "--sw", "--stepwise")
+# the scopes whose items run/scopes.rounds places by the run's nodes alone (pair: also by its strategy and seed)
+PLACED = ("node", "gpu", "gpu-pair", "cluster", "localize")
 
 
 def is_layout(r: Mapping[str, Any]) -> bool:
@@ -98,14 +104,26 @@ def plan_problems(rec: Record, suites: Mapping[str, Any], wheres: Sequence[str],
     sel = rec.selection
     chosen = (f"a selection ({sel.get('selected')} of {sel.get('collected')} items)" if sel
               else selection(header.get("argv") or ()))
-    covered = {(str(i.get("suite_file")), str(i.get("check"))) for i in planned}
-    unplanned = [c for key, c in checks.items() if key not in covered and any(rounds(c.scope, nodes))]
-    if unplanned and chosen:
+    places = [*nodes, *(str(n) for n in header.get("absent") or {})]  # the plan names an absent node's items too
+    covered: dict[tuple[str, str], set[Any]] = {}
+    for i in planned:
+        covered.setdefault((str(i.get("suite_file")), str(i.get("check"))), set()).add(i.get("node"))
+    unplanned = [c for key, c in checks.items() if key not in covered and any(rounds(c.scope, places))]
+    # a check that kept some items: each place its scope gives over the run's nodes, matched by the item's node
+    # (a record without a plan line has only its results, and a node lost with its item left no result)
+    unplaced = [(c, where) for key, c in checks.items() if key in covered and c.scope in PLACED
+                and rec.plan is not None for items in rounds(c.scope, places) for where in items
+                if where not in covered[key]]
+    if (unplanned or unplaced) and chosen:
         notes.append(f"{at}: the plan cannot be checked against the suites: {chosen} selected the items to run "
-                     f"({len(unplanned)} check(s) of the suites have none)")
-    elif unplanned:
+                     f"({len(unplanned)} check(s) of the suites have none, {len(unplaced)} item(s) of the others' "
+                     f"nodes are not planned)")
+    elif unplanned or unplaced:
         out += [f"{at}: check {c.id!r} ({c.where}) is in the suite as run, but the record plans no item of it: "
                 f"deleted from the record" for c in unplanned]
+        out += [f"{at}: check {c.id!r} ({c.where}) is scope {c.scope}, which plans {item_name(c.id, where)} "
+                f"({'the whole cluster' if where is None else 'node ' + where}) on this run's nodes, but the record "
+                f"plans no such item: deleted from the record" for c, where in unplaced]
     ids = {item_id(i) for i in planned}
     for where, r in zip(wheres, rec.results, strict=True):
         if rec.plan is not None and not is_layout(r) and item_id(r) not in ids:

@@ -1,0 +1,117 @@
+"""`clustercheck verify` against a key holder who forges the shape of a run rather than its numbers: one
+node's item deleted from the plan and the results, a failed item rewritten as a harness error, and header
+fields (platform, nodes, repetitions) that contradict the kept profile, the ranks' pools and the run's own
+command line. Each forgery edits a real signed run, re-signs it with the right key (what `clustercheck sign`
+does) and must come out NOT VERIFIED (exit 6) naming the record line. One real run: two nodes through the
+hosts launcher (each host an agent on this machine), --repeat 2, a check that fails on both nodes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from helpers import clustercheck_here
+from test_attestation import openssl_key
+
+pytestmark = pytest.mark.pool
+
+SUITE = """checks:
+  - id: node-ar
+    measure: all_reduce
+    scope: node
+    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}
+  - id: node-slow
+    measure: all_reduce
+    scope: node
+    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}
+  - id: across
+    measure: all_reduce
+    scope: cluster
+    params: {sizes: [64KiB], iters: 2, warmup: 1, check_iters: 1}
+"""
+PROFILE = """platform: cpu
+detect: {gpu_count: 0}
+defaults:
+  all_reduce:
+    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working loopback}
+checks:
+  node-slow:
+    busbw: {limit: '>= 100000', unit: GB/s, source: no loopback reaches it}
+  across:
+    busbw: {limit: '>= 0.000001', unit: GB/s, source: any working loopback between the agents}
+"""
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("forged-plan")
+    (root / "s.yaml").write_text(SUITE)
+    (root / "th").mkdir()
+    (root / "th" / "cpu.yaml").write_text(PROFILE)
+    key, pub = openssl_key(root, "seller")
+    proc = clustercheck_here("run", "s.yaml", "--thresholds", "th", "--out", "out", "--launcher", "hosts",
+                             "--hosts", "h[1-2]", "--host-command", "env CC_HOST={host} {python}", "--ranks", "2",
+                             "--repeat", "2", "--sign", str(key), cwd=root)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # node-slow fails on both nodes
+    return {"run": (root / "out" / "latest").resolve(), "key": key, "pub": pub}
+
+
+def forged(signed: dict[str, Path], tmp_path: Path, change: Callable[[list[dict[str, Any]]], None]) -> Path:
+    """A copy of the run with `change` made to its record lines, the end counts written from its results as
+    a run writes them, the reports rendered again and the whole signed again with the seller's key."""
+    from clustercheck.evidence.signing import sign_run
+    from clustercheck.record.keys import load_private
+    from clustercheck.record.schema import counts
+    from clustercheck.report import read
+
+    run = tmp_path / "run"
+    shutil.copytree(signed["run"], run)
+    entries = [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]
+    change(entries)
+    entries[-1]["counts"] = counts([e for e in entries if e.get("type") == "result"])
+    (run / "run.jsonl").write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+    sign_run(run, read(run / "run.jsonl"), load_private(signed["key"]))
+    return run
+
+
+def verify(run: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    return clustercheck_here("verify", str(run), "--key", str(pub), cwd=run.parent)
+
+
+def problems(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.removeprefix("FAIL  ") for line in proc.stdout.splitlines() if line.startswith("FAIL  ")]
+
+
+def not_verified(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 6 and "NOT VERIFIED" in proc.stdout.splitlines()[-1], proc.stdout + proc.stderr
+    return problems(proc)
+
+
+def plan_of(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(e for e in entries if e.get("type") == "plan")
+
+
+def test_the_genuine_run_verifies_as_its_failure(signed: dict[str, Path]) -> None:
+    proc = verify(signed["run"], signed["pub"])
+    assert proc.returncode == 1 and "run verdict FAIL" in proc.stdout.splitlines()[-1], proc.stdout
+    assert problems(proc) == []
+
+
+def test_one_node_s_item_deleted_from_plan_and_results_is_not_verified(signed: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """node-slow[h2] (failed in both repetitions) taken out of the plan and the results: the plan was
+    checked by (suite, check) alone, so h1's item kept the check covered and the run verified with h2 as
+    good as untested (the audit's `dropnode`, on a 2-node join run, verified PASS)."""
+    def drop(entries: list[dict[str, Any]]) -> None:
+        plan_of(entries)["items"] = [i for i in plan_of(entries)["items"] if i["name"] != "node-slow[h2]"]
+        entries[:] = [e for e in entries if e.get("name") != "node-slow[h2]"]
+
+    found = not_verified(verify(forged(signed, tmp_path, drop), signed["pub"]))
+    assert any(p.startswith("run.jsonl:2: check 'node-slow' (s.yaml:") and "is scope node, which plans "
+               "node-slow[h2] (node h2) on this run's nodes, but the record plans no such item" in p
+               for p in found), found
