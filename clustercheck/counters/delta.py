@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from clustercheck.counters.facts import Counter, KernelLine, ReadError, Snapshot
+from clustercheck.counters.nvml_counters import PRESENT
 from clustercheck.counters.pci import BUS_ID
 
 
@@ -54,15 +55,24 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
     carried = [e for e in before.errors if not (e.reader == "kernel.log" and e.kind == "lost")]
     errors = carried + [e for e in after.errors if e not in carried]
     now = {_key(c): c for c in after.counters}
+    # NVML's errors naming a GPU by its index alone (lost, or unreadable, before it gave its PCI info) say
+    # nothing of a bus id: after a GPU is gone NVML renumbers the rest, so `GPU2` may be another GPU than
+    # before the window. _gpus ties them to bus ids; every other error explains by bus id (_explains)
+    at_index = [e for e in after.errors if e.reader == "nvml" and _INDEX.fullmatch(e.device) and e not in carried]
+    by_bus = [e for e in after.errors if e not in at_index]
     # a GPU no longer enumerated is one `vanished` for the GPU, not one per counter and link it had
-    gone = [ReadError("gpu", c.device, c.name, _GONE[c.name], "vanished") for c in before.counters
-            if c.name == "gpu.present" and _key(c) not in now]
+    gone = [c for c in before.counters if c.name == PRESENT and _key(c) not in now and _GPU.match(c.device)
+            and not any(_explains(e, c.name, c.device) for e in by_bus)]
+    said, replaced = _gpus(before, after, gone, at_index)
+    accounted = {_key(c)[1] for c in gone}
     for old in before.counters:
         new = now.get(_key(old))
         if new is None:
-            if not any(e.explains(old.name, old.device) for e in after.errors + tuple(gone)):  # a reader error
-                errors.append(ReadError(old.name.split(".")[0], old.device, old.name,  # says why, or:
-                                        f"read {old.value} before the window and missing after it", "vanished"))
+            if _key(old)[1].split(" ")[0] in accounted or any(_explains(e, old.name, old.device) for e in by_bus) \
+                    or (not _GPU.match(old.device) and any(e.explains(old.name, old.device) for e in at_index)):
+                continue  # a reader error says why, or:
+            errors.append(ReadError(old.name.split(".")[0], old.device, old.name,
+                                    f"read {old.value} before the window and missing after it", "vanished"))
             continue
         if new.value < old.value:
             errors.append(ReadError(old.name.split(".")[0], old.device, old.name,
@@ -77,8 +87,7 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
         if _key(new) not in known and not any(e.explains(new.name, new.device) for e in before.errors):
             errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
                 new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
-    errors = _once([_named(e, before, after) for e in errors],
-                   [e for e in gone if not any(a.explains(e.what, e.device) for a in after.errors)])
+    errors = [e for e in errors if e not in replaced] + said
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
                  tuple(dict.fromkeys(before.notes + after.notes)))
@@ -86,54 +95,92 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
 
 # A GPU's counters are named `GPU<index> (<bus id>)...`; NVML renumbers the GPUs after one that is gone, so a
 # counter is the same counter before and after by its bus id, not its index
-_GPU = re.compile(rf"^GPU\d+ \(({BUS_ID})\)")
-_GONE = {"gpu.present": "enumerated by NVML before the window and not after it: the GPU fell off the bus or "
-                        "was detached"}
-_CAME = {"gpu.present": "enumerated by NVML after the window and not before it"}
+_GPU = re.compile(rf"^GPU(\d+) \(({BUS_ID})\)")
+_INDEX = re.compile(r"GPU\d+")
+_GONE = "enumerated by NVML before the window and not after it: the GPU fell off the bus or was detached"
+_CAME = {PRESENT: "enumerated by NVML after the window and not before it"}
 
 
 def _key(c: Counter) -> tuple[str, str]:
-    m = _GPU.match(c.device)
-    return (c.name, f"{m.group(1).lower()}{c.device[m.end():]}") if m else c.key
+    return c.name, _by_bus(c.device)
 
 
-def _named(e: ReadError, before: Snapshot, after: Snapshot) -> ReadError:
-    """A GPU lost before NVML gave its PCI info is `GPU2` alone; the snapshot before the window read its
-    counters as `GPU2 (0000:...)`: the error names it so, by bus id. Unless that bus id still gives counters
-    after the window: NVML renumbered the GPUs after another one gone, so index 2 is another GPU now (with
-    two GPUs lost, naming it by the old index blamed a GPU alive after the window)."""
-    if e.kind != "vanished" or not re.fullmatch(r"GPU\d+", e.device):
-        return e
-    named = {(m.group(0), m.group(1).lower()) for c in before.counters
-             if (m := _GPU.match(c.device)) and e.explains(c.name, c.device)}
-    if len(named) != 1:
-        return e
-    ((name, bus),) = named
-    alive = {m.group(1).lower() for c in after.counters if (m := _GPU.match(c.device))}
-    return dataclasses.replace(e, device=f"{e.device} (index after renumbering)" if bus in alive else name)
+def _by_bus(device: str) -> str:
+    """`GPU2 (0000:3a:00.0) link 3` as `GPU@0000:3a:00.0 link 3`: the same GPU whichever index NVML gives it
+    (not the bare bus id, which is its PCI function's, pcie.aer's device)."""
+    m = _GPU.match(device)
+    return f"GPU@{m.group(2).lower()}{device[m.end():]}" if m else device
 
 
-_AT_INDEX = re.compile(r"GPU\d+(?: \(index after renumbering\))?")
+def _explains(e: ReadError, counter: str, device: str) -> bool:
+    """e.explains, a GPU matched by bus id: an error on `GPU2 (0000:5d:00.0)` after the window accounts for
+    the counters the snapshot before it read as `GPU3 (0000:5d:00.0)`."""
+    return dataclasses.replace(e, device=_by_bus(e.device)).explains(counter, _by_bus(device))
 
 
-def _once(errors: list[ReadError], gone: list[ReadError]) -> list[ReadError]:
-    """`errors` and the GPUs `gone` (read before the window, not enumerated after it), each lost GPU named
-    once. A GPU NVML still lists after the window but lost before it gave its PCI info is `GPU<i>` alone,
-    which _named could not give a bus id (NVML renumbered the GPUs after another one gone): it is one of
-    `gone`, whose bus ids are the ones no GPU answers for after the window. Named by its index beside them,
-    one loss was two failures (two GPUs lost, three named). By elimination: one such GPU and one gone is
-    that GPU; more, and each gone one is named once, saying that some of them are NVML's lost indices."""
-    lost = [e for e in errors if e.kind == "vanished" and _AT_INDEX.fullmatch(e.device)]
-    indices = list(dict.fromkeys(e.device.split(" ")[0] for e in lost))
-    if not lost or len(gone) < len(indices):  # a GPU not read before the window: nothing to name it by
-        return errors + gone
-    rest = [e for e in errors if e not in lost]
-    if len(gone) == len(indices) == 1:
-        return rest + [dataclasses.replace(e, device=gone[0].device) for e in lost]
-    said = "; ".join(dict.fromkeys(f"{e.what}: {e.error}" for e in lost))
-    return rest + [dataclasses.replace(g, error=f"{g.error}; or it is one of the {len(indices)} of these "
-                                       f"{len(gone)} NVML lists, renumbered, as {', '.join(indices)} ({said})")
-                   for g in gone]
+def _gpus(before: Snapshot, after: Snapshot, gone: list[Counter], at_index: list[ReadError]
+          ) -> tuple[list[ReadError], list[ReadError]]:
+    """(one `vanished` error per GPU `gone`, the errors of `at_index` they replace). A GPU NVML names by index
+    alone after the window (`GPU2`: lost, or unreadable, before it gave its PCI info) is one of `gone`,
+    tied to it by the order NVML lists the GPUs in, which renumbering keeps: between the GPUs listed by
+    bus id around it (GPU1 is 0000:2a, GPU3 0000:9a), it is one gone from between them. As many GPUs named
+    by index as gone there: each is the one in its place (a lost one is named by that bus id; an unreadable
+    one accounts for it, the window not judged for it). Fewer: the others are gone; if an unreadable one
+    is among them, which GPUs are gone cannot be told and they are named together (`GPU2 (...) or GPU3
+    (...)`), never one guessed (a live GPU failed, the gone one never named). More: not all of them were
+    read before the window; the lost ones are named `GPU<i> (bus id unknown)`."""
+    def bus(device: str) -> str:
+        return _by_bus(device).split(" ")[0]
+    order = [bus(c.device) for c in sorted((c for c in before.counters if c.name == PRESENT and _GPU.match(c.device)),
+                                           key=lambda c: _index(c.device))]
+    pos = {b: p for p, b in enumerate(order)}
+    marks = sorted((_index(c.device), pos[bus(c.device)]) for c in after.counters
+                   if c.name == PRESENT and bus(c.device) in pos)
+    ordered = all(a[1] < b[1] for a, b in zip(marks, marks[1:]))  # else NVML reordered: one gap of all
+
+    def around(at: int, key: int) -> tuple[int, int]:  # the listed GPUs either side: (index, pos)[key] vs at
+        if not ordered:
+            return -1, len(order)
+        return (max((m[1] for m in marks if m[key] < at), default=-1),
+                min((m[1] for m in marks if m[key] > at), default=len(order)))
+    named: dict[int, list[ReadError]] = {}
+    for e in at_index:
+        named.setdefault(_index(e.device), []).append(e)
+    gaps: dict[tuple[int, int], tuple[list[int], list[Counter]]] = {}
+    for i in sorted(named):
+        gaps.setdefault(around(i, 0), ([], []))[0].append(i)
+    for c in sorted(gone, key=lambda c: pos[bus(c.device)]):
+        gaps.setdefault(around(pos[bus(c.device)], 1), ([], []))[1].append(c)
+    out: list[ReadError] = []
+    replaced: list[ReadError] = []
+    for indices, cands in gaps.values():
+        lost = {i: [e for e in named[i] if e.kind == "vanished"] for i in indices}
+        lost = {i: es for i, es in lost.items() if es}
+        unread = [i for i in indices if i not in lost]
+        replaced += [e for es in lost.values() for e in es]
+        said = "; ".join(dict.fromkeys(f"GPU{i}: {e.what}: {e.error}" for i in indices for e in named[i]))
+        if len(indices) == len(cands):
+            for i, c in zip(indices, cands):
+                moved = f" (NVML lists it as GPU{i} after the window)" if _index(c.device) != i else ""
+                out += [dataclasses.replace(e, device=c.device, error=e.error + moved) for e in lost.get(i, ())]
+        elif len(indices) < len(cands) and unread:
+            n = len(cands) - len(unread)
+            out.append(ReadError("gpu", " or ".join(c.device for c in cands), PRESENT,
+                                 f"{n} of these {len(cands)} GPUs {'was' if n == 1 else 'were'} {_GONE}; which "
+                                 f"cannot be told: NVML lists {len(indices)} GPU(s) between them by index alone "
+                                 f"({said})", "vanished"))
+        else:
+            more = f"; or it is one of the GPUs NVML lists by index alone, renumbered ({said})" if indices else ""
+            out += [ReadError("gpu", c.device, PRESENT, _GONE + more, "vanished") for c in cands]
+            if len(indices) > len(cands):
+                out += [dataclasses.replace(e, device=f"GPU{i} (bus id unknown)") for i, es in lost.items()
+                        for e in es]
+    return out, replaced
+
+
+def _index(device: str) -> int:
+    """2 for `GPU2` and `GPU2 (0000:3a:00.0)` (a GPU's gpu.present, or an NVML error naming it)."""
+    return int(device[3:].split(" ")[0])
 
 
 def _kernel(lines: tuple[KernelLine, ...]) -> list[Increase]:
