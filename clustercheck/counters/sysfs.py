@@ -104,7 +104,9 @@ def aer(root: Path = PCI) -> Reading:
     counters: list[Counter] = []
     errors: list[ReadError] = []
     try:
-        devices = sorted(p for p in root.iterdir())
+        devices = [root / n for n in _names(root)]
+    except _ABSENT:  # no PCI bus in sysfs (a container without /sys/bus/pci): what the node lacks, as ib()'s
+        return Reading(notes=(f"no PCIe AER statistics ({root} absent)",))  # root; `vanished` failed the node
     except OSError as exc:
         return Reading(errors=(_error("pcie.aer", "", root, exc),))
     for dev in devices:
