@@ -102,3 +102,18 @@ def test_a_gpu_lost_after_it_gave_its_pci_info_under_a_new_index_is_one_loss(mon
     j = judge(delta(before, snap(monkeypatch, after, 60.0)))
     assert sorted(e.device for e in j.vanished) == [f"GPU0 ({bus[0]})", f"GPU2 ({bus[3]})"], j.vanished
     fails_the_node(j)
+
+
+def test_a_gpu_that_appears_during_the_window_is_one_failed_verdict_measured_appeared(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """0000:5d not enumerated before the window (the driver had not attached it) and enumerated after it:
+    each of its ~97 counters was a failed verdict measured "gone". Its gpu.present accounts for them: one
+    verdict for the GPU, failed (a GPU changed under the check), measured "appeared"."""
+    node = counted(h100_node())
+    bus = buses(node)
+    before = snap(monkeypatch, without(node, node["gpus"][3]["bus_id"]), 0.0)
+    j = judge(delta(before, snap(monkeypatch, node, 60.0)))
+    assert [(e.device, e.what) for e in j.vanished] == [(f"GPU3 ({bus[3]})", "gpu.present")], j.vanished[:3]
+    out = item_verdicts("c", {"gpu-node": j}, ["gpu-node"])
+    assert [(v.measured, v.passed, v.subject) for v in out] == [("appeared", False, f"gpu-node GPU3 ({bus[3]})")]
+    assert "appeared during the window" in out[0].detail

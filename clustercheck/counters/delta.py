@@ -83,10 +83,14 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             parts = tuple((p, v - was.get(p, 0)) for p, v in new.parts if v > was.get(p, 0))
             increases.append(Increase(old.name, old.device, old.value, new.value, parts))
     known = {_key(c) for c in before.counters}
+    # a GPU enumerated after the window and not before it is one error for the GPU, as one gone is, not one
+    # per counter and link it has
+    came = {_key(c)[1] for c in after.counters if c.name == PRESENT and _key(c) not in known and _GPU.match(c.device)}
     for new in after.counters:
-        if _key(new) not in known and not any(e.explains(new.name, new.device) for e in before.errors):
-            errors.append(ReadError(new.name.split(".")[0], new.device, new.name, _CAME.get(
-                new.name, f"appeared during the window at {new.value} (not read before it)"), "vanished"))
+        if _key(new) not in known and not any(e.explains(new.name, new.device) for e in before.errors) \
+                and (new.name == PRESENT or _key(new)[1].split(" ")[0] not in came):
+            errors.append(ReadError(new.name.split(".")[0], new.device, new.name, APPEARED + _CAME.get(
+                new.name, f" at {new.value} (not read before it)"), "vanished"))
     errors = [e for e in errors if e not in replaced] + said
     increases += _kernel(after.kernel)
     return Delta(after.host, after.taken - before.taken, tuple(increases), tuple(errors),
@@ -98,7 +102,14 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
 _GPU = re.compile(rf"^GPU(\d+) \(({BUS_ID})\)")
 _INDEX = re.compile(r"GPU\d+")
 _GONE = "enumerated by NVML before the window and not after it: the GPU fell off the bus or was detached"
-_CAME = {PRESENT: "enumerated by NVML after the window and not before it"}
+_CAME = {PRESENT: ": enumerated by NVML after the window and not before it"}
+APPEARED = "appeared during the window"  # how a `vanished` error of a counter new after the window begins
+
+
+def appeared(e: ReadError) -> bool:
+    """Whether `e` is a counter or GPU that appeared during the window (not read before it): the hardware
+    changed under the check as for one gone, but it is not gone."""
+    return e.kind == "vanished" and e.error.startswith(APPEARED)
 
 
 def _key(c: Counter) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """A counter window's judgement as verdicts: what rose on a node while one check ran (clustercheck.counters
 judged it against the allowances), one verdict per counter that rose, against its allowance as a limit,
-and a failed one per device that vanished."""
+and a failed one per device that vanished (measured "gone") or appeared during the window ("appeared")."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Iterable, Mapping
 import hostlist
 
 from clustercheck.counters.allowances import Judgement
+from clustercheck.counters.delta import appeared
 from clustercheck.errors import ClusterCheckError, HarnessError, Skip, Unreachable
 from clustercheck.judging.measurement import Measurement, Outcome
 from clustercheck.judging.limits import Limit
@@ -17,7 +18,8 @@ from clustercheck.judging.verdicts import Expectation, Verdict
 
 def verdicts(j: Judgement, check_id: str) -> list[Verdict]:
     """clustercheck Verdicts for an item: one per counter that rose (passed or failed against its
-    allowance, subject `<host> <device>`) and a failed one per device that vanished. Harness errors
+    allowance, subject `<host> <device>`) and a failed one per device that vanished or appeared (a GPU
+    enumerated after the window and not before it: one verdict for the GPU, measured "appeared"). Harness errors
     are not verdicts: the caller raises them (Judgement.harness_errors)."""
     out: list[Verdict] = []
     for f in j.findings:
@@ -28,7 +30,8 @@ def verdicts(j: Judgement, check_id: str) -> list[Verdict]:
                            detail=f.text(j.seconds) + (f": {f.increase.lines[0]}" if f.increase.lines else "")))
     for e in j.vanished:
         rule = Expectation(check_id, e.reader, "readable before and after the check", "built in", e.text())
-        out.append(Verdict(e.reader, "gone", "", rule, False, subject=f"{j.host} {e.device}".strip(),
+        out.append(Verdict(e.reader, "appeared" if appeared(e) else "gone", "", rule, False,
+                           subject=f"{j.host} {e.device}".strip(),
                            detail=e.text()))
     return out
 
