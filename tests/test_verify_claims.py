@@ -113,3 +113,60 @@ def test_only_how_another_version_words_its_checks_is_left_to_a_note(signed: dic
     assert (code, fails) == (1, []), fails
     assert any(n.startswith("statement not compared with run.jsonl in clustercheck.verify: rendered by clustercheck "
                             f"{OTHER}") for n in notes), notes
+
+
+def _ctrf_says_passed(run: Path) -> None:
+    doc = json.loads((run / "ctrf.json").read_text())
+    for test in doc["results"]["tests"]:
+        if test["status"] == "failed":
+            test["status"] = "passed"
+    summary = doc["results"]["summary"]
+    summary["passed"], summary["failed"] = summary["passed"] + summary["failed"], 0
+    doc["results"]["environment"]["healthy"] = True
+    doc["extra"]["clustercheck.run"]["verdict"] = "PASS"
+    (run / "ctrf.json").write_text(json.dumps(doc))
+
+
+def _junit_says_passed(run: Path) -> None:
+    import re
+
+    text = (run / "junit.xml").read_text()
+    text = re.sub(r"<failure\b.*?</failure>|<failure\b[^>]*/>", "", text, flags=re.S)
+    (run / "junit.xml").write_text(re.sub(r'failures="\d+"', 'failures="0"', text))
+
+
+def _html_says_pass(run: Path) -> None:
+    text = (run / "report.html").read_text()
+    assert '<p id="verdict" class="banner fail">FAIL' in text
+    (run / "report.html").write_text(text.replace('<p id="verdict" class="banner fail">FAIL',
+                                                  '<p id="verdict" class="banner pass">PASS'))
+
+
+def _junit_with_entities(run: Path) -> None:
+    text = (run / "junit.xml").read_text()
+    head, rest = text.split("\n", 1)
+    (run / "junit.xml").write_text(f'{head}\n<!DOCTYPE t [<!ENTITY a "aaaaaaaaaa">]>\n{rest}')
+
+
+@pytest.mark.parametrize("edit, said", [
+    (_ctrf_says_passed, "ctrf.json: says summary.passed 2 (run.jsonl proves 1); summary.failed 0 (run.jsonl proves "
+                        "1); verdict PASS (run.jsonl proves FAIL); healthy true (run.jsonl proves false); test "
+                        "s::too-fast[vm] passed (run.jsonl proves failed): not what run.jsonl proves"),
+    (_junit_says_passed, "junit.xml: says failures 0 (run.jsonl proves 1); testsuite s::too-fast[vm] failures 0 "
+                         "(run.jsonl proves 1); testcase s::too-fast[vm]/too-fast[vm] passed (run.jsonl proves "
+                         "failure): not what run.jsonl proves"),
+    (_html_says_pass, "report.html: says verdict banner PASS (run.jsonl proves FAIL): not what run.jsonl proves"),
+    (_junit_with_entities, "junit.xml: holds a DTD, which clustercheck never writes: it states no outcome run.jsonl "
+                           "could prove"),
+], ids=["ctrf", "junit", "html", "junit-dtd"])
+def test_a_report_saying_a_failed_item_passed_is_not_verified_whatever_version_it_claims(
+        signed: dict[str, Path], tmp_path: Path, edit: Callable[[Path], None], said: str) -> None:
+    """Claiming another version left junit.xml, ctrf.json and report.html unread (only results.json's and
+    sla.json's verdict and counts were): a CTRF, a JUnit or a page saying the failed item passed verified as
+    a FAIL with a note, `reports not compared`."""
+    run = claiming_another_version(signed, tmp_path)
+    edit(run)
+    sign_statement(run, signed["key"], lambda stmt: None)
+    code, fails, _ = verify(run, signed["pub"])
+    assert code == 6, fails
+    assert said in fails, fails

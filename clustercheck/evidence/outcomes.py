@@ -108,6 +108,158 @@ def report_problems(run_dir: Path, rec: Record, status: Mapping[str, Any]) -> tu
     return problems, agree
 
 
+class Unreadable(ValueError):
+    """A report that cannot be read for the outcomes it states: the message says why."""
+
+
+def rendered_problems(run_dir: Path, texts: Mapping[str, tuple[str, bytes]]) -> tuple[list[str], list[str]]:
+    """junit.xml's, ctrf.json's and report.html's outcomes (their totals, each testcase's or test's outcome,
+    the verdict banner), parsed, against those of the same reports rendered from the record by this version
+    (`texts`, report/__init__.py render_texts): (problems, the files that agree). What a CI gate or a reader
+    acts on is compared, not how a version lays the rest out. A report not in the run directory is left to
+    the caller, which names it."""
+    problems: list[str] = []
+    agree: list[str] = []
+    for kind, outcomes in (("junit", junit_outcomes), ("ctrf", ctrf_outcomes), ("html", html_outcomes)):
+        if kind not in texts or not (run_dir / texts[kind][0]).is_file():
+            continue
+        name, rendered = texts[kind]
+        try:
+            got = outcomes((run_dir / name).read_bytes())
+        except OSError as exc:
+            problems.append(f"{name}: cannot be read ({exc.strerror or type(exc).__name__}): it states no outcome "
+                            f"run.jsonl could prove")
+            continue
+        except Unreadable as exc:
+            problems.append(f"{name}: {exc}: it states no outcome run.jsonl could prove")
+            continue
+        want = outcomes(rendered)
+        wrong = [f"{k} {got.get(k, 'absent')} (run.jsonl proves {want.get(k, 'none')})"
+                 for k in [*want, *(k for k in got if k not in want)] if want.get(k) != got.get(k)]
+        if wrong:
+            more = f"; and {len(wrong) - 6} more" if len(wrong) > 6 else ""
+            problems.append(f"{name}: says {'; '.join(wrong[:6])}{more}: not what run.jsonl proves")
+        else:
+            agree.append(name)
+    return problems, agree
+
+
+def _said(value: Any) -> str:
+    return value if isinstance(value, str) else _canonical(value)
+
+
+def _add(out: dict[str, str], key: str, value: str) -> None:
+    """One outcome; a second under the same name is joined to the first, never in its place (a testcase
+    listed twice, failed then passed, must not read as passed)."""
+    out[key] = f"{out[key]}+{value}" if key in out else value
+
+
+def ctrf_outcomes(data: bytes) -> dict[str, str]:
+    """ctrf.json's summary counts, its run verdict and health, and each test's status, by test name."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can read
+        raise Unreadable(f"cannot be read as JSON ({type(exc).__name__})") from None
+    tests, summary = _at(doc, "results", "tests"), _at(doc, "results", "summary")
+    if not isinstance(tests, list) or not all(isinstance(t, Mapping) for t in tests) or not isinstance(summary, Mapping):
+        raise Unreadable("no results.tests list and results.summary object (CTRF's)")
+    out = {f"summary.{k}": _said(summary.get(k)) for k in ("tests", "passed", "failed", "skipped", "pending", "other")}
+    if isinstance(_at(doc, "extra", "clustercheck.run"), Mapping):
+        out["verdict"] = _said(_at(doc, "extra", "clustercheck.run", "verdict"))
+    if isinstance(_at(doc, "results", "environment"), Mapping):
+        out["healthy"] = _said(_at(doc, "results", "environment", "healthy"))
+    for t in tests:
+        _add(out, f"test {_said(t.get('name'))}", _said(t.get("status")))
+    return out
+
+
+def junit_outcomes(data: bytes) -> dict[str, str]:
+    """junit.xml's totals (tests, failures, errors, skipped) on the document and on each testsuite, and each
+    testcase's outcome (failure, error, skipped, or passed with none of them), by testsuite and name. Read
+    with expat and no DTD: clustercheck never writes one, and entities could make a small file huge."""
+    import xml.parsers.expat
+
+    out: dict[str, str] = {}
+    stack: list[str] = []
+    where = {"suite": "", "case": ""}
+    results: list[str] = []
+
+    def refuse(*_: Any) -> None:
+        raise Unreadable("holds a DTD, which clustercheck never writes")
+
+    def totals(prefix: str, attrs: Mapping[str, str]) -> None:
+        for k in ("tests", "failures", "errors", "skipped"):
+            if k in attrs:
+                out[f"{prefix}{k}"] = attrs[k]
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        if not stack:
+            totals("", attrs)
+        if tag == "testsuite":
+            where["suite"] = attrs.get("name", "")
+            totals(f"testsuite {where['suite']} ", attrs)
+        elif tag == "testcase":
+            where["case"] = attrs.get("name", "")
+            results.clear()
+        elif tag in ("failure", "error", "skipped") and stack and stack[-1] == "testcase":
+            results.append(tag)
+        stack.append(tag)
+
+    def end(tag: str) -> None:
+        stack.pop()
+        if tag == "testcase":
+            _add(out, f"testcase {where['suite']}/{where['case']}", "+".join(sorted(results)) or "passed")
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(data, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise Unreadable(f"cannot be read as XML ({exc})") from None
+    return out
+
+
+def html_outcomes(data: bytes) -> dict[str, str]:
+    """report.html's verdict banner (the element with id="verdict"): its first word, each banner's where a
+    page holds more than one. Nothing else of a page is read: its layout is another version's to choose."""
+    import re
+    from html.parser import HTMLParser
+
+    words: list[str] = []
+
+    class Banner(HTMLParser):
+        tag: str | None = None
+        depth = 0
+        text = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if self.tag is None and ("id", "verdict") in attrs:
+                self.tag, self.depth, self.text = tag, 0, ""
+            elif tag == self.tag:
+                self.depth += 1
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == self.tag:
+                if self.depth:
+                    self.depth -= 1
+                    return
+                found = re.match(r"\s*([A-Z]+)\b", self.text)
+                words.append(found.group(1) if found else repr(self.text.strip()[:40]))
+                self.tag = None
+
+        def handle_data(self, data: str) -> None:
+            if self.tag is not None:
+                self.text += data
+
+    page = Banner(convert_charrefs=True)
+    page.feed(data.decode("utf-8", "replace"))
+    page.close()
+    return {"verdict banner": "+".join(words) or "absent"}
+
+
 def brief_counts(c: Any) -> str:
     if not isinstance(c, Mapping):
         return "none" if c is None else repr(c)[:60]

@@ -11,8 +11,9 @@ failure one line naming the file (and the record line where there is one):
 Besides, the reports (results.json, sla.json, junit.xml, report.html, ctrf.json) must be what run.jsonl
 renders to when this is the clustercheck version that rendered them (rendering is deterministic); one
 not in the run directory is named as not compared. Whatever version made them, the predicate's outcome
-(result, tests, verdict, counts), configuration, platform, nodes and versions, and results.json's and
-sla.json's verdict and counts must be the record's (evidence/outcomes.py); only the byte-for-byte
+(result, tests, verdict, counts), configuration, platform, nodes and versions, results.json's and
+sla.json's verdict and counts, ctrf.json's and junit.xml's totals and each test's outcome, and
+report.html's verdict banner must be the record's (evidence/outcomes.py); only the byte-for-byte
 comparison of another version's reports is left to a note."""
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def _digests(run_dir: Path, stmt: dict[str, Any], out: Verdict, data: bytes | No
 
 
 def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, data: bytes | None) -> None:
-    from clustercheck.report import read, render_texts
+    from clustercheck.report import REPORTS, read, render_texts
 
     try:
         rec = read(run_dir / RECORD, data)
@@ -160,22 +161,22 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, dat
         f"{REPORT_FORMAT}")
     if signed is not None:
         _predicate(rec, signed.statement, out, other)
-    if other:  # the byte-for-byte comparison below proves nothing then; the verdict and counts still must agree
-        from clustercheck.evidence.outcomes import report_problems
-        from clustercheck.report.status import run_status
-
-        wrong, agree = report_problems(run_dir, rec, run_status(rec))
-        out.problems += wrong
-        if agree:
-            out.passed.append(f"report outcomes: {', '.join(agree)} state the verdict and counts {RECORD} proves")
     signer = ", ".join(signed.keyids) if signed is not None else _claimed_signer(run_dir)
     try:
         texts = render_texts(rec, signer)
     except UserError as exc:
-        if other:
+        texts, unrendered = None, str(exc).split(": ", 1)[-1]
+    if other:  # the byte-for-byte comparison below proves nothing then; what the reports say still must agree
+        _outcomes(run_dir, rec, out, texts)
+    if texts is None:
+        present = [REPORTS[k] for k in ("junit", "ctrf", "html") if (run_dir / REPORTS[k]).is_file()]
+        if other and not present:
             out.notes.append(f"reports not compared with {RECORD}: {other}")
+        elif other:  # what junit.xml, ctrf.json and report.html say is read against this version's rendering
+            out.problems.append(f"{', '.join(present)}: not compared with {RECORD}, which this clustercheck cannot "
+                                f"render ({unrendered}): not shown to say what it proves")
         else:
-            out.problems.append(f"{RECORD}: {str(exc).split(': ', 1)[-1]}")
+            out.problems.append(f"{RECORD}: {unrendered}")
         return
     absent = [name for name, _ in texts.values() if not (run_dir / name).is_file()]
     differ = [name for name, data in texts.values() if name not in absent and _bytes(run_dir / name, out) != data]
@@ -189,6 +190,22 @@ def _rejudge(run_dir: Path, out: Verdict, signed: attestation.Signed | None, dat
     else:
         out.problems += [f"{name}: differs from what {RECORD} renders to: edited after it was rendered"
                          for name in differ]
+
+
+def _outcomes(run_dir: Path, rec: Any, out: Verdict, texts: dict[str, tuple[str, bytes]] | None) -> None:
+    """Reports another version rendered: each one's verdict, counts and item outcomes, parsed, against the
+    record's (evidence/outcomes.py), since a report saying PASS for a failed item is never a matter of layout."""
+    from clustercheck.evidence.outcomes import rendered_problems, report_problems
+    from clustercheck.report.status import run_status
+
+    wrong, agree = report_problems(run_dir, rec, run_status(rec))
+    if texts is not None:
+        more_wrong, more_agree = rendered_problems(run_dir, texts)
+        wrong, agree = wrong + more_wrong, agree + more_agree
+    out.problems += wrong
+    if agree:
+        out.passed.append(f"report outcomes: {', '.join(agree)} state the verdict, counts and outcomes {RECORD} "
+                          f"proves")
 
 
 def _predicate(rec: Any, stmt: dict[str, Any], out: Verdict, other: str) -> None:
