@@ -115,3 +115,33 @@ def test_one_node_s_item_deleted_from_plan_and_results_is_not_verified(signed: d
     assert any(p.startswith("run.jsonl:2: check 'node-slow' (s.yaml:") and "is scope node, which plans "
                "node-slow[h2] (node h2) on this run's nodes, but the record plans no such item" in p
                for p in found), found
+
+
+def test_a_failed_item_rewritten_as_a_harness_error_is_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """node-slow[h1]'s first repetition made an error ("rank 1: tool crashed") without its failed verdicts,
+    its rows, metrics and worst rank kept: an error item was never judged again, so the run verified as
+    ERROR (exit 3, a harness fault) while the record still held the failing measurement."""
+    def as_error(entries: list[dict[str, Any]]) -> None:
+        r = next(e for e in entries if e.get("name") == "node-slow[h1]")
+        r.update(outcome="error", message="rank 1: tool crashed", verdicts=[])
+
+    found = not_verified(verify(forged(signed, tmp_path, as_error), signed["pub"]))
+    assert any("s::node-slow[h1]: outcome error, but it holds a measurement (rows, metrics, worst, judged_at) whose "
+               "verdicts, judged again, fail (busbw FAIL (" in p and p.endswith("a failed item rewritten as a harness "
+                                                                                  "error") for p in found), found
+
+
+def test_an_error_item_that_holds_no_measurement_still_verifies(signed: dict[str, Path], tmp_path: Path) -> None:
+    """What a run writes for an item it could not measure (a hang, a tool that crashed): outcome, message,
+    no rows, metrics or verdicts. Judged nothing, it is not judged again, and the run verifies (as FAIL:
+    node-slow failed elsewhere, and a failure outranks an error). tests/test_hosts_lost.py verifies a real
+    run's errors for a node lost mid-run."""
+    def honest_error(entries: list[dict[str, Any]]) -> None:
+        r = next(e for e in entries if e.get("name") == "node-slow[h1]")
+        for key in ("rows", "metrics", "worst", "judged_at", "verdicts", "pool", "comm", "notes"):
+            r.pop(key, None)
+        r.update(outcome="error", message="rank 1: tool crashed")
+
+    proc = verify(forged(signed, tmp_path, honest_error), signed["pub"])
+    assert proc.returncode == 1 and "run verdict FAIL" in proc.stdout.splitlines()[-1], proc.stdout
+    assert problems(proc) == []

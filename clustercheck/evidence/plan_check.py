@@ -2,7 +2,9 @@
 outcome with its verdicts, and the run's plan with the suites as run (kept under inputs/).
 
 - An item's outcome is the one its verdicts give: `failed` when one failed, `passed` when all passed. A
-  `skipped` or `error` item judged nothing: it says why (its message) and carries no failed verdict.
+  `skipped` or `error` item judged nothing: it says why (its message) and carries no failed verdict. An
+  `error` item that holds a measurement anyway (`held`: rows, metrics, a worst rank) is no harness error:
+  evidence/rejudge.py judges it again and refuses it.
 - Every check of the kept suites has a planned item (unless the plan says it is a selection, or, in a record
   without one, the argv selected items with -k, -m, --deselect or a node id, or its scope makes none on the run's nodes: `scope: pair` on one node),
   and where its scope places its items by the nodes alone (node, gpu, gpu-pair, cluster, localize) one for
@@ -26,6 +28,15 @@ LAYOUT = ("clustercheck", "gpu-count", "layout")
 SELECTING = ("-k", "-m", "--deselect", "--lf", "--last-failed", "--sw", "--stepwise")
 # the scopes whose items run/scopes.rounds places by the run's nodes alone (pair: also by its strategy and seed)
 PLACED = ("node", "gpu", "gpu-pair", "cluster", "localize")
+
+
+# what a measured item's line holds: a run writes none of it for an item that errored (plugin.py: no outcome)
+MEASURED = ("rows", "metrics", "worst", "judged_at", "answers")
+
+
+def held(r: Mapping[str, Any]) -> list[str]:
+    """The measurement an item's line holds (its rows, metrics, worst rank...): none for an item that errored."""
+    return [k for k in MEASURED if r.get(k) not in (None, "", [], {})]
 
 
 def is_layout(r: Mapping[str, Any]) -> bool:

@@ -5,7 +5,8 @@ recorded threshold profile, read from the copy kept with the run (record/inputs.
 record's header names. How an item is judged (its measure and scope) is its check's in the kept suite,
 never what its own line says. Every metric, derived row value and verdict the record holds must come out
 the same; each one that does not is a problem, one line naming the record line. Each item's outcome must be
-the one its verdicts give, and the plan must hold the suites' checks (evidence/plan_check.py).
+the one its verdicts give (an error item that holds a measurement is judged again and refused), and the
+plan must hold the suites' checks (evidence/plan_check.py).
 
 Judged as recorded, and listed as such: verdicts that no kind's judge makes (`--counters` windows and
 `--compare` baselines, whose inputs are not part of the run's evidence), `scope: localize` items (the
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import ClusterCheckError, UserError
-from clustercheck.evidence.plan_check import LAYOUT, is_layout, outcome_problems, plan_problems, selection
+from clustercheck.evidence.plan_check import LAYOUT, held, is_layout, outcome_problems, plan_problems, selection
 from clustercheck.record import inputs
 from clustercheck.record.io import Record
 from clustercheck.record.rebuild import NotKept, answers, hosts, keeps_answers
@@ -154,13 +155,13 @@ def _inputs(run_dir: Path, header: Mapping[str, Any], kept: dict[str, Path], out
 def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str, Any], out: Rejudged) -> None:
     recorded: list[dict[str, Any]] = [dict(v) for v in r.get("verdicts") or []]
     out.problems += outcome_problems(where, r, recorded)
-    if r.get("outcome") == "error":
+    if r.get("outcome") == "error" and not held(r):
         return  # nothing was judged, nothing to judge again
     if is_layout(r):  # the run's own item for a node short of GPUs: in no suite
         if (r.get("measure"), r.get("scope")) != LAYOUT[2:] + ("node",):
             out.problems.append(f"{where}: measure {r.get('measure')} scope {r.get('scope')}: the run writes its "
                                 f"gpu-count item as measure layout, scope node")
-        _as_recorded(where, "the run's layout of ranks", recorded, out)
+        _as_recorded(where, "the run's layout of ranks", recorded, out, r)
         return
     suite = suites.get(r.get("suite_file") or "")
     check = next((c for c in suite.checks if c.id == r.get("check")), None) if suite else None
@@ -179,10 +180,10 @@ def _one(where: str, r: ResultEntry, header: Any, profile: Any, suites: dict[str
                             f"({check.where}) is measure {check.measure} scope {check.scope}: not what was run")
         return
     if check.scope == "localize":
-        _as_recorded(where, "the localization planner", recorded, out)
+        _as_recorded(where, "the localization planner", recorded, out, r)
         return
     if recorded and any(_unjudged(v) for v in recorded):  # --counters: a window failed while it errored or skipped
-        _as_recorded(where, "--counters windows, its own measurement not judged", recorded, out)
+        _as_recorded(where, "--counters windows, its own measurement not judged", recorded, out, r)
         return
     if profile is None:
         return  # said once already
@@ -233,7 +234,11 @@ def _unjudged(v: Mapping[str, Any]) -> bool:
     return v.get("metric") == "measurement" and v.get("measured") == "not judged" and not v.get("passed")
 
 
-def _as_recorded(where: str, by: str, recorded: list[dict[str, Any]], out: Rejudged) -> None:
+def _as_recorded(where: str, by: str, recorded: list[dict[str, Any]], out: Rejudged, r: ResultEntry) -> None:
+    if r.get("outcome") == "error":  # its measurement cannot be judged again to say whether it failed
+        out.problems.append(f"{where}: outcome error, but it holds a measurement ({', '.join(held(r))}), judged "
+                            f"only by {by}: a run writes none for an item it could not measure")
+        return
     if not recorded:  # failed without a verdict: said by outcome_problems
         out.problems.append(f"{where}: judged by {by}, but it holds no verdict: nothing was judged")
         return
@@ -268,6 +273,13 @@ def _judge_again(where: str, r: ResultEntry, check: Any, header: Any, profile: A
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError, StopIteration) as exc:
         out.problems.append(f"{where}: its measurements cannot be judged ({type(exc).__name__}: {str(exc)[:80]}): "
                             f"not what a run writes")
+        return
+    if r.get("outcome") == "error":  # a failed item rewritten as a harness error keeps what it measured
+        failed = [f"{v.metric} {_brief(v.as_dict())}" for v in verdicts if not v.passed]
+        out.problems.append(f"{where}: outcome error, but it holds a measurement ({', '.join(held(r))}) whose "
+                            f"verdicts, judged again, " + (f"fail ({'; '.join(failed[:3])}): a failed item rewritten "
+                                                           f"as a harness error" if failed else
+                                                           "pass: a run writes none for an item it could not measure"))
         return
     out.results += 1
     _metrics(where, r, m, out)
