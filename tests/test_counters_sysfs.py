@@ -100,15 +100,19 @@ def test_an_ib_counter_file_that_cannot_be_stated_is_an_error_naming_it(
     assert len(r.counters) == 11
 
 
-def test_thermal_zones_and_cpuinfo_that_cannot_be_read_are_errors_not_absent(
+def test_thermal_zones_and_cpuinfo_that_cannot_be_read_are_noted_by_file_not_absent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gauges no verdict reads: not read is a note naming the file and why, never "no thermal zones"."""
     thermal, cpus, cpuinfo = tmp_path / "thermal", tmp_path / "cpus", tmp_path / "cpuinfo"
     for d in (thermal, cpus):
         d.mkdir()
     cpuinfo.write_text("processor\t: 0\ncpu MHz\t\t: 2400.000\n")
     deny(monkeypatch, thermal, cpuinfo)
-    assert [(e.what, e.kind) for e in sysfs.thermal(thermal).errors] == [(str(thermal), "unreadable")]
-    assert [(e.what, e.kind) for e in sysfs.cpu_mhz(cpus, cpuinfo).errors] == [(str(cpuinfo), "unreadable")]
+    th, mhz = sysfs.thermal(thermal), sysfs.cpu_mhz(cpus, cpuinfo)
+    assert not th.errors and th.notes == (f"thermal.temp not read, a gauge no verdict reads: {thermal}: "
+                                          "Permission denied",)
+    assert not mhz.errors and mhz.notes == (f"cpu.mhz not read, a gauge no verdict reads: {cpuinfo}: "
+                                            "Permission denied",)
 
 
 # AMD GPUs: the amdgpu driver's RAS error counts, /sys/class/drm/card<N>/device/ras/<block>_err_count, in the
@@ -196,23 +200,23 @@ def test_a_cpu_frequency_that_is_not_a_number_is_not_judged_for_that_cpu_never_a
         tmp_path: Path, sources: Sources) -> None:  # noqa: F811
     """/proc/cpuinfo's "cpu MHz" and cpufreq's scaling_cur_freq read as text the kernel does not promise to be
     a number (an empty file, "<unknown>" on a hypervisor that hides the clock): float() raised ValueError out
-    of the snapshot. Now that CPU's frequency is `not judged`, named, and the others are read."""
+    of the snapshot. Now that CPU's frequency is a note naming it (a gauge no verdict reads), and the others
+    are read."""
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\ncpu MHz\t\t: <unknown>\n\nprocessor\t: 1\ncpu MHz\t\t: 2400.000\n")
     r = sysfs.cpu_mhz(tmp_path / "no-cpus", info)
-    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 2400.0)] and not r.notes
-    assert [e.text() for e in r.errors] == [
-        f"not judged: cpu.mhz on cpu0 ({info}: 'cpu MHz' is not a number: '<unknown>')"]
+    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 2400.0)] and not r.errors
+    assert r.notes == (f"cpu.mhz of cpu0 not read, a gauge no verdict reads: {info}: 'cpu MHz' is not a number: "
+                       "'<unknown>'",)
     cpus = tmp_path / "cpus"
     for cpu, text in ((0, ""), (1, "1200000\n")):
         (cpus / f"cpu{cpu}" / "cpufreq").mkdir(parents=True)
         (cpus / f"cpu{cpu}" / "cpufreq" / "scaling_cur_freq").write_text(text)
     r = sysfs.cpu_mhz(cpus, info)
-    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 1200.0)]
-    assert [(e.device, e.counter, e.kind) for e in r.errors] == [("cpu0", "cpu.mhz", "unreadable")]
-    # through a window: the node's counters are not judged, naming the CPU; never a pass
+    assert [(g.device, g.value) for g in r.gauges] == [("cpu1", 1200.0)] and not r.errors
+    assert [n.split(":")[0] for n in r.notes] == ["cpu.mhz of cpu0 not read, a gauge no verdict reads"]
+    # through a window: the node's counters are judged (no verdict reads the clock), the CPU named in a note
     node = Sources(**{**sources.__dict__, "cpuinfo": info})
     before = take(sources=node, host="node1")
     j = judge(delta(before, take(before, node, "node1")))
-    assert [e.text() for e in j.harness_errors] == [
-        f"not judged: cpu.mhz on cpu0 ({info}: 'cpu MHz' is not a number: '<unknown>')"]
+    assert not j.harness_errors and any(n.startswith("cpu.mhz of cpu0 not read") for n in j.notes), j.notes

@@ -1,7 +1,8 @@
 """Counters and gauges Linux exposes in sysfs and procfs, each reader with a root parameter so tests can
 point it at a copied tree: PCIe AER (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats), InfiniBand
 port counters (/sys/class/infiniband/*/ports/*/counters), AMD GPUs' RAS error counts (amdgpu), thermal zones, CPU frequency and CPU thermal
-throttle counts. A file that exists and cannot be read is a ReadError, never zero; a node without the
+throttle counts. A counter file that exists and cannot be read is a ReadError, never zero (a gauge's, which
+no verdict reads, a note naming the file, never a value); a node without the
 thing (no AER-capable device, no IB, no thermal zone) gets a note saying so. Nothing here asks exists(),
 is_dir() or glob(): the first two raise PermissionError out of the reader (Python 3.11 ignores only
 ENOENT-like errors), glob() answers [] for a directory it may not list, which would read as "not on this
@@ -181,7 +182,7 @@ def ib(root: Path = IB) -> Reading:
 
 
 def thermal(root: Path = THERMAL) -> Reading:
-    """thermal.temp in C per zone (device `thermal_zone0 (x86_pkg_temp)`)."""
+    """thermal.temp in C per zone (device `thermal_zone0 (x86_pkg_temp)`); a zone not read is a note (_unread)."""
     found, errors = _find("thermal", root, ("thermal_zone*",), lambda _: "")
     zones = sorted(found, key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
     if not zones and not errors:
@@ -197,12 +198,21 @@ def thermal(root: Path = THERMAL) -> Reading:
             gauges.append(Gauge("thermal.temp", device, int((zone / "temp").read_text()) / 1000.0, "C"))
         except (OSError, ValueError) as exc:
             errors.append(_error("thermal", device, zone / "temp", exc))
-    return Reading((), tuple(gauges), tuple(errors))
+    return Reading((), tuple(gauges), (), _unread("thermal.temp", errors))
+
+
+def _unread(gauge: str, errors: list[ReadError]) -> tuple[str, ...]:
+    """A gauge no verdict reads (the snapshot's temperatures and clocks: nothing judges them; the watch
+    samples its own) that could not be read, as notes naming the file: an error made every item of the node
+    `not judged` (a harness error), a file gone after it was listed a failed `vanished` verdict, for a
+    reading nobody judges."""
+    return tuple(f"{gauge}{f' of {e.device}' if e.device else ''} not read, a gauge no verdict reads: {e.what}: "
+                 f"{e.error}" for e in errors)
 
 
 def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | None = None) -> Reading:
     """cpu.mhz per CPU (`cpus`: these only): cpufreq's scaling_cur_freq, else /proc/cpuinfo's "cpu MHz"
-    (x86 VMs often have no cpufreq)."""
+    (x86 VMs often have no cpufreq). A CPU's clock not read is a note (_unread)."""
     files = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"), key=lambda p: int(p.parent.parent.name[3:]))
     gauges: list[Gauge] = []
     errors: list[ReadError] = []
@@ -221,12 +231,12 @@ def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | N
             continue
         gauges.append(Gauge("cpu.mhz", f"cpu{cpu}", khz / 1000.0, "MHz"))
     if files:
-        return Reading((), tuple(gauges), tuple(errors))
+        return Reading((), tuple(gauges), (), _unread("cpu.mhz", errors))
     try:
         if (info := _text(cpuinfo)) is None:
             return Reading(notes=(f"no CPU frequency: no cpufreq under {root} and no {cpuinfo}",))
     except OSError as exc:
-        return Reading(errors=(_error("cpu.freq", "", cpuinfo, exc, "cpu.mhz"),))
+        return Reading(notes=_unread("cpu.mhz", [_error("cpu.freq", "", cpuinfo, exc, "cpu.mhz")]))
     at: int | None = -1  # None after a "processor" line that names no CPU: the lines after it are of no known CPU
     for line in info.splitlines():
         key, _, value = line.partition(":")
@@ -242,7 +252,7 @@ def cpu_mhz(root: Path = CPUS, cpuinfo: Path = CPUINFO, cpus: frozenset[int] | N
                 errors.append(ReadError("cpu.freq", f"cpu{at}", str(cpuinfo), f"'cpu MHz' is not a number: "
                                         f"{value.strip()[:40]!r}", counter="cpu.mhz"))
     notes = () if gauges or errors else (f"no CPU frequency: no cpufreq under {root} and no 'cpu MHz' in {cpuinfo}",)
-    return Reading((), tuple(gauges), tuple(errors), notes)
+    return Reading((), tuple(gauges), (), notes + _unread("cpu.mhz", errors))
 
 
 def _number(text: str, kind: Callable[[str], _N]) -> _N | None:
