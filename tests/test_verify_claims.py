@@ -149,9 +149,9 @@ def _junit_with_entities(run: Path) -> None:
 
 
 @pytest.mark.parametrize("edit, said", [
-    (_ctrf_says_passed, "ctrf.json: says summary.passed 2 (run.jsonl proves 1); summary.failed 0 (run.jsonl proves "
-                        "1); verdict PASS (run.jsonl proves FAIL); healthy true (run.jsonl proves false); test "
-                        "s::too-fast[vm] passed (run.jsonl proves failed): not what run.jsonl proves"),
+    (_ctrf_says_passed, "ctrf.json: says summary.failed 0 (run.jsonl proves 1); verdict PASS (run.jsonl proves "
+                        "FAIL); healthy true (run.jsonl proves false); test s::too-fast[vm] passed (run.jsonl proves "
+                        "failed): not what run.jsonl proves"),
     (_junit_says_passed, "junit.xml: says failures 0 (run.jsonl proves 1); testsuite s::too-fast[vm] failures 0 "
                          "(run.jsonl proves 1); testcase s::too-fast[vm]/too-fast[vm] passed (run.jsonl proves "
                          "failure): not what run.jsonl proves"),
@@ -170,3 +170,33 @@ def test_a_report_saying_a_failed_item_passed_is_not_verified_whatever_version_i
     code, fails, _ = verify(run, signed["pub"])
     assert code == 6, fails
     assert said in fails, fails
+
+
+def _laid_out_otherwise(run: Path) -> None:
+    """What another report format may render from the same record: a testcase and a CTRF test more (a
+    passed one, a skipped one), so other totals of tests, passed and skipped; a failure said more than once."""
+    import re
+
+    text = (run / "junit.xml").read_text()
+    text = re.sub(r'tests="(\d+)"', lambda m: f'tests="{int(m[1]) + 1}"', text, count=1)
+    text = text.replace("</testsuites>", '<testsuite name="run" tests="1" failures="0" errors="0" skipped="1">'
+                        '<testcase classname="run" name="selection"><skipped message="all"/></testcase>'
+                        "</testsuite></testsuites>")
+    (run / "junit.xml").write_text(text)
+    doc = json.loads((run / "ctrf.json").read_text())
+    doc["results"]["tests"].append({"name": "layout", "status": "passed", "duration": 0})
+    doc["results"]["summary"]["tests"] += 1
+    doc["results"]["summary"]["passed"] += 1
+    (run / "ctrf.json").write_text(json.dumps(doc))
+
+
+def test_a_report_another_version_laid_out_otherwise_is_verified_if_it_says_no_better(
+        signed: dict[str, Path], tmp_path: Path) -> None:
+    """Report formats add testcases (not-run repetitions, `compare`, `selection`): a genuine record of
+    another version must not read as edited for that; only saying better than the record proves does."""
+    run = claiming_another_version(signed, tmp_path)
+    assert "</testsuites>" in (run / "junit.xml").read_text()
+    _laid_out_otherwise(run)
+    sign_statement(run, signed["key"], lambda stmt: None)
+    code, fails, _ = verify(run, signed["pub"])
+    assert (code, fails) == (1, []), fails
