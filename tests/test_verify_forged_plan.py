@@ -145,3 +145,67 @@ def test_an_error_item_that_holds_no_measurement_still_verifies(signed: dict[str
     proc = verify(forged(signed, tmp_path, honest_error), signed["pub"])
     assert proc.returncode == 1 and "run verdict FAIL" in proc.stdout.splitlines()[-1], proc.stdout
     assert problems(proc) == []
+
+
+def test_a_platform_the_profile_is_not_is_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """The header's platform edited to h100 over a run judged by the kept cpu.yaml: verified before."""
+    def h100(entries: list[dict[str, Any]]) -> None:
+        entries[0]["platform"] = "h100"
+
+    found = not_verified(verify(forged(signed, tmp_path, h100), signed["pub"]))
+    assert "run.jsonl:1: platform 'h100', but the threshold profile it was judged by (th/cpu.yaml) is platform " \
+           "'cpu': a run records the platform of its profile" in found, found
+
+
+def test_a_node_removed_from_the_header_its_ranks_left_in_the_pools_is_not_verified(signed: dict[str, Path],
+                                                                                    tmp_path: Path) -> None:
+    """h2 taken out of nodes, ranks, the plan and the results (the cluster item said to be h1's alone), as
+    the audit's `rmnode` did to a 2-node join run that then verified PASS on one node: the ranks' pools
+    still ran on h2, and the run's command line still says --hosts h[1-2]."""
+    def without_h2(entries: list[dict[str, Any]]) -> None:
+        entries[0].update(nodes=["h1"], ranks=2)
+        entries[0].get("node_facts", {}).pop("h2", None)
+        plan = plan_of(entries)
+        plan["items"] = [i for i in plan["items"] if i["node"] != "h2"]
+        for e in [*plan["items"], *entries]:
+            if e.get("check") == "across":
+                e["nodes"] = ["h1"]
+        entries[:] = [e for e in entries if not (e.get("type") == "result" and e.get("node") == "h2")]
+
+    found = not_verified(verify(forged(signed, tmp_path, without_h2), signed["pub"]))
+    assert any(p.startswith("run.jsonl:1: nodes h1, but the ranks' pool of line ") and p.endswith(
+        " ran on h2: a node the header leaves out") for p in found), found
+    assert "run.jsonl:1: nodes h1 (never joined included), but its argv says --hosts h[1-2] (2 host(s)): a run " \
+           "records each host it was given" in found, found
+
+
+def test_a_repetition_removed_with_its_count_is_not_verified(signed: dict[str, Path], tmp_path: Path) -> None:
+    """The second repetition's results deleted and repeat.count and the end line's repetitions set to 1:
+    the record read whole (one repetition of one asked for) though the run's argv says --repeat 2."""
+    def one_repetition(entries: list[dict[str, Any]]) -> None:
+        entries[0]["repeat"] = {"count": 1}
+        entries[-1]["repetitions"] = 1
+        entries[:] = [e for e in entries if e.get("repeat") != 2]
+
+    found = not_verified(verify(forged(signed, tmp_path, one_repetition), signed["pub"]))
+    assert "run.jsonl:1: repeat count 1, but its argv says --repeat 2: a run records the repetitions it was asked " \
+           "for" in found, found
+
+
+@pytest.mark.parametrize("argv, repeat, nodes, hosts", [
+    (["clustercheck", "run", "s.yaml", "--repeat=3", "-k", "not --repeat 2", "--nodes", "2"], 3, 2, None),
+    (["/venv/bin/clustercheck", "run", "s.yaml", "-p", "x", "--launcher", "hosts", "--hosts", "h[1-4]"], None, None,
+     "h[1-4]"),
+    (["/venv/bin/pytest", "suites/s.yaml", "--repeat", "2", "--cc-out=o", "-k", "x", "--nodes=5"], 2, 5, None),
+    (["clustercheck", "run", "--", "s.yaml"], None, None, None),
+])
+def test_the_command_line_is_read_as_the_run_reads_it(argv: list[str], repeat: int | None, nodes: int | None,
+                                                      hosts: str | None) -> None:
+    """`--repeat=3` and `--repeat 3` alike, a `-k` whose value names an option, and pytest's own form of
+    the run's options (`pytest suites/s.yaml --repeat 2`); one that the run's parser refuses is no run's."""
+    from clustercheck.evidence.header_check import command_line
+
+    got = command_line(argv)
+    assert (got.repeat, got.nodes, got.hosts) == (repeat, nodes, hosts)
+    with pytest.raises(ValueError, match="argument --repeat: invalid int value: 'two'"):
+        command_line([*argv[:2], "--repeat", "two"])

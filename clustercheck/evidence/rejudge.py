@@ -6,7 +6,7 @@ record's header names. How an item is judged (its measure and scope) is its chec
 never what its own line says. Every metric, derived row value and verdict the record holds must come out
 the same; each one that does not is a problem, one line naming the record line. Each item's outcome must be
 the one its verdicts give (an error item that holds a measurement is judged again and refused), and the
-plan must hold the suites' checks (evidence/plan_check.py).
+plan must hold the suites' checks (evidence/plan_check.py), the header its profile, pools and argv (header_check.py).
 
 Judged as recorded, and listed as such: verdicts that no kind's judge makes (`--counters` windows and
 `--compare` baselines, whose inputs are not part of the run's evidence), `scope: localize` items (the
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clustercheck.errors import ClusterCheckError, UserError
+from clustercheck.evidence.header_check import header_problems
 from clustercheck.evidence.plan_check import LAYOUT, held, is_layout, outcome_problems, plan_problems, selection
 from clustercheck.record import inputs
 from clustercheck.record.io import Record
@@ -90,6 +91,7 @@ def rejudge(run_dir: Path, rec: Record) -> Rejudged:
         out.problems.append(f"{culprit_name}: cannot be read ({exc.strerror or type(exc).__name__})")
         kept = {}
     profile, suites = _inputs(run_dir, header, kept, out)
+    out.problems += header_problems(rec, profile)  # its platform, nodes and repetitions against the rest
     lines = rec.lines.results  # where load() found each result: the lines a reader splits at \n, as it does
     if len(lines) != len(rec.results):
         out.problems.append(f"{name}: {len(rec.results)} result(s) but {len(lines)} result line(s) placed: the "
