@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from clustercheck.fabric import nccl_debug, nccl_net, transport
+from clustercheck.fabric import nccl_debug, nccl_net, nccl_summary, transport
 from clustercheck.fabric.nccl_net import HostNet
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import evidence_lines
@@ -53,7 +53,7 @@ def judge(log: NcclLog, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     version = f"NCCL {log.parsed.version}; " if log.parsed.version else ""
     nvls = {True: "NVLS multicast available", False: "NVLS multicast not available"}.get(
         log.parsed.nvls_capable, "") if log.parsed.nvls_capable is not None else ""
-    facts = f"{version}{transport.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
+    facts = f"{version}{nccl_summary.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
     out = [ProbeVerdict("NCCL", "transport", True, facts, len(log.hosts))]
     findings = transport.judge(log.hosts, env, expect)
     if expect.get("p2p") is True:
