@@ -2,14 +2,17 @@
 400 Gb/s NDR = 3200 Gb/s on an HGX H100 with eight ConnectX-7), or of the ports a profile or `--expect
 fabric_ports` names (to leave out a storage NIC, or to count a NIC the PCI tree does not place near a
 GPU). A run's line rate is the most any of its nodes has: a node with a port down must fail against its
-healthy peers, not lower the bar for them (the same rule as a node with a GPU missing)."""
+healthy peers, not lower the bar for them (the same rule as a node with a GPU missing). A port down on every
+node (a rail's leaf switch failed) lowers no bar either: a chosen port that is down counts at the rate of its
+fastest ACTIVE sibling of the same model on its node, and where it has none the node's rate is unknown,
+naming the port."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from clustercheck.fabric.rdma import NetFacts, Port
+from clustercheck.fabric.rdma import NetFacts, Port, model_key
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,36 @@ def of_node(net: NetFacts, names: Sequence[str] | None = None) -> LineRate:
     dead = [f"{p.name} ({p.rate_text or '0 Gb/s'})" for p in up if (p.rate_gbps or 0.0) <= 0]
     if dead:
         return LineRate(None, (), f"rate 0 on {', '.join(dead)}: ACTIVE/LinkUp at no rate, no line rate to judge by")
-    total = sum(p.rate_gbps or 0.0 for p in up)
-    down = f"; {len(chosen) - len(up)} of them not ACTIVE/LinkUp" if len(up) < len(chosen) else ""
-    return LineRate(total, tuple(p.name for p in up), f"{len(up)} active of {how}{down}")
+    # a chosen port that is down counts at its fastest ACTIVE sibling's rate: a rail leaf failing takes the same
+    # mlx5_X down on every node, and leaving it out would lower every node's rate, and the run's bar, with it
+    counted: list[tuple[Port, float]] = [(p, p.rate_gbps or 0.0) for p in up]
+    stood_in = []
+    for p in chosen:
+        if p.up:
+            continue
+        sibling = _fastest_sibling(p, net.ports)
+        if sibling is None:
+            return LineRate(None, (), f"{p.name} is not ACTIVE/LinkUp and no ACTIVE port of its model (CA type, board "
+                                      f"id, link layer) on the node says the rate it should run at: leaving it out "
+                                      f"would lower the bar")
+        counted.append((p, sibling.rate_gbps or 0.0))
+        stood_in.append(f"{p.name} at {sibling.rate_gbps:g} Gb/s as {sibling.name}")
+    total = sum(rate for _, rate in counted)
+    down = f"; {len(chosen) - len(up)} of them not ACTIVE/LinkUp, counted at their fastest ACTIVE sibling's rate " \
+           f"({', '.join(stood_in)})" if stood_in else ""
+    return LineRate(total, tuple(p.name for p, _ in counted), f"{len(up)} active of {how}{down}")
+
+
+def _fastest_sibling(port: Port, ports: Sequence[Port]) -> Port | None:
+    """The fastest ACTIVE/LinkUp port at a rate above 0 of the same model as `port` (rdma.model_key: CA type,
+    board id, link layer) on its node; None when its model is not known or no such port is up. A down port's
+    own rate file says nothing of what it runs at when up."""
+    key = model_key(port.hca_type, port.board_id, port.link_layer)
+    if key is None:
+        return None
+    same = [p for p in ports if p.up and (p.rate_gbps or 0.0) > 0
+            and model_key(p.hca_type, p.board_id, p.link_layer) == key]
+    return max(same, key=lambda p: p.rate_gbps or 0.0, default=None)
 
 
 def of_run(nodes: Mapping[str, NetFacts | None], names: Sequence[str] | None = None) -> LineRate:
