@@ -26,11 +26,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from clustercheck.probes import tool
+from clustercheck.probes.amd_smi_blocks import Conflict, blocks
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
 
-_GPU_BLOCK = re.compile(r"^GPU: (\d+)\s*$")
-_KEY = re.compile(r"^(\s+)([A-Z][A-Z0-9_ ]*?):\s*(.*?)\s*$")
 _XGMI_METRIC = re.compile(r"^GPU(\d+)\s+(\S+)\s.*?(XGMI|PCIE|N/A)\s*$")
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+(\S+:\S+)\s+(.*?)\s*$")  # any GPU row of an xGMI table
 _XGMI_PORTS = re.compile(r"^GPU(\d+)\s+(\S+)\s+((?:[UDX]\s*)+)$")
@@ -72,42 +71,11 @@ class AmdGpu:
 class AmdReport:
     gpus: tuple[AmdGpu, ...]
     sections: frozenset[str] = field(default_factory=frozenset)  # list, static, ecc, pcie, xgmi, concise
+    conflicts: tuple[Conflict, ...] = ()  # a GPU's key read twice with two values (judged: a failed verdict)
 
     @property
     def inventory(self) -> bool:
         return bool(self.sections & {"list", "static", "concise"})
-
-
-def _blocks(lines: list[str]) -> dict[int, dict[str, str]]:
-    """"GPU: N" blocks as {N: {"ECC_BLOCKS/UMC/UNCORRECTABLE_COUNT": "0", ...}}, merged across commands."""
-    out: dict[int, dict[str, str]] = {}
-    current: dict[str, str] | None = None
-    stack: list[tuple[int, str]] = []
-    ended: tuple[int, str] | None = None   # the margin line that ended a block, until the next block starts
-    for number, line in enumerate(lines, 1):
-        m = _GPU_BLOCK.match(line)
-        if m:
-            current, stack, ended = out.setdefault(int(m.group(1)), {}), [], None
-            continue
-        k = _KEY.match(line)
-        if k and current is None and ended is not None:
-            # amd-smi indents every key of a block under its "GPU: N": one after a foreign line at the margin
-            # is a block that line cut in two, whose keys would be lost without a word
-            raise ProbeParseError(f"line {number}: {line.strip()[:60]!r} is indented under {ended[1]!r} (line "
-                                  f"{ended[0]}), which cut a GPU block: not amd-smi output")
-        if current is None or not k:
-            if line and not line[0].isspace():
-                ended = (number, line.strip()[:60]) if current is not None or ended is not None else None
-                current = None  # a prompt, a table title: the block has ended
-            continue
-        indent = len(k.group(1))
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if k.group(3):
-            current["/".join([s for _, s in stack] + [k.group(2)])] = k.group(3)
-        else:
-            stack.append((indent, k.group(2)))
-    return out
 
 
 def _device_id(gpu: int, value: str) -> int:
@@ -119,14 +87,18 @@ def _device_id(gpu: int, value: str) -> int:
 
 def parse(text: str) -> AmdReport:
     tool.refuse_crashed(text)
-    lines = [l for l in evidence_lines(text) if not l.lstrip().startswith("$ ")]
+    raw = evidence_lines(text)
+    skipped = text.replace("\r\n", "\n").count("\n") + 1 - len(raw)  # a fixture's source note, on top
+    numbered = [(n, l) for n, l in enumerate(raw, skipped + 1) if not l.lstrip().startswith("$ ")]
+    lines = [l for _, l in numbered]
     gpus: dict[int, AmdGpu] = {}
     sections: set[str] = set()
 
     def gpu(i: int) -> AmdGpu:
         return gpus.setdefault(i, AmdGpu(i))
 
-    for i, keys in _blocks(lines).items():
+    keyed, conflicts = blocks(lines, [n for n, _ in numbered])
+    for i, keys in keyed.items():
         g = gpu(i)
         bdf = keys.get("BDF") or keys.get("BUS/BDF")
         sections.update({"list"} if "BDF" in keys else set())
@@ -198,7 +170,7 @@ def parse(text: str) -> AmdReport:
     if not gpus:
         raise ProbeParseError("expected amd-smi output (list, static, metric --ecc/--pcie, xgmi: 'GPU: N' blocks or "
                               "the xGMI tables) or rocm-smi's Concise Info table")
-    return AmdReport(tuple(gpus[i] for i in sorted(gpus)), frozenset(sections))
+    return AmdReport(tuple(gpus[i] for i in sorted(gpus)), frozenset(sections), conflicts)
 
 
 def _link_types(lines: list[str], gpus: dict[int, AmdGpu], sections: set[str]) -> None:
@@ -323,7 +295,9 @@ def _link_status(report: AmdReport, expect_xgmi: bool) -> list[ProbeVerdict]:
 
 
 def judge(report: AmdReport, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    out: list[ProbeVerdict] = []
+    names = {g.index: g.subject for g in report.gpus}
+    out = [ProbeVerdict(names.get(c.gpu, f"GPU{c.gpu}"), "amd-smi output", False, c.detail(), c.again[1],
+                        c.first[1]) for c in report.conflicts]
     want = expect.get("gpu_count")
     if report.inventory and want is not None:
         listed = [g for g in report.gpus if g.bus_id or g.device_id is not None or g.model]
