@@ -52,3 +52,13 @@ def test_captures_of_different_commands_still_merge(tmp_path):
     assert "FAIL" not in out and "contradicts" not in out, out  # GPU1 has no ECC block: not judged
     assert {"PASS GPU0: ECC: 0 uncorrectable, 0 deferred; 0 correctable",
             "PASS GPU0: PCIe width: x16, platform expects x16"} <= set(out.splitlines()), out
+
+
+# -- 2. amd-smi: a link that reads x0 (or 0 GT/s, or no speed at all) is down ------------------------------
+def test_a_pcie_width_of_0_fails_link_down_with_nothing_expected(tmp_path):
+    capture = text("amd-smi", "metric-pcie-2gpu-changelog-6.3.txt")
+    for old, new in (("WIDTH: 16", "WIDTH: 0"), ("SPEED: 32 GT/s", "SPEED: 0 GT/s"), ("SPEED: 32 GT/s", "SPEED: N/A")):
+        code, out = probe(tmp_path, "amd-smi", capture.replace(old, new, 1))
+        assert code == 1, (new, out)
+        assert f"FAIL GPU0: PCIe link: link down: {new.split(':')[0]} '{new.split(': ')[1]}'" in out, out
+        assert "FAIL GPU1" not in out, out

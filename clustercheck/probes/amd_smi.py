@@ -222,6 +222,14 @@ def _printed(g: AmdGpu, prefix: str) -> str:
 def _pcie(g: AmdGpu, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     out = []
     speed = re.match(r"([\d.]+)\s*GT/s", g.pcie_speed or "")
+    # a GPU amd-smi lists whose link reads x0 or 0 GT/s, or a width or speed that reads as none, has no
+    # working link: failed whatever the platform expects, as the NVIDIA pcie-link probe fails x0
+    down = [f"{k} {v!r}" for k, v, n in (("WIDTH", g.pcie_width, _number(g.pcie_width or "")),
+                                         ("SPEED", g.pcie_speed, float(speed.group(1)) if speed else None))
+            if v is not None and not n]
+    if down:
+        return [ProbeVerdict(g.subject, "PCIe link", False, f"link down: {', '.join(down)}", ", ".join(down),
+                             "a trained link")]
     gen = _GEN_BY_GTS.get(float(speed.group(1))) if speed else None
     if expect.get("pcie_gen") is not None:
         want = expect["pcie_gen"]
