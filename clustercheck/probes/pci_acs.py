@@ -5,7 +5,8 @@ ACS request/completion redirect sends peer-to-peer TLPs up to the root complex, 
 P2P and RDMA or hangs it (NCCL troubleshooting guide). A device whose ACSCtl has ReqRedir+ or CmpltRedir+
 fails and is named, and so does one whose ReqRedir or CmpltRedir is neither + nor - (`ReqRedir?`, both,
 or absent from its ACSCtl line): a bit nobody can read is not off. A device with an ACS capability
-(`Access Control Services`, `ACSCap:`) and no ACSCtl line under it is not judged, named. Evidence:
+(`Access Control Services`, `ACSCap:`) and no ACSCtl line under it is not judged, named, and so is
+the last device of a capture cut inside its block before any ACS line (`capture cut in its block`). Evidence:
 `lspci -vvv` (also `lspci -vvv | grep ACSCtl`); live: the ACS extended capability read from
 /sys/bus/pci/devices/*/config, falling back to lspci; a PCIe device whose config there is only the 256-byte
 standard space (no MMCONFIG, some hypervisors) has an ACS state nobody read: not judged, named.
@@ -26,6 +27,8 @@ FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "Egres
 # "BDF class: name", as lspci prints a device; the ": " keeps other tools' BDF-led rows (amd-smi topology) out
 # the description starts at its first non-blank: `\s+` and `[^:]+` both taking blanks backtracked quadratically
 _HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:\s][^:]*: .+)$")
+# what ends an lspci -vvv device block (a blank line ends it too): its driver lines, or the -x hex dump after them
+_BLOCK_END = re.compile(r"^(?:Kernel driver in use:|Kernel modules:|[0-9a-f]{2,3}: [0-9a-f]{2}(?: [0-9a-f]{2})*$)")
 _ACS_CAP_ID = 0x000D
 SYSFS = Path("/sys/bus/pci/devices")
 
@@ -38,6 +41,7 @@ class AcsDevice:
     ctl: tuple[tuple[str, bool], ...]
     unread: tuple[str, ...] = ()      # redirect flags lspci did not print as + or - ("ReqRedir?", or absent)
     has_ctl: bool = True              # False: an ACS capability whose ACSCtl line the text does not have
+    cut: bool = False                 # the capture ends inside its block before any ACS line: nothing read
 
     def flag(self, name: str) -> bool:
         return dict(self.ctl).get(name, False)
@@ -66,6 +70,9 @@ def parse(text: str) -> AcsScan:
     # an ACS capability seen and its ACSCtl line not yet: (its line, whether its ACSCap line was seen too)
     pending: tuple[int, bool] | None = None
     denied: dict[str, None] = {}
+    # whether the current device's block ended (driver line, hex dump, blank line) or showed an ACS line: a
+    # capture that stops inside the last block before either may have cut its ACS capability off
+    ended = shown = False
 
     def no_ctl() -> None:
         """The capability before has no ACSCtl line: an excerpt or a capture cut short, never left out."""
@@ -75,19 +82,27 @@ def parse(text: str) -> AcsScan:
         subject = _full_bdf(bdf) if current is not None else bdf
         devices.append(AcsDevice(subject, desc, _is_bridge(desc), (), (), has_ctl=False))
 
-    for number, line in enumerate(evidence_lines(text), 1):
+    lines = evidence_lines(text)
+    if lines and not lines[-1]:
+        lines.pop()  # the text's final newline ends its last line, not its last block: lspci's blank line does
+    for number, line in enumerate(lines, 1):
         m = _HEADER.match(line)
         if m:
             no_ctl()
             pending = None
             headers += 1
             current = (m.group(1), m.group(2))
+            ended = shown = False
             continue
         stripped = line.strip()
+        if not stripped or _BLOCK_END.match(stripped):
+            ended = True
+            continue
         if stripped.startswith("Capabilities:") and "<access denied>" in stripped:  # lspci without root
             denied[_full_bdf(current[0]) if current is not None else f"line {number}"] = None
             continue
         capability = stripped.startswith("Capabilities:") and "Access Control Services" in stripped
+        shown = shown or capability or stripped.startswith(("ACSCap:", "ACSCtl:"))
         if capability or stripped.startswith("ACSCap:"):
             if capability or pending is None or pending[1]:  # a new capability, not the ACSCap of the one above
                 no_ctl()
@@ -108,6 +123,9 @@ def parse(text: str) -> AcsScan:
             bdf, desc = current
             devices.append(AcsDevice(_full_bdf(bdf), desc, _is_bridge(desc), flags, unread))
     no_ctl()
+    if current is not None and not ended and not shown and _full_bdf(current[0]) not in denied:
+        devices.append(AcsDevice(_full_bdf(current[0]), current[1], _is_bridge(current[1]), (), (), has_ctl=False,
+                                 cut=True))
     if not headers and not devices:
         raise ProbeParseError("expected `lspci -vvv` output: device lines such as "
                               "'0000:02:08.0 PCI bridge: ...' with 'ACSCtl:' lines under them")
@@ -175,6 +193,12 @@ def judge(scan: AcsScan, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         out.append(ProbeVerdict("node", "ACS redirect", False, f"device {', '.join(twice[:8])} listed twice with an "
                                 f"ACSCtl line", len(twice), 0))
     for dev in scan.devices:
+        if dev.cut:
+            out.append(not_judged(dev.subject, "ACS redirect", f"capture cut in its block: the text ends inside the "
+                                  f"block of {dev.description or 'this device'} before its driver line or any ACS "
+                                  f"line, so its ACS capability may be what was cut; capture the whole "
+                                  f"`sudo lspci -vvv`", expected="ReqRedir- CmpltRedir-"))
+            continue
         if not dev.has_ctl:
             out.append(not_judged(dev.subject, "ACS redirect", f"an ACS capability (ACSCap) and no ACSCtl line under "
                                   f"it on {dev.description or 'this device'}: its redirect state is not in the "
