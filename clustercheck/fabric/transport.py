@@ -6,7 +6,8 @@ needs says so (`not judged: no channel lines`), never passes.
 
 What is judged on what (NCCL prints these; see nccl_net.py):
 - net: the channel lines' network (`via NET/Socket/0` is a fall-back to TCP). `Using network Socket`
-  alone is enough to fail an IB expectation; passing needs channel lines. A `NET/Socket : Using` init
+  alone is enough to fail an IB expectation, and so is `NET/IB : No device found` on any host; passing needs
+  channel lines on every node judged (`Using network IB` is a choice, not traffic). A `NET/Socket : Using` init
   line alone is NCCL probing its networks, no fall-back.
 - gdr: receive-side network channels with or without `/GDRDMA`, and NCCL >= 2.19's
   `Connected all rings, use ring PXN p GDR g`. Send-side channels without it are GPUDirect reads,
@@ -67,10 +68,9 @@ def _hosts(names: list[str]) -> str:
 
 def judge(hosts: Mapping[str, HostNet], env: Mapping[str, str], expect: Mapping[str, Any],
           nodes: Sequence[str] = ()) -> list[Finding]:
-    """`nodes`: the nodes whose ranks' own whole logs were read (a live run): one whose log says nothing of
-    the network, of GPUDirect RDMA or of the NICs its channels used keeps that property from passing on the
-    other nodes' lines (not judged, by name); a failure elsewhere still fails. A capture is judged on the
-    hosts it shows."""
+    """`nodes`: the nodes whose ranks' logs were read (a live run's nodes, a capture's hosts): one whose log
+    shows no network channel, no GPUDirect RDMA either way or no NIC its channels used keeps that property
+    from passing on the other nodes' lines (not judged, by name); a failure elsewhere still fails."""
     out: list[Finding] = []
     glued = "; ".join(f"line {', '.join(map(str, h.garbled[:3]))}{' ...' if len(h.garbled) > 3 else ''} on "
                       f"{h.host or 'lines without a host name'}" for h in hosts.values() if h.garbled)
@@ -260,22 +260,28 @@ def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str, nodes:
             good_channels.append(h.host)
         elif h.networks:
             chose_only.append(h.host)
-    if bad:
-        got = family(next(iter(bad.values()))[0])
+    # NCCL found no RDMA device there: that host cannot have used IB, whatever the others' channels show
+    noib = [h.host for h in hosts.values() if h.no_ib_device and h.host not in bad] if wanted == "IB" else []
+    if bad or noib:
+        got = family(next(iter(bad.values()))[0]) if bad else "Socket"
         nets = sorted({n for v in bad.values() for n in v})
         how = "channel lines" if any(hosts[h].nets_used for h in bad) else "'Using network' lines"
-        fell = " fell back to TCP sockets:" if got == "Socket" else ""
-        return Finding("NCCL", "network", False,
-                       f"NCCL{fell} {how} show {', '.join(nets)} on {_hosts(list(bad))}, {want} expected; "
-                       f"{_net_culprit(hosts, env, got)}", ", ".join(nets), want)
+        fell = " fell back to TCP sockets:" if got == "Socket" and bad else ""
+        shown = [f"NCCL{fell} {how} show {', '.join(nets)} on {_hosts(list(bad))}"] if bad else []
+        shown += [f"NCCL found no IB device on {_hosts(noib)} (NET/IB : No device found.)"] if noib else []
+        return Finding("NCCL", "network", False, f"{'; '.join(shown)}, {want} expected; {_net_culprit(hosts, env, got)}",
+                       ", ".join(nets) or "no IB device", want)
     if not good_channels:
         what = f" (only 'Using network' on {_hosts(chose_only)})" if chose_only else ""
         return Finding("NCCL", "network", None, f"not judged: {NO_CHANNELS}{what}: the log does not show traffic "
                        f"over the network", None, want)
-    silent = [n for n in dict.fromkeys(nodes) if n not in hosts or not (hosts[n].nets_used or hosts[n].networks)]
-    if silent:  # a node whose log says nothing of the network is not shown to use it: never passed for the others
-        return Finding("NCCL", "network", None, f"not judged: no network line read from the NCCL log of {_hosts(silent)} "
-                       f"(channels via the network on {_hosts(good_channels)})", None, want)
+    # a node without network channel lines is not shown to use the network (a `Using network IB` line is NCCL's
+    # choice, not traffic): never passed on the others' lines
+    silent = [n for n in dict.fromkeys(nodes) if n not in hosts or not hosts[n].nets_used]
+    if silent:
+        return Finding("NCCL", "network", None, f"not judged: no network line read from the NCCL log of "
+                       f"{_hosts(silent)} (no channel line via the network there; channels via the network on "
+                       f"{_hosts(good_channels)})", None, want)
     used = sorted({n for h in good_channels for n in hosts[h].nets_used})
     return Finding("NCCL", "network", True, f"channels via NET/{', NET/'.join(used)} on {_hosts(good_channels)}",
                    ", ".join(used), want)

@@ -55,7 +55,9 @@ def judge(log: NcclLog, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         log.parsed.nvls_capable, "") if log.parsed.nvls_capable is not None else ""
     facts = f"{version}{nccl_summary.summary(log.hosts, env)}" + (f"; {nvls}" if nvls else "")
     out = [ProbeVerdict("NCCL", "transport", True, facts, len(log.hosts))]
-    findings = transport.judge(log.hosts, env, expect)
+    # every host the log names is judged: one without network channel lines keeps the others' from passing
+    named = tuple(dict.fromkeys([*log.hosts, *(t.host or "" for t in log.parsed.transports)]))
+    findings = transport.judge(log.hosts, env, expect, nodes=named)
     if expect.get("p2p") is True:
         findings += transport.p2p_findings(log.parsed.transports, log.offset)
     failed = transport.error_findings(log.errors)
