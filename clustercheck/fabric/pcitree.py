@@ -31,7 +31,7 @@ ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 # GB/s per lane after line encoding, per transfer rate (GT/s): 8b/10b to Gen2, 128b/130b from Gen3, the
 # PCIe 6.0 FLIT rate as Wikipedia's PCI Express table gives it (the table the seed's write-up quotes)
 _LANE_GBS = {2.5: 0.25, 5.0: 0.5, 8.0: 0.985, 16.0: 1.969, 32.0: 3.938, 64.0: 7.563, 128.0: 15.125}
-_SPEED = re.compile(r"^\s*([\d.]+)\s*GT/s")
+_SPEED = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,3})?)\s*GT/s")  # strict: "1.2.3 GT/s" is unknown, never a raise
 
 # PCI class codes (the PCI ID database's class list): NVMe 0x010802, network controller 0x02, InfiniBand
 # 0x0207; a GPU is what fabric/pcibus.py calls an accelerator (the one rule detection and pcie-link use too)

@@ -20,6 +20,7 @@ never raises for the hardware's sake.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -31,7 +32,15 @@ from clustercheck.errors import HarnessError
 from clustercheck.fabric.pcitree import PciTree
 
 _STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")        # "4: ACTIVE", "5: LinkUp"
-_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec(?:\s*\((.*)\))?\s*$")  # "400 Gb/sec (4X NDR)"
+_RATE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*Gb/sec(?:\s*\((.*)\))?\s*$")  # "400 Gb/sec (4X NDR)"
+# What a port's rate can be. The kernel writes it (drivers/infiniband/core/sysfs.c rate_show) as a lane's speed
+# times the width: SDR 2.5 Gb/s a lane (also its default for a speed it does not know) at 1X is the least, XDR
+# ~212.5 at 12X (~2550) the most today; a RoCE port's speed is its ethtool speed mapped onto the same lanes and
+# widths (ib_get_eth_speed). 3200 leaves room for the next speed and still refuses an absurd rate, which would
+# become the run's line rate and fail every node as hardware. 0, which the kernel writes for an EFA port, is
+# read as 0: the line rate and the ib probe judge a port at no rate.
+RATE_MIN_GBPS = 2.5
+RATE_MAX_GBPS = 3200.0
 _PEERMEM = ("kernel/mm/memory_peers/nv_mem/version", "kernel/mm/memory_peers/nv_mem_nc/version",
             "module/nvidia_peermem/version",
             "module/efa_nv_peermem/version")  # AWS EFA's own peer-memory module (amzn-drivers, "EFA NV Peermem")
@@ -251,6 +260,9 @@ def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], 
     elif rate is None:  # what the file says is its own text: "cannot be read" in it is no file unread
         problems.append(Problem(name, f"{name}: rate {rate_text[:60]!r} is not as the kernel writes it "
                                       f"('400 Gb/sec (4X NDR)')", unread=False, nic=True))
+    elif (why := implausible_rate(float(rate.group(1)))) is not None:
+        problems.append(Problem(name, f"{name}: rate {rate_text[:60]!r} {why}", unread=False, nic=True))
+        rate = None
     layer = _text(d / "link_layer")
     state_word = state.upper() if state else "?"
     phys_word = phys or "?"
@@ -259,6 +271,16 @@ def _port(dev: str, n: int, d: Path, pci: str | None, netdevs: tuple[str, ...], 
                                       f"itself", unread=False, nic=True))
     return Port(dev, n, state_word, phys_word, float(rate.group(1)) if rate else None, rate_text or "",
                 layer or "?", pci, netdevs, model[0] or None, model[1] or None)
+
+
+def implausible_rate(gbps: float) -> str | None:
+    """Why a port's rate in Gb/s is none a port can run (not finite, or outside RATE_MIN_GBPS..RATE_MAX_GBPS and
+    not 0), or None when it is one."""
+    if not math.isfinite(gbps):
+        return "is not a finite number"
+    if gbps != 0 and not RATE_MIN_GBPS <= gbps <= RATE_MAX_GBPS:
+        return f"is outside {RATE_MIN_GBPS:g}..{RATE_MAX_GBPS:g} Gb/s, the rates a port can run"
+    return None
 
 
 # PCI device ids of NVIDIA (Mellanox) HCAs as ibstat's "CA type: MT4129" and ibv_devinfo's vendor_part_id print

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from clustercheck.fabric.rdma import model_key, peer_rates
+from clustercheck.fabric.rdma import implausible_rate, model_key, peer_rates
 from clustercheck.probes import tool
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, not_judged
 from clustercheck.toolout import count, evidence_lines
@@ -74,6 +74,8 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
         if port is not None:
             rate = fields.get("Rate")
             value = _RATE.fullmatch(rate) if rate else None
+            # a rate no port runs (rdma.implausible_rate) is as unreadable as a malformed one: never the bar
+            value = value if value and implausible_rate(float(value.group(0))) is None else None
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
                               float(value.group(0)) if value else None, fields.get("Link layer"),
                               rate if rate and not value else None, promised, ca.get("CA type"), ca.get("Board id")))
@@ -112,7 +114,7 @@ def _devinfo(lines: list[str]) -> tuple[IbPort, ...]:
             width, speed = fields.get("active_width"), fields.get("active_speed")
             w = re.match(r"(\d{1,3})X", width or "")
             s = re.match(r"(\d{1,6}(?:\.\d{1,6})?) Gbps", speed or "")
-            if w and s:
+            if w and s and implausible_rate(int(w.group(1)) * float(s.group(1))) is None:
                 rate = int(w.group(1)) * float(s.group(1))
             unread = f"{width} x {speed}" if (width or speed) and rate is None else None
             phys = fields.get("phys_state")
