@@ -64,3 +64,20 @@ def test_a_live_node_whose_log_only_chose_ib_is_silent() -> None:
     found = transport.judge(hosts, {}, {"net": "IB", "gdr": True, "nics": 1}, ["hostA", "hostB"])
     assert [(f.what, f.passed) for f in found] == [("network", None), ("GPUDirect RDMA", None), ("NICs per node", None)]
     assert all("hostB" in f.detail for f in found)
+
+
+RCCL_P2P = Path(__file__).parent / "fixtures" / "nccl-debug" / "rccl-6074-2x7900xtx-channels-p2p-ipc.txt"
+
+
+def test_ring_gdr_1_without_network_channels_judges_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """RCCL on one host, P2P/IPC channels only, then `use ring PXN 0 GDR 1`: NCCL's useGdr starts at 1 and is
+    lowered only for a network connection, so GDR 1 there shows nothing of GPUDirect RDMA."""
+    code, lines = probe(capsys, RCCL_P2P, "gdr=true")
+    assert [x.split(" NCCL: ")[0] for x in lines if ": GPUDirect RDMA: " in x] == ["NOT JUDGED"], lines
+    assert code == 3
+
+
+def test_ring_gdr_0_without_network_channels_still_fails() -> None:
+    _, hosts = nccl_net.read("hostA:1:1 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 0\n")
+    assert hosts["hostA"].gdr is False
+    assert [f.passed for f in transport.judge(hosts, {}, {"gdr": True})] == [False]

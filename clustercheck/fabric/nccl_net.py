@@ -85,7 +85,9 @@ class HostNet:
             return False
         if with_:
             return True
-        if any(g == 1 for _, g in self.ring_flags):
+        # NCCL starts comm->useGdr at 1 and lowers it only for a network connection: GDR 1 without a network
+        # channel proves nothing (GDR 0 does: some network connection went without it)
+        if self.net_channels and any(g == 1 for _, g in self.ring_flags):
             return True
         if self.send_gdr[0] and not self.send_gdr[1]:
             return True  # GDR read on send implies GDR write works too

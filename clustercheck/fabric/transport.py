@@ -10,7 +10,8 @@ What is judged on what (NCCL prints these; see nccl_net.py):
   channel lines on every node judged (`Using network IB` is a choice, not traffic). A `NET/Socket : Using` init
   line alone is NCCL probing its networks, no fall-back.
 - gdr: receive-side network channels with or without `/GDRDMA`, and NCCL >= 2.19's
-  `Connected all rings, use ring PXN p GDR g`. Send-side channels without it are GPUDirect reads,
+  `Connected all rings, use ring PXN p GDR g` (GDR 1 only on a host with network channels: NCCL lowers its
+  useGdr only for a network connection; GDR 0 counts anywhere). Send-side channels without it are GPUDirect reads,
   which NCCL_NET_GDR_READ decides, and do not fail it.
 - nics: per host, the distinct network devices on its channel lines, and the NICs NCCL listed when it
   found them (`NET/IB : Using [0]mlx5_0:1/IB ...`): fewer listed than expected fails without channels.
@@ -333,7 +334,8 @@ def _gdr(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: bool, nodes
                        f"GPUDirect RDMA expected off", "on", "off")
     if not on and not off and not sockets:
         return Finding("NCCL", "GPUDirect RDMA", None, f"not judged: {NO_CHANNELS} over the network (no receive-side "
-                       f"channel and no 'use ring PXN p GDR g' line)", None, "on" if want else "off")
+                       f"channel, and no 'use ring PXN p GDR g' line beside network channels)", None,
+                       "on" if want else "off")
     silent = _silent(nodes, hosts, on + off + sockets)
     if silent:  # as _net: a node whose log shows no GDR either way is not shown to have it; never passed on the others
         return Finding("NCCL", "GPUDirect RDMA", None, f"not judged: no receive-side network channel and no 'use ring "
