@@ -62,3 +62,26 @@ def test_a_pcie_width_of_0_fails_link_down_with_nothing_expected(tmp_path):
         assert code == 1, (new, out)
         assert f"FAIL GPU0: PCIe link: link down: {new.split(':')[0]} '{new.split(': ')[1]}'" in out, out
         assert "FAIL GPU1" not in out, out
+
+
+# -- 3. numa: the platform's GPU count, as topo judges it ----------------------------------------------
+def _without_gpu7(capture: str) -> str:
+    """The DGX A100 matrix with GPU7's row and its column (the 8th cell of every tab-separated line) cut."""
+    lines = []
+    for line in capture.splitlines():
+        cells = line.split("\t")
+        if cells[0] == "GPU7":
+            continue
+        lines.append("\t".join(cells[:8] + cells[9:]) if len(cells) > 9 else line)
+    return "\n".join(lines) + "\n"
+
+
+def test_numa_fails_a_matrix_with_a_gpu_missing_against_the_platform(tmp_path):
+    cut = _without_gpu7(text("nvidia-smi-topo", "dgx-a100-nv12-12x-mlx5-tabs.txt"))
+    code, topo_out = probe(tmp_path, "topo", cut, "--platform", "a100-sxm-8x")
+    assert "FAIL node: GPUs in topology: 7 GPU(s) in the matrix, platform expects 8" in topo_out, topo_out
+    code, out = probe(tmp_path, "numa", cut, "--platform", "a100-sxm-8x")
+    assert code == 1, out
+    assert "FAIL node: GPUs in topology: 7 GPU(s) in the matrix, platform expects 8" in out, out
+    code, out = probe(tmp_path, "numa", cut, "--expect", "gpu_count=7")
+    assert code == 0 and "PASS node: GPUs in topology: 7 GPU(s)" in out, out

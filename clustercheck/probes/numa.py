@@ -1,7 +1,8 @@
 """GPU<->NIC NUMA affinity: every GPU's nearest NIC must be on its own CPU socket.
 
 A GPU whose nearest NIC is only reachable at SYS crosses the inter-socket link (QPI/UPI/xGMI) for every
-GPUDirect RDMA transfer (nvidia-smi topo -m legend). Evidence: `nvidia-smi topo -m`.
+GPUDirect RDMA transfer (nvidia-smi topo -m legend). Evidence: `nvidia-smi topo -m`. The matrix's GPUs are
+held against the platform's `gpu_count` as topo holds them: a GPU lost from the matrix has no affinity to judge.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
     numa = dict(m.numa)
     out = [ProbeVerdict("node", "topology matrix", False, "; ".join(m.problems[:8]), len(m.problems), 0)] \
         if m.problems else []
+    out += topo.gpu_count(m, expect)  # a GPU lost from the matrix has no affinity to judge: it must not go unseen
     for g in m.gpus:
         nic, level = topo._nearest_nic(m, g)  # type: ignore[misc]
         where = f" (GPU NUMA node {numa[g]})" if numa.get(g) not in (None, "", "N/A") else ""
@@ -47,5 +49,6 @@ PROBE = Probe(
     parse=parse,
     collect=collect_text,
     judge=judge,
+    expect_keys=("gpu_count",),
     by_index=True,
 )

@@ -215,10 +215,7 @@ def _judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
         more = f"; and {len(m.problems) - 8} more" if len(m.problems) > 8 else ""
         out.append(ProbeVerdict("node", "topology matrix", False, "; ".join(m.problems[:8]) + more,
                                 len(m.problems), 0))
-    want_count = expect.get("gpu_count")
-    if want_count is not None:
-        out.append(ProbeVerdict("node", "GPUs in topology", len(gpus) == want_count,
-                                f"{len(gpus)} GPU(s) in the matrix, platform expects {want_count}", len(gpus), want_count))
+    out.extend(gpu_count(m, expect))
     pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
     bridged: set[tuple[str, str]] = set()
     if "nvlink_pairs" in topo:
@@ -260,6 +257,16 @@ def _judge(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
                                     f"{m.nic_label(best[0])} at {best[1]}" if best else "no NIC in the matrix",
                                     best[1] if best else None, allowed))
     return out
+
+
+def gpu_count(m: TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
+    """The matrix's GPUs against the platform's `gpu_count` (topo and numa read the same matrix)."""
+    want = expect.get("gpu_count")
+    if want is None:
+        return []
+    n = len(m.gpus)
+    return [ProbeVerdict("node", "GPUs in topology", n == want, f"{n} GPU(s) in the matrix, platform expects {want}",
+                         n, want)]
 
 
 def _nearest_nic(m: TopoMatrix, gpu: str) -> tuple[str, str] | None:
