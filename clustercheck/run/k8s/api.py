@@ -218,6 +218,18 @@ class Kube:
     def job(self, name: str) -> Any:
         return self._call(f"reading Job {name}", self.batch.read_namespaced_job, name, self.namespace)
 
+    def find_job(self, name: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any | None:
+        """The Job `name`, None where there is none (404: a create that was never stored); raises HarnessError
+        saying why when it cannot be read (a 403, the server failing, no answer in `timeout`)."""
+        try:
+            return self.batch.read_namespaced_job(name, self.namespace, _request_timeout=timeout)
+        except self.k.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise HarnessError(f"reading Job {name}: {status_message(exc)}") from None
+        except Exception as exc:
+            raise HarnessError(f"reading Job {name}: {'timed out' if timed_out(exc) else status_message(exc)}") from None
+
     def pods(self, job: str) -> list[Any]:
         return list(self._call(f"listing the pods of Job {job}", self.core.list_namespaced_pod, self.namespace,
                                label_selector=f"{JOB_LABEL}={job}").items)

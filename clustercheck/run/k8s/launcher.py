@@ -44,6 +44,8 @@ TAINT_NEEDS = [api.Need("get", "nodes", namespaced=False), api.Need("patch", "no
 
 class K8sLauncher(JoinLauncher):
     kind = "k8s"
+    attempted = False  # a real create was sent: close() then always says what became of it
+    unanswered = ""  # the Job whose create timed out or failed on the server's side: it may exist all the same
 
     @classmethod
     def from_options(cls, o: Any, nodes: int) -> K8sLauncher:
@@ -88,7 +90,13 @@ class K8sLauncher(JoinLauncher):
                 # Signals wait while an object is made: one that interrupted the call after the API made the
                 # object would leave it unrecorded, and so never deleted
                 with deferred():
-                    self.made.append(job := self.kube.create(manifests.job(self.agents, suspend=True)))
+                    self.attempted = True
+                    try:
+                        job = self.kube.create(manifests.job(self.agents, suspend=True))
+                    except HarnessError:  # unanswered, or the server's own failure: it may have stored the Job,
+                        self.unanswered = self.agents.name  # suspended, which then never ends: close() looks
+                        raise
+                    self.made.append(job)
                 for obj in (secret, service):
                     with deferred():
                         self.made.append(self.kube.create(manifests.owned_by(obj, job.name, job.uid)))
@@ -109,17 +117,39 @@ class K8sLauncher(JoinLauncher):
         if self._deleted or self.kube is None:
             return
         self._deleted = True
-        ordered = sorted(self.made, key=lambda m: _DELETE_ORDER.index(m.kind))  # the Job (its pods) first
         with deferred():  # bounded: every call, and the whole cleanup, has a deadline (a server that never answers)
-            whys = delete_all(self.kube, ordered, time.monotonic() + CLEANUP_S)
-            failed = [f"{m.kind} {m.name} ({why})" for m, why in zip(ordered, whys) if why]
-            if self.made:  # said before a signal held meanwhile reaches its handler
-                *rest, last = [m.kind for m in ordered]
+            end = time.monotonic() + CLEANUP_S
+            found, unread, gone = self._unanswered_job(self.kube, end) if self.unanswered else (None, "", "")
+            made = self.made + ([found] if found else [])
+            ordered = sorted(made, key=lambda m: _DELETE_ORDER.index(m.kind))  # the Job (its pods) first
+            whys = delete_all(self.kube, ordered, end)
+            failed = [f"{m.kind} {m.name} ({why})" for m, why in zip(ordered, whys) if why] + ([unread] if unread else [])
+            if gone or (self.attempted and not made and not failed):
+                print(f"clustercheck: {gone or 'nothing was made in namespace ' + self.kube.namespace}", file=sys.stderr,
+                      flush=True)
+            if made or failed:  # said before a signal held meanwhile reaches its handler
+                *rest, last = [m.kind for m in ordered] or ["Job"]
                 kinds = f"{', '.join(rest)} and {last}" if rest else last
                 said = (f"could not delete {'; '.join(failed)}: remove what is left with kubectl delete -n "
                         f"{self.kube.namespace} job,service,secret -l {manifests.RUN_LABEL}={self.agents.name}") \
                     if failed else f"deleted {kinds} {self.agents.name}"
                 print(f"clustercheck: {said}", file=sys.stderr, flush=True)
+
+    def _unanswered_job(self, kube: api.Kube, end: float) -> tuple[api.Made | None, str, str]:
+        """The Job whose create went unanswered (or failed on the server's side), read by name: (it, to delete
+        by its uid, where it carries this run's label; why it could not be read; what became of it otherwise)."""
+        name, left = self.unanswered, end - time.monotonic()
+        try:
+            if left <= 0.5:
+                raise HarnessError("no time was left")
+            obj = kube.find_job(name, (min(api.REQUEST_TIMEOUT[0], left), min(10.0, left)))
+        except api.KubeError as exc:
+            return None, f"Job {name} (its create was not answered, and it could not be read: {exc})", ""
+        if obj is None:
+            return None, "", f"Job {name} was not made (its create failed): nothing of it to delete"
+        if (obj.metadata.labels or {}).get(manifests.RUN_LABEL) != self.agents.name or not obj.metadata.uid:
+            return None, "", f"Job {name} is not this run's (no {manifests.RUN_LABEL}={self.agents.name}): left as it is"
+        return api.Made("Job", name, str(obj.metadata.uid)), "", ""
 
     def check_facts(self, nodes: Mapping[str, Facts]) -> None:
         check_gpus(self.gpus_per_node, self.thresholds, nodes)

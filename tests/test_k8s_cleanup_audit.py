@@ -1,0 +1,93 @@
+"""What an audit of `--launcher k8s` found: a Job the API server stored but never confirmed (its create timed out,
+or answered 5xx) was left behind, suspended, for good; a Job failed by FailedIndexes (every index ended, one
+failed: the lost agent's own crash) excused that crash; a 429 after the pre-flight was bad input (exit 4).
+Against the fake API server (tests/fake_kube.py): the client, urllib3 and JSON are the real ones."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercheck.errors import HarnessError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_kube import FakeCluster, cluster_fixture, connect, status  # noqa: E402
+from joining import free_port  # noqa: E402
+from test_k8s import IMAGE, own_address  # noqa: E402
+
+pytest.importorskip("kubernetes")
+
+cluster = cluster_fixture("kw-node-0", "kw-node-1", "kw-node-2")
+
+
+def _server_says(cluster: FakeCluster, method: str, suffix: str, code: int, reason: str, message: str,
+                 store: bool = True) -> None:
+    """The real (not dry-run) `method` on a path ending in `suffix` is answered `code`, after the server did what
+    it does (`store`: a 500 of etcd's timeout after the write was made), or instead of it."""
+    handle = cluster.handle
+
+    def answer(m: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        if m == method and path.endswith(suffix) and query.get("dryRun") != ["All"]:
+            if store:
+                handle(m, path, query, body)
+            return code, status(code, reason, message)
+        return handle(m, path, query, body)
+
+    cluster.handle = answer  # type: ignore[method-assign, assignment]
+
+
+def _launch(cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from clustercheck.run.k8s.launcher import K8sLauncher
+
+    return K8sLauncher(1, f"{own_address()}:{free_port()}", 5, image=IMAGE, kube=connect(cluster, monkeypatch))
+
+
+def test_a_job_stored_but_answered_500_is_read_back_and_deleted(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _server_says(cluster, "POST", "/jobs", 500, "InternalError", "Internal error occurred: etcdserver: request timed out")
+    with pytest.raises(HarnessError, match="the Kubernetes API failed"):
+        _launch(cluster, monkeypatch)
+    err = capsys.readouterr().err
+    assert cluster.objects == {}, (err, list(cluster.objects))
+    assert "clustercheck: deleted Job clustercheck-" in err, err
+    deletes = [r for r in cluster.requests if r[0] == "DELETE"]
+    assert len(deletes) == 1 and "/jobs/clustercheck-" in deletes[0][1]
+
+
+def test_a_job_create_left_unanswered_is_read_back_and_deleted_by_its_uid(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from clustercheck.run.k8s import api
+
+    monkeypatch.setattr(api, "REQUEST_TIMEOUT", (5.0, 2.0))  # the create's answer comes 4 s after the Job is stored
+    cluster.answer_after = {"jobs": 4.0}
+    with pytest.raises(HarnessError, match="timed out"):
+        _launch(cluster, monkeypatch)
+    err = capsys.readouterr().err
+    assert cluster.objects == {} and "clustercheck: deleted Job clustercheck-" in err, (err, list(cluster.objects))
+
+
+def test_an_unanswered_job_that_cannot_be_read_is_named_with_the_kubectl_line(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _server_says(cluster, "POST", "/jobs", 503, "ServiceUnavailable", "the server is currently unable to handle it")
+    _server_says(cluster, "GET", "", 503, "ServiceUnavailable", "the server is currently unable to handle it",
+                 store=False)
+    with pytest.raises(HarnessError):
+        _launch(cluster, monkeypatch)
+    err = capsys.readouterr().err
+    assert "could not delete Job clustercheck-" in err and "(its create was not answered" in err, err
+    assert "remove what is left with kubectl delete -n default job,service,secret -l clustercheck.io/run=" \
+           "clustercheck-" in err, err
+    assert [k[0] for k in cluster.objects] == ["jobs"]  # left: said, never silence
+
+
+def test_a_job_create_that_stored_nothing_says_so(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _server_says(cluster, "POST", "/jobs", 500, "InternalError", "Internal error occurred", store=False)
+    with pytest.raises(HarnessError):
+        _launch(cluster, monkeypatch)
+    err = capsys.readouterr().err
+    assert "was not made (its create failed): nothing of it to delete" in err, err
+    assert not [r for r in cluster.requests if r[0] == "DELETE"] and cluster.objects == {}
