@@ -81,3 +81,27 @@ def test_ring_gdr_0_without_network_channels_still_fails() -> None:
     _, hosts = nccl_net.read("hostA:1:1 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 0\n")
     assert hosts["hostA"].gdr is False
     assert [f.passed for f in transport.judge(hosts, {}, {"gdr": True})] == [False]
+
+
+def test_one_ranks_socket_choice_is_not_masked_by_a_sibling_ranks_ib_channels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """hostA's rank in pid 200 chose Socket; pid 100 on the same host has IB channels: the host is merged, the
+    choice is not."""
+    path = tmp_path / "mixed.txt"
+    path.write_text("hostA:100:100 [0] NCCL INFO Using network IB\n"
+                    "hostA:100:150 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"
+                    "hostA:200:200 [1] NCCL INFO Using network Socket\n"
+                    "hostB:300:300 [0] NCCL INFO Using network IB\n"
+                    "hostB:300:350 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0/GDRDMA\n")
+    code, lines = probe(capsys, path, "net=IB")
+    net = next(x for x in lines if ": network: " in x)
+    assert net.startswith("FAIL NCCL: network: NCCL fell back to TCP sockets: 'Using network' lines show Socket on "
+                          "hostA (hostA pid 200), IB expected"), lines
+    assert code == 1
+
+
+def test_network_pids_survive_a_round_trip_through_a_record() -> None:
+    _, hosts = nccl_net.read("hostA:200:200 [1] NCCL INFO Using network Socket\n")
+    h = hosts["hostA"]
+    assert h.network_pids == (("Socket", "200"),)
+    assert nccl_net.HostNet.from_dict(h.as_dict()) == h

@@ -64,7 +64,8 @@ def test_a_socket_fallback_names_no_ib_device_as_the_culprit(capsys):
 def test_using_network_socket_alone_fails_ib_naming_nccl_ib_disable_but_cannot_pass_socket(capsys):
     code, lines = probe(capsys, IB_DISABLED, "net=IB")
     assert code == 1 and line(lines, "network").endswith(
-        "'Using network' lines show Socket on user, IB expected; NCCL_IB_DISABLE=1 (set by environment) turns NCCL's "
+        "'Using network' lines show Socket on user (user pid 852750, user pid 852751), IB expected; "
+        "NCCL_IB_DISABLE=1 (set by environment) turns NCCL's "
         "IB transport off")
     code, lines = probe(capsys, IB_DISABLED, "net=Socket")
     assert code == 3 and line(lines, "network").startswith(

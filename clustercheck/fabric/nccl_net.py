@@ -51,6 +51,8 @@ class HostNet:
 
     host: str
     networks: tuple[str, ...] = ()           # "IB", "IBext_v8", "Socket", "AWS Libfabric", "OFI provider efa"
+    # (network, pid) per `Using network` line: one rank's choice is not hidden by its siblings' on the host
+    network_pids: tuple[tuple[str, str], ...] = ()
     nics_found: tuple[str, ...] = ()         # "mlx5_0:1/IB/SHARP", as NCCL printed them, in its order
     no_ib_device: bool = False               # "NET/IB : No device found."
     socket_ifs: tuple[str, ...] = ()         # "ens3:172.31.12.210<0>"
@@ -102,6 +104,7 @@ class HostNet:
         tuples = {k: tuple(v) if k not in ("recv_gdr", "send_gdr") else (int(v[0]), int(v[1]))
                   for k, v in kept.items() if isinstance(v, list)}
         tuples["ring_flags"] = tuple((int(p), int(g)) for p, g in kept.get("ring_flags") or ())
+        tuples["network_pids"] = tuple((str(n), str(p)) for n, p in kept.get("network_pids") or ())
         return cls(**{**kept, **tuples, "nics_per_rank": dict(kept.get("nics_per_rank") or {})})
 
     def merge(self, other: HostNet) -> HostNet:
@@ -112,7 +115,8 @@ class HostNet:
         ranks = {r: sorted(set(self.nics_per_rank.get(r, [])) | set(other.nics_per_rank.get(r, [])))
                  for r in {*self.nics_per_rank, *other.nics_per_rank}}
         return replace(
-            self, networks=union(self.networks, other.networks), nics_found=union(self.nics_found, other.nics_found),
+            self, networks=union(self.networks, other.networks),
+            network_pids=tuple(dict.fromkeys((*self.network_pids, *other.network_pids))), nics_found=union(self.nics_found, other.nics_found),
             no_ib_device=self.no_ib_device or other.no_ib_device, socket_ifs=union(self.socket_ifs, other.socket_ifs),
             nets_used=union(self.nets_used, other.nets_used), nics_used=union(self.nics_used, other.nics_used),
             net_channels=self.net_channels + other.net_channels,
@@ -138,8 +142,10 @@ def scan(texts: str | Iterable[str]) -> dict[str, HostNet]:
                 out[where] = _get(out, where).merge(HostNet(where, libibverbs_missing=True))
             if "NCCL INFO " not in line:
                 continue
-            for named, _pid, msg in nccl_debug.messages(line):
+            for named, pid, msg in nccl_debug.messages(line):
                 found = _one(named or "", msg)
+                if found is not None and found.networks and pid:
+                    found = replace(found, network_pids=tuple((n, pid) for n in found.networks))
                 if found is not None:
                     out[found.host] = _get(out, found.host).merge(found)
     return out

@@ -253,7 +253,8 @@ def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str, nodes:
     good_channels: list[str] = []
     chose_only: list[str] = []
     for h in hosts.values():
-        seen = h.nets_used or h.networks
+        # every rank's choice counts: a sibling rank's IB channels on the host do not hide one `Using network Socket`
+        seen = tuple(dict.fromkeys((*h.nets_used, *h.networks)))
         wrong = [n for n in seen if family(n) != wanted]
         if wrong:
             bad[h.host] = wrong
@@ -266,9 +267,11 @@ def _net(hosts: Mapping[str, HostNet], env: Mapping[str, str], want: str, nodes:
     if bad or noib:
         got = family(next(iter(bad.values()))[0]) if bad else "Socket"
         nets = sorted({n for v in bad.values() for n in v})
-        how = "channel lines" if any(hosts[h].nets_used for h in bad) else "'Using network' lines"
+        how = "channel lines" if any(n in hosts[h].nets_used for h in bad for n in bad[h]) else "'Using network' lines"
         fell = " fell back to TCP sockets:" if got == "Socket" and bad else ""
-        shown = [f"NCCL{fell} {how} show {', '.join(nets)} on {_hosts(list(bad))}"] if bad else []
+        pids = sorted({f"{h} pid {p}" for h in bad for n, p in hosts[h].network_pids if n in bad[h]})
+        shown = [f"NCCL{fell} {how} show {', '.join(nets)} on {_hosts(list(bad))}"
+                 + (f" ({', '.join(pids[:6])}{' ...' if len(pids) > 6 else ''})" if pids else "")] if bad else []
         shown += [f"NCCL found no IB device on {_hosts(noib)} (NET/IB : No device found.)"] if noib else []
         return Finding("NCCL", "network", False, f"{'; '.join(shown)}, {want} expected; {_net_culprit(hosts, env, got)}",
                        ", ".join(nets) or "no IB device", want)
