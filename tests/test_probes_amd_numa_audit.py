@@ -85,3 +85,25 @@ def test_numa_fails_a_matrix_with_a_gpu_missing_against_the_platform(tmp_path):
     assert "FAIL node: GPUs in topology: 7 GPU(s) in the matrix, platform expects 8" in out, out
     code, out = probe(tmp_path, "numa", cut, "--expect", "gpu_count=7")
     assert code == 0 and "PASS node: GPUs in topology: 7 GPU(s)" in out, out
+
+
+# -- 4. numa: a cut-off matrix fails, it is not skipped for "no NIC" -----------------------------------
+def test_numa_fails_a_matrix_cut_off_before_its_nic_rows(tmp_path):
+    cut = "\n".join(text("nvidia-smi-topo", "dgx-a100-nv12-12x-mlx5-tabs.txt").splitlines()[:8]) + "\n"  # head -n 8
+    code, out = probe(tmp_path, "numa", cut)
+    assert code == 1, out
+    assert "FAIL node: topology matrix: " in out and "mlx5_0 has a column and no row" in out, out
+    assert "SKIPPED" not in out and "no NIC in the topology matrix" not in out, out
+    assert "NOT JUDGED GPU0: GPU-NIC NUMA affinity" in out, out
+
+
+def test_numa_still_skips_a_whole_matrix_whose_header_names_no_nic(tmp_path):
+    capture = text("nvidia-smi-topo", "dgx-a100-nv12-12x-mlx5-tabs.txt")
+    gpus_only = []
+    for line in capture.splitlines():
+        cells = line.split("\t")
+        if cells[0].startswith("mlx5_"):
+            continue
+        gpus_only.append("\t".join(cells[:9] + cells[21:]) if len(cells) > 21 else line)
+    code, out = probe(tmp_path, "numa", "\n".join(gpus_only) + "\n")
+    assert code == 5 and "no NIC in the topology matrix" in out, out

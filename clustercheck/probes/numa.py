@@ -10,16 +10,23 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from clustercheck.probes import nvsmi, tool, topo
-from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict
+from clustercheck.probes.base import Probe, ProbeSkip, ProbeVerdict, not_judged
 
 
 def judge(m: topo.TopoMatrix, expect: Mapping[str, Any]) -> list[ProbeVerdict]:
-    if not m.nics:
-        raise ProbeSkip("no NIC in the topology matrix: nothing to pair GPUs with")
-    numa = dict(m.numa)
+    # a matrix not whole (cut off, a row twice) fails first: cut below the GPUs' rows it has no NIC rows,
+    # and a skip for "no NIC" would hide it
     out = [ProbeVerdict("node", "topology matrix", False, "; ".join(m.problems[:8]), len(m.problems), 0)] \
         if m.problems else []
     out += topo.gpu_count(m, expect)  # a GPU lost from the matrix has no affinity to judge: it must not go unseen
+    if not m.nics and m.problems:
+        return out + [not_judged(g, "GPU-NIC NUMA affinity", "no NIC row in the matrix, which is not whole "
+                                 "(see the topology matrix verdict)") for g in m.gpus]
+    if not m.nics:  # a whole matrix: every header column has its row, so the header names no NIC
+        if any(not v.passed for v in out):
+            return out
+        raise ProbeSkip("no NIC in the topology matrix: nothing to pair GPUs with")
+    numa = dict(m.numa)
     for g in m.gpus:
         nic, level = topo._nearest_nic(m, g)  # type: ignore[misc]
         where = f" (GPU NUMA node {numa[g]})" if numa.get(g) not in (None, "", "N/A") else ""
