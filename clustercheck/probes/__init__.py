@@ -50,6 +50,8 @@ def get(name: str) -> Probe:
 def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
     """Collect on this machine and judge. A skip is `skipped`; a crash or unreadable output is `error`.
     GPU subjects are named by PCI bus id alongside nvidia-smi's index (see `name_gpus`)."""
+    from clustercheck.probes.tool import ToolReported
+
     try:
         collected = probe.collect()
         parsed = probe.parse(collected) if isinstance(collected, str) else collected
@@ -60,6 +62,8 @@ def run_live(probe: Probe, expect: Mapping[str, Any]) -> ProbeOutcome:
             verdicts = name_gpus(verdicts, nvsmi.bus_ids())
     except ProbeSkip as exc:
         return ProbeOutcome(probe.name, "skipped", reason=exc.reason)
+    except ToolReported as exc:  # the tool printed its own error line (a GPU lost): a failure naming it
+        return outcome_of(probe.name, exc.verdicts)
     except ProbeParseError as exc:
         return ProbeOutcome(probe.name, "error", reason=f"could not parse the live output: {exc}")
     except Exception as exc:  # a probe bug or an OS surprise is a harness error, never a hardware failure

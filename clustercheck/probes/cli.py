@@ -19,7 +19,7 @@ from typing import Any
 
 from clustercheck.errors import UserError, escape
 from clustercheck.exitcodes import Exit
-from clustercheck.probes.tool import MAX_OUTPUT
+from clustercheck.probes.tool import MAX_OUTPUT, ToolReported
 
 EPILOG = """\
 examples:
@@ -86,6 +86,8 @@ def main(args: argparse.Namespace) -> int:
     text = _read(args.input)
     try:
         parsed = probe.parse(text)
+    except ToolReported as exc:  # the tool's own error line in the capture: a failure naming it (tool.py)
+        return _report(outcome_of(probe.name, exc.verdicts))
     except ProbeParseError as exc:
         raise UserError(f"{args.input}: cannot judge it as {probe.input_help}: {exc}") from None
     try:

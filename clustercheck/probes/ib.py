@@ -45,8 +45,13 @@ class IbPort:
         return f"{self.device}/{self.port}"
 
 
+# ibstat's own error line (it panics on a device it cannot stat, then may print the others): that device is
+# left out of what follows, so the capture fails naming it
+ERRORS = tool.OwnErrors("ibstat", ("ibpanic:",), r"IB device '([^']{1,64})'")
+
+
 def parse(text: str) -> tuple[IbPort, ...]:
-    tool.refuse_crashed(text)
+    tool.refuse_crashed(text, ERRORS)
     lines = evidence_lines(text)
     if any(l.startswith("CA '") for l in lines):
         return _ibstat(lines)

@@ -56,7 +56,7 @@ class NvlinkReport:
 
 
 def parse(text: str) -> NvlinkReport:
-    tool.refuse_crashed(text)
+    tool.refuse_crashed(text, nvsmi.ERRORS)
     gpus: list[NvlinkGpu] = []
     cur: tuple[int, str] | None = None
     links: list[tuple[int, float | None]] = []

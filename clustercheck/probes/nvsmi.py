@@ -61,8 +61,13 @@ class NvsmiReport:
         return dict(self.header).get(key)
 
 
+# nvidia-smi's own error lines: a GPU it could not reach is left out of what it prints after them
+ERRORS = tool.OwnErrors("nvidia-smi", ("Unable to determine the device handle", "Failed to initialize NVML",
+                                       "has fallen off the bus"), rf"GPU ?({_BUS.pattern})", "GPU {}")
+
+
 def parse(text: str) -> NvsmiReport:
-    tool.refuse_crashed(text)
+    tool.refuse_crashed(text, ERRORS)
     header: list[tuple[str, str]] = []
     gpus: list[NvsmiGpu] = []
     current: list[tuple[str, str]] | None = None

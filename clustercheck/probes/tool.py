@@ -7,6 +7,7 @@ the first line of its stderr: nvidia-smi exits non-zero when a GPU has fallen of
 determine the device handle for GPU0000:1B:00.0: Unknown Error"), and that must never read as "not
 applicable here". So is one that prints more than MAX_OUTPUT on stdout (read with that cap, never
 whole): it is stopped, and on a timeout too the whole session it started is killed, not the tool alone.
+A capture holding the tool's own error line (`OwnErrors`, declared by each probe) fails, naming the line.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
-from clustercheck.probes.base import ProbeParseError, ProbeSkip
+from clustercheck.probes.base import ProbeParseError, ProbeSkip, ProbeVerdict
 
 
 class ToolError(RuntimeError):
@@ -143,9 +145,45 @@ _CRASH = re.compile(r"^(?:(?:Aborted|Segmentation fault|Bus error|Illegal instru
                     r" of .*)$")
 
 
-def refuse_crashed(text: str) -> None:
-    """ProbeParseError naming the line (numbered as in the file) when the capture shows a crashed program."""
+@dataclass(frozen=True)
+class OwnErrors:
+    """The lines a tool prints about its own failure inside an otherwise normal report: nvidia-smi's
+    `Unable to determine the device handle for GPU 0000:DB:00.0: Unknown Error` before the GPUs it could
+    read, ibstat's `ibpanic: ...`. Each probe declares its tool's; `subject` finds what the line names."""
+
+    tool: str
+    phrases: tuple[str, ...]
+    subject: str = ""  # a regex whose first group names the GPU or device; the node where it finds none
+    label: str = "{}"  # the verdict's subject from that group: "GPU {}" gives "GPU 0000:DB:00.0"
+
+    def find(self, line: str) -> bool:
+        return any(p in line for p in self.phrases)
+
+    def verdict(self, number: int, line: str) -> ProbeVerdict:
+        m = re.search(self.subject, line) if self.subject else None
+        return ProbeVerdict(self.label.format(m.group(1)) if m else "node", f"{self.tool} error", False,
+                            f"line {number}: {self.tool} printed its own error {line[:200]!r}: what it could not "
+                            f"read is missing from the capture, so the rest cannot pass", line[:200], "no error line")
+
+
+class ToolReported(ProbeParseError):
+    """The capture holds its tool's own error lines: failed verdicts naming each, never a pass of what else it
+    printed. A ProbeParseError, so a reader that does not know it still refuses the capture, never judges it."""
+
+    def __init__(self, verdicts: tuple[ProbeVerdict, ...]) -> None:
+        super().__init__("; ".join(v.detail for v in verdicts))
+        self.verdicts = verdicts
+
+
+def refuse_crashed(text: str, own: OwnErrors | None = None) -> None:
+    """ProbeParseError naming the line (numbered as in the file) when the capture shows a crashed program;
+    ToolReported, a failed verdict per line, when it holds one of the tool's `own` error lines."""
+    reported = []
     for number, line in enumerate(text.splitlines(), 1):
         if _CRASH.match(line.strip()):
             raise ProbeParseError(f"line {number}: {line.strip()!r}: the captured program crashed, so its "
                                   f"output is partial and cannot be judged")
+        if own is not None and own.find(line):
+            reported.append(own.verdict(number, line.strip()))
+    if reported:
+        raise ToolReported(tuple(reported))
