@@ -21,7 +21,9 @@ table stops below the header's last size), the busbw is not judged, never passed
 Rank lines name more than one host (or, without Rank lines, whose rank count from busbw/algbw exceeds the
 profile's `gpu_count`) the fabric floor applies instead, never the NVLink one: `busbw_min_multinode` when
 given, else the fabric rule (judging/fabric.py: a fraction of `--expect fabric_gbps` or the profile's
-fabric line rate, at a size on the plateau); without a line rate the busbw is not judged. A capture whose
+fabric line rate, at a size on the plateau); without a line rate the busbw is not judged, and so it is
+when the capture's own NCCL INFO lines show a host on NCCL's TCP socket fallback (`Using network Socket`,
+`via NET/Socket/0`): that busbw is the sockets', not the fabric's. A capture whose
 node count cannot be told is judged as one node. `nodes` and `gpu_count` check the capture's hosts x
 ranks against what was expected.
 """
@@ -30,12 +32,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from collections import Counter
 from typing import Any, Mapping
 
 from clustercheck import units
 from clustercheck.errors import UserError
-from clustercheck.fabric import transport
+from clustercheck.fabric import nccl_net, transport
 from clustercheck.judging import fabric
 from clustercheck.probes.base import Probe, ProbeParseError, ProbeSkip, ProbeVerdict, count_of, gaps, not_judged
 from clustercheck.probes.nccl_tests_rows import largest_promised, rows_verdict
@@ -47,11 +50,31 @@ from clustercheck.toolout.nccl_tests import NcclTestsRun
 COLLECTIVES = NCCL_TESTS_COLLECTIVES
 
 
+@dataclass(frozen=True)
+class NcclCapture(NcclTestsRun):
+    """A capture as this probe read it: the run, and where its own NCCL INFO lines say a host's network was
+    NCCL's TCP socket fallback ((host, line number, line), fabric/nccl_net.py's reader): a busbw measured over
+    sockets says nothing of the RDMA fabric, so no fabric floor is judged on it."""
+
+    socket: tuple[tuple[str, int, str], ...] = ()
+
+
 def parse(text: str) -> NcclTestsRun:
     try:
-        return reader.parse(text)
+        run = reader.parse(text)
     except NotToolOutput as exc:
         raise ProbeParseError(str(exc)) from None
+    return NcclCapture(**{f.name: getattr(run, f.name) for f in dataclasses.fields(run)}, socket=_socket(text))
+
+
+def _socket(text: str) -> tuple[tuple[str, int, str], ...]:
+    """Each host whose NCCL lines name Socket as its network (`Using network Socket`, a channel `via
+    NET/Socket/0`), with the first line that says so."""
+    hosts = nccl_net.read(text)[1]
+    lines = list(enumerate(text.splitlines(), 1))
+    return tuple((host or "?", *next(((n, l.strip()[:160]) for n, l in lines if host in l and (
+        "Using network Socket" in l or "via NET/Socket/" in l)), (0, ""))) for host, net in hosts.items()
+        if "Socket" in net.networks or "Socket" in net.nets_used)
 
 
 def collect() -> str:
@@ -333,6 +356,13 @@ def _busbw_verdict(run: NcclTestsRun, subject: str, expect: Mapping[str, Any]) -
                               worst)
         return ProbeVerdict(subject, "busbw", worst >= floor, f"{shown}; {about}; floor {floor:g} GB/s ({label})",
                             worst, f">= {floor:g}")
+    socket = run.socket if isinstance(run, NcclCapture) else ()
+    if socket:  # NCCL fell back to TCP sockets: the busbw is the sockets', not the fabric's, whatever it reads
+        host, number, line = socket[0]
+        more = f" (and {len(socket) - 1} more host(s))" if len(socket) > 1 else ""
+        return not_judged(subject, "busbw", f"{host}'s network is NCCL's Socket fallback (line {number}: {line!r})"
+                          f"{more}: the busbw measured TCP sockets, not the RDMA fabric, so the fabric floor is not "
+                          f"judged; {shown}; {about}", worst)
     explicit, label = _floor(expect, "busbw_min_multinode", run.collective)
     caveat = f"; {_TWO_NODE}" if nodes == 2 and run.collective == "all_reduce" else ""
     if explicit is not None:
