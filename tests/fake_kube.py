@@ -24,7 +24,8 @@ pod at all: admission refused it (a ResourceQuota), and the Job controller recor
 reason FailedCreate, quoting the refusal (core/v1 Events, listed with a fieldSelector on involvedObject.kind,
 name, uid and reason); `disrupt` ends a running pod as Kubernetes would mid-run
 (evicted, preempted, OOM-killed, deleted, its node NotReady). The toy Job controller counts failed pods as
-the Job's spec says (backoffLimit, or backoffLimitPerIndex with maxFailedIndexes) and, once the Job fails,
+the Job's spec says (backoffLimit, or backoffLimitPerIndex with maxFailedIndexes; with backoffLimitPerIndex,
+once every index has ended and one failed, the Job fails with reason FailedIndexes) and, once the Job fails,
 terminates every other pod of it (deletionTimestamp, SIGTERM), as Kubernetes does. Deleting the Job
 (propagationPolicy Background) terminates its processes with SIGTERM and removes its pods.
 """
@@ -401,24 +402,36 @@ class FakeCluster:
         other pod of it (deletionTimestamp, SIGTERM)."""
         labels = pod["metadata"]["labels"]
         job = self.objects.get(("jobs", pod["metadata"]["namespace"], labels.get("job-name", "")))
-        if job is None or not (deleted or pod["status"].get("phase") == "Failed") or pod["metadata"]["uid"] in self.counted:
+        phase = "Failed" if deleted else pod["status"].get("phase")
+        if job is None or phase not in ("Failed", "Succeeded") or pod["metadata"]["uid"] in self.counted:
             return
         self.counted.add(pod["metadata"]["uid"])
         spec, status = job["spec"], job.setdefault("status", {})
         if spec.get("backoffLimitPerIndex") is not None:
+            # completedIndexes and failedIndexes, as the Job's status lists them; once every index has ended and
+            # one failed, the Job fails with reason FailedIndexes (no pod is ended for it: all have ended)
+            field = "failedIndexes" if phase == "Failed" else "completedIndexes"
+            ended = set(filter(None, status.get(field, "").split(",")))
+            ended.add(labels["batch.kubernetes.io/job-completion-index"])
+            status[field] = ",".join(sorted(ended, key=int))
             failed = set(filter(None, status.get("failedIndexes", "").split(",")))
-            failed.add(labels["batch.kubernetes.io/job-completion-index"])
-            status["failedIndexes"] = ",".join(sorted(failed, key=int))
-            if spec.get("maxFailedIndexes") is None or len(failed) <= spec["maxFailedIndexes"]:
+            done = failed | set(filter(None, status.get("completedIndexes", "").split(",")))
+            if spec.get("maxFailedIndexes") is not None and len(failed) > spec["maxFailedIndexes"]:
+                reason = "MaxFailedIndexesExceeded"
+            elif failed and len(done) >= spec.get("completions", 1):
+                reason = "FailedIndexes"
+            else:
                 return
-            reason = "MaxFailedIndexesExceeded"
+        elif phase != "Failed":
+            return
         else:
             status["failed"] = status.get("failed", 0) + 1
             if status["failed"] <= spec.get("backoffLimit", 6):
                 return
             reason = "BackoffLimitExceeded"
+        message = "Job has failed indexes" if reason == "FailedIndexes" else "Job has reached the specified backoff limit"
         status["conditions"] = [{"type": "Failed", "status": "True", "reason": reason, "lastProbeTime": _now(),
-                                 "lastTransitionTime": _now(), "message": "Job has reached the specified backoff limit"}]
+                                 "lastTransitionTime": _now(), "message": message}]
         self.jobs_failed.append(job["metadata"]["name"])
         for name, other in self.pods.items():
             if other["metadata"]["labels"].get("job-name") == job["metadata"]["name"] and other is not pod and \

@@ -91,3 +91,42 @@ def test_a_job_create_that_stored_nothing_says_so(
     err = capsys.readouterr().err
     assert "was not made (its create failed): nothing of it to delete" in err, err
     assert not [r for r in cluster.requests if r[0] == "DELETE"] and cluster.objects == {}
+
+
+def _indexed_job(cluster: FakeCluster, indexes: int, max_failed: int) -> None:
+    """Job cc as manifests.job makes it (backoffLimitPerIndex 0, maxFailedIndexes), a Running pod for each index."""
+    from test_k8s_lost import running_pod
+
+    cluster.objects[("jobs", "default", "cc")] = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cc", "namespace": "default", "uid": "j" * 16},
+        "spec": {"completions": indexes, "completionMode": "Indexed", "backoffLimitPerIndex": 0,
+                 "maxFailedIndexes": max_failed, "template": {"spec": {"containers": [{"name": "agent", "image": "x"}]}}},
+        "status": {}}
+    for i in range(indexes):
+        name = running_pod(cluster, "cc", i)
+        cluster.pods[f"cc-{i}-x"] = cluster.pods.pop(name)
+        cluster.pods[f"cc-{i}-x"]["metadata"].update(name=f"cc-{i}-x", uid=f"{i}" * 16)
+
+
+def test_a_job_failed_only_by_the_lost_agents_own_crash_excuses_nothing(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--nodes 1: the one agent crashes (exit 1, a GPU fault may cause it); every index has then ended and one
+    failed, so Kubernetes fails the Job with reason FailedIndexes: that is the crash, recorded, not a cause of it,
+    and the node's silence stands (it was excused as 'the Job failed, and Kubernetes ends its pods')."""
+    from clustercheck.run.k8s.launcher import JobPods
+
+    _indexed_job(cluster, 1, 1)
+    cluster.disrupt(0, "crashed")
+    assert cluster.objects[("jobs", "default", "cc")]["status"]["conditions"][0]["reason"] == "FailedIndexes"
+    assert JobPods(connect(cluster, monkeypatch), "cc").disrupted(0, "kw-node-0") is None
+
+
+def test_a_job_failed_by_another_index_still_excuses_the_pods_it_ended(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercheck.run.k8s.launcher import JobPods
+
+    _indexed_job(cluster, 2, 0)
+    cluster.disrupt(0, "crashed")  # more failed indexes than maxFailedIndexes: Kubernetes ends index 1's pod
+    assert cluster.objects[("jobs", "default", "cc")]["status"]["conditions"][0]["reason"] == "MaxFailedIndexesExceeded"
+    loss = JobPods(connect(cluster, monkeypatch), "cc").disrupted(1, "kw-node-1")
+    assert loss is not None and not loss.blamed and "failed (MaxFailedIndexesExceeded" in loss.why, loss

@@ -384,10 +384,12 @@ def failed_creates(events: list[Any], job: str, indices: list[int]) -> dict[int,
     return {i: named[i] if i in named else anyone for i in indices if i in named or anyone}
 
 
-def job_failed(job: Any) -> str:
-    """The Job's Failed condition, in its words ("" while it has none)."""
+def job_failed(job: Any) -> tuple[str, str]:
+    """The Job's Failed condition: (its reason, its words), ("", "") while it has none. Reason FailedIndexes
+    (backoffLimitPerIndex) comes once every index ended and one failed: no pod was ended for it, so it
+    excuses no agent's loss; DeadlineExceeded, BackoffLimitExceeded, MaxFailedIndexesExceeded end pods."""
     for cond in (job.status.conditions or []) if job.status else []:
         # FailureTarget: the Job controller has decided the Job fails and ends its pods before it says Failed
         if cond.type in ("Failed", "FailureTarget") and cond.status == "True":
-            return escape(f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": "))
-    return ""
+            return str(cond.reason or "Failed"), escape(f"{cond.reason or 'Failed'}: {cond.message or ''}".rstrip(": "))
+    return "", ""

@@ -238,7 +238,7 @@ class JobPods:
         if not unmade:
             return True
         try:  # a failed Job makes no more pods; else each unmade index must have been refused by admission
-            if api.job_failed(self.kube.job(self.job)):
+            if api.job_failed(self.kube.job(self.job))[0]:
                 return True
             refused = self.refused(unmade)
         except api.KubeError:
@@ -259,9 +259,11 @@ class JobPods:
         except api.KubeError as exc:  # not known: its silence is all there is, and the why says the read failed
             return Loss(f"its pod could not be read ({escape(str(exc))}), so its silence stands", True)
         try:
-            failed = api.job_failed(self.kube.job(self.job))
+            reason, failed = api.job_failed(self.kube.job(self.job))
         except api.KubeError:
-            failed = ""  # not readable (the in-cluster controller's Role may lack it): the pods tell
+            reason, failed = "", ""  # not readable (the in-cluster controller's Role may lack it): the pods tell
+        if reason == "FailedIndexes":  # every index ended, one failed: maybe this agent's own crash, which
+            failed = ""  # Kubernetes only recorded, so it excuses nothing
         found = [d for p in pods if (d := api.disrupted(p)) is not None]
         blamed = next((d for d in found if d[1]), None)
         if blamed is not None:
