@@ -132,8 +132,8 @@ def refused(out: subprocess.CompletedProcess[str]) -> str:
      "--expect nvlinks_per_gpu: probe ecc does not read it (it reads: gpu_count)"),
     (["pcie-link", "--input", NVSMI_Q, "--expect", "ib_ports=4"],
      "--expect ib_ports: probe pcie-link does not read it (it reads: pcie_gen, pcie_width, gpu_count)"),
-    (["numa", "--input", TOPO, "--expect", "gpu_count=2"], "--expect gpu_count: probe numa does not read it "
-                                                           "(it reads none)"),
+    (["numa", "--input", TOPO, "--expect", "nvlinks_per_gpu=12"], "--expect nvlinks_per_gpu: probe numa does not "
+                                                                  "read it (it reads: gpu_count)"),
     (["amd-smi", "--input", AMD_TOPO, "--expect", "topology.gpu_nic=PIX"],
      "--expect topology.gpu_nic: probe amd-smi does not read it (it reads: gpu_count, pcie_gen, pcie_width, "
      "gpu_temp_max_c, topology.gpu_gpu)"),
