@@ -44,3 +44,18 @@ def test_lspci_whole_captures_read_as_before():
     """Every device block of the real captures ends (driver line, hex dump or blank line): none is cut."""
     for path in sorted((TOOLS / "lspci-acs").glob("*.txt")):
         assert not any(d.cut for d in pci_acs.parse(path.read_text()).devices), path.name
+
+
+IBSTAT = TOOLS / "ibstat" / "2x-connectx3-mlx4-dualport-fdr56-active.txt"
+
+
+def test_ibstat_cut_inside_its_last_port_section_names_that_port_not_judged(tmp_path):
+    """`head -n 48` of the real capture ends at mlx4_1's `Port 2:` / `State: Active`: that port was not read."""
+    cut = tmp_path / "ibstat-head-48.txt"
+    cut.write_text("\n".join(IBSTAT.read_text().splitlines()[:48]) + "\n")
+    assert cut.read_text().rstrip().endswith("State: Active")
+    out = cc("probe", "ib", "--input", str(cut))
+    assert out.returncode == 3, out.stdout + out.stderr  # three ports passed, one not judged: never a pass
+    assert "NOT JUDGED mlx4_1/2: port state: not judged: port section cut" in out.stdout
+    whole = cc("probe", "ib", "--input", str(IBSTAT))
+    assert whole.returncode == 0 and whole.stdout.count("PASS ") == 4, whole.stdout

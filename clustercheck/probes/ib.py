@@ -7,7 +7,8 @@ where given (e.g. 400 for NDR), and never below its siblings: every ACTIVE port 
 board id, link layer) on a node must run at the fastest rate any of them runs (a port trained down to half
 its rate fails naming both rates; docs/fabric.md), and at least `ib_ports` ports must be active. A rate
 that cannot be read, a port listed twice, and fewer or more port sections than the device says it has
-(ibstat's "Number of ports", ibv_devinfo's phys_port_cnt), fail. With `fabric_ports` only the ports named there must be (and
+(ibstat's "Number of ports", ibv_devinfo's phys_port_cnt), fail. An ibstat port section without
+the State, Physical state, Rate or Link layer line ibstat prints for every port was cut: not judged, named. With `fabric_ports` only the ports named there must be (and
 must exist); the others are reported. Live, the ports come from clustercheck/fabric/rdma.py: a sysfs
 tree that cannot be read or contradicts itself fails the node, and with `gdr: true` the node must be able
 to do GPUDirect RDMA (nvidia_peermem loaded, or dma-buf).
@@ -39,6 +40,7 @@ class IbPort:
     ports_of_device: int | None = None   # what its device says it has: ibstat "Number of ports", phys_port_cnt
     hca_type: str | None = None   # ibstat "CA type: MT4129", ibv_devinfo vendor_part_id, sysfs hca_type
     board_id: str | None = None   # ibv_devinfo and sysfs board_id
+    cut: str = ""           # ibstat: the lines its port section lacks (cut short), never judged on the rest
 
     @property
     def subject(self) -> str:
@@ -72,6 +74,9 @@ def _norm_state(value: str) -> str:
     return re.sub(r"\s*\(\d+\)$", "", value).replace("PORT_", "").upper()
 
 
+_IBSTAT_PORT = ("State", "Physical state", "Rate", "Link layer")
+
+
 def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
     out, dev, port, fields = [], "", None, {}  # type: ignore[var-annotated]
 
@@ -81,9 +86,12 @@ def _ibstat(lines: list[str]) -> tuple[IbPort, ...]:
             value = _RATE.fullmatch(rate) if rate else None
             # a rate no port runs (rdma.implausible_rate) is as unreadable as a malformed one: never the bar
             value = value if value and implausible_rate(float(value.group(0))) is None else None
+            # ibstat prints every one of these for every port: one missing is a section cut short, not left empty
+            cut = ", ".join(k for k in _IBSTAT_PORT if k not in fields)
             out.append(IbPort(dev, port, _norm_state(fields.get("State", "?")), fields.get("Physical state"),
                               float(value.group(0)) if value else None, fields.get("Link layer"),
-                              rate if rate and not value else None, promised, ca.get("CA type"), ca.get("Board id")))
+                              rate if rate and not value else None, promised, ca.get("CA type"), ca.get("Board id"),
+                              cut))
 
     promised: int | None = None
     ca: dict[str, str] = {}
@@ -227,7 +235,11 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
             out.append(ProbeVerdict(p.subject, "port state", True, f"{p.state}{rate}{layer}; not one of fabric_ports, "
                                     f"not judged for the fabric", p.state))
             continue
-        if p.state == "ACTIVE" and p.phys_state is not None and not _link_up(p.phys_state):
+        if p.cut:
+            out.append(not_judged(p.subject, "port state", f"port section cut: it ends without its {p.cut} line(s), "
+                                  f"which ibstat prints for every port; capture the whole ibstat output", p.state,
+                                  "ACTIVE"))
+        elif p.state == "ACTIVE" and p.phys_state is not None and not _link_up(p.phys_state):
             out.append(ProbeVerdict(p.subject, "port state", False, f"ACTIVE but physical state {p.phys_state}"
                                     f"{layer}: the physical link is not up", p.phys_state, "LinkUp"))
         elif p.state == "ACTIVE" and p.rate_text is not None:
@@ -264,7 +276,7 @@ def _judge_ports(ports: tuple[IbPort, ...], expect: Mapping[str, Any], named: Se
 
 
 def _active(p: IbPort) -> bool:
-    return p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state))
+    return not p.cut and p.state == "ACTIVE" and (p.phys_state is None or _link_up(p.phys_state))
 
 
 def collect(sys_root: Path = Path("/sys")) -> SysfsReading:
