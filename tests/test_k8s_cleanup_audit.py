@@ -130,3 +130,28 @@ def test_a_job_failed_by_another_index_still_excuses_the_pods_it_ended(
     assert cluster.objects[("jobs", "default", "cc")]["status"]["conditions"][0]["reason"] == "MaxFailedIndexesExceeded"
     loss = JobPods(connect(cluster, monkeypatch), "cc").disrupted(1, "kw-node-1")
     assert loss is not None and not loss.blamed and "failed (MaxFailedIndexesExceeded" in loss.why, loss
+
+
+@pytest.mark.parametrize("code, reason", [(429, "TooManyRequests"), (401, "Unauthorized"), (410, "Gone")])
+def test_a_throttle_or_an_expired_token_after_the_preflight_is_the_harness_error(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int,
+        reason: str) -> None:
+    """The pre-flight found the server answering; then it throttles the Job's resume (429), or the token expires
+    (401): not the user's input (exit 4) but the harness's error (exit 3); what was made is deleted."""
+    from clustercheck.errors import UserError
+
+    _server_says(cluster, "PATCH", "", code, reason, "Too many requests, please try again later.", store=False)
+    with pytest.raises(HarnessError, match="starting Job clustercheck-.*: the Kubernetes API failed: Too many") as got:
+        _launch(cluster, monkeypatch)
+    assert not isinstance(got.value, UserError)
+    assert cluster.objects == {}, capsys.readouterr().err
+
+
+def test_a_refusal_after_the_preflight_stays_the_users(
+        cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercheck.errors import UserError
+
+    _server_says(cluster, "PATCH", "", 422, "Invalid", "Job.batch is invalid: spec.suspend: Invalid value", store=False)
+    with pytest.raises(UserError, match="is invalid"):
+        _launch(cluster, monkeypatch)
+    assert cluster.objects == {}

@@ -117,6 +117,9 @@ class Conflict(UserError):
     """HTTP 409: the object exists already, or changed since it was read (a resourceVersion precondition)."""
 
 
+INPUT_REFUSED = (400, 403, 404, 409, 422)  # bad request, forbidden, not found, conflict, invalid: the user's to mend
+
+
 def timed_out(exc: BaseException) -> bool:
     """Whether a call ended for want of an answer (urllib3's connect or read timeout, as itself or as the
     reason of its MaxRetryError)."""
@@ -149,7 +152,9 @@ class Kube:
                 raise UserError(f"namespace {self.namespace!r} not found ({self.source})") from None
             if exc.status == 409:  # AlreadyExists, or a stale resourceVersion: the caller may read again and retry
                 raise Conflict(f"{what}: {status_message(exc)}") from None
-            if (exc.status or 0) >= 500:  # the server's own failure: never the user's input
+            # the server's own failure (5xx), or, once it answered the pre-flight, any answer but a refusal of the
+            # input (429 throttled, 401 a token expired, 410): never the user's input
+            if (exc.status or 0) >= 500 or (self.answered and exc.status not in INPUT_REFUSED):
                 raise HarnessError(f"{what}: the Kubernetes API failed: {status_message(exc)}") from None
             raise UserError(f"{what}: {status_message(exc)}") from None
         except Exception as exc:  # urllib3: connection refused, TLS, DNS, a timeout
