@@ -155,3 +155,16 @@ def test_a_refusal_after_the_preflight_stays_the_users(
     with pytest.raises(UserError, match="is invalid"):
         _launch(cluster, monkeypatch)
     assert cluster.objects == {}
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--image", "img", "--results-claim", "Bad_Claim!"], "--results-claim 'Bad_Claim!': a Kubernetes name"),
+    (["--image", "img\x1b[31m"], "--image 'img\\x1b[31m': one image reference without spaces or control"),
+])
+def test_render_refuses_a_claim_that_is_no_name_and_an_image_with_control_characters(
+        tmp_path: Path, extra: list[str], said: str) -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "clustercheck", "k8s", "render", "cpu-smoke", "--nodes", "2", *extra],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 4 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -73,8 +73,9 @@ def render(args: argparse.Namespace, token: str | None = None) -> str:
         raise UserError(f"--gpus-per-node must be between 0 and 1024, got {args.gpus_per_node}")
     if args.local_ranks is not None and (args.gpus_per_node or not 1 <= args.local_ranks <= 1024):
         raise UserError("--local-ranks K (1-1024) is for CPU nodes; with GPUs each node runs one rank per GPU")
-    if not args.image.strip() or any(c.isspace() for c in args.image):
-        raise UserError(f"--image {args.image!r}: one image reference without spaces")
+    labels.image_ref(args.image)
+    if args.results_claim is not None:
+        labels.subdomain(args.results_claim, "--results-claim")
     if not 0 < args.port < 65536 or args.deadline < 1 or not 0 < args.join_timeout <= 86400:
         raise UserError("--port must be 1-65535, --deadline at least 1 s, --join-timeout 1-86400 s")
     if args.shm and not _quantity(args.shm):

@@ -47,6 +47,23 @@ def dns_label(name: str, what: str) -> str:
     return name
 
 
+def image_ref(image: str) -> str:
+    """An image reference: one word without spaces or control characters (ESC, NUL: written into the pods'
+    spec and printed); UserError in one line otherwise."""
+    if not image.strip() or any(c.isspace() or not c.isprintable() for c in image):
+        raise UserError(f"--image {image!r}: one image reference without spaces or control characters, e.g. "
+                        "registry.example/clustercheck:1")
+    return image
+
+
+def subdomain(name: str, what: str) -> str:
+    """A DNS-1123 subdomain (a PersistentVolumeClaim's name): at most 253 lower-case letters, digits, '-', '.'."""
+    if len(name) > 253 or not re.fullmatch(_SUBDOMAIN, name):
+        raise UserError(f"{what} {name!r}: a Kubernetes name is at most 253 lower-case letters, digits, '-' and "
+                        "'.', starting and ending with a letter or digit")
+    return name
+
+
 def selectors(pairs: Iterable[str], what: str = "--node-selector") -> tuple[tuple[str, str], ...]:
     """KEY=VALUE node selectors, each checked as a label; UserError naming the bad one."""
     out: list[tuple[str, str]] = []
@@ -83,8 +100,8 @@ def agent_options(values: dict[str, Any]) -> dict[str, Any]:
         raise UserError(f"--join-timeout must be between 0 and 86400 seconds, got {timeout:g}")
     if not 0 <= (values.get("gpus_per_node") or 0) <= 1024:
         raise UserError(f"--gpus-per-node must be between 0 and 1024, got {values['gpus_per_node']}")
-    if (image := values.get("image")) is not None and (not image.strip() or any(c.isspace() for c in image)):
-        raise UserError(f"--image {image!r}: one image reference without spaces, e.g. registry.example/clustercheck:1")
+    if (image := values.get("image")) is not None:
+        image_ref(image)
     if values.get("namespace") is not None:
         dns_label(values["namespace"], "--namespace")
     if values.get("k8s_job") is not None:
