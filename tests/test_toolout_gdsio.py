@@ -254,3 +254,16 @@ def test_the_kind_fails_a_gpu_run_twice_or_never():
     assert ("GPU1", False, "write: no gdsio run of GPU1 in the answer: never measured") in twice
     assert [p for s, p, _ in twice if s == "GPU0"].count(True) == 1
     assert ("GPU1", False, "write: no gdsio run of GPU1 in the answer: never measured") in verdicts([0], 2)
+
+
+# gdsio in batch mode (-x 6, GPU_BATCH) prints IoDepth between Threads and DataSetSize. The line as a public
+# gdsio wrapper script quotes it in its comments (gdsio's own output, its numbers consistent: 524206080 KiB over
+# 300.27 s is 1.6649 GiB/s), with the `IoType: ` that gdsio prints first.
+BATCH = ("IoType: WRITE XferType: GPU_BATCH Threads: 1 IoDepth: 8 DataSetSize: 524206080/8388608(KiB) "
+         "IOSize: 16384(KiB) Throughput: 1.664916 GiB/sec, Avg_Latency: 9383.000000 usecs ops: 31995 "
+         "total_time 300.268538 secs")
+
+
+def test_a_batch_mode_result_with_its_io_depth_reads():
+    (result,) = reader.parse(BATCH + "\n").results
+    assert (result.io, result.gibs, result.seconds) == ("WRITE", 1.664916, 300.268538)

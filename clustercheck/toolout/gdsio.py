@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from clustercheck.toolout import NotToolOutput, clean_lines, reading
 
 _RESULT = re.compile(
-    r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) DataSetSize: (?P<done>\d+)"
+    # batch mode (-x 6, GPU_BATCH) prints its queue depth between Threads and DataSetSize
+    r"IoType: (?P<io>\w+) XferType: (?P<xfer>\w+) Threads: (?P<threads>\d+) (?:IoDepth: \d+ )?"
+    r"DataSetSize: (?P<done>\d+)"
     r"(?:/(?P<asked>\d+))?\(KiB\) IOSize: (?P<iosize>[\d-]+)\(KiB\) Throughput: (?P<gibs>[\d.eE+-]+|nan|inf) GiB/sec, "
     r"Avg_Latency: (?P<lat>[\d.eE+-]+|nan|inf) usecs ops: (?P<ops>\d+) total_time (?P<secs>[\d.eE+-]+) secs")
 _COMMAND_MAX = 4096
