@@ -133,3 +133,15 @@ def test_a_run_judged_by_the_default_under_a_misspelt_id_says_so_in_its_summary(
     res.stdout.fnmatch_lines(["warning: check 'allreduce-sweep' (*s.yaml:2) is judged by defaults.all_reduce "
                               "(thresholds/cpu.yaml:5), and thresholds/cpu.yaml:8 checks: names 'allreduce-swep'*"])
     assert sum("warning: check" in line for line in res.outlines) == 1
+
+
+def test_shipped_suites_and_profiles_say_no_misspelling() -> None:
+    """`allreduce-burn` (burn-in suites) beside the GPU profiles' `allreduce-ring` (quick-gate's) scored 0.857
+    over the whole ids and warned on every burn-in of five shipped profiles: another word is another check."""
+    from clustercheck.run.judge import near_misses
+
+    repo = Path(__file__).resolve().parent.parent
+    said = [line for suite in sorted((repo / "suites").glob("*.yaml"))
+            for profile in sorted((repo / "thresholds").glob("*.yaml"))
+            for line in near_misses(load_suite(suite).checks, load_profile(profile))]
+    assert said == []

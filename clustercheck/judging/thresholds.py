@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -66,20 +67,26 @@ class Profile:
         return self.limits.get(check_id)
 
     def near_miss(self, check_id: str, run_ids: set[str]) -> str | None:
-        """The id under checks: that `check_id` nearly is (`allreduce-swep` for `allreduce-sweep`, by difflib's
-        ratio, high) and that no check of the run (`run_ids`) has, or None. A variant of one check is no slip:
-        one id extending the other after a separator (`allreduce-sweep-2n`), or differing in digits alone
-        (`allreduce-1n` beside `allreduce-2n`), as a profile shared by several suites names them."""
+        """The id under checks: that `check_id` nearly is (`allreduce-swep` for `allreduce-sweep`) and that no
+        check of the run (`run_ids`) has, or None. A slip is one word of the id misspelt (words split at
+        `-_.:`), not another word: `allreduce-ring` beside `allreduce-burn` (difflib's 0.857 over the whole ids)
+        is another check, as are a variant extending the id (`allreduce-sweep-2n`) and one differing in digits
+        alone (`allreduce-1n` beside `allreduce-2n`), as a profile shared by several suites names them."""
         unnamed = [i for i in self.limits if i not in run_ids]
+        words = _WORD.split(check_id)
         for near in difflib.get_close_matches(check_id, unnamed, n=3, cutoff=0.85):
-            short, long = sorted((check_id, near), key=len)
-            extends = long.startswith(short) and long[len(short)] in "-_.:"
-            digits = "".join(c for c in check_id if not c.isdigit()) == "".join(c for c in near if not c.isdigit())
-            if not extends and not digits:
+            theirs = _WORD.split(near)
+            differ = [(a, b) for a, b in zip(words, theirs) if a != b]
+            if len(theirs) != len(words) or len(differ) != 1:
+                continue
+            (a, b), = differ
+            digits = "".join(c for c in a if not c.isdigit()) == "".join(c for c in b if not c.isdigit())
+            if not digits and difflib.SequenceMatcher(None, a, b).ratio() >= 0.75:
                 return near
         return None
 
 
+_WORD = re.compile(r"[-_.:]")  # what separates the words of a check id
 _DETECT_KEYS = ("gpu_count", "pci_device_ids", "nvlinks_per_gpu")
 _DETECT_RANGES = {"gpu_count": (0, 1024), "nvlinks_per_gpu": (0, 64)}  # GPUs per node as --ranks; NVLink 5: 18
 
