@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercheck.cli import main
 from clustercheck.fabric import nccl_net, transport
+from test_probe_nccl_log import probe
 
 # hostB found no RDMA device and says nothing of channels; hostA's IB channels must not pass for it
 NO_IB_ON_B = """\
@@ -20,14 +20,6 @@ hostB:200:200 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
 hostB:200:200 [0] NCCL INFO NET/IB : No device found.
 hostB:200:200 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>
 """
-
-
-def probe(capsys: pytest.CaptureFixture[str], path: Path, *expect: str) -> tuple[int, list[str]]:
-    args = ["probe", "nccl-log", "--input", str(path)]
-    for e in expect:
-        args += ["--expect", e]
-    code = main(args)
-    return code, capsys.readouterr().out.splitlines()
 
 
 def test_a_host_without_channels_that_found_no_ib_device_fails_net_and_passes_nothing(
