@@ -139,7 +139,7 @@ def line(comm: dict[str, Any]) -> str:
     if comm.get("networks"):
         parts.append("network " + ", ".join(comm["networks"]))
     if comm.get("net"):
-        from clustercheck.fabric.transport import summary
+        from clustercheck.fabric.nccl_summary import summary
 
         parts.append(summary({h: HostNet.from_dict(v) for h, v in comm["net"].items()}, {}))
     parts.append(f"NVLS {comm.get('nvls', 'unknown')}")

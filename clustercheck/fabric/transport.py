@@ -32,7 +32,6 @@ import hostlist
 
 from clustercheck.fabric import nccl_debug
 from clustercheck.fabric.nccl_net import HostNet
-from clustercheck.fabric.nccl_summary import summary  # noqa: F401  (moved there; fabric/comm.py imports it from here)
 
 FAMILIES = {"ib": "IB", "ibext": "IB", "roce": "IB", "socket": "Socket", "ofi": "OFI", "efa": "OFI",
             "libfabric": "OFI", "aws libfabric": "OFI"}
